@@ -1,0 +1,116 @@
+# toolgate Makefile. Tools are pinned here and installed into bin/ on first use.
+
+IMG ?= toolgate/controller:dev
+RUNNER_IMG ?= toolgate/runner:dev
+
+LOCALBIN ?= $(shell pwd)/bin
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
+GOLANGCI_LINT_VERSION ?= v2.15.0
+K8S_VERSION ?= 1.37.2
+ETCD_VERSION ?= 3.7.3
+
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(K8S_VERSION)-$(shell go env GOOS)-$(shell go env GOARCH)
+
+GOTEST_FLAGS ?=
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Show the targets.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: controller-gen ## Generate CRDs and the controller's ClusterRole from markers.
+	$(CONTROLLER_GEN) rbac:roleName=toolgate-manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
+
+.PHONY: generate
+generate: controller-gen ## Generate DeepCopy methods.
+	$(CONTROLLER_GEN) object paths="./api/..."
+
+.PHONY: fmt
+fmt: ## Run go fmt.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: lint
+lint: golangci-lint ## Run golangci-lint.
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: verify-generated
+verify-generated: manifests generate ## Fail when generated files are not up to date.
+	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
+
+.PHONY: test
+test: envtest-assets ## Run unit and integration (envtest) tests against a real kube-apiserver and etcd.
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test $(GOTEST_FLAGS) ./...
+
+.PHONY: bench
+bench: ## Run the benchmarks reported in docs/benchmarks.md.
+	go test -run '^$$' -bench . -benchmem ./internal/policy/...
+
+.PHONY: test-e2e
+test-e2e: ## Run the e2e suite against the cluster KUBECONFIG names.
+	go test -tags e2e ./test/e2e/ -v -ginkgo.v
+
+##@ Build
+
+.PHONY: build
+build: ## Build the manager, the runner and the kubectl plugin into bin/.
+	CGO_ENABLED=0 go build -o $(LOCALBIN)/manager ./cmd/manager
+	CGO_ENABLED=0 go build -o $(LOCALBIN)/runner ./cmd/runner
+
+.PHONY: run
+run: manifests generate ## Run the controller on this machine against the cluster in KUBECONFIG.
+	go run ./cmd/manager
+
+.PHONY: docker-build
+docker-build: ## Build the controller image with Docker.
+	docker build -t $(IMG) .
+
+##@ Deployment
+
+.PHONY: install
+install: manifests ## Install CRDs and admission policies into the cluster in KUBECONFIG.
+	kubectl apply -k config/crd
+	kubectl apply -k config/admission
+
+.PHONY: uninstall
+uninstall: ## Remove CRDs and admission policies.
+	kubectl delete --ignore-not-found -k config/admission
+	kubectl delete --ignore-not-found -k config/crd
+
+.PHONY: deploy
+deploy: manifests ## Deploy the controller into toolgate-system.
+	kubectl apply -k config/default
+
+.PHONY: undeploy
+undeploy: ## Remove the controller.
+	kubectl delete --ignore-not-found -k config/default
+
+##@ Tools
+
+.PHONY: envtest-assets
+envtest-assets: ## Build kube-apiserver and etcd for envtest from source into bin/k8s/ (cached).
+	K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/envtest-assets.sh
+
+.PHONY: controller-gen
+controller-gen: $(CONTROLLER_GEN)
+$(CONTROLLER_GEN):
+	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+	mv $(LOCALBIN)/controller-gen $(CONTROLLER_GEN)
+
+.PHONY: golangci-lint
+golangci-lint: $(GOLANGCI_LINT)
+$(GOLANGCI_LINT):
+	GOBIN=$(LOCALBIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv $(LOCALBIN)/golangci-lint $(GOLANGCI_LINT)

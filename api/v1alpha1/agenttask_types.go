@@ -1,0 +1,381 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TaskMode decides which tools are visible at all (the first gate) and what happens
+// when no policy rule matches.
+// +kubebuilder:validation:Enum=ReadOnly;Edit;Auto
+type TaskMode string
+
+const (
+	// ModeReadOnly: only read-only tools are visible; nothing that writes ever runs.
+	ModeReadOnly TaskMode = "ReadOnly"
+	// ModeEdit: every tool is visible; read-only operations are allowed, anything else
+	// asks a human unless a policy rule says otherwise.
+	ModeEdit TaskMode = "Edit"
+	// ModeAuto: every tool is visible; reads, tests and builds are allowed and
+	// workspace writes too; destructive, network, privilege and unknown operations ask.
+	ModeAuto TaskMode = "Auto"
+)
+
+// AgentTaskSpec is what a person (or a GitOps repository) asks an agent to do.
+// +kubebuilder:validation:XValidation:rule="!has(self.budgets) || !has(self.budgets.defaultTimeoutSeconds) || !has(self.budgets.maxTimeoutSeconds) || self.budgets.defaultTimeoutSeconds <= self.budgets.maxTimeoutSeconds",message="budgets.defaultTimeoutSeconds must not exceed budgets.maxTimeoutSeconds"
+type AgentTaskSpec struct {
+	// goal is the user's request, in their words. It is sent to the model as the task.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=16384
+	Goal string `json:"goal"`
+
+	// mode decides which tools are visible and the default decision when no policy rule
+	// matches. ReadOnly (default) shows only read-only tools; Edit shows all tools and
+	// asks for anything that is not read-only; Auto also allows tests, builds and
+	// workspace writes without asking.
+	// +optional
+	// +kubebuilder:default=ReadOnly
+	Mode TaskMode `json:"mode,omitempty"`
+
+	// tools optionally narrows the visible tools to this allow-list (after the mode's
+	// own filter). Empty means every tool the mode allows.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	Tools []ToolName `json:"tools,omitempty"`
+
+	// workspace is the volume the tools work on, mounted at /workspace in every Execution.
+	// +required
+	Workspace WorkspaceSpec `json:"workspace"`
+
+	// sandbox describes the container every Execution of this task runs in.
+	// +optional
+	Sandbox SandboxSpec `json:"sandbox,omitempty"`
+
+	// agent says who proposes tool calls: a model toolgate talks to, or an external agent.
+	// +required
+	Agent AgentSpec `json:"agent"`
+
+	// budgets end runaway tasks with a clear condition.
+	// +optional
+	Budgets Budgets `json:"budgets,omitempty"`
+
+	// done, set by the task's owner, finishes a task whose agent is external. The task
+	// becomes Succeeded with reason MarkedDone once no intent is still in flight.
+	// +optional
+	Done bool `json:"done,omitempty"`
+
+	// cancel, set by the task's owner, stops the task: no new intent is accepted and
+	// the task becomes Failed with reason Cancelled.
+	// +optional
+	Cancel bool `json:"cancel,omitempty"`
+}
+
+// WorkspaceSpec names the volume the tools work on: an existing claim, or a claim
+// that the task creates and owns (optionally seeded from a git repository).
+// +kubebuilder:validation:XValidation:rule="has(self.existingClaim) != has(self.volumeClaim)",message="set exactly one of workspace.existingClaim or workspace.volumeClaim"
+// +kubebuilder:validation:XValidation:rule="!has(self.git) || has(self.volumeClaim)",message="workspace.git needs workspace.volumeClaim: the repository is cloned into a claim the task owns"
+type WorkspaceSpec struct {
+	// existingClaim is the name of a PersistentVolumeClaim in the task's namespace.
+	// toolgate never deletes it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ExistingClaim string `json:"existingClaim,omitempty"`
+
+	// volumeClaim asks toolgate to create a claim owned by the task (deleted with it).
+	// +optional
+	VolumeClaim *WorkspaceVolumeClaim `json:"volumeClaim,omitempty"`
+
+	// git seeds a task-owned claim with a clone of a repository at a revision.
+	// +optional
+	Git *GitSource `json:"git,omitempty"`
+}
+
+// WorkspaceVolumeClaim describes the claim toolgate creates for a task.
+type WorkspaceVolumeClaim struct {
+	// storage is the requested size. Default 1Gi.
+	// +optional
+	// +kubebuilder:default="1Gi"
+	Storage resource.Quantity `json:"storage,omitempty"`
+	// storageClassName selects the storage class; empty uses the cluster default.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	StorageClassName *string `json:"storageClassName,omitempty"`
+}
+
+// GitSource is a repository and revision cloned into the workspace before the first turn.
+type GitSource struct {
+	// url of the repository (https or ssh).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url"`
+	// revision is a branch, tag or commit. Default HEAD.
+	// +optional
+	// +kubebuilder:default=HEAD
+	// +kubebuilder:validation:MaxLength=253
+	Revision string `json:"revision,omitempty"`
+}
+
+// NetworkMode says whether Executions may reach the network.
+// +kubebuilder:validation:Enum=None;AllowList
+type NetworkMode string
+
+const (
+	// NetworkNone denies all egress (the default).
+	NetworkNone NetworkMode = "None"
+	// NetworkAllowList allows egress only to the listed destinations.
+	NetworkAllowList NetworkMode = "AllowList"
+)
+
+// SandboxSpec describes the container every Execution of a task runs in.
+type SandboxSpec struct {
+	// image is the container image the tools run in. The runner binary is injected
+	// into it, so any image with the tools the task needs works. Empty uses the
+	// controller's default workspace image.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Image string `json:"image,omitempty"`
+
+	// runtimeClassName selects a RuntimeClass (for example gVisor or Kata) for stronger
+	// isolation. Empty uses the cluster default.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
+
+	// resources of the tool container. Default: requests 100m CPU and 128Mi memory,
+	// limits 1 CPU and 512Mi memory.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// network is the egress the tool container gets. Default: none at all.
+	// +optional
+	Network NetworkSpec `json:"network,omitempty"`
+}
+
+// NetworkSpec is the egress an Execution gets.
+// +kubebuilder:validation:XValidation:rule="self.mode == 'AllowList' || !has(self.egress) || size(self.egress) == 0",message="network.egress is only allowed with network.mode AllowList"
+type NetworkSpec struct {
+	// mode is None (default: all egress denied) or AllowList.
+	// +optional
+	// +kubebuilder:default=None
+	Mode NetworkMode `json:"mode,omitempty"`
+	// egress lists the destinations allowed with mode AllowList.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Egress []EgressRule `json:"egress,omitempty"`
+}
+
+// EgressRule allows traffic to one CIDR block, optionally on some ports only.
+type EgressRule struct {
+	// cidr is the destination block, for example 10.0.0.0/8.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	CIDR string `json:"cidr"`
+	// ports limits the rule to these TCP ports; empty means every port.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Minimum=1
+	// +kubebuilder:validation:items:Maximum=65535
+	Ports []int32 `json:"ports,omitempty"`
+}
+
+// AgentSpec says who proposes tool calls.
+// +kubebuilder:validation:XValidation:rule="has(self.model) != has(self.external)",message="set exactly one of agent.model or agent.external"
+type AgentSpec struct {
+	// model makes toolgate run the agent loop against an OpenAI-compatible endpoint.
+	// +optional
+	Model *ModelAgent `json:"model,omitempty"`
+	// external means intents are created by an outside agent (or a person with
+	// kubectl); toolgate governs them but proposes nothing itself.
+	// +optional
+	External *ExternalAgent `json:"external,omitempty"`
+}
+
+// ModelAgent is an OpenAI-compatible Chat Completions endpoint with tool calling.
+type ModelAgent struct {
+	// baseURL of the endpoint, for example https://api.openai.com/v1 or a vLLM,
+	// llama.cpp or Ollama server's /v1 URL.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	BaseURL string `json:"baseURL"`
+	// model name sent with each request.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Model string `json:"model"`
+	// apiKeySecretRef names a Secret key in the task's namespace holding the API key.
+	// Optional for endpoints that need none.
+	// +optional
+	APIKeySecretRef *corev1.SecretKeySelector `json:"apiKeySecretRef,omitempty"`
+	// requestTimeoutSeconds bounds one model request. Default 120.
+	// +optional
+	// +kubebuilder:default=120
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	RequestTimeoutSeconds int32 `json:"requestTimeoutSeconds,omitempty"`
+}
+
+// ExternalAgent marks a task whose intents come from outside toolgate.
+type ExternalAgent struct {
+	// description of the agent, shown to people.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Description string `json:"description,omitempty"`
+}
+
+// Budgets end runaway tasks. Each exhausted budget fails the task with its own reason.
+type Budgets struct {
+	// maxTurns is the number of model turns. Default 20.
+	// +optional
+	// +kubebuilder:default=20
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxTurns int32 `json:"maxTurns,omitempty"`
+	// maxIntents is the number of ToolIntents the task may have. Default 100.
+	// +optional
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MaxIntents int32 `json:"maxIntents,omitempty"`
+	// maxApprovalRequests is how many Approvals the task may create; further asks are
+	// denied. Default 10.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	MaxApprovalRequests int32 `json:"maxApprovalRequests,omitempty"`
+	// maxConsecutiveRefusals is how many validation failures or denials in a row end
+	// the task (a model stuck repeating a refused call). Default 5.
+	// +optional
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxConsecutiveRefusals int32 `json:"maxConsecutiveRefusals,omitempty"`
+	// maxTokens optionally bounds the model tokens the task may use.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxTokens *int64 `json:"maxTokens,omitempty"`
+	// defaultTimeoutSeconds applies to a tool call that names no timeout. Default 120.
+	// +optional
+	// +kubebuilder:default=120
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	DefaultTimeoutSeconds int32 `json:"defaultTimeoutSeconds,omitempty"`
+	// maxTimeoutSeconds clamps every tool call's timeout. Default 600.
+	// +optional
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	MaxTimeoutSeconds int32 `json:"maxTimeoutSeconds,omitempty"`
+	// maxOutputBytes caps the output an observation carries back to the model (head
+	// and tail are kept, the cut is announced). Default 32768.
+	// +optional
+	// +kubebuilder:default=32768
+	// +kubebuilder:validation:Minimum=256
+	// +kubebuilder:validation:Maximum=262144
+	MaxOutputBytes int32 `json:"maxOutputBytes,omitempty"`
+	// approvalTTLSeconds is how long an Approval waits before it expires. Default 3600.
+	// +optional
+	// +kubebuilder:default=3600
+	// +kubebuilder:validation:Minimum=10
+	// +kubebuilder:validation:Maximum=604800
+	ApprovalTTLSeconds int32 `json:"approvalTTLSeconds,omitempty"`
+}
+
+// TaskPhase summarizes a task for people; conditions carry the detail.
+// +kubebuilder:validation:Enum=Pending;Running;AwaitingApproval;Succeeded;Failed
+type TaskPhase string
+
+const (
+	TaskPending          TaskPhase = "Pending"
+	TaskRunning          TaskPhase = "Running"
+	TaskAwaitingApproval TaskPhase = "AwaitingApproval"
+	TaskSucceeded        TaskPhase = "Succeeded"
+	TaskFailed           TaskPhase = "Failed"
+)
+
+// IntentCounts counts a task's intents by outcome.
+type IntentCounts struct {
+	// total is every intent of the task.
+	// +optional
+	Total int32 `json:"total,omitempty"`
+	// inFlight are intents without an observation yet.
+	// +optional
+	InFlight int32 `json:"inFlight,omitempty"`
+	// byOutcome counts observed intents per outcome.
+	// +optional
+	ByOutcome map[Outcome]int32 `json:"byOutcome,omitempty"`
+}
+
+// AgentTaskStatus is rebuilt by the controller from the task's children.
+type AgentTaskStatus struct {
+	// conditions: Ready, AwaitingApproval, Succeeded, Failed.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// phase summarizes the conditions for people.
+	// +optional
+	Phase TaskPhase `json:"phase,omitempty"`
+	// turn is the current (or last) turn number, starting at 0.
+	// +optional
+	Turn int32 `json:"turn,omitempty"`
+	// workspaceClaimName is the claim mounted as the workspace.
+	// +optional
+	WorkspaceClaimName string `json:"workspaceClaimName,omitempty"`
+	// intents counts the task's intents by outcome.
+	// +optional
+	Intents IntentCounts `json:"intents,omitempty"`
+	// approvalRequests counts the Approvals the task created.
+	// +optional
+	ApprovalRequests int32 `json:"approvalRequests,omitempty"`
+	// tokensUsed is the model tokens used so far.
+	// +optional
+	TokensUsed int64 `json:"tokensUsed,omitempty"`
+	// result is the model's final answer, set only when the task Succeeded.
+	// +optional
+	Result string `json:"result,omitempty"`
+}
+
+// AgentTask is the unit of work: a goal, a workspace, a sandbox, an agent and budgets.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=task;tasks,categories=toolgate
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Turn",type=integer,JSONPath=`.status.turn`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type AgentTask struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired task.
+	// +required
+	Spec AgentTaskSpec `json:"spec"`
+	// status is observed by the controller.
+	// +optional
+	Status AgentTaskStatus `json:"status,omitempty"`
+}
+
+// AgentTaskList is a list of AgentTasks.
+// +kubebuilder:object:root=true
+type AgentTaskList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []AgentTask `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&AgentTask{}, &AgentTaskList{})
+}

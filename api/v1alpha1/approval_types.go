@@ -1,0 +1,169 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ApprovalDecision is a human's decision on an Approval.
+// +kubebuilder:validation:Enum=Pending;Approved;Denied
+type ApprovalDecision string
+
+const (
+	// DecisionPending: nobody has decided yet.
+	DecisionPending ApprovalDecision = "Pending"
+	// DecisionApproved: an approver allowed the call.
+	DecisionApproved ApprovalDecision = "Approved"
+	// DecisionDenied: an approver refused the call.
+	DecisionDenied ApprovalDecision = "Denied"
+)
+
+// ApprovalState is where an Approval is in its life.
+// +kubebuilder:validation:Enum=Pending;Approved;Denied;Expired;Consumed
+type ApprovalState string
+
+const (
+	ApprovalStatePending  ApprovalState = "Pending"
+	ApprovalStateApproved ApprovalState = "Approved"
+	ApprovalStateDenied   ApprovalState = "Denied"
+	ApprovalStateExpired  ApprovalState = "Expired"
+	// ApprovalStateConsumed: the approval was used by exactly one Execution.
+	ApprovalStateConsumed ApprovalState = "Consumed"
+)
+
+// ApprovalRequest is what the approver is asked, with secrets masked.
+type ApprovalRequest struct {
+	// tool to be called.
+	// +required
+	Tool ToolName `json:"tool"`
+	// input is a summary of the tool's input with secrets masked.
+	// +required
+	// +kubebuilder:validation:MaxLength=8192
+	Input string `json:"input"`
+	// risk of the call.
+	// +optional
+	Risk Risk `json:"risk,omitempty"`
+	// category is the strictest category of the call.
+	// +optional
+	Category CommandCategory `json:"category,omitempty"`
+	// policy that asked, as Kind/name; empty when the task mode asked.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Policy string `json:"policy,omitempty"`
+	// policyGeneration of that policy.
+	// +optional
+	PolicyGeneration int64 `json:"policyGeneration,omitempty"`
+	// rule that asked.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Rule string `json:"rule,omitempty"`
+	// reason the rule gives.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Reason string `json:"reason,omitempty"`
+	// proposerReason is the agent's own explanation; untrusted, shown as is.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	ProposerReason string `json:"proposerReason,omitempty"`
+}
+
+// ApprovalSpec is a request for a human decision on one intent. Every field except
+// decision, decidedBy and comment is immutable; the admission policy lets the decision
+// change once, from Pending, by an allowed approver who names themselves.
+// +kubebuilder:validation:XValidation:rule="self.intentRef == oldSelf.intentRef && self.taskRef == oldSelf.taskRef && self.fingerprint == oldSelf.fingerprint && self.request == oldSelf.request && self.requestedBy == oldSelf.requestedBy && self.expiresAt == oldSelf.expiresAt && (has(self.approvers) == has(oldSelf.approvers)) && (!has(self.approvers) || self.approvers == oldSelf.approvers)",message="only spec.decision, spec.decidedBy and spec.comment of an Approval may change"
+// +kubebuilder:validation:XValidation:rule="self.decision == 'Pending' || (has(self.decidedBy) && size(self.decidedBy) > 0)",message="spec.decidedBy is required when spec.decision is Approved or Denied"
+type ApprovalSpec struct {
+	// intentRef names the ToolIntent this approval is for.
+	// +required
+	IntentRef LocalObjectReference `json:"intentRef"`
+	// taskRef names the intent's AgentTask.
+	// +required
+	TaskRef LocalObjectReference `json:"taskRef"`
+	// fingerprint binds the approval to exactly one call: SHA-256 over the canonical
+	// JSON of task, tool, normalized input, rule and policy generation.
+	// +required
+	// +kubebuilder:validation:MinLength=64
+	// +kubebuilder:validation:MaxLength=128
+	Fingerprint string `json:"fingerprint"`
+	// request is what is asked, with secrets masked.
+	// +required
+	Request ApprovalRequest `json:"request"`
+	// requestedBy is the user who created the intent; that user can never decide.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	RequestedBy string `json:"requestedBy"`
+	// approvers lists who may decide; empty means anyone with the approve verb.
+	// +optional
+	Approvers *Approvers `json:"approvers,omitempty"`
+	// expiresAt is when the approval expires if nobody decided.
+	// +required
+	ExpiresAt metav1.Time `json:"expiresAt"`
+
+	// decision is Pending until an approver sets Approved or Denied, once.
+	// +optional
+	// +kubebuilder:default=Pending
+	Decision ApprovalDecision `json:"decision,omitempty"`
+	// decidedBy is the user name of the approver; it must be the caller's own.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	DecidedBy string `json:"decidedBy,omitempty"`
+	// comment from the approver; for a denial it is fed back to the model.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Comment string `json:"comment,omitempty"`
+}
+
+// ApprovalStatus is written by the controller.
+type ApprovalStatus struct {
+	// state of the approval.
+	// +optional
+	State ApprovalState `json:"state,omitempty"`
+	// decidedAt is when the controller first saw the decision.
+	// +optional
+	DecidedAt *metav1.Time `json:"decidedAt,omitempty"`
+	// consumedBy names the Execution that used the approval.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ConsumedBy string `json:"consumedBy,omitempty"`
+	// message explains the state, for example why an approval was refused.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message,omitempty"`
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// Approval asks a human to allow or deny one ToolIntent.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=appr,categories=toolgate
+// +kubebuilder:printcolumn:name="Intent",type=string,JSONPath=`.spec.intentRef.name`
+// +kubebuilder:printcolumn:name="Tool",type=string,JSONPath=`.spec.request.tool`
+// +kubebuilder:printcolumn:name="Decision",type=string,JSONPath=`.spec.decision`
+// +kubebuilder:printcolumn:name="DecidedBy",type=string,JSONPath=`.spec.decidedBy`
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Approval struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the request and the human decision.
+	// +required
+	Spec ApprovalSpec `json:"spec"`
+	// status is written by the controller.
+	// +optional
+	Status ApprovalStatus `json:"status,omitempty"`
+}
+
+// ApprovalList is a list of Approvals.
+// +kubebuilder:object:root=true
+type ApprovalList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Approval `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Approval{}, &ApprovalList{})
+}

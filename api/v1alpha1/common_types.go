@@ -1,0 +1,85 @@
+package v1alpha1
+
+// LocalObjectReference names an object in the same namespace.
+type LocalObjectReference struct {
+	// name of the referenced object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// ToolName names a tool of the registry, for example bash or read_file.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9_]*$`
+type ToolName string
+
+// Built-in tools.
+const (
+	ToolBash      ToolName = "bash"
+	ToolReadFile  ToolName = "read_file"
+	ToolWriteFile ToolName = "write_file"
+	ToolEditFile  ToolName = "edit_file"
+	ToolGlob      ToolName = "glob"
+	ToolGrep      ToolName = "grep"
+	ToolListDir   ToolName = "list_dir"
+)
+
+// DecisionAction is what the policy engine decided for an intent.
+// +kubebuilder:validation:Enum=Allow;Ask;Deny
+type DecisionAction string
+
+const (
+	// DecisionAllow: the intent executes without a human.
+	DecisionAllow DecisionAction = "Allow"
+	// DecisionAsk: a human must approve before the intent executes.
+	DecisionAsk DecisionAction = "Ask"
+	// DecisionDeny: the intent never executes.
+	DecisionDeny DecisionAction = "Deny"
+)
+
+// CommandCategory is what a tool call or one part of a shell command does.
+// +kubebuilder:validation:Enum=read-only;test;build;install;write;delete;vcs-destructive;network;privilege;unknown
+type CommandCategory string
+
+const (
+	CategoryReadOnly       CommandCategory = "read-only"
+	CategoryTest           CommandCategory = "test"
+	CategoryBuild          CommandCategory = "build"
+	CategoryInstall        CommandCategory = "install"
+	CategoryWrite          CommandCategory = "write"
+	CategoryDelete         CommandCategory = "delete"
+	CategoryVCSDestructive CommandCategory = "vcs-destructive"
+	CategoryNetwork        CommandCategory = "network"
+	CategoryPrivilege      CommandCategory = "privilege"
+	CategoryUnknown        CommandCategory = "unknown"
+)
+
+// Risk grades how much harm an action can do.
+// +kubebuilder:validation:Enum=Low;Medium;High;Critical
+type Risk string
+
+const (
+	RiskLow      Risk = "Low"
+	RiskMedium   Risk = "Medium"
+	RiskHigh     Risk = "High"
+	RiskCritical Risk = "Critical"
+)
+
+// Approvers lists who may decide an Approval. An empty list means anyone who holds
+// the `approve` verb on approvals in the namespace.
+type Approvers struct {
+	// users are Kubernetes user names (as in request.userInfo.username).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	Users []string `json:"users,omitempty"`
+	// groups are Kubernetes group names (as in request.userInfo.groups).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	Groups []string `json:"groups,omitempty"`
+}

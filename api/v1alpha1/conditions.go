@@ -1,0 +1,104 @@
+package v1alpha1
+
+// Condition types. Every condition toolgate writes uses one of these types and one of
+// the reasons below, so that tooling (kubectl wait, Argo CD health checks, alerts) can
+// rely on them.
+const (
+	// ConditionReady on an AgentTask: the workspace exists and the task can run.
+	// On a ToolPolicy or ClusterToolPolicy: every rule compiled and every example passed,
+	// so the policy is used for decisions.
+	ConditionReady = "Ready"
+	// ConditionAwaitingApproval on an AgentTask: at least one intent waits for a human.
+	ConditionAwaitingApproval = "AwaitingApproval"
+	// ConditionSucceeded on an AgentTask: the task finished with a result.
+	ConditionSucceeded = "Succeeded"
+	// ConditionFailed on an AgentTask: the task ended without a result (budget, error, cancel).
+	ConditionFailed = "Failed"
+
+	// ConditionValidated on a ToolIntent: the input passed the tool's schema and the
+	// runtime checks (visibility, workspace paths, read-before-edit, budgets).
+	ConditionValidated = "Validated"
+	// ConditionDecided on a ToolIntent: the policy engine produced a decision.
+	ConditionDecided = "Decided"
+	// ConditionApproved on a ToolIntent: only present when the decision was Ask; True once
+	// a human approved and the approval was consumed.
+	ConditionApproved = "Approved"
+	// ConditionExecuted on a ToolIntent: an Execution ran (or was refused) for the intent.
+	ConditionExecuted = "Executed"
+	// ConditionObserved on a ToolIntent: the observation for the model is written. This
+	// is the terminal condition of every intent, whatever its outcome.
+	ConditionObserved = "Observed"
+
+	// ConditionComplete on an Execution: the Job finished and its result was read.
+	ConditionComplete = "Complete"
+)
+
+// Condition reasons.
+const (
+	// ReasonWorkspaceReady: the workspace claim exists.
+	ReasonWorkspaceReady = "WorkspaceReady"
+	// ReasonWorkspacePending: the workspace claim is being provisioned or does not exist yet.
+	ReasonWorkspacePending = "WorkspacePending"
+	// ReasonRunning: the task is taking turns.
+	ReasonRunning = "Running"
+	// ReasonIntentsAwaitingApproval: one or more intents wait for a human decision.
+	ReasonIntentsAwaitingApproval = "IntentsAwaitingApproval"
+	// ReasonNoPendingApprovals: nothing waits for a human.
+	ReasonNoPendingApprovals = "NoPendingApprovals"
+	// ReasonCompleted: the task finished with a result.
+	ReasonCompleted = "Completed"
+	// ReasonMarkedDone: the owner of an external-agent task marked it done.
+	ReasonMarkedDone = "MarkedDone"
+	// ReasonCancelled: the owner cancelled the task.
+	ReasonCancelled = "Cancelled"
+	// ReasonTurnBudgetExhausted: the task used its maximum number of turns.
+	ReasonTurnBudgetExhausted = "TurnBudgetExhausted"
+	// ReasonIntentBudgetExhausted: the task used its maximum number of intents.
+	ReasonIntentBudgetExhausted = "IntentBudgetExhausted"
+	// ReasonRefusalBudgetExhausted: too many consecutive validation failures or denials.
+	ReasonRefusalBudgetExhausted = "RefusalBudgetExhausted"
+	// ReasonTokenBudgetExhausted: the model used its token budget.
+	ReasonTokenBudgetExhausted = "TokenBudgetExhausted"
+	// ReasonModelError: the model endpoint returned an error that retries did not cure.
+	ReasonModelError = "ModelError"
+
+	// ReasonInputValid: the intent passed validation.
+	ReasonInputValid = "InputValid"
+	// ReasonInputInvalid: the intent failed validation; the message lists every error.
+	ReasonInputInvalid = "InputInvalid"
+	// ReasonPolicyAllow, ReasonPolicyAsk, ReasonPolicyDeny: the decision's action.
+	ReasonPolicyAllow = "Allow"
+	ReasonPolicyAsk   = "Ask"
+	ReasonPolicyDeny  = "Deny"
+	// ReasonApprovalPending: the Approval waits for a human.
+	ReasonApprovalPending = "ApprovalPending"
+	// ReasonApprovalGranted: the Approval was approved and consumed by this intent.
+	ReasonApprovalGranted = "ApprovalGranted"
+	// ReasonApprovalDenied: a human denied the Approval.
+	ReasonApprovalDenied = "ApprovalDenied"
+	// ReasonApprovalExpired: nobody decided before expiresAt.
+	ReasonApprovalExpired = "ApprovalExpired"
+	// ReasonFingerprintMismatch: the Approval's fingerprint no longer matches the intent.
+	ReasonFingerprintMismatch = "FingerprintMismatch"
+	// ReasonWaitingForSiblings: batch preflight holds this intent while a sibling of the
+	// same turn waits for approval.
+	ReasonWaitingForSiblings = "WaitingForSiblings"
+	// ReasonExecutionCreated: the Execution exists and runs.
+	ReasonExecutionCreated = "ExecutionCreated"
+	// ReasonExecutionFinished: the Execution finished; see the observation outcome.
+	ReasonExecutionFinished = "ExecutionFinished"
+	// ReasonNotExecuted: nothing was executed for this intent.
+	ReasonNotExecuted = "NotExecuted"
+	// ReasonObservationWritten: the observation is written.
+	ReasonObservationWritten = "ObservationWritten"
+
+	// ReasonPolicyCompiled: every rule compiled and every example passed.
+	ReasonPolicyCompiled = "Compiled"
+	// ReasonPolicyInvalid: a rule failed to compile or an example failed; the message
+	// names the rule.
+	ReasonPolicyInvalid = "Invalid"
+
+	// ReasonJobSucceeded, ReasonJobFailed: the Execution's Job finished.
+	ReasonJobSucceeded = "JobSucceeded"
+	ReasonJobFailed    = "JobFailed"
+)

@@ -1,0 +1,266 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// ExecutionPhase is where an Execution is.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed
+type ExecutionPhase string
+
+const (
+	ExecutionPending   ExecutionPhase = "Pending"
+	ExecutionRunning   ExecutionPhase = "Running"
+	ExecutionSucceeded ExecutionPhase = "Succeeded"
+	ExecutionFailed    ExecutionPhase = "Failed"
+)
+
+// ErrorKind says why an Execution failed.
+// +kubebuilder:validation:Enum=ExitCode;Timeout;Stale;Exception;Aborted
+type ErrorKind string
+
+const (
+	// ErrorExitCode: the tool exited non-zero.
+	ErrorExitCode ErrorKind = "ExitCode"
+	// ErrorTimeout: the tool was killed at its timeout (or the Job's deadline).
+	ErrorTimeout ErrorKind = "Timeout"
+	// ErrorStale: edit_file refused because the file changed since it was read.
+	ErrorStale ErrorKind = "Stale"
+	// ErrorException: the runner could not run the tool (bad path, escape, I/O error,
+	// missing result).
+	ErrorException ErrorKind = "Exception"
+	// ErrorAborted: the Job or Pod was deleted before it finished.
+	ErrorAborted ErrorKind = "Aborted"
+)
+
+// EnvVar is one environment variable set for the tool.
+type EnvVar struct {
+	// name of the variable.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// value of the variable.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Value string `json:"value,omitempty"`
+}
+
+// SandboxProfile is the resolved sandbox an Execution runs in.
+type SandboxProfile struct {
+	// image the tool runs in.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Image string `json:"image"`
+	// runtimeClassName for the pod, when set.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
+	// resources of the tool container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+	// network egress allowed.
+	// +optional
+	Network NetworkSpec `json:"network,omitempty"`
+	// workspaceClaimName is the claim mounted at /workspace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	WorkspaceClaimName string `json:"workspaceClaimName"`
+	// readOnlyWorkspace mounts the workspace read-only (read-only tools).
+	// +optional
+	ReadOnlyWorkspace bool `json:"readOnlyWorkspace,omitempty"`
+}
+
+// ExecutionSpec is one invocation, fixed when it is created.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: an Execution records one invocation"
+type ExecutionSpec struct {
+	// intentRef names the ToolIntent this invocation runs.
+	// +required
+	IntentRef LocalObjectReference `json:"intentRef"`
+	// taskRef names the intent's AgentTask.
+	// +required
+	TaskRef LocalObjectReference `json:"taskRef"`
+	// tool to run.
+	// +required
+	Tool ToolName `json:"tool"`
+	// input is the validated, normalized input.
+	// +required
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Type=object
+	Input runtime.RawExtension `json:"input"`
+	// workdir is the working directory, relative to the workspace root.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Workdir string `json:"workdir,omitempty"`
+	// env is set for the tool; nothing else from the controller leaks in.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Env []EnvVar `json:"env,omitempty"`
+	// timeoutSeconds after which the tool's process group is killed.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	TimeoutSeconds int32 `json:"timeoutSeconds"`
+	// maxOutputBytes caps each of stdout and stderr kept in the result.
+	// +required
+	// +kubebuilder:validation:Minimum=256
+	// +kubebuilder:validation:Maximum=1048576
+	MaxOutputBytes int32 `json:"maxOutputBytes"`
+	// baselineSHA256 is the content hash edit_file (and an overwriting write_file)
+	// checks before writing.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	BaselineSHA256 string `json:"baselineSHA256,omitempty"`
+	// sandbox is the resolved sandbox profile.
+	// +required
+	Sandbox SandboxProfile `json:"sandbox"`
+	// approvalRef names the Approval this invocation consumed, if any.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ApprovalRef string `json:"approvalRef,omitempty"`
+	// fingerprint of the intent's decision.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Fingerprint string `json:"fingerprint,omitempty"`
+}
+
+// ToolFacts are tool-specific facts the runner reports.
+type ToolFacts struct {
+	// contentSHA256 of the file after read_file, write_file or edit_file.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	ContentSHA256 string `json:"contentSHA256,omitempty"`
+	// linesAdded by edit_file or write_file.
+	// +optional
+	LinesAdded int32 `json:"linesAdded,omitempty"`
+	// linesRemoved by edit_file or write_file.
+	// +optional
+	LinesRemoved int32 `json:"linesRemoved,omitempty"`
+	// binary is true when read_file found a binary file.
+	// +optional
+	Binary bool `json:"binary,omitempty"`
+	// matches counted by grep or glob.
+	// +optional
+	Matches int32 `json:"matches,omitempty"`
+}
+
+// ExecutionStatus is read from the Job, its Pod and the runner's result.
+type ExecutionStatus struct {
+	// conditions: Complete.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// phase of the execution.
+	// +optional
+	Phase ExecutionPhase `json:"phase,omitempty"`
+	// jobName of the Job running the invocation.
+	// +optional
+	JobName string `json:"jobName,omitempty"`
+	// podName of the Job's pod.
+	// +optional
+	PodName string `json:"podName,omitempty"`
+	// startTime of the tool.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// completionTime of the tool.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// exitCode of the tool.
+	// +optional
+	ExitCode *int32 `json:"exitCode,omitempty"`
+	// durationMillis the tool ran.
+	// +optional
+	DurationMillis int64 `json:"durationMillis,omitempty"`
+	// duration, human-readable, for kubectl get.
+	// +optional
+	Duration string `json:"duration,omitempty"`
+	// errorKind when the execution did not succeed.
+	// +optional
+	ErrorKind ErrorKind `json:"errorKind,omitempty"`
+	// message explains the error plainly.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message,omitempty"`
+	// stdoutBytes is the full size of stdout.
+	// +optional
+	StdoutBytes int64 `json:"stdoutBytes,omitempty"`
+	// stderrBytes is the full size of stderr.
+	// +optional
+	StderrBytes int64 `json:"stderrBytes,omitempty"`
+	// truncated is true when output beyond maxOutputBytes was cut.
+	// +optional
+	Truncated bool `json:"truncated,omitempty"`
+	// outputSHA256 of the full combined output, as the runner saw it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	OutputSHA256 string `json:"outputSHA256,omitempty"`
+	// output is the captured output (head and tail within maxOutputBytes).
+	// +optional
+	// +kubebuilder:validation:MaxLength=2200000
+	Output string `json:"output,omitempty"`
+	// logRef is where the full output is while the Job exists (kubectl logs).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	LogRef string `json:"logRef,omitempty"`
+	// artifactPath is the workspace copy of the full output, readable with read_file.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	ArtifactPath string `json:"artifactPath,omitempty"`
+	// facts are tool-specific facts from the runner.
+	// +optional
+	Facts *ToolFacts `json:"facts,omitempty"`
+	// runAsNonRoot and readOnlyRootFS are what the runner observed about its own
+	// container, as evidence that the sandbox held.
+	// +optional
+	Sandbox *ObservedSandbox `json:"sandbox,omitempty"`
+}
+
+// ObservedSandbox is what the runner saw of its own container.
+type ObservedSandbox struct {
+	// uid the runner ran as.
+	// +optional
+	UID int64 `json:"uid"`
+	// readOnlyRootFilesystem is true when writing to / failed.
+	// +optional
+	ReadOnlyRootFilesystem bool `json:"readOnlyRootFilesystem"`
+}
+
+// Execution is one invocation of a tool, run as a sandboxed Job.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=exec,categories=toolgate
+// +kubebuilder:printcolumn:name="Tool",type=string,JSONPath=`.spec.tool`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Exit",type=integer,JSONPath=`.status.exitCode`
+// +kubebuilder:printcolumn:name="Duration",type=string,JSONPath=`.status.duration`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Execution struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the invocation; immutable.
+	// +required
+	Spec ExecutionSpec `json:"spec"`
+	// status is read from the Job and the runner.
+	// +optional
+	Status ExecutionStatus `json:"status,omitempty"`
+}
+
+// ExecutionList is a list of Executions.
+// +kubebuilder:object:root=true
+type ExecutionList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Execution `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Execution{}, &ExecutionList{})
+}

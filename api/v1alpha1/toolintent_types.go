@@ -1,0 +1,281 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Outcome is how an intent ended, as the model sees it.
+// +kubebuilder:validation:Enum=Succeeded;Failed;TimedOut;ValidationFailed;Denied;ApprovalDenied;ApprovalExpired;Aborted
+type Outcome string
+
+const (
+	// OutcomeSucceeded: the tool ran and exited 0.
+	OutcomeSucceeded Outcome = "Succeeded"
+	// OutcomeFailed: the tool ran and failed (non-zero exit, stale edit, error).
+	OutcomeFailed Outcome = "Failed"
+	// OutcomeTimedOut: the tool ran and was killed at its timeout.
+	OutcomeTimedOut Outcome = "TimedOut"
+	// OutcomeValidationFailed: the input was invalid; nothing was executed.
+	OutcomeValidationFailed Outcome = "ValidationFailed"
+	// OutcomeDenied: a policy denied the call; nothing was executed.
+	OutcomeDenied Outcome = "Denied"
+	// OutcomeApprovalDenied: a human denied the call; nothing was executed.
+	OutcomeApprovalDenied Outcome = "ApprovalDenied"
+	// OutcomeApprovalExpired: nobody decided in time; nothing was executed.
+	OutcomeApprovalExpired Outcome = "ApprovalExpired"
+	// OutcomeAborted: the execution was stopped before it finished (its Job or Pod
+	// was deleted, or the task was cancelled); it may have had effects.
+	OutcomeAborted Outcome = "Aborted"
+)
+
+// ProposedBy records where an intent came from.
+type ProposedBy struct {
+	// provider is the model provider or agent kind, for example openai, vllm or external.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Provider string `json:"provider,omitempty"`
+	// model that proposed the call.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Model string `json:"model,omitempty"`
+	// toolCallID is the model's id for the call, echoed back with the observation.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ToolCallID string `json:"toolCallID,omitempty"`
+}
+
+// ToolIntentSpec is one proposed tool call. It is immutable: a changed proposal is a
+// new intent.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: a ToolIntent records one proposal; create a new ToolIntent instead"
+type ToolIntentSpec struct {
+	// taskRef names the AgentTask this intent belongs to.
+	// +required
+	TaskRef LocalObjectReference `json:"taskRef"`
+	// turn of the task in which the call was proposed, starting at 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Turn int32 `json:"turn"`
+	// index of the call within its turn, starting at 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Index int32 `json:"index"`
+	// tool to call, for example bash or read_file.
+	// +required
+	Tool ToolName `json:"tool"`
+	// input is the tool's arguments as proposed: untrusted JSON, validated against the
+	// tool's schema before anything else happens.
+	// +required
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Type=object
+	Input runtime.RawExtension `json:"input"`
+	// reason is the proposer's explanation, shown to humans. It is never used to decide.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Reason string `json:"reason,omitempty"`
+	// requestedBy is the Kubernetes user that created the intent. The admission policy
+	// requires it to be the caller, so the requester on every Approval is true.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	RequestedBy string `json:"requestedBy"`
+	// proposedBy records the model or agent that proposed the call.
+	// +optional
+	ProposedBy ProposedBy `json:"proposedBy,omitempty"`
+}
+
+// CommandPart is one part of a (possibly compound) command and its category.
+type CommandPart struct {
+	// command is the part's argv joined with spaces, or a description such as
+	// "redirect > out.txt".
+	// +required
+	// +kubebuilder:validation:MaxLength=1024
+	Command string `json:"command"`
+	// category of the part.
+	// +required
+	Category CommandCategory `json:"category"`
+}
+
+// RuleHit is a rule that matched but did not act: an Audit rule, a DryRun rule, or a
+// rule whose decision was overridden by a stricter one.
+type RuleHit struct {
+	// policy that holds the rule, as Kind/name.
+	// +required
+	// +kubebuilder:validation:MaxLength=512
+	Policy string `json:"policy"`
+	// rule name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Rule string `json:"rule"`
+	// action the rule would have taken.
+	// +required
+	// +kubebuilder:validation:MaxLength=16
+	Action string `json:"action"`
+	// enforcement of the rule: Enforce or DryRun.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	Enforcement string `json:"enforcement,omitempty"`
+}
+
+// Decision is the policy engine's verdict and everything needed to explain it.
+type Decision struct {
+	// action is Allow, Ask or Deny.
+	// +required
+	Action DecisionAction `json:"action"`
+	// policy that decided, as Kind/name; empty when the task mode decided.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Policy string `json:"policy,omitempty"`
+	// policyGeneration is the generation of that policy when it decided.
+	// +optional
+	PolicyGeneration int64 `json:"policyGeneration,omitempty"`
+	// rule that decided; "mode-default" when no rule matched.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Rule string `json:"rule,omitempty"`
+	// reason in words a person can check.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Reason string `json:"reason,omitempty"`
+	// risk of the call.
+	// +optional
+	Risk Risk `json:"risk,omitempty"`
+	// category is the strictest category of the call.
+	// +optional
+	Category CommandCategory `json:"category,omitempty"`
+	// parts lists every part of the call with its category.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Parts []CommandPart `json:"parts,omitempty"`
+	// nonActingHits are rules that matched without deciding: Audit and DryRun rules
+	// and rules overridden by a stricter one.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	NonActingHits []RuleHit `json:"nonActingHits,omitempty"`
+	// approvers of the deciding rule, for Ask.
+	// +optional
+	Approvers Approvers `json:"approvers,omitempty"`
+	// fingerprint is the SHA-256 over the canonical JSON of task, tool, normalized
+	// input, rule and policy generation; an Approval is bound to it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Fingerprint string `json:"fingerprint,omitempty"`
+}
+
+// Validation is the result of validating an intent.
+type Validation struct {
+	// errors lists every validation error with its JSON path.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Errors []string `json:"errors,omitempty"`
+	// timeoutSeconds is the effective timeout after defaulting and clamping.
+	// +optional
+	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
+	// timeoutClamped is true when the requested timeout exceeded the task's maximum.
+	// +optional
+	TimeoutClamped bool `json:"timeoutClamped,omitempty"`
+	// baselineSHA256 is the content hash from the earlier read_file that an edit is
+	// checked against.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	BaselineSHA256 string `json:"baselineSHA256,omitempty"`
+	// baselineIntent names the read_file intent the baseline came from.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	BaselineIntent string `json:"baselineIntent,omitempty"`
+}
+
+// Observation is what the model sees about the call next turn: facts only.
+type Observation struct {
+	// outcome of the call.
+	// +required
+	Outcome Outcome `json:"outcome"`
+	// executed says whether anything ran. False for validation failures, denials and
+	// expired or denied approvals.
+	// +required
+	Executed bool `json:"executed"`
+	// summary is the text the model sees: the [exit code: N] marker, the head and tail
+	// of the output within the task's cap and an explicit notice of anything cut.
+	// Secrets are masked.
+	// +optional
+	// +kubebuilder:validation:MaxLength=300000
+	Summary string `json:"summary,omitempty"`
+	// exitCode of the tool, when it ran to an exit.
+	// +optional
+	ExitCode *int32 `json:"exitCode,omitempty"`
+	// truncated is true when the summary does not hold the whole output.
+	// +optional
+	Truncated bool `json:"truncated,omitempty"`
+	// artifact says where the full output is (the Job's log and the workspace copy).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Artifact string `json:"artifact,omitempty"`
+	// observedAt is when the observation was written.
+	// +optional
+	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
+}
+
+// ToolIntentStatus records the pipeline's steps for the intent.
+type ToolIntentStatus struct {
+	// conditions: Validated, Decided, Approved (when asked), Executed, Observed.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// validation is the result of validating the input.
+	// +optional
+	Validation *Validation `json:"validation,omitempty"`
+	// decision of the policy engine.
+	// +optional
+	Decision *Decision `json:"decision,omitempty"`
+	// approvalRef names the Approval created for an Ask decision.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ApprovalRef string `json:"approvalRef,omitempty"`
+	// executionRef names the Execution that ran the call.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ExecutionRef string `json:"executionRef,omitempty"`
+	// observation is what the model sees next turn.
+	// +optional
+	Observation *Observation `json:"observation,omitempty"`
+}
+
+// ToolIntent is one tool call proposed by an agent, governed by toolgate.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=intent;intents,categories=toolgate
+// +kubebuilder:printcolumn:name="Task",type=string,JSONPath=`.spec.taskRef.name`
+// +kubebuilder:printcolumn:name="Tool",type=string,JSONPath=`.spec.tool`
+// +kubebuilder:printcolumn:name="Decision",type=string,JSONPath=`.status.decision.action`
+// +kubebuilder:printcolumn:name="Outcome",type=string,JSONPath=`.status.observation.outcome`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ToolIntent struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the proposal; immutable.
+	// +required
+	Spec ToolIntentSpec `json:"spec"`
+	// status is written by the controller only.
+	// +optional
+	Status ToolIntentStatus `json:"status,omitempty"`
+}
+
+// ToolIntentList is a list of ToolIntents.
+// +kubebuilder:object:root=true
+type ToolIntentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ToolIntent `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ToolIntent{}, &ToolIntentList{})
+}

@@ -1,0 +1,223 @@
+package v1alpha1
+
+import (
+	"encoding/json"
+	"fmt"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RuleAction is what a matching rule does.
+// +kubebuilder:validation:Enum=Allow;Ask;Deny;Audit
+type RuleAction string
+
+const (
+	RuleAllow RuleAction = "Allow"
+	RuleAsk   RuleAction = "Ask"
+	RuleDeny  RuleAction = "Deny"
+	// RuleAudit records that the rule matched and never changes the decision.
+	RuleAudit RuleAction = "Audit"
+)
+
+// Enforcement says whether a rule acts.
+// +kubebuilder:validation:Enum=Enforce;DryRun
+type Enforcement string
+
+const (
+	// EnforcementEnforce: the rule acts.
+	EnforcementEnforce Enforcement = "Enforce"
+	// EnforcementDryRun: the rule is evaluated and recorded (shadow mode) but never acts.
+	EnforcementDryRun Enforcement = "DryRun"
+)
+
+// CommandPattern is an argv prefix; each position is a word or a list of alternative
+// words, for example ["git", ["push", "reset"]]. It matches each part of a compound
+// command on its own. In Go, Positions decodes it.
+// +kubebuilder:validation:MinItems=1
+// +kubebuilder:validation:MaxItems=64
+// +kubebuilder:validation:items:XValidation:rule="type(self) == string || (type(self) == list && self.size() > 0 && self.size() <= 32 && self.all(w, type(w) == string))",message="each argv position must be a word or a non-empty list of at most 32 words"
+type CommandPattern []apiextensionsv1.JSON
+
+// Positions decodes the pattern: for each argv position, the accepted words.
+func (p CommandPattern) Positions() ([][]string, error) {
+	out := make([][]string, 0, len(p))
+	for i, raw := range p {
+		var one string
+		if err := json.Unmarshal(raw.Raw, &one); err == nil {
+			out = append(out, []string{one})
+			continue
+		}
+		var many []string
+		if err := json.Unmarshal(raw.Raw, &many); err != nil || len(many) == 0 {
+			return nil, fmt.Errorf("position %d must be a word or a non-empty list of words, got %s", i, string(raw.Raw))
+		}
+		out = append(out, many)
+	}
+	return out, nil
+}
+
+// RuleMatch says which calls a rule matches. Every set field must match (AND); within
+// a list any element may match (OR). An empty match matches every call.
+type RuleMatch struct {
+	// tools the rule applies to; empty means every tool.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	Tools []ToolName `json:"tools,omitempty"`
+	// categories: the rule matches when any part of the call has one of these.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	Categories []CommandCategory `json:"categories,omitempty"`
+	// commands are argv-prefix patterns for bash; the rule matches when any part of the
+	// command starts with one of them.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Commands []CommandPattern `json:"commands,omitempty"`
+	// paths are globs (with **) relative to the workspace for the file tools' path.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=1024
+	Paths []string `json:"paths,omitempty"`
+	// cel is a CEL expression over `intent` (tool, input, categories, parts, argv,
+	// task, mode) that must evaluate to true for the rule to match.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	CEL string `json:"cel,omitempty"`
+}
+
+// RuleExamples are commands checked when the policy is loaded: a policy whose
+// examples fail is not Ready and is not used.
+type RuleExamples struct {
+	// match lists bash commands the rule must match.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	Match []string `json:"match,omitempty"`
+	// notMatch lists bash commands the rule must not match.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	NotMatch []string `json:"notMatch,omitempty"`
+}
+
+// PolicyRule is one ordered rule.
+type PolicyRule struct {
+	// name of the rule, unique in the policy; it is recorded in every decision.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// action when the rule matches: Allow, Ask, Deny or Audit (record only).
+	// +required
+	Action RuleAction `json:"action"`
+	// enforcement is Enforce (default) or DryRun (evaluated and recorded, never acts).
+	// +optional
+	// +kubebuilder:default=Enforce
+	Enforcement Enforcement `json:"enforcement,omitempty"`
+	// match selects the calls the rule applies to.
+	// +optional
+	Match RuleMatch `json:"match,omitempty"`
+	// reason shown to the model and to people when the rule decides.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Reason string `json:"reason,omitempty"`
+	// risk of the calls this rule matches.
+	// +optional
+	Risk Risk `json:"risk,omitempty"`
+	// approvers who may decide an Approval this rule asks for.
+	// +optional
+	Approvers Approvers `json:"approvers,omitempty"`
+	// examples checked when the policy is loaded.
+	// +optional
+	Examples RuleExamples `json:"examples,omitempty"`
+}
+
+// ToolPolicySpec holds the ordered rules of a policy.
+type ToolPolicySpec struct {
+	// rules in order; the strictest matching rule decides (Deny > Ask > Allow).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1000
+	Rules []PolicyRule `json:"rules,omitempty"`
+}
+
+// ToolPolicyStatus says whether the policy is used.
+type ToolPolicyStatus struct {
+	// conditions: Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// rules is the number of rules compiled.
+	// +optional
+	Rules int32 `json:"rules,omitempty"`
+}
+
+// ToolPolicy governs the tool calls of tasks in its namespace.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=tp,categories=toolgate
+// +kubebuilder:printcolumn:name="Rules",type=integer,JSONPath=`.status.rules`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ToolPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec holds the rules.
+	// +required
+	Spec ToolPolicySpec `json:"spec"`
+	// status says whether the policy is used.
+	// +optional
+	Status ToolPolicyStatus `json:"status,omitempty"`
+}
+
+// ToolPolicyList is a list of ToolPolicies.
+// +kubebuilder:object:root=true
+type ToolPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ToolPolicy `json:"items"`
+}
+
+// ClusterToolPolicy governs the tool calls of every task in the cluster. Its Deny
+// wins over every namespaced policy.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=ctp,categories=toolgate
+// +kubebuilder:printcolumn:name="Rules",type=integer,JSONPath=`.status.rules`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ClusterToolPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec holds the rules.
+	// +required
+	Spec ToolPolicySpec `json:"spec"`
+	// status says whether the policy is used.
+	// +optional
+	Status ToolPolicyStatus `json:"status,omitempty"`
+}
+
+// ClusterToolPolicyList is a list of ClusterToolPolicies.
+// +kubebuilder:object:root=true
+type ClusterToolPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterToolPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ToolPolicy{}, &ToolPolicyList{}, &ClusterToolPolicy{}, &ClusterToolPolicyList{})
+}

@@ -1,0 +1,78 @@
+// Command manager runs the toolgate controllers.
+package main
+
+import (
+	"crypto/tls"
+	"flag"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/controller"
+)
+
+func main() {
+	var (
+		metricsAddr, probeAddr string
+		enableLeaderElection   bool
+		secureMetrics          bool
+		opts                   controller.Options
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
+	flag.BoolVar(&enableLeaderElection, "leader-elect", false, "Elect a leader so that only one replica reconciles at a time.")
+	flag.BoolVar(&secureMetrics, "metrics-secure", false, "Serve metrics over HTTPS with authentication and authorization.")
+	flag.StringVar(&opts.RunnerImage, "runner-image", "toolgate/runner:dev", "Image holding the runner binary, copied into every Execution's pod by an init container.")
+	flag.StringVar(&opts.DefaultSandboxImage, "default-sandbox-image", "toolgate/workspace:dev", "Image tools run in when a task names none.")
+	zapOpts := zap.Options{Development: false}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	setupLog := ctrl.Log.WithName("setup")
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(toolgatev1alpha1.AddToScheme(scheme))
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme: scheme,
+		Metrics: metricsserver.Options{
+			BindAddress:   metricsAddr,
+			SecureServing: secureMetrics,
+			// HTTP/2 is disabled: it is exposed to the HTTP/2 Rapid Reset and Stream
+			// Cancellation vulnerabilities.
+			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+		},
+		HealthProbeBindAddress: probeAddr,
+		LeaderElection:         enableLeaderElection,
+		LeaderElectionID:       "toolgate.toolgate.dev",
+	})
+	if err != nil {
+		setupLog.Error(err, "unable to create manager")
+		os.Exit(1)
+	}
+	if err := controller.SetupWithManager(mgr, opts); err != nil {
+		setupLog.Error(err, "unable to set up controllers")
+		os.Exit(1)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		setupLog.Error(err, "unable to set up health check")
+		os.Exit(1)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		setupLog.Error(err, "unable to set up ready check")
+		os.Exit(1)
+	}
+	setupLog.Info("starting manager")
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		setupLog.Error(err, "manager exited with an error")
+		os.Exit(1)
+	}
+}

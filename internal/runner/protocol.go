@@ -1,0 +1,80 @@
+// Package runner runs one tool invocation inside an Execution's container and reports
+// the result. This file is the contract between the controller and the runner:
+//
+//   - The Invocation arrives as JSON in the InvocationEnv environment variable.
+//   - The tool's combined output (stdout and stderr interleaved as produced, like a
+//     terminal with 2>&1) is written unmodified to the runner's stdout, which is the
+//     container log, and to ArtifactDir/<executionName>/output.log in the workspace when
+//     the workspace is writable. OutputSHA256 is the SHA-256 of that whole stream, so
+//     the controller can tell whether the log it read is complete. The runner prints
+//     nothing else on stdout.
+//   - The Result is written as compact JSON to TerminationMessagePath, always valid
+//     and at most MaxTerminationMessageBytes, even on timeout or panic.
+
+package runner
+
+import "encoding/json"
+
+// Fixed locations inside the Execution's pod.
+const (
+	// WorkspaceRoot is where the workspace claim is mounted.
+	WorkspaceRoot = "/workspace"
+	// ArtifactDir is the folder (relative to the workspace) that keeps each
+	// execution's full output; it holds a .gitignore that ignores everything.
+	ArtifactDir = ".toolgate/executions"
+	// TerminationMessagePath is where the compact JSON result is written.
+	TerminationMessagePath = "/dev/termination-log"
+	// MaxTerminationMessageBytes is the kubelet's limit for the termination message.
+	MaxTerminationMessageBytes = 4096
+	// InvocationEnv names the environment variable that carries the Invocation JSON.
+	InvocationEnv = "TOOLGATE_INVOCATION"
+)
+
+// Invocation is what the runner is asked to do.
+type Invocation struct {
+	// ExecutionName names the Execution; the artifact folder is named after it.
+	ExecutionName string `json:"executionName"`
+	// Tool to run.
+	Tool string `json:"tool"`
+	// Input is the validated, normalized input of the tool.
+	Input json.RawMessage `json:"input"`
+	// Workdir is relative to the workspace root.
+	Workdir string `json:"workdir,omitempty"`
+	// TimeoutSeconds after which the tool's process group is killed.
+	TimeoutSeconds int32 `json:"timeoutSeconds"`
+	// MaxOutputBytes caps each of stdout and stderr kept in the result's output.
+	MaxOutputBytes int32 `json:"maxOutputBytes"`
+	// BaselineSHA256 is the content hash an edit is checked against.
+	BaselineSHA256 string `json:"baselineSHA256,omitempty"`
+	// Env is set for bash, on top of a minimal PATH/HOME.
+	Env map[string]string `json:"env,omitempty"`
+}
+
+// Error kinds reported by the runner.
+const (
+	KindExitCode  = "ExitCode"
+	KindTimeout   = "Timeout"
+	KindStale     = "Stale"
+	KindException = "Exception"
+)
+
+// Result is the compact JSON written to the termination message. It always fits in
+// MaxTerminationMessageBytes and is always valid JSON.
+type Result struct {
+	ExitCode      int    `json:"exitCode"`
+	ErrorKind     string `json:"errorKind,omitempty"`
+	Message       string `json:"message,omitempty"`
+	DurationMs    int64  `json:"durationMs"`
+	StdoutBytes   int64  `json:"stdoutBytes"`
+	StderrBytes   int64  `json:"stderrBytes"`
+	Truncated     bool   `json:"truncated,omitempty"`
+	OutputSHA256  string `json:"outputSHA256,omitempty"`
+	ArtifactPath  string `json:"artifactPath,omitempty"`
+	ContentSHA256 string `json:"contentSHA256,omitempty"`
+	LinesAdded    int    `json:"linesAdded,omitempty"`
+	LinesRemoved  int    `json:"linesRemoved,omitempty"`
+	Binary        bool   `json:"binary,omitempty"`
+	Matches       int    `json:"matches,omitempty"`
+	UID           int    `json:"uid"`
+	ReadOnlyRoot  bool   `json:"readOnlyRoot"`
+}
