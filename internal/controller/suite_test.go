@@ -1,0 +1,82 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// env is the control plane shared by every test of the package. Each test works in
+// its own namespace (env.Namespace(t)).
+var env *testenv.Env
+
+// Images used by managers started in tests. Nothing pulls them: envtest runs no kubelet.
+const (
+	testRunnerImage  = "example.test/toolgate/runner:test"
+	testSandboxImage = "example.test/toolgate/workspace:test"
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
+	var err error
+	env, err = testenv.Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
+	}
+	os.Exit(code)
+}
+
+// testOptions are the Options managers started by startManager get.
+func testOptions() Options {
+	return Options{RunnerImage: testRunnerImage, DefaultSandboxImage: testSandboxImage}
+}
+
+// startManager starts a manager against the shared control plane with only the given
+// setup functions (for example setupExecution) and stops it when the test ends.
+// Metrics and probes are off so that managers of parallel tests do not fight over
+// ports; controller name validation is off because every test registers the same
+// controllers again in one process.
+func startManager(t *testing.T, setups ...func(ctrl.Manager, Options) error) ctrl.Manager {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatalf("creating manager: %v", err)
+	}
+	for _, setup := range setups {
+		if err := setup(mgr, testOptions()); err != nil {
+			t.Fatalf("setting up controller: %v", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager exited with an error: %v", err)
+		}
+	})
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("manager cache did not sync")
+	}
+	return mgr
+}
