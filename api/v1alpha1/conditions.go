@@ -101,4 +101,12 @@ const (
 	// ReasonJobSucceeded, ReasonJobFailed: the Execution's Job finished.
 	ReasonJobSucceeded = "JobSucceeded"
 	ReasonJobFailed    = "JobFailed"
+	// ReasonJobPending: the Execution's Job or pod exists but the tool has not started
+	// (scheduling, image pull, runner install); the message says what it waits for.
+	ReasonJobPending = "JobPending"
+	// ReasonJobRunning: the tool is running.
+	ReasonJobRunning = "JobRunning"
+	// ReasonJobInvalid: the Execution could not be turned into a Job; the message
+	// names the field. Nothing ran.
+	ReasonJobInvalid = "JobInvalid"
 )
