@@ -77,4 +77,10 @@ type Result struct {
 	Matches       int    `json:"matches,omitempty"`
 	UID           int    `json:"uid"`
 	ReadOnlyRoot  bool   `json:"readOnlyRoot"`
+	// ResultsCapped is true when glob, grep or list_dir stopped at its result cap;
+	// the output says so too.
+	ResultsCapped bool `json:"resultsCapped,omitempty"`
+	// ArtifactSkipped says why the full output was not copied into the workspace
+	// (for example a read-only workspace); the container log still has all of it.
+	ArtifactSkipped string `json:"artifactSkipped,omitempty"`
 }

@@ -1,0 +1,87 @@
+// Command runner runs one tool invocation inside an Execution's container.
+//
+// Contract (see internal/runner/protocol.go):
+//
+//	runner [-workspace DIR] [-termination-log PATH]
+//
+//   - TOOLGATE_INVOCATION (required): the Invocation as JSON.
+//   - -workspace, else TOOLGATE_WORKSPACE, else /workspace: the workspace root.
+//   - -termination-log, else TOOLGATE_TERMINATION_LOG, else /dev/termination-log:
+//     where the compact JSON Result is written.
+//   - stdout carries only the tool's combined output; the runner prints nothing else.
+//   - The exit code is 0 when the tool succeeded, else the tool's exit code (124 on a
+//     timeout), or 1 when the tool could not run (Exception) or refused (Stale).
+//   - SIGTERM or SIGINT stops the tool (its process group is killed) and the Result
+//     is still written.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/toolgate/toolgate/internal/runner"
+)
+
+// Environment variables that override the pod's fixed locations, for tests and for
+// running the runner by hand.
+const (
+	workspaceEnv      = "TOOLGATE_WORKSPACE"
+	terminationLogEnv = "TOOLGATE_TERMINATION_LOG"
+)
+
+func main() {
+	workspace := flag.String("workspace", envOr(workspaceEnv, runner.WorkspaceRoot), "Workspace root every tool path is confined to (env "+workspaceEnv+").")
+	terminationLog := flag.String("termination-log", envOr(terminationLogEnv, runner.TerminationMessagePath), "File the JSON result is written to (env "+terminationLogEnv+").")
+	flag.Parse()
+
+	res := run(*workspace)
+	if err := os.WriteFile(*terminationLog, runner.EncodeResult(res), 0o644); err != nil {
+		// stderr is the only place left to say it; the controller sees no result and
+		// reports an Exception.
+		fmt.Fprintf(os.Stderr, "toolgate runner: cannot write the result to %s: %v\n", *terminationLog, err)
+		os.Exit(1)
+	}
+	os.Exit(processExitCode(res))
+}
+
+// run runs the invocation from the environment; a panic outside runner.Run (which
+// recovers its own) still yields a Result.
+func run(workspace string) (res runner.Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: fmt.Sprintf("runner panicked: %v", p), UID: os.Getuid()}
+		}
+	}()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	cfg := runner.Config{
+		WorkspaceRoot: workspace,
+		Log:           os.Stdout,
+		Environ:       os.Environ(),
+	}
+	return runner.Run(ctx, cfg, []byte(os.Getenv(runner.InvocationEnv)))
+}
+
+// processExitCode is the runner's exit code for res, so the Job's status agrees with
+// the Result: 0 only on success, and never 0 for a failure.
+func processExitCode(res runner.Result) int {
+	code := res.ExitCode
+	if code < 0 || code > 255 {
+		code = 1
+	}
+	if res.ErrorKind != "" && code == 0 {
+		code = 1
+	}
+	return code
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
