@@ -1,18 +1,15 @@
-// Command runner runs one tool invocation inside an Execution's container.
-//
-// Contract (see internal/runner/protocol.go):
+// Command runner runs one tool invocation inside an Execution's container. Its wire
+// contract is in internal/runner/protocol.go. Usage:
 //
 //	runner [-workspace DIR] [-termination-log PATH]
 //
-//   - TOOLGATE_INVOCATION (required): the Invocation as JSON.
-//   - -workspace, else TOOLGATE_WORKSPACE, else /workspace: the workspace root.
-//   - -termination-log, else TOOLGATE_TERMINATION_LOG, else /dev/termination-log:
-//     where the compact JSON Result is written.
-//   - stdout carries only the tool's combined output; the runner prints nothing else.
-//   - The exit code is 0 when the tool succeeded, else the tool's exit code (124 on a
-//     timeout), or 1 when the tool could not run (Exception) or refused (Stale).
-//   - SIGTERM or SIGINT stops the tool (its process group is killed) and the Result
-//     is still written.
+// The Invocation is read as JSON from TOOLGATE_INVOCATION (required). The workspace
+// root is -workspace, else TOOLGATE_WORKSPACE, else /workspace; the Result goes to
+// -termination-log, else TOOLGATE_TERMINATION_LOG, else /dev/termination-log. stdout
+// carries only the tool's combined output. The exit code is 0 when the tool succeeded,
+// else the tool's exit code (124 on a timeout), or 1 when the tool could not run
+// (Exception) or refused to write (Stale). On SIGTERM or SIGINT the tool's process
+// group is killed and the Result is still written.
 package main
 
 import (
