@@ -1,0 +1,341 @@
+// Package executor turns an Execution into the sandboxed Job that runs it, and the
+// Job, its Pod and the runner's result back into the Execution's status. Building and
+// projecting are pure functions; reading the container log (logs.go) is the only part
+// that talks to the API.
+package executor
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+
+	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/runner"
+)
+
+// Labels on every Job, Pod and NetworkPolicy of an Execution. The execution label
+// selects the Execution's pod; the intent and task labels let people find all the
+// pods of an intent or a task with kubectl.
+const (
+	LabelExecution = "toolgate.dev/execution"
+	LabelIntent    = "toolgate.dev/intent"
+	LabelTask      = "toolgate.dev/task"
+)
+
+// Fixed parts of the pod.
+const (
+	// ToolContainerName is the container that runs the runner and the tool; its log
+	// is the tool's output.
+	ToolContainerName = "tool"
+	// InstallContainerName is the init container that copies the runner into the pod.
+	InstallContainerName = "install-runner"
+	// RunnerDir is the emptyDir the runner binary is copied into; the tool container
+	// mounts it read-only.
+	RunnerDir = "/toolgate-runner"
+	// RunnerPath is the runner binary inside the tool container.
+	RunnerPath = RunnerDir + "/runner"
+	// RunnerImageBinary is the runner binary inside the runner image. The init
+	// container runs it as `runner install DEST`, which copies itself to DEST, so the
+	// runner image needs no shell or cp.
+	RunnerImageBinary = "/runner"
+	// TmpDir is a writable emptyDir: the root filesystem is read-only.
+	TmpDir = "/tmp"
+
+	// SandboxUID and SandboxGID are the non-root user and group the pod runs as; the
+	// workspace is made group-writable for SandboxGID through fsGroup.
+	SandboxUID int64 = 65532
+	SandboxGID int64 = 65532
+
+	// DeadlineGraceSeconds is added to the tool's timeout to get the Job's
+	// activeDeadlineSeconds. The runner kills the tool at its timeout and writes a
+	// result; the deadline is the backstop for a runner that cannot, and the grace
+	// covers pod start-up (the deadline counts from the Job's start) and the result.
+	DeadlineGraceSeconds = 60
+	// JobTTLSeconds is how long a finished Job (and its pod, with the full log) is
+	// kept before Kubernetes deletes it. The Execution's status keeps the result.
+	JobTTLSeconds = 24 * 60 * 60
+)
+
+// Volume names.
+const (
+	volumeWorkspace = "workspace"
+	volumeRunner    = "runner"
+	volumeTmp       = "tmp"
+)
+
+// DefaultResources are the tool container's resources when the sandbox profile
+// names none (the AgentTask API documents the same defaults).
+func DefaultResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("100m"),
+			corev1.ResourceMemory: resource.MustParse("128Mi"),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("1"),
+			corev1.ResourceMemory: resource.MustParse("512Mi"),
+		},
+	}
+}
+
+// installResources are the init container's: it copies one file.
+func installResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("10m"),
+			corev1.ResourceMemory: resource.MustParse("16Mi"),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("100m"),
+			corev1.ResourceMemory: resource.MustParse("64Mi"),
+		},
+	}
+}
+
+// JobName is the name of the Execution's Job, Pod prefix and NetworkPolicy: the
+// Execution's own name, so that creating it twice is AlreadyExists, never a second Job.
+func JobName(exec *toolgatev1alpha1.Execution) string {
+	return exec.Name
+}
+
+// Labels are the labels of the Execution's Job, Pod and NetworkPolicy.
+func Labels(exec *toolgatev1alpha1.Execution) map[string]string {
+	return map[string]string{
+		LabelExecution: exec.Name,
+		LabelIntent:    labelValue(exec.Spec.IntentRef.Name),
+		LabelTask:      labelValue(exec.Spec.TaskRef.Name),
+	}
+}
+
+// labelValue returns name when it is a valid label value. Intent and task names may be
+// longer than a label value's 63 characters; those are cut (the labels only help
+// people find pods, nothing selects on them).
+func labelValue(name string) string {
+	if len(name) <= validation.LabelValueMaxLength {
+		return name
+	}
+	v := name[:validation.LabelValueMaxLength]
+	for len(v) > 0 && !isAlphanumeric(v[len(v)-1]) {
+		v = v[:len(v)-1]
+	}
+	return v
+}
+
+func isAlphanumeric(b byte) bool {
+	return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9')
+}
+
+// BuildInvocation is what the runner is asked to do, from the Execution's spec.
+func BuildInvocation(exec *toolgatev1alpha1.Execution) runner.Invocation {
+	var env map[string]string
+	if len(exec.Spec.Env) > 0 {
+		env = make(map[string]string, len(exec.Spec.Env))
+		for _, e := range exec.Spec.Env {
+			env[e.Name] = e.Value
+		}
+	}
+	return runner.Invocation{
+		ExecutionName:  exec.Name,
+		Tool:           string(exec.Spec.Tool),
+		Input:          json.RawMessage(exec.Spec.Input.Raw),
+		Workdir:        exec.Spec.Workdir,
+		TimeoutSeconds: exec.Spec.TimeoutSeconds,
+		MaxOutputBytes: exec.Spec.MaxOutputBytes,
+		BaselineSHA256: exec.Spec.BaselineSHA256,
+		Env:            env,
+	}
+}
+
+// validate reports the first thing that makes exec impossible to run, naming the field.
+func validate(exec *toolgatev1alpha1.Execution, runnerImage string) error {
+	if errs := validation.IsDNS1123Label(exec.Name); len(errs) > 0 {
+		return fmt.Errorf("metadata.name %q cannot name the Execution's Job (Job names become pod labels, so they must be DNS labels of at most 63 characters): %s", exec.Name, errs[0])
+	}
+	switch {
+	case runnerImage == "":
+		return fmt.Errorf("the controller has no runner image: start it with --runner-image")
+	case exec.Spec.Sandbox.Image == "":
+		return fmt.Errorf("spec.sandbox.image is empty: the Execution must name the image its tool runs in")
+	case exec.Spec.Sandbox.WorkspaceClaimName == "":
+		return fmt.Errorf("spec.sandbox.workspaceClaimName is empty: the Execution must name the workspace claim to mount")
+	case exec.Spec.TimeoutSeconds < 1:
+		return fmt.Errorf("spec.timeoutSeconds is %d: it must be at least 1", exec.Spec.TimeoutSeconds)
+	case len(exec.Spec.Input.Raw) == 0 || !json.Valid(exec.Spec.Input.Raw):
+		return fmt.Errorf("spec.input is not a JSON object: the Execution must carry the tool's validated input")
+	}
+	return nil
+}
+
+// BuildJob returns the Job that runs exec: one pod, no retries, a deadline, no
+// service-account token, non-root, a read-only root filesystem, every capability
+// dropped, seccomp RuntimeDefault, the runner injected by an init container, and the
+// workspace mounted (read-only for read-only tools). The caller sets the owner
+// reference. It fails, naming the field, when exec cannot be run.
+func BuildJob(exec *toolgatev1alpha1.Execution, runnerImage string) (*batchv1.Job, error) {
+	if err := validate(exec, runnerImage); err != nil {
+		return nil, err
+	}
+	invocation, err := json.Marshal(BuildInvocation(exec))
+	if err != nil {
+		return nil, fmt.Errorf("encoding the runner's invocation: %w", err)
+	}
+	resources := exec.Spec.Sandbox.Resources
+	if len(resources.Requests) == 0 && len(resources.Limits) == 0 {
+		resources = DefaultResources()
+	}
+	labels := Labels(exec)
+
+	toolContainer := corev1.Container{
+		Name:       ToolContainerName,
+		Image:      exec.Spec.Sandbox.Image,
+		Command:    []string{RunnerPath},
+		WorkingDir: runner.WorkspaceRoot,
+		// Only the invocation: the tool's environment is in it, and the runner sets
+		// it for the tool alone.
+		Env:                      []corev1.EnvVar{{Name: runner.InvocationEnv, Value: string(invocation)}},
+		Resources:                resources,
+		TerminationMessagePath:   runner.TerminationMessagePath,
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		SecurityContext:          containerSecurityContext(),
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: volumeWorkspace, MountPath: runner.WorkspaceRoot, ReadOnly: exec.Spec.Sandbox.ReadOnlyWorkspace},
+			{Name: volumeRunner, MountPath: RunnerDir, ReadOnly: true},
+			{Name: volumeTmp, MountPath: TmpDir},
+		},
+	}
+	installContainer := corev1.Container{
+		Name:                     InstallContainerName,
+		Image:                    runnerImage,
+		Command:                  []string{RunnerImageBinary, "install", RunnerPath},
+		Resources:                installResources(),
+		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          containerSecurityContext(),
+		VolumeMounts:             []corev1.VolumeMount{{Name: volumeRunner, MountPath: RunnerDir}},
+	}
+
+	job := &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      JobName(exec),
+			Namespace: exec.Namespace,
+			Labels:    maps.Clone(labels),
+		},
+		Spec: batchv1.JobSpec{
+			// A tool call runs at most once: a retry could repeat a write.
+			BackoffLimit:            ptr.To[int32](0),
+			Parallelism:             ptr.To[int32](1),
+			Completions:             ptr.To[int32](1),
+			ActiveDeadlineSeconds:   ptr.To(int64(exec.Spec.TimeoutSeconds) + DeadlineGraceSeconds),
+			TTLSecondsAfterFinished: ptr.To[int32](JobTTLSeconds),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(labels)},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                corev1.RestartPolicyNever,
+					AutomountServiceAccountToken: ptr.To(false),
+					EnableServiceLinks:           ptr.To(false),
+					RuntimeClassName:             exec.Spec.Sandbox.RuntimeClassName,
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot: ptr.To(true),
+						RunAsUser:    ptr.To(SandboxUID),
+						RunAsGroup:   ptr.To(SandboxGID),
+						FSGroup:      ptr.To(SandboxGID),
+						// Re-owning a large workspace on every mount would slow every
+						// tool call; only a workspace whose root is not ours is walked.
+						FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+						SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					InitContainers: []corev1.Container{installContainer},
+					Containers:     []corev1.Container{toolContainer},
+					Volumes: []corev1.Volume{
+						{Name: volumeWorkspace, VolumeSource: corev1.VolumeSource{
+							PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+								ClaimName: exec.Spec.Sandbox.WorkspaceClaimName,
+								ReadOnly:  exec.Spec.Sandbox.ReadOnlyWorkspace,
+							},
+						}},
+						{Name: volumeRunner, VolumeSource: corev1.VolumeSource{
+							EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("256Mi"))},
+						}},
+						{Name: volumeTmp, VolumeSource: corev1.VolumeSource{
+							EmptyDir: &corev1.EmptyDirVolumeSource{},
+						}},
+					},
+				},
+			},
+		},
+	}
+	return job, nil
+}
+
+func containerSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Privileged:               ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		RunAsNonRoot:             ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
+
+// BuildNetworkPolicy returns the NetworkPolicy of exec's pod: no ingress at all, and
+// no egress unless the sandbox's network mode is AllowList, in which case exactly the
+// listed CIDRs (on the listed TCP ports, or every port when none are listed). Note
+// that an allow-list must include the cluster DNS service to resolve names.
+func BuildNetworkPolicy(exec *toolgatev1alpha1.Execution) (*networkingv1.NetworkPolicy, error) {
+	if errs := validation.IsDNS1123Label(exec.Name); len(errs) > 0 {
+		return nil, fmt.Errorf("metadata.name %q cannot name the Execution's NetworkPolicy: %s", exec.Name, errs[0])
+	}
+	network := exec.Spec.Sandbox.Network
+	var egress []networkingv1.NetworkPolicyEgressRule
+	switch network.Mode {
+	case "", toolgatev1alpha1.NetworkNone:
+		if len(network.Egress) > 0 {
+			return nil, fmt.Errorf("spec.sandbox.network.egress lists %d destinations but network.mode is %q: egress is only allowed with mode AllowList", len(network.Egress), network.Mode)
+		}
+	case toolgatev1alpha1.NetworkAllowList:
+		for i, rule := range network.Egress {
+			if _, _, err := net.ParseCIDR(rule.CIDR); err != nil {
+				return nil, fmt.Errorf("spec.sandbox.network.egress[%d].cidr %q is not a CIDR block such as 10.0.0.0/8: %v", i, rule.CIDR, err)
+			}
+			r := networkingv1.NetworkPolicyEgressRule{
+				To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: rule.CIDR}}},
+			}
+			for _, port := range slices.Sorted(slices.Values(rule.Ports)) {
+				r.Ports = append(r.Ports, networkingv1.NetworkPolicyPort{
+					Protocol: ptr.To(corev1.ProtocolTCP),
+					Port:     ptr.To(intstr.FromInt32(port)),
+				})
+			}
+			egress = append(egress, r)
+		}
+	default:
+		return nil, fmt.Errorf("spec.sandbox.network.mode %q is not None or AllowList", network.Mode)
+	}
+	return &networkingv1.NetworkPolicy{
+		TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      JobName(exec),
+			Namespace: exec.Namespace,
+			Labels:    Labels(exec),
+		},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelExecution: exec.Name}},
+			// Both types with no ingress rules and only the allowed egress rules:
+			// everything else is denied.
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Egress:      egress,
+		},
+	}, nil
+}

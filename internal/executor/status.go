@@ -1,0 +1,361 @@
+package executor
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/runner"
+)
+
+// maxMessageBytes is the API's limit on status.message.
+const maxMessageBytes = 4096
+
+// Observation is what the controller saw of one Execution's world.
+type Observation struct {
+	// BuildError is set when the Execution could not be turned into a Job; nothing
+	// else is looked at then.
+	BuildError error
+	// Job is the Execution's Job, nil when it does not exist.
+	Job *batchv1.Job
+	// JobCreated is true when a Job was created for the Execution earlier, so that a
+	// missing Job means it was deleted.
+	JobCreated bool
+	// Pod is the Job's pod, nil when there is none (yet, or any more).
+	Pod *corev1.Pod
+	// Log is what was read of the tool container's log; only looked at when the tool
+	// container terminated.
+	Log LogText
+}
+
+// ToolTermination returns the tool container's terminated state, or nil while it has
+// not terminated (or pod is nil).
+func ToolTermination(pod *corev1.Pod) *corev1.ContainerStateTerminated {
+	if cs := containerStatus(pod, ToolContainerName, false); cs != nil {
+		return cs.State.Terminated
+	}
+	return nil
+}
+
+// ParseResult parses the runner's result from the tool container's termination
+// message. It fails, saying so plainly, when there is none or it is not the runner's.
+func ParseResult(terminated *corev1.ContainerStateTerminated) (runner.Result, error) {
+	msg := strings.TrimSpace(terminated.Message)
+	if msg == "" {
+		return runner.Result{}, fmt.Errorf("the runner left no result in the termination message (container exit code %d%s): whether the tool ran, and how it ended, is unknown", terminated.ExitCode, reasonSuffix(terminated.Reason))
+	}
+	var res runner.Result
+	dec := json.NewDecoder(strings.NewReader(msg))
+	if err := dec.Decode(&res); err != nil || dec.More() {
+		if err == nil {
+			err = fmt.Errorf("trailing data after the JSON object")
+		}
+		return runner.Result{}, fmt.Errorf("the termination message is not the runner's JSON result (container exit code %d%s): %v; whether the tool ran, and how it ended, is unknown", terminated.ExitCode, reasonSuffix(terminated.Reason), err)
+	}
+	return res, nil
+}
+
+// TotalOutputBytes is the size of the tool's combined output the runner wrote to the
+// container log.
+func TotalOutputBytes(res runner.Result) int64 {
+	return res.StdoutBytes + res.StderrBytes
+}
+
+// IsFinished reports whether status is final: the Complete condition is True.
+func IsFinished(status *toolgatev1alpha1.ExecutionStatus) bool {
+	return meta.IsStatusConditionTrue(status.Conditions, toolgatev1alpha1.ConditionComplete)
+}
+
+// Project computes the Execution's status from what was observed. It is rebuilt from
+// the world every time; only the conditions of the current status are carried over,
+// so that LastTransitionTime moves only on a real change. now stamps a condition that
+// changes.
+func Project(exec *toolgatev1alpha1.Execution, obs Observation, now time.Time) toolgatev1alpha1.ExecutionStatus {
+	st := toolgatev1alpha1.ExecutionStatus{Conditions: slices.Clone(exec.Status.Conditions)}
+	reason := project(&st, exec, obs)
+	st.Message = truncateMessage(st.Message)
+	cond := metav1.Condition{
+		Type:               toolgatev1alpha1.ConditionComplete,
+		Status:             metav1.ConditionFalse,
+		Reason:             reason,
+		Message:            st.Message,
+		ObservedGeneration: exec.Generation,
+		LastTransitionTime: metav1.NewTime(now),
+	}
+	if st.Phase == toolgatev1alpha1.ExecutionSucceeded || st.Phase == toolgatev1alpha1.ExecutionFailed {
+		cond.Status = metav1.ConditionTrue
+	}
+	if cond.Message == "" {
+		cond.Message = defaultConditionMessage(st.Phase)
+	}
+	meta.SetStatusCondition(&st.Conditions, cond)
+	return st
+}
+
+// project fills st and returns the Complete condition's reason.
+func project(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1.Execution, obs Observation) string {
+	if obs.BuildError != nil {
+		st.Phase = toolgatev1alpha1.ExecutionFailed
+		st.ErrorKind = toolgatev1alpha1.ErrorException
+		st.Message = "not run: " + obs.BuildError.Error()
+		return toolgatev1alpha1.ReasonJobInvalid
+	}
+	job, pod := obs.Job, obs.Pod
+	if job != nil || obs.JobCreated {
+		st.JobName = JobName(exec)
+	}
+	if pod != nil {
+		st.PodName = pod.Name
+		st.LogRef = fmt.Sprintf("pod/%s container %s", pod.Name, ToolContainerName)
+	}
+	tool := containerStatus(pod, ToolContainerName, false)
+	install := containerStatus(pod, InstallContainerName, true)
+	deadline, deadlineMessage := deadlineExceeded(job, pod)
+	if tool != nil && tool.State.Running != nil {
+		st.StartTime = ptr.To(tool.State.Running.StartedAt)
+	}
+
+	failed := func(kind toolgatev1alpha1.ErrorKind, format string, args ...any) string {
+		st.Phase = toolgatev1alpha1.ExecutionFailed
+		st.ErrorKind = kind
+		st.Message = fmt.Sprintf(format, args...)
+		return toolgatev1alpha1.ReasonJobFailed
+	}
+
+	switch {
+	case tool != nil && tool.State.Terminated != nil:
+		return projectTerminated(st, exec, obs, tool.State.Terminated, deadline, deadlineMessage)
+	case deadline:
+		return failed(toolgatev1alpha1.ErrorTimeout, "the Job's deadline of %ds passed before the runner reported (%s); the tool was killed", ptr.Deref(activeDeadline(job), 0), deadlineMessage)
+	case install != nil && install.State.Terminated != nil && install.State.Terminated.ExitCode != 0:
+		t := install.State.Terminated
+		return failed(toolgatev1alpha1.ErrorException, "not run: the init container %s that installs the runner failed (exit code %d%s): %s", InstallContainerName, t.ExitCode, reasonSuffix(t.Reason), strings.TrimSpace(t.Message))
+	case job == nil && obs.JobCreated:
+		return failed(toolgatev1alpha1.ErrorAborted, "the Job %s was deleted before the tool finished; whether it changed anything is unknown", JobName(exec))
+	case job != nil && job.DeletionTimestamp != nil:
+		return failed(toolgatev1alpha1.ErrorAborted, "the Job %s is being deleted before the tool finished; whether it changed anything is unknown", job.Name)
+	case pod != nil && pod.DeletionTimestamp != nil:
+		return failed(toolgatev1alpha1.ErrorAborted, "the pod %s is being deleted before the tool finished; whether it changed anything is unknown", pod.Name)
+	case jobCondition(job, batchv1.JobFailed) != nil:
+		c := jobCondition(job, batchv1.JobFailed)
+		return failed(toolgatev1alpha1.ErrorAborted, "the Job %s failed (%s: %s) before the runner reported, and its pod is gone; whether the tool changed anything is unknown", job.Name, c.Reason, c.Message)
+	case pod != nil && pod.Status.Phase == corev1.PodFailed:
+		return failed(toolgatev1alpha1.ErrorException, "the pod %s failed before the runner reported%s: %s", pod.Name, reasonSuffix(pod.Status.Reason), pod.Status.Message)
+	case tool != nil && tool.State.Running != nil:
+		st.Phase = toolgatev1alpha1.ExecutionRunning
+		return toolgatev1alpha1.ReasonJobRunning
+	default:
+		st.Phase = toolgatev1alpha1.ExecutionPending
+		st.Message = waitingMessage(job, pod, install, tool)
+		return toolgatev1alpha1.ReasonJobPending
+	}
+}
+
+// projectTerminated reads the runner's result of a terminated tool container.
+func projectTerminated(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1.Execution, obs Observation,
+	terminated *corev1.ContainerStateTerminated, deadline bool, deadlineMessage string) string {
+	st.StartTime = ptr.To(terminated.StartedAt)
+	st.CompletionTime = ptr.To(terminated.FinishedAt)
+	st.Phase = toolgatev1alpha1.ExecutionFailed
+	res, err := ParseResult(terminated)
+	if err != nil {
+		// Never a success: without the runner's result nothing says the tool worked.
+		st.ErrorKind = toolgatev1alpha1.ErrorException
+		st.ExitCode = ptr.To(terminated.ExitCode)
+		st.Message = err.Error()
+		if deadline {
+			st.ErrorKind = toolgatev1alpha1.ErrorTimeout
+			st.Message = fmt.Sprintf("the Job's deadline passed (%s) and %s", deadlineMessage, err.Error())
+		}
+		st.Output, st.Truncated = ComposeOutput(obs.Log, exec.Spec.MaxOutputBytes)
+		st.Message = appendNote(st.Message, obs.Log.Err)
+		return toolgatev1alpha1.ReasonJobFailed
+	}
+
+	st.ExitCode = ptr.To(int32(res.ExitCode))
+	st.DurationMillis = res.DurationMs
+	st.Duration = formatDuration(res.DurationMs)
+	st.StdoutBytes = res.StdoutBytes
+	st.StderrBytes = res.StderrBytes
+	st.OutputSHA256 = res.OutputSHA256
+	st.ArtifactPath = res.ArtifactPath
+	st.Sandbox = &toolgatev1alpha1.ObservedSandbox{UID: int64(res.UID), ReadOnlyRootFilesystem: res.ReadOnlyRoot}
+	if facts := (toolgatev1alpha1.ToolFacts{
+		ContentSHA256: res.ContentSHA256,
+		LinesAdded:    int32(res.LinesAdded),
+		LinesRemoved:  int32(res.LinesRemoved),
+		Binary:        res.Binary,
+		Matches:       int32(res.Matches),
+	}); facts != (toolgatev1alpha1.ToolFacts{}) {
+		st.Facts = &facts
+	}
+	output, cut := ComposeOutput(obs.Log, exec.Spec.MaxOutputBytes)
+	st.Output = output
+	st.Truncated = res.Truncated || cut
+	st.Message = res.Message
+
+	switch kind := res.ErrorKind; {
+	case deadline:
+		st.ErrorKind = toolgatev1alpha1.ErrorTimeout
+		st.Message = appendNote(fmt.Sprintf("the Job's deadline passed (%s); the tool was killed", deadlineMessage), res.Message)
+	case kind == "" && res.ExitCode == 0:
+		st.Phase = toolgatev1alpha1.ExecutionSucceeded
+	case kind == "":
+		st.ErrorKind = toolgatev1alpha1.ErrorExitCode
+	case kind == runner.KindExitCode, kind == runner.KindTimeout, kind == runner.KindStale, kind == runner.KindException:
+		st.ErrorKind = toolgatev1alpha1.ErrorKind(kind)
+	default:
+		st.ErrorKind = toolgatev1alpha1.ErrorException
+		st.Message = appendNote(fmt.Sprintf("the runner reported an unknown error kind %q", kind), res.Message)
+	}
+	st.Message = appendNote(st.Message, verifyLog(obs.Log, res, exec.Spec.MaxOutputBytes))
+	if st.Phase == toolgatev1alpha1.ExecutionSucceeded {
+		return toolgatev1alpha1.ReasonJobSucceeded
+	}
+	return toolgatev1alpha1.ReasonJobFailed
+}
+
+// verifyLog checks the log read against the runner's hash when the whole output fit,
+// and returns a note for the message when it does not match or could not be read.
+func verifyLog(log LogText, res runner.Result, maxOutputBytes int32) string {
+	if log.Err != "" {
+		return log.Err
+	}
+	total := TotalOutputBytes(res)
+	if total > int64(maxOutputBytes) || res.OutputSHA256 == "" {
+		return ""
+	}
+	sum := sha256.Sum256(log.Head)
+	if got := hex.EncodeToString(sum[:]); got != res.OutputSHA256 || int64(len(log.Head)) != total {
+		return fmt.Sprintf("the container log read (%d bytes, sha256 %s) does not match the runner's output (%d bytes, sha256 %s): the output shown is not exactly what the tool printed",
+			len(log.Head), got, total, res.OutputSHA256)
+	}
+	return ""
+}
+
+// deadlineExceeded reports whether the Job's activeDeadlineSeconds killed it.
+func deadlineExceeded(job *batchv1.Job, pod *corev1.Pod) (bool, string) {
+	if c := jobCondition(job, batchv1.JobFailed); c != nil && c.Reason == batchv1.JobReasonDeadlineExceeded {
+		return true, strings.TrimSpace(c.Reason + ": " + c.Message)
+	}
+	if c := jobCondition(job, batchv1.JobFailureTarget); c != nil && c.Reason == batchv1.JobReasonDeadlineExceeded {
+		return true, strings.TrimSpace(c.Reason + ": " + c.Message)
+	}
+	if pod != nil && pod.Status.Reason == "DeadlineExceeded" {
+		return true, strings.TrimSpace(pod.Status.Reason + ": " + pod.Status.Message)
+	}
+	return false, ""
+}
+
+func activeDeadline(job *batchv1.Job) *int64 {
+	if job == nil {
+		return nil
+	}
+	return job.Spec.ActiveDeadlineSeconds
+}
+
+func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+	if job == nil {
+		return nil
+	}
+	for i := range job.Status.Conditions {
+		if c := &job.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+func containerStatus(pod *corev1.Pod, name string, init bool) *corev1.ContainerStatus {
+	if pod == nil {
+		return nil
+	}
+	statuses := pod.Status.ContainerStatuses
+	if init {
+		statuses = pod.Status.InitContainerStatuses
+	}
+	for i := range statuses {
+		if statuses[i].Name == name {
+			return &statuses[i]
+		}
+	}
+	return nil
+}
+
+// waitingMessage says what a pending Execution waits for, such as an image pull.
+func waitingMessage(job *batchv1.Job, pod *corev1.Pod, statuses ...*corev1.ContainerStatus) string {
+	switch {
+	case job == nil:
+		return "waiting for the Job to be created"
+	case pod == nil:
+		return "waiting for the Job's pod to be created"
+	}
+	for _, cs := range statuses {
+		if cs != nil && cs.State.Waiting != nil && cs.State.Waiting.Reason != "" {
+			return strings.TrimSpace(fmt.Sprintf("container %s is waiting: %s %s", cs.Name, cs.State.Waiting.Reason, cs.State.Waiting.Message))
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return strings.TrimSpace(fmt.Sprintf("the pod is not scheduled: %s %s", c.Reason, c.Message))
+		}
+	}
+	return "waiting for the tool to start"
+}
+
+func defaultConditionMessage(phase toolgatev1alpha1.ExecutionPhase) string {
+	switch phase {
+	case toolgatev1alpha1.ExecutionSucceeded:
+		return "the tool exited 0"
+	case toolgatev1alpha1.ExecutionRunning:
+		return "the tool is running"
+	}
+	return "waiting for the tool to start"
+}
+
+func reasonSuffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return ", reason " + reason
+}
+
+func appendNote(msg, note string) string {
+	switch {
+	case note == "":
+		return msg
+	case msg == "":
+		return note
+	}
+	return msg + "; " + note
+}
+
+// truncateMessage fits a message into the API's limit, on a rune boundary.
+func truncateMessage(msg string) string {
+	if len(msg) <= maxMessageBytes {
+		return msg
+	}
+	const notice = " …[message cut]"
+	end := maxMessageBytes - len(notice)
+	for end > 0 && !utf8.RuneStart(msg[end]) {
+		end--
+	}
+	return msg[:end] + notice
+}
+
+// formatDuration renders milliseconds for kubectl get, e.g. 1.234s or 2m3.5s.
+func formatDuration(ms int64) string {
+	return (time.Duration(ms) * time.Millisecond).String()
+}
