@@ -100,7 +100,7 @@ func (w *Workspace) Rel(p string) (string, error) {
 	}
 	clean := filepath.Clean(p)
 	if clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", exceptionf("path %q escapes the workspace through \"..\"", p)
+		return "", exceptionf("path %q resolves outside the workspace through \"..\"; nothing was read or written", p)
 	}
 	return clean, nil
 }
