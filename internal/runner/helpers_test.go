@@ -1,0 +1,152 @@
+package runner
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestMatchGlob(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"*.go", "main.go", true},
+		{"*.go", "pkg/main.go", false},
+		{"**/*.go", "main.go", true},
+		{"**/*.go", "a/b/c/main.go", true},
+		{"pkg/**", "pkg/a/b", true},
+		{"pkg/**", "pkg", true},
+		{"pkg/**/x_test.go", "pkg/x_test.go", true},
+		{"pkg/**/x_test.go", "pkg/a/b/x_test.go", true},
+		{"pkg/**/x_test.go", "other/x_test.go", false},
+		{"a/?/c", "a/b/c", true},
+		{"a/[bc]/d", "a/e/d", false},
+		{"**", "anything/at/all", true},
+	} {
+		pat, err := globSegments(tc.pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := matchGlob(pat, strings.Split(tc.name, "/")); got != tc.want {
+			t.Errorf("matchGlob(%q, %q) = %v, want %v", tc.pattern, tc.name, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"[a-", "a//b", "../x", "a/./b"} {
+		if _, err := globSegments(bad); err == nil {
+			t.Errorf("globSegments(%q) accepted a bad pattern", bad)
+		}
+	}
+}
+
+func TestGlobCouldMatchBelow(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, dir string
+		want         bool
+	}{
+		{"src/*.go", "src", true},
+		{"src/*.go", "vendor", false},
+		{"src/*.go", "src/deep", false},
+		{"src/**/*.go", "src/a/b", true},
+		{"*/x", "anything", true},
+	} {
+		pat, _ := globSegments(tc.pattern)
+		if got := globCouldMatchBelow(pat, strings.Split(tc.dir, "/")); got != tc.want {
+			t.Errorf("globCouldMatchBelow(%q, %q) = %v, want %v", tc.pattern, tc.dir, got, tc.want)
+		}
+	}
+}
+
+func TestOccurrences(t *testing.T) {
+	for _, tc := range []struct {
+		s, needle    string
+		first, count int
+	}{
+		{"abc", "x", -1, 0},
+		{"abc", "b", 1, 1},
+		{"abab", "ab", 0, 2},
+		{"aaa", "aa", 0, 2}, // overlapping: replacing "the" occurrence is ambiguous
+		{"x\nfoo\nfoo", "foo", 2, 2},
+	} {
+		first, count := occurrences(tc.s, tc.needle)
+		if first != tc.first || count != tc.count {
+			t.Errorf("occurrences(%q, %q) = %d, %d; want %d, %d", tc.s, tc.needle, first, count, tc.first, tc.count)
+		}
+	}
+}
+
+func TestSameHash(t *testing.T) {
+	h := sha256Hex([]byte("x"))
+	for _, tc := range []struct {
+		baseline string
+		want     bool
+	}{
+		{h, true},
+		{strings.ToUpper(h), true},
+		{"sha256:" + h, true},
+		{h[:63], false},
+		{"", false},
+	} {
+		if got := sameHash(tc.baseline, h); got != tc.want {
+			t.Errorf("sameHash(%q) = %v, want %v", tc.baseline, got, tc.want)
+		}
+	}
+}
+
+func TestNextLine(t *testing.T) {
+	long := strings.Repeat("x", 100)
+	br := bufio.NewReaderSize(strings.NewReader("a\n\n"+long+"\nlast"), 16)
+	type line struct {
+		text string
+		cut  bool
+		err  error
+	}
+	var got []line
+	for {
+		l, cut, err := nextLine(br, 10)
+		got = append(got, line{string(l), cut, err})
+		if err != nil {
+			break
+		}
+	}
+	want := []line{{"a", false, nil}, {"", false, nil}, {strings.Repeat("x", 10), true, nil}, {"last", false, io.EOF}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+func TestBashEnv(t *testing.T) {
+	got := bashEnv([]string{"PATH=/custom/bin", "SECRET=x", "HOME=/root"}, "/workspace", map[string]string{"FOO": "bar", "LANG": "en_US.UTF-8"})
+	want := []string{"FOO=bar", "HOME=/workspace", "LANG=en_US.UTF-8", "PATH=/custom/bin"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if got := bashEnv(nil, "/w", nil); !slices.Contains(got, "PATH="+defaultPath) {
+		t.Errorf("no PATH in the container: %v", got)
+	}
+}
+
+func TestRunRecoversFromAPanickingTool(t *testing.T) {
+	// A panicking tool still yields a complete, encodable Exception.
+	toolFuncs["panics"] = func(_ context.Context, ic *invocationContext) error {
+		ic.out.printf("before the panic\n")
+		panic("boom")
+	}
+	t.Cleanup(func() { delete(toolFuncs, "panics") })
+	inv, _ := json.Marshal(Invocation{ExecutionName: "e", Tool: "panics", Input: json.RawMessage(`{}`), TimeoutSeconds: 1, MaxOutputBytes: 4})
+	var log strings.Builder
+	res := Run(context.Background(), Config{WorkspaceRoot: t.TempDir(), Log: &log}, inv)
+	if res.ErrorKind != KindException || res.ExitCode != 1 || !strings.Contains(res.Message, "runner panicked: boom") {
+		t.Fatalf("result %+v", res)
+	}
+	if res.StdoutBytes != int64(len("before the panic\n")) || res.OutputSHA256 != sha256Hex([]byte(log.String())) || !res.Truncated {
+		t.Errorf("output facts lost in the panic: %+v", res)
+	}
+	if b := EncodeResult(res); len(b) > MaxTerminationMessageBytes || !json.Valid(b) {
+		t.Errorf("encoded result of %d bytes, valid %v", len(b), json.Valid(b))
+	}
+}
