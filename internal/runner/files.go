@@ -125,7 +125,7 @@ func runReadFile(ctx context.Context, ic *invocationContext) error {
 			return pathError(in.Path, err)
 		}
 		if lines%4096 == 0 && ctx.Err() != nil {
-			return &toolError{kind: KindTimeout, msg: "read_file was stopped: " + ctx.Err().Error()}
+			return stopped(ctx, ic.inv.Tool)
 		}
 	}
 	ic.res.ContentSHA256 = hex.EncodeToString(sum.Sum(nil))

@@ -150,3 +150,15 @@ func TestRunRecoversFromAPanickingTool(t *testing.T) {
 		t.Errorf("encoded result of %d bytes, valid %v", len(b), json.Valid(b))
 	}
 }
+
+func TestSearchStopsWhenTheRunnerIsTerminated(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tool := range []string{"grep", "glob"} {
+		inv, _ := json.Marshal(Invocation{ExecutionName: "e", Tool: tool, Input: json.RawMessage(`{"pattern":"x"}`), TimeoutSeconds: 60, MaxOutputBytes: 1024})
+		res := Run(ctx, Config{WorkspaceRoot: t.TempDir()}, inv)
+		if res.ErrorKind != KindTimeout || !strings.Contains(res.Message, "runner was terminated") {
+			t.Errorf("%s: %+v", tool, res)
+		}
+	}
+}

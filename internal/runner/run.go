@@ -29,6 +29,18 @@ type Config struct {
 	Environ []string
 }
 
+// errTimedOut is the cause of a context that ended at the invocation's timeout.
+var errTimedOut = errors.New("timed out")
+
+// stopped is the Timeout error of a tool whose context ended: at the invocation's
+// timeout, or because the runner itself was terminated.
+func stopped(ctx context.Context, tool string) error {
+	if errors.Is(context.Cause(ctx), errTimedOut) {
+		return &toolError{kind: KindTimeout, msg: fmt.Sprintf("%s timed out", tool)}
+	}
+	return &toolError{kind: KindTimeout, msg: fmt.Sprintf("%s was stopped: the runner was terminated (the Job's deadline passed or its pod is being deleted)", tool)}
+}
+
 // DefaultKillGrace is the time between SIGTERM and SIGKILL for a timed-out tool.
 const DefaultKillGrace = 2 * time.Second
 
@@ -63,8 +75,8 @@ var toolFuncs = map[string]toolFunc{
 }
 
 // Run runs the Invocation given as JSON and returns its Result. It never panics: a
-// panic in a tool becomes an Exception. ctx ends the tool early (for example when the
-// runner itself is terminated): that is reported as a Timeout.
+// panic in a tool becomes an Exception. The tool is stopped at inv.TimeoutSeconds, or earlier
+// when ctx ends (the runner itself is terminated); either is reported as a Timeout.
 func Run(ctx context.Context, cfg Config, invocationJSON []byte) (res Result) {
 	if cfg.WorkspaceRoot == "" {
 		cfg.WorkspaceRoot = WorkspaceRoot
@@ -83,17 +95,17 @@ func Run(ctx context.Context, cfg Config, invocationJSON []byte) (res Result) {
 	res.ReadOnlyRoot = rootIsReadOnly(cfg.RootProbeDir)
 
 	var out *output
-	var stopped time.Time
+	var finished time.Time
 	defer func() {
 		if p := recover(); p != nil {
 			res.ErrorKind = KindException
 			res.ExitCode = 1
 			res.Message = fmt.Sprintf("runner panicked: %v\n%s", p, debug.Stack())
 		}
-		if stopped.IsZero() {
-			stopped = time.Now()
+		if finished.IsZero() {
+			finished = time.Now()
 		}
-		res.DurationMs = stopped.Sub(start).Milliseconds()
+		res.DurationMs = finished.Sub(start).Milliseconds()
 	}()
 
 	inv, err := decodeInvocation(invocationJSON)
@@ -123,14 +135,16 @@ func Run(ctx context.Context, cfg Config, invocationJSON []byte) (res Result) {
 	res.ArtifactSkipped = skipped
 
 	ic := &invocationContext{inv: inv, ws: ws, out: out, cfg: cfg, res: &res, done: func() {
-		if stopped.IsZero() {
-			stopped = time.Now()
+		if finished.IsZero() {
+			finished = time.Now()
 		}
 	}}
 	// The deferred fill runs after a panic is recovered too, so counts and hash
 	// always describe what was written.
 	defer out.fill(&res, inv.MaxOutputBytes)
 
+	ctx, cancel := context.WithTimeoutCause(ctx, time.Duration(inv.TimeoutSeconds)*time.Second, errTimedOut)
+	defer cancel()
 	err = tool(ctx, ic)
 	ic.done()
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path"
@@ -45,8 +44,8 @@ func skipDir(rel string) bool {
 // or fs.SkipAll.
 func (ic *invocationContext) walk(ctx context.Context, p, base string, fn func(rel string, d fs.DirEntry) error) error {
 	return filepath.WalkDir(base, func(abs string, d fs.DirEntry, err error) error {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return &toolError{kind: KindTimeout, msg: fmt.Sprintf("%s was stopped: %v", ic.inv.Tool, ctxErr)}
+		if ctx.Err() != nil {
+			return stopped(ctx, ic.inv.Tool)
 		}
 		if err != nil {
 			if abs == base {
