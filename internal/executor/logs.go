@@ -36,9 +36,9 @@ func (r PodLogReader) ReadLog(ctx context.Context, namespace, pod string, opts c
 	return io.ReadAll(io.LimitReader(stream, *opts.LimitBytes))
 }
 
-// tailLines is how many lines the tail read asks for, and tailReadFactor how many
-// times the tail budget it may return. A tail read that hits its byte limit did not
-// reach the end of the log (its last lines are very long) and is dropped.
+// tailLines is how many lines the first tail read asks for, and tailReadFactor how
+// many times the tail budget one tail read may return. A tail read that hits its byte
+// limit did not reach the end of the log and is retried with a quarter of the lines.
 const (
 	tailLines      = 200
 	tailReadFactor = 4
@@ -84,19 +84,27 @@ func ReadOutput(ctx context.Context, logs LogReader, namespace, pod string, tota
 		return text
 	}
 	text.Head = head
+	// The pods/log API has no byte tail: ask for the last lines, fewer each time the
+	// answer hits its byte limit (which means it stopped before the end).
 	opts = base
-	opts.TailLines = ptr.To[int64](tailLines)
 	opts.LimitBytes = ptr.To(int64(tailBudget) * tailReadFactor)
-	tail, err := logs.ReadLog(ctx, namespace, pod, opts)
-	switch {
-	case err != nil:
-		text.Err = fmt.Sprintf("the end of the container log could not be read: %v", err)
-	case int64(len(tail)) >= *opts.LimitBytes:
-		text.Err = fmt.Sprintf("the end of the container log was not read: its last %d lines hold more than %d bytes", tailLines, *opts.LimitBytes)
-	default:
-		// The tail must not repeat bytes of the head.
-		keep := min(int64(len(tail)), total-int64(len(head)))
-		text.Tail = tail[int64(len(tail))-max(keep, 0):]
+	for lines := int64(tailLines); ; lines /= 4 {
+		opts.TailLines = ptr.To(max(lines, 1))
+		tail, err := logs.ReadLog(ctx, namespace, pod, opts)
+		if err != nil {
+			text.Err = fmt.Sprintf("the end of the container log could not be read: %v", err)
+			break
+		}
+		if int64(len(tail)) < *opts.LimitBytes {
+			// The tail must not repeat bytes of the head.
+			keep := max(min(int64(len(tail)), total-int64(len(head))), 0)
+			text.Tail = tail[int64(len(tail))-keep:]
+			break
+		}
+		if lines <= 1 {
+			text.Err = fmt.Sprintf("the end of the container log was not read: its last line alone holds more than %d bytes", *opts.LimitBytes)
+			break
+		}
 	}
 	return text
 }

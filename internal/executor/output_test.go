@@ -1,0 +1,127 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// textLog is a LogReader over a fixed log text with the pods/log semantics the
+// kubelet implements: tailLines first, then limitBytes from the start of what is
+// left. It records the requests so tests can check that every read was bounded.
+type textLog struct {
+	text     string
+	err      error
+	requests []corev1.PodLogOptions
+}
+
+func (l *textLog) ReadLog(_ context.Context, _, _ string, opts corev1.PodLogOptions) ([]byte, error) {
+	l.requests = append(l.requests, opts)
+	if l.err != nil {
+		return nil, l.err
+	}
+	b := []byte(l.text)
+	if opts.TailLines != nil {
+		lines := bytes.SplitAfter(b, []byte("\n"))
+		if len(lines) > 0 && len(lines[len(lines)-1]) == 0 {
+			lines = lines[:len(lines)-1]
+		}
+		if n := int(*opts.TailLines); n < len(lines) {
+			lines = lines[len(lines)-n:]
+		}
+		b = bytes.Join(lines, nil)
+	}
+	if opts.LimitBytes != nil && int64(len(b)) > *opts.LimitBytes {
+		b = b[:*opts.LimitBytes]
+	}
+	return b, nil
+}
+
+func TestReadOutputAndCompose(t *testing.T) {
+	manyLines := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			b.WriteString(strings.Repeat(string(rune('a'+i%26)), 9) + "\n")
+		}
+		return b.String()
+	}
+	big := manyLines(500) // 5000 bytes
+	tests := []struct {
+		name        string
+		text        string
+		total       int64
+		cap         int32
+		err         error
+		wantOutput  string
+		wantCut     bool
+		wantErr     string
+		wantHas     []string
+		wantReads   int
+		wantOmitted string
+	}{
+		{name: "fits: read whole with one request", text: "hello\n", total: 6, cap: 256, wantOutput: "hello\n", wantReads: 1},
+		{name: "empty output", text: "", total: 0, cap: 256, wantOutput: "", wantReads: 1},
+		{name: "exactly the cap", text: strings.Repeat("x", 256), total: 256, cap: 256, wantOutput: strings.Repeat("x", 256), wantReads: 1},
+		{name: "larger: head and tail", text: big, total: 5000, cap: 1024, wantCut: true, wantReads: 3,
+			wantHas: []string{big[:100], big[len(big)-100:], "…[toolgate: 4040 of 5000 bytes omitted]…"}},
+		{name: "long last lines: fewer tail lines", text: big + strings.Repeat("L", 300) + "\n" + strings.Repeat("M", 300) + "\n", total: 5602, cap: 1024, wantCut: true, wantReads: 3,
+			wantHas: []string{strings.Repeat("L", 150) + "\n" + strings.Repeat("M", 300) + "\n"}},
+		{name: "unknown size, longer than the cap", text: big, total: -1, cap: 256, wantCut: true, wantReads: 1,
+			wantHas: []string{big[:96], "output continues; cut at"}},
+		{name: "unknown size, short", text: "tiny", total: -1, cap: 256, wantOutput: "tiny", wantReads: 1},
+		{name: "one line too long to reach the end", text: strings.Repeat("y", 5000), total: 5000, cap: 256, wantCut: true, wantReads: 6,
+			wantErr: "end of the container log was not read", wantHas: []string{"bytes omitted"}},
+		{name: "read error", text: "x", total: 1, cap: 256, err: errors.New("pods \"p\" not found"), wantOutput: "", wantReads: 1,
+			wantErr: "could not be read: pods \"p\" not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logs := &textLog{text: tt.text, err: tt.err}
+			lt := ReadOutput(context.Background(), logs, "ns", "p", tt.total, tt.cap)
+			if len(logs.requests) != tt.wantReads {
+				t.Errorf("made %d log requests, want %d", len(logs.requests), tt.wantReads)
+			}
+			for _, r := range logs.requests {
+				if r.LimitBytes == nil || *r.LimitBytes > int64(tt.cap)*tailReadFactor+1 {
+					t.Errorf("log request %+v is not bounded by the cap", r)
+				}
+				if r.Container != ToolContainerName {
+					t.Errorf("read container %q, want %q", r.Container, ToolContainerName)
+				}
+			}
+			if !strings.Contains(lt.Err, tt.wantErr) || (tt.wantErr == "" && lt.Err != "") {
+				t.Errorf("Err = %q, want %q", lt.Err, tt.wantErr)
+			}
+			out, cut := ComposeOutput(lt, tt.cap)
+			if cut != tt.wantCut {
+				t.Errorf("cut = %v, want %v", cut, tt.wantCut)
+			}
+			if len(out) > int(tt.cap) {
+				t.Errorf("output is %d bytes, over the cap %d", len(out), tt.cap)
+			}
+			if tt.wantHas == nil && out != tt.wantOutput {
+				t.Errorf("output = %q, want %q", out, tt.wantOutput)
+			}
+			for _, s := range tt.wantHas {
+				if !strings.Contains(out, s) {
+					t.Errorf("output %q does not contain %q", out, s)
+				}
+			}
+		})
+	}
+}
+
+func TestComposeOutputRuneBoundaries(t *testing.T) {
+	text := strings.Repeat("日本語", 200) // 1800 bytes of 3-byte runes
+	head, tail := Budgets(256)
+	lt := LogText{Head: []byte(text[:head+1]), Tail: []byte(text[len(text)-tail-1:]), Total: int64(len(text))}
+	out, cut := ComposeOutput(lt, 256)
+	if !cut || !utf8.ValidString(out) || len(out) > 256 {
+		t.Errorf("ComposeOutput = %q (cut %v, %d bytes): want valid UTF-8 within 256 bytes", out, cut, len(out))
+	}
+}
