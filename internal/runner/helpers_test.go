@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -159,6 +161,28 @@ func TestSearchStopsWhenTheRunnerIsTerminated(t *testing.T) {
 		res := Run(ctx, Config{WorkspaceRoot: t.TempDir()}, inv)
 		if res.ErrorKind != KindTimeout || !strings.Contains(res.Message, "runner was terminated") {
 			t.Errorf("%s: %+v", tool, res)
+		}
+	}
+}
+
+func TestFindShellPrefersBash(t *testing.T) {
+	withBash := t.TempDir()
+	if err := os.WriteFile(filepath.Join(withBash, "bash"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	notExecutable := t.TempDir()
+	if err := os.WriteFile(filepath.Join(notExecutable, "bash"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path, want string
+	}{
+		{path: t.TempDir() + ":" + withBash, want: filepath.Join(withBash, "bash")},
+		{path: notExecutable, want: "/bin/sh"},
+		{path: "relative/dir:" + t.TempDir(), want: "/bin/sh"},
+	} {
+		if got := findShell([]string{"HOME=/w", "PATH=" + tc.path}); got != tc.want {
+			t.Errorf("PATH=%s: %s, want %s", tc.path, got, tc.want)
 		}
 	}
 }

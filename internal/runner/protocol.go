@@ -10,6 +10,13 @@
 //     nothing else on stdout.
 //   - The Result is written as compact JSON to TerminationMessagePath, always valid
 //     and at most MaxTerminationMessageBytes, even on timeout or panic.
+//   - The runner exits 0 when the tool succeeded, else with Result.ExitCode: the
+//     command's exit code, TimeoutExitCode (124) on a timeout, 1 for Stale and
+//     Exception. So the Job's status agrees with the Result.
+//   - Truncated means StdoutBytes+StderrBytes > MaxOutputBytes: the controller shows
+//     at most MaxOutputBytes of the log (HeadTail); the log and artifact are complete.
+//   - Every tool path is confined to the workspace (see Workspace); relative paths are
+//     relative to the workspace root, absolute ones must lie inside it.
 
 package runner
 
@@ -42,7 +49,8 @@ type Invocation struct {
 	Workdir string `json:"workdir,omitempty"`
 	// TimeoutSeconds after which the tool's process group is killed.
 	TimeoutSeconds int32 `json:"timeoutSeconds"`
-	// MaxOutputBytes caps each of stdout and stderr kept in the result's output.
+	// MaxOutputBytes caps the combined output the controller shows (see HeadTail);
+	// longer output is flagged Truncated but still logged and kept in full.
 	MaxOutputBytes int32 `json:"maxOutputBytes"`
 	// BaselineSHA256 is the content hash an edit is checked against.
 	BaselineSHA256 string `json:"baselineSHA256,omitempty"`
