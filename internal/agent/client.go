@@ -337,19 +337,24 @@ func chatParams(req Request) (openai.ChatCompletionNewParams, error) {
 	return params, nil
 }
 
-// schemaObject parses a JSON Schema that must be an object, keeping numbers exact.
+// schemaObject parses a JSON Schema that must be an object. Each top-level value is
+// kept as raw JSON so that the schema reaches the wire exactly as written (numbers
+// included).
 func schemaObject(schema string) (map[string]any, error) {
 	dec := json.NewDecoder(strings.NewReader(schema))
-	dec.UseNumber()
-	var obj map[string]any
-	if err := dec.Decode(&obj); err != nil {
+	var members map[string]json.RawMessage
+	if err := dec.Decode(&members); err != nil {
 		return nil, fmt.Errorf("not a JSON object: %v", err)
 	}
-	if obj == nil {
+	if members == nil {
 		return nil, errors.New("not a JSON object: null")
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("trailing data after the JSON object")
+	}
+	obj := make(map[string]any, len(members))
+	for k, v := range members {
+		obj[k] = v
 	}
 	return obj, nil
 }
@@ -451,4 +456,3 @@ func sleepContext(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
-
