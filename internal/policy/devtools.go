@@ -1,0 +1,504 @@
+package policy
+
+import (
+	"strings"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+// This file classifies version control, language toolchains and package managers by
+// subcommand. Each function gets static words only (see sensitive).
+
+// gitReadOnly are subcommands that only read, whatever their arguments (except
+// --output, checked separately).
+var gitReadOnly = set("status", "log", "diff", "show", "blame", "annotate", "ls-files", "ls-tree",
+	"rev-parse", "describe", "shortlog", "grep", "cat-file", "rev-list", "show-ref", "merge-base",
+	"name-rev", "count-objects", "whatchanged", "for-each-ref", "help", "version", "check-ignore",
+	"var", "cherry", "show-branch", "verify-commit", "verify-tag", "diff-tree", "diff-files",
+	"diff-index", "range-diff", "fsck", "check-attr", "check-ref-format")
+
+// gitWrite are subcommands that change the repository or the working tree in ways
+// that keep history recoverable.
+var gitWrite = set("add", "stage", "commit", "merge", "rebase", "cherry-pick", "revert", "mv", "apply",
+	"am", "init", "notes", "sparse-checkout", "bisect", "update-index", "read-tree", "commit-tree",
+	"write-tree", "mktag", "mktree", "format-patch", "archive", "bundle", "prune", "repack",
+	"maintenance", "rerere", "hash-object", "switch", "restore", "checkout", "symbolic-ref", "replace")
+
+// gitNetwork are subcommands that talk to remotes.
+var gitNetwork = set("fetch", "pull", "clone", "ls-remote", "remote-update", "send-email", "request-pull", "daemon", "instaweb")
+
+// git classifies a git command by its subcommand. Global -c and --config-env are
+// unknown: configuration can name programs git then runs (core.fsmonitor,
+// core.pager, alias.*).
+func git(c *classifier, w []word, _ int) {
+	args := w[1:]
+	i := 0
+	for i < len(args) && strings.HasPrefix(args[i].text, "-") {
+		t := args[i].text
+		name, _, _ := strings.Cut(t, "=")
+		switch name {
+		case "-c", "--config-env", "--exec-path":
+			c.add(w, v1alpha1.CategoryUnknown)
+			return
+		case "-C", "--git-dir", "--work-tree", "--namespace", "--super-prefix":
+			if !strings.Contains(t, "=") {
+				i++
+			}
+		case "--version", "--help", "-h":
+			c.add(w, v1alpha1.CategoryReadOnly)
+			return
+		}
+		i++
+	}
+	if i >= len(args) {
+		c.add(w, v1alpha1.CategoryReadOnly) // prints usage
+		return
+	}
+	c.add(w, gitSubcommand(args[i].text, args[i+1:]))
+}
+
+func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
+	ops := operands(rest)
+	first := ""
+	if len(ops) > 0 {
+		first = ops[0].text
+	}
+	switch {
+	case gitReadOnly[sub]:
+		if hasFlag(rest, "", "output", "ext-diff", "textconv") {
+			// --output writes a file; external diff and textconv drivers run programs.
+			return strictestOf(v1alpha1.CategoryWrite, gitExternal(rest))
+		}
+		return v1alpha1.CategoryReadOnly
+	case sub == "push":
+		for _, o := range ops {
+			if strings.HasPrefix(o.text, "+") || strings.HasPrefix(o.text, ":") {
+				return v1alpha1.CategoryVCSDestructive // forced or deleting refspec
+			}
+		}
+		if hasFlag(rest, "fd", "force", "force-with-lease", "force-if-includes", "mirror", "delete", "prune") {
+			return v1alpha1.CategoryVCSDestructive
+		}
+		return v1alpha1.CategoryNetwork
+	case sub == "reset":
+		if hasFlag(rest, "", "hard", "merge", "keep") {
+			return v1alpha1.CategoryVCSDestructive
+		}
+		return v1alpha1.CategoryWrite
+	case sub == "clean":
+		if hasFlag(rest, "n", "dry-run") {
+			return v1alpha1.CategoryReadOnly
+		}
+		return v1alpha1.CategoryVCSDestructive
+	case sub == "checkout":
+		// checkout -f, -B, "--" paths and "." throw away uncommitted work. A bare
+		// operand may be a branch or a file; it is treated as a branch switch.
+		if hasFlag(rest, "fBp", "force", "patch") || hasWord(rest, "--") || first == "." {
+			return v1alpha1.CategoryVCSDestructive
+		}
+		return v1alpha1.CategoryWrite
+	case sub == "switch":
+		if hasFlag(rest, "fC", "force", "discard-changes", "force-create") {
+			return v1alpha1.CategoryVCSDestructive
+		}
+		return v1alpha1.CategoryWrite
+	case sub == "restore":
+		// restore without --staged (or with --worktree) discards working-tree changes.
+		if hasFlag(rest, "S", "staged") && !hasFlag(rest, "W", "worktree") {
+			return v1alpha1.CategoryWrite
+		}
+		return v1alpha1.CategoryVCSDestructive
+	case sub == "branch":
+		switch {
+		case hasFlag(rest, "DMC") || (hasFlag(rest, "d", "delete") && hasFlag(rest, "f", "force")):
+			return v1alpha1.CategoryVCSDestructive
+		case hasFlag(rest, "dmcu", "delete", "move", "copy", "set-upstream-to", "unset-upstream", "edit-description", "track"):
+			return v1alpha1.CategoryWrite
+		case len(ops) > 0 && !hasFlag(rest, "lar", "list", "all", "remotes", "contains", "no-contains", "merged", "no-merged", "points-at"):
+			return v1alpha1.CategoryWrite // creates a branch
+		}
+		return v1alpha1.CategoryReadOnly
+	case sub == "tag":
+		switch {
+		case hasFlag(rest, "df", "delete", "force"):
+			return v1alpha1.CategoryVCSDestructive
+		case len(ops) > 0 && !hasFlag(rest, "lnv", "list", "contains", "no-contains", "merged", "no-merged", "points-at", "verify"):
+			return v1alpha1.CategoryWrite
+		}
+		return v1alpha1.CategoryReadOnly
+	case sub == "stash":
+		switch first {
+		case "list", "show":
+			return v1alpha1.CategoryReadOnly
+		case "drop", "clear":
+			return v1alpha1.CategoryVCSDestructive
+		}
+		return v1alpha1.CategoryWrite
+	case sub == "remote":
+		switch first {
+		case "", "show", "get-url":
+			return v1alpha1.CategoryReadOnly
+		case "update", "prune":
+			return v1alpha1.CategoryNetwork
+		}
+		return v1alpha1.CategoryWrite
+	case sub == "config":
+		if hasFlag(rest, "l", "get", "get-all", "get-regexp", "list", "get-urlmatch", "get-color", "get-colorbool") || first == "get" || first == "list" {
+			return v1alpha1.CategoryReadOnly
+		}
+		// Setting configuration can make later read-only commands run programs
+		// (core.fsmonitor runs on git status), so it is not a plain write.
+		return v1alpha1.CategoryUnknown
+	case sub == "reflog":
+		switch first {
+		case "expire", "delete", "drop":
+			return v1alpha1.CategoryVCSDestructive
+		}
+		return v1alpha1.CategoryReadOnly
+	case sub == "gc":
+		if hasFlag(rest, "", "prune") {
+			return v1alpha1.CategoryVCSDestructive
+		}
+		return v1alpha1.CategoryWrite
+	case sub == "update-ref":
+		if hasFlag(rest, "d") {
+			return v1alpha1.CategoryVCSDestructive
+		}
+		return v1alpha1.CategoryWrite
+	case sub == "filter-branch" || sub == "filter-repo":
+		return v1alpha1.CategoryVCSDestructive
+	case sub == "rm":
+		if hasFlag(rest, "", "cached") {
+			return v1alpha1.CategoryWrite
+		}
+		return v1alpha1.CategoryDelete
+	case sub == "worktree":
+		switch first {
+		case "list":
+			return v1alpha1.CategoryReadOnly
+		case "remove":
+			return v1alpha1.CategoryDelete
+		}
+		return v1alpha1.CategoryWrite
+	case sub == "submodule":
+		switch first {
+		case "status", "summary":
+			return v1alpha1.CategoryReadOnly
+		case "foreach":
+			return v1alpha1.CategoryUnknown
+		}
+		return v1alpha1.CategoryNetwork
+	case gitWrite[sub]:
+		return v1alpha1.CategoryWrite
+	case gitNetwork[sub]:
+		return v1alpha1.CategoryNetwork
+	}
+	// Anything else may be an alias, which can run any program.
+	return v1alpha1.CategoryUnknown
+}
+
+func gitExternal(rest []word) v1alpha1.CommandCategory {
+	if hasFlag(rest, "", "ext-diff", "textconv") {
+		return v1alpha1.CategoryUnknown
+	}
+	return v1alpha1.CategoryReadOnly
+}
+
+// goCmd classifies the go command by subcommand.
+func goCmd(c *classifier, w []word, _ int) {
+	ops := operands(w[1:])
+	if len(ops) == 0 {
+		c.add(w, v1alpha1.CategoryReadOnly)
+		return
+	}
+	sub, rest := ops[0].text, ops[1:]
+	var category v1alpha1.CommandCategory
+	switch sub {
+	case "test", "vet":
+		category = v1alpha1.CategoryTest
+	case "build", "run", "generate", "tool":
+		category = v1alpha1.CategoryBuild
+	case "install", "get":
+		category = v1alpha1.CategoryInstall
+	case "fmt", "work", "fix":
+		category = v1alpha1.CategoryWrite
+	case "clean":
+		category = v1alpha1.CategoryDelete
+	case "version", "list", "doc", "help", "bug":
+		category = v1alpha1.CategoryReadOnly
+	case "env":
+		category = v1alpha1.CategoryReadOnly
+		if hasFlag(w[1:], "wu") {
+			category = v1alpha1.CategoryWrite
+		}
+	case "mod":
+		category = v1alpha1.CategoryUnknown
+		if len(rest) > 0 {
+			switch rest[0].text {
+			case "download", "tidy", "vendor":
+				category = v1alpha1.CategoryInstall
+			case "graph", "why", "verify":
+				category = v1alpha1.CategoryReadOnly
+			case "init", "edit":
+				category = v1alpha1.CategoryWrite
+			}
+		}
+	default:
+		category = v1alpha1.CategoryUnknown
+	}
+	c.add(w, category)
+}
+
+// nodePackageManager classifies npm, pnpm, yarn and bun.
+func nodePackageManager(c *classifier, w []word, _ int) {
+	if hasFlag(w[1:], "v", "version") {
+		c.add(w, v1alpha1.CategoryReadOnly)
+		return
+	}
+	ops := operands(w[1:])
+	if len(ops) == 0 {
+		if w[0].text == "yarn" || w[0].text == "bun" {
+			c.add(w, v1alpha1.CategoryInstall) // bare yarn installs
+			return
+		}
+		c.add(w, v1alpha1.CategoryReadOnly)
+		return
+	}
+	sub := ops[0].text
+	script := ""
+	if len(ops) > 1 {
+		script = ops[1].text
+	}
+	var category v1alpha1.CommandCategory
+	switch sub {
+	case "test", "t", "tst":
+		category = v1alpha1.CategoryTest
+	case "run", "run-script":
+		category = scriptCategory(script)
+	case "build":
+		category = v1alpha1.CategoryBuild
+	case "install", "i", "ci", "add", "remove", "rm", "uninstall", "un", "update", "up", "upgrade",
+		"exec", "x", "dlx", "create", "init", "link", "rebuild", "dedupe", "prune":
+		category = v1alpha1.CategoryInstall
+	case "ls", "list", "ll", "la", "why", "explain", "config", "root", "prefix", "bin", "help", "pack":
+		category = v1alpha1.CategoryReadOnly
+		if sub == "config" && script != "" && script != "get" && script != "list" && script != "ls" {
+			category = v1alpha1.CategoryWrite
+		}
+	case "view", "info", "show", "outdated", "audit", "search", "publish", "login", "logout", "whoami", "ping":
+		category = v1alpha1.CategoryNetwork
+	default:
+		// yarn and bun run package scripts by name (yarn lint).
+		if w[0].text == "yarn" || w[0].text == "bun" || w[0].text == "pnpm" {
+			category = scriptCategory(sub)
+		} else {
+			category = v1alpha1.CategoryUnknown
+		}
+	}
+	c.add(w, category)
+}
+
+// scriptCategory classifies a package script by its conventional name: test and lint
+// scripts test, build scripts build, and anything else runs project code like a build.
+func scriptCategory(name string) v1alpha1.CommandCategory {
+	switch {
+	case name == "":
+		return v1alpha1.CategoryReadOnly // lists the scripts
+	case strings.HasPrefix(name, "test"), strings.HasPrefix(name, "lint"), strings.HasPrefix(name, "check"), strings.HasPrefix(name, "typecheck"):
+		return v1alpha1.CategoryTest
+	default:
+		return v1alpha1.CategoryBuild
+	}
+}
+
+// pip classifies pip (and uv pip, poetry) subcommands.
+func pip(c *classifier, w []word, _ int) {
+	c.add(w, pipCategory(w))
+}
+
+func pipCategory(w []word) v1alpha1.CommandCategory {
+	if hasFlag(w[1:], "V", "version") {
+		return v1alpha1.CategoryReadOnly
+	}
+	ops := operands(w[1:])
+	if len(ops) == 0 {
+		return v1alpha1.CategoryReadOnly
+	}
+	switch ops[0].text {
+	case "install", "uninstall", "download", "sync", "add", "remove", "update", "lock", "wheel", "pip", "venv", "init", "new", "tool":
+		if ops[0].text == "pip" && len(ops) > 1 {
+			return pipCategory(ops[0:])
+		}
+		return v1alpha1.CategoryInstall
+	case "list", "show", "freeze", "check", "help", "inspect", "tree", "cache", "config", "debug", "hash":
+		return v1alpha1.CategoryReadOnly
+	case "search", "index", "publish":
+		return v1alpha1.CategoryNetwork
+	case "build":
+		return v1alpha1.CategoryBuild
+	}
+	return v1alpha1.CategoryUnknown
+}
+
+// runner handles uv and poetry: "run CMD..." classifies CMD, anything else is a
+// package-manager subcommand.
+func runner(pm handler) handler {
+	return func(c *classifier, w []word, depth int) {
+		ops := operands(w[1:])
+		if len(ops) > 1 && ops[0].text == "run" {
+			// The command after run starts at the second operand; its own options
+			// come after it.
+			for i, a := range w {
+				if a.text == "run" {
+					rest := skipOptions(w[i+1:], "")
+					c.command(rest, depth+1, true)
+					return
+				}
+			}
+		}
+		pm(c, w, depth)
+	}
+}
+
+// python runs arbitrary code unless it runs a known module.
+func python(c *classifier, w []word, depth int) {
+	args := w[1:]
+	if hasFlag(args, "V", "version") && len(args) == 1 {
+		c.add(w, v1alpha1.CategoryReadOnly)
+		return
+	}
+	for i, a := range args {
+		if a.text != "-m" || i+1 >= len(args) {
+			continue
+		}
+		module := args[i+1].text
+		switch module {
+		case "pytest", "unittest", "doctest", "tox", "nox":
+			c.add(w, v1alpha1.CategoryTest)
+		case "pip":
+			c.add(w, pipCategory(append([]word{{text: "pip", static: true}}, args[i+2:]...)))
+		case "venv", "compileall", "black", "isort":
+			c.add(w, v1alpha1.CategoryWrite)
+		case "http.server":
+			c.add(w, v1alpha1.CategoryNetwork)
+		case "json.tool", "pydoc", "site", "tabnanny":
+			c.add(w, v1alpha1.CategoryReadOnly)
+		default:
+			c.add(w, v1alpha1.CategoryUnknown)
+		}
+		return
+	}
+	c.add(w, v1alpha1.CategoryUnknown)
+}
+
+// makeCmd classifies make by its targets: test targets test, install installs,
+// clean deletes, anything else (including the default target) builds. -n only prints.
+func makeCmd(c *classifier, w []word, _ int) {
+	args := w[1:]
+	if hasFlag(args, "nq", "dry-run", "just-print", "question", "recon") {
+		c.add(w, v1alpha1.CategoryReadOnly)
+		return
+	}
+	category := v1alpha1.CategoryBuild
+	targets := 0
+	for i := 0; i < len(args); i++ {
+		t := args[i].text
+		if t == "-C" || t == "-f" || t == "-j" || t == "-I" || t == "-o" || t == "-W" {
+			i++
+			continue
+		}
+		if strings.HasPrefix(t, "-") || strings.Contains(t, "=") {
+			continue
+		}
+		targets++
+		var target v1alpha1.CommandCategory
+		switch {
+		case t == "test" || t == "tests" || t == "check" || strings.HasPrefix(t, "test-") || strings.HasPrefix(t, "test_") || t == "lint" || t == "vet":
+			target = v1alpha1.CategoryTest
+		case t == "install":
+			target = v1alpha1.CategoryInstall
+		case t == "clean" || t == "distclean" || t == "mrproper":
+			target = v1alpha1.CategoryDelete
+		default:
+			target = v1alpha1.CategoryBuild
+		}
+		if targets == 1 {
+			category = target
+		} else {
+			category = strictestOf(category, target)
+		}
+	}
+	c.add(w, category)
+}
+
+func cargo(c *classifier, w []word, _ int) {
+	ops := operands(w[1:])
+	if len(ops) == 0 || hasFlag(w[1:], "V", "version") {
+		c.add(w, v1alpha1.CategoryReadOnly)
+		return
+	}
+	var category v1alpha1.CommandCategory
+	switch ops[0].text {
+	case "test", "t", "bench", "nextest":
+		category = v1alpha1.CategoryTest
+	case "build", "b", "check", "c", "clippy", "doc", "d", "run", "r":
+		category = v1alpha1.CategoryBuild
+	case "fmt", "fix", "new", "init":
+		category = v1alpha1.CategoryWrite
+	case "install", "add", "remove", "rm", "update", "fetch", "vendor", "generate-lockfile":
+		category = v1alpha1.CategoryInstall
+	case "publish", "search", "login", "yank", "owner":
+		category = v1alpha1.CategoryNetwork
+	case "clean":
+		category = v1alpha1.CategoryDelete
+	case "tree", "metadata", "help", "version", "locate-project", "pkgid", "verify-project":
+		category = v1alpha1.CategoryReadOnly
+	default:
+		category = v1alpha1.CategoryUnknown
+	}
+	c.add(w, category)
+}
+
+// javaBuild classifies mvn and gradle by their goals or tasks: only test goals is a
+// test run; install and deploy install; clean deletes; anything else builds.
+func javaBuild(c *classifier, w []word, _ int) {
+	goals := operands(w[1:])
+	category := v1alpha1.CategoryBuild
+	onlyTests := len(goals) > 0
+	for _, o := range goals {
+		goal := o.text
+		if i := strings.LastIndex(goal, ":"); i >= 0 {
+			goal = goal[i+1:]
+		}
+		switch goal {
+		case "test", "verify", "check", "integration-test":
+			continue
+		case "install", "publish", "deploy", "dependencies":
+			category = strictestOf(category, v1alpha1.CategoryInstall)
+		case "clean":
+			category = strictestOf(category, v1alpha1.CategoryDelete)
+		}
+		onlyTests = false
+	}
+	if onlyTests {
+		category = v1alpha1.CategoryTest
+	}
+	c.add(w, category)
+}
+
+func hasWord(args []word, s string) bool {
+	for _, a := range args {
+		if a.text == s {
+			return true
+		}
+	}
+	return false
+}
+
+func set(items ...string) map[string]bool {
+	out := make(map[string]bool, len(items))
+	for _, i := range items {
+		out[i] = true
+	}
+	return out
+}
