@@ -33,10 +33,11 @@ const (
 
 // CommandPattern is an argv prefix; each position is a word or a list of alternative
 // words, for example ["git", ["push", "reset"]]. It matches each part of a compound
-// command on its own. In Go, Positions decodes it.
+// command on its own. In Go, Positions decodes it. The API server cannot check the
+// shape of a position (CEL has no type information for a string-or-list value), so the
+// policy reconciler does: a malformed pattern makes the policy not Ready, naming the rule.
 // +kubebuilder:validation:MinItems=1
 // +kubebuilder:validation:MaxItems=64
-// +kubebuilder:validation:items:XValidation:rule="type(self) == string || (type(self) == list && self.size() > 0 && self.size() <= 32 && self.all(w, type(w) == string))",message="each argv position must be a word or a non-empty list of at most 32 words"
 type CommandPattern []apiextensionsv1.JSON
 
 // Positions decodes the pattern: for each argv position, the accepted words.

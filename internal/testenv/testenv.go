@@ -65,9 +65,29 @@ func NewScheme() *k8sruntime.Scheme {
 	return s
 }
 
-// Start starts the control plane with the CRDs from config/crd/bases and the
-// admission policies from config/admission installed. Call Stop when done.
-func Start() (*Env, error) {
+// Option changes what Start installs.
+type Option func(*options)
+
+type options struct {
+	admissionPolicies bool
+}
+
+// WithAdmissionPolicies installs the ValidatingAdmissionPolicies and bindings of
+// config/admission (see AdmissionObjects) once the control plane is up. The API server
+// enforces a new policy only after its policy cache caught up, a moment later: tests
+// of refusals should poll until a known-bad request is refused.
+func WithAdmissionPolicies() Option {
+	return func(o *options) { o.admissionPolicies = true }
+}
+
+// Start starts the control plane with the CRDs from config/crd/bases installed, and
+// with the admission policies from config/admission when WithAdmissionPolicies is
+// given. Call Stop when done.
+func Start(opts ...Option) (*Env, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	dir, err := assetsDir()
 	if err != nil {
 		return nil, err
@@ -90,6 +110,12 @@ func Start() (*Env, error) {
 		return nil, err
 	}
 	env := &Env{Environment: te, Config: cfg, Client: c, Scheme: scheme}
+	if o.admissionPolicies {
+		if err := env.installAdmissionPolicies(); err != nil {
+			_ = te.Stop()
+			return nil, err
+		}
+	}
 	return env, nil
 }
 
@@ -134,6 +160,20 @@ func AdmissionObjects() ([]client.Object, error) {
 		}
 	}
 	return out, nil
+}
+
+// installAdmissionPolicies creates every object AdmissionObjects returns.
+func (e *Env) installAdmissionPolicies() error {
+	objs, err := AdmissionObjects()
+	if err != nil {
+		return fmt.Errorf("reading config/admission: %w", err)
+	}
+	for _, obj := range objs {
+		if err := e.Client.Create(context.Background(), obj); err != nil {
+			return fmt.Errorf("installing %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	return nil
 }
 
 // Namespace creates a fresh namespace with a generated name for one test and

@@ -1,0 +1,296 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// These tests install the generated CRDs into a real kube-apiserver and prove that the
+// schema, defaults and CEL rules written as markers are what the API server enforces.
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	var err error
+	env, err = testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+func newTask(ns, name string) *v1.AgentTask {
+	return &v1.AgentTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1.AgentTaskSpec{
+			Goal:      "make the tests pass",
+			Workspace: v1.WorkspaceSpec{ExistingClaim: "ws"},
+			Agent:     v1.AgentSpec{External: &v1.ExternalAgent{}},
+		},
+	}
+}
+
+func newIntent(ns, name string) *v1.ToolIntent {
+	return &v1.ToolIntent{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1.ToolIntentSpec{
+			TaskRef:     v1.LocalObjectReference{Name: "t"},
+			Tool:        v1.ToolBash,
+			Input:       runtime.RawExtension{Raw: []byte(`{"command":"npm test","timeoutMs":5000}`)},
+			RequestedBy: "agent",
+		},
+	}
+}
+
+func newApproval(ns, name string) *v1.Approval {
+	return &v1.Approval{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1.ApprovalSpec{
+			IntentRef:   v1.LocalObjectReference{Name: "i"},
+			TaskRef:     v1.LocalObjectReference{Name: "t"},
+			Fingerprint: strings.Repeat("ab", 32),
+			Request:     v1.ApprovalRequest{Tool: v1.ToolEditFile, Input: `{"path":"a.go"}`, Rule: "ask-edits"},
+			RequestedBy: "agent",
+			ExpiresAt:   metav1.NewTime(time.Now().Add(time.Hour)),
+		},
+	}
+}
+
+func requireInvalid(t *testing.T, err error, want string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("expected the API server to refuse with %q, but it accepted", want)
+	}
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("expected an Invalid error containing %q, got %v", want, err)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("expected error to contain %q, got: %v", want, err)
+	}
+}
+
+func TestAgentTaskDefaults(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	task := newTask(ns, "defaults")
+	if err := env.Client.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	got := &v1.AgentTask{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(task), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Mode != v1.ModeReadOnly {
+		t.Errorf("mode default: got %q, want ReadOnly", got.Spec.Mode)
+	}
+	b := got.Spec.Budgets
+	if b.MaxTurns != 20 || b.MaxIntents != 100 || b.MaxApprovalRequests != 10 || b.MaxConsecutiveRefusals != 5 ||
+		b.DefaultTimeoutSeconds != 120 || b.MaxTimeoutSeconds != 600 || b.MaxOutputBytes != 32768 || b.ApprovalTTLSeconds != 3600 {
+		t.Errorf("budget defaults not applied: %+v", b)
+	}
+	if got.Spec.Sandbox.Network.Mode != v1.NetworkNone {
+		t.Errorf("network default: got %q, want None", got.Spec.Sandbox.Network.Mode)
+	}
+}
+
+func TestAgentTaskValidation(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	cases := []struct {
+		name   string
+		mutate func(*v1.AgentTask)
+		want   string
+	}{
+		{"unknown mode", func(a *v1.AgentTask) { a.Spec.Mode = "Yolo" }, `spec.mode: Unsupported value: "Yolo"`},
+		{"two workspaces", func(a *v1.AgentTask) { a.Spec.Workspace.VolumeClaim = &v1.WorkspaceVolumeClaim{} }, "set exactly one of workspace.existingClaim or workspace.volumeClaim"},
+		{"no workspace", func(a *v1.AgentTask) { a.Spec.Workspace.ExistingClaim = "" }, "set exactly one of workspace.existingClaim or workspace.volumeClaim"},
+		{"git without owned claim", func(a *v1.AgentTask) { a.Spec.Workspace.Git = &v1.GitSource{URL: "https://example.com/r.git"} }, "workspace.git needs workspace.volumeClaim"},
+		{"two agents", func(a *v1.AgentTask) { a.Spec.Agent.Model = &v1.ModelAgent{BaseURL: "http://m", Model: "x"} }, "set exactly one of agent.model or agent.external"},
+		{"egress without allow-list", func(a *v1.AgentTask) {
+			a.Spec.Sandbox.Network.Egress = []v1.EgressRule{{CIDR: "10.0.0.0/8"}}
+		}, "network.egress is only allowed with network.mode AllowList"},
+		{"default timeout above max", func(a *v1.AgentTask) {
+			a.Spec.Budgets.DefaultTimeoutSeconds = 700
+			a.Spec.Budgets.MaxTimeoutSeconds = 600
+		}, "budgets.defaultTimeoutSeconds must not exceed budgets.maxTimeoutSeconds"},
+		{"unknown tool name", func(a *v1.AgentTask) { a.Spec.Tools = []v1.ToolName{"Rm-Rf"} }, "spec.tools[0]"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			task := newTask(ns, fmt.Sprintf("bad-%d", i))
+			tc.mutate(task)
+			requireInvalid(t, env.Client.Create(ctx, task), tc.want)
+		})
+	}
+}
+
+func TestToolIntentSpecIsImmutable(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	intent := newIntent(ns, "immutable")
+	if err := env.Client.Create(ctx, intent); err != nil {
+		t.Fatal(err)
+	}
+	// The input is free-form JSON, kept as proposed (not pruned).
+	got := &v1.ToolIntent{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(intent), got); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got.Spec.Input.Raw), `"timeoutMs":5000`) {
+		t.Fatalf("input was not preserved: %s", got.Spec.Input.Raw)
+	}
+	got.Spec.Input = runtime.RawExtension{Raw: []byte(`{"command":"rm -rf /"}`)}
+	requireInvalid(t, env.Client.Update(ctx, got), "spec is immutable: a ToolIntent records one proposal")
+
+	// The status subresource can still be written.
+	got = &v1.ToolIntent{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(intent), got); err != nil {
+		t.Fatal(err)
+	}
+	got.Status.Decision = &v1.Decision{Action: v1.DecisionAllow, Rule: "mode-default"}
+	if err := env.Client.Status().Update(ctx, got); err != nil {
+		t.Fatalf("status update refused: %v", err)
+	}
+}
+
+func TestToolIntentInputMustBeObject(t *testing.T) {
+	ns := env.Namespace(t)
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "toolgate.dev/v1alpha1", "kind": "ToolIntent",
+		"metadata": map[string]any{"name": "str-input", "namespace": ns},
+		"spec": map[string]any{
+			"taskRef": map[string]any{"name": "t"}, "tool": "bash", "requestedBy": "agent",
+			"input": "rm -rf /",
+		},
+	}}
+	requireInvalid(t, env.Client.Create(context.Background(), u), "spec.input")
+}
+
+func TestExecutionSpecIsImmutable(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	exec := &v1.Execution{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "e"},
+		Spec: v1.ExecutionSpec{
+			IntentRef: v1.LocalObjectReference{Name: "i"}, TaskRef: v1.LocalObjectReference{Name: "t"},
+			Tool: v1.ToolBash, Input: runtime.RawExtension{Raw: []byte(`{"command":"ls"}`)},
+			TimeoutSeconds: 10, MaxOutputBytes: 4096,
+			Sandbox: v1.SandboxProfile{Image: "busybox", WorkspaceClaimName: "ws"},
+		},
+	}
+	if err := env.Client.Create(ctx, exec); err != nil {
+		t.Fatal(err)
+	}
+	exec.Spec.TimeoutSeconds = 99
+	requireInvalid(t, env.Client.Update(ctx, exec), "spec is immutable: an Execution records one invocation")
+}
+
+func TestApprovalOnlyDecisionFieldsChange(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	a := newApproval(ns, "a")
+	if err := env.Client.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Spec.Decision != v1.DecisionPending {
+		t.Fatalf("decision default: got %q, want Pending", a.Spec.Decision)
+	}
+
+	// Request fields cannot change.
+	for name, mutate := range map[string]func(*v1.Approval){
+		"request":     func(x *v1.Approval) { x.Spec.Request.Input = `{"path":"other.go"}` },
+		"fingerprint": func(x *v1.Approval) { x.Spec.Fingerprint = strings.Repeat("cd", 32) },
+		"requestedBy": func(x *v1.Approval) { x.Spec.RequestedBy = "someone-else" },
+		"intentRef":   func(x *v1.Approval) { x.Spec.IntentRef.Name = "other" },
+		"expiresAt":   func(x *v1.Approval) { x.Spec.ExpiresAt = metav1.NewTime(x.Spec.ExpiresAt.Add(time.Hour)) },
+		"approvers":   func(x *v1.Approval) { x.Spec.Approvers = &v1.Approvers{Users: []string{"mallory"}} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cur := &v1.Approval{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(a), cur); err != nil {
+				t.Fatal(err)
+			}
+			mutate(cur)
+			requireInvalid(t, env.Client.Update(ctx, cur), "only spec.decision, spec.decidedBy and spec.comment of an Approval may change")
+		})
+	}
+
+	// A decision needs a decider.
+	cur := &v1.Approval{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(a), cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Decision = v1.DecisionApproved
+	requireInvalid(t, env.Client.Update(ctx, cur), "spec.decidedBy is required when spec.decision is Approved or Denied")
+
+	// The decision fields can change.
+	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"decision":"Approved","decidedBy":"alice","comment":"ok"}}`))
+	if err := env.Client.Patch(ctx, cur, patch); err != nil {
+		t.Fatalf("decision patch refused: %v", err)
+	}
+	if cur.Spec.Decision != v1.DecisionApproved || cur.Spec.DecidedBy != "alice" {
+		t.Fatalf("decision not stored: %+v", cur.Spec)
+	}
+
+	// An unknown decision value is refused by the enum.
+	bad := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"decision":"Maybe"}}`))
+	requireInvalid(t, env.Client.Patch(ctx, cur, bad), `spec.decision: Unsupported value: "Maybe"`)
+}
+
+func TestToolPolicyCommandPatterns(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	mk := func(name, commands string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("toolgate.dev/v1alpha1")
+		u.SetKind("ToolPolicy")
+		u.SetNamespace(ns)
+		u.SetName(name)
+		var cmds any
+		if err := jsonUnmarshal(commands, &cmds); err != nil {
+			t.Fatal(err)
+		}
+		u.Object["spec"] = map[string]any{"rules": []any{map[string]any{
+			"name": "r", "action": "Deny", "match": map[string]any{"commands": cmds},
+		}}}
+		return u
+	}
+	if err := env.Client.Create(ctx, mk("ok", `[["git", ["push", "reset"]], ["rm"]]`)); err != nil {
+		t.Fatalf("valid pattern refused: %v", err)
+	}
+	got := &v1.ToolPolicy{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ok"}, got); err != nil {
+		t.Fatal(err)
+	}
+	pos, err := got.Spec.Rules[0].Match.Commands[0].Positions()
+	if err != nil || len(pos) != 2 || pos[0][0] != "git" || len(pos[1]) != 2 || pos[1][1] != "reset" {
+		t.Fatalf("pattern round trip: %v %v", pos, err)
+	}
+	if got.Spec.Rules[0].Enforcement != v1.EnforcementEnforce {
+		t.Errorf("enforcement default: got %q", got.Spec.Rules[0].Enforcement)
+	}
+	requireInvalid(t, env.Client.Create(ctx, mk("empty", `[[]]`)), "spec.rules[0].match.commands[0]")
+
+	badAction := mk("action", `[["ls"]]`)
+	badAction.Object["spec"].(map[string]any)["rules"].([]any)[0].(map[string]any)["action"] = "Maybe"
+	requireInvalid(t, env.Client.Create(ctx, badAction), `spec.rules[0].action: Unsupported value: "Maybe"`)
+}
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
