@@ -1,0 +1,112 @@
+package admission
+
+import (
+	"encoding/json"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+// Tests of config/admission/controller-owned.yaml. patcherUser holds a Role that lets
+// it write these objects, so each refusal below comes from the policy, not from RBAC.
+
+func TestOnlyTheControllerWritesStatus(t *testing.T) {
+	observed := map[string]any{"status": map[string]any{"observedGeneration": 7}}
+	cases := []struct {
+		kind   string
+		create func(t *testing.T, ns string) client.Object
+	}{
+		{"ToolIntent", func(t *testing.T, ns string) client.Object {
+			obj := toolIntent(ns, "ls", agentUser)
+			mustCreate(t, obj)
+			return obj
+		}},
+		{"Approval", func(t *testing.T, ns string) client.Object {
+			return createApproval(t, ns, requester, nil)
+		}},
+		{"Execution", func(t *testing.T, ns string) client.Object {
+			obj := execution(ns, "ls")
+			mustCreate(t, obj)
+			return obj
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.kind, func(t *testing.T) {
+			ns := setupNamespace(t)
+			obj := tc.create(t, ns)
+
+			err := clients[patcherUser].Status().Patch(t.Context(), obj.DeepCopyObject().(client.Object), mergePatchOf(t, observed))
+			wantRefused(t, err, "only the toolgate controller writes the status of a "+tc.kind+", and pat is not the controller.")
+
+			if err := clients[controllerUser].Status().Patch(t.Context(), obj.DeepCopyObject().(client.Object), mergePatchOf(t, observed)); err != nil {
+				t.Fatalf("the controller's status write was refused: %v", err)
+			}
+		})
+	}
+}
+
+func TestOnlyTheControllerCreatesApprovalsAndExecutions(t *testing.T) {
+	ns := setupNamespace(t)
+
+	wantRefused(t, clients[patcherUser].Create(t.Context(), pendingApproval(ns, "by-hand", requester, nil)),
+		"only the toolgate controller creates approvals, and pat is not the controller.")
+	wantRefused(t, clients[patcherUser].Create(t.Context(), execution(ns, "by-hand")),
+		"only the toolgate controller creates executions, and pat is not the controller.")
+
+	if err := clients[controllerUser].Create(t.Context(), pendingApproval(ns, "by-controller", requester, nil)); err != nil {
+		t.Fatalf("the controller's Approval was refused: %v", err)
+	}
+	if err := clients[controllerUser].Create(t.Context(), execution(ns, "by-controller")); err != nil {
+		t.Fatalf("the controller's Execution was refused: %v", err)
+	}
+}
+
+func TestNewApprovalIsPending(t *testing.T) {
+	ns := setupNamespace(t)
+
+	// Even the controller cannot create an approval that is already decided.
+	a := pendingApproval(ns, "pre-approved", requester, nil)
+	a.Spec.Decision = toolgatev1alpha1.DecisionApproved
+	a.Spec.DecidedBy = alice
+	wantRefused(t, clients[controllerUser].Create(t.Context(), a),
+		"a new Approval must be Pending with no decidedBy: a person decides it afterwards with an update.")
+}
+
+// execution builds an Execution as the controller would create it.
+func execution(ns, name string) *toolgatev1alpha1.Execution {
+	return &toolgatev1alpha1.Execution{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: toolgatev1alpha1.ExecutionSpec{
+			IntentRef:      toolgatev1alpha1.LocalObjectReference{Name: name},
+			TaskRef:        toolgatev1alpha1.LocalObjectReference{Name: "task"},
+			Tool:           toolgatev1alpha1.ToolBash,
+			Input:          runtime.RawExtension{Raw: []byte(`{"command":"ls"}`)},
+			TimeoutSeconds: 60,
+			MaxOutputBytes: 4096,
+			Sandbox:        toolgatev1alpha1.SandboxProfile{Image: "example.test/workspace:test", WorkspaceClaimName: "workspace"},
+		},
+	}
+}
+
+// mustCreate creates obj as the admin.
+func mustCreate(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Create(t.Context(), obj); err != nil {
+		t.Fatalf("creating %T: %v", obj, err)
+	}
+}
+
+// mergePatchOf encodes a JSON merge patch.
+func mergePatchOf(t *testing.T, patch map[string]any) client.Patch {
+	t.Helper()
+	data, err := json.Marshal(patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client.RawPatch(types.MergePatchType, data)
+}

@@ -1,0 +1,24 @@
+// Package admission holds the integration tests of toolgate's admission policies
+// (config/admission) and user-facing RBAC roles (config/rbac). It has no production
+// code: the rules live in YAML that users apply, and the API server enforces them.
+//
+// The tests start a real kube-apiserver (envtest) with the CRDs and exactly the
+// ValidatingAdmissionPolicies users install, create the roles from config/rbac under
+// the names config/default gives them, and act as real users with their own client
+// certificates: an agent, approvers, a member of an approver group, a user without a
+// role, a user who can patch approvals but lacks the approve verb, and the
+// controller's own service account. Every refusal is asserted by its message, and
+// each request is built to break exactly one rule, so removing that rule makes its
+// test fail.
+//
+// What the tests cover:
+//   - Approval decisions: once, Pending to Approved or Denied, by the caller
+//     (decidedBy), never by the requester or the controller's service account, only
+//     with the approve verb, and only by the listed users or groups when any are set.
+//   - ToolIntent creation: spec.requestedBy is the caller.
+//   - What only the controller writes: every toolgate status, and the creation of
+//     Approvals (always Pending) and Executions.
+//   - The roles grant what docs/approvals.md says, checked with SubjectAccessReviews
+//     against the API server's RBAC authorizer, and the controller's generated role
+//     never grants approve.
+package admission

@@ -1,0 +1,220 @@
+package admission
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// access is one question to the API server's authorizer.
+type access struct {
+	verb, resource string
+	allowed        bool
+}
+
+// TestUserRoles binds each role of config/rbac to a fresh user and asks the API
+// server's RBAC authorizer what that user may do.
+func TestUserRoles(t *testing.T) {
+	cases := []struct {
+		role string
+		// clusterWide binds with a ClusterRoleBinding and asks about all namespaces.
+		clusterWide bool
+		want        []access
+	}{
+		{role: "agent", want: []access{
+			{"create", "toolintents", true},
+			{"list", "toolintents", true},
+			{"watch", "agenttasks", true},
+			{"update", "toolintents", false},
+			{"delete", "toolintents", false},
+			{"get", "approvals", false},
+			{"patch", "approvals", false},
+			{"approve", "approvals", false},
+			{"create", "executions", false},
+			{"update", "toolintents/status", false},
+		}},
+		{role: "approver", want: []access{
+			{"approve", "approvals", true},
+			{"patch", "approvals", true},
+			{"update", "approvals", true},
+			{"list", "approvals", true},
+			{"get", "toolintents", true},
+			{"get", "agenttasks", true},
+			{"create", "approvals", false},
+			{"delete", "approvals", false},
+			{"update", "approvals/status", false},
+			{"create", "toolintents", false},
+		}},
+		{role: "editor", want: []access{
+			{"create", "agenttasks", true},
+			{"delete", "agenttasks", true},
+			{"update", "toolpolicies", true},
+			{"list", "executions", true},
+			{"get", "approvals", true},
+			{"approve", "approvals", false},
+			{"patch", "approvals", false},
+			{"create", "toolintents", false},
+			{"create", "executions", false},
+			{"update", "agenttasks/status", false},
+		}},
+		{role: "viewer", want: []access{
+			{"get", "agenttasks", true},
+			{"list", "toolintents", true},
+			{"watch", "approvals", true},
+			{"get", "executions", true},
+			{"list", "toolpolicies", true},
+			{"create", "agenttasks", false},
+			{"patch", "approvals", false},
+			{"approve", "approvals", false},
+		}},
+		{role: "admin", clusterWide: true, want: []access{
+			{"create", "clustertoolpolicies", true},
+			{"update", "clustertoolpolicies", true},
+			{"delete", "clustertoolpolicies", true},
+			{"approve", "approvals", false},
+			{"create", "toolintents", false},
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.role, func(t *testing.T) {
+			user := "role-test-" + tc.role
+			ns := ""
+			if tc.clusterWide {
+				binding := &rbacv1.ClusterRoleBinding{
+					ObjectMeta: metav1.ObjectMeta{Name: user},
+					RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: roleNames[tc.role]},
+					Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: user}},
+				}
+				mustCreate(t, binding)
+				t.Cleanup(func() { _ = env.Client.Delete(t.Context(), binding) })
+			} else {
+				ns = env.Namespace(t)
+				if err := grant(t.Context(), ns, roleNames[tc.role], rbacv1.Subject{Kind: rbacv1.UserKind, Name: user}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			first := tc.want[0]
+			waitAllowed(t, ns, user, nil, first.verb, first.resource)
+			for _, w := range tc.want {
+				if got := allowed(t, ns, user, nil, w.verb, w.resource); got != w.allowed {
+					t.Errorf("%s may %s %s: %v; want %v", roleNames[tc.role], w.verb, w.resource, got, w.allowed)
+				}
+			}
+		})
+	}
+}
+
+// TestApprovalRolesAreNotAggregated keeps approve and the agent's create out of the
+// built-in roles: edit and admin are granted widely, and aggregation would hand every
+// namespace editor the power to decide approvals or feed intents into tasks. The
+// aggregation controller does not run in envtest, so this reads the labels.
+func TestApprovalRolesAreNotAggregated(t *testing.T) {
+	roles, err := userRoles("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bare := range []string{"agent", "approver", "admin"} {
+		for label := range roles[bare].Labels {
+			if strings.HasPrefix(label, "rbac.authorization.k8s.io/aggregate-to-") {
+				t.Errorf("config/rbac/%s carries %s; it must be granted on purpose, not aggregated", userRoleFiles[bare], label)
+			}
+		}
+	}
+	if roles["viewer"].Labels["rbac.authorization.k8s.io/aggregate-to-view"] != "true" {
+		t.Errorf("config/rbac/viewer_role.yaml is not aggregated into view")
+	}
+	if roles["editor"].Labels["rbac.authorization.k8s.io/aggregate-to-edit"] != "true" {
+		t.Errorf("config/rbac/editor_role.yaml is not aggregated into edit")
+	}
+}
+
+// TestControllerRole checks the controller's ClusterRole, which controller-gen
+// generates into config/rbac/role.yaml from the reconcilers' markers: the controller
+// must create Approvals and Executions and write every status, and must never hold
+// approve.
+func TestControllerRole(t *testing.T) {
+	path := filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml")
+	if _, err := os.Stat(path); os.IsNotExist(err) {
+		t.Skip("config/rbac/role.yaml does not exist yet: add +kubebuilder:rbac markers to the reconcilers and run make manifests")
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := readYAML(filepath.Join("config", "rbac", "role.yaml"), role); err != nil {
+		t.Fatal(err)
+	}
+	var binding rbacv1.ClusterRoleBinding
+	if err := readYAML(filepath.Join("config", "rbac", "role_binding.yaml"), &binding); err != nil {
+		t.Fatal(err)
+	}
+	if binding.RoleRef.Name != role.Name {
+		t.Fatalf("config/rbac/role_binding.yaml binds %q, but role.yaml is named %q", binding.RoleRef.Name, role.Name)
+	}
+	role.Name = "controller-role-test"
+	mustCreate(t, role)
+	t.Cleanup(func() { _ = env.Client.Delete(t.Context(), role) })
+	user := "controller-role-test"
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: user}},
+	}
+	mustCreate(t, crb)
+	t.Cleanup(func() { _ = env.Client.Delete(t.Context(), crb) })
+
+	want := []access{
+		{"create", "approvals", true},
+		{"create", "executions", true},
+		{"update", "toolintents/status", true},
+		{"update", "approvals/status", true},
+		{"update", "executions/status", true},
+		{"update", "agenttasks/status", true},
+		{"approve", "approvals", false},
+	}
+	waitAllowed(t, "", user, nil, want[0].verb, want[0].resource)
+	for _, w := range want {
+		if got := allowed(t, "", user, nil, w.verb, w.resource); got != w.allowed {
+			t.Errorf("the controller may %s %s: %v; want %v", w.verb, w.resource, got, w.allowed)
+		}
+	}
+}
+
+// TestControllerIdentityMatchesDeployment checks that every policy names the
+// controller's service account as config/default deploys it (namespace, name prefix,
+// config/rbac's service account). A mismatch would refuse every status write of the
+// deployed controller, or let an impostor through.
+func TestControllerIdentityMatchesDeployment(t *testing.T) {
+	objs, err := testenv.AdmissionObjects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "'" + controllerUser + "'"
+	var policies int
+	for _, obj := range objs {
+		policy, ok := obj.(*admissionregistrationv1.ValidatingAdmissionPolicy)
+		if !ok {
+			continue
+		}
+		policies++
+		var found bool
+		for _, v := range policy.Spec.Variables {
+			if v.Name == "controllerServiceAccount" {
+				found = true
+				if v.Expression != want {
+					t.Errorf("policy %s names the controller %s; config/default deploys it as %s", policy.Name, v.Expression, want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("policy %s has no controllerServiceAccount variable", policy.Name)
+		}
+	}
+	if policies == 0 {
+		t.Fatal("config/admission holds no ValidatingAdmissionPolicy")
+	}
+}
