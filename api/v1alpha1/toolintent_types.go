@@ -213,6 +213,11 @@ type Observation struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Artifact string `json:"artifact,omitempty"`
+	// contentSHA256 is the file's content hash after a successful read_file, write_file
+	// or edit_file; a later edit of the same path is checked against it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	ContentSHA256 string `json:"contentSHA256,omitempty"`
 	// observedAt is when the observation was written.
 	// +optional
 	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
