@@ -587,6 +587,10 @@ func TestWriteFile(t *testing.T) {
 	o = invoke(t, ws, "write_file", map[string]any{"path": "gone.txt", "content": "x"},
 		func(inv *runner.Invocation) { inv.BaselineSHA256 = sha256Hex([]byte("x")) })
 	expectKind(t, o, runner.KindStale, "no longer exists")
+	// BaselineAbsent creates, but never overwrites a file the task has not read.
+	o = invoke(t, ws, "write_file", map[string]any{"path": "old.txt", "content": "unseen overwrite\n"},
+		func(inv *runner.Invocation) { inv.BaselineSHA256 = runner.BaselineAbsent })
+	expectKind(t, o, runner.KindStale, "exists and this task has not read it")
 	if err := os.Symlink("old.txt", filepath.Join(ws, "alias.txt")); err != nil {
 		t.Fatal(err)
 	}
@@ -595,6 +599,12 @@ func TestWriteFile(t *testing.T) {
 	expectKind(t, invoke(t, ws, "write_file", map[string]any{"path": "new", "content": "x"}, nil), runner.KindException, "is a directory")
 	expectKind(t, invoke(t, ws, "write_file", map[string]any{"path": ws, "content": "x"}, nil), runner.KindException, "names the workspace itself")
 	sameSnapshot(t, before, snapshot(t, ws))
+
+	o = invoke(t, ws, "write_file", map[string]any{"path": "fresh.txt", "content": "new\n"},
+		func(inv *runner.Invocation) { inv.BaselineSHA256 = runner.BaselineAbsent })
+	if o.res.ErrorKind != "" || readFile(t, filepath.Join(ws, "fresh.txt")) != "new\n" {
+		t.Fatalf("create with BaselineAbsent: %+v", o.res)
+	}
 }
 
 func TestEditFile(t *testing.T) {

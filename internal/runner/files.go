@@ -299,7 +299,8 @@ func writeAll(f *os.File, content []byte, mode fs.FileMode) error {
 
 // runWriteFile writes the whole content of a file, creating it and its parent
 // directories when needed. With a baseline, it refuses (Stale) when the file does not
-// have that content any more, and writes nothing.
+// have that content any more, and writes nothing; with BaselineAbsent it refuses when
+// the file exists (an overwrite the task has not read first).
 func runWriteFile(_ context.Context, ic *invocationContext) error {
 	var in tools.WriteFileInput
 	if err := decodeInput(ic, &in); err != nil {
@@ -313,7 +314,11 @@ func runWriteFile(_ context.Context, ic *invocationContext) error {
 	if err != nil {
 		return err
 	}
-	if ic.inv.BaselineSHA256 != "" {
+	if ic.inv.BaselineSHA256 == BaselineAbsent {
+		if cur.exists {
+			return stalef("file %q exists and this task has not read it: read it first, then write it; nothing was written", in.Path)
+		}
+	} else if ic.inv.BaselineSHA256 != "" {
 		if !cur.exists {
 			return stalef("file %q no longer exists: it changed since it was read; read it again; nothing was written", in.Path)
 		}

@@ -33,6 +33,9 @@ const (
 	TerminationMessagePath = "/dev/termination-log"
 	// MaxTerminationMessageBytes is the kubelet's limit for the termination message.
 	MaxTerminationMessageBytes = 4096
+	// BaselineAbsent as Invocation.BaselineSHA256 makes write_file create the file
+	// only: an existing file is Stale, because the task never read it.
+	BaselineAbsent = "absent"
 	// InvocationEnv names the environment variable that carries the Invocation JSON.
 	InvocationEnv = "TOOLGATE_INVOCATION"
 )
