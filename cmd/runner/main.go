@@ -2,6 +2,7 @@
 // contract is in internal/runner/protocol.go. Usage:
 //
 //	runner [-workspace DIR] [-termination-log PATH]
+//	runner install DEST
 //
 // The Invocation is read as JSON from TOOLGATE_INVOCATION (required). The workspace
 // root is -workspace, else TOOLGATE_WORKSPACE, else /workspace; the Result goes to
@@ -9,7 +10,8 @@
 // carries only the tool's combined output. The exit code is 0 when the tool succeeded,
 // else the tool's exit code (124 on a timeout), or 1 when the tool could not run
 // (Exception) or refused to write (Stale). On SIGTERM or SIGINT the tool's process
-// group is killed and the Result is still written.
+// group is killed and the Result is still written. The second form copies the runner
+// binary to DEST, for the Job's init container.
 package main
 
 import (
@@ -31,6 +33,10 @@ const (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == installCommand {
+		runInstall(os.Args[2:])
+		return
+	}
 	workspace := flag.String("workspace", envOr(workspaceEnv, runner.WorkspaceRoot), "Workspace root every tool path is confined to (env "+workspaceEnv+").")
 	terminationLog := flag.String("termination-log", envOr(terminationLogEnv, runner.TerminationMessagePath), "File the JSON result is written to (env "+terminationLogEnv+").")
 	flag.Parse()
