@@ -1,0 +1,225 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+// RuleModeDefault is Decision.Rule when no rule matched and the task's mode decided.
+const RuleModeDefault = "mode-default"
+
+// Request is one validated tool call to decide.
+type Request struct {
+	// Namespace and Task name the AgentTask the call belongs to.
+	Namespace string
+	Task      string
+	// Mode is the task's mode; an empty or unexpected mode counts as ReadOnly.
+	Mode v1alpha1.TaskMode
+	// Tool is the tool called.
+	Tool v1alpha1.ToolName
+	// Input is the normalized input from tools.Validate.
+	Input json.RawMessage
+}
+
+// Limits of the Decision's fields (see the API's validation markers).
+const (
+	maxParts       = 256
+	maxHits        = 256
+	maxPartCommand = 1024
+	maxReason      = 4096
+)
+
+type candidate struct {
+	policy *CompiledPolicy
+	rule   *rule
+}
+
+func (c candidate) hit() v1alpha1.RuleHit {
+	enforcement := c.rule.spec.Enforcement
+	if enforcement == "" {
+		enforcement = v1alpha1.EnforcementEnforce
+	}
+	return v1alpha1.RuleHit{Policy: c.policy.ID(), Rule: c.rule.spec.Name, Action: string(c.rule.spec.Action), Enforcement: string(enforcement)}
+}
+
+// actionRank orders decisions: Deny > Ask > Allow.
+func actionRank(a v1alpha1.RuleAction) int {
+	switch a {
+	case v1alpha1.RuleDeny:
+		return 3
+	case v1alpha1.RuleAsk:
+		return 2
+	case v1alpha1.RuleAllow:
+		return 1
+	}
+	return 0
+}
+
+// Decide decides a validated call against the Ready policies in scope: cluster
+// policies (ClusterToolPolicies) and namespaced ones (the ToolPolicies of the task's
+// namespace), each in a stable order (for example by name). broken names the
+// policies in scope that are not Ready ("ToolPolicy/x"); while any is broken,
+// nothing is allowed without a human.
+//
+// Precedence:
+//  1. A matching Deny rule of a ClusterToolPolicy wins over everything.
+//  2. Otherwise the strictest enforcing rule decides: Deny > Ask > Allow; among equals
+//     the first (cluster policies first, then policy order, then rule order). A rule
+//     never loosens a stricter result. The other matching enforcing rules are recorded
+//     in NonActingHits as overridden.
+//  3. Audit rules and DryRun rules never decide; they are recorded in NonActingHits
+//     with the action they would have taken.
+//  4. With no enforcing rule matching, the task's mode decides (rule "mode-default"):
+//     ReadOnly allows read-only calls and denies everything else; Edit allows
+//     read-only calls and asks for everything else; Auto allows read-only, test,
+//     build and write calls and asks for everything else.
+//  5. ReadOnly mode is a ceiling: a call that is not read-only is denied there even
+//     when a rule allows or asks ("ReadOnly mode never runs writes").
+//  6. A broken policy in scope raises Allow to Ask.
+//
+// The Decision carries the fingerprint that an Approval is bound to.
+func Decide(req Request, cluster, namespaced []*CompiledPolicy, broken []string) v1alpha1.Decision {
+	f := analyze(req)
+	var enforcing []candidate
+	var hits []v1alpha1.RuleHit
+	for _, group := range [][]*CompiledPolicy{cluster, namespaced} {
+		for _, p := range group {
+			for _, r := range p.rules {
+				if !r.matches(f) {
+					continue
+				}
+				c := candidate{policy: p, rule: r}
+				if !r.acts() {
+					hits = append(hits, c.hit())
+					continue
+				}
+				enforcing = append(enforcing, c)
+			}
+		}
+	}
+
+	d := v1alpha1.Decision{Category: f.category, Parts: decisionParts(f.parts)}
+	winner := -1
+	for i, c := range enforcing {
+		if c.policy.Cluster() && c.rule.spec.Action == v1alpha1.RuleDeny {
+			winner = i
+			break
+		}
+		if winner < 0 || actionRank(c.rule.spec.Action) > actionRank(enforcing[winner].rule.spec.Action) {
+			winner = i
+		}
+	}
+	if winner >= 0 {
+		w := enforcing[winner]
+		d.Action = v1alpha1.DecisionAction(w.rule.spec.Action)
+		d.Policy = w.policy.ID()
+		d.PolicyGeneration = w.policy.Generation
+		d.Rule = w.rule.spec.Name
+		d.Reason = w.rule.spec.Reason
+		if d.Reason == "" {
+			d.Reason = fmt.Sprintf("rule %q of %s matched this %s call", w.rule.spec.Name, w.policy.ID(), f.category)
+		}
+		d.Risk = w.rule.spec.Risk
+		if d.Action == v1alpha1.DecisionAsk {
+			d.Approvers = w.rule.spec.Approvers
+		}
+		for i, c := range enforcing {
+			if i != winner {
+				hits = append(hits, c.hit())
+			}
+		}
+	} else {
+		d.Action, d.Reason = modeDefault(req.Mode, f.category)
+		d.Rule = RuleModeDefault
+	}
+	if d.Risk == "" {
+		d.Risk = RiskOf(f.category)
+	}
+
+	if readOnlyMode(req.Mode) && f.category != v1alpha1.CategoryReadOnly && d.Action != v1alpha1.DecisionDeny {
+		if d.Rule != RuleModeDefault {
+			hits = append(hits, enforcing[winner].hit())
+		}
+		d.Action = v1alpha1.DecisionDeny
+		d.Policy, d.PolicyGeneration, d.Rule = "", 0, RuleModeDefault
+		d.Approvers = v1alpha1.Approvers{}
+		d.Reason = fmt.Sprintf("ReadOnly mode never runs writes: this call is %s", f.category)
+	}
+	if len(broken) > 0 && d.Action == v1alpha1.DecisionAllow {
+		d.Action = v1alpha1.DecisionAsk
+		d.Reason = fmt.Sprintf("%s; asking instead of allowing because %s in scope %s not Ready",
+			d.Reason, strings.Join(broken, ", "), pluralIs(len(broken)))
+	}
+	d.Reason = truncate(d.Reason, maxReason)
+	if len(hits) > maxHits {
+		hits = hits[:maxHits]
+	}
+	d.NonActingHits = hits
+	d.Fingerprint = Fingerprint(req.Namespace, req.Task, req.Tool, req.Input, d.Policy, d.Rule, d.PolicyGeneration)
+	return d
+}
+
+// modeDefault is the decision when no rule matched.
+func modeDefault(mode v1alpha1.TaskMode, category v1alpha1.CommandCategory) (v1alpha1.DecisionAction, string) {
+	if category == v1alpha1.CategoryReadOnly {
+		return v1alpha1.DecisionAllow, fmt.Sprintf("no rule matched; %s mode allows read-only calls", modeName(mode))
+	}
+	switch mode {
+	case v1alpha1.ModeEdit:
+		return v1alpha1.DecisionAsk, fmt.Sprintf("no rule matched; Edit mode asks a human for %s calls", category)
+	case v1alpha1.ModeAuto:
+		switch category {
+		case v1alpha1.CategoryTest, v1alpha1.CategoryBuild, v1alpha1.CategoryWrite:
+			return v1alpha1.DecisionAllow, fmt.Sprintf("no rule matched; Auto mode allows %s calls", category)
+		}
+		return v1alpha1.DecisionAsk, fmt.Sprintf("no rule matched; Auto mode asks a human for %s calls", category)
+	}
+	return v1alpha1.DecisionDeny, fmt.Sprintf("ReadOnly mode never runs writes: this call is %s", category)
+}
+
+func readOnlyMode(mode v1alpha1.TaskMode) bool {
+	return mode != v1alpha1.ModeEdit && mode != v1alpha1.ModeAuto
+}
+
+func modeName(mode v1alpha1.TaskMode) string {
+	if readOnlyMode(mode) {
+		return string(v1alpha1.ModeReadOnly)
+	}
+	return string(mode)
+}
+
+func pluralIs(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
+}
+
+func decisionParts(parts []Part) []v1alpha1.CommandPart {
+	if len(parts) > maxParts {
+		parts = parts[:maxParts]
+	}
+	out := make([]v1alpha1.CommandPart, len(parts))
+	for i, p := range parts {
+		out[i] = v1alpha1.CommandPart{Command: truncate(p.Command, maxPartCommand), Category: p.Category}
+	}
+	return out
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "..."
+	cut := n - len(mark)
+	for cut > 0 && !utf8RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -1,0 +1,267 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+	"github.com/google/cel-go/cel"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/tools"
+)
+
+// Policy kinds, as they appear in Decision.Policy ("ToolPolicy/name").
+const (
+	KindToolPolicy        = "ToolPolicy"
+	KindClusterToolPolicy = "ClusterToolPolicy"
+)
+
+// CompiledPolicy is a ToolPolicy or ClusterToolPolicy whose rules are compiled and
+// whose examples passed. It is immutable and safe for concurrent use.
+type CompiledPolicy struct {
+	// Kind is KindToolPolicy or KindClusterToolPolicy.
+	Kind string
+	// Name of the policy.
+	Name string
+	// Generation of the policy that was compiled.
+	Generation int64
+	rules      []*rule
+}
+
+// ID names the policy as decisions record it: "Kind/name".
+func (p *CompiledPolicy) ID() string { return p.Kind + "/" + p.Name }
+
+// Rules is the number of compiled rules.
+func (p *CompiledPolicy) Rules() int { return len(p.rules) }
+
+// Cluster says whether the policy is a ClusterToolPolicy.
+func (p *CompiledPolicy) Cluster() bool { return p.Kind == KindClusterToolPolicy }
+
+// rule is one compiled rule.
+type rule struct {
+	spec       v1alpha1.PolicyRule
+	tools      []v1alpha1.ToolName
+	categories []v1alpha1.CommandCategory
+	commands   [][][]string
+	paths      []string
+	program    cel.Program
+}
+
+// Compile checks and compiles a policy's rules: known tools and categories, argv
+// patterns, path globs (relative to the workspace, with **), CEL expressions (which
+// must be boolean) and, last, every example. The first problem is returned as an
+// error that names the rule and says what is wrong, for example
+// `rule "deny-push": example "git push origin" should match but does not`.
+func Compile(kind, name string, generation int64, spec v1alpha1.ToolPolicySpec) (*CompiledPolicy, error) {
+	if kind != KindToolPolicy && kind != KindClusterToolPolicy {
+		return nil, fmt.Errorf("unknown policy kind %q", kind)
+	}
+	p := &CompiledPolicy{Kind: kind, Name: name, Generation: generation}
+	seen := map[string]bool{}
+	for i, spec := range spec.Rules {
+		if spec.Name == "" {
+			return nil, fmt.Errorf("rule %d: name is required", i)
+		}
+		if seen[spec.Name] {
+			return nil, fmt.Errorf("rule %q: the name is used twice; rule names must be unique in a policy", spec.Name)
+		}
+		seen[spec.Name] = true
+		r, err := compileRule(spec)
+		if err != nil {
+			return nil, fmt.Errorf("rule %q: %w", spec.Name, err)
+		}
+		p.rules = append(p.rules, r)
+	}
+	for _, r := range p.rules {
+		if err := r.checkExamples(); err != nil {
+			return nil, fmt.Errorf("rule %q: %w", r.spec.Name, err)
+		}
+	}
+	return p, nil
+}
+
+func compileRule(spec v1alpha1.PolicyRule) (*rule, error) {
+	r := &rule{spec: spec, tools: spec.Match.Tools, categories: spec.Match.Categories}
+	switch spec.Action {
+	case v1alpha1.RuleAllow, v1alpha1.RuleAsk, v1alpha1.RuleDeny, v1alpha1.RuleAudit:
+	default:
+		return nil, fmt.Errorf("action %q is not one of Allow, Ask, Deny, Audit", spec.Action)
+	}
+	switch spec.Enforcement {
+	case "", v1alpha1.EnforcementEnforce, v1alpha1.EnforcementDryRun:
+	default:
+		return nil, fmt.Errorf("enforcement %q is not one of Enforce, DryRun", spec.Enforcement)
+	}
+	for _, t := range spec.Match.Tools {
+		if _, ok := tools.Lookup(t); !ok {
+			return nil, fmt.Errorf("match.tools: unknown tool %q", t)
+		}
+	}
+	for _, c := range spec.Match.Categories {
+		if _, ok := strictness[c]; !ok {
+			return nil, fmt.Errorf("match.categories: unknown category %q", c)
+		}
+	}
+	for i, pattern := range spec.Match.Commands {
+		positions, err := pattern.Positions()
+		if err != nil {
+			return nil, fmt.Errorf("match.commands[%d]: %w", i, err)
+		}
+		if len(positions) == 0 {
+			return nil, fmt.Errorf("match.commands[%d]: a pattern needs at least one word", i)
+		}
+		for j, alternatives := range positions {
+			for _, w := range alternatives {
+				if w == "" {
+					return nil, fmt.Errorf("match.commands[%d]: position %d has an empty word", i, j)
+				}
+			}
+		}
+		r.commands = append(r.commands, positions)
+	}
+	for i, glob := range spec.Match.Paths {
+		if strings.HasPrefix(glob, "/") || slices.Contains(strings.Split(glob, "/"), "..") {
+			return nil, fmt.Errorf("match.paths[%d]: glob %q must be relative to the workspace, without ..", i, glob)
+		}
+		if !doublestar.ValidatePattern(glob) {
+			return nil, fmt.Errorf("match.paths[%d]: %q is not a valid glob", i, glob)
+		}
+		r.paths = append(r.paths, glob)
+	}
+	if spec.Match.CEL != "" {
+		prg, err := compileCEL(spec.Match.CEL)
+		if err != nil {
+			return nil, fmt.Errorf("match.cel: %v", err)
+		}
+		r.program = prg
+	}
+	return r, nil
+}
+
+// checkExamples runs the rule's examples as bash calls.
+func (r *rule) checkExamples() error {
+	check := func(command string) bool {
+		in := Request{Namespace: "example", Task: "example", Mode: v1alpha1.ModeEdit, Tool: v1alpha1.ToolBash}
+		f := analyzeCommand(in, command)
+		return r.matches(f)
+	}
+	for _, ex := range r.spec.Examples.Match {
+		if !check(ex) {
+			return fmt.Errorf("example %q should match but does not", ex)
+		}
+	}
+	for _, ex := range r.spec.Examples.NotMatch {
+		if check(ex) {
+			return fmt.Errorf("example %q should not match but does", ex)
+		}
+	}
+	return nil
+}
+
+// acts says whether a matching rule can decide: Audit rules and DryRun rules only
+// record.
+func (r *rule) acts() bool {
+	return r.spec.Action != v1alpha1.RuleAudit && r.spec.Enforcement != v1alpha1.EnforcementDryRun
+}
+
+// matches says whether the rule applies to the call. Every set field must match.
+//
+// For the per-part conditions (categories, commands) a rule that restricts (Deny,
+// Ask, Audit) matches when any part matches, so `ls && git push` is caught by a rule
+// on git push. An Allow rule must cover every part that is not read-only, so an
+// allowance for tests does not carry `go test ./... && rm -rf /` with it.
+func (r *rule) matches(f *facts) bool {
+	if len(r.tools) > 0 && !slices.Contains(r.tools, f.tool) {
+		return false
+	}
+	if len(r.categories) > 0 || len(r.commands) > 0 {
+		if r.spec.Action == v1alpha1.RuleAllow {
+			if !r.coversEveryPart(f) {
+				return false
+			}
+		} else if !r.matchesAnyPart(f) {
+			return false
+		}
+	}
+	if len(r.paths) > 0 && !r.matchesPath(f) {
+		return false
+	}
+	if r.program != nil {
+		ok, err := evalCEL(r.program, f.activation())
+		if err != nil {
+			// Fail closed: an expression that errors (a missing key, the cost limit)
+			// makes a restricting rule apply and an allowing rule not.
+			return r.spec.Action != v1alpha1.RuleAllow
+		}
+		return ok
+	}
+	return true
+}
+
+func (r *rule) matchesAnyPart(f *facts) bool {
+	for i := range f.parts {
+		if r.partMatches(&f.parts[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *rule) coversEveryPart(f *facts) bool {
+	covered := false
+	for i := range f.parts {
+		p := &f.parts[i]
+		if r.partMatches(p) {
+			covered = true
+			continue
+		}
+		if p.Category != v1alpha1.CategoryReadOnly {
+			return false
+		}
+	}
+	return covered
+}
+
+// partMatches applies the categories and commands conditions to one part.
+func (r *rule) partMatches(p *Part) bool {
+	if len(r.categories) > 0 && !slices.Contains(r.categories, p.Category) {
+		return false
+	}
+	if len(r.commands) > 0 {
+		for _, pattern := range r.commands {
+			if argvHasPrefix(p.Argv, pattern) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+func argvHasPrefix(argv []string, pattern [][]string) bool {
+	if len(argv) < len(pattern) {
+		return false
+	}
+	for i, alternatives := range pattern {
+		if !slices.Contains(alternatives, argv[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// matchesPath applies the path globs to the file tools' path. Calls without a path
+// (bash) never match a rule with paths.
+func (r *rule) matchesPath(f *facts) bool {
+	if !f.hasPath {
+		return false
+	}
+	for _, glob := range r.paths {
+		if ok, _ := doublestar.Match(glob, f.path); ok {
+			return true
+		}
+	}
+	return false
+}
