@@ -1,0 +1,331 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+func mustCompile(t testing.TB, kind, name string, rules ...v1alpha1.PolicyRule) *CompiledPolicy {
+	t.Helper()
+	p, err := Compile(kind, name, 7, v1alpha1.ToolPolicySpec{Rules: rules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func bashCall(mode v1alpha1.TaskMode, command string) Request {
+	raw, _ := json.Marshal(map[string]string{"command": command})
+	return Request{Namespace: "team", Task: "fix-bug", Mode: mode, Tool: v1alpha1.ToolBash, Input: raw}
+}
+
+func onCommand(name string, action v1alpha1.RuleAction, words ...any) v1alpha1.PolicyRule {
+	return v1alpha1.PolicyRule{Name: name, Action: action, Match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern(words...)}}}
+}
+
+// decided is the part of a Decision the precedence tables check.
+type decided struct {
+	Action v1alpha1.DecisionAction
+	Policy string
+	Rule   string
+	Hits   []v1alpha1.RuleHit
+}
+
+func TestDecidePrecedence(t *testing.T) {
+	clusterDenyPush := mustCompile(t, KindClusterToolPolicy, "baseline", onCommand("no-push", v1alpha1.RuleDeny, "git", "push"))
+	nsAllowGit := mustCompile(t, KindToolPolicy, "team", onCommand("allow-git", v1alpha1.RuleAllow, "git"))
+	nsAskGit := mustCompile(t, KindToolPolicy, "careful", onCommand("ask-git", v1alpha1.RuleAsk, "git"))
+	nsDenyGit := mustCompile(t, KindToolPolicy, "strict", onCommand("deny-git", v1alpha1.RuleDeny, "git"))
+	clusterAskGit := mustCompile(t, KindClusterToolPolicy, "ask", onCommand("ask-git", v1alpha1.RuleAsk, "git"))
+	dryRunDeny := mustCompile(t, KindToolPolicy, "shadow", v1alpha1.PolicyRule{
+		Name: "would-deny", Action: v1alpha1.RuleDeny, Enforcement: v1alpha1.EnforcementDryRun,
+		Match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("git")}},
+	})
+	audit := mustCompile(t, KindClusterToolPolicy, "audit", v1alpha1.PolicyRule{
+		Name: "record-git", Action: v1alpha1.RuleAudit, Match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("git")}},
+	})
+	hit := func(policy, rule string, action v1alpha1.RuleAction, enforcement v1alpha1.Enforcement) v1alpha1.RuleHit {
+		return v1alpha1.RuleHit{Policy: policy, Rule: rule, Action: string(action), Enforcement: string(enforcement)}
+	}
+	enforce := v1alpha1.EnforcementEnforce
+
+	tests := []struct {
+		name       string
+		req        Request
+		cluster    []*CompiledPolicy
+		namespaced []*CompiledPolicy
+		broken     []string
+		want       decided
+	}{
+		{
+			name:       "cluster deny beats namespace allow",
+			req:        bashCall(v1alpha1.ModeAuto, "git push origin main"),
+			cluster:    []*CompiledPolicy{clusterDenyPush},
+			namespaced: []*CompiledPolicy{nsAllowGit},
+			want: decided{Action: v1alpha1.DecisionDeny, Policy: "ClusterToolPolicy/baseline", Rule: "no-push",
+				Hits: []v1alpha1.RuleHit{hit("ToolPolicy/team", "allow-git", v1alpha1.RuleAllow, enforce)}},
+		},
+		{
+			name:       "cluster deny beats namespace deny for the record",
+			req:        bashCall(v1alpha1.ModeAuto, "git push"),
+			cluster:    []*CompiledPolicy{clusterDenyPush},
+			namespaced: []*CompiledPolicy{nsDenyGit},
+			want: decided{Action: v1alpha1.DecisionDeny, Policy: "ClusterToolPolicy/baseline", Rule: "no-push",
+				Hits: []v1alpha1.RuleHit{hit("ToolPolicy/strict", "deny-git", v1alpha1.RuleDeny, enforce)}},
+		},
+		{
+			name:       "namespace allow when the cluster rule does not match",
+			req:        bashCall(v1alpha1.ModeEdit, "git status && git commit -m x"),
+			cluster:    []*CompiledPolicy{clusterDenyPush},
+			namespaced: []*CompiledPolicy{nsAllowGit},
+			want:       decided{Action: v1alpha1.DecisionAllow, Policy: "ToolPolicy/team", Rule: "allow-git"},
+		},
+		{
+			name:       "deny beats ask beats allow",
+			req:        bashCall(v1alpha1.ModeEdit, "git commit -m x"),
+			namespaced: []*CompiledPolicy{nsAllowGit, nsAskGit, nsDenyGit},
+			want: decided{Action: v1alpha1.DecisionDeny, Policy: "ToolPolicy/strict", Rule: "deny-git", Hits: []v1alpha1.RuleHit{
+				hit("ToolPolicy/team", "allow-git", v1alpha1.RuleAllow, enforce),
+				hit("ToolPolicy/careful", "ask-git", v1alpha1.RuleAsk, enforce),
+			}},
+		},
+		{
+			name:       "ask beats allow",
+			req:        bashCall(v1alpha1.ModeEdit, "git commit -m x"),
+			namespaced: []*CompiledPolicy{nsAllowGit, nsAskGit},
+			want: decided{Action: v1alpha1.DecisionAsk, Policy: "ToolPolicy/careful", Rule: "ask-git",
+				Hits: []v1alpha1.RuleHit{hit("ToolPolicy/team", "allow-git", v1alpha1.RuleAllow, enforce)}},
+		},
+		{
+			name:       "namespace deny beats cluster ask",
+			req:        bashCall(v1alpha1.ModeEdit, "git commit -m x"),
+			cluster:    []*CompiledPolicy{clusterAskGit},
+			namespaced: []*CompiledPolicy{nsDenyGit},
+			want: decided{Action: v1alpha1.DecisionDeny, Policy: "ToolPolicy/strict", Rule: "deny-git",
+				Hits: []v1alpha1.RuleHit{hit("ClusterToolPolicy/ask", "ask-git", v1alpha1.RuleAsk, enforce)}},
+		},
+		{
+			name:       "an allow rule never loosens a cluster ask",
+			req:        bashCall(v1alpha1.ModeAuto, "git commit -m x"),
+			cluster:    []*CompiledPolicy{clusterAskGit},
+			namespaced: []*CompiledPolicy{nsAllowGit},
+			want: decided{Action: v1alpha1.DecisionAsk, Policy: "ClusterToolPolicy/ask", Rule: "ask-git",
+				Hits: []v1alpha1.RuleHit{hit("ToolPolicy/team", "allow-git", v1alpha1.RuleAllow, enforce)}},
+		},
+		{
+			name:       "dry-run and audit rules are recorded and do not act",
+			req:        bashCall(v1alpha1.ModeEdit, "git commit -m x"),
+			cluster:    []*CompiledPolicy{audit},
+			namespaced: []*CompiledPolicy{dryRunDeny, nsAllowGit},
+			want: decided{Action: v1alpha1.DecisionAllow, Policy: "ToolPolicy/team", Rule: "allow-git", Hits: []v1alpha1.RuleHit{
+				hit("ClusterToolPolicy/audit", "record-git", v1alpha1.RuleAudit, enforce),
+				hit("ToolPolicy/shadow", "would-deny", v1alpha1.RuleDeny, v1alpha1.EnforcementDryRun),
+			}},
+		},
+		{
+			name:       "dry-run deny alone leaves the mode default",
+			req:        bashCall(v1alpha1.ModeAuto, "git commit -m x"),
+			namespaced: []*CompiledPolicy{dryRunDeny},
+			want: decided{Action: v1alpha1.DecisionAllow, Rule: RuleModeDefault,
+				Hits: []v1alpha1.RuleHit{hit("ToolPolicy/shadow", "would-deny", v1alpha1.RuleDeny, v1alpha1.EnforcementDryRun)}},
+		},
+		{
+			name:       "broken policy in scope turns allow into ask",
+			req:        bashCall(v1alpha1.ModeEdit, "git commit -m x"),
+			namespaced: []*CompiledPolicy{nsAllowGit},
+			broken:     []string{"ToolPolicy/typo"},
+			want:       decided{Action: v1alpha1.DecisionAsk, Policy: "ToolPolicy/team", Rule: "allow-git"},
+		},
+		{
+			name:   "broken policy in scope turns a mode-default allow into ask",
+			req:    bashCall(v1alpha1.ModeEdit, "ls"),
+			broken: []string{"ClusterToolPolicy/x"},
+			want:   decided{Action: v1alpha1.DecisionAsk, Rule: RuleModeDefault},
+		},
+		{
+			name:   "broken policy does not loosen a deny",
+			req:    bashCall(v1alpha1.ModeReadOnly, "rm x"),
+			broken: []string{"ToolPolicy/typo"},
+			want:   decided{Action: v1alpha1.DecisionDeny, Rule: RuleModeDefault},
+		},
+		{
+			name:       "ReadOnly mode is a ceiling over an allow rule",
+			req:        bashCall(v1alpha1.ModeReadOnly, "git commit -m x"),
+			namespaced: []*CompiledPolicy{nsAllowGit},
+			want: decided{Action: v1alpha1.DecisionDeny, Rule: RuleModeDefault,
+				Hits: []v1alpha1.RuleHit{hit("ToolPolicy/team", "allow-git", v1alpha1.RuleAllow, enforce)}},
+		},
+		{
+			name:       "ReadOnly mode lets an allow rule decide a read-only call",
+			req:        bashCall(v1alpha1.ModeReadOnly, "git log"),
+			namespaced: []*CompiledPolicy{nsAllowGit},
+			want:       decided{Action: v1alpha1.DecisionAllow, Policy: "ToolPolicy/team", Rule: "allow-git"},
+		},
+		{
+			name:       "ReadOnly mode still lets a rule deny a read-only call",
+			req:        bashCall(v1alpha1.ModeReadOnly, "git log"),
+			namespaced: []*CompiledPolicy{nsDenyGit},
+			want:       decided{Action: v1alpha1.DecisionDeny, Policy: "ToolPolicy/strict", Rule: "deny-git"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Decide(tt.req, tt.cluster, tt.namespaced, tt.broken)
+			got := decided{Action: d.Action, Policy: d.Policy, Rule: d.Rule, Hits: d.NonActingHits}
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("decision (-want +got):\n%s\nreason: %s", diff, d.Reason)
+			}
+		})
+	}
+}
+
+func TestDecideModeDefaults(t *testing.T) {
+	type row struct {
+		command string
+		want    map[v1alpha1.TaskMode]v1alpha1.DecisionAction
+	}
+	allow, ask, deny := v1alpha1.DecisionAllow, v1alpha1.DecisionAsk, v1alpha1.DecisionDeny
+	rows := []row{
+		{"ls -la", map[v1alpha1.TaskMode]v1alpha1.DecisionAction{"ReadOnly": allow, "Edit": allow, "Auto": allow, "": allow}},
+		{"go test ./...", map[v1alpha1.TaskMode]v1alpha1.DecisionAction{"ReadOnly": deny, "Edit": ask, "Auto": allow, "": deny}},
+		{"go build ./...", map[v1alpha1.TaskMode]v1alpha1.DecisionAction{"ReadOnly": deny, "Edit": ask, "Auto": allow}},
+		{"echo x > a.txt", map[v1alpha1.TaskMode]v1alpha1.DecisionAction{"ReadOnly": deny, "Edit": ask, "Auto": allow}},
+		{"rm a.txt", map[v1alpha1.TaskMode]v1alpha1.DecisionAction{"ReadOnly": deny, "Edit": ask, "Auto": ask}},
+		{"npm install", map[v1alpha1.TaskMode]v1alpha1.DecisionAction{"ReadOnly": deny, "Edit": ask, "Auto": ask}},
+		{"curl http://x", map[v1alpha1.TaskMode]v1alpha1.DecisionAction{"ReadOnly": deny, "Edit": ask, "Auto": ask}},
+		{"git push --force", map[v1alpha1.TaskMode]v1alpha1.DecisionAction{"ReadOnly": deny, "Edit": ask, "Auto": ask}},
+		{"sudo ls", map[v1alpha1.TaskMode]v1alpha1.DecisionAction{"ReadOnly": deny, "Edit": ask, "Auto": ask}},
+		{"echo 'unterminated", map[v1alpha1.TaskMode]v1alpha1.DecisionAction{"ReadOnly": deny, "Edit": ask, "Auto": ask}},
+	}
+	for _, r := range rows {
+		for mode, want := range r.want {
+			d := Decide(bashCall(mode, r.command), nil, nil, nil)
+			if d.Action != want || d.Rule != RuleModeDefault || d.Policy != "" {
+				t.Errorf("mode %q, %q: got %s by %q/%q (%s), want %s by mode-default", mode, r.command, d.Action, d.Policy, d.Rule, d.Reason, want)
+			}
+		}
+	}
+	// File tools take their registered category.
+	write := Request{Namespace: "n", Task: "t", Mode: v1alpha1.ModeReadOnly, Tool: v1alpha1.ToolWriteFile, Input: json.RawMessage(`{"content":"x","path":"a"}`)}
+	if d := Decide(write, nil, nil, nil); d.Action != deny || d.Reason != "ReadOnly mode never runs writes: this call is write" {
+		t.Errorf("write_file in ReadOnly: %s (%s)", d.Action, d.Reason)
+	}
+	write.Mode = v1alpha1.ModeAuto
+	if d := Decide(write, nil, nil, nil); d.Action != allow || d.Category != v1alpha1.CategoryWrite {
+		t.Errorf("write_file in Auto: %s, category %s", d.Action, d.Category)
+	}
+}
+
+func TestDecideFillsTheDecision(t *testing.T) {
+	p := mustCompile(t, KindToolPolicy, "team", v1alpha1.PolicyRule{
+		Name: "ask-install", Action: v1alpha1.RuleAsk, Reason: "installs need a reviewer", Risk: v1alpha1.RiskMedium,
+		Approvers: v1alpha1.Approvers{Users: []string{"alice"}, Groups: []string{"sre"}},
+		Match:     v1alpha1.RuleMatch{Categories: []v1alpha1.CommandCategory{v1alpha1.CategoryInstall}},
+	})
+	req := bashCall(v1alpha1.ModeAuto, "npm ci && npm test")
+	d := Decide(req, nil, []*CompiledPolicy{p}, nil)
+	want := v1alpha1.Decision{
+		Action:           v1alpha1.DecisionAsk,
+		Policy:           "ToolPolicy/team",
+		PolicyGeneration: 7,
+		Rule:             "ask-install",
+		Reason:           "installs need a reviewer",
+		Risk:             v1alpha1.RiskMedium,
+		Category:         v1alpha1.CategoryInstall,
+		Parts: []v1alpha1.CommandPart{
+			{Command: "npm ci", Category: v1alpha1.CategoryInstall},
+			{Command: "npm test", Category: v1alpha1.CategoryTest},
+		},
+		Approvers:   v1alpha1.Approvers{Users: []string{"alice"}, Groups: []string{"sre"}},
+		Fingerprint: Fingerprint("team", "fix-bug", v1alpha1.ToolBash, req.Input, "ToolPolicy/team", "ask-install", 7),
+	}
+	if diff := cmp.Diff(want, d, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("decision (-want +got):\n%s", diff)
+	}
+
+	// Without a rule risk, the category gives it; a mode default has no approvers.
+	d = Decide(bashCall(v1alpha1.ModeEdit, "sudo ls"), nil, nil, nil)
+	if d.Risk != v1alpha1.RiskCritical || d.Category != v1alpha1.CategoryPrivilege || len(d.Approvers.Users) != 0 {
+		t.Errorf("sudo ls: risk %s, category %s, approvers %v", d.Risk, d.Category, d.Approvers)
+	}
+	d = Decide(bashCall(v1alpha1.ModeEdit, "ls"), nil, nil, []string{"ToolPolicy/a", "ToolPolicy/b"})
+	if want := "no rule matched; Edit mode allows read-only calls; asking instead of allowing because ToolPolicy/a, ToolPolicy/b in scope are not Ready"; d.Reason != want {
+		t.Errorf("broken reason = %q, want %q", d.Reason, want)
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	base := Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1)
+	// The documented construction, computed independently.
+	if got := sha256Hex(`{"generation":1,"input":{"command":"ls","timeoutMs":5},"namespace":"ns","policy":"ToolPolicy/p","rule":"r","task":"task","tool":"bash"}`); got != base {
+		t.Errorf("fingerprint %s does not match the documented construction %s", base, got)
+	}
+	if len(base) != 64 {
+		t.Errorf("fingerprint %q is not hex SHA-256", base)
+	}
+	same := Fingerprint("ns", "task", "bash", []byte(` { "timeoutMs": 5, "command": "ls" } `), "ToolPolicy/p", "r", 1)
+	if same != base {
+		t.Error("key order and whitespace of the input must not change the fingerprint")
+	}
+	for name, other := range map[string]string{
+		"namespace":  Fingerprint("ns2", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1),
+		"task":       Fingerprint("ns", "task2", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1),
+		"tool":       Fingerprint("ns", "task", "read_file", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1),
+		"input":      Fingerprint("ns", "task", "bash", []byte(`{"command":"ls -a","timeoutMs":5}`), "ToolPolicy/p", "r", 1),
+		"policy":     Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ClusterToolPolicy/p", "r", 1),
+		"rule":       Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r2", 1),
+		"generation": Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 2),
+	} {
+		if other == base {
+			t.Errorf("changing the %s must change the fingerprint", name)
+		}
+	}
+	// Input that is not JSON is still covered, as a string.
+	if Fingerprint("ns", "task", "bash", []byte(`not json`), "", "r", 0) == Fingerprint("ns", "task", "bash", []byte(`not json!`), "", "r", 0) {
+		t.Error("non-JSON inputs must still be distinguished")
+	}
+}
+
+func TestCacheCompilesOncePerGeneration(t *testing.T) {
+	c := NewCache()
+	spec := v1alpha1.ToolPolicySpec{Rules: []v1alpha1.PolicyRule{{Name: "a", Action: v1alpha1.RuleAllow}}}
+	p1, err := c.Get(KindToolPolicy, "ns", "p", "uid-1", 1, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, _ := c.Get(KindToolPolicy, "ns", "p", "uid-1", 1, spec)
+	if p1 != p2 {
+		t.Error("the same generation must return the same compiled policy")
+	}
+	p3, _ := c.Get(KindToolPolicy, "ns", "p", "uid-1", 2, spec)
+	if p3 == p1 || p3.Generation != 2 {
+		t.Error("a new generation must be compiled again")
+	}
+	p4, _ := c.Get(KindToolPolicy, "ns", "p", "uid-2", 2, spec)
+	if p4 == p3 {
+		t.Error("a recreated policy (new UID) must be compiled again")
+	}
+	bad := v1alpha1.ToolPolicySpec{Rules: []v1alpha1.PolicyRule{{Name: "x", Action: v1alpha1.RuleDeny, Match: v1alpha1.RuleMatch{CEL: "("}}}}
+	if _, err := c.Get(KindClusterToolPolicy, "", "bad", "uid-3", 1, bad); err == nil {
+		t.Error("a broken policy must return its error")
+	}
+	if c.Len() != 2 {
+		t.Errorf("cache holds %d entries, want 2", c.Len())
+	}
+	c.Forget(KindToolPolicy, "ns", "p")
+	if c.Len() != 1 {
+		t.Errorf("after Forget the cache holds %d entries, want 1", c.Len())
+	}
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
