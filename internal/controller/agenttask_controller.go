@@ -3,29 +3,189 @@ package controller
 import (
 	"context"
 
+	"fmt"
+	"github.com/go-logr/logr"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/pipeline"
 )
 
-// AgentTaskReconciler reconciles AgentTask objects.
+// Event reasons of AgentTasks.
+const (
+	EventWorkspaceCreated = "WorkspaceCreated"
+	EventTaskSucceeded    = "TaskSucceeded"
+	EventTaskFailed       = "TaskFailed"
+	EventAwaitingApproval = "AwaitingApproval"
+)
+
+// AgentTaskReconciler provisions a task's workspace, rebuilds its status from its
+// intents (counts, turn, conditions) and ends it when a budget is spent, its owner
+// marks it done or cancels it. With spec.agent.model it also runs the agent loop.
+//
+// +kubebuilder:rbac:groups=toolgate.dev,resources=agenttasks,verbs=get;list;watch
+// +kubebuilder:rbac:groups=toolgate.dev,resources=agenttasks/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=toolgate.dev,resources=toolintents,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=toolgate.dev,resources=approvals,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 type AgentTaskReconciler struct {
 	client.Client
-	Scheme  *runtime.Scheme
-	Options Options
+	Scheme   *runtime.Scheme
+	Options  Options
+	Recorder events.EventRecorder
+	Now      func() time.Time
 }
 
 func setupAgentTask(mgr ctrl.Manager, opts Options) error {
-	r := &AgentTaskReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Options: opts}
+	r := &AgentTaskReconciler{
+		Client:   mgr.GetClient(),
+		Scheme:   mgr.GetScheme(),
+		Options:  opts,
+		Recorder: mgr.GetEventRecorder("toolgate-task"),
+		Now:      opts.clock(),
+	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&toolgatev1alpha1.AgentTask{}).
+		For(&v1.AgentTask{}).
+		Owns(&corev1.PersistentVolumeClaim{}).
+		// Intents are owned by the task only when the model loop created them; an
+		// external agent's intents name their task in spec.taskRef.
+		Watches(&v1.ToolIntent{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.(*v1.ToolIntent).Spec.TaskRef.Name}}}
+		})).
 		Named("agenttask").
 		Complete(r)
 }
 
 // Reconcile moves one AgentTask forward.
 func (r *AgentTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	task := &v1.AgentTask{}
+	if err := r.Get(ctx, req.NamespacedName, task); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !task.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("agenttask", klog.KObj(task))
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	world, created, err := r.observe(ctx, task)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	status := pipeline.TaskStatus(task, world, metav1.NewTime(r.Now()))
+	if !equality.Semantic.DeepEqual(task.Status, status) {
+		before := task.Status.DeepCopy()
+		task.Status = status
+		if err := r.Status().Update(ctx, task); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{Requeue: true}, nil
+			}
+			return ctrl.Result{}, err
+		}
+		r.emit(log, task, before, created)
+	}
 	return ctrl.Result{}, nil
+}
+
+// observe ensures the workspace claim and gathers the task's intents and approvals.
+func (r *AgentTaskReconciler) observe(ctx context.Context, task *v1.AgentTask) (pipeline.TaskWorld, bool, error) {
+	var world pipeline.TaskWorld
+	ready, msg, created, err := r.ensureWorkspace(ctx, task)
+	if err != nil {
+		return world, false, err
+	}
+	world.WorkspaceReady, world.WorkspaceMessage = ready, msg
+
+	var intents v1.ToolIntentList
+	if err := r.List(ctx, &intents, client.InNamespace(task.Namespace), client.MatchingFields{IndexIntentTask: task.Name}); err != nil {
+		return world, false, err
+	}
+	world.Intents = intents.Items
+	var approvals v1.ApprovalList
+	if err := r.List(ctx, &approvals, client.InNamespace(task.Namespace), client.MatchingFields{IndexApprovalTask: task.Name}); err != nil {
+		return world, false, err
+	}
+	world.Approvals = int32(len(approvals.Items))
+	return world, created, nil
+}
+
+// ensureWorkspace checks the existing claim, or creates the claim the task owns.
+func (r *AgentTaskReconciler) ensureWorkspace(ctx context.Context, task *v1.AgentTask) (ready bool, msg string, created bool, err error) {
+	name := pipeline.WorkspaceClaimName(task)
+	pvc := &corev1.PersistentVolumeClaim{}
+	err = r.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: name}, pvc)
+	switch {
+	case err == nil:
+		return true, "", false, nil
+	case !apierrors.IsNotFound(err):
+		return false, "", false, err
+	case task.Spec.Workspace.ExistingClaim != "":
+		return false, fmt.Sprintf("PersistentVolumeClaim %q named by spec.workspace.existingClaim does not exist in namespace %s; create it or name another", name, task.Namespace), false, nil
+	}
+	if task.Spec.Workspace.Git != nil {
+		// Seeding from git needs a clone step that is not built yet; say so rather
+		// than run tools on an empty workspace.
+		return false, "spec.workspace.git is not supported yet: seed the claim yourself and use spec.workspace.existingClaim", false, nil
+	}
+	vc := task.Spec.Workspace.VolumeClaim
+	storage := vc.Storage
+	if storage.IsZero() {
+		storage = resource.MustParse("1Gi")
+	}
+	pvc = &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: task.Namespace, Labels: map[string]string{pipeline.LabelTask: task.Name}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: vc.StorageClassName,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: storage}},
+		},
+	}
+	if len(validation.IsValidLabelValue(task.Name)) > 0 {
+		delete(pvc.Labels, pipeline.LabelTask)
+	}
+	if err := controllerutil.SetControllerReference(task, pvc, r.Scheme); err != nil {
+		return false, "", false, err
+	}
+	if err := r.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
+		return false, "", false, err
+	}
+	return true, "", true, nil
+}
+
+// emit sends events for what changed, after the status write succeeded.
+func (r *AgentTaskReconciler) emit(log logr.Logger, task *v1.AgentTask, before *v1.AgentTaskStatus, createdClaim bool) {
+	if createdClaim {
+		r.Recorder.Eventf(task, nil, corev1.EventTypeNormal, EventWorkspaceCreated, EventWorkspaceCreated, "created PersistentVolumeClaim %s", task.Status.WorkspaceClaimName)
+	}
+	for _, c := range []struct {
+		typ, reason, kind string
+	}{
+		{v1.ConditionSucceeded, EventTaskSucceeded, corev1.EventTypeNormal},
+		{v1.ConditionFailed, EventTaskFailed, corev1.EventTypeWarning},
+		{v1.ConditionAwaitingApproval, EventAwaitingApproval, corev1.EventTypeNormal},
+	} {
+		now := meta.FindStatusCondition(task.Status.Conditions, c.typ)
+		if now == nil || now.Status != metav1.ConditionTrue || meta.IsStatusConditionTrue(before.Conditions, c.typ) {
+			continue
+		}
+		r.Recorder.Eventf(task, nil, c.kind, c.reason, c.reason, "%s: %s", now.Reason, now.Message)
+		log.Info(now.Message, "audit", true, "step", c.reason, "namespace", task.Namespace, "task", task.Name, "reason", now.Reason)
+	}
 }

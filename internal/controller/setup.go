@@ -4,6 +4,8 @@
 package controller
 
 import (
+	"time"
+
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
@@ -14,11 +16,22 @@ type Options struct {
 	RunnerImage string
 	// DefaultSandboxImage is used when a task names no sandbox image.
 	DefaultSandboxImage string
+	// Now is the clock of the intent and task reconcilers; nil means time.Now. Tests
+	// move it to expire approvals without waiting.
+	Now func() time.Time
+}
+
+func (o Options) clock() func() time.Time {
+	if o.Now != nil {
+		return o.Now
+	}
+	return time.Now
 }
 
 // SetupWithManager registers every toolgate reconciler with the manager.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	setups := []func(ctrl.Manager, Options) error{
+		setupIndexes,
 		setupAgentTask,
 		setupToolIntent,
 		setupExecution,

@@ -2,30 +2,660 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"time"
 
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/executor"
+	"github.com/toolgate/toolgate/internal/mask"
+	"github.com/toolgate/toolgate/internal/metrics"
+	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/policy"
 )
 
-// ToolIntentReconciler reconciles ToolIntent objects.
+// Event reasons of the intent pipeline, one per step.
+const (
+	EventValidated          = "Validated"
+	EventValidationFailed   = "ValidationFailed"
+	EventDecided            = "Decided"
+	EventApprovalRequested  = "ApprovalRequested"
+	EventApprovalGranted    = "ApprovalGranted"
+	EventApprovalDenied     = "ApprovalDenied"
+	EventApprovalExpired    = "ApprovalExpired"
+	EventApprovalRefused    = "ApprovalRefused"
+	EventHeldForSiblings    = "HeldForSiblings"
+	EventExecutionRequested = "ExecutionRequested"
+	EventObserved           = "Observed"
+)
+
+// ToolIntentReconciler moves a ToolIntent through validate -> decide -> approve ->
+// execute -> observe. Each step's result is recorded in the intent's status once and
+// never redone: a decision is a fact of the moment it was made (replay re-runs policy
+// to show what would change).
+//
+// +kubebuilder:rbac:groups=toolgate.dev,resources=toolintents,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=toolgate.dev,resources=toolintents/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=toolgate.dev,resources=approvals,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=toolgate.dev,resources=approvals/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=toolgate.dev,resources=executions,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=toolgate.dev,resources=agenttasks,verbs=get;list;watch
+// +kubebuilder:rbac:groups=toolgate.dev,resources=toolpolicies;clustertoolpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 type ToolIntentReconciler struct {
 	client.Client
-	Scheme  *runtime.Scheme
-	Options Options
+	// APIReader reads around the cache where a stale read would decide wrongly:
+	// policies (a decision uses the policies as they are now) and the NotFound of
+	// objects just created.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Options  Options
+	Recorder events.EventRecorder
+	Policies *PolicyCache
+	// Now is the clock; tests may replace it.
+	Now func() time.Time
 }
 
 func setupToolIntent(mgr ctrl.Manager, opts Options) error {
-	r := &ToolIntentReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Options: opts}
+	r := &ToolIntentReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Scheme:    mgr.GetScheme(),
+		Options:   opts,
+		Recorder:  mgr.GetEventRecorder("toolgate-intent"),
+		Policies: NewPolicyCache(),
+		Now:      opts.clock(),
+	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&toolgatev1alpha1.ToolIntent{}).
+		For(&v1.ToolIntent{}).
+		Owns(&v1.Approval{}).
+		Owns(&v1.Execution{}).
+		// Batch preflight: a sibling's change may release an intent held for it.
+		Watches(&v1.ToolIntent{}, handler.EnqueueRequestsFromMapFunc(r.siblingsOf)).
 		Named("toolintent").
 		Complete(r)
 }
 
+// siblingsOf maps an intent to the other unobserved intents of its task and turn.
+func (r *ToolIntentReconciler) siblingsOf(ctx context.Context, obj client.Object) []reconcile.Request {
+	intent, ok := obj.(*v1.ToolIntent)
+	if !ok {
+		return nil
+	}
+	var list v1.ToolIntentList
+	if err := r.List(ctx, &list, client.InNamespace(intent.Namespace), client.MatchingFields{IndexIntentTask: intent.Spec.TaskRef.Name}); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, s := range list.Items {
+		if s.Name != intent.Name && s.Spec.Turn == intent.Spec.Turn && s.Status.Observation == nil {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
+		}
+	}
+	return out
+}
+
+// step is one pipeline step taken in a reconcile: an event and an audit line, emitted
+// only after the status write that records it succeeded.
+type step struct {
+	reason, note string
+	warning      bool
+	related      runtime.Object
+}
+
+// intentRun carries one reconcile's state.
+type intentRun struct {
+	intent *v1.ToolIntent
+	task   *v1.AgentTask
+	steps  []step
+	now    time.Time
+}
+
+func (s *intentRun) record(reason string, warning bool, related runtime.Object, format string, args ...any) {
+	s.steps = append(s.steps, step{reason: reason, warning: warning, related: related, note: mask.Secrets(fmt.Sprintf(format, args...))})
+}
+
 // Reconcile moves one ToolIntent forward.
 func (r *ToolIntentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return ctrl.Result{}, nil
+	intent := &v1.ToolIntent{}
+	if err := r.Get(ctx, req.NamespacedName, intent); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !intent.DeletionTimestamp.IsZero() || meta.IsStatusConditionTrue(intent.Status.Conditions, v1.ConditionObserved) {
+		return ctrl.Result{}, nil
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("toolintent", klog.KObj(intent), "task", intent.Spec.TaskRef.Name)
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	run := &intentRun{intent: intent.DeepCopy(), now: r.Now()}
+	result, err := r.reconcile(ctx, run)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !equality.Semantic.DeepEqual(intent.Status, run.intent.Status) {
+		run.intent.Status.ObservedGeneration = intent.Generation
+		if err := r.Status().Update(ctx, run.intent); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{Requeue: true}, nil
+			}
+			return ctrl.Result{}, err
+		}
+	}
+	r.emit(log, run)
+	return result, nil
+}
+
+// reconcile is the pipeline as a checklist. Each step returns early while it waits.
+func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (ctrl.Result, error) {
+	intent := run.intent
+	task := &v1.AgentTask{}
+	if err := r.getFresh(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: intent.Spec.TaskRef.Name}, task); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		task = nil
+	}
+	run.task = task
+
+	// 1. Validate.
+	if intent.Status.Validation == nil {
+		if err := r.validate(ctx, run); err != nil {
+			return ctrl.Result{}, err
+		}
+		if len(intent.Status.Validation.Errors) > 0 {
+			return ctrl.Result{}, nil
+		}
+	}
+	if task == nil {
+		// The task vanished after validation (its deletion removes its intents too).
+		return ctrl.Result{}, nil
+	}
+
+	// 2. Decide.
+	if intent.Status.Decision == nil {
+		if err := r.decide(ctx, run); err != nil {
+			return ctrl.Result{}, err
+		}
+		if intent.Status.Observation != nil {
+			return ctrl.Result{}, nil
+		}
+	}
+
+	// 3. Approve, when asked.
+	if intent.Status.Decision.Action == v1.DecisionAsk && intent.Status.ExecutionRef == "" {
+		approved, wait, err := r.approve(ctx, run)
+		if err != nil || !approved {
+			return ctrl.Result{RequeueAfter: wait}, err
+		}
+	}
+
+	// 4. Execute, unless a sibling of the batch waits for a human.
+	if intent.Status.ExecutionRef == "" {
+		held, err := r.execute(ctx, run)
+		if err != nil || held {
+			return ctrl.Result{}, err
+		}
+	}
+
+	// 5. Observe.
+	return ctrl.Result{}, r.observe(ctx, run)
+}
+
+// getFresh reads from the cache and confirms a NotFound with the API server, because
+// the cache may not have seen an object created a moment ago.
+func (r *ToolIntentReconciler) getFresh(ctx context.Context, key client.ObjectKey, obj client.Object) error {
+	err := r.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) && r.APIReader != nil {
+		return r.APIReader.Get(ctx, key, obj)
+	}
+	return err
+}
+
+// validate runs both validation layers and records the result; a failure ends the
+// intent with a ValidationFailed observation.
+func (r *ToolIntentReconciler) validate(ctx context.Context, run *intentRun) error {
+	intent := run.intent
+	in := pipeline.ValidateInput{Intent: intent, Task: run.task}
+	if run.task != nil {
+		var list v1.ToolIntentList
+		if err := r.List(ctx, &list, client.InNamespace(intent.Namespace), client.MatchingFields{IndexIntentTask: run.task.Name}); err != nil {
+			return err
+		}
+		in.EarlierIntents, in.Baselines = earlierIntents(intent, list.Items)
+	}
+	v := pipeline.Validate(in)
+	intent.Status.Validation = v.Status()
+	if len(v.Errors) > 0 {
+		reason := pipeline.ValidationReason(v.Errors)
+		setCondition(intent, v1.ConditionValidated, false, v1.ReasonInputInvalid, reason)
+		run.record(EventValidationFailed, true, nil, "validation failed: %s", reason)
+		r.finish(run, pipeline.Refusal(v1.OutcomeValidationFailed, reason, run.now))
+		return nil
+	}
+	msg := "input is valid"
+	if v.TimeoutClamped {
+		msg = fmt.Sprintf("input is valid; the timeout was clamped to the task's maximum of %ds", v.TimeoutSeconds)
+	}
+	setCondition(intent, v1.ConditionValidated, true, v1.ReasonInputValid, msg)
+	run.record(EventValidated, false, nil, "%s", msg)
+	return nil
+}
+
+// earlierIntents counts the intents created before this one and collects the last
+// known content hash of every file they read or wrote.
+func earlierIntents(intent *v1.ToolIntent, all []v1.ToolIntent) (int, map[string]pipeline.Baseline) {
+	count := 0
+	baselines := map[string]pipeline.Baseline{}
+	var latest = map[string]time.Time{}
+	for i := range all {
+		o := &all[i]
+		if o.Name == intent.Name || !pipeline.IntentBefore(o, intent) {
+			continue
+		}
+		count++
+		obs := o.Status.Observation
+		if obs == nil || obs.Outcome != v1.OutcomeSucceeded || obs.ContentSHA256 == "" || o.Status.Validation == nil {
+			continue
+		}
+		p, ok := filePath(o)
+		if !ok {
+			continue
+		}
+		at := obs.ObservedAt
+		if at == nil {
+			continue
+		}
+		if prev, seen := latest[p]; !seen || at.After(prev) {
+			latest[p] = at.Time
+			baselines[p] = pipeline.Baseline{SHA256: obs.ContentSHA256, Intent: o.Name}
+		}
+	}
+	return count, baselines
+}
+
+// filePath is the workspace path a file tool intent acted on.
+func filePath(intent *v1.ToolIntent) (string, bool) {
+	switch intent.Spec.Tool {
+	case v1.ToolReadFile, v1.ToolWriteFile, v1.ToolEditFile:
+	default:
+		return "", false
+	}
+	var in struct {
+		Path string `json:"path"`
+	}
+	if err := jsonUnmarshal(intent.Spec.Input.Raw, &in); err != nil || in.Path == "" {
+		return "", false
+	}
+	p, err := pipeline.WorkspacePath(in.Path)
+	return p, err == nil
+}
+
+// decide runs the policy engine and acts on Deny; Ask checks the task's earlier
+// denials and approval budget before an Approval is requested.
+func (r *ToolIntentReconciler) decide(ctx context.Context, run *intentRun) error {
+	intent, task := run.intent, run.task
+	loaded, err := r.Policies.Load(ctx, r.APIReader, intent.Namespace)
+	if err != nil {
+		return err
+	}
+	normalized, _ := toolsValidate(intent)
+	d := policy.Decide(policy.Request{
+		Namespace: intent.Namespace,
+		Task:      task.Name,
+		Mode:      task.Spec.Mode,
+		Tool:      intent.Spec.Tool,
+		Input:     normalized,
+	}, loaded.Cluster, loaded.Namespaced, loaded.Broken)
+
+	if d.Action == v1.DecisionAsk {
+		if err := r.checkAskable(ctx, run, &d); err != nil {
+			return err
+		}
+	}
+	intent.Status.Decision = &d
+	metrics.Decisions.WithLabelValues(string(d.Action), d.Rule).Inc()
+	metrics.PipelineLatency.WithLabelValues("decide").Observe(run.now.Sub(intent.CreationTimestamp.Time).Seconds())
+	setCondition(intent, v1.ConditionDecided, true, string(d.Action), fmt.Sprintf("%s by %s: %s", d.Action, ruleID(&d), d.Reason))
+	run.record(EventDecided, d.Action == v1.DecisionDeny, nil, "%s by %s (generation %d): %s", d.Action, ruleID(&d), d.PolicyGeneration, d.Reason)
+	if d.Action == v1.DecisionDeny {
+		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "denied; nothing was executed")
+		r.finish(run, pipeline.Refusal(v1.OutcomeDenied, fmt.Sprintf("%s (rule %s)", d.Reason, ruleID(&d)), run.now))
+	}
+	return nil
+}
+
+func ruleID(d *v1.Decision) string {
+	if d.Policy == "" {
+		return d.Rule
+	}
+	return d.Policy + "/" + d.Rule
+}
+
+// checkAskable turns an Ask into a Deny when the same call was already denied by a
+// human in this task, or when the task has used its approval requests.
+func (r *ToolIntentReconciler) checkAskable(ctx context.Context, run *intentRun, d *v1.Decision) error {
+	var approvals v1.ApprovalList
+	if err := r.List(ctx, &approvals, client.InNamespace(run.intent.Namespace), client.MatchingFields{IndexApprovalTask: run.task.Name}); err != nil {
+		return err
+	}
+	used := 0
+	for _, a := range approvals.Items {
+		if a.Spec.IntentRef.Name == run.intent.Name {
+			continue
+		}
+		used++
+		if a.Spec.Fingerprint == d.Fingerprint && a.Spec.Decision == v1.DecisionDenied {
+			d.Action = v1.DecisionDeny
+			d.Reason = fmt.Sprintf("this exact call was already denied by %s in Approval %s; it is not asked again (rule %s said: %s)", a.Spec.DecidedBy, a.Name, ruleID(d), d.Reason)
+			return nil
+		}
+	}
+	if limit := int(run.task.Spec.Budgets.MaxApprovalRequests); used >= limit {
+		d.Action = v1.DecisionDeny
+		d.Reason = fmt.Sprintf("the task's approval-request limit is reached (%d of budgets.maxApprovalRequests=%d); the call would need a human (rule %s said: %s)", used, limit, ruleID(d), d.Reason)
+	}
+	return nil
+}
+
+// approve creates the intent's Approval, or acts on its decision. It returns whether
+// the intent may go on to execute, and when to look again while it waits.
+func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (bool, time.Duration, error) {
+	intent, task := run.intent, run.task
+	approval := &v1.Approval{}
+	err := r.getFresh(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: pipeline.ApprovalName(intent)}, approval)
+	if apierrors.IsNotFound(err) {
+		normalized, _ := toolsValidate(intent)
+		ttl := time.Duration(task.Spec.Budgets.ApprovalTTLSeconds) * time.Second
+		if ttl <= 0 {
+			ttl = time.Hour
+		}
+		approval = pipeline.BuildApproval(intent, intent.Status.Decision, normalized, ttl, run.now)
+		if err := controllerutil.SetControllerReference(intent, approval, r.Scheme); err != nil {
+			return false, 0, err
+		}
+		if err := r.Create(ctx, approval); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, 0, err
+		}
+		intent.Status.ApprovalRef = approval.Name
+		setCondition(intent, v1.ConditionApproved, false, v1.ReasonApprovalPending, fmt.Sprintf("waiting for a decision on Approval %s until %s", approval.Name, approval.Spec.ExpiresAt.UTC().Format(time.RFC3339)))
+		run.record(EventApprovalRequested, false, approval, "Approval %s requested from %s for %s", approval.Name, approversText(approval.Spec.Approvers), ruleID(intent.Status.Decision))
+		return false, time.Until(approval.Spec.ExpiresAt.Time) + time.Second, nil
+	}
+	if err != nil {
+		return false, 0, err
+	}
+	intent.Status.ApprovalRef = approval.Name
+
+	fp, err := r.currentFingerprint(ctx, run)
+	if err != nil {
+		return false, 0, err
+	}
+	execName := pipeline.ExecutionName(intent)
+	switch pipeline.JudgeApproval(approval, fp, execName, run.now) {
+	case pipeline.VerdictWait:
+		if approval.Status.State == "" {
+			approval.Status.State = v1.ApprovalStatePending
+			approval.Status.ObservedGeneration = approval.Generation
+			if err := r.Status().Update(ctx, approval); err != nil && !apierrors.IsConflict(err) {
+				return false, 0, err
+			}
+		}
+		return false, approval.Spec.ExpiresAt.Sub(run.now) + time.Second, nil
+
+	case pipeline.VerdictDenied:
+		if err := r.settleApproval(ctx, approval, v1.ApprovalStateDenied, "", run.now, "denied by "+approval.Spec.DecidedBy); err != nil {
+			return false, 0, err
+		}
+		reason := pipeline.DeniedReason(approval)
+		setCondition(intent, v1.ConditionApproved, false, v1.ReasonApprovalDenied, reason)
+		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "approval denied; nothing was executed")
+		run.record(EventApprovalDenied, true, approval, "%s", reason)
+		r.finish(run, pipeline.Refusal(v1.OutcomeApprovalDenied, reason, run.now))
+		return false, 0, nil
+
+	case pipeline.VerdictExpired:
+		if err := r.settleApproval(ctx, approval, v1.ApprovalStateExpired, "", run.now, "nobody decided before "+approval.Spec.ExpiresAt.UTC().Format(time.RFC3339)); err != nil {
+			return false, 0, err
+		}
+		reason := fmt.Sprintf("Approval %s expired at %s without a decision.", approval.Name, approval.Spec.ExpiresAt.UTC().Format(time.RFC3339))
+		setCondition(intent, v1.ConditionApproved, false, v1.ReasonApprovalExpired, reason)
+		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "approval expired; nothing was executed")
+		run.record(EventApprovalExpired, true, approval, "%s", reason)
+		r.finish(run, pipeline.Refusal(v1.OutcomeApprovalExpired, reason, run.now))
+		return false, 0, nil
+
+	case pipeline.VerdictMismatch, pipeline.VerdictConsumedElsewhere:
+		reason := fmt.Sprintf("Approval %s does not match this call any more (its fingerprint %s, the call's now %s: the deciding policy changed since it was asked); the approval is refused and nothing was executed", approval.Name, short(approval.Spec.Fingerprint), short(fp))
+		if approval.Status.State == v1.ApprovalStateConsumed {
+			reason = fmt.Sprintf("Approval %s was already used by Execution %s; an approval is used once", approval.Name, approval.Status.ConsumedBy)
+		}
+		setCondition(intent, v1.ConditionApproved, false, v1.ReasonFingerprintMismatch, reason)
+		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "approval refused; nothing was executed")
+		run.record(EventApprovalRefused, true, approval, "%s", reason)
+		r.finish(run, pipeline.Refusal(v1.OutcomeApprovalDenied, reason, run.now))
+		return false, 0, nil
+	}
+
+	// Approved, for this very call. Batch preflight before the approval is used.
+	if held, err := r.holdForSiblings(ctx, run); err != nil || held {
+		return false, 0, err
+	}
+	if approval.Status.State != v1.ApprovalStateConsumed {
+		// Consume exactly once: the update carries the resourceVersion read above, so
+		// of two racing reconciles only one can succeed; the other gets a conflict.
+		if err := r.settleApproval(ctx, approval, v1.ApprovalStateConsumed, execName, run.now, "used by Execution "+execName); err != nil {
+			if apierrors.IsConflict(err) {
+				return false, time.Second, nil
+			}
+			return false, 0, err
+		}
+	}
+	setCondition(intent, v1.ConditionApproved, true, v1.ReasonApprovalGranted, fmt.Sprintf("approved by %s", approval.Spec.DecidedBy))
+	run.record(EventApprovalGranted, false, approval, "approved by %s; Approval %s consumed by Execution %s", approval.Spec.DecidedBy, approval.Name, execName)
+	return true, 0, nil
+}
+
+// settleApproval records an approval's final state with a resourceVersion-guarded update.
+func (r *ToolIntentReconciler) settleApproval(ctx context.Context, a *v1.Approval, state v1.ApprovalState, consumedBy string, now time.Time, msg string) error {
+	if a.Status.State == state {
+		return nil
+	}
+	if a.Status.DecidedAt == nil && a.Spec.Decision != v1.DecisionPending {
+		t := metav1.NewTime(now)
+		a.Status.DecidedAt = &t
+		metrics.ApprovalWait.WithLabelValues(string(a.Spec.Decision)).Observe(now.Sub(a.CreationTimestamp.Time).Seconds())
+	} else if state == v1.ApprovalStateExpired {
+		metrics.ApprovalWait.WithLabelValues("Expired").Observe(now.Sub(a.CreationTimestamp.Time).Seconds())
+	}
+	a.Status.State = state
+	a.Status.ConsumedBy = consumedBy
+	a.Status.Message = msg
+	a.Status.ObservedGeneration = a.Generation
+	return r.Status().Update(ctx, a)
+}
+
+// currentFingerprint recomputes the decision's fingerprint with the deciding policy's
+// current generation, so an approval given under an older rule is refused.
+func (r *ToolIntentReconciler) currentFingerprint(ctx context.Context, run *intentRun) (string, error) {
+	d := run.intent.Status.Decision
+	generation := int64(0)
+	if d.Policy != "" {
+		g, found, err := r.policyGeneration(ctx, run.intent.Namespace, d.Policy)
+		if err != nil {
+			return "", err
+		}
+		if !found {
+			return "", nil // the policy is gone: no fingerprint matches
+		}
+		generation = g
+	}
+	normalized, _ := toolsValidate(run.intent)
+	return policy.Fingerprint(run.intent.Namespace, run.task.Name, run.intent.Spec.Tool, normalized, d.Policy, d.Rule, generation), nil
+}
+
+func (r *ToolIntentReconciler) policyGeneration(ctx context.Context, namespace, id string) (int64, bool, error) {
+	kind, name, ok := splitPolicyID(id)
+	if !ok {
+		return 0, false, nil
+	}
+	var obj client.Object
+	key := client.ObjectKey{Name: name}
+	switch kind {
+	case policy.KindClusterToolPolicy:
+		obj = &v1.ClusterToolPolicy{}
+	default:
+		obj = &v1.ToolPolicy{}
+		key.Namespace = namespace
+	}
+	if err := r.APIReader.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return 0, false, nil
+		}
+		return 0, false, err
+	}
+	return obj.GetGeneration(), true, nil
+}
+
+// holdForSiblings implements batch preflight: while a call of the same turn waits for
+// a human, this one does not execute.
+func (r *ToolIntentReconciler) holdForSiblings(ctx context.Context, run *intentRun) (bool, error) {
+	var list v1.ToolIntentList
+	if err := r.List(ctx, &list, client.InNamespace(run.intent.Namespace), client.MatchingFields{IndexIntentTask: run.task.Name}); err != nil {
+		return false, err
+	}
+	blocking := pipeline.BlockingSiblings(run.intent, list.Items)
+	if len(blocking) == 0 {
+		return false, nil
+	}
+	msg := fmt.Sprintf("held: sibling intents of turn %d wait for a decision: %v", run.intent.Spec.Turn, blocking)
+	if c := meta.FindStatusCondition(run.intent.Status.Conditions, v1.ConditionExecuted); c == nil || c.Reason != v1.ReasonWaitingForSiblings || c.Message != msg {
+		run.record(EventHeldForSiblings, false, nil, "%s", msg)
+	}
+	setCondition(run.intent, v1.ConditionExecuted, false, v1.ReasonWaitingForSiblings, msg)
+	return true, nil
+}
+
+// execute creates the intent's one Execution.
+func (r *ToolIntentReconciler) execute(ctx context.Context, run *intentRun) (bool, error) {
+	intent, task := run.intent, run.task
+	if intent.Status.Decision.Action == v1.DecisionAllow {
+		if held, err := r.holdForSiblings(ctx, run); err != nil || held {
+			return held, err
+		}
+	}
+	exec, err := pipeline.BuildExecution(intent, task, r.Options.DefaultSandboxImage)
+	if err != nil {
+		return false, err
+	}
+	if err := controllerutil.SetControllerReference(intent, exec, r.Scheme); err != nil {
+		return false, err
+	}
+	if err := r.Create(ctx, exec); err != nil && !apierrors.IsAlreadyExists(err) {
+		return false, err
+	}
+	intent.Status.ExecutionRef = exec.Name
+	if intent.Status.Decision.Action == v1.DecisionAllow {
+		metrics.PipelineLatency.WithLabelValues("dispatch").Observe(run.now.Sub(decidedAt(intent)).Seconds())
+	}
+	setCondition(intent, v1.ConditionExecuted, false, v1.ReasonExecutionCreated, fmt.Sprintf("Execution %s runs", exec.Name))
+	run.record(EventExecutionRequested, false, exec, "Execution %s created (timeout %ds, image %s)", exec.Name, exec.Spec.TimeoutSeconds, exec.Spec.Sandbox.Image)
+	return false, nil
+}
+
+func decidedAt(intent *v1.ToolIntent) time.Time {
+	if c := meta.FindStatusCondition(intent.Status.Conditions, v1.ConditionDecided); c != nil {
+		return c.LastTransitionTime.Time
+	}
+	return intent.CreationTimestamp.Time
+}
+
+// observe writes the observation once the Execution finished.
+func (r *ToolIntentReconciler) observe(ctx context.Context, run *intentRun) error {
+	intent := run.intent
+	exec := &v1.Execution{}
+	if err := r.getFresh(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: intent.Status.ExecutionRef}, exec); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Someone deleted the Execution: whether it ran is unknown.
+			obs := pipeline.Refusal(v1.OutcomeAborted, fmt.Sprintf("Execution %s was deleted before it reported a result; the call may or may not have had effects.", intent.Status.ExecutionRef), run.now)
+			obs.Executed = true
+			setCondition(intent, v1.ConditionExecuted, true, v1.ReasonExecutionFinished, "the Execution was deleted")
+			r.finish(run, obs)
+			return nil
+		}
+		return err
+	}
+	if !executor.IsFinished(&exec.Status) {
+		return nil
+	}
+	obs := pipeline.FromExecution(exec, run.now)
+	setCondition(intent, v1.ConditionExecuted, true, v1.ReasonExecutionFinished, fmt.Sprintf("Execution %s finished: %s", exec.Name, obs.Outcome))
+	metrics.ExecutionDuration.WithLabelValues(string(intent.Spec.Tool), string(obs.Outcome)).Observe(float64(exec.Status.DurationMillis) / 1000)
+	r.finish(run, obs)
+	return nil
+}
+
+// finish writes the observation: the terminal step of every intent.
+func (r *ToolIntentReconciler) finish(run *intentRun, obs *v1.Observation) {
+	intent := run.intent
+	intent.Status.Observation = obs
+	msg := fmt.Sprintf("outcome %s; executed: %t", obs.Outcome, obs.Executed)
+	setCondition(intent, v1.ConditionObserved, true, v1.ReasonObservationWritten, msg)
+	metrics.IntentsObserved.WithLabelValues(string(intent.Spec.Tool), string(obs.Outcome)).Inc()
+	run.record(EventObserved, obs.Outcome != v1.OutcomeSucceeded, nil, "%s", msg)
+}
+
+// emit sends each step's event and audit line, after the status write succeeded.
+func (r *ToolIntentReconciler) emit(log logr.Logger, run *intentRun) {
+	intent := run.intent
+	for _, s := range run.steps {
+		kind := corev1.EventTypeNormal
+		if s.warning {
+			kind = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(intent, s.related, kind, s.reason, s.reason, "%s", s.note)
+		auditLine(log, s.reason, s.note, intent)
+	}
+}
+
+func setCondition(intent *v1.ToolIntent, typ string, status bool, reason, message string) {
+	c := metav1.Condition{Type: typ, Status: metav1.ConditionFalse, Reason: reason, Message: truncate(mask.Secrets(message), 32000), ObservedGeneration: intent.Generation}
+	if status {
+		c.Status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&intent.Status.Conditions, c)
+}
+
+func approversText(a *v1.Approvers) string {
+	if a == nil || (len(a.Users) == 0 && len(a.Groups) == 0) {
+		return "anyone holding the approve verb"
+	}
+	return fmt.Sprintf("users %v groups %v", a.Users, a.Groups)
+}
+
+func short(fp string) string {
+	if len(fp) > 12 {
+		return fp[:12]
+	}
+	return fp
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

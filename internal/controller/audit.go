@@ -1,0 +1,46 @@
+package controller
+
+import (
+	"encoding/json"
+
+	"github.com/go-logr/logr"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/tools"
+)
+
+// auditLine writes one structured audit log line for a pipeline step, with every
+// correlation id known for the intent: task, intent, decision (policy, rule,
+// generation, fingerprint), approval and its decider, execution. note is already masked.
+func auditLine(log logr.Logger, step, note string, intent *v1.ToolIntent) {
+	kv := []any{
+		"audit", true,
+		"step", step,
+		"namespace", intent.Namespace,
+		"task", intent.Spec.TaskRef.Name,
+		"intent", intent.Name,
+		"turn", intent.Spec.Turn,
+		"tool", intent.Spec.Tool,
+		"requestedBy", intent.Spec.RequestedBy,
+	}
+	if d := intent.Status.Decision; d != nil {
+		kv = append(kv, "action", d.Action, "policy", d.Policy, "rule", d.Rule, "generation", d.PolicyGeneration, "fingerprint", d.Fingerprint)
+	}
+	if intent.Status.ApprovalRef != "" {
+		kv = append(kv, "approval", intent.Status.ApprovalRef)
+	}
+	if intent.Status.ExecutionRef != "" {
+		kv = append(kv, "execution", intent.Status.ExecutionRef, "job", intent.Status.ExecutionRef)
+	}
+	if o := intent.Status.Observation; o != nil {
+		kv = append(kv, "outcome", o.Outcome, "executed", o.Executed)
+	}
+	log.Info(note, kv...)
+}
+
+// toolsValidate returns the intent's normalized input.
+func toolsValidate(intent *v1.ToolIntent) (json.RawMessage, []string) {
+	return tools.Validate(intent.Spec.Tool, intent.Spec.Input.Raw)
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -1,0 +1,31 @@
+package controller
+
+import (
+	"context"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+// Field indexes the reconcilers list by.
+const (
+	// IndexIntentTask indexes ToolIntents by spec.taskRef.name.
+	IndexIntentTask = "spec.taskRef.name"
+	// IndexApprovalTask indexes Approvals by spec.taskRef.name.
+	IndexApprovalTask = "spec.taskRef.name"
+)
+
+// setupIndexes registers the field indexes; it runs before the reconcilers.
+func setupIndexes(mgr ctrl.Manager, _ Options) error {
+	ctx := context.Background()
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1.ToolIntent{}, IndexIntentTask, func(o client.Object) []string {
+		return []string{o.(*v1.ToolIntent).Spec.TaskRef.Name}
+	}); err != nil {
+		return err
+	}
+	return mgr.GetFieldIndexer().IndexField(ctx, &v1.Approval{}, IndexApprovalTask, func(o client.Object) []string {
+		return []string{o.(*v1.Approval).Spec.TaskRef.Name}
+	})
+}

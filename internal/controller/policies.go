@@ -1,0 +1,102 @@
+package controller
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/policy"
+)
+
+// PolicyCache compiles each policy once per generation (CEL programs, globs, examples)
+// and hands the compiled policies in scope of a namespace to the decision function.
+type PolicyCache struct {
+	mu      sync.Mutex
+	entries map[types.UID]cachedPolicy
+}
+
+type cachedPolicy struct {
+	generation int64
+	compiled   *policy.CompiledPolicy
+	err        error
+}
+
+// NewPolicyCache returns an empty cache.
+func NewPolicyCache() *PolicyCache {
+	return &PolicyCache{entries: map[types.UID]cachedPolicy{}}
+}
+
+// LoadedPolicies are the policies in scope of one namespace.
+type LoadedPolicies struct {
+	// Cluster and Namespaced are the compiled, usable policies, sorted by name.
+	Cluster, Namespaced []*policy.CompiledPolicy
+	// Broken names the policies in scope that do not compile ("Kind/name").
+	Broken []string
+}
+
+// Load lists the ClusterToolPolicies and the namespace's ToolPolicies as they are now
+// and returns them compiled.
+func (c *PolicyCache) Load(ctx context.Context, r client.Reader, namespace string) (LoadedPolicies, error) {
+	var out LoadedPolicies
+	var cluster v1.ClusterToolPolicyList
+	if err := r.List(ctx, &cluster); err != nil {
+		return out, err
+	}
+	var namespaced v1.ToolPolicyList
+	if err := r.List(ctx, &namespaced, client.InNamespace(namespace)); err != nil {
+		return out, err
+	}
+	sort.Slice(cluster.Items, func(i, j int) bool { return cluster.Items[i].Name < cluster.Items[j].Name })
+	sort.Slice(namespaced.Items, func(i, j int) bool { return namespaced.Items[i].Name < namespaced.Items[j].Name })
+	for i := range cluster.Items {
+		p := &cluster.Items[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		compiled, err := c.compile(policy.KindClusterToolPolicy, p.Name, p.UID, p.Generation, p.Spec)
+		if err != nil {
+			out.Broken = append(out.Broken, policy.KindClusterToolPolicy+"/"+p.Name)
+			continue
+		}
+		out.Cluster = append(out.Cluster, compiled)
+	}
+	for i := range namespaced.Items {
+		p := &namespaced.Items[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		compiled, err := c.compile(policy.KindToolPolicy, p.Name, p.UID, p.Generation, p.Spec)
+		if err != nil {
+			out.Broken = append(out.Broken, policy.KindToolPolicy+"/"+p.Name)
+			continue
+		}
+		out.Namespaced = append(out.Namespaced, compiled)
+	}
+	return out, nil
+}
+
+// Compile returns the policy compiled, from the cache when this generation was
+// compiled before.
+func (c *PolicyCache) compile(kind, name string, uid types.UID, generation int64, spec v1.ToolPolicySpec) (*policy.CompiledPolicy, error) {
+	c.mu.Lock()
+	e, ok := c.entries[uid]
+	c.mu.Unlock()
+	if ok && e.generation == generation {
+		return e.compiled, e.err
+	}
+	compiled, err := policy.Compile(kind, name, generation, spec)
+	c.mu.Lock()
+	c.entries[uid] = cachedPolicy{generation: generation, compiled: compiled, err: err}
+	c.mu.Unlock()
+	return compiled, err
+}
+
+// splitPolicyID splits "Kind/name".
+func splitPolicyID(id string) (kind, name string, ok bool) {
+	return strings.Cut(id, "/")
+}

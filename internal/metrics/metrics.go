@@ -1,0 +1,49 @@
+// Package metrics holds toolgate's Prometheus metrics, registered into the
+// controller-runtime registry so the manager's metrics endpoint serves them.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	// IntentsObserved counts intents by tool and outcome when their observation is written.
+	IntentsObserved = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_intents_total",
+		Help: "ToolIntents observed, by tool and outcome.",
+	}, []string{"tool", "outcome"})
+
+	// Decisions counts policy decisions by action and rule.
+	Decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_decisions_total",
+		Help: "Policy decisions, by action and deciding rule (mode-default when no rule matched).",
+	}, []string{"action", "rule"})
+
+	// ApprovalWait observes how long approvals waited for a human decision.
+	ApprovalWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "toolgate_approval_wait_seconds",
+		Help:    "Time from an Approval's creation to its decision (or expiry), by result.",
+		Buckets: prometheus.ExponentialBuckets(1, 4, 9),
+	}, []string{"result"})
+
+	// ExecutionDuration observes how long tools ran.
+	ExecutionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "toolgate_execution_duration_seconds",
+		Help:    "Duration of tool executions as the runner measured it, by tool and outcome.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
+	}, []string{"tool", "outcome"})
+
+	// PipelineLatency observes the time toolgate itself adds: from an intent's creation
+	// to its decision, and from the decision to its Execution's creation when no human
+	// was asked.
+	PipelineLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "toolgate_pipeline_latency_seconds",
+		Help:    "Latency added by the pipeline, by stage (decide: creation to decision; dispatch: decision to Execution for calls that needed no human).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+	}, []string{"stage"})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(IntentsObserved, Decisions, ApprovalWait, ExecutionDuration, PipelineLatency)
+}

@@ -1,0 +1,108 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/mask"
+)
+
+// maxApprovalInput bounds the input summary shown to the approver (the CRD allows 8 KiB).
+const maxApprovalInput = 8000
+
+// ApprovalName is the deterministic name of an intent's Approval, so a repeated create
+// is AlreadyExists, never a second request.
+func ApprovalName(intent *v1.ToolIntent) string { return intent.Name }
+
+// BuildApproval is the Approval an Ask decision creates: what is asked (secrets masked),
+// who asked, who may decide, until when, bound to the decision's fingerprint.
+func BuildApproval(intent *v1.ToolIntent, d *v1.Decision, normalized json.RawMessage, ttl time.Duration, now time.Time) *v1.Approval {
+	input := mask.Secrets(string(normalized))
+	if len(input) > maxApprovalInput {
+		input = input[:maxApprovalInput] + fmt.Sprintf("…[%d more bytes not shown]", len(input)-maxApprovalInput)
+	}
+	a := &v1.Approval{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      ApprovalName(intent),
+			Namespace: intent.Namespace,
+			Labels:    ChildLabels(intent),
+		},
+		Spec: v1.ApprovalSpec{
+			IntentRef:   v1.LocalObjectReference{Name: intent.Name},
+			TaskRef:     intent.Spec.TaskRef,
+			Fingerprint: d.Fingerprint,
+			Request: v1.ApprovalRequest{
+				Tool:             intent.Spec.Tool,
+				Input:            input,
+				Risk:             d.Risk,
+				Category:         d.Category,
+				Policy:           d.Policy,
+				PolicyGeneration: d.PolicyGeneration,
+				Rule:             d.Rule,
+				Reason:           mask.Secrets(d.Reason),
+				ProposerReason:   mask.Secrets(intent.Spec.Reason),
+			},
+			RequestedBy: intent.Spec.RequestedBy,
+			ExpiresAt:   metav1.NewTime(now.Add(ttl)),
+			Decision:    v1.DecisionPending,
+		},
+	}
+	if len(d.Approvers.Users) > 0 || len(d.Approvers.Groups) > 0 {
+		approvers := d.Approvers
+		a.Spec.Approvers = &approvers
+	}
+	return a
+}
+
+// ApprovalVerdict is what an Approval means for its intent right now.
+type ApprovalVerdict int
+
+const (
+	// VerdictWait: nobody decided and it has not expired.
+	VerdictWait ApprovalVerdict = iota
+	// VerdictApproved: approved and the fingerprint matches; the intent may execute.
+	VerdictApproved
+	// VerdictDenied: a human denied it.
+	VerdictDenied
+	// VerdictExpired: nobody decided before expiresAt.
+	VerdictExpired
+	// VerdictMismatch: approved, but for a different call than this intent now is.
+	VerdictMismatch
+	// VerdictConsumedElsewhere: the approval was used by another Execution.
+	VerdictConsumedElsewhere
+)
+
+// JudgeApproval says what the Approval means for the intent. currentFingerprint is the
+// fingerprint recomputed from the intent and the deciding policy's current generation:
+// an approval given for another call, or under another version of the rule, is refused.
+func JudgeApproval(a *v1.Approval, currentFingerprint, executionName string, now time.Time) ApprovalVerdict {
+	if a.Status.State == v1.ApprovalStateConsumed && a.Status.ConsumedBy != executionName {
+		return VerdictConsumedElsewhere
+	}
+	switch a.Spec.Decision {
+	case v1.DecisionDenied:
+		return VerdictDenied
+	case v1.DecisionApproved:
+		if a.Spec.Fingerprint != currentFingerprint {
+			return VerdictMismatch
+		}
+		return VerdictApproved
+	}
+	if a.Status.State == v1.ApprovalStateExpired || !now.Before(a.Spec.ExpiresAt.Time) {
+		return VerdictExpired
+	}
+	return VerdictWait
+}
+
+// DeniedReason is the feedback for a denied approval, with the approver's comment.
+func DeniedReason(a *v1.Approval) string {
+	msg := fmt.Sprintf("Approval %s was denied by %s.", a.Name, a.Spec.DecidedBy)
+	if a.Spec.Comment != "" {
+		msg += " Their comment: " + a.Spec.Comment
+	}
+	return msg
+}

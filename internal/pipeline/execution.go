@@ -1,0 +1,86 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/tools"
+)
+
+// ExecutionName is the deterministic name of an intent's Execution, so a repeated
+// create (after a restart, or from a racing reconcile) is AlreadyExists, never a second
+// invocation.
+func ExecutionName(intent *v1.ToolIntent) string { return intent.Name }
+
+// BuildExecution is the one invocation of an intent that was allowed (or approved):
+// the normalized input, the clamped timeout, the task's output cap and sandbox, the
+// workspace, and the approval it consumes.
+func BuildExecution(intent *v1.ToolIntent, task *v1.AgentTask, defaultImage string) (*v1.Execution, error) {
+	val := intent.Status.Validation
+	dec := intent.Status.Decision
+	if val == nil || dec == nil {
+		return nil, fmt.Errorf("intent %s has no recorded validation and decision", intent.Name)
+	}
+	normalized, errs := tools.Validate(intent.Spec.Tool, intent.Spec.Input.Raw)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("intent %s no longer validates: %v", intent.Name, errs)
+	}
+	claim := WorkspaceClaimName(task)
+	if claim == "" {
+		return nil, fmt.Errorf("task %s has no workspace claim yet", task.Name)
+	}
+	tool, _ := tools.Lookup(intent.Spec.Tool)
+	image := task.Spec.Sandbox.Image
+	if image == "" {
+		image = defaultImage
+	}
+	maxOut := task.Spec.Budgets.MaxOutputBytes
+	if maxOut <= 0 {
+		maxOut = 32768
+	}
+	exec := &v1.Execution{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      ExecutionName(intent),
+			Namespace: intent.Namespace,
+			Labels:    ChildLabels(intent),
+		},
+		Spec: v1.ExecutionSpec{
+			IntentRef:      v1.LocalObjectReference{Name: intent.Name},
+			TaskRef:        intent.Spec.TaskRef,
+			Tool:           intent.Spec.Tool,
+			Input:          runtime.RawExtension{Raw: json.RawMessage(normalized)},
+			TimeoutSeconds: val.TimeoutSeconds,
+			MaxOutputBytes: maxOut,
+			BaselineSHA256: val.BaselineSHA256,
+			Sandbox: v1.SandboxProfile{
+				Image:              image,
+				RuntimeClassName:   task.Spec.Sandbox.RuntimeClassName,
+				Network:            task.Spec.Sandbox.Network,
+				WorkspaceClaimName: claim,
+				ReadOnlyWorkspace:  tool.ReadOnly,
+			},
+			ApprovalRef: intent.Status.ApprovalRef,
+			Fingerprint: dec.Fingerprint,
+		},
+	}
+	if r := task.Spec.Sandbox.Resources; r != nil {
+		exec.Spec.Sandbox.Resources = *r.DeepCopy()
+	}
+	return exec, nil
+}
+
+// WorkspaceClaimName is the claim a task's executions mount: the existing claim it
+// names, or the one it owns.
+func WorkspaceClaimName(task *v1.AgentTask) string {
+	if task.Spec.Workspace.ExistingClaim != "" {
+		return task.Spec.Workspace.ExistingClaim
+	}
+	return OwnedClaimName(task)
+}
+
+// OwnedClaimName is the name of the claim toolgate creates for a task.
+func OwnedClaimName(task *v1.AgentTask) string { return task.Name + "-workspace" }

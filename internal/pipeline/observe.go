@@ -1,0 +1,119 @@
+package pipeline
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/mask"
+)
+
+// nothingRan opens every observation of a call that never executed, so the model
+// cannot mistake a refusal for a result.
+const nothingRan = "[not executed] Nothing was run for this call."
+
+// Refusal is the observation of a call that never executed: a validation failure, a
+// denial, or a denied or expired approval. The reason is the feedback the model acts on.
+func Refusal(outcome v1.Outcome, reason string, now time.Time) *v1.Observation {
+	t := metav1.NewTime(now)
+	return &v1.Observation{
+		Outcome:    outcome,
+		Executed:   false,
+		Summary:    mask.Secrets(nothingRan + " " + refusalHeadline(outcome) + "\n" + reason),
+		ObservedAt: &t,
+	}
+}
+
+func refusalHeadline(o v1.Outcome) string {
+	switch o {
+	case v1.OutcomeValidationFailed:
+		return "The call was invalid; fix it and propose it again:"
+	case v1.OutcomeDenied:
+		return "Policy denied the call; do not repeat it unchanged:"
+	case v1.OutcomeApprovalDenied:
+		return "A human denied the call:"
+	case v1.OutcomeApprovalExpired:
+		return "Nobody approved the call in time:"
+	case v1.OutcomeAborted:
+		return "The call was aborted:"
+	}
+	return string(o) + ":"
+}
+
+// ValidationReason joins validation errors into one line per error.
+func ValidationReason(errs []string) string {
+	return "- " + strings.Join(errs, "\n- ")
+}
+
+// FromExecution is the observation of a call that executed, built only from the
+// Execution's record: it never claims more than the record shows. The summary starts
+// with the [exit code: N] marker, carries the output the Execution kept (already cut
+// to the task's cap, head and tail) and says plainly when and where output was cut.
+func FromExecution(exec *v1.Execution, now time.Time) *v1.Observation {
+	st := exec.Status
+	t := metav1.NewTime(now)
+	obs := &v1.Observation{
+		Executed:   true,
+		ExitCode:   st.ExitCode,
+		Truncated:  st.Truncated,
+		ObservedAt: &t,
+	}
+	if st.Facts != nil {
+		obs.ContentSHA256 = st.Facts.ContentSHA256
+	}
+	switch {
+	case st.Phase == v1.ExecutionSucceeded:
+		obs.Outcome = v1.OutcomeSucceeded
+	case st.ErrorKind == v1.ErrorTimeout:
+		obs.Outcome = v1.OutcomeTimedOut
+	case st.ErrorKind == v1.ErrorAborted:
+		obs.Outcome = v1.OutcomeAborted
+	default:
+		obs.Outcome = v1.OutcomeFailed
+	}
+	obs.Artifact = artifact(exec)
+
+	var b strings.Builder
+	if st.ExitCode != nil {
+		fmt.Fprintf(&b, "[exit code: %d]", *st.ExitCode)
+	} else {
+		b.WriteString("[exit code: none]")
+	}
+	switch obs.Outcome {
+	case v1.OutcomeTimedOut:
+		fmt.Fprintf(&b, " [timed out after %ds: the process group was killed]", exec.Spec.TimeoutSeconds)
+	case v1.OutcomeAborted:
+		b.WriteString(" [aborted: the execution was stopped before it finished; it may have had effects]")
+	}
+	b.WriteString("\n")
+	if st.ErrorKind != "" && st.ErrorKind != v1.ErrorExitCode && st.Message != "" {
+		fmt.Fprintf(&b, "[%s] %s\n", st.ErrorKind, st.Message)
+	}
+	b.WriteString(st.Output)
+	if st.Output != "" && !strings.HasSuffix(st.Output, "\n") {
+		b.WriteString("\n")
+	}
+	if st.Truncated {
+		total := st.StdoutBytes + st.StderrBytes
+		fmt.Fprintf(&b, "[output truncated: %d bytes in all, only the head and tail are shown; the full output is at %s]\n", total, obs.Artifact)
+	}
+	obs.Summary = mask.Secrets(b.String())
+	return obs
+}
+
+func artifact(exec *v1.Execution) string {
+	var where []string
+	if exec.Status.ArtifactPath != "" {
+		where = append(where, "read_file "+exec.Status.ArtifactPath)
+	}
+	if exec.Status.LogRef != "" {
+		where = append(where, "the log of "+exec.Status.LogRef+" (kubectl logs, while the Job exists)")
+	}
+	if len(where) == 0 {
+		return "the Execution " + exec.Name + " (no copy was kept)"
+	}
+	return strings.Join(where, ", or ")
+}

@@ -1,0 +1,137 @@
+package pipeline
+
+import (
+	"fmt"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+// TaskWorld is what the AgentTask reconciler observed of a task's world.
+type TaskWorld struct {
+	// WorkspaceReady is true when the workspace claim exists.
+	WorkspaceReady bool
+	// WorkspaceMessage says what is missing when it is not ready.
+	WorkspaceMessage string
+	// Intents are the task's ToolIntents.
+	Intents []v1.ToolIntent
+	// Approvals counts the Approvals the task created.
+	Approvals int32
+}
+
+// refusal outcomes count towards budgets.maxConsecutiveRefusals.
+func isRefusal(o v1.Outcome) bool {
+	return o == v1.OutcomeValidationFailed || o == v1.OutcomeDenied
+}
+
+// TaskStatus rebuilds an AgentTask's status from its world: counts, turn, phase and
+// the Ready, AwaitingApproval, Succeeded and Failed conditions. A finished task stays
+// finished (its terminal condition and result are carried over); everything else is
+// recomputed. now stamps conditions that change.
+func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTaskStatus {
+	old := task.Status
+	st := v1.AgentTaskStatus{
+		Conditions:         append([]metav1.Condition(nil), old.Conditions...),
+		ObservedGeneration: task.Generation,
+		WorkspaceClaimName: WorkspaceClaimName(task),
+		ApprovalRequests:   world.Approvals,
+		TokensUsed:         old.TokensUsed,
+		Result:             old.Result,
+	}
+	set := func(typ string, status bool, reason, msg string) {
+		c := metav1.Condition{Type: typ, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: task.Generation, LastTransitionTime: now}
+		if status {
+			c.Status = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+
+	intents := append([]v1.ToolIntent(nil), world.Intents...)
+	sort.Slice(intents, func(i, j int) bool { return IntentBefore(&intents[i], &intents[j]) })
+	var awaiting []string
+	consecutiveRefusals := 0
+	st.Intents.ByOutcome = map[v1.Outcome]int32{}
+	for i := range intents {
+		in := &intents[i]
+		st.Intents.Total++
+		st.Turn = max(st.Turn, in.Spec.Turn)
+		if o := in.Status.Observation; o != nil {
+			st.Intents.ByOutcome[o.Outcome]++
+			if isRefusal(o.Outcome) {
+				consecutiveRefusals++
+			} else {
+				consecutiveRefusals = 0
+			}
+			continue
+		}
+		st.Intents.InFlight++
+		if AwaitsApproval(in) {
+			awaiting = append(awaiting, in.Name)
+		}
+	}
+	if len(st.Intents.ByOutcome) == 0 {
+		st.Intents.ByOutcome = nil
+	}
+
+	if world.WorkspaceReady {
+		set(v1.ConditionReady, true, v1.ReasonWorkspaceReady, fmt.Sprintf("workspace claim %s is bound to the task", st.WorkspaceClaimName))
+	} else {
+		set(v1.ConditionReady, false, v1.ReasonWorkspacePending, world.WorkspaceMessage)
+	}
+	if len(awaiting) > 0 {
+		set(v1.ConditionAwaitingApproval, true, v1.ReasonIntentsAwaitingApproval, fmt.Sprintf("waiting for a human decision on %v", awaiting))
+	} else {
+		set(v1.ConditionAwaitingApproval, false, v1.ReasonNoPendingApprovals, "no intent waits for a human")
+	}
+
+	finished := meta.IsStatusConditionTrue(old.Conditions, v1.ConditionSucceeded) || meta.IsStatusConditionTrue(old.Conditions, v1.ConditionFailed)
+	if !finished {
+		b := task.Spec.Budgets
+		switch {
+		case task.Spec.Cancel:
+			set(v1.ConditionFailed, true, v1.ReasonCancelled, "the task was cancelled by its owner (spec.cancel)")
+		case b.MaxConsecutiveRefusals > 0 && int32(consecutiveRefusals) >= b.MaxConsecutiveRefusals:
+			set(v1.ConditionFailed, true, v1.ReasonRefusalBudgetExhausted, fmt.Sprintf("%d intents in a row were refused (validation failures or denials), budgets.maxConsecutiveRefusals=%d: the agent is stuck repeating refused calls", consecutiveRefusals, b.MaxConsecutiveRefusals))
+		case b.MaxIntents > 0 && st.Intents.Total >= b.MaxIntents && st.Intents.InFlight == 0:
+			set(v1.ConditionFailed, true, v1.ReasonIntentBudgetExhausted, fmt.Sprintf("the task used all %d intents of budgets.maxIntents", b.MaxIntents))
+		case b.MaxTokens != nil && st.TokensUsed >= *b.MaxTokens:
+			set(v1.ConditionFailed, true, v1.ReasonTokenBudgetExhausted, fmt.Sprintf("the model used %d tokens, budgets.maxTokens=%d", st.TokensUsed, *b.MaxTokens))
+		case task.Spec.Agent.External != nil && task.Spec.Done && st.Intents.InFlight == 0:
+			set(v1.ConditionSucceeded, true, v1.ReasonMarkedDone, "the task's owner marked it done (spec.done) and no intent is in flight")
+		}
+	}
+	if !meta.IsStatusConditionTrue(st.Conditions, v1.ConditionSucceeded) && !meta.IsStatusConditionTrue(st.Conditions, v1.ConditionFailed) {
+		set(v1.ConditionSucceeded, false, v1.ReasonRunning, "the task has not finished")
+		set(v1.ConditionFailed, false, v1.ReasonRunning, "the task has not failed")
+	}
+	switch {
+	case meta.IsStatusConditionTrue(st.Conditions, v1.ConditionSucceeded):
+		st.Phase = v1.TaskSucceeded
+	case meta.IsStatusConditionTrue(st.Conditions, v1.ConditionFailed):
+		st.Phase = v1.TaskFailed
+	case !world.WorkspaceReady:
+		st.Phase = v1.TaskPending
+	case len(awaiting) > 0:
+		st.Phase = v1.TaskAwaitingApproval
+	default:
+		st.Phase = v1.TaskRunning
+	}
+	return st
+}
+
+// IntentBefore orders a task's intents: by turn and index, then creation time and name.
+func IntentBefore(a, b *v1.ToolIntent) bool {
+	if a.Spec.Turn != b.Spec.Turn {
+		return a.Spec.Turn < b.Spec.Turn
+	}
+	if a.Spec.Index != b.Spec.Index {
+		return a.Spec.Index < b.Spec.Index
+	}
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}

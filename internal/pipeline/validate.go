@@ -1,0 +1,232 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/tools"
+)
+
+// Baseline is the last known content hash of a workspace file, from an earlier
+// successful read_file, write_file or edit_file of the same task.
+type Baseline struct {
+	// SHA256 of the file's content.
+	SHA256 string
+	// Intent that observed it.
+	Intent string
+}
+
+// ValidateInput is everything validation looks at.
+type ValidateInput struct {
+	// Intent to validate.
+	Intent *v1.ToolIntent
+	// Task the intent names; nil when it does not exist.
+	Task *v1.AgentTask
+	// EarlierIntents is the number of the task's intents created before this one.
+	EarlierIntents int
+	// Baselines maps a workspace path (clean, relative to the workspace root) to its
+	// last known content hash, from intents observed before this one.
+	Baselines map[string]Baseline
+}
+
+// Validation is the result of validating an intent.
+type Validation struct {
+	// Errors lists every problem found; empty means valid.
+	Errors []string
+	// Normalized is the canonical JSON input (nil when the schema check failed).
+	Normalized json.RawMessage
+	// Path is the workspace path a file tool acts on, clean and relative ("" for none).
+	Path string
+	// TimeoutSeconds after defaulting and clamping.
+	TimeoutSeconds int32
+	// TimeoutClamped is true when the requested timeout exceeded the task's maximum.
+	TimeoutClamped bool
+	// Baseline an edit or overwrite is checked against.
+	Baseline Baseline
+}
+
+// Status returns the API form of the validation.
+func (v Validation) Status() *v1.Validation {
+	return &v1.Validation{
+		Errors:         v.Errors,
+		TimeoutSeconds: v.TimeoutSeconds,
+		TimeoutClamped: v.TimeoutClamped,
+		BaselineSHA256: v.Baseline.SHA256,
+		BaselineIntent: v.Baseline.Intent,
+	}
+}
+
+// TaskFinished says whether a task accepts no more intents, and why.
+func TaskFinished(task *v1.AgentTask) (bool, string) {
+	switch {
+	case meta.IsStatusConditionTrue(task.Status.Conditions, v1.ConditionSucceeded):
+		return true, "it Succeeded"
+	case meta.IsStatusConditionTrue(task.Status.Conditions, v1.ConditionFailed):
+		c := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionFailed)
+		return true, "it Failed (" + c.Reason + ")"
+	case task.Spec.Cancel:
+		return true, "it was cancelled"
+	}
+	return false, ""
+}
+
+// Validate checks an intent in two layers: its input against the tool's JSON Schema,
+// then against the task's state (the task exists and runs, the tool is visible, the
+// intent budget is not spent, paths stay in the workspace, edits follow a read, the
+// timeout fits the task's maximum). Every error is reported, not only the first.
+func Validate(in ValidateInput) Validation {
+	var v Validation
+	intent := in.Intent
+	normalized, errs := tools.Validate(intent.Spec.Tool, intent.Spec.Input.Raw)
+	v.Normalized = normalized
+	for _, e := range errs {
+		v.Errors = append(v.Errors, "input"+e)
+	}
+
+	task := in.Task
+	if task == nil {
+		v.Errors = append(v.Errors, fmt.Sprintf("spec.taskRef: AgentTask %q does not exist in this namespace", intent.Spec.TaskRef.Name))
+		return v
+	}
+	if done, why := TaskFinished(task); done {
+		v.Errors = append(v.Errors, fmt.Sprintf("spec.taskRef: AgentTask %q accepts no more intents: %s", task.Name, why))
+	}
+	if task.Spec.Agent.External != nil && intent.Spec.RequestedBy == "" {
+		v.Errors = append(v.Errors, "spec.requestedBy: required")
+	}
+	if _, known := tools.Lookup(intent.Spec.Tool); known && !tools.IsVisible(task.Spec.Mode, task.Spec.Tools, intent.Spec.Tool) {
+		v.Errors = append(v.Errors, fmt.Sprintf("spec.tool: %q is not available to this task (mode %s%s)", intent.Spec.Tool, modeOrDefault(task.Spec.Mode), allowListNote(task.Spec.Tools)))
+	}
+	if max := int(task.Spec.Budgets.MaxIntents); max > 0 && in.EarlierIntents >= max {
+		v.Errors = append(v.Errors, fmt.Sprintf("the task's intent budget is spent: %d of budgets.maxIntents=%d used", in.EarlierIntents, max))
+	}
+	if normalized == nil {
+		return v
+	}
+	v.TimeoutSeconds, v.TimeoutClamped = timeoutFor(intent.Spec.Tool, normalized, task.Spec.Budgets)
+	checkPaths(&v, intent.Spec.Tool, normalized, in.Baselines)
+	return v
+}
+
+func modeOrDefault(m v1.TaskMode) v1.TaskMode {
+	if m == "" {
+		return v1.ModeReadOnly
+	}
+	return m
+}
+
+func allowListNote(allow []v1.ToolName) string {
+	if len(allow) == 0 {
+		return ""
+	}
+	names := make([]string, len(allow))
+	for i, t := range allow {
+		names[i] = string(t)
+	}
+	return ", tools " + strings.Join(names, ", ")
+}
+
+// timeoutFor applies the task's default and maximum to the tool call's own timeout.
+func timeoutFor(tool v1.ToolName, input json.RawMessage, b v1.Budgets) (int32, bool) {
+	def, limit := b.DefaultTimeoutSeconds, b.MaxTimeoutSeconds
+	if def <= 0 {
+		def = 120
+	}
+	if limit <= 0 {
+		limit = 600
+	}
+	want := def
+	if tool == v1.ToolBash {
+		var in tools.BashInput
+		if json.Unmarshal(input, &in) == nil && in.TimeoutMs > 0 {
+			// Round up: a 1500 ms request gets 2 s, never less than asked.
+			want = int32(min((in.TimeoutMs+999)/1000, 1<<30))
+		}
+	}
+	if want > limit {
+		return limit, true
+	}
+	return min(want, limit), false
+}
+
+// pathFields names, per tool, the input field holding a workspace path and whether it
+// is required.
+var pathFields = map[v1.ToolName]string{
+	v1.ToolReadFile:  "path",
+	v1.ToolWriteFile: "path",
+	v1.ToolEditFile:  "path",
+	v1.ToolGlob:      "path",
+	v1.ToolGrep:      "path",
+	v1.ToolListDir:   "path",
+	v1.ToolBash:      "workdir",
+}
+
+func checkPaths(v *Validation, tool v1.ToolName, input json.RawMessage, baselines map[string]Baseline) {
+	field, ok := pathFields[tool]
+	if !ok {
+		return
+	}
+	var fields map[string]any
+	if json.Unmarshal(input, &fields) != nil {
+		return
+	}
+	raw, _ := fields[field].(string)
+	if raw == "" {
+		return
+	}
+	clean, err := WorkspacePath(raw)
+	if err != nil {
+		v.Errors = append(v.Errors, fmt.Sprintf("input/%s: %v", field, err))
+		return
+	}
+	if tool == v1.ToolBash {
+		return
+	}
+	v.Path = clean
+	base, known := baselines[clean]
+	switch tool {
+	case v1.ToolEditFile:
+		if !known {
+			v.Errors = append(v.Errors, fmt.Sprintf("input/path: edit_file needs an earlier successful read_file of %q in this task; read the file first", clean))
+			return
+		}
+		v.Baseline = base
+	case v1.ToolWriteFile:
+		if known {
+			v.Baseline = base
+		} else {
+			// Overwriting needs a read; creating does not. The runner enforces which.
+			v.Baseline = Baseline{SHA256: runner.BaselineAbsent}
+		}
+	}
+}
+
+// WorkspacePath cleans a path the model gave and checks, lexically, that it stays in
+// the workspace: relative to the workspace root, or absolute under it. Symlinks are
+// checked again by the runner at run time, where the files are.
+func WorkspacePath(p string) (string, error) {
+	if strings.ContainsRune(p, 0) {
+		return "", fmt.Errorf("path contains a NUL byte")
+	}
+	if path.IsAbs(p) {
+		rel, ok := strings.CutPrefix(path.Clean(p), runner.WorkspaceRoot)
+		if !ok || (rel != "" && !strings.HasPrefix(rel, "/")) {
+			return "", fmt.Errorf("%q is outside the workspace %s; use a path relative to the workspace", p, runner.WorkspaceRoot)
+		}
+		p = strings.TrimPrefix(rel, "/")
+		if p == "" {
+			return ".", nil
+		}
+	}
+	clean := path.Clean(p)
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("%q leaves the workspace; paths must stay inside it", p)
+	}
+	return clean, nil
+}
