@@ -7,8 +7,8 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -63,9 +63,9 @@ type ToolIntentReconciler struct {
 	// objects just created.
 	APIReader client.Reader
 	Scheme    *runtime.Scheme
-	Options  Options
-	Recorder events.EventRecorder
-	Policies *PolicyCache
+	Options   Options
+	Recorder  events.EventRecorder
+	Policies  *PolicyCache
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 }
@@ -77,8 +77,8 @@ func setupToolIntent(mgr ctrl.Manager, opts Options) error {
 		Scheme:    mgr.GetScheme(),
 		Options:   opts,
 		Recorder:  mgr.GetEventRecorder("toolgate-intent"),
-		Policies: NewPolicyCache(),
-		Now:      opts.clock(),
+		Policies:  NewPolicyCache(),
+		Now:       opts.clock(),
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.ToolIntent{}).
