@@ -1,0 +1,425 @@
+package pipeline
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/runner"
+)
+
+func TestValidate(t *testing.T) {
+	readme := Baseline{SHA256: "sha-readme", Intent: "t-t0-0"}
+	baselines := map[string]Baseline{"README.md": readme, "pkg/a.go": {SHA256: "sha-a", Intent: "t-t1-2"}}
+	cases := []struct {
+		name      string
+		intent    *v1.ToolIntent
+		task      *v1.AgentTask // nil: the task does not exist
+		earlier   int
+		baselines map[string]Baseline
+		// want is compared whole, except Normalized, which wantNormalized checks.
+		want           Validation
+		wantNormalized string
+	}{
+		{
+			name:           "valid read in Edit mode with defaults",
+			intent:         makeIntent("i").tool(v1.ToolReadFile).input(`{ "path" : "./src/../README.md" }`).obj(),
+			task:           makeTask(testTask).obj(),
+			want:           Validation{Path: "README.md", TimeoutSeconds: 120},
+			wantNormalized: `{"path":"./src/../README.md"}`,
+		},
+		{
+			name:   "schema errors carry the input prefix and the JSON path",
+			intent: makeIntent("i").tool(v1.ToolBash).input(`{"timeoutMs":0,"extra":1}`).obj(),
+			task:   makeTask(testTask).obj(),
+			want: Validation{Errors: []string{
+				"input/command: is required",
+				"input/extra: unknown property; remove it",
+				"input/timeoutMs: must be >= 1 (got 0)",
+			}},
+		},
+		{
+			name:   "input that is not JSON",
+			intent: makeIntent("i").input(`{"path":`).obj(),
+			task:   makeTask(testTask).obj(),
+			want:   Validation{Errors: []string{"input/: input is not valid JSON: unexpected EOF"}},
+		},
+		{
+			name:   "unknown tool is a schema error and not also a visibility error",
+			intent: makeIntent("i").tool("rm_rf").input(`{}`).obj(),
+			task:   makeTask(testTask).obj(),
+			want: Validation{Errors: []string{
+				`input/: unknown tool "rm_rf"; the tools are bash, edit_file, glob, grep, list_dir, read_file, write_file`,
+			}},
+		},
+		{
+			name:   "missing task stops validation after the schema",
+			intent: makeIntent("i").task("gone").input(`{"path":"/etc/passwd"}`).obj(),
+			want:   Validation{Errors: []string{`spec.taskRef: AgentTask "gone" does not exist in this namespace`}},
+			// the schema passed, so the input is normalized; the path is not checked
+			// without a task.
+			wantNormalized: `{"path":"/etc/passwd"}`,
+		},
+		{
+			name:           "succeeded task accepts no more intents",
+			intent:         makeIntent("i").obj(),
+			task:           makeTask(testTask).condition(v1.ConditionSucceeded, metav1.ConditionTrue, v1.ReasonMarkedDone, epoch).obj(),
+			want:           Validation{Errors: []string{`spec.taskRef: AgentTask "t" accepts no more intents: it Succeeded`}, Path: "README.md", TimeoutSeconds: 120},
+			wantNormalized: `{"path":"README.md"}`,
+		},
+		{
+			name:           "failed task names the reason",
+			intent:         makeIntent("i").obj(),
+			task:           makeTask(testTask).condition(v1.ConditionFailed, metav1.ConditionTrue, v1.ReasonTokenBudgetExhausted, epoch).obj(),
+			want:           Validation{Errors: []string{`spec.taskRef: AgentTask "t" accepts no more intents: it Failed (TokenBudgetExhausted)`}, Path: "README.md", TimeoutSeconds: 120},
+			wantNormalized: `{"path":"README.md"}`,
+		},
+		{
+			name:           "cancelled task, before its status says so",
+			intent:         makeIntent("i").obj(),
+			task:           makeTask(testTask).cancel().obj(),
+			want:           Validation{Errors: []string{`spec.taskRef: AgentTask "t" accepts no more intents: it was cancelled`}, Path: "README.md", TimeoutSeconds: 120},
+			wantNormalized: `{"path":"README.md"}`,
+		},
+		{
+			name:           "a False Succeeded condition is not finished",
+			intent:         makeIntent("i").obj(),
+			task:           makeTask(testTask).condition(v1.ConditionSucceeded, metav1.ConditionFalse, v1.ReasonRunning, epoch).condition(v1.ConditionFailed, metav1.ConditionFalse, v1.ReasonRunning, epoch).obj(),
+			want:           Validation{Path: "README.md", TimeoutSeconds: 120},
+			wantNormalized: `{"path":"README.md"}`,
+		},
+		{
+			name:           "ReadOnly mode hides write_file",
+			intent:         makeIntent("i").tool(v1.ToolWriteFile).input(`{"path":"new.txt","content":"x"}`).obj(),
+			task:           makeTask(testTask).mode(v1.ModeReadOnly).obj(),
+			want:           Validation{Errors: []string{`spec.tool: "write_file" is not available to this task (mode ReadOnly)`}, Path: "new.txt", TimeoutSeconds: 120, Baseline: Baseline{SHA256: runner.BaselineAbsent}},
+			wantNormalized: `{"content":"x","path":"new.txt"}`,
+		},
+		{
+			name:           "ReadOnly mode hides edit_file",
+			intent:         makeIntent("i").tool(v1.ToolEditFile).input(`{"path":"README.md","oldText":"a","newText":"b"}`).obj(),
+			task:           makeTask(testTask).mode(v1.ModeReadOnly).obj(),
+			baselines:      baselines,
+			want:           Validation{Errors: []string{`spec.tool: "edit_file" is not available to this task (mode ReadOnly)`}, Path: "README.md", TimeoutSeconds: 120, Baseline: readme},
+			wantNormalized: `{"newText":"b","oldText":"a","path":"README.md"}`,
+		},
+		{
+			name:           "an unset mode is ReadOnly and says so",
+			intent:         makeIntent("i").tool(v1.ToolWriteFile).input(`{"path":"new.txt","content":"x"}`).obj(),
+			task:           makeTask(testTask).mode("").obj(),
+			want:           Validation{Errors: []string{`spec.tool: "write_file" is not available to this task (mode ReadOnly)`}, Path: "new.txt", TimeoutSeconds: 120, Baseline: Baseline{SHA256: runner.BaselineAbsent}},
+			wantNormalized: `{"content":"x","path":"new.txt"}`,
+		},
+		{
+			name:           "bash is visible in ReadOnly mode (policy is the ceiling there)",
+			intent:         makeIntent("i").tool(v1.ToolBash).input(`{"command":"git log"}`).obj(),
+			task:           makeTask(testTask).mode(v1.ModeReadOnly).obj(),
+			want:           Validation{TimeoutSeconds: 120},
+			wantNormalized: `{"command":"git log"}`,
+		},
+		{
+			name:           "the allow-list hides bash and is named in the error",
+			intent:         makeIntent("i").tool(v1.ToolBash).input(`{"command":"ls"}`).obj(),
+			task:           makeTask(testTask).mode(v1.ModeAuto).tools(v1.ToolReadFile, v1.ToolGrep).obj(),
+			want:           Validation{Errors: []string{`spec.tool: "bash" is not available to this task (mode Auto, tools read_file, grep)`}, TimeoutSeconds: 120},
+			wantNormalized: `{"command":"ls"}`,
+		},
+		{
+			name:           "the allow-list cannot show a tool the mode hides",
+			intent:         makeIntent("i").tool(v1.ToolWriteFile).input(`{"path":"a","content":""}`).obj(),
+			task:           makeTask(testTask).mode(v1.ModeReadOnly).tools(v1.ToolWriteFile).obj(),
+			want:           Validation{Errors: []string{`spec.tool: "write_file" is not available to this task (mode ReadOnly, tools write_file)`}, Path: "a", TimeoutSeconds: 120, Baseline: Baseline{SHA256: runner.BaselineAbsent}},
+			wantNormalized: `{"content":"","path":"a"}`,
+		},
+		{
+			name:           "external agent without requestedBy",
+			intent:         makeIntent("i").requestedBy("").obj(),
+			task:           makeTask(testTask).external().obj(),
+			want:           Validation{Errors: []string{"spec.requestedBy: required"}, Path: "README.md", TimeoutSeconds: 120},
+			wantNormalized: `{"path":"README.md"}`,
+		},
+		{
+			name:           "intent budget spent",
+			intent:         makeIntent("i").obj(),
+			task:           makeTask(testTask).budgets(v1.Budgets{MaxIntents: 3}).obj(),
+			earlier:        3,
+			want:           Validation{Errors: []string{"the task's intent budget is spent: 3 of budgets.maxIntents=3 used"}, Path: "README.md", TimeoutSeconds: 120},
+			wantNormalized: `{"path":"README.md"}`,
+		},
+		{
+			name:           "the last intent of the budget is accepted",
+			intent:         makeIntent("i").obj(),
+			task:           makeTask(testTask).budgets(v1.Budgets{MaxIntents: 3}).obj(),
+			earlier:        2,
+			want:           Validation{Path: "README.md", TimeoutSeconds: 120},
+			wantNormalized: `{"path":"README.md"}`,
+		},
+		{
+			name:           "the task's default timeout applies",
+			intent:         makeIntent("i").tool(v1.ToolBash).input(`{"command":"make"}`).obj(),
+			task:           makeTask(testTask).budgets(v1.Budgets{DefaultTimeoutSeconds: 45, MaxTimeoutSeconds: 300}).obj(),
+			want:           Validation{TimeoutSeconds: 45},
+			wantNormalized: `{"command":"make"}`,
+		},
+		{
+			name:           "timeoutMs is rounded up to whole seconds",
+			intent:         makeIntent("i").tool(v1.ToolBash).input(`{"command":"make","timeoutMs":1500}`).obj(),
+			task:           makeTask(testTask).obj(),
+			want:           Validation{TimeoutSeconds: 2},
+			wantNormalized: `{"command":"make","timeoutMs":1500}`,
+		},
+		{
+			name:           "1 ms is 1 s, never 0",
+			intent:         makeIntent("i").tool(v1.ToolBash).input(`{"command":"make","timeoutMs":1}`).obj(),
+			task:           makeTask(testTask).obj(),
+			want:           Validation{TimeoutSeconds: 1},
+			wantNormalized: `{"command":"make","timeoutMs":1}`,
+		},
+		{
+			name:           "exactly the maximum is not clamped",
+			intent:         makeIntent("i").tool(v1.ToolBash).input(`{"command":"make","timeoutMs":300000}`).obj(),
+			task:           makeTask(testTask).budgets(v1.Budgets{MaxTimeoutSeconds: 300}).obj(),
+			want:           Validation{TimeoutSeconds: 300},
+			wantNormalized: `{"command":"make","timeoutMs":300000}`,
+		},
+		{
+			name:           "over the maximum is clamped and says so",
+			intent:         makeIntent("i").tool(v1.ToolBash).input(`{"command":"make","timeoutMs":300001}`).obj(),
+			task:           makeTask(testTask).budgets(v1.Budgets{MaxTimeoutSeconds: 300}).obj(),
+			want:           Validation{TimeoutSeconds: 300, TimeoutClamped: true},
+			wantNormalized: `{"command":"make","timeoutMs":300001}`,
+		},
+		{
+			name:           "zero budgets mean 600 s at most",
+			intent:         makeIntent("i").tool(v1.ToolBash).input(`{"command":"make","timeoutMs":86400000}`).obj(),
+			task:           makeTask(testTask).obj(),
+			want:           Validation{TimeoutSeconds: 600, TimeoutClamped: true},
+			wantNormalized: `{"command":"make","timeoutMs":86400000}`,
+		},
+		{
+			name:           "a default above the maximum is clamped too",
+			intent:         makeIntent("i").tool(v1.ToolBash).input(`{"command":"make"}`).obj(),
+			task:           makeTask(testTask).budgets(v1.Budgets{DefaultTimeoutSeconds: 900, MaxTimeoutSeconds: 60}).obj(),
+			want:           Validation{TimeoutSeconds: 60, TimeoutClamped: true},
+			wantNormalized: `{"command":"make"}`,
+		},
+		{
+			name:           "timeoutMs of a file tool is not a field; the default applies",
+			intent:         makeIntent("i").tool(v1.ToolGrep).input(`{"pattern":"x"}`).obj(),
+			task:           makeTask(testTask).budgets(v1.Budgets{DefaultTimeoutSeconds: 10}).obj(),
+			want:           Validation{TimeoutSeconds: 10},
+			wantNormalized: `{"pattern":"x"}`,
+		},
+		{
+			name:           "absolute path inside the workspace becomes relative",
+			intent:         makeIntent("i").input(`{"path":"/workspace/pkg/a.go"}`).obj(),
+			task:           makeTask(testTask).obj(),
+			want:           Validation{Path: "pkg/a.go", TimeoutSeconds: 120},
+			wantNormalized: `{"path":"/workspace/pkg/a.go"}`,
+		},
+		{
+			name:           "absolute path outside the workspace",
+			intent:         makeIntent("i").input(`{"path":"/etc/passwd"}`).obj(),
+			task:           makeTask(testTask).obj(),
+			want:           Validation{Errors: []string{`input/path: "/etc/passwd" is outside the workspace /workspace; use a path relative to the workspace`}, TimeoutSeconds: 120},
+			wantNormalized: `{"path":"/etc/passwd"}`,
+		},
+		{
+			name:           "relative path escaping with ..",
+			intent:         makeIntent("i").tool(v1.ToolListDir).input(`{"path":"src/../../.."}`).obj(),
+			task:           makeTask(testTask).obj(),
+			want:           Validation{Errors: []string{`input/path: "src/../../.." leaves the workspace; paths must stay inside it`}, TimeoutSeconds: 120},
+			wantNormalized: `{"path":"src/../../.."}`,
+		},
+		{
+			name:           "NUL byte in a path",
+			intent:         makeIntent("i").input(`{"path":"a\u0000b"}`).obj(),
+			task:           makeTask(testTask).obj(),
+			want:           Validation{Errors: []string{"input/path: path contains a NUL byte"}, TimeoutSeconds: 120},
+			wantNormalized: `{"path":"a\u0000b"}`,
+		},
+		{
+			name:           "bash workdir is checked and not recorded as the file path",
+			intent:         makeIntent("i").tool(v1.ToolBash).input(`{"command":"ls","workdir":"/root"}`).obj(),
+			task:           makeTask(testTask).obj(),
+			want:           Validation{Errors: []string{`input/workdir: "/root" is outside the workspace /workspace; use a path relative to the workspace`}, TimeoutSeconds: 120},
+			wantNormalized: `{"command":"ls","workdir":"/root"}`,
+		},
+		{
+			name:           "bash workdir inside the workspace",
+			intent:         makeIntent("i").tool(v1.ToolBash).input(`{"command":"ls","workdir":"/workspace/pkg"}`).obj(),
+			task:           makeTask(testTask).obj(),
+			want:           Validation{TimeoutSeconds: 120},
+			wantNormalized: `{"command":"ls","workdir":"/workspace/pkg"}`,
+		},
+		{
+			name:           "edit_file without an earlier read is refused, naming the path",
+			intent:         makeIntent("i").tool(v1.ToolEditFile).input(`{"path":"./main.go","oldText":"a","newText":"b"}`).obj(),
+			task:           makeTask(testTask).obj(),
+			baselines:      baselines,
+			want:           Validation{Errors: []string{`input/path: edit_file needs an earlier successful read_file of "main.go" in this task; read the file first`}, Path: "main.go", TimeoutSeconds: 120},
+			wantNormalized: `{"newText":"b","oldText":"a","path":"./main.go"}`,
+		},
+		{
+			name:           "edit_file carries the baseline of the cleaned path",
+			intent:         makeIntent("i").tool(v1.ToolEditFile).input(`{"path":"/workspace/pkg/../pkg/a.go","oldText":"a","newText":"b"}`).obj(),
+			task:           makeTask(testTask).obj(),
+			baselines:      baselines,
+			want:           Validation{Path: "pkg/a.go", TimeoutSeconds: 120, Baseline: Baseline{SHA256: "sha-a", Intent: "t-t1-2"}},
+			wantNormalized: `{"newText":"b","oldText":"a","path":"/workspace/pkg/../pkg/a.go"}`,
+		},
+		{
+			name:           "write_file of an unread file may only create it",
+			intent:         makeIntent("i").tool(v1.ToolWriteFile).input(`{"path":"new.go","content":"package x"}`).obj(),
+			task:           makeTask(testTask).obj(),
+			baselines:      baselines,
+			want:           Validation{Path: "new.go", TimeoutSeconds: 120, Baseline: Baseline{SHA256: runner.BaselineAbsent}},
+			wantNormalized: `{"content":"package x","path":"new.go"}`,
+		},
+		{
+			name:           "write_file of a read file carries its baseline",
+			intent:         makeIntent("i").tool(v1.ToolWriteFile).input(`{"path":"README.md","content":"new"}`).obj(),
+			task:           makeTask(testTask).obj(),
+			baselines:      baselines,
+			want:           Validation{Path: "README.md", TimeoutSeconds: 120, Baseline: readme},
+			wantNormalized: `{"content":"new","path":"README.md"}`,
+		},
+		{
+			name:           "read_file needs no baseline and gets none",
+			intent:         makeIntent("i").input(`{"path":"README.md"}`).obj(),
+			task:           makeTask(testTask).obj(),
+			baselines:      baselines,
+			want:           Validation{Path: "README.md", TimeoutSeconds: 120},
+			wantNormalized: `{"path":"README.md"}`,
+		},
+		{
+			name:           "glob without a path is the workspace root, nothing to check",
+			intent:         makeIntent("i").tool(v1.ToolGlob).input(`{"pattern":"**/*.go"}`).obj(),
+			task:           makeTask(testTask).obj(),
+			want:           Validation{TimeoutSeconds: 120},
+			wantNormalized: `{"pattern":"**/*.go"}`,
+		},
+		{
+			name:    "every problem is reported at once",
+			intent:  makeIntent("i").tool(v1.ToolEditFile).input(`{"path":"../x","oldText":"a","newText":"b"}`).requestedBy("").obj(),
+			task:    makeTask(testTask).mode(v1.ModeReadOnly).external().cancel().budgets(v1.Budgets{MaxIntents: 1}).obj(),
+			earlier: 1,
+			want: Validation{Errors: []string{
+				`spec.taskRef: AgentTask "t" accepts no more intents: it was cancelled`,
+				"spec.requestedBy: required",
+				`spec.tool: "edit_file" is not available to this task (mode ReadOnly)`,
+				"the task's intent budget is spent: 1 of budgets.maxIntents=1 used",
+				`input/path: "../x" leaves the workspace; paths must stay inside it`,
+			}, TimeoutSeconds: 120},
+			wantNormalized: `{"newText":"b","oldText":"a","path":"../x"}`,
+		},
+		{
+			name:   "schema errors and task errors together",
+			intent: makeIntent("i").tool(v1.ToolWriteFile).input(`{"path":"a"}`).obj(),
+			task:   makeTask(testTask).mode(v1.ModeReadOnly).obj(),
+			want: Validation{Errors: []string{
+				"input/content: is required",
+				`spec.tool: "write_file" is not available to this task (mode ReadOnly)`,
+			}},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Validate(ValidateInput{Intent: tc.intent, Task: tc.task, EarlierIntents: tc.earlier, Baselines: tc.baselines})
+			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(Validation{}, "Normalized"), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Validate() mismatch (-want +got):\n%s", diff)
+			}
+			if string(got.Normalized) != tc.wantNormalized {
+				t.Errorf("Normalized = %s, want %s", got.Normalized, tc.wantNormalized)
+			}
+		})
+	}
+}
+
+func TestValidationStatus(t *testing.T) {
+	v := Validation{
+		Errors:         []string{"input/path: is required"},
+		Normalized:     []byte(`{}`),
+		Path:           "a",
+		TimeoutSeconds: 30,
+		TimeoutClamped: true,
+		Baseline:       Baseline{SHA256: "sha", Intent: "t-t0-0"},
+	}
+	want := &v1.Validation{Errors: []string{"input/path: is required"}, TimeoutSeconds: 30, TimeoutClamped: true, BaselineSHA256: "sha", BaselineIntent: "t-t0-0"}
+	if diff := cmp.Diff(want, v.Status()); diff != "" {
+		t.Errorf("Status() mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestWorkspacePath(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    string
+		wantErr string
+	}{
+		{in: "a.go", want: "a.go"},
+		{in: "./a/../b", want: "b"},
+		{in: "a//b/./c/", want: "a/b/c"},
+		{in: ".", want: "."},
+		{in: "", want: "."},
+		{in: "/workspace", want: "."},
+		{in: "/workspace/", want: "."},
+		{in: "/workspace/src/x.go", want: "src/x.go"},
+		{in: "/workspace/src/../x.go", want: "x.go"},
+		{in: "//workspace//a", want: "a"},
+		{in: "a/..", want: "."},
+		{in: "..a", want: "..a"},
+		{in: "a/../..b", want: "..b"},
+		{in: "/workspace2/a", wantErr: `"/workspace2/a" is outside the workspace /workspace`},
+		{in: "/workspaces", wantErr: `"/workspaces" is outside the workspace /workspace`},
+		{in: "/", wantErr: `"/" is outside the workspace /workspace`},
+		{in: "/etc/passwd", wantErr: `"/etc/passwd" is outside the workspace /workspace`},
+		{in: "/workspace/../etc", wantErr: `"/workspace/../etc" is outside the workspace /workspace`},
+		{in: "..", wantErr: `".." leaves the workspace`},
+		{in: "../x", wantErr: `"../x" leaves the workspace`},
+		{in: "a/../../x", wantErr: `"a/../../x" leaves the workspace`},
+		{in: "a\x00b", wantErr: "path contains a NUL byte"},
+		{in: "/workspace/a\x00", wantErr: "path contains a NUL byte"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := WorkspacePath(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("WorkspacePath(%q) = %q, %v; want error containing %q", tc.in, got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("WorkspacePath(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTaskFinished(t *testing.T) {
+	cases := []struct {
+		name    string
+		task    *v1.AgentTask
+		want    bool
+		wantWhy string
+	}{
+		{name: "new", task: makeTask("t").obj()},
+		{name: "running", task: makeTask("t").condition(v1.ConditionFailed, metav1.ConditionFalse, v1.ReasonRunning, epoch).obj()},
+		{name: "succeeded", task: makeTask("t").condition(v1.ConditionSucceeded, metav1.ConditionTrue, v1.ReasonMarkedDone, epoch).obj(), want: true, wantWhy: "it Succeeded"},
+		{name: "failed", task: makeTask("t").condition(v1.ConditionFailed, metav1.ConditionTrue, v1.ReasonCancelled, epoch).obj(), want: true, wantWhy: "it Failed (Cancelled)"},
+		{name: "cancel requested", task: makeTask("t").cancel().obj(), want: true, wantWhy: "it was cancelled"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, why := TaskFinished(tc.task)
+			if got != tc.want || why != tc.wantWhy {
+				t.Errorf("TaskFinished() = %v, %q; want %v, %q", got, why, tc.want, tc.wantWhy)
+			}
+		})
+	}
+}
