@@ -68,6 +68,7 @@ test-e2e: ## Run the e2e suite against the cluster KUBECONFIG names.
 build: ## Build the manager, the runner and the kubectl plugin into bin/.
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/manager ./cmd/manager
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/runner ./cmd/runner
+	CGO_ENABLED=0 go build -o $(LOCALBIN)/kubectl-toolgate ./cmd/kubectl-toolgate
 
 .PHONY: run
 run: manifests generate ## Run the controller on this machine against the cluster in KUBECONFIG.

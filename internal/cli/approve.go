@@ -1,0 +1,276 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/mask"
+)
+
+// PendingApproval is one row of `approvals -o json`.
+type PendingApproval struct {
+	Namespace   string             `json:"namespace"`
+	Name        string             `json:"name"`
+	Task        string             `json:"task"`
+	Intent      string             `json:"intent"`
+	Tool        v1.ToolName        `json:"tool"`
+	Input       string             `json:"input"`
+	Risk        v1.Risk            `json:"risk,omitempty"`
+	Category    v1.CommandCategory `json:"category,omitempty"`
+	Policy      string             `json:"policy,omitempty"`
+	Rule        string             `json:"rule,omitempty"`
+	RequestedBy string             `json:"requestedBy"`
+	Approvers   *v1.Approvers      `json:"approvers,omitempty"`
+	CreatedAt   metav1.Time        `json:"createdAt"`
+	ExpiresAt   metav1.Time        `json:"expiresAt"`
+}
+
+// isPending says whether an approval still waits for a human: undecided, and not
+// expired (by the controller's record or by the clock).
+func isPending(a *v1.Approval, now time.Time) bool {
+	undecided := a.Spec.Decision == "" || a.Spec.Decision == v1.DecisionPending
+	settled := a.Status.State != "" && a.Status.State != v1.ApprovalStatePending
+	return undecided && !settled && now.Before(a.Spec.ExpiresAt.Time)
+}
+
+// PendingApprovals picks the approvals that wait for a human, oldest first.
+func PendingApprovals(all []v1.Approval, now time.Time) []PendingApproval {
+	var pending []*v1.Approval
+	for i := range all {
+		if isPending(&all[i], now) {
+			pending = append(pending, &all[i])
+		}
+	}
+	sort.SliceStable(pending, func(i, j int) bool {
+		a, b := pending[i], pending[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	out := make([]PendingApproval, 0, len(pending))
+	for _, a := range pending {
+		r := a.Spec.Request
+		out = append(out, PendingApproval{
+			Namespace: a.Namespace, Name: a.Name, Task: a.Spec.TaskRef.Name, Intent: a.Spec.IntentRef.Name,
+			Tool: r.Tool, Input: mask.Secrets(r.Input), Risk: r.Risk, Category: r.Category, Policy: r.Policy, Rule: r.Rule,
+			RequestedBy: a.Spec.RequestedBy, Approvers: a.Spec.Approvers, CreatedAt: a.CreationTimestamp, ExpiresAt: a.Spec.ExpiresAt,
+		})
+	}
+	return out
+}
+
+// RenderApprovals writes the pending approvals as a table.
+func RenderApprovals(w io.Writer, rows []PendingApproval, allNamespaces bool, now time.Time) error {
+	if len(rows) == 0 {
+		_, err := io.WriteString(w, "No pending approvals.\n")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if allNamespaces {
+		fmt.Fprint(tw, "NAMESPACE\t")
+	}
+	fmt.Fprintln(tw, "NAME\tTASK\tTOOL\tRISK\tRULE\tREQUESTED BY\tAGE\tEXPIRES IN\tINPUT")
+	for _, r := range rows {
+		if allNamespaces {
+			fmt.Fprintf(tw, "%s\t", r.Namespace)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Task, r.Tool, orDash(string(r.Risk)), orDash(ruleID(r.Policy, r.Rule)),
+			r.RequestedBy, humanDuration(now.Sub(r.CreatedAt.Time)), humanDuration(r.ExpiresAt.Sub(now)), oneLine(r.Input, 60))
+	}
+	return tw.Flush()
+}
+
+func newApprovalsCommand(o *Options) *cobra.Command {
+	var (
+		output        string
+		allNamespaces bool
+	)
+	cmd := &cobra.Command{
+		Use:   "approvals",
+		Short: "List the approvals that wait for a human, oldest first",
+		Example: `  kubectl toolgate approvals -n team-a
+  kubectl toolgate approvals -A -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			c, err := o.connect()
+			if err != nil {
+				return err
+			}
+			var list v1.ApprovalList
+			var opts []client.ListOption
+			if !allNamespaces {
+				opts = append(opts, client.InNamespace(c.namespace))
+			}
+			if err := c.client.List(cmd.Context(), &list, opts...); err != nil {
+				return apiError(err)
+			}
+			now := o.Now()
+			rows := PendingApprovals(list.Items, now)
+			if output != outputText {
+				return printData(o.Streams.Out, output, rows)
+			}
+			return RenderApprovals(o.Streams.Out, rows, allNamespaces, now)
+		},
+	}
+	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "List the approvals of every namespace")
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+// RenderApprovalRequest writes what an approver is asked to decide.
+func RenderApprovalRequest(w io.Writer, a *v1.Approval, now time.Time) error {
+	var b strings.Builder
+	r := a.Spec.Request
+	line := func(label, format string, args ...any) {
+		fmt.Fprintf(&b, "  %-14s%s\n", label+":", indentRest(fmt.Sprintf(format, args...), "                "))
+	}
+	fmt.Fprintf(&b, "Approval %s/%s\n", a.Namespace, a.Name)
+	line("Task", "%s (intent %s)", a.Spec.TaskRef.Name, a.Spec.IntentRef.Name)
+	line("Tool", "%s", r.Tool)
+	line("Input", "%s", mask.Secrets(r.Input))
+	if r.ProposerReason != "" {
+		line("Agent's reason", "%s", mask.Secrets(r.ProposerReason))
+	}
+	line("Risk", "%s (category %s)", orDash(string(r.Risk)), orDash(string(r.Category)))
+	rule := r.Rule
+	if r.Policy != "" {
+		rule = fmt.Sprintf("%s rule %s (generation %d)", r.Policy, r.Rule, r.PolicyGeneration)
+	}
+	line("Asked by", "%s", rule)
+	if r.Reason != "" {
+		line("Rule's reason", "%s", mask.Secrets(r.Reason))
+	}
+	line("Fingerprint", "%s", a.Spec.Fingerprint)
+	line("Requested by", "%s at %s", a.Spec.RequestedBy, timestamp(a.CreationTimestamp.Time))
+	if ap := a.Spec.Approvers; ap != nil && (len(ap.Users) > 0 || len(ap.Groups) > 0) {
+		line("Approvers", "users [%s], groups [%s]", strings.Join(ap.Users, ", "), strings.Join(ap.Groups, ", "))
+	}
+	left := a.Spec.ExpiresAt.Sub(now)
+	if left > 0 {
+		line("Expires", "%s (in %s)", timestamp(a.Spec.ExpiresAt.Time), humanDuration(left))
+	} else {
+		line("Expires", "%s (expired %s ago)", timestamp(a.Spec.ExpiresAt.Time), humanDuration(-left))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// decidable says why an approval can no longer be decided, or nil.
+func decidable(a *v1.Approval, now time.Time) error {
+	if d := a.Spec.Decision; d != "" && d != v1.DecisionPending {
+		return fmt.Errorf("Approval %s was already decided: %s by %s; a decision is final", a.Name, d, a.Spec.DecidedBy)
+	}
+	if s := a.Status.State; s != "" && s != v1.ApprovalStatePending {
+		return fmt.Errorf("Approval %s is %s; there is nothing left to decide", a.Name, s)
+	}
+	if !now.Before(a.Spec.ExpiresAt.Time) {
+		return fmt.Errorf("Approval %s expired at %s; the intent will not run. Ask the agent to propose the call again", a.Name, timestamp(a.Spec.ExpiresAt.Time))
+	}
+	return nil
+}
+
+// decisionPatch is the JSON merge patch that records a decision: exactly what
+// `kubectl patch approval NAME --type merge -p ...` would send.
+func decisionPatch(decision v1.ApprovalDecision, decidedBy, comment string) ([]byte, error) {
+	spec := map[string]any{"decision": decision, "decidedBy": decidedBy}
+	if comment != "" {
+		spec["comment"] = comment
+	}
+	return json.Marshal(map[string]any{"spec": spec})
+}
+
+// confirm asks a yes/no question on the streams; anything but y or yes is no.
+func confirm(in io.Reader, out io.Writer, question string) bool {
+	fmt.Fprintf(out, "%s [y/N]: ", question)
+	line, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && line == "" {
+		fmt.Fprintln(out)
+		return false
+	}
+	answer := strings.ToLower(strings.TrimSpace(line))
+	return answer == "y" || answer == "yes"
+}
+
+// newDecideCommand builds approve (approve=true) or deny.
+func newDecideCommand(o *Options, approve bool) *cobra.Command {
+	var (
+		comment string
+		yes     bool
+	)
+	verb, decision := "approve", v1.DecisionApproved
+	if !approve {
+		verb, decision = "deny", v1.DecisionDenied
+	}
+	cmd := &cobra.Command{
+		Use:   verb + " APPROVAL [-m COMMENT] [--yes]",
+		Short: fmt.Sprintf("Show what an approval asks and %s it as yourself", verb),
+		Long: fmt.Sprintf(`Show what is being asked (tool, input with secrets masked, rule, risk,
+fingerprint, requester, expiry), ask for confirmation unless --yes, and %s the
+approval as the user the API server knows you as (SelfSubjectReview): a JSON merge
+patch of spec.decision, spec.decidedBy and spec.comment. The API server's admission
+policy checks that you may decide it; its refusal is printed as it is.`, verb),
+		Example: fmt.Sprintf(`  kubectl toolgate %s fix-tests-0-1 -n team-a -m "ok, tests only"`, verb),
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := o.connect()
+			if err != nil {
+				return err
+			}
+			a := &v1.Approval{}
+			if err := c.client.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: args[0]}, a); err != nil {
+				if apierrors.IsNotFound(err) {
+					return fmt.Errorf("Approval %q not found in namespace %q (kubectl toolgate approvals lists the pending ones)", args[0], c.namespace)
+				}
+				return apiError(err)
+			}
+			now := o.Now()
+			if err := RenderApprovalRequest(o.Streams.Out, a, now); err != nil {
+				return err
+			}
+			if err := decidable(a, now); err != nil {
+				return err
+			}
+			user, err := c.whoAmI(ctx)
+			if err != nil {
+				return err
+			}
+			if !yes && !confirm(o.Streams.In, o.Streams.Out, fmt.Sprintf("%s this call as %s?", strings.ToUpper(verb[:1])+verb[1:], user)) {
+				return errors.New("not confirmed; nothing was changed")
+			}
+			patch, err := decisionPatch(decision, user, comment)
+			if err != nil {
+				return err
+			}
+			if err := c.client.Patch(ctx, a, client.RawPatch(types.MergePatchType, patch)); err != nil {
+				return apiError(err)
+			}
+			fmt.Fprintf(o.Streams.Out, "Approval %s %s by %s.\n", a.Name, strings.ToLower(string(decision)), user)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&comment, "message", "m", "", "Comment recorded with the decision; for a denial it is fed back to the model")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Do not ask for confirmation")
+	return cmd
+}

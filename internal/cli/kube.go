@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+// scheme knows the core and toolgate types.
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(v1.AddToScheme(s))
+	return s
+}()
+
+// cluster is a connection to the API server named by the kubectl flags.
+type cluster struct {
+	// client reads and writes toolgate objects (uncached).
+	client client.Client
+	// kube is the typed client for core APIs: pods/log and SelfSubjectReview.
+	kube kubernetes.Interface
+	// namespace from --namespace, else the kubeconfig context's, else "default".
+	namespace string
+}
+
+// connect builds the clients from --kubeconfig, --context, --namespace and the other
+// kubectl flags.
+func (o *Options) connect() (*cluster, error) {
+	cfg, err := o.Flags.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	ns, _, err := o.Flags.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &cluster{client: c, kube: kube, namespace: ns}, nil
+}
+
+// whoAmI asks the API server for the caller's user name (authentication.k8s.io/v1
+// SelfSubjectReview): the name the admission policies compare decidedBy and
+// requestedBy with, whatever the kubeconfig calls the user.
+func (c *cluster) whoAmI(ctx context.Context) (string, error) {
+	review, err := c.kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("asking the API server who you are (SelfSubjectReview): %w", apiError(err))
+	}
+	name := review.Status.UserInfo.Username
+	if name == "" {
+		return "", errors.New("the API server's SelfSubjectReview returned no user name; toolgate needs one to record who decided or asked")
+	}
+	return name, nil
+}
+
+// admissionDenial matches the API server's message for a ValidatingAdmissionPolicy
+// refusal, with or without the binding's name.
+var admissionDenial = regexp.MustCompile(`ValidatingAdmissionPolicy '([^']+)'(?: with binding '[^']+')? denied request: ([\s\S]*)$`)
+
+// apiError turns an API error into what a person needs: for an admission policy's
+// refusal, the policy's name and its own message; for other API errors, the server's
+// message without client-side wrapping.
+func apiError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return err
+	}
+	msg := status.Status().Message
+	if m := admissionDenial.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("refused by admission policy %s: %s", m[1], m[2])
+	}
+	if msg == "" {
+		return err
+	}
+	return errors.New(msg)
+}
+
+// taskObjects are a task and everything recorded about it.
+type taskObjects struct {
+	task       *v1.AgentTask
+	intents    []v1.ToolIntent
+	approvals  []v1.Approval
+	executions []v1.Execution
+}
+
+// loadTask reads a task, its intents and their approvals and executions.
+func (c *cluster) loadTask(ctx context.Context, name string, withChildren bool) (*taskObjects, error) {
+	task := &v1.AgentTask{}
+	if err := c.client.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: name}, task); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("AgentTask %q not found in namespace %q (use -n to pick the namespace)", name, c.namespace)
+		}
+		return nil, apiError(err)
+	}
+	out := &taskObjects{task: task}
+	var intents v1.ToolIntentList
+	if err := c.client.List(ctx, &intents, client.InNamespace(c.namespace)); err != nil {
+		return nil, apiError(err)
+	}
+	for _, in := range intents.Items {
+		if in.Spec.TaskRef.Name == name {
+			out.intents = append(out.intents, in)
+		}
+	}
+	if !withChildren {
+		return out, nil
+	}
+	var approvals v1.ApprovalList
+	if err := c.client.List(ctx, &approvals, client.InNamespace(c.namespace)); err != nil {
+		return nil, apiError(err)
+	}
+	for _, a := range approvals.Items {
+		if a.Spec.TaskRef.Name == name {
+			out.approvals = append(out.approvals, a)
+		}
+	}
+	var executions v1.ExecutionList
+	if err := c.client.List(ctx, &executions, client.InNamespace(c.namespace)); err != nil {
+		return nil, apiError(err)
+	}
+	for _, e := range executions.Items {
+		if e.Spec.TaskRef.Name == name {
+			out.executions = append(out.executions, e)
+		}
+	}
+	return out, nil
+}

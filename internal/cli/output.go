@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/executor"
+)
+
+// elsewhere says where an execution's output is when its pod log is not.
+func elsewhere(exec *v1.Execution) string {
+	msg := ""
+	if p := exec.Status.ArtifactPath; p != "" {
+		msg = fmt.Sprintf("The full output was kept in the task's workspace at %s (the model can read it with read_file).", p)
+	} else {
+		msg = "No copy of the full output was kept in the workspace."
+	}
+	return msg + fmt.Sprintf(" The head and tail are in the Execution: kubectl get execution %s -n %s -o jsonpath='{.status.output}'", exec.Name, exec.Namespace)
+}
+
+func newOutputCommand(o *Options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "output INTENT",
+		Short: "Print the full output of an intent's execution from its pod's log",
+		Long: `Print the full output of the intent's execution: the log of the tool container
+of the Job's pod, read through the pods/log API while the pod exists. When the pod
+is gone, say so and where else the output is: the workspace copy (the Execution's
+artifactPath) and the head and tail kept in the Execution's status.`,
+		Example: `  kubectl toolgate output fix-tests-x7k2p -n team-a > test-output.txt`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := o.connect()
+			if err != nil {
+				return err
+			}
+			intent := &v1.ToolIntent{}
+			if err := c.client.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: args[0]}, intent); err != nil {
+				if apierrors.IsNotFound(err) {
+					return fmt.Errorf("ToolIntent %q not found in namespace %q", args[0], c.namespace)
+				}
+				return apiError(err)
+			}
+			ref := intent.Status.ExecutionRef
+			if ref == "" {
+				why := "it has not been executed yet"
+				if obs := intent.Status.Observation; obs != nil {
+					why = fmt.Sprintf("it ended %s without executing", obs.Outcome)
+				}
+				return fmt.Errorf("ToolIntent %s has no output: %s", intent.Name, why)
+			}
+			exec := &v1.Execution{}
+			if err := c.client.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: ref}, exec); err != nil {
+				if apierrors.IsNotFound(err) {
+					return fmt.Errorf("the Execution %s of ToolIntent %s is gone, and its Job and pod with it", ref, intent.Name)
+				}
+				return apiError(err)
+			}
+			pod := exec.Status.PodName
+			if pod == "" {
+				return fmt.Errorf("the Execution %s has no pod yet (phase %s); try again once it runs", exec.Name, orDash(string(exec.Status.Phase)))
+			}
+			stream, err := c.kube.CoreV1().Pods(c.namespace).GetLogs(pod, &corev1.PodLogOptions{Container: executor.ToolContainerName}).Stream(ctx)
+			if err != nil {
+				if apierrors.IsNotFound(err) {
+					return fmt.Errorf("the pod %s of Job %s is gone, and its log with it. %s", pod, orDash(exec.Status.JobName), elsewhere(exec))
+				}
+				return fmt.Errorf("the log of pod %s could not be read: %v. %s", pod, apiError(err), elsewhere(exec))
+			}
+			defer func() { _ = stream.Close() }()
+			if _, err := io.Copy(o.Streams.Out, stream); err != nil {
+				return fmt.Errorf("reading the log of pod %s: %w", pod, err)
+			}
+			return nil
+		},
+	}
+	return cmd
+}

@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+)
+
+// Output formats of -o.
+const (
+	outputText = ""
+	outputJSON = "json"
+	outputYAML = "yaml"
+)
+
+// addOutputFlag adds -o/--output to a command that can print its result as data.
+func addOutputFlag(cmd *cobra.Command, into *string) {
+	cmd.Flags().StringVarP(into, "output", "o", outputText, "Output format: json or yaml (the documented data structure); empty for text")
+}
+
+// checkOutput rejects an unknown -o value before any work is done.
+func checkOutput(format string) error {
+	switch format {
+	case outputText, outputJSON, outputYAML:
+		return nil
+	}
+	return fmt.Errorf("--output %q is not supported: use json or yaml, or leave it out for text", format)
+}
+
+// printData writes v as indented JSON or as YAML.
+func printData(w io.Writer, format string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if format == outputYAML {
+		if data, err = yaml.JSONToYAML(data); err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", data)
+	return err
+}
+
+// indent prefixes every line of s.
+func indent(s, prefix string) string {
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return ""
+	}
+	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix)
+}
+
+// shortFingerprint is enough of a fingerprint for a person to compare.
+func shortFingerprint(fp string) string {
+	if len(fp) > 16 {
+		return fp[:16]
+	}
+	return fp
+}
+
+// oneLine cuts s to n runes on one line, for tables.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// timestamp formats a time for people, in UTC.
+func timestamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// humanDuration is kubectl's style of age: 45s, 12m, 3h, 2d.
+func humanDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + humanDuration(-d)
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}

@@ -1,0 +1,372 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/controller"
+	"github.com/toolgate/toolgate/internal/mask"
+	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/policy"
+)
+
+// Exit codes of replay, as kubectl diff has them.
+const (
+	replayUnchanged = 0
+	replayChanged   = 1
+	replayError     = 2
+)
+
+// Verdict outcomes besides the decision actions.
+const (
+	// VerdictInvalid: the call fails validation.
+	VerdictInvalid = "Invalid"
+	// VerdictNone: nothing was recorded yet (the intent was not validated or decided).
+	VerdictNone = "None"
+)
+
+// ReplayReport is what `replay --dry-run -o json` prints.
+type ReplayReport struct {
+	Task      string `json:"task"`
+	Namespace string `json:"namespace"`
+	// Policies says where the policies came from: "cluster" or the --policy file.
+	Policies string `json:"policies"`
+	// PolicyIDs are the policies evaluated, as Kind/name.
+	PolicyIDs []string `json:"policyIDs"`
+	// Broken are the cluster's policies that do not compile; while one is in scope
+	// nothing is allowed without a human, as in the controller.
+	Broken []string `json:"broken,omitempty"`
+	// Intents in turn and index order.
+	Intents []ReplayedIntent `json:"intents"`
+	// Changed counts the intents whose verdict would change.
+	Changed int `json:"changed"`
+}
+
+// ReplayedIntent compares the recorded verdict on one intent with today's.
+type ReplayedIntent struct {
+	Name  string      `json:"name"`
+	Turn  int32       `json:"turn"`
+	Index int32       `json:"index"`
+	Tool  v1.ToolName `json:"tool"`
+	// Input with secrets masked.
+	Input    string  `json:"input"`
+	Recorded Verdict `json:"recorded"`
+	Replayed Verdict `json:"replayed"`
+	// Changed is true when validity, action, deciding policy or rule differ.
+	Changed bool `json:"changed"`
+	// Changes says what differs, one line each.
+	Changes []string `json:"changes,omitempty"`
+	// Notes are differences that are not a changed decision, such as a newer
+	// generation of the same rule (which changes the fingerprint an approval is bound to).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Verdict is how a call fared in validation and policy.
+type Verdict struct {
+	// Outcome is Allow, Ask or Deny; Invalid when validation failed; None when
+	// nothing was recorded yet.
+	Outcome          string   `json:"outcome"`
+	Errors           []string `json:"errors,omitempty"`
+	Policy           string   `json:"policy,omitempty"`
+	PolicyGeneration int64    `json:"policyGeneration,omitempty"`
+	Rule             string   `json:"rule,omitempty"`
+	Reason           string   `json:"reason,omitempty"`
+	Fingerprint      string   `json:"fingerprint,omitempty"`
+}
+
+// Replay re-runs validation and the given policies over a task's recorded intents,
+// in turn and index order, and compares each verdict with the recorded one. It runs
+// nothing and writes nothing.
+//
+// Each intent is validated as the controller validated it: against the task, with
+// the intents recorded before it counted and their recorded observations as file
+// baselines. The task's own end is ignored (a finished or cancelled task accepts no
+// intents, which would make every replayed call invalid and say nothing about the
+// policies). An Ask is turned into a Deny as the controller does when the same call
+// was already denied by a human, or the task's approval requests were used up by the
+// intents before it.
+func Replay(task *v1.AgentTask, intents []v1.ToolIntent, approvals []v1.Approval, policies controller.LoadedPolicies) []ReplayedIntent {
+	sorted := append([]v1.ToolIntent(nil), intents...)
+	sort.Slice(sorted, func(i, j int) bool { return pipeline.IntentBefore(&sorted[i], &sorted[j]) })
+	live := runningTask(task)
+	approvalOf := map[string]*v1.Approval{}
+	for i := range approvals {
+		approvalOf[approvals[i].Spec.IntentRef.Name] = &approvals[i]
+	}
+
+	out := make([]ReplayedIntent, 0, len(sorted))
+	for i := range sorted {
+		in := &sorted[i]
+		earlier := sorted[:i]
+		r := ReplayedIntent{
+			Name: in.Name, Turn: in.Spec.Turn, Index: in.Spec.Index, Tool: in.Spec.Tool,
+			Input:    mask.Secrets(string(in.Spec.Input.Raw)),
+			Recorded: recordedVerdict(in),
+		}
+		v := pipeline.Validate(pipeline.ValidateInput{
+			Intent:         in,
+			Task:           live,
+			EarlierIntents: len(earlier),
+			Baselines:      baselines(earlier),
+		})
+		if len(v.Errors) > 0 {
+			r.Replayed = Verdict{Outcome: VerdictInvalid, Errors: v.Errors}
+		} else {
+			d := policy.Decide(policy.Request{
+				Namespace: in.Namespace,
+				Task:      task.Name,
+				Mode:      task.Spec.Mode,
+				Tool:      in.Spec.Tool,
+				Input:     v.Normalized,
+			}, policies.Cluster, policies.Namespaced, policies.Broken)
+			if d.Action == v1.DecisionAsk {
+				applyAskLimits(&d, task, earlier, approvalOf)
+			}
+			r.Replayed = Verdict{Outcome: string(d.Action), Policy: d.Policy, PolicyGeneration: d.PolicyGeneration, Rule: d.Rule, Reason: mask.Secrets(d.Reason), Fingerprint: d.Fingerprint}
+		}
+		compare(&r)
+		out = append(out, r)
+	}
+	return out
+}
+
+// runningTask is the task with its end undone, so that validation judges the call
+// and not whether the task still accepts calls today.
+func runningTask(task *v1.AgentTask) *v1.AgentTask {
+	t := task.DeepCopy()
+	t.Spec.Cancel = false
+	meta.RemoveStatusCondition(&t.Status.Conditions, v1.ConditionSucceeded)
+	meta.RemoveStatusCondition(&t.Status.Conditions, v1.ConditionFailed)
+	return t
+}
+
+// baselines are the last recorded content hashes of the files the earlier intents
+// read or wrote, as the controller collects them for read-before-edit.
+func baselines(earlier []v1.ToolIntent) map[string]pipeline.Baseline {
+	out := map[string]pipeline.Baseline{}
+	for i := range earlier {
+		in := &earlier[i]
+		obs := in.Status.Observation
+		if obs == nil || obs.Outcome != v1.OutcomeSucceeded || obs.ContentSHA256 == "" {
+			continue
+		}
+		switch in.Spec.Tool {
+		case v1.ToolReadFile, v1.ToolWriteFile, v1.ToolEditFile:
+		default:
+			continue
+		}
+		var input struct {
+			Path string `json:"path"`
+		}
+		if jsonUnmarshal(in.Spec.Input.Raw, &input) != nil || input.Path == "" {
+			continue
+		}
+		if p, err := pipeline.WorkspacePath(input.Path); err == nil {
+			// earlier is in order, so a later observation of the same path wins.
+			out[p] = pipeline.Baseline{SHA256: obs.ContentSHA256, Intent: in.Name}
+		}
+	}
+	return out
+}
+
+// applyAskLimits turns an Ask into a Deny when a human already denied this exact
+// call (same fingerprint) for an earlier intent, or when the earlier intents used
+// the task's approval requests.
+func applyAskLimits(d *v1.Decision, task *v1.AgentTask, earlier []v1.ToolIntent, approvalOf map[string]*v1.Approval) {
+	used := 0
+	for i := range earlier {
+		a, ok := approvalOf[earlier[i].Name]
+		if !ok {
+			continue
+		}
+		used++
+		if a.Spec.Fingerprint == d.Fingerprint && a.Spec.Decision == v1.DecisionDenied {
+			d.Action = v1.DecisionDeny
+			d.Reason = fmt.Sprintf("this exact call was already denied by %s in Approval %s; it is not asked again (rule %s said: %s)", a.Spec.DecidedBy, a.Name, ruleID(d.Policy, d.Rule), d.Reason)
+			return
+		}
+	}
+	if limit := int(task.Spec.Budgets.MaxApprovalRequests); used >= limit {
+		d.Action = v1.DecisionDeny
+		d.Reason = fmt.Sprintf("the task's approval-request limit is reached (%d of budgets.maxApprovalRequests=%d); the call would need a human (rule %s said: %s)", used, limit, ruleID(d.Policy, d.Rule), d.Reason)
+	}
+}
+
+func ruleID(policyID, rule string) string {
+	if policyID == "" {
+		return rule
+	}
+	return policyID + "/" + rule
+}
+
+// recordedVerdict reads the verdict the controller recorded on an intent.
+func recordedVerdict(in *v1.ToolIntent) Verdict {
+	if v := in.Status.Validation; v != nil && len(v.Errors) > 0 {
+		return Verdict{Outcome: VerdictInvalid, Errors: v.Errors}
+	}
+	d := in.Status.Decision
+	if d == nil {
+		return Verdict{Outcome: VerdictNone}
+	}
+	return Verdict{Outcome: string(d.Action), Policy: d.Policy, PolicyGeneration: d.PolicyGeneration, Rule: d.Rule, Reason: mask.Secrets(d.Reason), Fingerprint: d.Fingerprint}
+}
+
+// compare fills Changed, Changes and Notes.
+func compare(r *ReplayedIntent) {
+	rec, now := r.Recorded, r.Replayed
+	if rec.Outcome == VerdictNone {
+		r.Notes = append(r.Notes, "nothing recorded yet to compare with (the intent was not validated or decided)")
+		return
+	}
+	if rec.Outcome != now.Outcome {
+		r.Changes = append(r.Changes, fmt.Sprintf("%s -> %s", rec.Outcome, now.Outcome))
+	}
+	decided := rec.Outcome != VerdictInvalid && now.Outcome != VerdictInvalid
+	if decided && (rec.Policy != now.Policy || rec.Rule != now.Rule) {
+		r.Changes = append(r.Changes, fmt.Sprintf("deciding rule %s -> %s", ruleID(rec.Policy, rec.Rule), ruleID(now.Policy, now.Rule)))
+	}
+	if decided && rec.Policy == now.Policy && rec.Rule == now.Rule && rec.PolicyGeneration != now.PolicyGeneration {
+		r.Notes = append(r.Notes, fmt.Sprintf("same rule, policy generation %d -> %d: an approval given for the recorded call would not match", rec.PolicyGeneration, now.PolicyGeneration))
+	}
+	r.Changed = len(r.Changes) > 0
+}
+
+// RenderReplay writes the report as text: every intent, the changed ones marked.
+func RenderReplay(w io.Writer, rep ReplayReport) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Replay of task %s/%s against %s policies", rep.Namespace, rep.Task, rep.Policies)
+	if len(rep.PolicyIDs) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(rep.PolicyIDs, ", "))
+	}
+	b.WriteString("; nothing was executed.\n")
+	if len(rep.Broken) > 0 {
+		fmt.Fprintf(&b, "Not Ready (do not compile): %s; while they are in scope nothing is allowed without a human.\n", strings.Join(rep.Broken, ", "))
+	}
+	for _, r := range rep.Intents {
+		mark := "  "
+		if r.Changed {
+			mark = "! "
+		}
+		fmt.Fprintf(&b, "\n%sturn %d [%d] %s %s  %s\n", mark, r.Turn, r.Index, r.Tool, r.Name, oneLine(r.Input, 100))
+		fmt.Fprintf(&b, "    recorded: %s\n", verdictText(r.Recorded))
+		fmt.Fprintf(&b, "    now:      %s\n", verdictText(r.Replayed))
+		for _, c := range r.Changes {
+			fmt.Fprintf(&b, "    CHANGED:  %s\n", c)
+		}
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "    note:     %s\n", n)
+		}
+	}
+	switch rep.Changed {
+	case 0:
+		fmt.Fprintf(&b, "\nNo decision would change (%d intents replayed).\n", len(rep.Intents))
+	case 1:
+		fmt.Fprintf(&b, "\n1 of %d decisions would change.\n", len(rep.Intents))
+	default:
+		fmt.Fprintf(&b, "\n%d of %d decisions would change.\n", rep.Changed, len(rep.Intents))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func verdictText(v Verdict) string {
+	switch v.Outcome {
+	case VerdictNone:
+		return "nothing recorded yet"
+	case VerdictInvalid:
+		return "Invalid: " + strings.Join(v.Errors, "; ")
+	}
+	by := v.Rule
+	if v.Policy != "" {
+		by = fmt.Sprintf("%s rule %s (generation %d)", v.Policy, v.Rule, v.PolicyGeneration)
+	}
+	return fmt.Sprintf("%s by %s: %s", v.Outcome, by, v.Reason)
+}
+
+func newReplayCommand(o *Options) *cobra.Command {
+	var (
+		dryRun     bool
+		policyFile string
+		output     string
+	)
+	cmd := &cobra.Command{
+		Use:   "replay TASK --dry-run",
+		Short: "Re-run validation and today's policies over a task's recorded intents; executes nothing",
+		Long: `Re-run validation and the policies as they are now over every recorded intent of
+a task, in turn and index order, and report each decision that would differ from
+the recorded one. Nothing is executed and nothing is written.
+
+--policy FILE evaluates the ToolPolicies and ClusterToolPolicies in FILE (YAML, one
+or more documents) instead of the cluster's policies, to see what a policy change
+would do before applying it.
+
+Exit code: 0 when no decision would change, 1 when at least one would (as kubectl
+diff), 2 on an error.`,
+		Example: `  kubectl toolgate replay fix-tests --dry-run
+  kubectl toolgate replay fix-tests --dry-run --policy tightened.yaml`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !dryRun {
+				return errors.New("replay only runs as --dry-run: it re-evaluates recorded intents and never executes them; add --dry-run")
+			}
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			c, err := o.connect()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			objs, err := c.loadTask(ctx, args[0], true)
+			if err != nil {
+				return err
+			}
+			rep := ReplayReport{Task: objs.task.Name, Namespace: objs.task.Namespace}
+			var loaded controller.LoadedPolicies
+			if policyFile != "" {
+				rep.Policies = "the file " + policyFile + "'s"
+				if loaded, err = loadPolicyFile(policyFile); err != nil {
+					return err
+				}
+			} else {
+				rep.Policies = "the cluster's"
+				if loaded, err = controller.NewPolicyCache().Load(ctx, c.client, c.namespace); err != nil {
+					return fmt.Errorf("reading the cluster's policies: %w", apiError(err))
+				}
+			}
+			for _, p := range append(append([]*policy.CompiledPolicy(nil), loaded.Cluster...), loaded.Namespaced...) {
+				rep.PolicyIDs = append(rep.PolicyIDs, p.ID())
+			}
+			rep.Broken = loaded.Broken
+			rep.Intents = Replay(objs.task, objs.intents, objs.approvals, loaded)
+			for _, r := range rep.Intents {
+				if r.Changed {
+					rep.Changed++
+				}
+			}
+			if output != outputText {
+				err = printData(o.Streams.Out, output, rep)
+			} else {
+				err = RenderReplay(o.Streams.Out, rep)
+			}
+			if err != nil {
+				return err
+			}
+			if rep.Changed > 0 {
+				return &ExitError{Code: replayChanged}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Required: evaluate only, execute nothing")
+	cmd.Flags().StringVar(&policyFile, "policy", "", "Evaluate the ToolPolicies and ClusterToolPolicies in this YAML file instead of the cluster's")
+	addOutputFlag(cmd, &output)
+	return errorExitCode(cmd, replayError)
+}
