@@ -349,7 +349,7 @@ func schemaObject(schema string) (map[string]any, error) {
 	if members == nil {
 		return nil, errors.New("not a JSON object: null")
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("trailing data after the JSON object")
 	}
 	obj := make(map[string]any, len(members))
