@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -23,7 +24,13 @@ func ApprovalName(intent *v1.ToolIntent) string { return intent.Name }
 func BuildApproval(intent *v1.ToolIntent, d *v1.Decision, normalized json.RawMessage, ttl time.Duration, now time.Time) *v1.Approval {
 	input := mask.Secrets(string(normalized))
 	if len(input) > maxApprovalInput {
-		input = input[:maxApprovalInput] + fmt.Sprintf("…[%d more bytes not shown]", len(input)-maxApprovalInput)
+		// Cut on a rune boundary: half a UTF-8 character would reach the approver as
+		// a replacement character.
+		cut := maxApprovalInput
+		for cut > 0 && !utf8.RuneStart(input[cut]) {
+			cut--
+		}
+		input = input[:cut] + fmt.Sprintf("…[%d more bytes not shown]", len(input)-cut)
 	}
 	a := &v1.Approval{
 		ObjectMeta: metav1.ObjectMeta{
