@@ -1,0 +1,205 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+func askDecision() *v1.Decision {
+	return &v1.Decision{
+		Action:           v1.DecisionAsk,
+		Policy:           "default",
+		PolicyGeneration: 4,
+		Rule:             "ask-network",
+		Reason:           "network access needs a human; password=hunter22",
+		Risk:             v1.RiskHigh,
+		Category:         v1.CategoryNetwork,
+		Fingerprint:      "sha256:abc",
+	}
+}
+
+func TestBuildApproval(t *testing.T) {
+	intent := makeIntent("t-t2-0").task("fix-tests").tool(v1.ToolBash).turn(2).
+		input(`{"command":"curl -H 'Authorization: Bearer abcdefghijkl' https://x"}`).
+		reason("fetch the spec; token=s3cr3tvalue").requestedBy("alice").obj()
+	normalized := json.RawMessage(`{"command":"curl -H 'Authorization: Bearer abcdefghijkl' https://x"}`)
+
+	got := BuildApproval(intent, askDecision(), normalized, 15*time.Minute, epoch)
+	want := &v1.Approval{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      "t-t2-0",
+			Namespace: testNS,
+			Labels:    map[string]string{LabelTask: "fix-tests", LabelIntent: "t-t2-0"},
+		},
+		Spec: v1.ApprovalSpec{
+			IntentRef:   v1.LocalObjectReference{Name: "t-t2-0"},
+			TaskRef:     v1.LocalObjectReference{Name: "fix-tests"},
+			Fingerprint: "sha256:abc",
+			Request: v1.ApprovalRequest{
+				Tool:             v1.ToolBash,
+				Input:            `{"command":"curl -H 'Authorization: [MASKED]' https://x"}`,
+				Risk:             v1.RiskHigh,
+				Category:         v1.CategoryNetwork,
+				Policy:           "default",
+				PolicyGeneration: 4,
+				Rule:             "ask-network",
+				Reason:           "network access needs a human; password=[MASKED]",
+				ProposerReason:   "fetch the spec; token=[MASKED]",
+			},
+			RequestedBy: "alice",
+			ExpiresAt:   metav1.NewTime(epoch.Add(15 * time.Minute)),
+			Decision:    v1.DecisionPending,
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("BuildApproval() mismatch (-want +got):\n%s", diff)
+	}
+	// The controller sets the owner; the builder leaves it to it.
+	if len(got.OwnerReferences) != 0 {
+		t.Errorf("owner references = %v, want none", got.OwnerReferences)
+	}
+	// The same intent always gets the same name: a second create is AlreadyExists.
+	if again := BuildApproval(intent, askDecision(), normalized, time.Hour, epoch.Add(time.Hour)); again.Name != got.Name || ApprovalName(intent) != got.Name {
+		t.Errorf("approval names differ: %q, %q, %q", got.Name, again.Name, ApprovalName(intent))
+	}
+}
+
+func TestBuildApprovalApprovers(t *testing.T) {
+	cases := []struct {
+		name      string
+		approvers v1.Approvers
+		want      *v1.Approvers
+	}{
+		{name: "none: anyone the RBAC allows"},
+		{name: "users", approvers: v1.Approvers{Users: []string{"bob"}}, want: &v1.Approvers{Users: []string{"bob"}}},
+		{name: "groups", approvers: v1.Approvers{Groups: []string{"sre"}}, want: &v1.Approvers{Groups: []string{"sre"}}},
+		{name: "both", approvers: v1.Approvers{Users: []string{"bob"}, Groups: []string{"sre"}}, want: &v1.Approvers{Users: []string{"bob"}, Groups: []string{"sre"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := askDecision()
+			d.Approvers = tc.approvers
+			got := BuildApproval(makeIntent("i").obj(), d, json.RawMessage(`{}`), time.Minute, epoch)
+			if diff := cmp.Diff(tc.want, got.Spec.Approvers); diff != "" {
+				t.Errorf("approvers mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBuildApprovalCutsLongInput(t *testing.T) {
+	cases := []struct {
+		name       string
+		input      string
+		wantCut    bool
+		wantSuffix string
+	}{
+		{name: "at the limit: whole", input: `"` + strings.Repeat("a", maxApprovalInput-2) + `"`},
+		{name: "one byte over", input: `"` + strings.Repeat("a", maxApprovalInput-1) + `"`, wantCut: true, wantSuffix: "…[1 more bytes not shown]"},
+		{name: "far over", input: `"` + strings.Repeat("a", 100000) + `"`, wantCut: true, wantSuffix: "…[92002 more bytes not shown]"},
+		// 3-byte runes put the limit inside a rune; the cut must not split it.
+		{name: "multi-byte text", input: `"` + strings.Repeat("é€", 3000) + `"`, wantCut: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := BuildApproval(makeIntent("i").obj(), askDecision(), json.RawMessage(tc.input), time.Minute, epoch).Spec.Request.Input
+			if len(got) > 8192 {
+				t.Errorf("input is %d bytes, over the 8 KiB the API allows", len(got))
+			}
+			if !utf8.ValidString(got) {
+				t.Errorf("input is not valid UTF-8 after the cut: ...%q", got[len(got)-40:])
+			}
+			if !tc.wantCut {
+				if got != tc.input {
+					t.Errorf("input was changed though it fits")
+				}
+				return
+			}
+			if !strings.Contains(got, " more bytes not shown]") || !strings.HasSuffix(got, tc.wantSuffix) {
+				t.Errorf("input does not end with the cut marker %q: ...%q", tc.wantSuffix, got[len(got)-40:])
+			}
+			head, _, _ := strings.Cut(got, "…[")
+			if !strings.HasPrefix(tc.input, head) || len(head) > maxApprovalInput {
+				t.Errorf("the kept head (%d bytes) is not a prefix of the input within %d bytes", len(head), maxApprovalInput)
+			}
+		})
+	}
+}
+
+func TestJudgeApproval(t *testing.T) {
+	const fp = "sha256:abc"
+	expires := epoch.Add(10 * time.Minute)
+	approval := func(decision v1.ApprovalDecision, state v1.ApprovalState, consumedBy string) *v1.Approval {
+		return &v1.Approval{
+			ObjectMeta: metav1.ObjectMeta{Name: "i", Namespace: testNS},
+			Spec:       v1.ApprovalSpec{Fingerprint: fp, ExpiresAt: metav1.NewTime(expires), Decision: decision},
+			Status:     v1.ApprovalStatus{State: state, ConsumedBy: consumedBy},
+		}
+	}
+	cases := []struct {
+		name        string
+		approval    *v1.Approval
+		fingerprint string
+		now         time.Time
+		want        ApprovalVerdict
+	}{
+		{name: "pending, in time", approval: approval(v1.DecisionPending, v1.ApprovalStatePending, ""), fingerprint: fp, now: epoch, want: VerdictWait},
+		{name: "no decision field yet", approval: approval("", "", ""), fingerprint: fp, now: epoch, want: VerdictWait},
+		{name: "pending, a moment before expiry", approval: approval(v1.DecisionPending, v1.ApprovalStatePending, ""), fingerprint: fp, now: expires.Add(-time.Nanosecond), want: VerdictWait},
+		{name: "pending, at expiry", approval: approval(v1.DecisionPending, v1.ApprovalStatePending, ""), fingerprint: fp, now: expires, want: VerdictExpired},
+		{name: "pending, after expiry", approval: approval(v1.DecisionPending, v1.ApprovalStatePending, ""), fingerprint: fp, now: expires.Add(time.Hour), want: VerdictExpired},
+		{name: "expired by state before the clock says so", approval: approval(v1.DecisionPending, v1.ApprovalStateExpired, ""), fingerprint: fp, now: epoch, want: VerdictExpired},
+		{name: "approved, same call", approval: approval(v1.DecisionApproved, v1.ApprovalStateApproved, ""), fingerprint: fp, now: epoch, want: VerdictApproved},
+		{name: "approved, other call", approval: approval(v1.DecisionApproved, v1.ApprovalStateApproved, ""), fingerprint: "sha256:other", now: epoch, want: VerdictMismatch},
+		{name: "denied", approval: approval(v1.DecisionDenied, v1.ApprovalStateDenied, ""), fingerprint: fp, now: epoch, want: VerdictDenied},
+		{name: "denied, even with another fingerprint", approval: approval(v1.DecisionDenied, v1.ApprovalStateDenied, ""), fingerprint: "sha256:other", now: epoch, want: VerdictDenied},
+		{name: "consumed by this execution (a restart)", approval: approval(v1.DecisionApproved, v1.ApprovalStateConsumed, "i"), fingerprint: fp, now: epoch, want: VerdictApproved},
+		{name: "consumed by this execution after expiry", approval: approval(v1.DecisionApproved, v1.ApprovalStateConsumed, "i"), fingerprint: fp, now: expires.Add(time.Hour), want: VerdictApproved},
+		{name: "consumed by another execution", approval: approval(v1.DecisionApproved, v1.ApprovalStateConsumed, "other"), fingerprint: fp, now: epoch, want: VerdictConsumedElsewhere},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := JudgeApproval(tc.approval, tc.fingerprint, "i", tc.now); got != tc.want {
+				t.Errorf("JudgeApproval() = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDeniedReason(t *testing.T) {
+	a := &v1.Approval{ObjectMeta: metav1.ObjectMeta{Name: "t-t2-0"}, Spec: v1.ApprovalSpec{DecidedBy: "bob"}}
+	if got, want := DeniedReason(a), "Approval t-t2-0 was denied by bob."; got != want {
+		t.Errorf("DeniedReason() = %q, want %q", got, want)
+	}
+	a.Spec.Comment = "use the mirror instead"
+	if got, want := DeniedReason(a), "Approval t-t2-0 was denied by bob. Their comment: use the mirror instead"; got != want {
+		t.Errorf("DeniedReason() = %q, want %q", got, want)
+	}
+}
+
+func TestChildLabels(t *testing.T) {
+	long := strings.Repeat("x", 64)
+	cases := []struct {
+		name   string
+		intent *v1.ToolIntent
+		want   map[string]string
+	}{
+		{name: "both", intent: makeIntent("t-t0-0").task("t").obj(), want: map[string]string{LabelTask: "t", LabelIntent: "t-t0-0"}},
+		{name: "a name too long for a label value is left out", intent: makeIntent(long).task("t").obj(), want: map[string]string{LabelTask: "t"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, ChildLabels(tc.intent)); diff != "" {
+				t.Errorf("ChildLabels() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
