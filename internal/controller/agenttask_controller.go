@@ -4,8 +4,9 @@ import (
 	"context"
 
 	"fmt"
-	"github.com/go-logr/logr"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -35,16 +36,16 @@ const (
 	EventAwaitingApproval = "AwaitingApproval"
 )
 
-// AgentTaskReconciler provisions a task's workspace, rebuilds its status from its
-// intents (counts, turn, conditions) and ends it when a budget is spent, its owner
-// marks it done or cancels it. With spec.agent.model it also runs the agent loop.
-//
 // +kubebuilder:rbac:groups=toolgate.dev,resources=agenttasks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=agenttasks/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=toolintents,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=toolgate.dev,resources=approvals,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// AgentTaskReconciler provisions a task's workspace, rebuilds its status from its
+// intents (counts, turn, conditions) and ends it when a budget is spent, its owner
+// marks it done or cancels it. With spec.agent.model it also runs the agent loop.
 type AgentTaskReconciler struct {
 	client.Client
 	Scheme   *runtime.Scheme
@@ -95,7 +96,7 @@ func (r *AgentTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		task.Status = status
 		if err := r.Status().Update(ctx, task); err != nil {
 			if apierrors.IsConflict(err) {
-				return ctrl.Result{Requeue: true}, nil
+				return ctrl.Result{RequeueAfter: time.Second}, nil
 			}
 			return ctrl.Result{}, err
 		}

@@ -26,7 +26,7 @@ func TestSeedStory(t *testing.T) {
 		v1.PolicyRule{Name: "allow-tests", Action: v1.RuleAllow, Reason: "running the tests is safe",
 			Match: v1.RuleMatch{Tools: []v1.ToolName{v1.ToolBash}, Categories: []v1.CommandCategory{v1.CategoryTest}}},
 		v1.PolicyRule{Name: "ask-edits", Action: v1.RuleAsk, Reason: "code changes need review", Risk: v1.RiskMedium,
-			Match: v1.RuleMatch{Tools: []v1.ToolName{v1.ToolEditFile, v1.ToolWriteFile}},
+			Match:     v1.RuleMatch{Tools: []v1.ToolName{v1.ToolEditFile, v1.ToolWriteFile}},
 			Approvers: v1.Approvers{Users: []string{"bob"}}},
 		v1.PolicyRule{Name: "deny-destructive", Action: v1.RuleDeny, Reason: "destructive commands are never run",
 			Match: v1.RuleMatch{Categories: []v1.CommandCategory{v1.CategoryDelete, v1.CategoryVCSDestructive}}},
@@ -159,7 +159,7 @@ func TestMissingExistingClaimKeepsTheTaskPending(t *testing.T) {
 	p := startPipeline(t)
 	task := &v1.AgentTask{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "noclaim"},
-		Spec: v1.AgentTaskSpec{Goal: "x", Workspace: v1.WorkspaceSpec{ExistingClaim: "missing"}, Agent: v1.AgentSpec{External: &v1.ExternalAgent{}}},
+		Spec:       v1.AgentTaskSpec{Goal: "x", Workspace: v1.WorkspaceSpec{ExistingClaim: "missing"}, Agent: v1.AgentSpec{External: &v1.ExternalAgent{}}},
 	}
 	if err := env.Client.Create(context.Background(), task); err != nil {
 		t.Fatal(err)

@@ -43,11 +43,6 @@ const (
 	EventObserved           = "Observed"
 )
 
-// ToolIntentReconciler moves a ToolIntent through validate -> decide -> approve ->
-// execute -> observe. Each step's result is recorded in the intent's status once and
-// never redone: a decision is a fact of the moment it was made (replay re-runs policy
-// to show what would change).
-//
 // +kubebuilder:rbac:groups=toolgate.dev,resources=toolintents,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=toolgate.dev,resources=toolintents/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=approvals,verbs=get;list;watch;create
@@ -56,6 +51,11 @@ const (
 // +kubebuilder:rbac:groups=toolgate.dev,resources=agenttasks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=toolpolicies;clustertoolpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// ToolIntentReconciler moves a ToolIntent through validate -> decide -> approve ->
+// execute -> observe. Each step's result is recorded in the intent's status once and
+// never redone: a decision is a fact of the moment it was made (replay re-runs policy
+// to show what would change).
 type ToolIntentReconciler struct {
 	client.Client
 	// APIReader reads around the cache where a stale read would decide wrongly:
@@ -150,7 +150,7 @@ func (r *ToolIntentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		run.intent.Status.ObservedGeneration = intent.Generation
 		if err := r.Status().Update(ctx, run.intent); err != nil {
 			if apierrors.IsConflict(err) {
-				return ctrl.Result{Requeue: true}, nil
+				return ctrl.Result{RequeueAfter: time.Second}, nil
 			}
 			return ctrl.Result{}, err
 		}

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"encoding/json"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,7 +51,7 @@ func BuildExecution(intent *v1.ToolIntent, task *v1.AgentTask, defaultImage stri
 			IntentRef:      v1.LocalObjectReference{Name: intent.Name},
 			TaskRef:        intent.Spec.TaskRef,
 			Tool:           intent.Spec.Tool,
-			Input:          runtime.RawExtension{Raw: json.RawMessage(normalized)},
+			Input:          runtime.RawExtension{Raw: normalized},
 			TimeoutSeconds: val.TimeoutSeconds,
 			MaxOutputBytes: maxOut,
 			BaselineSHA256: val.BaselineSHA256,
