@@ -382,9 +382,13 @@ func find(c *classifier, w []word, depth int) {
 	var inner [][]word
 	args := w[1:]
 	for i := 0; i < len(args); i++ {
+		if !args[i].static && strings.HasPrefix(args[i].text, "$") {
+			// A variable in an expression could be -delete or -exec.
+			category = v1alpha1.CategoryUnknown
+		}
 		switch args[i].text {
 		case "-delete":
-			category = v1alpha1.CategoryDelete
+			category = strictestOf(category, v1alpha1.CategoryDelete)
 		case "-fprint", "-fprint0", "-fprintf", "-fls":
 			if Stricter(v1alpha1.CategoryWrite, category) {
 				category = v1alpha1.CategoryWrite
@@ -396,10 +400,6 @@ func find(c *classifier, w []word, depth int) {
 			}
 			inner = append(inner, args[i+1:j])
 			i = j
-		}
-		if !args[i].static && strings.HasPrefix(args[i].text, "$") {
-			// A variable in an expression could be -delete or -exec.
-			category = v1alpha1.CategoryUnknown
 		}
 	}
 	c.add(w, category)

@@ -362,6 +362,8 @@ func TestClassifyCommandCategory(t *testing.T) {
 		{"timeout 5", ro},
 		{"xargs sh -c 'rm $0'", del},
 		{"find . -exec $CMD {} +", unk},
+		{"find -exec", unk},
+		{"find . -name $X -delete", unk},
 		{"make $TARGET", unk},
 		{"yes | rm -i x", del},
 		{"{rm,-rf,x}", unk},
