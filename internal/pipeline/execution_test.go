@@ -1,0 +1,149 @@
+package pipeline
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+const defaultImage = "toolgate/sandbox:default"
+
+func TestBuildExecution(t *testing.T) {
+	resources := &corev1.ResourceRequirements{
+		Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+	}
+	egress := v1.NetworkSpec{Mode: v1.NetworkAllowList, Egress: []v1.EgressRule{{CIDR: "10.0.0.0/8", Ports: []int32{443}}}}
+	cases := []struct {
+		name   string
+		intent *v1.ToolIntent
+		task   *v1.AgentTask
+		want   v1.ExecutionSpec // IntentRef, TaskRef and metadata are checked for every case
+	}{
+		{
+			name: "bash with defaults: input normalized, default cap and image, owned claim, writable",
+			intent: makeIntent("t-t0-0").tool(v1.ToolBash).input(`{ "timeoutMs": 1500, "command": "go test ./..." }`).
+				validated(2, "").decided(v1.DecisionAllow).obj(),
+			task: makeTask(testTask).obj(),
+			want: v1.ExecutionSpec{
+				Tool:           v1.ToolBash,
+				Input:          runtime.RawExtension{Raw: []byte(`{"command":"go test ./...","timeoutMs":1500}`)},
+				TimeoutSeconds: 2,
+				MaxOutputBytes: 32768,
+				Sandbox:        v1.SandboxProfile{Image: defaultImage, WorkspaceClaimName: "t-workspace"},
+				Fingerprint:    "fp-t-t0-0",
+			},
+		},
+		{
+			name:   "read-only tool mounts the workspace read-only; the task's sandbox is copied",
+			intent: makeIntent("t-t0-0").tool(v1.ToolReadFile).input(`{"path":"a.go","limit":10}`).validated(120, "").decided(v1.DecisionAllow).obj(),
+			task: makeTask(testTask).existingClaim("shared-src").budgets(v1.Budgets{MaxOutputBytes: 4096}).
+				sandbox(v1.SandboxSpec{Image: "golang:1.26", RuntimeClassName: ptr("gvisor"), Resources: resources, Network: egress}).obj(),
+			want: v1.ExecutionSpec{
+				Tool:           v1.ToolReadFile,
+				Input:          runtime.RawExtension{Raw: []byte(`{"limit":10,"path":"a.go"}`)},
+				TimeoutSeconds: 120,
+				MaxOutputBytes: 4096,
+				Sandbox: v1.SandboxProfile{
+					Image:              "golang:1.26",
+					RuntimeClassName:   ptr("gvisor"),
+					Resources:          *resources,
+					Network:            egress,
+					WorkspaceClaimName: "shared-src",
+					ReadOnlyWorkspace:  true,
+				},
+				Fingerprint: "fp-t-t0-0",
+			},
+		},
+		{
+			name: "approved edit carries its baseline, approval and fingerprint",
+			intent: makeIntent("t-t3-1").tool(v1.ToolEditFile).input(`{"path":"a.go","oldText":"x","newText":"y"}`).
+				validated(60, "sha-a").decided(v1.DecisionAsk).approved().obj(),
+			task: makeTask(testTask).obj(),
+			want: v1.ExecutionSpec{
+				Tool:           v1.ToolEditFile,
+				Input:          runtime.RawExtension{Raw: []byte(`{"newText":"y","oldText":"x","path":"a.go"}`)},
+				TimeoutSeconds: 60,
+				MaxOutputBytes: 32768,
+				BaselineSHA256: "sha-a",
+				Sandbox:        v1.SandboxProfile{Image: defaultImage, WorkspaceClaimName: "t-workspace"},
+				ApprovalRef:    "t-t3-1",
+				Fingerprint:    "fp-t-t3-1",
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := BuildExecution(tc.intent, tc.task, defaultImage)
+			if err != nil {
+				t.Fatalf("BuildExecution() error: %v", err)
+			}
+			want := &v1.Execution{
+				ObjectMeta: metav1.ObjectMeta{
+					Name:      tc.intent.Name,
+					Namespace: testNS,
+					Labels:    map[string]string{LabelTask: tc.intent.Spec.TaskRef.Name, LabelIntent: tc.intent.Name},
+				},
+				Spec: tc.want,
+			}
+			want.Spec.IntentRef = v1.LocalObjectReference{Name: tc.intent.Name}
+			want.Spec.TaskRef = tc.intent.Spec.TaskRef
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("BuildExecution() mismatch (-want +got):\n%s", diff)
+			}
+			if ExecutionName(tc.intent) != got.Name {
+				t.Errorf("ExecutionName() = %q, the execution is %q", ExecutionName(tc.intent), got.Name)
+			}
+		})
+	}
+}
+
+// The execution's resources are a copy: changing the task afterwards must not reach
+// into an Execution already built.
+func TestBuildExecutionCopiesResources(t *testing.T) {
+	res := &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
+	task := makeTask(testTask).sandbox(v1.SandboxSpec{Resources: res}).obj()
+	exec, err := BuildExecution(makeIntent("i").validated(1, "").decided(v1.DecisionAllow).obj(), task, defaultImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task.Spec.Sandbox.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("8")
+	if got := exec.Spec.Sandbox.Resources.Limits[corev1.ResourceCPU]; got.String() != "1" {
+		t.Errorf("cpu limit = %s after the task changed, want 1", got.String())
+	}
+}
+
+func TestBuildExecutionErrors(t *testing.T) {
+	cases := []struct {
+		name    string
+		intent  *v1.ToolIntent
+		wantErr string
+	}{
+		{name: "no validation", intent: makeIntent("i").decided(v1.DecisionAllow).obj(), wantErr: "intent i has no recorded validation and decision"},
+		{name: "no decision", intent: makeIntent("i").validated(1, "").obj(), wantErr: "intent i has no recorded validation and decision"},
+		{name: "input no longer valid", intent: makeIntent("i").input(`{"path":1}`).validated(1, "").decided(v1.DecisionAllow).obj(), wantErr: "intent i no longer validates: [/path: must be string, got number]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := BuildExecution(tc.intent, makeTask(testTask).obj(), defaultImage)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("BuildExecution() = %v, %v; want error %q", got, err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestWorkspaceClaimName(t *testing.T) {
+	if got := WorkspaceClaimName(makeTask("fix").obj()); got != "fix-workspace" {
+		t.Errorf("owned claim = %q, want fix-workspace", got)
+	}
+	if got := WorkspaceClaimName(makeTask("fix").existingClaim("src").obj()); got != "src" {
+		t.Errorf("existing claim = %q, want src", got)
+	}
+}
