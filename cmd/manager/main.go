@@ -6,16 +6,23 @@ import (
 	"flag"
 	"os"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/controller"
+	"github.com/toolgate/toolgate/internal/executor"
 )
 
 func main() {
@@ -41,8 +48,21 @@ func main() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(toolgatev1alpha1.AddToScheme(scheme))
 
+	// Only the Jobs, Pods and NetworkPolicies toolgate created are watched and cached:
+	// caching every pod of a large cluster would cost memory for nothing.
+	ours, err := labels.Parse(executor.LabelExecution)
+	if err != nil {
+		setupLog.Error(err, "unable to build the cache selector")
+		os.Exit(1)
+	}
+	byLabel := cache.ByObject{Label: ours}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme: scheme,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:                 byLabel,
+			&batchv1.Job{}:                byLabel,
+			&networkingv1.NetworkPolicy{}: byLabel,
+		}},
 		Metrics: metricsserver.Options{
 			BindAddress:   metricsAddr,
 			SecureServing: secureMetrics,
