@@ -33,7 +33,7 @@ func newTestClient(t *testing.T, f *fakeEndpoint, apiKey string, sleeper *sleepR
 	cfg := ClientConfig{
 		BaseURL:        f.baseURL(),
 		APIKey:         apiKey,
-		RequestTimeout: 5 * time.Second,
+		RequestTimeout: 30 * time.Second, // generous: the machine running tests may be busy
 		MaxAttempts:    3,
 		InitialBackoff: time.Second,
 		MaxBackoff:     30 * time.Second,
