@@ -107,10 +107,15 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 		set(v1.ConditionSucceeded, false, v1.ReasonRunning, "the task has not finished")
 		set(v1.ConditionFailed, false, v1.ReasonRunning, "the task has not failed")
 	}
+	// A finished task has only its terminal condition: the other one, left from a
+	// running reconcile as False/Running ("the task has not finished"), would contradict
+	// it, and whether it was there would depend on history rather than on the world.
 	switch {
 	case meta.IsStatusConditionTrue(st.Conditions, v1.ConditionSucceeded):
+		meta.RemoveStatusCondition(&st.Conditions, v1.ConditionFailed)
 		st.Phase = v1.TaskSucceeded
 	case meta.IsStatusConditionTrue(st.Conditions, v1.ConditionFailed):
+		meta.RemoveStatusCondition(&st.Conditions, v1.ConditionSucceeded)
 		st.Phase = v1.TaskFailed
 	case !world.WorkspaceReady:
 		st.Phase = v1.TaskPending
