@@ -66,13 +66,16 @@ type RuleMatch struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32
 	Tools []ToolName `json:"tools,omitempty"`
-	// categories: the rule matches when any part of the call has one of these.
+	// categories: a Deny, Ask or Audit rule matches when any part of the call has one of
+	// these; an Allow rule matches only when every part that is not read-only has one of
+	// these (allowing tests must not allow `go test ./... && rm -rf /`).
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16
 	Categories []CommandCategory `json:"categories,omitempty"`
-	// commands are argv-prefix patterns for bash; the rule matches when any part of the
-	// command starts with one of them.
+	// commands are argv-prefix patterns for bash. A Deny, Ask or Audit rule matches when
+	// any part of the command starts with one of them; an Allow rule only when every
+	// part that is not read-only does.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64

@@ -4,31 +4,22 @@ import (
 	"context"
 	"sort"
 	"strings"
-	"sync"
 
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/policy"
 )
 
-// PolicyCache compiles each policy once per generation (CEL programs, globs, examples)
-// and hands the compiled policies in scope of a namespace to the decision function.
+// PolicyCache hands the compiled policies in scope of a namespace to the decision
+// function; policy.Cache compiles each policy once per generation.
 type PolicyCache struct {
-	mu      sync.Mutex
-	entries map[types.UID]cachedPolicy
-}
-
-type cachedPolicy struct {
-	generation int64
-	compiled   *policy.CompiledPolicy
-	err        error
+	compiled *policy.Cache
 }
 
 // NewPolicyCache returns an empty cache.
 func NewPolicyCache() *PolicyCache {
-	return &PolicyCache{entries: map[types.UID]cachedPolicy{}}
+	return &PolicyCache{compiled: policy.NewCache()}
 }
 
 // LoadedPolicies are the policies in scope of one namespace.
@@ -58,7 +49,7 @@ func (c *PolicyCache) Load(ctx context.Context, r client.Reader, namespace strin
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		compiled, err := c.compile(policy.KindClusterToolPolicy, p.Name, p.UID, p.Generation, p.Spec)
+		compiled, err := c.compiled.ClusterToolPolicy(p)
 		if err != nil {
 			out.Broken = append(out.Broken, policy.KindClusterToolPolicy+"/"+p.Name)
 			continue
@@ -70,7 +61,7 @@ func (c *PolicyCache) Load(ctx context.Context, r client.Reader, namespace strin
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		compiled, err := c.compile(policy.KindToolPolicy, p.Name, p.UID, p.Generation, p.Spec)
+		compiled, err := c.compiled.ToolPolicy(p)
 		if err != nil {
 			out.Broken = append(out.Broken, policy.KindToolPolicy+"/"+p.Name)
 			continue
@@ -78,22 +69,6 @@ func (c *PolicyCache) Load(ctx context.Context, r client.Reader, namespace strin
 		out.Namespaced = append(out.Namespaced, compiled)
 	}
 	return out, nil
-}
-
-// Compile returns the policy compiled, from the cache when this generation was
-// compiled before.
-func (c *PolicyCache) compile(kind, name string, uid types.UID, generation int64, spec v1.ToolPolicySpec) (*policy.CompiledPolicy, error) {
-	c.mu.Lock()
-	e, ok := c.entries[uid]
-	c.mu.Unlock()
-	if ok && e.generation == generation {
-		return e.compiled, e.err
-	}
-	compiled, err := policy.Compile(kind, name, generation, spec)
-	c.mu.Lock()
-	c.entries[uid] = cachedPolicy{generation: generation, compiled: compiled, err: err}
-	c.mu.Unlock()
-	return compiled, err
 }
 
 // splitPolicyID splits "Kind/name".

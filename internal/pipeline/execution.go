@@ -60,7 +60,9 @@ func BuildExecution(intent *v1.ToolIntent, task *v1.AgentTask, defaultImage stri
 				RuntimeClassName:   task.Spec.Sandbox.RuntimeClassName,
 				Network:            task.Spec.Sandbox.Network,
 				WorkspaceClaimName: claim,
-				ReadOnlyWorkspace:  tool.ReadOnly,
+				// A ReadOnly task mounts the workspace read-only for every tool: the
+				// policy already denies writes there, the mount is a second wall.
+				ReadOnlyWorkspace: tool.ReadOnly || task.Spec.Mode == v1.ModeReadOnly || task.Spec.Mode == "",
 			},
 			ApprovalRef: intent.Status.ApprovalRef,
 			Fingerprint: dec.Fingerprint,
