@@ -15,6 +15,14 @@ ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(K8S_VERSION)-$(shell go env GOOS)-$(shell go
 
 GOTEST_FLAGS ?=
 
+# Images built without a container engine (hack/ocibuild) and the local cluster.
+WORKSPACE_IMG ?= toolgate/workspace:dev
+IMAGES_DIR ?= $(LOCALBIN)/images
+BUSYBOX ?= $(shell command -v busybox 2>/dev/null || echo /bin/busybox)
+LOCAL_CLUSTER_STATE ?= /var/lib/toolgate-local-cluster
+LOCAL_KUBECONFIG ?= $(LOCAL_CLUSTER_STATE)/admin.kubeconfig
+E2E_TIMEOUT ?= 30m
+
 .PHONY: all
 all: build
 
@@ -59,8 +67,45 @@ bench: ## Run the benchmarks reported in docs/benchmarks.md.
 	go test -run '^$$' -bench . -benchmem ./internal/policy/...
 
 .PHONY: test-e2e
-test-e2e: ## Run the e2e suite against the cluster KUBECONFIG names.
-	go test -tags e2e ./test/e2e/ -v -ginkgo.v
+test-e2e: ## Run the e2e suite against the cluster KUBECONFIG names; without KUBECONFIG, on the local cluster (brought up, images loaded, toolgate deployed).
+	@if [ -z "$$KUBECONFIG" ]; then $(MAKE) --no-print-directory local-deploy; fi
+	@rm -rf test/e2e/logs
+	KUBECONFIG="$${KUBECONFIG:-$(LOCAL_KUBECONFIG)}" PATH="$(ENVTEST_ASSETS):$$PATH" \
+	  go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v -ginkgo.v || { \
+	  if [ -z "$$KUBECONFIG" ]; then hack/local-cluster.sh logs test/e2e/logs; fi; \
+	  echo "e2e failed: logs are in test/e2e/logs/"; exit 1; }
+
+.PHONY: cluster-up
+cluster-up: ## Build (cached) and start a single-node Kubernetes on this machine (root; see docs/local-cluster.md).
+	hack/local-cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and remove its state.
+	hack/local-cluster.sh down
+
+.PHONY: images
+images: build ## Build the controller, runner and workspace images as OCI archives in bin/images/ (no container engine needed).
+	@mkdir -p $(IMAGES_DIR)
+	go build -o $(LOCALBIN)/ocibuild ./hack/ocibuild
+	$(LOCALBIN)/ocibuild -tag $(IMG) -o $(IMAGES_DIR)/controller.tar -file $(LOCALBIN)/manager=/manager:0755 -entrypoint /manager
+	$(LOCALBIN)/ocibuild -tag $(RUNNER_IMG) -o $(IMAGES_DIR)/runner.tar -file $(LOCALBIN)/runner=/runner:0755 -entrypoint /runner
+	@ldd $(BUSYBOX) 2>&1 | grep -q 'not a dynamic' || \
+	  { echo "$(BUSYBOX) is not a static busybox: install busybox-static or set BUSYBOX"; exit 1; }
+	$(LOCALBIN)/ocibuild -tag $(WORKSPACE_IMG) -o $(IMAGES_DIR)/workspace.tar -busybox $(BUSYBOX) -dir /workspace:0775 -workdir /workspace -entrypoint /bin/sh
+
+.PHONY: images-load
+images-load: ## Import the images of bin/images/ into the local cluster's containerd.
+	hack/local-cluster.sh load $(IMAGES_DIR)/controller.tar $(IMAGES_DIR)/runner.tar $(IMAGES_DIR)/workspace.tar
+
+.PHONY: local-deploy
+local-deploy: cluster-up images images-load ## Local cluster up, images loaded, toolgate deployed (and restarted on new images).
+	KUBECONFIG=$(LOCAL_KUBECONFIG) PATH="$(ENVTEST_ASSETS):$$PATH" $(MAKE) --no-print-directory deploy
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(ENVTEST_ASSETS)/kubectl -n toolgate-system rollout restart deployment/toolgate-controller-manager
+	KUBECONFIG=$(LOCAL_KUBECONFIG) $(ENVTEST_ASSETS)/kubectl -n toolgate-system rollout status deployment/toolgate-controller-manager --timeout=3m
+
+.PHONY: demo
+demo: ## From a fresh machine: build, local cluster up, deploy, then walk a sample task through an approval.
+	hack/demo.sh
 
 ##@ Build
 

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# make demo: takes a fresh machine to toolgate running on the local cluster, then
+# walks a sample task (hack/demo/sample.yaml) through the pipeline, playing an
+# external agent that proposes tool calls as ToolIntents:
+#
+#   1. bash `sh test.sh`      Allow (policy run-tests)         runs, exit code 1
+#   2. read_file calc.sh      Allow (read-only)                runs
+#   3. edit_file calc.sh      Ask (edits-need-a-reviewer)      alice approves with kubectl patch
+#   4. bash `sh test.sh`      Allow                            runs, exit code 0
+#   5. bash `rm -rf /workspace`  Deny (no-recursive-delete)    nothing runs
+#
+# and prints the timeline. It must run as root (the local cluster does).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${ROOT}"
+NS=toolgate-demo
+TASK=fix-the-test
+LOGS="${ROOT}/bin/demo-logs"
+STATE="${LOCAL_CLUSTER_STATE:-/var/lib/toolgate-local-cluster}"
+mkdir -p "${LOGS}"
+STARTED=$(date +%s)
+
+say() { printf '\n\033[1m==> %s\033[0m  (%ss)\n' "$*" "$(($(date +%s) - STARTED))" >&2; }
+
+# step LOGNAME COMMAND...: runs a long command with its output in a log, printing its
+# last line every 20 seconds so a cold build visibly progresses.
+step() {
+  local logfile="${LOGS}/$1.log"
+  shift
+  "$@" >"${logfile}" 2>&1 &
+  local pid=$! ticks=0
+  while kill -0 "${pid}" 2>/dev/null; do
+    sleep 1
+    ticks=$((ticks + 1))
+    if ((ticks % 20 == 0)); then
+      printf '    … %4ss  %s\n' "$(($(date +%s) - STARTED))" "$(tail -n 1 "${logfile}" | cut -c1-120)" >&2
+    fi
+  done
+  if ! wait "${pid}"; then
+    echo "demo: '$*' failed; its log is ${logfile}:" >&2
+    tail -n 30 "${logfile}" >&2
+    exit 1
+  fi
+}
+
+say "1/5 building images, the local cluster (cold: about 15 minutes), deploying toolgate"
+step local-deploy make --no-print-directory local-deploy
+export KUBECONFIG="${STATE}/admin.kubeconfig"
+export PATH="$(ls -d "${ROOT}"/bin/k8s/*/ | tail -n 1):${PATH}"
+ME="$(kubectl auth whoami -o jsonpath='{.status.userInfo.username}')"
+
+say "2/5 applying the sample: a workspace with a failing test, a policy, a task"
+kubectl delete namespace "${NS}" --ignore-not-found --wait=true >/dev/null
+kubectl apply -f hack/demo/sample.yaml
+# The workspace's files, written by a pod running as the sandbox's user.
+kubectl -n "${NS}" apply -f - <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: seed-workspace
+spec:
+  restartPolicy: Never
+  securityContext: {runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, fsGroup: 65532, seccompProfile: {type: RuntimeDefault}}
+  containers:
+  - name: seed
+    image: toolgate/workspace:dev
+    command:
+    - sh
+    - -c
+    - |
+      printf 'echo $(($1 - $2))\n' > calc.sh
+      printf 'got=$(sh calc.sh 2 3)\nif [ "$got" = 5 ]; then echo "PASS: 2 + 3 = 5"; else echo "FAIL: 2 + 3 gave $got"; exit 1; fi\n' > test.sh
+    workingDir: /workspace
+    securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+    volumeMounts: [{name: workspace, mountPath: /workspace}]
+  volumes:
+  - name: workspace
+    persistentVolumeClaim: {claimName: workspace}
+YAML
+kubectl -n "${NS}" wait --for=jsonpath='{.status.phase}'=Succeeded pod/seed-workspace --timeout=120s >/dev/null
+
+# propose TURN TOOL INPUT REASON: creates the ToolIntent as the agent would.
+propose() {
+  local name="${TASK}-t$1-0"
+  kubectl -n "${NS}" apply -f - >/dev/null <<YAML
+apiVersion: toolgate.dev/v1alpha1
+kind: ToolIntent
+metadata:
+  name: ${name}
+spec:
+  taskRef: {name: ${TASK}}
+  turn: $1
+  index: 0
+  tool: $2
+  input: $3
+  reason: "$4"
+  requestedBy: "${ME}"
+  proposedBy: {provider: demo, model: scripted, turn: $1}
+YAML
+  echo "${name}"
+}
+
+# observed NAME: waits for the intent's observation and prints it.
+observed() {
+  if ! kubectl -n "${NS}" wait --for=condition=Observed "toolintent/$1" --timeout=180s >/dev/null 2>&1; then
+    echo "demo: ToolIntent $1 was not observed within 3 minutes; its status:" >&2
+    kubectl -n "${NS}" get toolintent "$1" -o yaml >&2
+    exit 1
+  fi
+  kubectl -n "${NS}" get toolintent "$1" -o jsonpath='    decision: {.status.decision.action} ({.status.decision.rule}){"\n"}    outcome:  {.status.observation.outcome}, exit code {.status.observation.exitCode}{"\n"}' >&2
+  kubectl -n "${NS}" get toolintent "$1" -o jsonpath='{.status.observation.summary}' | sed 's/^/    | /' >&2
+  echo >&2
+}
+
+say "3/5 the agent runs the test (allowed by policy), reads the script"
+observed "$(propose 1 bash '{"command": "sh test.sh"}' 'See whether the test passes.')"
+observed "$(propose 2 read_file '{"path": "calc.sh"}' 'Read the script under test.')"
+
+say "4/5 the agent proposes an edit: policy asks; alice approves with kubectl patch"
+edit="$(propose 3 edit_file '{"path": "calc.sh", "oldText": "$1 - $2", "newText": "$1 + $2"}' 'calc.sh subtracts; the test expects a sum.')"
+approval=""
+for _ in $(seq 120); do
+  approval="$(kubectl -n "${NS}" get toolintent "${edit}" -o jsonpath='{.status.approvalRef}' 2>/dev/null || true)"
+  [ -n "${approval}" ] && break
+  sleep 1
+done
+[ -n "${approval}" ] || {
+  echo "demo: no Approval was requested for ${edit}" >&2
+  kubectl -n "${NS}" get toolintent "${edit}" -o yaml >&2
+  exit 1
+}
+kubectl -n "${NS}" get approval "${approval}"
+echo "    \$ kubectl --as alice patch approval ${approval} --type merge -p '{\"spec\":{\"decision\":\"Approved\",\"decidedBy\":\"alice\"}}'" >&2
+kubectl -n "${NS}" --as alice patch approval "${approval}" --type merge -p '{"spec":{"decision":"Approved","decidedBy":"alice"}}'
+observed "${edit}"
+observed "$(propose 4 bash '{"command": "sh test.sh"}' 'Check the fix.')"
+
+say "5/5 a recursive delete is denied: no Execution, no Job"
+denied="$(propose 5 bash '{"command": "rm -rf /workspace"}' 'Clean up.')"
+observed "${denied}"
+if [ -n "$(kubectl -n "${NS}" get toolintent "${denied}" -o jsonpath='{.status.executionRef}')" ]; then
+  echo "demo: the denied intent has an Execution" >&2
+  exit 1
+fi
+
+say "timeline"
+kubectl -n "${NS}" get toolintents -o custom-columns='INTENT:.metadata.name,TOOL:.spec.tool,DECISION:.status.decision.action,RULE:.status.decision.rule,APPROVAL:.status.approvalRef,EXECUTION:.status.executionRef,OUTCOME:.status.observation.outcome,EXIT:.status.observation.exitCode'
+echo
+kubectl -n "${NS}" get events --sort-by=.metadata.creationTimestamp -o custom-columns='TIME:.metadata.creationTimestamp,OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message' | grep -v seed-workspace
+say "done. KUBECONFIG=${KUBECONFIG}; 'make cluster-down' removes the cluster"
