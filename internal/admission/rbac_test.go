@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"context"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -94,7 +95,7 @@ func TestUserRoles(t *testing.T) {
 					Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: user}},
 				}
 				mustCreate(t, binding)
-				t.Cleanup(func() { _ = env.Client.Delete(t.Context(), binding) })
+				t.Cleanup(func() { _ = env.Client.Delete(context.Background(), binding) })
 			} else {
 				ns = env.Namespace(t)
 				if err := grant(t.Context(), ns, roleNames[tc.role], rbacv1.Subject{Kind: rbacv1.UserKind, Name: user}); err != nil {
@@ -154,7 +155,7 @@ func TestControllerRole(t *testing.T) {
 	}
 	role.Name = "controller-role-test"
 	mustCreate(t, role)
-	t.Cleanup(func() { _ = env.Client.Delete(t.Context(), role) })
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), role) })
 	user := "controller-role-test"
 	crb := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: user},
@@ -162,7 +163,7 @@ func TestControllerRole(t *testing.T) {
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: user}},
 	}
 	mustCreate(t, crb)
-	t.Cleanup(func() { _ = env.Client.Delete(t.Context(), crb) })
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), crb) })
 
 	want := []access{
 		{"create", "approvals", true},

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -122,7 +123,7 @@ func TestPolicyReconciler(t *testing.T) {
 		if err := env.Client.Create(t.Context(), p); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = env.Client.Delete(t.Context(), p) })
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), p) }) // t.Context is cancelled before cleanups run
 		ready, _ := waitForReady(t, p, func() v1.ToolPolicyStatus { return p.Status })
 		want := `rule "deny-push": example "git push origin" should match but does not`
 		if ready.Status != metav1.ConditionFalse || ready.Reason != v1.ReasonPolicyInvalid || !strings.HasPrefix(ready.Message, want) {
@@ -138,7 +139,7 @@ func TestPolicyReconciler(t *testing.T) {
 		if err := env.Client.Create(t.Context(), p); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = env.Client.Delete(t.Context(), p) })
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), p) }) // t.Context is cancelled before cleanups run
 		ready, status := waitForReady(t, p, func() v1.ToolPolicyStatus { return p.Status })
 		if ready.Status != metav1.ConditionTrue || status.Rules != 1 {
 			t.Fatalf("Ready = %s (%s), rules %d", ready.Status, ready.Message, status.Rules)
