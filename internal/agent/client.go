@@ -17,6 +17,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/toolgate/toolgate/internal/mask"
 )
 
 // Defaults for a zero [ClientConfig] field.
@@ -84,7 +86,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	case cfg.BaseURL == "":
 		return nil, errors.New("agent: baseURL is empty: set the endpoint's API root, for example https://api.openai.com/v1")
 	case err != nil:
-		return nil, fmt.Errorf("agent: baseURL is not a URL: %s", maskSecrets(err.Error(), cfg.APIKey))
+		return nil, fmt.Errorf("agent: baseURL is not a URL: %s", mask.Secrets(err.Error(), cfg.APIKey))
 	case u.Scheme != "http" && u.Scheme != "https":
 		return nil, fmt.Errorf("agent: baseURL scheme %q is not supported: use http or https", u.Scheme)
 	case u.Host == "":
@@ -206,7 +208,7 @@ func (c *Client) attempt(ctx context.Context, params openai.ChatCompletionNewPar
 }
 
 // mask removes the configured key and any recognizable secret from s.
-func (c *Client) mask(s string) string { return maskSecrets(s, c.cfg.APIKey) }
+func (c *Client) mask(s string) string { return mask.Secrets(s, c.cfg.APIKey) }
 
 // statusError reads the provider's message and Retry-After from an error answer.
 func (c *Client) statusError(resp *http.Response) *ModelError {

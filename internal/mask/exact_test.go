@@ -1,8 +1,8 @@
-package agent
+package mask
 
 import "testing"
 
-func TestMaskSecrets(t *testing.T) {
+func TestSecretsExact(t *testing.T) {
 	tests := []struct {
 		name     string
 		in       string
@@ -75,8 +75,8 @@ func TestMaskSecrets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := maskSecrets(tt.in, tt.literals...); got != tt.want {
-				t.Errorf("maskSecrets(%q) = %q, want %q", tt.in, got, tt.want)
+			if got := Secrets(tt.in, tt.literals...); got != tt.want {
+				t.Errorf("Secrets(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
 	}
