@@ -39,7 +39,7 @@ type Action struct {
 
 // Health runs a health script on obj (an object as unstructured JSON).
 func Health(script string, obj map[string]any) (HealthStatus, error) {
-	out, err := run(script, obj)
+	out, err := runScript(script, obj)
 	if err != nil {
 		return HealthStatus{}, err
 	}
@@ -58,7 +58,7 @@ func Health(script string, obj map[string]any) (HealthStatus, error) {
 // DiscoverActions runs an action discovery script on obj and returns the offered
 // actions sorted by name.
 func DiscoverActions(script string, obj map[string]any) ([]Action, error) {
-	out, err := run(script, obj)
+	out, err := runScript(script, obj)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func DiscoverActions(script string, obj map[string]any) ([]Action, error) {
 // empty tables that stood for objects in obj put back as objects (Argo CD does the
 // same before it patches the live object with the difference).
 func RunAction(script string, obj map[string]any) (map[string]any, error) {
-	out, err := run(script, obj)
+	out, err := runScript(script, obj)
 	if err != nil {
 		return nil, err
 	}
@@ -98,9 +98,9 @@ func RunAction(script string, obj map[string]any) (map[string]any, error) {
 	return restoreEmptyObjects(changed, obj), nil
 }
 
-// run executes script with obj as the global obj and returns its result as JSON
+// runScript executes script with obj as the global obj and returns its result as JSON
 // values.
-func run(script string, obj map[string]any) (any, error) {
+func runScript(script string, obj map[string]any) (any, error) {
 	l := lua.NewState(lua.Options{SkipOpenLibs: true})
 	defer l.Close()
 	for _, lib := range []struct {
