@@ -62,6 +62,19 @@ func TestBuildExecution(t *testing.T) {
 			},
 		},
 		{
+			name:   "bash in a ReadOnly task mounts the workspace read-only too",
+			intent: makeIntent("t-t0-0").tool(v1.ToolBash).input(`{"command":"git log"}`).validated(120, "").decided(v1.DecisionAllow).obj(),
+			task:   makeTask(testTask).mode(v1.ModeReadOnly).obj(),
+			want: v1.ExecutionSpec{
+				Tool:           v1.ToolBash,
+				Input:          runtime.RawExtension{Raw: []byte(`{"command":"git log"}`)},
+				TimeoutSeconds: 120,
+				MaxOutputBytes: 32768,
+				Sandbox:        v1.SandboxProfile{Image: defaultImage, WorkspaceClaimName: "t-workspace", ReadOnlyWorkspace: true},
+				Fingerprint:    "fp-t-t0-0",
+			},
+		},
+		{
 			name: "approved edit carries its baseline, approval and fingerprint",
 			intent: makeIntent("t-t3-1").tool(v1.ToolEditFile).input(`{"path":"a.go","oldText":"x","newText":"y"}`).
 				validated(60, "sha-a").decided(v1.DecisionAsk).approved().obj(),
