@@ -142,6 +142,9 @@ func TestRefusalBudgetEndsTheTask(t *testing.T) {
 func TestCancelEndsTheTask(t *testing.T) {
 	p := startPipeline(t)
 	p.task("c", v1.ModeEdit)
+	// A call waiting for a human when the task is cancelled never runs.
+	p.propose("c", 0, 0, v1.ToolBash, `{"command":"npm install x"}`)
+	p.approval("c-t0-0")
 	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"cancel":true}}`))
 	if err := env.Client.Patch(context.Background(), &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "c"}}, patch); err != nil {
 		t.Fatal(err)
@@ -151,8 +154,11 @@ func TestCancelEndsTheTask(t *testing.T) {
 		c := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionFailed)
 		return c != nil && c.Reason == v1.ReasonCancelled && task.Status.Phase == v1.TaskFailed, fmt.Sprintf("%+v", task.Status.Conditions)
 	})
-	p.propose("c", 0, 0, v1.ToolReadFile, `{"path":"a"}`)
-	expectObservation(t, p.observed("c-t0-0"), v1.OutcomeValidationFailed, false, -1, "it Failed (Cancelled)")
+	expectObservation(t, p.observed("c-t0-0"), v1.OutcomeAborted, false, -1, "Nothing was run", "ended before this call ran")
+	p.decide("c-t0-0", v1.DecisionApproved, "bob", "too late")
+	p.never("an Execution for a cancelled task", func() bool { return p.countExecutions() > 0 })
+	p.propose("c", 1, 0, v1.ToolReadFile, `{"path":"a"}`)
+	expectObservation(t, p.observed("c-t1-0"), v1.OutcomeValidationFailed, false, -1, "it Failed (Cancelled)")
 }
 
 func TestMissingExistingClaimKeepsTheTaskPending(t *testing.T) {

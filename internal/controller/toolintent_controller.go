@@ -86,6 +86,8 @@ func setupToolIntent(mgr ctrl.Manager, opts Options) error {
 		Owns(&v1.Execution{}).
 		// Batch preflight: a sibling's change may release an intent held for it.
 		Watches(&v1.ToolIntent{}, handler.EnqueueRequestsFromMapFunc(r.siblingsOf)).
+		// A task that ends (cancel, budget) aborts its calls that have not run.
+		Watches(&v1.AgentTask{}, handler.EnqueueRequestsFromMapFunc(r.openIntentsOf)).
 		Named("toolintent").
 		Complete(r)
 }
@@ -103,6 +105,21 @@ func (r *ToolIntentReconciler) siblingsOf(ctx context.Context, obj client.Object
 	var out []reconcile.Request
 	for _, s := range list.Items {
 		if s.Name != intent.Name && s.Spec.Turn == intent.Spec.Turn && s.Status.Observation == nil {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
+		}
+	}
+	return out
+}
+
+// openIntentsOf maps a task to its intents without an observation.
+func (r *ToolIntentReconciler) openIntentsOf(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list v1.ToolIntentList
+	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{IndexIntentTask: obj.GetName()}); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, s := range list.Items {
+		if s.Status.Observation == nil {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
 		}
 	}
@@ -182,6 +199,14 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 	}
 	if task == nil {
 		// The task vanished after validation (its deletion removes its intents too).
+		return ctrl.Result{}, nil
+	}
+	if done, why := pipeline.TaskFinished(task); done && intent.Status.ExecutionRef == "" {
+		// The task ended while this call waited (for a decision, a human or its
+		// batch): it never runs.
+		reason := fmt.Sprintf("AgentTask %s ended before this call ran (%s).", task.Name, why)
+		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, reason)
+		r.finish(run, pipeline.Refusal(v1.OutcomeAborted, reason, run.now))
 		return ctrl.Result{}, nil
 	}
 
