@@ -15,6 +15,23 @@ import (
 // maxApprovalInput bounds the input summary shown to the approver (the CRD allows 8 KiB).
 const maxApprovalInput = 8000
 
+// maxApprovalReason leaves room for the cut notice under the CRD's 4096.
+const maxApprovalReason = 4000
+
+// cutText keeps at most max bytes of s and says how much was left out. It cuts on a
+// rune boundary: half a UTF-8 character would reach the approver as a replacement
+// character.
+func cutText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("…[%d more bytes not shown]", len(s)-cut)
+}
+
 // ApprovalName is the deterministic name of an intent's Approval, so a repeated create
 // is AlreadyExists, never a second request.
 func ApprovalName(intent *v1.ToolIntent) string { return intent.Name }
@@ -22,16 +39,7 @@ func ApprovalName(intent *v1.ToolIntent) string { return intent.Name }
 // BuildApproval is the Approval an Ask decision creates: what is asked (secrets masked),
 // who asked, who may decide, until when, bound to the decision's fingerprint.
 func BuildApproval(intent *v1.ToolIntent, d *v1.Decision, normalized json.RawMessage, ttl time.Duration, now time.Time) *v1.Approval {
-	input := mask.Secrets(string(normalized))
-	if len(input) > maxApprovalInput {
-		// Cut on a rune boundary: half a UTF-8 character would reach the approver as
-		// a replacement character.
-		cut := maxApprovalInput
-		for cut > 0 && !utf8.RuneStart(input[cut]) {
-			cut--
-		}
-		input = input[:cut] + fmt.Sprintf("…[%d more bytes not shown]", len(input)-cut)
-	}
+	input := cutText(mask.Secrets(string(normalized)), maxApprovalInput)
 	a := &v1.Approval{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      ApprovalName(intent),
@@ -50,8 +58,8 @@ func BuildApproval(intent *v1.ToolIntent, d *v1.Decision, normalized json.RawMes
 				Policy:           d.Policy,
 				PolicyGeneration: d.PolicyGeneration,
 				Rule:             d.Rule,
-				Reason:           mask.Secrets(d.Reason),
-				ProposerReason:   mask.Secrets(intent.Spec.Reason),
+				Reason:           cutText(mask.Secrets(d.Reason), maxApprovalReason),
+				ProposerReason:   cutText(mask.Secrets(intent.Spec.Reason), maxApprovalReason),
 			},
 			RequestedBy: intent.Spec.RequestedBy,
 			ExpiresAt:   metav1.NewTime(now.Add(ttl)),

@@ -203,3 +203,15 @@ func TestChildLabels(t *testing.T) {
 		})
 	}
 }
+
+func TestBuildApprovalCutsLongReasons(t *testing.T) {
+	intent := makeIntent("t-t0-0").tool(v1.ToolBash).input(`{"command":"make"}`).obj()
+	intent.Spec.Reason = strings.Repeat("é", 3000) // 6000 bytes
+	d := &v1.Decision{Action: v1.DecisionAsk, Rule: "r", Reason: strings.Repeat("x", 5000), Fingerprint: strings.Repeat("a", 64)}
+	a := BuildApproval(intent, d, json.RawMessage(`{"command":"make"}`), time.Hour, time.Now())
+	for name, s := range map[string]string{"reason": a.Spec.Request.Reason, "proposerReason": a.Spec.Request.ProposerReason} {
+		if len(s) > 4096 || !utf8.ValidString(s) || !strings.Contains(s, "more bytes not shown") {
+			t.Errorf("%s: %d bytes, valid UTF-8 %t: %q…", name, len(s), utf8.ValidString(s), s[:40])
+		}
+	}
+}
