@@ -143,7 +143,7 @@ func RenderApprovalRequest(w io.Writer, a *v1.Approval, now time.Time) error {
 	var b strings.Builder
 	r := a.Spec.Request
 	line := func(label, format string, args ...any) {
-		fmt.Fprintf(&b, "  %-14s%s\n", label+":", indentRest(fmt.Sprintf(format, args...), "                "))
+		fmt.Fprintf(&b, "  %-16s%s\n", label+":", indentRest(fmt.Sprintf(format, args...), "                  "))
 	}
 	fmt.Fprintf(&b, "Approval %s/%s\n", a.Namespace, a.Name)
 	line("Task", "%s (intent %s)", a.Spec.TaskRef.Name, a.Spec.IntentRef.Name)

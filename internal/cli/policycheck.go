@@ -132,8 +132,7 @@ func ruleMatches(p *policy.CompiledPolicy, rule, command string) bool {
 
 // CheckCall decides one validated call against compiled policies.
 func CheckCall(loaded controller.LoadedPolicies, req policy.Request) CheckedCall {
-	d := policy.Decide(req, loaded.Cluster, loaded.Namespaced, loaded.Broken)
-	d.Reason = mask.Secrets(d.Reason)
+	d := *maskedDecision(policy.Decide(req, loaded.Cluster, loaded.Namespaced, loaded.Broken))
 	c := CheckedCall{Mode: req.Mode, Tool: req.Tool, Input: mask.Secrets(string(req.Input)), Decision: d, Matched: []MatchedRule{}}
 	if d.Rule != policy.RuleModeDefault {
 		c.Matched = append(c.Matched, MatchedRule{Policy: d.Policy, Rule: d.Rule, Action: string(d.Action), Enforcement: string(v1.EnforcementEnforce), Decided: true})

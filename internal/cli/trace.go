@@ -178,14 +178,27 @@ func intentTrace(in *v1.ToolIntent) IntentTrace {
 		it.ProposedBy = &p
 	}
 	if d := in.Status.Decision; d != nil {
-		masked := *d
-		masked.Reason = mask.Secrets(d.Reason)
-		it.Decision = &masked
+		it.Decision = maskedDecision(*d)
 	}
 	if in.Status.Observation == nil {
 		it.Waiting = waitingFor(in)
 	}
 	return it
+}
+
+// maskedDecision is a decision with secrets masked in the text a person reads: the
+// reason and the command parts.
+func maskedDecision(d v1.Decision) *v1.Decision {
+	d.Reason = mask.Secrets(d.Reason)
+	parts := make([]v1.CommandPart, len(d.Parts))
+	for i, p := range d.Parts {
+		parts[i] = v1.CommandPart{Command: mask.Secrets(p.Command), Category: p.Category}
+	}
+	if d.Parts == nil {
+		parts = nil
+	}
+	d.Parts = parts
+	return &d
 }
 
 // waitingFor says what an unobserved intent waits for: the last pipeline step that

@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+func TestRenderTrace(t *testing.T) {
+	task, intents, approvals, executions := fixtureTask("team-a")
+	tr := BuildTrace(task, intents, approvals, executions)
+
+	var text bytes.Buffer
+	if err := RenderTrace(&text, tr); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "trace.txt", text.Bytes())
+
+	var data bytes.Buffer
+	if err := printData(&data, outputJSON, tr); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "trace.json", data.Bytes())
+
+	// Secrets in the input and the reason never reach the output, in either form.
+	for _, out := range []string{text.String(), data.String()} {
+		for _, secret := range []string{"abcdef123456", "hunter2hunter2"} {
+			if strings.Contains(out, secret) {
+				t.Errorf("the trace shows the secret %q", secret)
+			}
+		}
+	}
+}
+
+func TestBuildTraceOrdersTurnsAndNamesMissingObjects(t *testing.T) {
+	task, intents, approvals, _ := fixtureTask("team-a")
+	// The executions were deleted: the trace says so instead of inventing them.
+	tr := BuildTrace(task, intents, approvals, nil)
+	var order []string
+	for _, turn := range tr.Turns {
+		for _, it := range turn.Intents {
+			order = append(order, it.Name)
+		}
+	}
+	want := "fix-tests-read fix-tests-test fix-tests-curl fix-tests-push fix-tests-edit fix-tests-build"
+	if got := strings.Join(order, " "); got != want {
+		t.Fatalf("intent order is %s; want %s", got, want)
+	}
+	if got := tr.Turns[0].Intents[1].Missing; len(got) != 1 || got[0] != "Execution fix-tests-test" {
+		t.Fatalf("missing objects of fix-tests-test are %v; want [Execution fix-tests-test]", got)
+	}
+	if got := tr.Turns[2].Intents[0].Waiting; !strings.HasPrefix(got, v1.ReasonApprovalPending+": ") {
+		t.Fatalf("the pending build waits for %q; want the ApprovalPending condition", got)
+	}
+}
+
+func TestRenderApprovals(t *testing.T) {
+	_, _, approvals, _ := fixtureTask("team-a")
+	now := t0.Add(10 * time.Minute)
+	rows := PendingApprovals(approvals, now)
+	if len(rows) != 1 || rows[0].Name != "fix-tests-build" {
+		t.Fatalf("pending approvals are %+v; want only fix-tests-build (fix-tests-curl was denied)", rows)
+	}
+	var b bytes.Buffer
+	if err := RenderApprovals(&b, rows, true, now); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "approvals.txt", b.Bytes())
+
+	b.Reset()
+	if err := RenderApprovalRequest(&b, &approvals[1], now); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "approve.txt", b.Bytes())
+}
+
+func TestPendingApprovalsOldestFirstAndNotExpired(t *testing.T) {
+	mk := func(name string, created, expires int, set func(*v1.Approval)) v1.Approval {
+		return fixtureApproval("ns", name, name, created, func(a *v1.Approval) {
+			a.Spec.ExpiresAt = at(expires)
+			if set != nil {
+				set(a)
+			}
+		})
+	}
+	all := []v1.Approval{
+		mk("newest", 30, 90, nil),
+		mk("oldest", 10, 90, nil),
+		mk("expired-by-clock", 5, 19, nil),
+		mk("expired-by-controller", 5, 90, func(a *v1.Approval) { a.Status.State = v1.ApprovalStateExpired }),
+		mk("approved", 5, 90, func(a *v1.Approval) { a.Spec.Decision, a.Spec.DecidedBy = v1.DecisionApproved, "alice" }),
+		mk("middle", 20, 90, nil),
+	}
+	var got []string
+	for _, r := range PendingApprovals(all, t0.Add(20*time.Minute)) {
+		got = append(got, r.Name)
+	}
+	if strings.Join(got, " ") != "oldest middle newest" {
+		t.Fatalf("pending approvals are %v; want oldest middle newest", got)
+	}
+}
+
+func TestRenderObservation(t *testing.T) {
+	_, intents, _, _ := fixtureTask("team-a")
+	var b bytes.Buffer
+	for _, in := range intents {
+		if in.Status.Observation != nil {
+			if err := RenderObservation(&b, in.Name, in.Status.Observation); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	golden(t, "observations.txt", b.Bytes())
+}
