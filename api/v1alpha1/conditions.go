@@ -59,8 +59,15 @@ const (
 	ReasonRefusalBudgetExhausted = "RefusalBudgetExhausted"
 	// ReasonTokenBudgetExhausted: the model used its token budget.
 	ReasonTokenBudgetExhausted = "TokenBudgetExhausted"
-	// ReasonModelError: the model endpoint returned an error that retries did not cure.
+	// ReasonModelError: the model endpoint returned an error that retries did not cure
+	// (for example HTTP 401), refused the task, or cut its final answer at its length
+	// limit. The message carries the provider's words with secrets masked.
 	ReasonModelError = "ModelError"
+	// ReasonModelUnavailable: the next turn cannot start yet (Ready=False). The API key
+	// Secret named by spec.agent.model.apiKeySecretRef is missing, the endpoint failed
+	// in a way that may pass (rate limit, server error, timeout), or a turn record
+	// cannot be read. The message says which; the controller retries by itself.
+	ReasonModelUnavailable = "ModelUnavailable"
 
 	// ReasonInputValid: the intent passed validation.
 	ReasonInputValid = "InputValid"

@@ -38,6 +38,7 @@ func main() {
 	flag.BoolVar(&secureMetrics, "metrics-secure", false, "Serve metrics over HTTPS with authentication and authorization.")
 	flag.StringVar(&opts.RunnerImage, "runner-image", "toolgate/runner:dev", "Image holding the runner binary, copied into every Execution's pod by an init container.")
 	flag.StringVar(&opts.DefaultSandboxImage, "default-sandbox-image", "toolgate/workspace:dev", "Image tools run in when a task names none.")
+	flag.StringVar(&opts.ControllerIdentity, "controller-identity", controller.DefaultControllerIdentity, "Kubernetes user the controller runs as; the agent loop names it in spec.requestedBy of the ToolIntents it creates. Change it together with config/admission.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

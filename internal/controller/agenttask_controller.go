@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -34,36 +35,67 @@ const (
 	EventTaskSucceeded    = "TaskSucceeded"
 	EventTaskFailed       = "TaskFailed"
 	EventAwaitingApproval = "AwaitingApproval"
+	// EventModelTurn: the model took a turn (its reply is recorded and its tool calls
+	// are ToolIntents), or the intents of a recorded turn were created after a restart.
+	EventModelTurn = "ModelTurn"
 )
+
+// agentTaskWorkers is how many tasks reconcile at once. A model turn waits for the
+// endpoint (up to requestTimeoutSeconds, and the client's retries), so one slow
+// endpoint must not hold every other task.
+const agentTaskWorkers = 4
 
 // +kubebuilder:rbac:groups=toolgate.dev,resources=agenttasks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=agenttasks/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=toolintents,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=toolgate.dev,resources=approvals,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // AgentTaskReconciler provisions a task's workspace, rebuilds its status from its
 // intents (counts, turn, conditions) and ends it when a budget is spent, its owner
-// marks it done or cancels it. With spec.agent.model it also runs the agent loop.
+// marks it done or cancels it. With spec.agent.model it also runs the agent loop
+// (agentloop.go).
 type AgentTaskReconciler struct {
 	client.Client
-	Scheme   *runtime.Scheme
-	Options  Options
-	Recorder events.EventRecorder
-	Now      func() time.Time
+	// APIReader reads turn records and API key Secrets around the cache: a record
+	// just written must be seen (or the model would be asked twice for a turn), and
+	// the controller should not cache every Secret and ConfigMap of the cluster.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Options   Options
+	Recorder  events.EventRecorder
+	Now       func() time.Time
+	// NewModel makes the model client of a task; NewModelClient by default.
+	NewModel ModelFactory
+	// ModelRetryDelay is the wait after a temporary model error with no Retry-After;
+	// DefaultModelRetryDelay when zero.
+	ModelRetryDelay time.Duration
 }
 
 func setupAgentTask(mgr ctrl.Manager, opts Options) error {
-	r := &AgentTaskReconciler{
-		Client:   mgr.GetClient(),
-		Scheme:   mgr.GetScheme(),
-		Options:  opts,
-		Recorder: mgr.GetEventRecorder("toolgate-task"),
-		Now:      opts.clock(),
+	return newAgentTaskReconciler(mgr, opts).SetupWithManager(mgr)
+}
+
+func newAgentTaskReconciler(mgr ctrl.Manager, opts Options) *AgentTaskReconciler {
+	return &AgentTaskReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Scheme:    mgr.GetScheme(),
+		Options:   opts,
+		Recorder:  mgr.GetEventRecorder("toolgate-task"),
+		Now:       opts.clock(),
+		NewModel:  NewModelClient,
 	}
+}
+
+// SetupWithManager registers the reconciler.
+func (r *AgentTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.AgentTask{}).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: agentTaskWorkers}).
 		Owns(&corev1.PersistentVolumeClaim{}).
 		// Intents are owned by the task only when the model loop created them; an
 		// external agent's intents name their task in spec.taskRef.
@@ -90,6 +122,12 @@ func (r *AgentTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	var step agentStep
+	if task.Spec.Agent.Model != nil {
+		if step, err = r.runAgentLoop(ctx, task, &world); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	status := pipeline.TaskStatus(task, world, metav1.NewTime(r.Now()))
 	if !equality.Semantic.DeepEqual(task.Status, status) {
 		before := task.Status.DeepCopy()
@@ -102,7 +140,8 @@ func (r *AgentTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 		r.emit(log, task, before, created)
 	}
-	return ctrl.Result{}, nil
+	r.reportTurn(ctx, task, step)
+	return ctrl.Result{RequeueAfter: step.retryAfter}, nil
 }
 
 // observe ensures the workspace claim and gathers the task's intents and approvals.

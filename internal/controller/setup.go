@@ -16,9 +16,25 @@ type Options struct {
 	RunnerImage string
 	// DefaultSandboxImage is used when a task names no sandbox image.
 	DefaultSandboxImage string
+	// ControllerIdentity is the Kubernetes user the controller runs as. The agent loop
+	// names it in spec.requestedBy of the ToolIntents it creates for a model, because
+	// the admission policy (config/admission) requires requestedBy to be the creator.
+	// Empty means DefaultControllerIdentity.
+	ControllerIdentity string
 	// Now is the clock of the intent and task reconcilers; nil means time.Now. Tests
 	// move it to expire approvals without waiting.
 	Now func() time.Time
+}
+
+// DefaultControllerIdentity is the service account config/default deploys the
+// controller as, and the one the admission policies of config/admission exempt.
+const DefaultControllerIdentity = "system:serviceaccount:toolgate-system:toolgate-controller-manager"
+
+func (o Options) identity() string {
+	if o.ControllerIdentity != "" {
+		return o.ControllerIdentity
+	}
+	return DefaultControllerIdentity
 }
 
 func (o Options) clock() func() time.Time {

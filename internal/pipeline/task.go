@@ -20,6 +20,31 @@ type TaskWorld struct {
 	Intents []v1.ToolIntent
 	// Approvals counts the Approvals the task created.
 	Approvals int32
+	// Model is what the agent loop observed for a task with spec.agent.model; nil for
+	// a task whose agent is external.
+	Model *ModelWorld
+}
+
+// ModelWorld is what the recorded turns of a model task say, and what happened when
+// the controller last tried to call the model.
+type ModelWorld struct {
+	// Turns is how many turns the model has taken (turn records written).
+	Turns int32
+	// TokensUsed sums the usage of every recorded turn.
+	TokensUsed int64
+	// NextTurnDue is true when the model is to be asked again: there is no turn yet,
+	// or every tool call of the last turn has its observation.
+	NextTurnDue bool
+	// Answer is the final answer: the text of a last turn that proposed no tool call.
+	Answer *string
+	// Failure, when set, ends the task Failed with reason ModelError: an error of the
+	// model endpoint that retrying does not cure, a refusal, or a last turn that can
+	// be neither an answer nor a step (its reply was cut at the length limit).
+	Failure string
+	// Unavailable, when set, says why the next turn cannot start now (the API key
+	// Secret is missing, the endpoint failed temporarily, a turn record is unreadable).
+	// The task waits with Ready=False and reason ModelUnavailable.
+	Unavailable string
 }
 
 // refusal outcomes count towards budgets.maxConsecutiveRefusals.
@@ -31,6 +56,11 @@ func isRefusal(o v1.Outcome) bool {
 // the Ready, AwaitingApproval, Succeeded and Failed conditions. A finished task stays
 // finished (its terminal condition and result are carried over); everything else is
 // recomputed. now stamps conditions that change.
+//
+// For a model task (world.Model set) the recorded turns also give the turn, the
+// tokens used and the final answer, and the turn and token budgets are checked when
+// the next turn is due: the calls of the turn that spent a budget still run and are
+// observed, but the model is not asked again.
 func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTaskStatus {
 	old := task.Status
 	st := v1.AgentTaskStatus{
@@ -75,11 +105,21 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 	if len(st.Intents.ByOutcome) == 0 {
 		st.Intents.ByOutcome = nil
 	}
+	model := world.Model
+	if model != nil {
+		st.TokensUsed = model.TokensUsed
+		if model.Turns > 0 {
+			st.Turn = max(st.Turn, model.Turns-1)
+		}
+	}
 
-	if world.WorkspaceReady {
-		set(v1.ConditionReady, true, v1.ReasonWorkspaceReady, fmt.Sprintf("workspace claim %s is bound to the task", st.WorkspaceClaimName))
-	} else {
+	switch {
+	case !world.WorkspaceReady:
 		set(v1.ConditionReady, false, v1.ReasonWorkspacePending, world.WorkspaceMessage)
+	case model != nil && model.Unavailable != "":
+		set(v1.ConditionReady, false, v1.ReasonModelUnavailable, model.Unavailable)
+	default:
+		set(v1.ConditionReady, true, v1.ReasonWorkspaceReady, fmt.Sprintf("workspace claim %s is bound to the task", st.WorkspaceClaimName))
 	}
 	if len(awaiting) > 0 {
 		set(v1.ConditionAwaitingApproval, true, v1.ReasonIntentsAwaitingApproval, fmt.Sprintf("waiting for a human decision on %v", awaiting))
@@ -97,7 +137,14 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 			set(v1.ConditionFailed, true, v1.ReasonRefusalBudgetExhausted, fmt.Sprintf("%d intents in a row were refused (validation failures or denials), budgets.maxConsecutiveRefusals=%d: the agent is stuck repeating refused calls", consecutiveRefusals, b.MaxConsecutiveRefusals))
 		case b.MaxIntents > 0 && st.Intents.Total >= b.MaxIntents && st.Intents.InFlight == 0:
 			set(v1.ConditionFailed, true, v1.ReasonIntentBudgetExhausted, fmt.Sprintf("the task used all %d intents of budgets.maxIntents", b.MaxIntents))
-		case b.MaxTokens != nil && st.TokensUsed >= *b.MaxTokens:
+		case model != nil && model.Failure != "":
+			set(v1.ConditionFailed, true, v1.ReasonModelError, model.Failure)
+		case model != nil && model.Answer != nil && st.Intents.InFlight == 0:
+			set(v1.ConditionSucceeded, true, v1.ReasonCompleted, fmt.Sprintf("the model gave its final answer in turn %d", model.Turns-1))
+			st.Result = *model.Answer
+		case model != nil && model.NextTurnDue && b.MaxTurns > 0 && model.Turns >= b.MaxTurns:
+			set(v1.ConditionFailed, true, v1.ReasonTurnBudgetExhausted, fmt.Sprintf("the model took all %d turns of budgets.maxTurns without a final answer", b.MaxTurns))
+		case b.MaxTokens != nil && st.TokensUsed >= *b.MaxTokens && (model == nil || model.NextTurnDue):
 			set(v1.ConditionFailed, true, v1.ReasonTokenBudgetExhausted, fmt.Sprintf("the model used %d tokens, budgets.maxTokens=%d", st.TokensUsed, *b.MaxTokens))
 		case task.Spec.Agent.External != nil && task.Spec.Done && st.Intents.InFlight == 0:
 			set(v1.ConditionSucceeded, true, v1.ReasonMarkedDone, "the task's owner marked it done (spec.done) and no intent is in flight")
@@ -117,7 +164,7 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 	case meta.IsStatusConditionTrue(st.Conditions, v1.ConditionFailed):
 		meta.RemoveStatusCondition(&st.Conditions, v1.ConditionSucceeded)
 		st.Phase = v1.TaskFailed
-	case !world.WorkspaceReady:
+	case !meta.IsStatusConditionTrue(st.Conditions, v1.ConditionReady):
 		st.Phase = v1.TaskPending
 	case len(awaiting) > 0:
 		st.Phase = v1.TaskAwaitingApproval

@@ -1,0 +1,573 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/agent"
+	"github.com/toolgate/toolgate/internal/mask"
+	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/tools"
+)
+
+// The agent loop of a task with spec.agent.model. Each turn the controller rebuilds
+// the conversation from the cluster (the turn records and the observations of the
+// task's ToolIntents), asks the model, records its reply in a ConfigMap and turns each
+// proposed tool call into a ToolIntent. Recording the reply before creating the
+// intents makes a turn restartable: a controller that stops in between finds the
+// record and creates the missing intents without asking the model again.
+
+const (
+	// TurnRecordKey is the ConfigMap data key holding a turn's agent.TurnRecord as JSON.
+	TurnRecordKey = "turn.json"
+	// MaxTurnRecordBytes bounds a turn record, well under the 1 MiB a ConfigMap holds.
+	// A reply larger than this keeps its text's head, and only then loses its largest
+	// arguments (the intent created from it then fails validation and the model is
+	// told so).
+	MaxTurnRecordBytes = 512 << 10
+	// DefaultModelRetryDelay is how long a task waits after a temporary model error
+	// (rate limit, server error, timeout) that outlasted the client's own retries,
+	// when the provider named no Retry-After.
+	DefaultModelRetryDelay = 30 * time.Second
+
+	// InvalidArgumentsKey wraps tool call arguments that are not a JSON object, so the
+	// intent can be created (its input must be an object) and validation reports the
+	// problem to the model instead of the call vanishing.
+	InvalidArgumentsKey = "arguments_not_a_json_object"
+	// InvalidToolPrefix marks a tool name the model made up that is not even a valid
+	// tool name (for example "Bash!"); validation then reports an unknown tool.
+	InvalidToolPrefix = "invalid_"
+
+	maxObjectName     = 253
+	maxIntentReason   = 4096
+	maxProposedByText = 253
+	maxToolName       = 63
+)
+
+// ModelFactory makes the model client for one task's endpoint.
+type ModelFactory func(agent.ClientConfig) (agent.Model, error)
+
+// NewModelClient is the default ModelFactory: the OpenAI-compatible agent.Client.
+func NewModelClient(cfg agent.ClientConfig) (agent.Model, error) {
+	c, err := agent.NewClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// TurnRecordName is the name of the ConfigMap recording a task's turn.
+func TurnRecordName(task string, turn int32) string {
+	return boundedName(task, fmt.Sprintf("-turn-%d", turn))
+}
+
+// ModelIntentName is the name of the ToolIntent for call index of a task's turn.
+func ModelIntentName(task string, turn, index int32) string {
+	return boundedName(task, fmt.Sprintf("-t%d-%d", turn, index))
+}
+
+// boundedName is base+suffix, or, when that is longer than an object name may be, a
+// cut of base with a hash of all of it so that two long task names stay distinct.
+func boundedName(base, suffix string) string {
+	if len(base)+len(suffix) <= maxObjectName {
+		return base + suffix
+	}
+	sum := sha256.Sum256([]byte(base))
+	hash := hex.EncodeToString(sum[:])[:10]
+	head := strings.TrimRight(base[:maxObjectName-len(suffix)-len(hash)-1], "-.")
+	return head + "-" + hash + suffix
+}
+
+// loopState is what the recorded turns and the task's intents say about the loop.
+type loopState struct {
+	// world is the summary the task status is rebuilt from.
+	world pipeline.ModelWorld
+	// history is every recorded turn with its observations, for BuildMessages. It is
+	// complete only when world.NextTurnDue.
+	history []agent.Turn
+	// missing are the indexes of the last turn's calls that have no ToolIntent yet.
+	missing []int
+}
+
+// loopStateOf pairs each recorded tool call with the ToolIntent of its deterministic
+// name. An intent of that name that the loop did not create for that very call (not
+// controlled by the task, requested by someone other than the controller, or for
+// another call id) is never taken as the call's observation: it fails the task.
+func loopStateOf(task *v1.AgentTask, records []agent.TurnRecord, intents []v1.ToolIntent, identity string) loopState {
+	byName := make(map[string]*v1.ToolIntent, len(intents))
+	for i := range intents {
+		byName[intents[i].Name] = &intents[i]
+	}
+	var s loopState
+	s.world.Turns = int32(len(records))
+	for _, rec := range records {
+		s.world.TokensUsed += tokensOf(rec.Usage)
+	}
+	if len(records) == 0 {
+		s.world.NextTurnDue = true
+		return s
+	}
+	for t, rec := range records {
+		observations := map[int]string{}
+		for i, call := range rec.ToolCalls {
+			name := ModelIntentName(task.Name, int32(t), int32(i))
+			in, ok := byName[name]
+			switch {
+			case !ok:
+				if t == len(records)-1 {
+					s.missing = append(s.missing, i)
+				}
+				continue
+			case !metav1.IsControlledBy(in, task) || in.Spec.RequestedBy != identity ||
+				in.Spec.ProposedBy.ToolCallID != cut(call.ID, maxProposedByText) || in.Spec.Turn != int32(t) || in.Spec.Index != int32(i):
+				s.world.Failure = fmt.Sprintf("ToolIntent %s exists but was not created by the agent loop for tool call %s of turn %d: its observation is not the model's; delete it and create a new task", name, call.ID, t)
+				return s
+			case in.Status.Observation != nil:
+				observations[i] = in.Status.Observation.Summary
+			}
+		}
+		s.history = append(s.history, rec.ObservedTurn(observations))
+	}
+	last := records[len(records)-1]
+	if len(last.ToolCalls) == 0 {
+		switch {
+		case last.Refusal != "":
+			s.world.Failure = fmt.Sprintf("the model refused in turn %d: %s", last.Turn, mask.Secrets(last.Refusal))
+		case last.FinishReason == "length":
+			s.world.Failure = fmt.Sprintf("the model's reply in turn %d was cut at its length limit (finish_reason length) before it proposed a tool call or finished its answer", last.Turn)
+		case last.FinishReason == "content_filter":
+			s.world.Failure = fmt.Sprintf("the endpoint's content filter stopped the model's reply in turn %d (finish_reason content_filter)", last.Turn)
+		default:
+			answer := last.Text
+			s.world.Answer = &answer
+		}
+		return s
+	}
+	due := len(s.missing) == 0
+	for _, c := range s.history[len(s.history)-1].Calls {
+		due = due && c.Observed
+	}
+	s.world.NextTurnDue = due
+	return s
+}
+
+// tokensOf is a turn's total, or the sum of its parts when the endpoint sent none.
+func tokensOf(u agent.Usage) int64 {
+	if u.TotalTokens > 0 {
+		return u.TotalTokens
+	}
+	return u.PromptTokens + u.CompletionTokens
+}
+
+// modelIntent is the ToolIntent for call index of a recorded turn. The model's
+// output is data: the arguments go into spec.input unchanged when they are a JSON
+// object (validation checks them against the tool's schema), and anything else is
+// wrapped so that validation reports it to the model.
+func modelIntent(task *v1.AgentTask, rec agent.TurnRecord, index int, identity string) *v1.ToolIntent {
+	call := rec.ToolCalls[index]
+	labels := map[string]string{pipeline.LabelTurn: fmt.Sprint(rec.Turn)}
+	if len(validation.IsValidLabelValue(task.Name)) == 0 {
+		labels[pipeline.LabelTask] = task.Name
+	}
+	tool, reason := toolName(call.Name), ""
+	if string(tool) != call.Name {
+		reason = fmt.Sprintf("[the model called a tool named %q, which is not a valid tool name] ", cut(call.Name, 128))
+	}
+	if rec.Text != "" {
+		reason += mask.Secrets(rec.Text)
+	} else {
+		reason += fmt.Sprintf("proposed by the model in turn %d without an explanation", rec.Turn)
+	}
+	return &v1.ToolIntent{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:       task.Namespace,
+			Name:            ModelIntentName(task.Name, rec.Turn, int32(index)),
+			Labels:          labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(task, v1.GroupVersion.WithKind("AgentTask"))},
+		},
+		Spec: v1.ToolIntentSpec{
+			TaskRef:     v1.LocalObjectReference{Name: task.Name},
+			Turn:        rec.Turn,
+			Index:       int32(index),
+			Tool:        tool,
+			Input:       runtime.RawExtension{Raw: callInput(call.Arguments)},
+			Reason:      cut(reason, maxIntentReason),
+			RequestedBy: identity,
+			ProposedBy: v1.ProposedBy{
+				Provider:   providerOf(task.Spec.Agent.Model.BaseURL),
+				Model:      cut(rec.Model, maxProposedByText),
+				ToolCallID: cut(call.ID, maxProposedByText),
+			},
+		},
+	}
+}
+
+// callInput is the intent input for the model's raw arguments: a JSON object as it
+// is, no arguments at all as {} (some servers send "" for a call without
+// arguments), and anything else (invalid JSON, an array, a string) wrapped in an
+// object under InvalidArgumentsKey, which no tool's schema allows.
+func callInput(arguments string) []byte {
+	trimmed := strings.TrimSpace(arguments)
+	if trimmed == "" {
+		return []byte("{}")
+	}
+	var object map[string]json.RawMessage
+	if json.Unmarshal([]byte(trimmed), &object) == nil && object != nil {
+		return []byte(trimmed)
+	}
+	wrapped, _ := json.Marshal(map[string]string{InvalidArgumentsKey: arguments})
+	return wrapped
+}
+
+// toolName is the model's tool name when it is a valid ToolName, and otherwise a
+// name that cannot be a real tool (InvalidToolPrefix and the name's letters), so
+// that validation reports an unknown tool and lists the real ones.
+func toolName(name string) v1.ToolName {
+	valid := name != "" && len(name) <= maxToolName && name[0] >= 'a' && name[0] <= 'z'
+	for _, r := range name {
+		valid = valid && (r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_')
+	}
+	if valid {
+		return v1.ToolName(name)
+	}
+	var b strings.Builder
+	b.WriteString(InvalidToolPrefix)
+	for _, r := range strings.ToLower(name) {
+		if b.Len() >= maxToolName {
+			break
+		}
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return v1.ToolName(b.String())
+}
+
+// providerOf names the provider by the endpoint's host (never its credentials or
+// path).
+func providerOf(baseURL string) string {
+	if u, err := url.Parse(baseURL); err == nil && u.Hostname() != "" {
+		return cut(u.Hostname(), maxProposedByText)
+	}
+	return "openai-compatible"
+}
+
+// modelTools are the task's visible tools as offered to the model.
+func modelTools(task *v1.AgentTask) []agent.Tool {
+	visible := tools.Visible(task.Spec.Mode, task.Spec.Tools)
+	out := make([]agent.Tool, 0, len(visible))
+	for _, t := range visible {
+		out = append(out, agent.Tool{Name: string(t.Name), Description: t.Description, Schema: t.Schema})
+	}
+	return out
+}
+
+// numberCalls gives every call of a reply an id that is unique in its turn. Some
+// OpenAI-compatible servers send no id or repeat one; the conversation stays
+// consistent because both the assistant message and the tool messages are rebuilt
+// from the record.
+func numberCalls(turn int32, calls []agent.ToolCall) {
+	seen := map[string]bool{}
+	for i := range calls {
+		if calls[i].ID == "" || seen[calls[i].ID] {
+			calls[i].ID = fmt.Sprintf("toolgate_call_%d_%d", turn, i)
+		}
+		seen[calls[i].ID] = true
+	}
+}
+
+// cut keeps at most n bytes of s, on a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// agentStep is what one reconcile's loop did, reported after the status write.
+type agentStep struct {
+	// turn is the record written in this reconcile, if any.
+	turn *agent.TurnRecord
+	// intents are the intents created in this reconcile.
+	intents []string
+	// retryAfter is when to try the model again after a temporary error.
+	retryAfter time.Duration
+}
+
+// runAgentLoop reads the turn records into world.Model and, when the task runs and
+// its workspace is ready, moves the loop one step: it creates the intents of a
+// recorded turn that are missing, or, when every call of the last turn is observed
+// and no budget is spent, asks the model for the next turn.
+func (r *AgentTaskReconciler) runAgentLoop(ctx context.Context, task *v1.AgentTask, world *pipeline.TaskWorld) (agentStep, error) {
+	var step agentStep
+	records, problem, err := r.readTurns(ctx, task)
+	if err != nil {
+		return step, err
+	}
+	identity := r.Options.identity()
+	var state loopState
+	refresh := func() {
+		state = loopStateOf(task, records, world.Intents, identity)
+		if problem != "" {
+			state.world.Unavailable = problem
+		}
+		world.Model = &state.world
+	}
+	refresh()
+	if problem != "" || !world.WorkspaceReady || r.finished(task, *world) {
+		return step, nil
+	}
+	if len(state.missing) == 0 && !state.world.NextTurnDue {
+		return step, nil
+	}
+	if state.world.NextTurnDue {
+		rec, unavailable, failure, retryAfter, err := r.takeTurn(ctx, task, int32(len(records)), state.history)
+		switch {
+		case err != nil:
+			return step, err
+		case failure != "":
+			state.world.Failure = failure
+			return step, nil
+		case unavailable != "":
+			state.world.Unavailable = unavailable
+			step.retryAfter = retryAfter
+			return step, nil
+		}
+		records = append(records, rec)
+		step.turn = &rec
+		refresh()
+	}
+	last := records[len(records)-1]
+	for _, i := range state.missing {
+		intent := modelIntent(task, last, i, identity)
+		if err := r.Create(ctx, intent); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				continue
+			}
+			return step, fmt.Errorf("creating ToolIntent %s for tool call %s of turn %d: %w", intent.Name, last.ToolCalls[i].ID, last.Turn, err)
+		}
+		world.Intents = append(world.Intents, *intent)
+		step.intents = append(step.intents, intent.Name)
+	}
+	refresh()
+	return step, nil
+}
+
+// finished says whether the task, with its status rebuilt from world, takes no more
+// turns (it succeeded, failed or was cancelled, including by a budget spent now).
+func (r *AgentTaskReconciler) finished(task *v1.AgentTask, world pipeline.TaskWorld) bool {
+	now := task.DeepCopy()
+	now.Status = pipeline.TaskStatus(task, world, metav1.NewTime(r.Now()))
+	done, _ := pipeline.TaskFinished(now)
+	return done
+}
+
+// readTurns reads the task's turn records from turn 0 up to the first turn not
+// recorded, around the cache: a record just written must be seen, or the model would
+// be asked twice for one turn. A record the loop cannot use stops it, and problem
+// says why.
+func (r *AgentTaskReconciler) readTurns(ctx context.Context, task *v1.AgentTask) (records []agent.TurnRecord, problem string, err error) {
+	for turn := int32(0); ; turn++ {
+		cm := &corev1.ConfigMap{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: TurnRecordName(task.Name, turn)}, cm)
+		switch {
+		case apierrors.IsNotFound(err):
+			return records, "", nil
+		case err != nil:
+			return nil, "", fmt.Errorf("reading turn record %d: %w", turn, err)
+		}
+		rec, problem := parseTurnRecord(task, turn, cm)
+		if problem != "" {
+			return records, problem, nil
+		}
+		records = append(records, rec)
+	}
+}
+
+// parseTurnRecord checks that cm is the task's record of turn and reads it.
+func parseTurnRecord(task *v1.AgentTask, turn int32, cm *corev1.ConfigMap) (agent.TurnRecord, string) {
+	if !metav1.IsControlledBy(cm, task) {
+		return agent.TurnRecord{}, fmt.Sprintf("ConfigMap %s is in the place of the record of turn %d but is not controlled by this AgentTask; delete it so that the turn can be recorded", cm.Name, turn)
+	}
+	rec, err := agent.ParseTurnRecord([]byte(cm.Data[TurnRecordKey]))
+	if err != nil {
+		return agent.TurnRecord{}, fmt.Sprintf("ConfigMap %s, the record of turn %d, cannot be read: %v", cm.Name, turn, err)
+	}
+	if rec.Turn != turn {
+		return agent.TurnRecord{}, fmt.Sprintf("ConfigMap %s should record turn %d but records turn %d", cm.Name, turn, rec.Turn)
+	}
+	return rec, ""
+}
+
+// takeTurn asks the model for turn and records its reply. It returns the record
+// that is now in the cluster (another reconcile's, if one recorded the turn first),
+// or why there is none: unavailable (wait, retry after retryAfter) or failure (the
+// task fails). err is for API errors and the controller stopping.
+func (r *AgentTaskReconciler) takeTurn(ctx context.Context, task *v1.AgentTask, turn int32, history []agent.Turn) (rec agent.TurnRecord, unavailable, failure string, retryAfter time.Duration, err error) {
+	spec := task.Spec.Agent.Model
+	apiKey, unavailable, err := r.apiKey(ctx, task)
+	if err != nil || unavailable != "" {
+		return rec, unavailable, "", r.modelRetryDelay(), err
+	}
+	model, err := r.NewModel(agent.ClientConfig{
+		BaseURL:        spec.BaseURL,
+		APIKey:         apiKey,
+		RequestTimeout: time.Duration(spec.RequestTimeoutSeconds) * time.Second,
+	})
+	if err != nil {
+		return rec, "", fmt.Sprintf("spec.agent.model: %s", mask.Secrets(err.Error(), apiKey)), 0, nil
+	}
+	messages, err := agent.BuildMessages(agent.SystemPrompt, task.Spec.Goal, history)
+	if err != nil {
+		return rec, "", fmt.Sprintf("the conversation of turn %d cannot be rebuilt: %v", turn, err), 0, nil
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("asking the model", "turn", turn, "model", spec.Model, "messages", len(messages))
+	resp, err := model.Complete(ctx, agent.Request{Model: spec.Model, Messages: messages, Tools: modelTools(task)})
+	if err != nil {
+		var merr *agent.ModelError
+		switch {
+		case ctx.Err() != nil:
+			return rec, "", "", 0, ctx.Err()
+		case errors.As(err, &merr) && merr.Temporary():
+			return rec, fmt.Sprintf("turn %d waits for the model: %s", turn, mask.Secrets(merr.Error(), apiKey)), "", max(merr.RetryAfter, r.modelRetryDelay()), nil
+		default:
+			return rec, "", fmt.Sprintf("turn %d: %s", turn, mask.Secrets(err.Error(), apiKey)), 0, nil
+		}
+	}
+	numberCalls(turn, resp.ToolCalls)
+	for i, c := range resp.ToolCalls {
+		if c.Name == "" {
+			return rec, "", fmt.Sprintf("the model's reply in turn %d is unusable: tool call %d (%s) has no tool name", turn, i, c.ID), 0, nil
+		}
+	}
+	rec, err = agent.NewTurnRecord(turn, resp).Bound(MaxTurnRecordBytes)
+	if err != nil {
+		return rec, "", err.Error(), 0, nil
+	}
+	return r.writeTurn(ctx, task, rec)
+}
+
+// writeTurn creates the turn's record. If it exists already, a racing reconcile
+// asked the model first: its record is the turn, and this reply is dropped.
+func (r *AgentTaskReconciler) writeTurn(ctx context.Context, task *v1.AgentTask, rec agent.TurnRecord) (agent.TurnRecord, string, string, time.Duration, error) {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return rec, "", "", 0, err
+	}
+	labels := map[string]string{pipeline.LabelTurn: fmt.Sprint(rec.Turn)}
+	if len(validation.IsValidLabelValue(task.Name)) == 0 {
+		labels[pipeline.LabelTask] = task.Name
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: task.Namespace, Name: TurnRecordName(task.Name, rec.Turn), Labels: labels},
+		// A record is history: nobody edits it, not even the controller.
+		Immutable: ptr.To(true),
+		Data:      map[string]string{TurnRecordKey: string(data)},
+	}
+	if err := controllerutil.SetControllerReference(task, cm, r.Scheme); err != nil {
+		return rec, "", "", 0, err
+	}
+	err = r.Create(ctx, cm)
+	if err == nil {
+		return rec, "", "", 0, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return rec, "", "", 0, fmt.Errorf("recording turn %d: %w", rec.Turn, err)
+	}
+	theirs := &corev1.ConfigMap{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cm), theirs); err != nil {
+		return rec, "", "", 0, fmt.Errorf("reading turn record %d recorded meanwhile: %w", rec.Turn, err)
+	}
+	recorded, problem := parseTurnRecord(task, rec.Turn, theirs)
+	return recorded, problem, "", r.modelRetryDelay(), nil
+}
+
+// apiKey reads the key named by spec.agent.model.apiKeySecretRef. A missing Secret
+// or key is a reason to wait (it may be applied after the task), not an error.
+func (r *AgentTaskReconciler) apiKey(ctx context.Context, task *v1.AgentTask) (key, unavailable string, err error) {
+	ref := task.Spec.Agent.Model.APIKeySecretRef
+	if ref == nil {
+		return "", "", nil
+	}
+	secret := &corev1.Secret{}
+	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: ref.Name}, secret)
+	switch {
+	case apierrors.IsNotFound(err) && ptr.Deref(ref.Optional, false):
+		return "", "", nil
+	case apierrors.IsNotFound(err):
+		return "", fmt.Sprintf("Secret %q named by spec.agent.model.apiKeySecretRef does not exist in namespace %s; create it with the API key under key %q", ref.Name, task.Namespace, ref.Key), nil
+	case apierrors.IsForbidden(err):
+		return "", fmt.Sprintf("the controller may not read Secret %q named by spec.agent.model.apiKeySecretRef: %v", ref.Name, err), nil
+	case err != nil:
+		return "", "", fmt.Errorf("reading the API key Secret %s: %w", ref.Name, err)
+	}
+	value, ok := secret.Data[ref.Key]
+	switch {
+	case !ok && ptr.Deref(ref.Optional, false):
+		return "", "", nil
+	case !ok:
+		return "", fmt.Sprintf("Secret %q has no key %q, named by spec.agent.model.apiKeySecretRef.key; add the API key under that key", ref.Name, ref.Key), nil
+	}
+	// Keys written from a file often end with a newline, which no endpoint accepts.
+	return strings.TrimSpace(string(value)), "", nil
+}
+
+func (r *AgentTaskReconciler) modelRetryDelay() time.Duration {
+	if r.ModelRetryDelay > 0 {
+		return r.ModelRetryDelay
+	}
+	return DefaultModelRetryDelay
+}
+
+// reportTurn emits the event and audit line of what the loop did in a reconcile.
+func (r *AgentTaskReconciler) reportTurn(ctx context.Context, task *v1.AgentTask, step agentStep) {
+	log := ctrl.LoggerFrom(ctx)
+	if rec := step.turn; rec != nil {
+		var note string
+		if len(rec.ToolCalls) == 0 {
+			note = fmt.Sprintf("turn %d: the model answered without a tool call (%d tokens)", rec.Turn, tokensOf(rec.Usage))
+		} else {
+			names := make([]string, 0, len(rec.ToolCalls))
+			for _, c := range rec.ToolCalls {
+				names = append(names, c.Name)
+			}
+			note = fmt.Sprintf("turn %d: the model proposed %d tool calls (%s) (%d tokens)", rec.Turn, len(rec.ToolCalls), cut(strings.Join(names, ", "), 512), tokensOf(rec.Usage))
+		}
+		r.Recorder.Eventf(task, nil, corev1.EventTypeNormal, EventModelTurn, EventModelTurn, "%s", note)
+		log.Info(note, "audit", true, "step", EventModelTurn, "namespace", task.Namespace, "task", task.Name,
+			"turn", rec.Turn, "model", rec.Model, "record", TurnRecordName(task.Name, rec.Turn), "intents", step.intents,
+			"tokens", tokensOf(rec.Usage), "finishReason", rec.FinishReason)
+	} else if len(step.intents) > 0 {
+		note := fmt.Sprintf("created the missing intents %v of a recorded turn", step.intents)
+		r.Recorder.Eventf(task, nil, corev1.EventTypeNormal, EventModelTurn, EventModelTurn, "%s", note)
+		log.Info(note, "audit", true, "step", EventModelTurn, "namespace", task.Namespace, "task", task.Name, "intents", step.intents)
+	}
+	if c := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady); c != nil && c.Reason == v1.ReasonModelUnavailable {
+		log.Info(c.Message, "step", v1.ReasonModelUnavailable, "retryAfter", step.retryAfter)
+	}
+}
