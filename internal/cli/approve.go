@@ -179,13 +179,13 @@ func RenderApprovalRequest(w io.Writer, a *v1.Approval, now time.Time) error {
 // decidable says why an approval can no longer be decided, or nil.
 func decidable(a *v1.Approval, now time.Time) error {
 	if d := a.Spec.Decision; d != "" && d != v1.DecisionPending {
-		return fmt.Errorf("Approval %s was already decided: %s by %s; a decision is final", a.Name, d, a.Spec.DecidedBy)
+		return fmt.Errorf("the Approval %s was already decided: %s by %s; a decision is final", a.Name, d, a.Spec.DecidedBy)
 	}
 	if s := a.Status.State; s != "" && s != v1.ApprovalStatePending {
-		return fmt.Errorf("Approval %s is %s; there is nothing left to decide", a.Name, s)
+		return fmt.Errorf("the Approval %s is %s; there is nothing left to decide", a.Name, s)
 	}
 	if !now.Before(a.Spec.ExpiresAt.Time) {
-		return fmt.Errorf("Approval %s expired at %s; the intent will not run. Ask the agent to propose the call again", a.Name, timestamp(a.Spec.ExpiresAt.Time))
+		return fmt.Errorf("the Approval %s expired at %s; the intent will not run. Ask the agent to propose the call again", a.Name, timestamp(a.Spec.ExpiresAt.Time))
 	}
 	return nil
 }
@@ -241,7 +241,7 @@ policy checks that you may decide it; its refusal is printed as it is.`, verb),
 			a := &v1.Approval{}
 			if err := c.client.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: args[0]}, a); err != nil {
 				if apierrors.IsNotFound(err) {
-					return fmt.Errorf("Approval %q not found in namespace %q (kubectl toolgate approvals lists the pending ones)", args[0], c.namespace)
+					return fmt.Errorf("the Approval %q was not found in namespace %q (kubectl toolgate approvals lists the pending ones)", args[0], c.namespace)
 				}
 				return apiError(err)
 			}

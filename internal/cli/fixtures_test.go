@@ -76,7 +76,10 @@ func (b *intentBuilder) decided(action v1.DecisionAction, policyID, rule string,
 	}
 	return b
 }
-func (b *intentBuilder) approval(name string) *intentBuilder { b.in.Status.ApprovalRef = name; return b }
+func (b *intentBuilder) approval(name string) *intentBuilder {
+	b.in.Status.ApprovalRef = name
+	return b
+}
 func (b *intentBuilder) execution(name string) *intentBuilder {
 	b.in.Status.ExecutionRef = name
 	return b
@@ -153,19 +156,27 @@ func fixtureTask(ns string) (*v1.AgentTask, []v1.ToolIntent, []v1.Approval, []v1
 	executions := []v1.Execution{
 		{
 			ObjectMeta: metav1.ObjectMeta{Name: "fix-tests-read", Namespace: ns},
-			Spec:       v1.ExecutionSpec{IntentRef: v1.LocalObjectReference{Name: "fix-tests-read"}, TaskRef: v1.LocalObjectReference{Name: "fix-tests"}, Tool: v1.ToolReadFile},
+			Spec:       executionSpec("fix-tests-read", v1.ToolReadFile, `{"path":"package.json"}`),
 			Status: v1.ExecutionStatus{Phase: v1.ExecutionSucceeded, JobName: "fix-tests-read", PodName: "fix-tests-read-abcde", ExitCode: ptr.To[int32](0),
 				DurationMillis: 420, Duration: "420ms", StartTime: atPtr(1), CompletionTime: atPtr(2)},
 		},
 		{
 			ObjectMeta: metav1.ObjectMeta{Name: "fix-tests-test", Namespace: ns},
-			Spec:       v1.ExecutionSpec{IntentRef: v1.LocalObjectReference{Name: "fix-tests-test"}, TaskRef: v1.LocalObjectReference{Name: "fix-tests"}, Tool: v1.ToolBash},
+			Spec:       executionSpec("fix-tests-test", v1.ToolBash, `{"command":"npm test"}`),
 			Status: v1.ExecutionStatus{Phase: v1.ExecutionFailed, JobName: "fix-tests-test", PodName: "fix-tests-test-fghij", ExitCode: ptr.To[int32](1),
 				DurationMillis: 12500, Duration: "12.5s", ErrorKind: v1.ErrorExitCode, Message: "the tool exited with code 1", Truncated: true,
 				LogRef: "pod/fix-tests-test-fghij container tool", ArtifactPath: ".toolgate/out/fix-tests-test.log"},
 		},
 	}
 	return task, intents, approvals, executions
+}
+
+func executionSpec(intent string, tool v1.ToolName, input string) v1.ExecutionSpec {
+	return v1.ExecutionSpec{
+		IntentRef: v1.LocalObjectReference{Name: intent}, TaskRef: v1.LocalObjectReference{Name: "fix-tests"},
+		Tool: tool, Input: runtime.RawExtension{Raw: []byte(input)}, TimeoutSeconds: 120, MaxOutputBytes: 32768,
+		Sandbox: v1.SandboxProfile{Image: "node:22", WorkspaceClaimName: "src"},
+	}
 }
 
 func fixtureApproval(ns, name, intent string, minute int, set func(*v1.Approval)) v1.Approval {

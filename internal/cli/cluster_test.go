@@ -1,0 +1,425 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+func TestTraceOfARecordedTask(t *testing.T) {
+	ns := testNamespace(t)
+	task, intents, approvals, executions := fixtureTask(ns)
+	record(t, task)
+	for i := range intents {
+		record(t, &intents[i])
+	}
+	for i := range executions {
+		record(t, &executions[i])
+	}
+	// The approvals are created Pending, as the controller does; alice denies one
+	// herself and the controller's status follows.
+	for i := range approvals {
+		a := approvals[i].DeepCopy()
+		a.Spec.Decision, a.Spec.DecidedBy, a.Spec.Comment = v1.DecisionPending, "", ""
+		a.Status = v1.ApprovalStatus{}
+		record(t, a)
+	}
+	denial := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"decision":"Denied","decidedBy":"alice","comment":"vendor it instead"}}`))
+	denied := &v1.Approval{ObjectMeta: metav1.ObjectMeta{Name: "fix-tests-curl", Namespace: ns}}
+	if err := userClients[alice].Patch(t.Context(), denied, denial); err != nil {
+		t.Fatalf("alice's denial: %v", err)
+	}
+	denied.Status = v1.ApprovalStatus{State: v1.ApprovalStateDenied, DecidedAt: ptr.To(metav1.Now())}
+	if err := env.Client.Status().Update(t.Context(), denied); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errOut := kubectl(t, adminUser, ns, "", "trace", "fix-tests", "-o", "json")
+	if code != 0 {
+		t.Fatalf("trace exited %d: %s", code, errOut)
+	}
+	var tr Trace
+	if err := json.Unmarshal([]byte(out), &tr); err != nil {
+		t.Fatalf("trace -o json is not a Trace: %v\n%s", err, out)
+	}
+	var order []string
+	byName := map[string]IntentTrace{}
+	for _, turn := range tr.Turns {
+		for _, it := range turn.Intents {
+			order = append(order, it.Name)
+			byName[it.Name] = it
+		}
+	}
+	if got, want := strings.Join(order, " "), "fix-tests-read fix-tests-test fix-tests-curl fix-tests-push fix-tests-edit fix-tests-build"; got != want {
+		t.Fatalf("intents in the trace: %s; want %s", got, want)
+	}
+	if tr.Task.Turn != 2 || tr.Task.Mode != v1.ModeEdit || len(tr.Turns) != 3 {
+		t.Fatalf("task %+v with %d turns; want Edit, turn 2, 3 turns", tr.Task, len(tr.Turns))
+	}
+	curl := byName["fix-tests-curl"]
+	if a := curl.Approval; a == nil || a.DecidedBy != alice || a.Decision != v1.DecisionDenied || a.Comment != "vendor it instead" || a.DecidedAt == nil {
+		t.Fatalf("approval of fix-tests-curl: %+v; want Denied by alice with her comment and a decision time", curl.Approval)
+	}
+	if strings.Contains(curl.Input, "abcdef123456") || !strings.Contains(curl.Input, "[MASKED]") {
+		t.Fatalf("input of fix-tests-curl is %q; want the bearer token masked", curl.Input)
+	}
+	test := byName["fix-tests-test"]
+	if e := test.Execution; e == nil || e.ExitCode == nil || *e.ExitCode != 1 || e.Duration != "12.5s" || e.JobName != "fix-tests-test" {
+		t.Fatalf("execution of fix-tests-test: %+v; want job fix-tests-test, exit code 1, 12.5s", test.Execution)
+	}
+	if d := test.Decision; d == nil || d.Policy != "ToolPolicy/team" || d.Rule != "allow-tests" || d.PolicyGeneration != 2 {
+		t.Fatalf("decision of fix-tests-test: %+v", test.Decision)
+	}
+	if o := test.Observation; o == nil || !strings.HasPrefix(o.Summary, "[exit code: 1]\nFAIL src/sum.test.js") {
+		t.Fatalf("observation of fix-tests-test: %+v", test.Observation)
+	}
+	if w := byName["fix-tests-build"].Waiting; !strings.Contains(w, "waiting for a decision on Approval fix-tests-build") {
+		t.Fatalf("fix-tests-build waits for %q", w)
+	}
+
+	code, out, errOut = kubectl(t, adminUser, ns, "", "trace", "fix-tests")
+	if code != 0 {
+		t.Fatalf("trace exited %d: %s", code, errOut)
+	}
+	for _, want := range []string{"Turn 1\n", "Approval:    fix-tests-curl: Denied by alice at ", `comment: "vendor it instead"`, "Execution:   fix-tests-test: Failed, job fix-tests-test, exit code 1, 12.5s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the trace lacks %q:\n%s", want, out)
+		}
+	}
+
+	code, _, errOut = kubectl(t, adminUser, ns, "", "trace", "no-such-task")
+	if code != 1 || !strings.Contains(errOut, `AgentTask "no-such-task" not found in namespace "`+ns+`"`) {
+		t.Fatalf("trace of a missing task: exit %d, %q", code, errOut)
+	}
+}
+
+// replayTask records an Edit task whose `npm test` was allowed by ToolPolicy/team
+// rule allow-tests, and a read the mode allowed.
+func replayTask(t *testing.T, ns string) *v1.ToolPolicy {
+	t.Helper()
+	team := &v1.ToolPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "team", Namespace: ns},
+		Spec: v1.ToolPolicySpec{Rules: []v1.PolicyRule{{
+			Name: "allow-tests", Action: v1.RuleAllow, Reason: "tests are safe here",
+			Match: v1.RuleMatch{Categories: []v1.CommandCategory{v1.CategoryTest}},
+		}}},
+	}
+	if err := env.Client.Create(t.Context(), team); err != nil {
+		t.Fatal(err)
+	}
+	task, _, _, _ := fixtureTask(ns)
+	task.Status = v1.AgentTaskStatus{Phase: v1.TaskSucceeded, Turn: 0, Conditions: []metav1.Condition{{
+		Type: v1.ConditionSucceeded, Status: metav1.ConditionTrue, Reason: v1.ReasonMarkedDone, Message: "done", LastTransitionTime: metav1.Now(),
+	}}}
+	read := makeIntent(ns, "fix-tests-read", 0, 0, v1.ToolReadFile, `{"path":"package.json"}`).
+		valid().decided(v1.DecisionAllow, "", "mode-default", 0, "no rule matched; Edit mode allows read-only calls", v1.CategoryReadOnly).obj()
+	test := makeIntent(ns, "fix-tests-test", 0, 1, v1.ToolBash, `{"command":"npm test"}`).
+		valid().decided(v1.DecisionAllow, "ToolPolicy/team", "allow-tests", team.Generation, "tests are safe here", v1.CategoryTest).obj()
+	record(t, task, &read, &test)
+	return team
+}
+
+func TestReplayDryRunReportsAFlippedDecision(t *testing.T) {
+	ns := testNamespace(t)
+	team := replayTask(t, ns)
+
+	// Today's policies are those that decided: nothing changes, although the task
+	// has finished (replay judges the calls, not whether the task still runs).
+	code, out, errOut := kubectl(t, adminUser, ns, "", "replay", "fix-tests", "--dry-run")
+	if code != replayUnchanged {
+		t.Fatalf("replay with unchanged policies exited %d; want 0\n%s\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "No decision would change (2 intents replayed).") {
+		t.Fatalf("replay report:\n%s", out)
+	}
+
+	// A tightened policy in a file, not applied yet, flips the past Allow to Deny.
+	tightened := filepath.Join(t.TempDir(), "tightened.yaml")
+	if err := os.WriteFile(tightened, []byte(`apiVersion: toolgate.dev/v1alpha1
+kind: ToolPolicy
+metadata:
+  name: team
+spec:
+  rules:
+  - name: deny-tests
+    action: Deny
+    reason: tests run in CI only
+    match:
+      categories: [test]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = kubectl(t, adminUser, ns, "", "replay", "fix-tests", "--dry-run", "--policy", tightened)
+	if code != replayChanged {
+		t.Fatalf("replay with a tightened policy exited %d; want 1\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"! turn 0 [1] bash fix-tests-test",
+		"recorded: Allow by ToolPolicy/team rule allow-tests (generation 1): tests are safe here",
+		"now:      Deny by ToolPolicy/team rule deny-tests (generation 0): tests run in CI only",
+		"CHANGED:  Allow -> Deny",
+		"CHANGED:  deciding rule ToolPolicy/team/allow-tests -> ToolPolicy/team/deny-tests",
+		"1 of 2 decisions would change.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "! turn 0 [0]") {
+		t.Errorf("the read's decision did not change but is marked:\n%s", out)
+	}
+
+	// The same tightening applied to the cluster: replay reads the cluster's policies.
+	team.Spec.Rules[0] = v1.PolicyRule{Name: "deny-tests", Action: v1.RuleDeny, Reason: "tests run in CI only", Match: v1.RuleMatch{Categories: []v1.CommandCategory{v1.CategoryTest}}}
+	if err := env.Client.Update(t.Context(), team); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = kubectl(t, adminUser, ns, "", "replay", "fix-tests", "--dry-run", "-o", "json")
+	if code != replayChanged {
+		t.Fatalf("replay after tightening the cluster's policy exited %d; want 1\n%s\n%s", code, out, errOut)
+	}
+	var rep ReplayReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Changed != 1 || len(rep.Intents) != 2 {
+		t.Fatalf("report: %+v", rep)
+	}
+	got := rep.Intents[1]
+	if !got.Changed || got.Recorded.Outcome != "Allow" || got.Replayed.Outcome != "Deny" || got.Replayed.Rule != "deny-tests" || got.Replayed.PolicyGeneration != 2 {
+		t.Fatalf("replayed npm test: %+v", got)
+	}
+
+	code, _, errOut = kubectl(t, adminUser, ns, "", "replay", "fix-tests")
+	if code != replayError || !strings.Contains(errOut, "replay only runs as --dry-run") {
+		t.Fatalf("replay without --dry-run: exit %d, %q; want 2 and the reason", code, errOut)
+	}
+}
+
+func TestApproveFillsDecidedByFromSelfSubjectReview(t *testing.T) {
+	ns := testNamespace(t)
+	a := pendingApproval(ns, "fix-tests-build", agentUser, nil)
+	record(t, a)
+
+	// The kubeconfig calls its user "envtest"; the name recorded is the one the API
+	// server authenticated.
+	code, out, errOut := kubectl(t, alice, ns, "", "approve", "fix-tests-build", "-m", "builds are fine", "--yes")
+	if code != 0 {
+		t.Fatalf("approve exited %d: %s", code, errOut)
+	}
+	for _, want := range []string{"Tool:           bash", `Input:          {"command":"npm run build"}`, "Fingerprint:    " + a.Spec.Fingerprint, "Requested by:   agent-bot", "Approval fix-tests-build approved by alice."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("approve's output lacks %q:\n%s", want, out)
+		}
+	}
+	got := &v1.Approval{}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(a), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Decision != v1.DecisionApproved || got.Spec.DecidedBy != alice || got.Spec.Comment != "builds are fine" {
+		t.Fatalf("stored decision %s by %q with comment %q; want Approved by alice with her comment", got.Spec.Decision, got.Spec.DecidedBy, got.Spec.Comment)
+	}
+
+	// A second decision is stopped before it reaches the server, and says why.
+	code, _, errOut = kubectl(t, bob, ns, "", "deny", "fix-tests-build", "--yes")
+	if code != 1 || !strings.Contains(errOut, "error: the Approval fix-tests-build was already decided: Approved by alice; a decision is final") {
+		t.Fatalf("second decision: exit %d, %q", code, errOut)
+	}
+}
+
+func TestDenyAsksForConfirmation(t *testing.T) {
+	ns := testNamespace(t)
+	a := pendingApproval(ns, "fix-tests-build", agentUser, nil)
+	record(t, a)
+
+	code, out, errOut := kubectl(t, bob, ns, "n\n", "deny", "fix-tests-build", "-m", "not now")
+	if code != 1 || !strings.Contains(errOut, "not confirmed; nothing was changed") || !strings.Contains(out, "Deny this call as bob? [y/N]: ") {
+		t.Fatalf("answering n: exit %d\n%s\n%s", code, out, errOut)
+	}
+	got := &v1.Approval{}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(a), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Decision != v1.DecisionPending {
+		t.Fatalf("after answering n the approval is %s", got.Spec.Decision)
+	}
+
+	code, _, errOut = kubectl(t, bob, ns, "yes\n", "deny", "fix-tests-build", "-m", "not now")
+	if code != 0 {
+		t.Fatalf("answering yes: exit %d: %s", code, errOut)
+	}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(a), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Decision != v1.DecisionDenied || got.Spec.DecidedBy != bob || got.Spec.Comment != "not now" {
+		t.Fatalf("stored decision %s by %q with comment %q; want Denied by bob", got.Spec.Decision, got.Spec.DecidedBy, got.Spec.Comment)
+	}
+}
+
+func TestApproveRefusalIsPrintedClearly(t *testing.T) {
+	ns := testNamespace(t)
+	// alice asked for this call herself; the admission policy lets someone else decide.
+	a := pendingApproval(ns, "fix-tests-build", alice, nil)
+	record(t, a)
+
+	code, _, errOut := kubectl(t, alice, ns, "", "approve", "fix-tests-build", "--yes")
+	if code != 1 {
+		t.Fatalf("approving one's own intent exited %d; want 1", code)
+	}
+	want := "error: refused by admission policy approval-decision.toolgate.dev: you requested this intent; another person must decide.\n"
+	if errOut != want {
+		t.Fatalf("stderr is\n%q\nwant\n%q", errOut, want)
+	}
+
+	code, out, errOut := kubectl(t, adminUser, ns, "", "approvals")
+	if code != 0 || !strings.Contains(out, "fix-tests-build") || !strings.Contains(out, "REQUESTED BY") {
+		t.Fatalf("approvals after the refusal: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+func TestProposeWaitsForTheObservation(t *testing.T) {
+	ns := testNamespace(t)
+	task, _, _, _ := fixtureTask(ns)
+	earlier := makeIntent(ns, "fix-tests-earlier", 2, 0, v1.ToolReadFile, `{"path":"package.json"}`).obj()
+	record(t, task, &earlier)
+
+	type result struct {
+		code        int
+		out, errOut string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errOut := kubectl(t, agentUser, ns, "", "propose", "fix-tests", "--tool", "bash", "--input", `{"command":"npm test"}`, "--reason", "run the tests", "--wait", "--timeout", "60s")
+		done <- result{code, out, errOut}
+	}()
+
+	// Play the controller: find the new intent and write its observation.
+	var proposed v1.ToolIntent
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var list v1.ToolIntentList
+		if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		for _, in := range list.Items {
+			if in.Name != earlier.Name {
+				proposed = in
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		select {
+		case r := <-done:
+			t.Fatalf("propose ended without creating an intent: exit %d\n%s\n%s", r.code, r.out, r.errOut)
+		default:
+			t.Fatalf("no intent was proposed: %v", err)
+		}
+	}
+	s := proposed.Spec
+	if s.RequestedBy != agentUser || s.Turn != 2 || s.Index != 1 || s.Tool != v1.ToolBash || string(s.Input.Raw) != `{"command":"npm test"}` || s.Reason != "run the tests" || s.TaskRef.Name != "fix-tests" {
+		t.Fatalf("proposed intent: %+v; want agent-bot's npm test in turn 2 at index 1", s)
+	}
+	if !strings.HasPrefix(proposed.Name, "fix-tests-") {
+		t.Fatalf("intent name %q does not come from the task's name", proposed.Name)
+	}
+	proposed.Status.Observation = &v1.Observation{Outcome: v1.OutcomeSucceeded, Executed: true, ExitCode: ptr.To[int32](0), Summary: "[exit code: 0]\nall 12 tests passed\n"}
+	if err := env.Client.Status().Update(t.Context(), &proposed); err != nil {
+		t.Fatal(err)
+	}
+
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("propose --wait did not return after the observation was written")
+	}
+	if r.code != 0 {
+		t.Fatalf("propose --wait exited %d\n%s\n%s", r.code, r.out, r.errOut)
+	}
+	for _, want := range []string{"toolintent/" + proposed.Name + " created (task fix-tests, turn 2, index 1, requested by agent-bot)", "Observation of " + proposed.Name + ": Succeeded (executed)", "[exit code: 0]\nall 12 tests passed\n"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("propose's output lacks %q:\n%s", want, r.out)
+		}
+	}
+}
+
+func TestProposeWaitTimesOut(t *testing.T) {
+	ns := testNamespace(t)
+	task, _, _, _ := fixtureTask(ns)
+	record(t, task)
+	code, _, errOut := kubectl(t, agentUser, ns, "", "propose", "fix-tests", "--tool", "bash", "--input", `{"command":"ls"}`, "--wait", "--timeout", "1s")
+	if code != 1 || !strings.Contains(errOut, "after 1s") || !strings.Contains(errOut, "kubectl toolgate trace fix-tests") {
+		t.Fatalf("propose --wait without a controller: exit %d, %q", code, errOut)
+	}
+	code, _, errOut = kubectl(t, agentUser, ns, "", "propose", "fix-tests", "--tool", "bash", "--input", `["ls"]`)
+	if code != 1 || !strings.Contains(errOut, "--input must be a JSON object") {
+		t.Fatalf("propose with a JSON array: exit %d, %q", code, errOut)
+	}
+}
+
+func TestOutputSaysWhereTheOutputIs(t *testing.T) {
+	ns := testNamespace(t)
+	task, intents, _, executions := fixtureTask(ns)
+	record(t, task)
+	byName := map[string]*v1.ToolIntent{}
+	for i := range intents {
+		byName[intents[i].Name] = &intents[i]
+	}
+	record(t, byName["fix-tests-test"], byName["fix-tests-push"], &executions[1])
+
+	// The Job's pod is gone (no pod was ever created here).
+	code, _, errOut := kubectl(t, adminUser, ns, "", "output", "fix-tests-test")
+	if code != 1 {
+		t.Fatalf("output with the pod gone exited %d", code)
+	}
+	for _, want := range []string{"the pod fix-tests-test-fghij of Job fix-tests-test is gone", "in the task's workspace at .toolgate/out/fix-tests-test.log", "kubectl get execution fix-tests-test -n " + ns} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q: %s", want, errOut)
+		}
+	}
+
+	code, _, errOut = kubectl(t, adminUser, ns, "", "output", "fix-tests-push")
+	if code != 1 || !strings.Contains(errOut, "ToolIntent fix-tests-push has no output: it ended Denied without executing") {
+		t.Fatalf("output of a denied intent: exit %d, %q", code, errOut)
+	}
+}
+
+func TestPendingApprovalsAreListedOldestFirst(t *testing.T) {
+	ns := testNamespace(t)
+	for _, name := range []string{"first", "second", "third"} {
+		record(t, pendingApproval(ns, name, agentUser, nil))
+		time.Sleep(1100 * time.Millisecond) // creation timestamps have second resolution
+	}
+	decided := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"decision":"Approved","decidedBy":"alice"}}`))
+	if err := userClients[alice].Patch(t.Context(), &v1.Approval{ObjectMeta: metav1.ObjectMeta{Name: "second", Namespace: ns}}, decided); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := kubectl(t, alice, ns, "", "approvals", "-o", "json")
+	if code != 0 {
+		t.Fatalf("approvals exited %d: %s", code, errOut)
+	}
+	var rows []PendingApproval
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range rows {
+		names = append(names, r.Name)
+	}
+	if strings.Join(names, " ") != "first third" {
+		t.Fatalf("pending approvals: %v; want first third", names)
+	}
+}
