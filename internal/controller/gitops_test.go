@@ -171,7 +171,10 @@ func TestGitOpsSyncedTaskThroughThePipeline(t *testing.T) {
 		t.Errorf("status.observedGeneration %d, generation %d", task.Status.ObservedGeneration, task.Generation)
 	}
 
-	assertChildrenUntracked(t, p, task)
+	assertChildrenUntracked(t, p, task, map[client.ObjectList]int{
+		&corev1.PersistentVolumeClaimList{}: 1, &v1.ApprovalList{}: 1, &v1.ExecutionList{}: 2,
+		&batchv1.JobList{}: 2, &networkingv1.NetworkPolicyList{}: 2,
+	})
 
 	// The owner marks it done in git; Argo CD syncs spec.done.
 	p.patchTaskSpec("app", map[string]any{"done": true})
@@ -184,8 +187,10 @@ func TestGitOpsSyncedTaskThroughThePipeline(t *testing.T) {
 	assertOnlyArgoWritesSpec(t, task)
 }
 
-// assertChildrenUntracked checks every object the controller created for the task.
-func assertChildrenUntracked(t *testing.T, p *pipelineEnv, task *v1.AgentTask) {
+// assertChildrenUntracked checks every object of the listed kinds in the test's
+// namespace (all created by the controller for the task), with at least the given
+// number of each.
+func assertChildrenUntracked(t *testing.T, p *pipelineEnv, task *v1.AgentTask, lists map[client.ObjectList]int) {
 	t.Helper()
 	ctx := context.Background()
 	var children []client.Object
@@ -204,11 +209,9 @@ func assertChildrenUntracked(t *testing.T, p *pipelineEnv, task *v1.AgentTask) {
 			children = append(children, o.(client.Object))
 		}
 	}
-	collect(&corev1.PersistentVolumeClaimList{}, 1)
-	collect(&v1.ApprovalList{}, 1)
-	collect(&v1.ExecutionList{}, 2)
-	collect(&batchv1.JobList{}, 2)
-	collect(&networkingv1.NetworkPolicyList{}, 2)
+	for list, min := range lists {
+		collect(list, min)
+	}
 	for _, o := range children {
 		what := fmt.Sprintf("%T %s", o, o.GetName())
 		assertNoArgoMetadata(t, what, o.GetLabels(), o.GetAnnotations())
@@ -384,4 +387,59 @@ func TestGitOpsHealthOfPolicies(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), cluster) })
 	waitHealth(p, "ClusterToolPolicy", &v1.ClusterToolPolicy{ObjectMeta: metav1.ObjectMeta{Name: cluster.Name}}, argocd.HealthHealthy, "Compiled: 1 rules compiled")
+}
+
+// A model task synced by Argo CD: the intents the controller creates for it and the
+// ConfigMaps recording its turns carry no Argo CD metadata and are owned by the task,
+// so Argo CD shows them under it and never prunes them; the finished task is Healthy
+// with the condition's reason.
+func TestGitOpsModelTaskChildren(t *testing.T) {
+	p := newLoopEnv(t)
+	server := newChatServer(t,
+		toolCalls("reading the readme first", 10, chatCall{"call-1", "read_file", `{"path":"README.md"}`}),
+		answer("The README says to run make test.", 5),
+	)
+	p.start()
+	p.modelTask("m", v1.ModeReadOnly, server, func(task *v1.AgentTask) {
+		task.Labels = map[string]string{argoInstanceLabel: argoAppName}
+		task.Annotations = map[string]string{argoTrackingAnnotation: fmt.Sprintf("%s:toolgate.dev/AgentTask:%s/m", argoAppName, p.ns)}
+	})
+	intent := ModelIntentName("m", 0, 0)
+	p.runJob(intent, runner.Result{ExitCode: 0, ContentSHA256: strings.Repeat("b", 64)}, "     1\trun make test\n")
+	task := p.finished("m", v1.ConditionSucceeded, v1.ReasonCompleted)
+	if hs := health(t, "AgentTask", task); hs.Status != argocd.HealthHealthy || !strings.HasPrefix(hs.Message, "Completed: ") {
+		t.Errorf("health of the finished model task: %+v", hs)
+	}
+	waitHealth(p.pipelineEnv, "ToolIntent", intentRef(p.pipelineEnv, intent), argocd.HealthHealthy, "Succeeded (exit code 0)")
+
+	assertChildrenUntracked(t, p.pipelineEnv, task, map[client.ObjectList]int{
+		&v1.ToolIntentList{}: 1, &v1.ExecutionList{}: 1, &batchv1.JobList{}: 1, &corev1.PersistentVolumeClaimList{}: 1,
+	})
+	intents := &v1.ToolIntentList{}
+	if err := env.Client.List(t.Context(), intents, client.InNamespace(p.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range intents.Items {
+		if ref := metav1.GetControllerOf(&in); ref == nil || ref.UID != task.UID {
+			t.Errorf("intent %s is not owned by its task: %+v", in.Name, in.OwnerReferences)
+		}
+	}
+	records := &corev1.ConfigMapList{}
+	if err := env.Client.List(t.Context(), records, client.InNamespace(p.ns)); err != nil {
+		t.Fatal(err)
+	}
+	turns := 0
+	for _, cm := range records.Items {
+		if cm.Name == "kube-root-ca.crt" {
+			continue
+		}
+		turns++
+		assertNoArgoMetadata(t, "turn record "+cm.Name, cm.Labels, cm.Annotations)
+		if ref := metav1.GetControllerOf(&cm); ref == nil || ref.UID != task.UID {
+			t.Errorf("turn record %s is not owned by its task: %+v", cm.Name, cm.OwnerReferences)
+		}
+	}
+	if turns == 0 {
+		t.Error("no turn record ConfigMaps found")
+	}
 }
