@@ -32,6 +32,10 @@ func TestAllowExecutesAndObserves(t *testing.T) {
 	if d := intent.Status.Decision; d.Action != v1.DecisionAllow || d.Rule != "mode-default" {
 		t.Fatalf("decision: %+v", d)
 	}
+	// The external agent's intent is adopted by its task, so deleting the task removes it.
+	if owner := metav1.GetControllerOf(intent); owner == nil || owner.Kind != "AgentTask" || owner.Name != "t" {
+		t.Fatalf("intent owner: %+v", intent.OwnerReferences)
+	}
 	exec := getExecution(t, p.ns, "t-t0-0")
 	if !exec.Spec.Sandbox.ReadOnlyWorkspace || exec.Spec.Sandbox.WorkspaceClaimName != "t-workspace" || exec.Spec.Sandbox.Image != testSandboxImage {
 		t.Fatalf("execution sandbox: %+v", exec.Spec.Sandbox)
@@ -264,6 +268,10 @@ func TestApprovalForAnOlderPolicyGenerationIsRefused(t *testing.T) {
 	if c == nil || c.Reason != v1.ReasonFingerprintMismatch {
 		t.Fatalf("Approved condition: %+v", c)
 	}
+	p.eventually("the refused approval's status says so", func() (bool, string) {
+		a = p.approval("t-t0-0")
+		return a.Status.State == v1.ApprovalStateApproved && strings.Contains(a.Status.Message, "refused by the controller") && a.Status.ConsumedBy == "", fmt.Sprintf("%+v", a.Status)
+	})
 	mustContain(t, "summary", intent.Status.Observation.Summary, "does not match this call any more")
 	if p.countExecutions() != 0 {
 		t.Fatal("a mismatched approval executed")

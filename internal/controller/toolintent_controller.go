@@ -43,7 +43,7 @@ const (
 	EventObserved           = "Observed"
 )
 
-// +kubebuilder:rbac:groups=toolgate.dev,resources=toolintents,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=toolgate.dev,resources=toolintents,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=toolintents/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=approvals,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=toolgate.dev,resources=approvals/status,verbs=get;update;patch
@@ -187,6 +187,14 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 		task = nil
 	}
 	run.task = task
+	if task != nil && metav1.GetControllerOf(intent) == nil {
+		// An external agent's intent names its task but is not owned by it: adopt it,
+		// so deleting the task removes its intents and tools like Argo CD show them
+		// as the task's children. Only metadata changes; the spec stays immutable.
+		if err := r.adopt(ctx, intent, task); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 
 	// 1. Validate.
 	if intent.Status.Validation == nil {
@@ -238,6 +246,15 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 
 	// 5. Observe.
 	return ctrl.Result{}, r.observe(ctx, run)
+}
+
+// adopt makes the task the intent's controller owner.
+func (r *ToolIntentReconciler) adopt(ctx context.Context, intent *v1.ToolIntent, task *v1.AgentTask) error {
+	patch := client.MergeFromWithOptions(intent.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if err := controllerutil.SetControllerReference(task, intent, r.Scheme); err != nil {
+		return err
+	}
+	return r.Patch(ctx, intent, patch)
 }
 
 // getFresh reads from the cache and confirms a NotFound with the API server, because
@@ -467,6 +484,8 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 		reason := fmt.Sprintf("Approval %s does not match this call any more (its fingerprint %s, the call's now %s: the deciding policy changed since it was asked); the approval is refused and nothing was executed", approval.Name, short(approval.Spec.Fingerprint), short(fp))
 		if approval.Status.State == v1.ApprovalStateConsumed {
 			reason = fmt.Sprintf("Approval %s was already used by Execution %s; an approval is used once", approval.Name, approval.Status.ConsumedBy)
+		} else if err := r.settleApproval(ctx, approval, v1.ApprovalStateApproved, "", run.now, "approved, but refused by the controller: "+reason); err != nil {
+			return false, 0, err
 		}
 		setCondition(intent, v1.ConditionApproved, false, v1.ReasonFingerprintMismatch, reason)
 		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "approval refused; nothing was executed")
