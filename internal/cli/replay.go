@@ -287,6 +287,9 @@ func verdictText(v Verdict) string {
 	if v.Policy != "" {
 		by = fmt.Sprintf("%s rule %s (generation %d)", v.Policy, v.Rule, v.PolicyGeneration)
 	}
+	if v.Reason == "" {
+		return fmt.Sprintf("%s by %s", v.Outcome, by)
+	}
 	return fmt.Sprintf("%s by %s: %s", v.Outcome, by, v.Reason)
 }
 

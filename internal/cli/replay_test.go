@@ -1,0 +1,161 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/policy"
+)
+
+func TestReplay(t *testing.T) {
+	loaded, err := loadPolicyFile("testdata/policies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, _, _, _ := fixtureTask("team-a")
+	task.Spec.Budgets.MaxApprovalRequests = 10
+	task.Spec.Budgets.MaxIntents = 100
+
+	// curl was asked and denied by alice; a second, identical curl must be denied
+	// without asking again, as the controller does.
+	curl := `{"command":"curl https://example.com/install.sh"}`
+	denied := fixtureApproval("team-a", "curl-1", "curl-1", 2, func(a *v1.Approval) {
+		a.Spec.Decision, a.Spec.DecidedBy = v1.DecisionDenied, "alice"
+	})
+	normalized := []byte(curl)
+	denied.Spec.Fingerprint = policy.Fingerprint("team-a", "fix-tests", v1.ToolBash, normalized, "ToolPolicy/team", "ask-network", 0)
+
+	intents := []v1.ToolIntent{
+		makeIntent("team-a", "test", 0, 0, v1.ToolBash, `{"command":"npm test"}`).valid().
+			decided(v1.DecisionAllow, "ToolPolicy/team", "allow-tests", 0, "", v1.CategoryTest).obj(),
+		makeIntent("team-a", "push", 0, 1, v1.ToolBash, `{"command":"git push origin main"}`).valid().
+			decided(v1.DecisionAllow, "", "mode-default", 0, "", v1.CategoryNetwork).obj(),
+		makeIntent("team-a", "curl-1", 1, 0, v1.ToolBash, curl).valid().
+			decided(v1.DecisionAsk, "ToolPolicy/team", "ask-network", 0, "", v1.CategoryNetwork).obj(),
+		makeIntent("team-a", "curl-2", 1, 1, v1.ToolBash, curl).valid().
+			decided(v1.DecisionDeny, "ToolPolicy/team", "ask-network", 0, "", v1.CategoryNetwork).obj(),
+		makeIntent("team-a", "edit", 2, 0, v1.ToolEditFile, `{"path":"a.go","oldText":"x","newText":"y"}`).valid().
+			decided(v1.DecisionAsk, "", "mode-default", 0, "", v1.CategoryWrite).obj(),
+		makeIntent("team-a", "new", 2, 1, v1.ToolBash, `{"command":"ls"}`).obj(),
+	}
+	got := Replay(task, intents, []v1.Approval{denied}, loaded)
+
+	want := []struct {
+		name, recorded, replayed string
+		changed                  bool
+	}{
+		{"test", "Allow", "Allow", false},
+		{"push", "Allow", "Deny", true},
+		{"curl-1", "Ask", "Ask", false},
+		{"curl-2", "Deny", "Deny", false},
+		{"edit", "Ask", VerdictInvalid, true},
+		{"new", VerdictNone, "Allow", false},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("replayed %d intents; want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Name != w.name || g.Recorded.Outcome != w.recorded || g.Replayed.Outcome != w.replayed || g.Changed != w.changed {
+			t.Errorf("intent %d: %s recorded %s replayed %s changed %t; want %s %s -> %s changed %t (%v)",
+				i, g.Name, g.Recorded.Outcome, g.Replayed.Outcome, g.Changed, w.name, w.recorded, w.replayed, w.changed, g.Changes)
+		}
+	}
+	if r := got[3].Replayed.Reason; !strings.Contains(r, "already denied by alice in Approval curl-1") {
+		t.Errorf("curl-2's replayed reason is %q; want the earlier denial named", r)
+	}
+	if e := got[4].Replayed.Errors; len(e) != 1 || !strings.Contains(e[0], "edit_file needs an earlier successful read_file") {
+		t.Errorf("edit's replayed errors: %v", e)
+	}
+
+	rep := ReplayReport{Task: "fix-tests", Namespace: "team-a", Policies: "the file testdata/policies.yaml's", PolicyIDs: []string{"ClusterToolPolicy/baseline", "ToolPolicy/team"}, Intents: got}
+	for _, r := range got {
+		if r.Changed {
+			rep.Changed++
+		}
+	}
+	var b bytes.Buffer
+	if err := RenderReplay(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "replay.txt", b.Bytes())
+}
+
+func TestReplayApprovalBudget(t *testing.T) {
+	loaded, err := loadPolicyFile("testdata/policies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, _, _, _ := fixtureTask("team-a")
+	task.Spec.Budgets.MaxApprovalRequests = 1
+	first := makeIntent("team-a", "first", 0, 0, v1.ToolBash, `{"command":"make"}`).valid().decided(v1.DecisionAsk, "", "mode-default", 0, "", v1.CategoryBuild).obj()
+	second := makeIntent("team-a", "second", 0, 1, v1.ToolBash, `{"command":"make install"}`).valid().decided(v1.DecisionDeny, "", "mode-default", 0, "", v1.CategoryBuild).obj()
+	asked := fixtureApproval("team-a", "first", "first", 1, func(*v1.Approval) {})
+	got := Replay(task, []v1.ToolIntent{first, second}, []v1.Approval{asked}, loaded)
+	if got[0].Replayed.Outcome != "Ask" || got[1].Replayed.Outcome != "Deny" || got[1].Changed {
+		t.Fatalf("replayed %s and %s (changed %t); want Ask, then Deny by the approval budget unchanged", got[0].Replayed.Outcome, got[1].Replayed.Outcome, got[1].Changed)
+	}
+	if !strings.Contains(got[1].Replayed.Reason, "approval-request limit is reached (1 of budgets.maxApprovalRequests=1)") {
+		t.Fatalf("reason: %s", got[1].Replayed.Reason)
+	}
+}
+
+func TestAPIError(t *testing.T) {
+	gr := schema.GroupResource{Group: "toolgate.dev", Resource: "approvals"}
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"admission refusal with a binding",
+			apierrors.NewForbidden(gr, "x", errors.New("ValidatingAdmissionPolicy 'approval-decision.toolgate.dev' with binding 'approval-decision.toolgate.dev' denied request: you requested this intent; another person must decide.")),
+			"refused by admission policy approval-decision.toolgate.dev: you requested this intent; another person must decide."},
+		{"admission refusal without a binding",
+			apierrors.NewInvalid(schema.GroupKind{Group: "toolgate.dev", Kind: "ToolIntent"}, "x", nil),
+			`ToolIntent.toolgate.dev "x" is invalid`},
+		{"another API error keeps the server's message",
+			apierrors.NewNotFound(gr, "gone"), `approvals.toolgate.dev "gone" not found`},
+		{"not an API error", errors.New("dial tcp: refused"), "dial tcp: refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := apiError(tt.err).Error(); got != tt.want {
+				t.Fatalf("apiError = %q; want %q", got, tt.want)
+			}
+		})
+	}
+	plain := apierrors.NewForbidden(gr, "x", errors.New("ValidatingAdmissionPolicy 'p' denied request: no"))
+	if got := apiError(plain).Error(); got != "refused by admission policy p: no" {
+		t.Fatalf("apiError without a binding = %q", got)
+	}
+}
+
+func TestNextIndex(t *testing.T) {
+	intents := []v1.ToolIntent{
+		makeIntent("ns", "a", 0, 0, v1.ToolBash, `{}`).obj(),
+		makeIntent("ns", "b", 0, 3, v1.ToolBash, `{}`).obj(),
+		makeIntent("ns", "c", 1, 0, v1.ToolBash, `{}`).obj(),
+	}
+	for _, tt := range []struct{ turn, want int32 }{{0, 4}, {1, 1}, {2, 0}} {
+		if got := nextIndex(intents, tt.turn); got != tt.want {
+			t.Errorf("nextIndex(turn %d) = %d; want %d", tt.turn, got, tt.want)
+		}
+	}
+}
+
+func TestDecisionPatch(t *testing.T) {
+	got, err := decisionPatch(v1.DecisionApproved, "alice", "")
+	if err != nil || string(got) != `{"spec":{"decidedBy":"alice","decision":"Approved"}}` {
+		t.Fatalf("patch without a comment: %s, %v", got, err)
+	}
+	got, _ = decisionPatch(v1.DecisionDenied, "bob", "use the mirror")
+	if string(got) != `{"spec":{"comment":"use the mirror","decidedBy":"bob","decision":"Denied"}}` {
+		t.Fatalf("patch with a comment: %s", got)
+	}
+}
