@@ -319,6 +319,15 @@ type agentStep struct {
 	retryAfter time.Duration
 }
 
+// modelWait is a temporary model failure and when to try again. The reconciler
+// keeps one per task UID so that events during the wait (the task's own status
+// write among them) do not bypass the backoff. It is lost on restart, which costs
+// one early attempt.
+type modelWait struct {
+	until   time.Time
+	message string
+}
+
 // runAgentLoop reads the turn records into world.Model and, when the task runs and
 // its workspace is ready, moves the loop one step: it creates the intents of a
 // recorded turn that are missing, or, when every call of the last turn is observed
@@ -346,6 +355,13 @@ func (r *AgentTaskReconciler) runAgentLoop(ctx context.Context, task *v1.AgentTa
 		return step, nil
 	}
 	if state.world.NextTurnDue {
+		if w, ok := r.modelWaits.Load(task.UID); ok {
+			if remaining := w.(modelWait).until.Sub(r.Now()); remaining > 0 {
+				state.world.Unavailable = w.(modelWait).message
+				step.retryAfter = remaining
+				return step, nil
+			}
+		}
 		rec, unavailable, failure, retryAfter, err := r.takeTurn(ctx, task, int32(len(records)), state.history)
 		switch {
 		case err != nil:
@@ -356,8 +372,10 @@ func (r *AgentTaskReconciler) runAgentLoop(ctx context.Context, task *v1.AgentTa
 		case unavailable != "":
 			state.world.Unavailable = unavailable
 			step.retryAfter = retryAfter
+			r.modelWaits.Store(task.UID, modelWait{until: r.Now().Add(retryAfter), message: unavailable})
 			return step, nil
 		}
+		r.modelWaits.Delete(task.UID)
 		records = append(records, rec)
 		step.turn = &rec
 		refresh()

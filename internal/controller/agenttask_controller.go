@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -73,6 +74,8 @@ type AgentTaskReconciler struct {
 	// ModelRetryDelay is the wait after a temporary model error with no Retry-After;
 	// DefaultModelRetryDelay when zero.
 	ModelRetryDelay time.Duration
+	// modelWaits maps a task's UID to its modelWait.
+	modelWaits sync.Map
 }
 
 func setupAgentTask(mgr ctrl.Manager, opts Options) error {

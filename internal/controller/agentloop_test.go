@@ -1,0 +1,745 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/agent"
+	"github.com/toolgate/toolgate/internal/runner"
+)
+
+// ---- A scripted Chat Completions endpoint, spoken to by the real SDK ----
+
+// chatReply is one scripted answer of the fake endpoint.
+type chatReply struct {
+	status int
+	header map[string]string
+	body   string
+}
+
+// chatCall is a tool call the fake model proposes.
+type chatCall struct{ id, name, args string }
+
+// toolCalls is a reply proposing calls, with the assistant's text and a usage.
+func toolCalls(text string, tokens int64, calls ...chatCall) chatReply {
+	var tcs []map[string]any
+	for _, c := range calls {
+		tcs = append(tcs, map[string]any{"id": c.id, "type": "function", "function": map[string]any{"name": c.name, "arguments": c.args}})
+	}
+	return modelCompletion(text, "tool_calls", tokens, tcs)
+}
+
+// answer is a final reply without tool calls.
+func answer(text string, tokens int64) chatReply { return modelCompletion(text, "stop", tokens, nil) }
+
+func modelCompletion(text, finish string, tokens int64, calls []map[string]any) chatReply {
+	msg := map[string]any{"role": "assistant", "content": text}
+	if calls != nil {
+		msg["tool_calls"] = calls
+	}
+	body, _ := json.Marshal(map[string]any{
+		"id": "chatcmpl-test", "object": "chat.completion", "created": 1, "model": "test-model-2025",
+		"choices": []any{map[string]any{"index": 0, "finish_reason": finish, "message": msg}},
+		"usage":   map[string]any{"prompt_tokens": tokens - tokens/4, "completion_tokens": tokens / 4, "total_tokens": tokens},
+	})
+	return chatReply{status: http.StatusOK, body: string(body)}
+}
+
+// failure is an error answer in OpenAI's shape.
+func modelFailure(status int, message string) chatReply {
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{"message": message, "type": "test_error"}})
+	return chatReply{status: status, body: string(body)}
+}
+
+// chatRequest is the part of a Chat Completions request the tests check.
+type chatRequest struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Role       string          `json:"role"`
+		Content    json.RawMessage `json:"content"`
+		ToolCallID string          `json:"tool_call_id"`
+		ToolCalls  []struct {
+			ID       string `json:"id"`
+			Function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+	} `json:"messages"`
+	Tools []struct {
+		Function struct {
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	} `json:"tools"`
+	authorization string
+}
+
+// toolNames are the names of the offered tools, in order.
+func (r chatRequest) toolNames() []string {
+	var out []string
+	for _, t := range r.Tools {
+		out = append(out, t.Function.Name)
+	}
+	return out
+}
+
+// chatServer answers from a script, one reply per request, and records each request.
+// A request beyond the script fails the test: that is a model call that should not
+// have happened.
+type chatServer struct {
+	t      *testing.T
+	server *httptest.Server
+
+	mu       sync.Mutex
+	script   []chatReply
+	requests []chatRequest
+}
+
+func newChatServer(t *testing.T, script ...chatReply) *chatServer {
+	t.Helper()
+	s := &chatServer{t: t, script: script}
+	s.server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.server.Close)
+	return s
+}
+
+func (s *chatServer) baseURL() string { return s.server.URL + "/v1" }
+
+func (s *chatServer) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var req chatRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		s.t.Errorf("chat server: request is not JSON: %v\n%s", err, body)
+	}
+	req.authorization = r.Header.Get("Authorization")
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	if r.URL.Path != "/v1/chat/completions" || len(s.script) == 0 {
+		n := len(s.requests)
+		s.mu.Unlock()
+		s.t.Errorf("chat server: unexpected request %d to %s", n, r.URL.Path)
+		http.Error(w, `{"error":{"message":"unexpected request"}}`, http.StatusTeapot)
+		return
+	}
+	next := s.script[0]
+	s.script = s.script[1:]
+	s.mu.Unlock()
+	for k, v := range next.header {
+		w.Header().Set(k, v)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(next.status)
+	_, _ = io.WriteString(w, next.body)
+}
+
+func (s *chatServer) received() []chatRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]chatRequest(nil), s.requests...)
+}
+
+func (s *chatServer) unserved() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.script)
+}
+
+// text decodes a message content: a string, or the text parts of an array.
+func contentText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct{ Text string }
+	_ = json.Unmarshal(raw, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+// wantMessage is one expected message of a request; calls are "id name arguments".
+type wantMessage struct {
+	role, content, toolCallID string
+	calls                     []string
+}
+
+// expectMessages checks a request's conversation message by message.
+func expectMessages(t *testing.T, what string, got chatRequest, want []wantMessage) {
+	t.Helper()
+	if len(got.Messages) != len(want) {
+		t.Fatalf("%s: %d messages, want %d: %+v", what, len(got.Messages), len(want), got.Messages)
+	}
+	for i, w := range want {
+		m := got.Messages[i]
+		var calls []string
+		for _, c := range m.ToolCalls {
+			calls = append(calls, c.ID+" "+c.Function.Name+" "+c.Function.Arguments)
+		}
+		if m.Role != w.role || contentText(m.Content) != w.content || m.ToolCallID != w.toolCallID || !slices.Equal(calls, w.calls) {
+			t.Errorf("%s: message %d is\n  %s %q tool_call_id=%q calls=%q\nwant\n  %s %q tool_call_id=%q calls=%q",
+				what, i, m.Role, contentText(m.Content), m.ToolCallID, calls, w.role, w.content, w.toolCallID, w.calls)
+		}
+	}
+}
+
+// ---- The controller with a model ----
+
+// loopEnv is the whole controller run against the shared control plane, with the
+// model client made by the real SDK and a sleep that records its waits instead of
+// waiting.
+type loopEnv struct {
+	*pipelineEnv
+	mu     sync.Mutex
+	sleeps []time.Duration
+}
+
+func newLoopEnv(t *testing.T) *loopEnv {
+	return &loopEnv{pipelineEnv: &pipelineEnv{t: t, ns: env.Namespace(t), logs: &podLogs{}, clock: &testClock{}}}
+}
+
+// startLoop starts a manager with every reconciler; stop ends it (also at cleanup).
+func (p *loopEnv) start() (stop func()) {
+	t := p.t
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatalf("creating manager: %v", err)
+	}
+	opts := testOptions()
+	opts.Now = p.clock.Now
+	tasks := newAgentTaskReconciler(mgr, opts)
+	tasks.NewModel = func(cfg agent.ClientConfig) (agent.Model, error) {
+		cfg.MaxAttempts = 2
+		cfg.Sleep = func(ctx context.Context, d time.Duration) error {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.sleeps = append(p.sleeps, d)
+			return ctx.Err()
+		}
+		return NewModelClient(cfg)
+	}
+	tasks.ModelRetryDelay = time.Second
+	for _, setup := range []func() error{
+		func() error { return setupIndexes(mgr, opts) },
+		func() error { return tasks.SetupWithManager(mgr) },
+		func() error { return setupToolIntent(mgr, opts) },
+		func() error { return setupPolicies(mgr, opts) },
+		func() error {
+			r, err := newExecutionReconciler(mgr, opts)
+			if err != nil {
+				return err
+			}
+			r.Logs = p.logs
+			return r.SetupWithManager(mgr)
+		},
+	} {
+		if err := setup(); err != nil {
+			t.Fatalf("setting up controller: %v", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager exited with an error: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("manager cache did not sync")
+	}
+	return stop
+}
+
+const testAPIKey = "sk-test-0123456789abcdefghij"
+
+// modelTask creates the API key Secret and a model task talking to server.
+func (p *loopEnv) modelTask(name string, mode v1.TaskMode, server *chatServer, mutate ...func(*v1.AgentTask)) *v1.AgentTask {
+	p.t.Helper()
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: name + "-key"},
+		// Written from a file, with its newline.
+		Data: map[string][]byte{"apiKey": []byte(testAPIKey + "\n")},
+	}
+	if err := env.Client.Create(context.Background(), secret); err != nil {
+		p.t.Fatal(err)
+	}
+	task := &v1.AgentTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: name},
+		Spec: v1.AgentTaskSpec{
+			Goal:      "The tests of this project fail. Find out why and fix the code.",
+			Mode:      mode,
+			Workspace: v1.WorkspaceSpec{VolumeClaim: &v1.WorkspaceVolumeClaim{Storage: resource.MustParse("1Gi")}},
+			Agent: v1.AgentSpec{Model: &v1.ModelAgent{
+				BaseURL: server.baseURL(), Model: "test-model",
+				APIKeySecretRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name + "-key"}, Key: "apiKey"},
+			}},
+		},
+	}
+	for _, m := range mutate {
+		m(task)
+	}
+	if err := env.Client.Create(context.Background(), task); err != nil {
+		p.t.Fatalf("creating task: %v", err)
+	}
+	return task
+}
+
+// finished waits for the task's terminal condition and returns the task.
+func (p *loopEnv) finished(name, typ, reason string) *v1.AgentTask {
+	p.t.Helper()
+	var task *v1.AgentTask
+	p.eventually(fmt.Sprintf("task %s %s/%s", name, typ, reason), func() (bool, string) {
+		task = p.getTask(name)
+		c := meta.FindStatusCondition(task.Status.Conditions, typ)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason, fmt.Sprintf("%+v", task.Status)
+	})
+	return task
+}
+
+// intentNames lists the names of the namespace's intents, sorted.
+func (p *loopEnv) intentNames() []string {
+	p.t.Helper()
+	list := &v1.ToolIntentList{}
+	if err := env.Client.List(context.Background(), list, client.InNamespace(p.ns)); err != nil {
+		p.t.Fatal(err)
+	}
+	var out []string
+	for _, in := range list.Items {
+		out = append(out, in.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// record reads a turn record.
+func (p *loopEnv) record(task string, turn int32) (*corev1.ConfigMap, agent.TurnRecord) {
+	p.t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: TurnRecordName(task, turn)}, cm); err != nil {
+		p.t.Fatalf("turn record %d: %v", turn, err)
+	}
+	rec, err := agent.ParseTurnRecord([]byte(cm.Data[TurnRecordKey]))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return cm, rec
+}
+
+func (p *loopEnv) waitRequests(server *chatServer, n int) []chatRequest {
+	p.t.Helper()
+	p.eventually(fmt.Sprintf("%d model requests", n), func() (bool, string) {
+		return len(server.received()) >= n, fmt.Sprint(len(server.received()))
+	})
+	return server.received()
+}
+
+// exists waits until the intent exists.
+func (p *loopEnv) exists(name string) {
+	p.t.Helper()
+	p.eventually("intent "+name, func() (bool, string) {
+		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: name}, &v1.ToolIntent{})
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+func (p *loopEnv) summary(intent string) string {
+	p.t.Helper()
+	return p.observed(intent).Status.Observation.Summary
+}
+
+var (
+	readOnlyTools = []string{"bash", "glob", "grep", "list_dir", "read_file"}
+	allTools      = []string{"bash", "edit_file", "glob", "grep", "list_dir", "read_file", "write_file"}
+)
+
+// TestAgentLoopFixesTheFailingTest is the seed story driven by a model over five
+// turns: run the tests (exit 1), read the file, edit it (the policy asks; bob
+// approves by merge patch), run the tests (exit 0), answer. Every request's
+// conversation is checked message by message, and every record and intent.
+func TestAgentLoopFixesTheFailingTest(t *testing.T) {
+	p := newLoopEnv(t)
+	p.start()
+	p.policy("project",
+		v1.PolicyRule{Name: "allow-tests", Action: v1.RuleAllow, Reason: "running the tests is safe",
+			Match: v1.RuleMatch{Tools: []v1.ToolName{v1.ToolBash}, Categories: []v1.CommandCategory{v1.CategoryTest}}},
+		v1.PolicyRule{Name: "ask-edits", Action: v1.RuleAsk, Reason: "code changes need review", Risk: v1.RiskMedium,
+			Match: v1.RuleMatch{Tools: []v1.ToolName{v1.ToolEditFile, v1.ToolWriteFile}}, Approvers: v1.Approvers{Users: []string{"bob"}}},
+		v1.PolicyRule{Name: "deny-destructive", Action: v1.RuleDeny, Reason: "destructive commands are never run",
+			Match: v1.RuleMatch{Categories: []v1.CommandCategory{v1.CategoryDelete, v1.CategoryVCSDestructive}}},
+	)
+	const (
+		text0 = "Let me run the tests first."
+		args0 = `{"command":"go test ./...","description":"run the tests"}`
+		text1 = "TestAdd fails; I will read add.go."
+		args1 = `{"path":"add.go"}`
+		text2 = "Add adds one too many. Fixing it."
+		args2 = `{"path":"add.go","oldText":"return a + b + 1","newText":"return a + b"}`
+		text3 = "Running the tests again."
+		args3 = `{"command":"go test ./..."}`
+		final = "Add returned a + b + 1. I changed it to return a + b, and go test ./... now passes."
+	)
+	server := newChatServer(t,
+		toolCalls(text0, 100, chatCall{"call_run1", "bash", args0}),
+		toolCalls(text1, 200, chatCall{"call_read", "read_file", args1}),
+		toolCalls(text2, 300, chatCall{"call_edit", "edit_file", args2}),
+		toolCalls(text3, 400, chatCall{"call_run2", "bash", args3}),
+		answer(final, 500),
+	)
+	p.modelTask("fix", v1.ModeEdit, server)
+
+	p.runJob("fix-t0-0", runner.Result{ExitCode: 1, ErrorKind: runner.KindExitCode}, "--- FAIL: TestAdd\n    add_test.go:9: Add(2, 2) = 5, want 4\nFAIL\n")
+	expectObservation(t, p.observed("fix-t0-0"), v1.OutcomeFailed, true, 1, "[exit code: 1]")
+	p.runJob("fix-t1-0", runner.Result{ExitCode: 0, ContentSHA256: "sha-before"}, "     1\tpackage add\n     2\tfunc Add(a, b int) int { return a + b + 1 }\n")
+	expectObservation(t, p.observed("fix-t1-0"), v1.OutcomeSucceeded, true, 0)
+
+	a := p.approval("fix-t2-0")
+	if a.Spec.RequestedBy != DefaultControllerIdentity || a.Spec.Request.Rule != "ask-edits" {
+		t.Fatalf("approval: %+v", a.Spec)
+	}
+	p.eventually("task awaits approval", func() (bool, string) {
+		task := p.getTask("fix")
+		return task.Status.Phase == v1.TaskAwaitingApproval, string(task.Status.Phase)
+	})
+	p.decide("fix-t2-0", v1.DecisionApproved, "bob", "looks right")
+	p.runJob("fix-t2-0", runner.Result{ExitCode: 0, ContentSHA256: "sha-after", LinesAdded: 1, LinesRemoved: 1}, "-\treturn a + b + 1\n+\treturn a + b\n")
+	expectObservation(t, p.observed("fix-t2-0"), v1.OutcomeSucceeded, true, 0)
+	p.runJob("fix-t3-0", runner.Result{ExitCode: 0}, "ok  \texample.com/add\t0.01s\n")
+	expectObservation(t, p.observed("fix-t3-0"), v1.OutcomeSucceeded, true, 0)
+
+	task := p.finished("fix", v1.ConditionSucceeded, v1.ReasonCompleted)
+	if task.Status.Result != final || task.Status.Phase != v1.TaskSucceeded || task.Status.Turn != 4 || task.Status.TokensUsed != 1500 {
+		t.Fatalf("status: result %q phase %s turn %d tokens %d", task.Status.Result, task.Status.Phase, task.Status.Turn, task.Status.TokensUsed)
+	}
+	if got := p.intentNames(); !slices.Equal(got, []string{"fix-t0-0", "fix-t1-0", "fix-t2-0", "fix-t3-0"}) {
+		t.Fatalf("intents: %v", got)
+	}
+
+	// The conversation of every request, rebuilt from the cluster alone.
+	reqs := server.received()
+	if len(reqs) != 5 || server.unserved() != 0 {
+		t.Fatalf("%d model requests, %d replies unused; want 5 and 0", len(reqs), server.unserved())
+	}
+	history := []wantMessage{{role: "system", content: agent.SystemPrompt}, {role: "user", content: task.Spec.Goal}}
+	turns := []struct{ text, id, tool, args, intent string }{
+		{text0, "call_run1", "bash", args0, "fix-t0-0"},
+		{text1, "call_read", "read_file", args1, "fix-t1-0"},
+		{text2, "call_edit", "edit_file", args2, "fix-t2-0"},
+		{text3, "call_run2", "bash", args3, "fix-t3-0"},
+	}
+	for i, req := range reqs {
+		what := fmt.Sprintf("request %d", i)
+		expectMessages(t, what, req, history)
+		if req.Model != "test-model" || req.authorization != "Bearer "+testAPIKey {
+			t.Errorf("%s: model %q, authorization %q", what, req.Model, req.authorization)
+		}
+		if !slices.Equal(req.toolNames(), allTools) {
+			t.Errorf("%s: tools %v, want every tool in Edit mode", what, req.toolNames())
+		}
+		if i < len(turns) {
+			tt := turns[i]
+			history = append(history,
+				wantMessage{role: "assistant", content: tt.text, calls: []string{tt.id + " " + tt.tool + " " + tt.args}},
+				wantMessage{role: "tool", toolCallID: tt.id, content: p.summary(tt.intent)})
+		}
+	}
+	mustContain(t, "the failing run's result in request 1", contentText(reqs[1].Messages[3].Content), "[exit code: 1]", "Add(2, 2) = 5, want 4")
+
+	// Each intent says who created it and for which call; each turn is recorded.
+	for i, tt := range turns {
+		in := p.getIntent(tt.intent)
+		if in.Spec.RequestedBy != DefaultControllerIdentity || in.Spec.ProposedBy.ToolCallID != tt.id ||
+			in.Spec.ProposedBy.Model != "test-model-2025" || in.Spec.ProposedBy.Provider != "127.0.0.1" ||
+			in.Spec.Turn != int32(i) || in.Spec.Reason != tt.text || string(in.Spec.Tool) != tt.tool ||
+			!metav1.IsControlledBy(in, task) || in.Labels["toolgate.dev/turn"] != fmt.Sprint(i) {
+			t.Errorf("intent %s: %+v %+v", in.Name, in.Spec, in.ObjectMeta)
+		}
+		assertJSON(t, in.Name+" input", in.Spec.Input.Raw, tt.args)
+	}
+	for i := range int32(5) {
+		cm, rec := p.record("fix", i)
+		if !metav1.IsControlledBy(cm, task) || cm.Immutable == nil || !*cm.Immutable || cm.Labels["toolgate.dev/task"] != "fix" || rec.Turn != i || rec.Usage.TotalTokens != int64(i+1)*100 {
+			t.Errorf("record %d: %+v %+v", i, cm.ObjectMeta, rec)
+		}
+	}
+}
+
+// TestAgentLoopDeniedCallChangesCourse: in ReadOnly mode the model sees only the
+// read-only tools; a destructive call is denied, the model is told so, and it reads
+// instead.
+func TestAgentLoopDeniedCallChangesCourse(t *testing.T) {
+	p := newLoopEnv(t)
+	p.start()
+	p.policy("project", v1.PolicyRule{Name: "deny-destructive", Action: v1.RuleDeny, Reason: "destructive commands are never run",
+		Match: v1.RuleMatch{Categories: []v1.CommandCategory{v1.CategoryDelete}}})
+	server := newChatServer(t,
+		toolCalls("Clean the build first.", 10, chatCall{"c1", "bash", `{"command":"rm -rf build"}`}),
+		toolCalls("Deleting is not allowed; I will look instead.", 10, chatCall{"c2", "bash", `{"command":"ls build"}`}),
+		answer("The build directory holds stale objects; I could not delete them.", 10),
+	)
+	p.modelTask("ro", v1.ModeReadOnly, server)
+
+	p.exists("ro-t0-0")
+	deny := p.observed("ro-t0-0")
+	expectObservation(t, deny, v1.OutcomeDenied, false, -1, "Nothing was run")
+	p.runJob("ro-t1-0", runner.Result{ExitCode: 0}, "main.o\n")
+	p.finished("ro", v1.ConditionSucceeded, v1.ReasonCompleted)
+
+	reqs := server.received()
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests, want 3", len(reqs))
+	}
+	for i, req := range reqs {
+		if !slices.Equal(req.toolNames(), readOnlyTools) {
+			t.Errorf("request %d: tools %v, want the read-only ones %v", i, req.toolNames(), readOnlyTools)
+		}
+	}
+	denial := reqs[1].Messages[3]
+	if denial.Role != "tool" || denial.ToolCallID != "c1" || contentText(denial.Content) != deny.Status.Observation.Summary {
+		t.Fatalf("request 1 does not carry the denial as the result of c1: %+v", denial)
+	}
+	mustContain(t, "the denial the model sees", contentText(denial.Content), "Nothing was run", "Policy denied the call")
+}
+
+// TestAgentLoopValidationErrorsFedBack: calls that fail validation (a path out of the
+// workspace, arguments that are not JSON, a tool that does not exist, a tool outside
+// the allow-list) become observations the model sees, in the order of its calls.
+func TestAgentLoopValidationErrorsFedBack(t *testing.T) {
+	p := newLoopEnv(t)
+	p.start()
+	server := newChatServer(t,
+		toolCalls("", 10,
+			chatCall{"a", "read_file", `{"path":"../../etc/passwd"}`},
+			chatCall{"b", "bash", `go test ./...`},
+			chatCall{"c", "Delete-Everything", `{}`},
+			chatCall{"d", "grep", `{"pattern":"x"}`},
+		),
+		answer("I could not read anything.", 10),
+	)
+	p.modelTask("v", v1.ModeReadOnly, server, func(task *v1.AgentTask) {
+		task.Spec.Tools = []v1.ToolName{v1.ToolReadFile, v1.ToolBash}
+	})
+	p.finished("v", v1.ConditionSucceeded, v1.ReasonCompleted)
+
+	wantErrors := map[string][]string{
+		"v-t0-0": {"../../etc/passwd"},
+		"v-t0-1": {InvalidArgumentsKey},
+		"v-t0-2": {`unknown tool "invalid_delete_everything"`},
+		"v-t0-3": {`"grep" is not available to this task`},
+	}
+	reqs := server.received()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	if !slices.Equal(reqs[0].toolNames(), []string{"bash", "read_file"}) {
+		t.Errorf("tools %v, want the allow-list", reqs[0].toolNames())
+	}
+	msgs := reqs[1].Messages
+	if len(msgs) != 7 || len(msgs[2].ToolCalls) != 4 {
+		t.Fatalf("request 1: %+v", msgs)
+	}
+	for i, id := range []string{"a", "b", "c", "d"} {
+		name := fmt.Sprintf("v-t0-%d", i)
+		p.exists(name)
+		intent := p.observed(name)
+		expectObservation(t, intent, v1.OutcomeValidationFailed, false, -1, wantErrors[name]...)
+		if msgs[3+i].ToolCallID != id || contentText(msgs[3+i].Content) != intent.Status.Observation.Summary {
+			t.Errorf("tool message %d: %+v, want the observation of %s", i, msgs[3+i], name)
+		}
+	}
+	assertJSON(t, "wrapped arguments", p.getIntent("v-t0-1").Spec.Input.Raw, `{"`+InvalidArgumentsKey+`":"go test ./..."}`)
+	mustContain(t, "reason of the made-up tool", p.getIntent("v-t0-2").Spec.Reason, `"Delete-Everything"`)
+}
+
+// TestAgentLoopRestart: a controller that stopped after recording a turn but before
+// creating its intents, and one that stopped while a turn's call was in flight. The
+// next controller neither asks the model again for a recorded turn nor duplicates an
+// intent.
+func TestAgentLoopRestart(t *testing.T) {
+	p := newLoopEnv(t)
+	server := newChatServer(t,
+		toolCalls("Now list everything.", 10, chatCall{"c1", "bash", `{"command":"ls -la"}`}),
+		answer("All tests pass.", 10),
+	)
+	// Created with no controller running; turn 0 is recorded as a stopped controller
+	// left it: the reply is in the cluster, its intent is not.
+	task := p.modelTask("r", v1.ModeEdit, server)
+	rec := agent.TurnRecord{Turn: 0, Model: "test-model-2025", Text: "Look around first.", FinishReason: "tool_calls",
+		ToolCalls: []agent.ToolCall{{ID: "c0", Name: "list_dir", Arguments: `{"path":"."}`}}, Usage: agent.Usage{TotalTokens: 7}}
+	data, _ := json.Marshal(rec)
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: TurnRecordName("r", 0),
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(task, v1.GroupVersion.WithKind("AgentTask"))}},
+		Data: map[string]string{TurnRecordKey: string(data)},
+	}
+	if err := env.Client.Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+
+	stop := p.start()
+	p.exists("r-t0-0")
+	intent := p.condition("r-t0-0", v1.ConditionDecided, metav1.ConditionTrue, v1.ReasonPolicyAllow)
+	if intent.Spec.ProposedBy.ToolCallID != "c0" || intent.Spec.Reason != rec.Text {
+		t.Fatalf("repaired intent: %+v", intent.Spec)
+	}
+	p.never("a model call for the recorded turn", func() bool { return len(server.received()) > 0 })
+	p.runJob("r-t0-0", runner.Result{ExitCode: 0}, "add.go\nadd_test.go\n")
+	p.waitRequests(server, 1)
+	p.exists("r-t1-0")
+	p.condition("r-t1-0", v1.ConditionDecided, metav1.ConditionTrue, v1.ReasonPolicyAllow)
+
+	// Stop while turn 1's call runs; a new controller takes over.
+	stop()
+	p.start()
+	p.never("a second model call for turn 1", func() bool { return len(server.received()) > 1 })
+	p.runJob("r-t1-0", runner.Result{ExitCode: 0}, "ok\n")
+	got := p.finished("r", v1.ConditionSucceeded, v1.ReasonCompleted)
+	if got.Status.Result != "All tests pass." || got.Status.TokensUsed != 27 {
+		t.Fatalf("status: %+v", got.Status)
+	}
+	if names := p.intentNames(); !slices.Equal(names, []string{"r-t0-0", "r-t1-0"}) {
+		t.Fatalf("intents: %v", names)
+	}
+	reqs := server.received()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests, want 2", len(reqs))
+	}
+	expectMessages(t, "request for turn 1", reqs[0], []wantMessage{
+		{role: "system", content: agent.SystemPrompt},
+		{role: "user", content: task.Spec.Goal},
+		{role: "assistant", content: rec.Text, calls: []string{`c0 list_dir {"path":"."}`}},
+		{role: "tool", toolCallID: "c0", content: p.summary("r-t0-0")},
+	})
+}
+
+// TestAgentLoopProviderErrors: a rejected key fails the task with the provider's
+// message (the key masked); a rate limit and a server error are retried by the
+// client; a rate limit that outlasts the retries makes the task wait (Ready=False)
+// and try again later.
+func TestAgentLoopProviderErrors(t *testing.T) {
+	p := newLoopEnv(t)
+	p.start()
+
+	unauthorized := newChatServer(t, modelFailure(http.StatusUnauthorized, "Incorrect API key provided: "+testAPIKey+". Find your key in your account."))
+	p.modelTask("unauthorized", v1.ModeReadOnly, unauthorized)
+
+	limited := newChatServer(t,
+		modelFailure(http.StatusTooManyRequests, "Rate limit reached"),
+		toolCalls("", 10, chatCall{"c", "list_dir", `{}`}),
+		modelFailure(http.StatusTooManyRequests, "Rate limit reached for requests"),
+		modelFailure(http.StatusTooManyRequests, "Rate limit reached for requests"),
+		answer("done", 10),
+	)
+	p.modelTask("limited", v1.ModeReadOnly, limited)
+
+	broken := newChatServer(t, modelFailure(http.StatusInternalServerError, "upstream crashed"), answer("fine now", 10))
+	p.modelTask("broken", v1.ModeReadOnly, broken)
+
+	task := p.finished("unauthorized", v1.ConditionFailed, v1.ReasonModelError)
+	c := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionFailed)
+	mustContain(t, "401 message", c.Message, "HTTP 401", "Incorrect API key provided", "[MASKED]")
+	mustNotContain(t, "401 message", c.Message, testAPIKey, "0123456789abcdef")
+	if task.Status.Phase != v1.TaskFailed || len(unauthorized.received()) != 1 {
+		t.Fatalf("phase %s after %d requests; a 401 is not retried", task.Status.Phase, len(unauthorized.received()))
+	}
+
+	p.waitRequests(broken, 2)
+	if got := p.finished("broken", v1.ConditionSucceeded, v1.ReasonCompleted); got.Status.Result != "fine now" {
+		t.Fatalf("result %q", got.Status.Result)
+	}
+
+	// Turn 0 succeeded on the client's retry.
+	p.runJob("limited-t0-0", runner.Result{ExitCode: 0}, "a.go\n")
+	p.eventually("limited waits for the model", func() (bool, string) {
+		c := meta.FindStatusCondition(p.getTask("limited").Status.Conditions, v1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1.ReasonModelUnavailable &&
+			strings.Contains(c.Message, "HTTP 429") && strings.Contains(c.Message, "Rate limit reached for requests"), fmt.Sprintf("%+v", c)
+	})
+	if got := p.finished("limited", v1.ConditionSucceeded, v1.ReasonCompleted); got.Status.Result != "done" {
+		t.Fatalf("result %q", got.Status.Result)
+	}
+	if n := len(limited.received()); n != 5 {
+		t.Fatalf("%d requests to the rate-limited endpoint, want 5", n)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.sleeps) < 3 {
+		t.Fatalf("the client waited %d times between attempts, want at least 3 (429, 429, 500)", len(p.sleeps))
+	}
+}
+
+// TestAgentLoopBudgets: maxTurns and maxTokens end the task with their own reason
+// once the turn that spent them is observed, without asking the model again.
+func TestAgentLoopBudgets(t *testing.T) {
+	p := newLoopEnv(t)
+	p.start()
+	// Reads out of the workspace fail validation at once: no Job to play.
+	step := func(id string, tokens int64) chatReply {
+		return toolCalls("", tokens, chatCall{id, "read_file", `{"path":"../` + id + `"}`})
+	}
+	turns := newChatServer(t, step("a", 10), step("b", 10))
+	p.modelTask("turns", v1.ModeReadOnly, turns, func(task *v1.AgentTask) { task.Spec.Budgets.MaxTurns = 2 })
+	tokens := newChatServer(t, step("a", 60), step("b", 60))
+	p.modelTask("tokens", v1.ModeReadOnly, tokens, func(task *v1.AgentTask) { task.Spec.Budgets.MaxTokens = ptr.To[int64](100) })
+
+	task := p.finished("turns", v1.ConditionFailed, v1.ReasonTurnBudgetExhausted)
+	mustContain(t, "turn budget message", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionFailed).Message, "budgets.maxTurns")
+	if task.Status.Turn != 1 || len(turns.received()) != 2 {
+		t.Fatalf("turn %d after %d requests, want 1 after 2", task.Status.Turn, len(turns.received()))
+	}
+	task = p.finished("tokens", v1.ConditionFailed, v1.ReasonTokenBudgetExhausted)
+	if task.Status.TokensUsed != 120 || len(tokens.received()) != 2 {
+		t.Fatalf("tokens %d after %d requests, want 120 after 2", task.Status.TokensUsed, len(tokens.received()))
+	}
+	p.never("another model call", func() bool { return len(turns.received()) > 2 || len(tokens.received()) > 2 })
+}
+
+// assertJSON compares two JSON documents by value.
+func assertJSON(t *testing.T, what string, got []byte, want string) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("%s: not JSON: %s", what, got)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatal(err)
+	}
+	gb, _ := json.Marshal(g)
+	wb, _ := json.Marshal(w)
+	if string(gb) != string(wb) {
+		t.Errorf("%s: %s, want %s", what, gb, wb)
+	}
+}
