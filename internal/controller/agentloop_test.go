@@ -12,11 +12,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,6 +27,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/agent"
+	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/runner"
 )
 
@@ -668,6 +671,28 @@ func TestAgentLoopProviderErrors(t *testing.T) {
 	broken := newChatServer(t, modelFailure(http.StatusInternalServerError, "upstream crashed"), answer("fine now", 10))
 	p.modelTask("broken", v1.ModeReadOnly, broken)
 
+	// A task applied before its key Secret waits, naming the Secret, and goes on
+	// once the Secret exists.
+	keyless := newChatServer(t, answer("late but fine", 10))
+	p.modelTask("keyless", v1.ModeReadOnly, keyless, func(task *v1.AgentTask) { task.Spec.Agent.Model.APIKeySecretRef.Name = "applied-later" })
+	p.eventually("keyless waits for its Secret", func() (bool, string) {
+		task := p.getTask("keyless")
+		c := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1.ReasonModelUnavailable && task.Status.Phase == v1.TaskPending &&
+			strings.Contains(c.Message, `Secret "applied-later" named by spec.agent.model.apiKeySecretRef does not exist`), fmt.Sprintf("%+v", c)
+	})
+	if n := len(keyless.received()); n != 0 {
+		t.Fatalf("%d model requests without a key", n)
+	}
+	later := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "applied-later"}, StringData: map[string]string{"apiKey": "sk-later-0123456789"}}
+	if err := env.Client.Create(context.Background(), later); err != nil {
+		t.Fatal(err)
+	}
+	p.finished("keyless", v1.ConditionSucceeded, v1.ReasonCompleted)
+	if got := keyless.received(); len(got) != 1 || got[0].authorization != "Bearer sk-later-0123456789" {
+		t.Fatalf("requests after the Secret appeared: %+v", got)
+	}
+
 	task := p.finished("unauthorized", v1.ConditionFailed, v1.ReasonModelError)
 	c := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionFailed)
 	mustContain(t, "401 message", c.Message, "HTTP 401", "Incorrect API key provided", "[MASKED]")
@@ -741,5 +766,220 @@ func assertJSON(t *testing.T, what string, got []byte, want string) {
 	wb, _ := json.Marshal(w)
 	if string(gb) != string(wb) {
 		t.Errorf("%s: %s, want %s", what, gb, wb)
+	}
+}
+
+// ---- Pure parts of the loop ----
+
+func TestBoundedNames(t *testing.T) {
+	long := strings.Repeat("a", 250)
+	other := strings.Repeat("a", 249) + "b"
+	for _, tc := range []struct {
+		name, got, want string
+	}{
+		{"record", TurnRecordName("fix", 3), "fix-turn-3"},
+		{"intent", ModelIntentName("fix", 2, 1), "fix-t2-1"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+	// Long names are cut to 253 characters, stay valid and distinct, and keep the suffix.
+	for _, name := range []string{TurnRecordName(long, 999), ModelIntentName(long, 999, 31), TurnRecordName(strings.Repeat("a.", 125)+"b", 1)} {
+		if len(name) > 253 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			t.Errorf("%q (%d characters) is not a valid object name: %v", name, len(name), validation.IsDNS1123Subdomain(name))
+		}
+	}
+	if a, b := ModelIntentName(long, 0, 0), ModelIntentName(other, 0, 0); a == b || !strings.HasSuffix(a, "-t0-0") {
+		t.Errorf("two long task names give %q and %q", a, b)
+	}
+}
+
+func TestCallInput(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{`{"command":"ls"}`, `{"command":"ls"}`},
+		{`  {"path":"a"} `, `{"path":"a"}`},
+		{``, `{}`},
+		{" \n", `{}`},
+		{`go test ./...`, `{"arguments_not_a_json_object":"go test ./..."}`},
+		{`["ls"]`, `{"arguments_not_a_json_object":"[\"ls\"]"}`},
+		{`"ls"`, `{"arguments_not_a_json_object":"\"ls\""}`},
+		{`null`, `{"arguments_not_a_json_object":"null"}`},
+		{`{"command":"ls"} trailing`, `{"arguments_not_a_json_object":"{\"command\":\"ls\"} trailing"}`},
+		{`{"command":`, `{"arguments_not_a_json_object":"{\"command\":"}`},
+	} {
+		if got := string(callInput(tc.args)); got != tc.want {
+			t.Errorf("callInput(%q) = %s, want %s", tc.args, got, tc.want)
+		}
+	}
+}
+
+func TestToolName(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"bash", "bash"},
+		{"read_file", "read_file"},
+		{"made_up2", "made_up2"},
+		{"Bash", "invalid_bash"},
+		{"Delete-Everything", "invalid_delete_everything"},
+		{"", "invalid_"},
+		{"2fast", "invalid_2fast"},
+		{"rm -rf /", "invalid_rm__rf__"},
+		{strings.Repeat("x", 64), "invalid_" + strings.Repeat("x", 55)},
+	} {
+		if got := toolName(tc.name); string(got) != tc.want {
+			t.Errorf("toolName(%q) = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestNumberCalls(t *testing.T) {
+	calls := []agent.ToolCall{{ID: "a"}, {ID: ""}, {ID: "a"}, {ID: "b"}}
+	numberCalls(3, calls)
+	var ids []string
+	for _, c := range calls {
+		ids = append(ids, c.ID)
+	}
+	if want := []string{"a", "toolgate_call_3_1", "toolgate_call_3_2", "b"}; !slices.Equal(ids, want) {
+		t.Errorf("ids %v, want %v", ids, want)
+	}
+}
+
+func TestModelIntent(t *testing.T) {
+	task := &v1.AgentTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "fix", UID: "uid-1"},
+		Spec:       v1.AgentTaskSpec{Agent: v1.AgentSpec{Model: &v1.ModelAgent{BaseURL: "https://user:pw@api.example.com:8443/v1", Model: "m"}}},
+	}
+	rec := agent.TurnRecord{Turn: 2, Model: "m-2025", Text: "using key sk-abcdefghijklmnop to look",
+		ToolCalls: []agent.ToolCall{{ID: "c0", Name: "read_file", Arguments: `{"path":"a"}`}, {ID: "c1", Name: "Oops!", Arguments: "x"}}}
+	in := modelIntent(task, rec, 0, "me")
+	if in.Name != "fix-t2-0" || in.Namespace != "ns" || in.Spec.Turn != 2 || in.Spec.Index != 0 || in.Spec.Tool != "read_file" ||
+		in.Spec.RequestedBy != "me" || in.Spec.TaskRef.Name != "fix" || string(in.Spec.Input.Raw) != `{"path":"a"}` ||
+		in.Spec.ProposedBy != (v1.ProposedBy{Provider: "api.example.com", Model: "m-2025", ToolCallID: "c0"}) ||
+		!metav1.IsControlledBy(in, task) || in.Labels["toolgate.dev/task"] != "fix" || in.Labels["toolgate.dev/turn"] != "2" {
+		t.Fatalf("intent: %+v %+v", in.ObjectMeta, in.Spec)
+	}
+	mustNotContain(t, "reason", in.Spec.Reason, "sk-abcdefghijklmnop")
+	bad := modelIntent(task, rec, 1, "me")
+	if bad.Name != "fix-t2-1" || bad.Spec.Tool != "invalid_oops_" || string(bad.Spec.Input.Raw) != `{"arguments_not_a_json_object":"x"}` {
+		t.Fatalf("invalid call: %+v", bad.Spec)
+	}
+	mustContain(t, "reason", bad.Spec.Reason, `"Oops!"`)
+	long := modelIntent(task, agent.TurnRecord{Text: strings.Repeat("é", 3000), ToolCalls: rec.ToolCalls}, 0, "me")
+	if len(long.Spec.Reason) > maxIntentReason || !utf8.ValidString(long.Spec.Reason) {
+		t.Errorf("reason of %d bytes, valid UTF-8 %t", len(long.Spec.Reason), utf8.ValidString(long.Spec.Reason))
+	}
+}
+
+func TestLoopStateOf(t *testing.T) {
+	const me = "controller"
+	task := &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "t", UID: "uid"},
+		Spec: v1.AgentTaskSpec{Agent: v1.AgentSpec{Model: &v1.ModelAgent{BaseURL: "http://m/v1"}}}}
+	call := func(id string) agent.ToolCall {
+		return agent.ToolCall{ID: id, Name: "bash", Arguments: `{"command":"ls"}`}
+	}
+	turn := func(n int32, tokens int64, calls ...agent.ToolCall) agent.TurnRecord {
+		return agent.TurnRecord{Turn: n, Text: fmt.Sprint("turn ", n), ToolCalls: calls, Usage: agent.Usage{TotalTokens: tokens}, FinishReason: "tool_calls"}
+	}
+	intentOf := func(rec agent.TurnRecord, i int, summary string) v1.ToolIntent {
+		in := *modelIntent(task, rec, i, me)
+		if summary != "" {
+			in.Status.Observation = &v1.Observation{Outcome: v1.OutcomeSucceeded, Summary: summary}
+		}
+		return in
+	}
+	r0 := turn(0, 10, call("a"), call("b"))
+	r1 := turn(1, 5, call("c"))
+	final := agent.TurnRecord{Turn: 1, Text: "done", FinishReason: "stop", Usage: agent.Usage{PromptTokens: 3, CompletionTokens: 4}}
+	foreign := intentOf(r1, 0, "forged")
+	foreign.Spec.RequestedBy = "mallory"
+
+	for _, tc := range []struct {
+		name    string
+		records []agent.TurnRecord
+		intents []v1.ToolIntent
+		want    pipeline.ModelWorld
+		missing []int
+		history int
+	}{
+		{name: "no turn yet", want: pipeline.ModelWorld{NextTurnDue: true}},
+		{name: "recorded, no intents (restart)", records: []agent.TurnRecord{r0},
+			want: pipeline.ModelWorld{Turns: 1, TokensUsed: 10}, missing: []int{0, 1}, history: 1},
+		{name: "one of two observed", records: []agent.TurnRecord{r0}, intents: []v1.ToolIntent{intentOf(r0, 0, "x"), intentOf(r0, 1, "")},
+			want: pipeline.ModelWorld{Turns: 1, TokensUsed: 10}, history: 1},
+		{name: "one intent missing", records: []agent.TurnRecord{r0}, intents: []v1.ToolIntent{intentOf(r0, 0, "x")},
+			want: pipeline.ModelWorld{Turns: 1, TokensUsed: 10}, missing: []int{1}, history: 1},
+		{name: "all observed", records: []agent.TurnRecord{r0, r1}, intents: []v1.ToolIntent{intentOf(r0, 0, "x"), intentOf(r0, 1, "y"), intentOf(r1, 0, "z")},
+			want: pipeline.ModelWorld{Turns: 2, TokensUsed: 15, NextTurnDue: true}, history: 2},
+		{name: "final answer, tokens from parts", records: []agent.TurnRecord{r0, final}, intents: []v1.ToolIntent{intentOf(r0, 0, "x"), intentOf(r0, 1, "y")},
+			want: pipeline.ModelWorld{Turns: 2, TokensUsed: 17, Answer: ptr.To("done")}, history: 2},
+		{name: "refusal", records: []agent.TurnRecord{{Turn: 0, Refusal: "I can't help with that."}},
+			want: pipeline.ModelWorld{Turns: 1, Failure: "the model refused in turn 0: I can't help with that."}, history: 1},
+		{name: "answer cut at length", records: []agent.TurnRecord{{Turn: 0, Text: "The fix is", FinishReason: "length"}},
+			want: pipeline.ModelWorld{Turns: 1, Failure: "the model's reply in turn 0 was cut at its length limit (finish_reason length) before it proposed a tool call or finished its answer"}, history: 1},
+		{name: "foreign intent in the call's place", records: []agent.TurnRecord{r0, r1}, intents: []v1.ToolIntent{intentOf(r0, 0, "x"), intentOf(r0, 1, "y"), foreign},
+			want: pipeline.ModelWorld{Turns: 2, TokensUsed: 15, Failure: "ToolIntent t-t1-0 exists but was not created by the agent loop for tool call c of turn 1: its observation is not the model's; delete it and create a new task"}, history: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := loopStateOf(task, tc.records, tc.intents, me)
+			got, want := s.world, tc.want
+			got.Answer, want.Answer = nil, nil
+			if got != want || (s.world.Answer == nil) != (tc.want.Answer == nil) || s.world.Answer != nil && *s.world.Answer != *tc.want.Answer {
+				t.Errorf("world %+v, want %+v", s.world, tc.want)
+			}
+			if !slices.Equal(s.missing, tc.missing) || len(s.history) != tc.history {
+				t.Errorf("missing %v, history %d turns; want %v and %d", s.missing, len(s.history), tc.missing, tc.history)
+			}
+			if s.world.NextTurnDue {
+				if _, err := agent.BuildMessages(agent.SystemPrompt, "goal", s.history); err != nil {
+					t.Errorf("a due turn's history does not build: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// TestTaskStatusOfModelTasks: what the records say becomes the task's status.
+func TestTaskStatusOfModelTasks(t *testing.T) {
+	task := func(b v1.Budgets) *v1.AgentTask {
+		return &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Name: "t", Generation: 1},
+			Spec: v1.AgentTaskSpec{Agent: v1.AgentSpec{Model: &v1.ModelAgent{}}, Budgets: b}}
+	}
+	running := v1.Budgets{MaxTurns: 3, MaxTokens: ptr.To[int64](100)}
+	for _, tc := range []struct {
+		name          string
+		budgets       v1.Budgets
+		model         pipeline.ModelWorld
+		typ, reason   string
+		phase         v1.TaskPhase
+		result        string
+		turn, tokens  int64
+		readyReason   string
+		messageSubstr string
+	}{
+		{name: "first turn due", budgets: running, model: pipeline.ModelWorld{NextTurnDue: true},
+			typ: v1.ConditionSucceeded, reason: v1.ReasonRunning, phase: v1.TaskRunning, readyReason: v1.ReasonWorkspaceReady},
+		{name: "answer", budgets: running, model: pipeline.ModelWorld{Turns: 3, TokensUsed: 90, Answer: ptr.To("fixed")},
+			typ: v1.ConditionSucceeded, reason: v1.ReasonCompleted, phase: v1.TaskSucceeded, result: "fixed", turn: 2, tokens: 90, readyReason: v1.ReasonWorkspaceReady},
+		{name: "turn budget at the turn boundary", budgets: running, model: pipeline.ModelWorld{Turns: 3, TokensUsed: 10, NextTurnDue: true},
+			typ: v1.ConditionFailed, reason: v1.ReasonTurnBudgetExhausted, phase: v1.TaskFailed, turn: 2, tokens: 10, readyReason: v1.ReasonWorkspaceReady, messageSubstr: "budgets.maxTurns"},
+		{name: "last turn's calls still run", budgets: running, model: pipeline.ModelWorld{Turns: 3, TokensUsed: 500},
+			typ: v1.ConditionFailed, reason: v1.ReasonRunning, phase: v1.TaskRunning, turn: 2, tokens: 500, readyReason: v1.ReasonWorkspaceReady},
+		{name: "token budget at the turn boundary", budgets: running, model: pipeline.ModelWorld{Turns: 1, TokensUsed: 100, NextTurnDue: true},
+			typ: v1.ConditionFailed, reason: v1.ReasonTokenBudgetExhausted, phase: v1.TaskFailed, tokens: 100, readyReason: v1.ReasonWorkspaceReady},
+		{name: "model error", budgets: running, model: pipeline.ModelWorld{Failure: "turn 0: HTTP 401"},
+			typ: v1.ConditionFailed, reason: v1.ReasonModelError, phase: v1.TaskFailed, readyReason: v1.ReasonWorkspaceReady, messageSubstr: "HTTP 401"},
+		{name: "waiting for the key", budgets: running, model: pipeline.ModelWorld{NextTurnDue: true, Unavailable: `Secret "k" ... does not exist`},
+			typ: v1.ConditionReady, reason: v1.ReasonModelUnavailable, phase: v1.TaskPending, readyReason: v1.ReasonModelUnavailable, messageSubstr: `Secret "k"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := tc.model
+			st := pipeline.TaskStatus(task(tc.budgets), pipeline.TaskWorld{WorkspaceReady: true, Model: &m}, metav1.Now())
+			c := meta.FindStatusCondition(st.Conditions, tc.typ)
+			ready := meta.FindStatusCondition(st.Conditions, v1.ConditionReady)
+			if c == nil || c.Reason != tc.reason || st.Phase != tc.phase || st.Result != tc.result || int64(st.Turn) != tc.turn || st.TokensUsed != tc.tokens || ready.Reason != tc.readyReason {
+				t.Fatalf("status %+v", st)
+			}
+			mustContain(t, "message", c.Message, tc.messageSubstr)
+		})
 	}
 }
