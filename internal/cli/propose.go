@@ -160,6 +160,7 @@ func waitForObservation(ctx context.Context, c *cluster, intent *v1.ToolIntent, 
 		lastState string
 	)
 	key := client.ObjectKeyFromObject(intent)
+	start := time.Now()
 	err := wait.PollUntilContextTimeout(ctx, waitInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		current := &v1.ToolIntent{}
 		if err := c.client.Get(ctx, key, current); err != nil {
@@ -180,7 +181,9 @@ func waitForObservation(ctx context.Context, c *cluster, intent *v1.ToolIntent, 
 		return false, nil
 	})
 	if err != nil {
-		if ctx.Err() == nil && wait.Interrupted(err) {
+		// At the deadline the poll ends either as interrupted or with the error of a
+		// request cut short by it; both mean the wait timed out.
+		if ctx.Err() == nil && (wait.Interrupted(err) || time.Since(start) >= timeout) {
 			return nil, fmt.Errorf("no observation for %s after %s; last state: %s. Follow it with: kubectl toolgate trace %s -n %s",
 				intent.Name, timeout, orDash(lastState), intent.Spec.TaskRef.Name, intent.Namespace)
 		}
