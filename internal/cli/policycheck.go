@@ -13,9 +13,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/controller"
 	"github.com/toolgate/toolgate/internal/mask"
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/policyset"
 	"github.com/toolgate/toolgate/internal/tools"
 )
 
@@ -131,7 +131,7 @@ func ruleMatches(p *policy.CompiledPolicy, rule, command string) bool {
 }
 
 // CheckCall decides one validated call against compiled policies.
-func CheckCall(loaded controller.LoadedPolicies, req policy.Request) CheckedCall {
+func CheckCall(loaded policyset.Set, req policy.Request) CheckedCall {
 	d := *maskedDecision(policy.Decide(req, loaded.Cluster, loaded.Namespaced, loaded.Broken))
 	c := CheckedCall{Mode: req.Mode, Tool: req.Tool, Input: mask.Secrets(string(req.Input)), Decision: d, Matched: []MatchedRule{}}
 	if d.Rule != policy.RuleModeDefault {

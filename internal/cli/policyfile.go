@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/controller"
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/policyset"
 )
 
 // policyDoc is one ToolPolicy or ClusterToolPolicy read from a file.
@@ -92,8 +92,8 @@ func parsePolicyDocs(path string, data []byte) ([]policyDoc, error) {
 // compilePolicies compiles the policies of a file the way the controller compiles
 // the cluster's (sorted by name within each kind). A policy that does not compile
 // is an error: a file given on purpose should be fixed, not skipped.
-func compilePolicies(docs []policyDoc) (controller.LoadedPolicies, error) {
-	var out controller.LoadedPolicies
+func compilePolicies(docs []policyDoc) (policyset.Set, error) {
+	var out policyset.Set
 	sorted := append([]policyDoc(nil), docs...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
 	for _, d := range sorted {
@@ -111,10 +111,10 @@ func compilePolicies(docs []policyDoc) (controller.LoadedPolicies, error) {
 }
 
 // loadPolicyFile reads and compiles a policy file.
-func loadPolicyFile(path string) (controller.LoadedPolicies, error) {
+func loadPolicyFile(path string) (policyset.Set, error) {
 	docs, err := readPolicyFile(path)
 	if err != nil {
-		return controller.LoadedPolicies{}, err
+		return policyset.Set{}, err
 	}
 	return compilePolicies(docs)
 }

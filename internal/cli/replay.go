@@ -11,10 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/controller"
 	"github.com/toolgate/toolgate/internal/mask"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/policyset"
 )
 
 // Exit codes of replay, as kubectl diff has them.
@@ -92,7 +92,7 @@ type Verdict struct {
 // policies). An Ask is turned into a Deny as the controller does when the same call
 // was already denied by a human, or the task's approval requests were used up by the
 // intents before it.
-func Replay(task *v1.AgentTask, intents []v1.ToolIntent, approvals []v1.Approval, policies controller.LoadedPolicies) []ReplayedIntent {
+func Replay(task *v1.AgentTask, intents []v1.ToolIntent, approvals []v1.Approval, policies policyset.Set) []ReplayedIntent {
 	sorted := append([]v1.ToolIntent(nil), intents...)
 	sort.Slice(sorted, func(i, j int) bool { return pipeline.IntentBefore(&sorted[i], &sorted[j]) })
 	live := runningTask(task)
@@ -114,7 +114,7 @@ func Replay(task *v1.AgentTask, intents []v1.ToolIntent, approvals []v1.Approval
 			Intent:         in,
 			Task:           live,
 			EarlierIntents: len(earlier),
-			Baselines:      baselines(earlier),
+			Baselines:      pipeline.Baselines(earlier),
 		})
 		if len(v.Errors) > 0 {
 			r.Replayed = Verdict{Outcome: VerdictInvalid, Errors: v.Errors}
@@ -126,9 +126,13 @@ func Replay(task *v1.AgentTask, intents []v1.ToolIntent, approvals []v1.Approval
 				Tool:      in.Spec.Tool,
 				Input:     v.Normalized,
 			}, policies.Cluster, policies.Namespaced, policies.Broken)
-			if d.Action == v1.DecisionAsk {
-				applyAskLimits(&d, task, earlier, approvalOf)
+			var prior []v1.Approval
+			for j := range earlier {
+				if a, ok := approvalOf[earlier[j].Name]; ok {
+					prior = append(prior, *a)
+				}
 			}
+			pipeline.ApplyAskLimits(&d, task.Spec.Budgets.MaxApprovalRequests, prior)
 			r.Replayed = Verdict{Outcome: string(d.Action), Policy: d.Policy, PolicyGeneration: d.PolicyGeneration, Rule: d.Rule, Reason: mask.Secrets(d.Reason), Fingerprint: d.Fingerprint}
 		}
 		compare(&r)
@@ -145,58 +149,6 @@ func runningTask(task *v1.AgentTask) *v1.AgentTask {
 	meta.RemoveStatusCondition(&t.Status.Conditions, v1.ConditionSucceeded)
 	meta.RemoveStatusCondition(&t.Status.Conditions, v1.ConditionFailed)
 	return t
-}
-
-// baselines are the last recorded content hashes of the files the earlier intents
-// read or wrote, as the controller collects them for read-before-edit.
-func baselines(earlier []v1.ToolIntent) map[string]pipeline.Baseline {
-	out := map[string]pipeline.Baseline{}
-	for i := range earlier {
-		in := &earlier[i]
-		obs := in.Status.Observation
-		if obs == nil || obs.Outcome != v1.OutcomeSucceeded || obs.ContentSHA256 == "" {
-			continue
-		}
-		switch in.Spec.Tool {
-		case v1.ToolReadFile, v1.ToolWriteFile, v1.ToolEditFile:
-		default:
-			continue
-		}
-		var input struct {
-			Path string `json:"path"`
-		}
-		if jsonUnmarshal(in.Spec.Input.Raw, &input) != nil || input.Path == "" {
-			continue
-		}
-		if p, err := pipeline.WorkspacePath(input.Path); err == nil {
-			// earlier is in order, so a later observation of the same path wins.
-			out[p] = pipeline.Baseline{SHA256: obs.ContentSHA256, Intent: in.Name}
-		}
-	}
-	return out
-}
-
-// applyAskLimits turns an Ask into a Deny when a human already denied this exact
-// call (same fingerprint) for an earlier intent, or when the earlier intents used
-// the task's approval requests.
-func applyAskLimits(d *v1.Decision, task *v1.AgentTask, earlier []v1.ToolIntent, approvalOf map[string]*v1.Approval) {
-	used := 0
-	for i := range earlier {
-		a, ok := approvalOf[earlier[i].Name]
-		if !ok {
-			continue
-		}
-		used++
-		if a.Spec.Fingerprint == d.Fingerprint && a.Spec.Decision == v1.DecisionDenied {
-			d.Action = v1.DecisionDeny
-			d.Reason = fmt.Sprintf("this exact call was already denied by %s in Approval %s; it is not asked again (rule %s said: %s)", a.Spec.DecidedBy, a.Name, ruleID(d.Policy, d.Rule), d.Reason)
-			return
-		}
-	}
-	if limit := int(task.Spec.Budgets.MaxApprovalRequests); used >= limit {
-		d.Action = v1.DecisionDeny
-		d.Reason = fmt.Sprintf("the task's approval-request limit is reached (%d of budgets.maxApprovalRequests=%d); the call would need a human (rule %s said: %s)", used, limit, ruleID(d.Policy, d.Rule), d.Reason)
-	}
 }
 
 func ruleID(policyID, rule string) string {
@@ -332,7 +284,7 @@ diff), 2 on an error.`,
 				return err
 			}
 			rep := ReplayReport{Task: objs.task.Name, Namespace: objs.task.Namespace}
-			var loaded controller.LoadedPolicies
+			var loaded policyset.Set
 			if policyFile != "" {
 				rep.Policies = "the file " + policyFile + "'s"
 				if loaded, err = loadPolicyFile(policyFile); err != nil {
@@ -340,7 +292,7 @@ diff), 2 on an error.`,
 				}
 			} else {
 				rep.Policies = "the cluster's"
-				if loaded, err = controller.NewPolicyCache().Load(ctx, c.client, c.namespace); err != nil {
+				if loaded, err = policyset.NewCache().Load(ctx, c.client, c.namespace); err != nil {
 					return fmt.Errorf("reading the cluster's policies: %w", apiError(err))
 				}
 			}

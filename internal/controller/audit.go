@@ -42,5 +42,3 @@ func auditLine(log logr.Logger, step, note string, intent *v1.ToolIntent) {
 func toolsValidate(intent *v1.ToolIntent) (json.RawMessage, []string) {
 	return tools.Validate(intent.Spec.Tool, intent.Spec.Input.Raw)
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/policyset"
 	"github.com/toolgate/toolgate/internal/runner"
 )
 
@@ -289,7 +290,7 @@ func TestConcurrentReconcilesConsumeAnApprovalOnce(t *testing.T) {
 	newR := func() *ToolIntentReconciler {
 		return &ToolIntentReconciler{
 			Client: env.Client, APIReader: env.Client, Scheme: env.Scheme, Options: testOptions(),
-			Recorder: events.NewFakeRecorder(100), Policies: NewPolicyCache(), Now: time.Now,
+			Recorder: events.NewFakeRecorder(100), Policies: policyset.NewCache(), Now: time.Now,
 		}
 	}
 	racers := []*ToolIntentReconciler{newR(), newR()}

@@ -26,6 +26,7 @@ import (
 	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/policyset"
 )
 
 // Event reasons of the intent pipeline, one per step.
@@ -65,7 +66,7 @@ type ToolIntentReconciler struct {
 	Scheme    *runtime.Scheme
 	Options   Options
 	Recorder  events.EventRecorder
-	Policies  *PolicyCache
+	Policies  *policyset.Cache
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 }
@@ -77,7 +78,7 @@ func setupToolIntent(mgr ctrl.Manager, opts Options) error {
 		Scheme:    mgr.GetScheme(),
 		Options:   opts,
 		Recorder:  mgr.GetEventRecorder("toolgate-intent"),
-		Policies:  NewPolicyCache(),
+		Policies:  policyset.NewCache(),
 		Now:       opts.clock(),
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -277,7 +278,8 @@ func (r *ToolIntentReconciler) validate(ctx context.Context, run *intentRun) err
 		if err := r.List(ctx, &list, client.InNamespace(intent.Namespace), client.MatchingFields{IndexIntentTask: run.task.Name}); err != nil {
 			return err
 		}
-		in.EarlierIntents, in.Baselines = earlierIntents(intent, list.Items)
+		earlier := pipeline.Earlier(intent, list.Items)
+		in.EarlierIntents, in.Baselines = len(earlier), pipeline.Baselines(earlier)
 	}
 	v := pipeline.Validate(in)
 	intent.Status.Validation = v.Status()
@@ -295,55 +297,6 @@ func (r *ToolIntentReconciler) validate(ctx context.Context, run *intentRun) err
 	setCondition(intent, v1.ConditionValidated, true, v1.ReasonInputValid, msg)
 	run.record(EventValidated, false, nil, "%s", msg)
 	return nil
-}
-
-// earlierIntents counts the intents created before this one and collects the last
-// known content hash of every file they read or wrote.
-func earlierIntents(intent *v1.ToolIntent, all []v1.ToolIntent) (int, map[string]pipeline.Baseline) {
-	count := 0
-	baselines := map[string]pipeline.Baseline{}
-	var latest = map[string]time.Time{}
-	for i := range all {
-		o := &all[i]
-		if o.Name == intent.Name || !pipeline.IntentBefore(o, intent) {
-			continue
-		}
-		count++
-		obs := o.Status.Observation
-		if obs == nil || obs.Outcome != v1.OutcomeSucceeded || obs.ContentSHA256 == "" || o.Status.Validation == nil {
-			continue
-		}
-		p, ok := filePath(o)
-		if !ok {
-			continue
-		}
-		at := obs.ObservedAt
-		if at == nil {
-			continue
-		}
-		if prev, seen := latest[p]; !seen || at.After(prev) {
-			latest[p] = at.Time
-			baselines[p] = pipeline.Baseline{SHA256: obs.ContentSHA256, Intent: o.Name}
-		}
-	}
-	return count, baselines
-}
-
-// filePath is the workspace path a file tool intent acted on.
-func filePath(intent *v1.ToolIntent) (string, bool) {
-	switch intent.Spec.Tool {
-	case v1.ToolReadFile, v1.ToolWriteFile, v1.ToolEditFile:
-	default:
-		return "", false
-	}
-	var in struct {
-		Path string `json:"path"`
-	}
-	if err := jsonUnmarshal(intent.Spec.Input.Raw, &in); err != nil || in.Path == "" {
-		return "", false
-	}
-	p, err := pipeline.WorkspacePath(in.Path)
-	return p, err == nil
 }
 
 // decide runs the policy engine and acts on Deny; Ask checks the task's earlier
@@ -371,20 +324,13 @@ func (r *ToolIntentReconciler) decide(ctx context.Context, run *intentRun) error
 	intent.Status.Decision = &d
 	metrics.Decisions.WithLabelValues(string(d.Action), d.Rule).Inc()
 	metrics.PipelineLatency.WithLabelValues("decide").Observe(run.now.Sub(intent.CreationTimestamp.Time).Seconds())
-	setCondition(intent, v1.ConditionDecided, true, string(d.Action), fmt.Sprintf("%s by %s: %s", d.Action, ruleID(&d), d.Reason))
-	run.record(EventDecided, d.Action == v1.DecisionDeny, nil, "%s by %s (generation %d): %s", d.Action, ruleID(&d), d.PolicyGeneration, d.Reason)
+	setCondition(intent, v1.ConditionDecided, true, string(d.Action), fmt.Sprintf("%s by %s: %s", d.Action, pipeline.RuleID(&d), d.Reason))
+	run.record(EventDecided, d.Action == v1.DecisionDeny, nil, "%s by %s (generation %d): %s", d.Action, pipeline.RuleID(&d), d.PolicyGeneration, d.Reason)
 	if d.Action == v1.DecisionDeny {
 		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "denied; nothing was executed")
-		r.finish(run, pipeline.Refusal(v1.OutcomeDenied, fmt.Sprintf("%s (rule %s)", d.Reason, ruleID(&d)), run.now))
+		r.finish(run, pipeline.Refusal(v1.OutcomeDenied, fmt.Sprintf("%s (rule %s)", d.Reason, pipeline.RuleID(&d)), run.now))
 	}
 	return nil
-}
-
-func ruleID(d *v1.Decision) string {
-	if d.Policy == "" {
-		return d.Rule
-	}
-	return d.Policy + "/" + d.Rule
 }
 
 // checkAskable turns an Ask into a Deny when the same call was already denied by a
@@ -394,22 +340,13 @@ func (r *ToolIntentReconciler) checkAskable(ctx context.Context, run *intentRun,
 	if err := r.List(ctx, &approvals, client.InNamespace(run.intent.Namespace), client.MatchingFields{IndexApprovalTask: run.task.Name}); err != nil {
 		return err
 	}
-	used := 0
+	others := approvals.Items[:0]
 	for _, a := range approvals.Items {
-		if a.Spec.IntentRef.Name == run.intent.Name {
-			continue
-		}
-		used++
-		if a.Spec.Fingerprint == d.Fingerprint && a.Spec.Decision == v1.DecisionDenied {
-			d.Action = v1.DecisionDeny
-			d.Reason = fmt.Sprintf("this exact call was already denied by %s in Approval %s; it is not asked again (rule %s said: %s)", a.Spec.DecidedBy, a.Name, ruleID(d), d.Reason)
-			return nil
+		if a.Spec.IntentRef.Name != run.intent.Name {
+			others = append(others, a)
 		}
 	}
-	if limit := int(run.task.Spec.Budgets.MaxApprovalRequests); used >= limit {
-		d.Action = v1.DecisionDeny
-		d.Reason = fmt.Sprintf("the task's approval-request limit is reached (%d of budgets.maxApprovalRequests=%d); the call would need a human (rule %s said: %s)", used, limit, ruleID(d), d.Reason)
-	}
+	pipeline.ApplyAskLimits(d, run.task.Spec.Budgets.MaxApprovalRequests, others)
 	return nil
 }
 
@@ -434,7 +371,7 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 		}
 		intent.Status.ApprovalRef = approval.Name
 		setCondition(intent, v1.ConditionApproved, false, v1.ReasonApprovalPending, fmt.Sprintf("waiting for a decision on Approval %s until %s", approval.Name, approval.Spec.ExpiresAt.UTC().Format(time.RFC3339)))
-		run.record(EventApprovalRequested, false, approval, "Approval %s requested from %s for %s", approval.Name, approversText(approval.Spec.Approvers), ruleID(intent.Status.Decision))
+		run.record(EventApprovalRequested, false, approval, "Approval %s requested from %s for %s", approval.Name, approversText(approval.Spec.Approvers), pipeline.RuleID(intent.Status.Decision))
 		return false, time.Until(approval.Spec.ExpiresAt.Time) + time.Second, nil
 	}
 	if err != nil {
@@ -552,7 +489,7 @@ func (r *ToolIntentReconciler) currentFingerprint(ctx context.Context, run *inte
 }
 
 func (r *ToolIntentReconciler) policyGeneration(ctx context.Context, namespace, id string) (int64, bool, error) {
-	kind, name, ok := splitPolicyID(id)
+	kind, name, ok := policyset.SplitID(id)
 	if !ok {
 		return 0, false, nil
 	}

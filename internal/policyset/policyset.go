@@ -1,4 +1,7 @@
-package controller
+// Package policyset loads the policies in scope of a namespace (every
+// ClusterToolPolicy and the namespace's ToolPolicies) and compiles them once per
+// generation, for the controller and for kubectl toolgate replay alike.
+package policyset
 
 import (
 	"context"
@@ -11,19 +14,19 @@ import (
 	"github.com/toolgate/toolgate/internal/policy"
 )
 
-// PolicyCache hands the compiled policies in scope of a namespace to the decision
+// Cache hands the compiled policies in scope of a namespace to the decision
 // function; policy.Cache compiles each policy once per generation.
-type PolicyCache struct {
+type Cache struct {
 	compiled *policy.Cache
 }
 
-// NewPolicyCache returns an empty cache.
-func NewPolicyCache() *PolicyCache {
-	return &PolicyCache{compiled: policy.NewCache()}
+// NewCache returns an empty cache.
+func NewCache() *Cache {
+	return &Cache{compiled: policy.NewCache()}
 }
 
-// LoadedPolicies are the policies in scope of one namespace.
-type LoadedPolicies struct {
+// Set is the policies in scope of one namespace.
+type Set struct {
 	// Cluster and Namespaced are the compiled, usable policies, sorted by name.
 	Cluster, Namespaced []*policy.CompiledPolicy
 	// Broken names the policies in scope that do not compile ("Kind/name").
@@ -32,8 +35,8 @@ type LoadedPolicies struct {
 
 // Load lists the ClusterToolPolicies and the namespace's ToolPolicies as they are now
 // and returns them compiled.
-func (c *PolicyCache) Load(ctx context.Context, r client.Reader, namespace string) (LoadedPolicies, error) {
-	var out LoadedPolicies
+func (c *Cache) Load(ctx context.Context, r client.Reader, namespace string) (Set, error) {
+	var out Set
 	var cluster v1.ClusterToolPolicyList
 	if err := r.List(ctx, &cluster); err != nil {
 		return out, err
@@ -71,7 +74,7 @@ func (c *PolicyCache) Load(ctx context.Context, r client.Reader, namespace strin
 	return out, nil
 }
 
-// splitPolicyID splits "Kind/name".
-func splitPolicyID(id string) (kind, name string, ok bool) {
+// SplitID splits a policy's "Kind/name".
+func SplitID(id string) (kind, name string, ok bool) {
 	return strings.Cut(id, "/")
 }
