@@ -49,6 +49,8 @@ func TestUserRoles(t *testing.T) {
 			{"list", "approvals", true},
 			{"get", "toolintents", true},
 			{"get", "agenttasks", true},
+			{"list", "executions", true},
+			{"create", "executions", false},
 			{"create", "approvals", false},
 			{"delete", "approvals", false},
 			{"update", "approvals/status", false},
