@@ -377,5 +377,5 @@ type AgentTaskList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&AgentTask{}, &AgentTaskList{})
+	register(&AgentTask{}, &AgentTaskList{})
 }

@@ -165,5 +165,5 @@ type ApprovalList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Approval{}, &ApprovalList{})
+	register(&Approval{}, &ApprovalList{})
 }

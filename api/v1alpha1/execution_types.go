@@ -262,5 +262,5 @@ type ExecutionList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Execution{}, &ExecutionList{})
+	register(&Execution{}, &ExecutionList{})
 }

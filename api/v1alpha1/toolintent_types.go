@@ -282,5 +282,5 @@ type ToolIntentList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ToolIntent{}, &ToolIntentList{})
+	register(&ToolIntent{}, &ToolIntentList{})
 }

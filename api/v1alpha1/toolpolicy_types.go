@@ -223,5 +223,5 @@ type ClusterToolPolicyList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ToolPolicy{}, &ToolPolicyList{}, &ClusterToolPolicy{}, &ClusterToolPolicyList{})
+	register(&ToolPolicy{}, &ToolPolicyList{}, &ClusterToolPolicy{}, &ClusterToolPolicyList{})
 }

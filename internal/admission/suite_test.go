@@ -168,7 +168,7 @@ func waitForPolicies(ctx context.Context) error {
 			return contains(last, p.want), nil
 		})
 		if err != nil {
-			return fmt.Errorf("policy %s is not enforced (last answer: %v): %w", p.policy, last, err)
+			return fmt.Errorf("policy %s is not enforced (last answer: %s): %w", p.policy, fmt.Sprint(last), err)
 		}
 	}
 	return nil

@@ -306,7 +306,7 @@ func chatParams(req Request) (openai.ChatCompletionNewParams, error) {
 	if len(req.Messages) == 0 {
 		return openai.ChatCompletionNewParams{}, errors.New("request.messages is empty: build the conversation with BuildMessages")
 	}
-	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(req.Model)}
+	params := openai.ChatCompletionNewParams{Model: req.Model}
 	for i, m := range req.Messages {
 		msg, err := messageParam(m)
 		if err != nil {
@@ -346,7 +346,7 @@ func schemaObject(schema string) (map[string]any, error) {
 	dec := json.NewDecoder(strings.NewReader(schema))
 	var members map[string]json.RawMessage
 	if err := dec.Decode(&members); err != nil {
-		return nil, fmt.Errorf("not a JSON object: %v", err)
+		return nil, fmt.Errorf("not a JSON object: %w", err)
 	}
 	if members == nil {
 		return nil, errors.New("not a JSON object: null")

@@ -212,7 +212,7 @@ func fromLua(v lua.LValue) (any, error) {
 		}
 		return nil, fmt.Errorf("table key of type %s cannot be converted to JSON", key.Type())
 	}
-	return nil, fmt.Errorf("Lua value of type %s cannot be converted to JSON", v.Type())
+	return nil, fmt.Errorf("a Lua value of type %s cannot be converted to JSON", v.Type())
 }
 
 // restoreEmptyObjects puts back objects of orig that came out of Lua as empty arrays.

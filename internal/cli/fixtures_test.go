@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -192,12 +191,3 @@ func fixtureApproval(ns, name, intent string, minute int, set func(*v1.Approval)
 	return a
 }
 
-// mustJSON marshals v for test fixtures.
-func mustJSON(t *testing.T, v any) []byte {
-	t.Helper()
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append(data, '\n')
-}

@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -118,6 +117,3 @@ func loadPolicyFile(path string) (policyset.Set, error) {
 	}
 	return compilePolicies(docs)
 }
-
-// jsonUnmarshal decodes JSON; a name that reads well at call sites.
-func jsonUnmarshal(data []byte, into any) error { return json.Unmarshal(data, into) }

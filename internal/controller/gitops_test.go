@@ -137,7 +137,7 @@ func taskRef(p *pipelineEnv, name string) *v1.AgentTask {
 func TestGitOpsSyncedTaskThroughThePipeline(t *testing.T) {
 	p := startPipeline(t)
 	synced := p.syncedTask("app", v1.ModeEdit)
-	task := waitHealth(p, "AgentTask", taskRef(p, "app"), argocd.HealthProgressing, "Running: turn 0, 0 of 0 intents in flight")
+	waitHealth(p, "AgentTask", taskRef(p, "app"), argocd.HealthProgressing, "Running: turn 0, 0 of 0 intents in flight")
 
 	// An allowed read runs and succeeds.
 	p.propose("app", 0, 0, v1.ToolReadFile, `{"path":"README.md"}`)
@@ -158,7 +158,7 @@ func TestGitOpsSyncedTaskThroughThePipeline(t *testing.T) {
 	p.runJob("app-t1-0", runner.Result{ExitCode: 0}, "")
 	waitHealth(p, "Approval", approvalRef(p, "app-t1-0"), argocd.HealthHealthy, "Consumed: approved by alice (used by Execution app-t1-0)")
 	waitHealth(p, "ToolIntent", intentRef(p, "app-t1-0"), argocd.HealthHealthy, "Succeeded (exit code 0)")
-	task = waitHealth(p, "AgentTask", taskRef(p, "app"), argocd.HealthProgressing, "Running: turn 1, 0 of 2 intents in flight")
+	task := waitHealth(p, "AgentTask", taskRef(p, "app"), argocd.HealthProgressing, "Running: turn 1, 0 of 2 intents in flight")
 
 	// The full run changed the task's status only.
 	if task.Generation != synced.Generation || !reflect.DeepEqual(task.Spec, synced.Spec) {
@@ -260,7 +260,7 @@ func assertOnlyArgoWritesSpec(t *testing.T, task *v1.AgentTask) {
 	for _, mf := range task.ManagedFields {
 		var fields map[string]any
 		if mf.FieldsV1 != nil {
-			if err := json.Unmarshal(mf.FieldsV1.Raw, &fields); err != nil {
+			if err := json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -274,7 +274,7 @@ func assertOnlyArgoWritesSpec(t *testing.T, task *v1.AgentTask) {
 				t.Errorf("manager %s owns spec fields through the status subresource", mf.Manager)
 			}
 		default:
-			t.Errorf("manager %s (operation %s, subresource %q) wrote the task's main resource: %s", mf.Manager, mf.Operation, mf.Subresource, mf.FieldsV1.Raw)
+			t.Errorf("manager %s (operation %s, subresource %q) wrote the task's main resource: %s", mf.Manager, mf.Operation, mf.Subresource, mf.FieldsV1.GetRawString())
 		}
 	}
 	if !sawArgoSpec || !sawStatus {

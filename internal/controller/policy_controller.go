@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"time"
+
 	"context"
 	"fmt"
 
@@ -72,7 +74,7 @@ func (r *PolicyReconciler) reconcile(ctx context.Context, req ctrl.Request, kind
 	if err := r.Status().Update(ctx, obj); err != nil {
 		if apierrors.IsConflict(err) {
 			// Someone else wrote the policy; the next event brings the new version.
-			return ctrl.Result{Requeue: true}, nil
+			return ctrl.Result{RequeueAfter: time.Second}, nil
 		}
 		return ctrl.Result{}, err
 	}

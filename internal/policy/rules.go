@@ -123,7 +123,7 @@ func compileRule(spec v1alpha1.PolicyRule) (*rule, error) {
 	}
 	for i, glob := range spec.Match.Paths {
 		if strings.HasPrefix(glob, "/") || slices.Contains(strings.Split(glob, "/"), "..") {
-			return nil, fmt.Errorf("match.paths[%d]: glob %q must be relative to the workspace, without ..", i, glob)
+			return nil, fmt.Errorf("match.paths[%d]: glob %q must be relative to the workspace and must not contain '..'", i, glob)
 		}
 		if !doublestar.ValidatePattern(glob) {
 			return nil, fmt.Errorf("match.paths[%d]: %q is not a valid glob", i, glob)

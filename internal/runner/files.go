@@ -118,7 +118,7 @@ func runReadFile(ctx context.Context, ic *invocationContext) error {
 				ic.out.write(buf.Bytes(), false)
 			}
 		}
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

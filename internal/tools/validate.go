@@ -3,6 +3,7 @@ package tools
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -106,11 +107,7 @@ func Canonical(value any) (json.RawMessage, error) {
 }
 
 func asValidationError(err error, target **jsonschema.ValidationError) bool {
-	v, ok := err.(*jsonschema.ValidationError)
-	if ok {
-		*target = v
-	}
-	return ok
+	return errors.As(err, target)
 }
 
 var printer = message.NewPrinter(language.English)
