@@ -47,7 +47,7 @@ func TestCompileErrorsNameTheRule(t *testing.T) {
 		{
 			name: "absolute glob",
 			rule: v1alpha1.PolicyRule{Name: "abs", Action: v1alpha1.RuleDeny, Match: v1alpha1.RuleMatch{Paths: []string{"/etc/**"}}},
-			want: `rule "abs": match.paths[0]: glob "/etc/**" must be relative to the workspace, without ..`,
+			want: `rule "abs": match.paths[0]: glob "/etc/**" must be relative to the workspace and must not contain '..'`,
 		},
 		{
 			name: "bad command pattern",
