@@ -308,7 +308,7 @@ authentication:
   x509: {clientCAFile: ${STATE}/pki/ca.crt}
 authorization: {mode: Webhook}
 containerRuntimeEndpoint: unix://${STATE}/containerd/containerd.sock
-podLogsDirectory: ${STATE}/pod-logs
+podLogsDir: ${STATE}/pod-logs
 # This machine has cgroup v1, no systemd and swap settings a production node would not.
 cgroupDriver: cgroupfs
 failCgroupV1: false
