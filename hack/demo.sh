@@ -96,7 +96,7 @@ spec:
   input: $3
   reason: "$4"
   requestedBy: "${ME}"
-  proposedBy: {provider: demo, model: scripted, turn: $1}
+  proposedBy: {provider: demo, model: scripted}
 YAML
   echo "${name}"
 }

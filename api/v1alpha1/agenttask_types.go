@@ -52,14 +52,17 @@ type AgentTaskSpec struct {
 
 	// sandbox describes the container every Execution of this task runs in.
 	// +optional
+	// +kubebuilder:default={}
 	Sandbox SandboxSpec `json:"sandbox,omitempty"`
 
 	// agent says who proposes tool calls: a model toolgate talks to, or an external agent.
 	// +required
 	Agent AgentSpec `json:"agent"`
 
-	// budgets end runaway tasks with a clear condition.
+	// budgets end runaway tasks with a clear condition. Every budget has a default, so
+	// an omitted budgets block gets them all.
 	// +optional
+	// +kubebuilder:default={}
 	Budgets Budgets `json:"budgets,omitempty"`
 
 	// done, set by the task's owner, finishes a task whose agent is external. The task
@@ -152,6 +155,7 @@ type SandboxSpec struct {
 
 	// network is the egress the tool container gets. Default: none at all.
 	// +optional
+	// +kubebuilder:default={}
 	Network NetworkSpec `json:"network,omitempty"`
 }
 

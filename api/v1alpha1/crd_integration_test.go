@@ -110,6 +110,37 @@ func TestAgentTaskDefaults(t *testing.T) {
 	}
 }
 
+// TestAgentTaskDefaultsFromYAML creates a task the way kubectl apply of a minimal
+// manifest does, with no budgets or sandbox block at all: the defaults must still apply.
+func TestAgentTaskDefaultsFromYAML(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "toolgate.dev/v1alpha1", "kind": "AgentTask",
+		"metadata": map[string]any{"name": "minimal", "namespace": ns},
+		"spec": map[string]any{
+			"goal":      "x",
+			"workspace": map[string]any{"existingClaim": "ws"},
+			"agent":     map[string]any{"external": map[string]any{}},
+		},
+	}}
+	if err := env.Client.Create(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	got := &v1.AgentTask{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "minimal"}, got); err != nil {
+		t.Fatal(err)
+	}
+	b := got.Spec.Budgets
+	if b.MaxTurns != 20 || b.MaxIntents != 100 || b.MaxApprovalRequests != 10 || b.MaxConsecutiveRefusals != 5 ||
+		b.DefaultTimeoutSeconds != 120 || b.MaxTimeoutSeconds != 600 || b.MaxOutputBytes != 32768 || b.ApprovalTTLSeconds != 3600 {
+		t.Errorf("budget defaults not applied to a manifest without budgets: %+v", b)
+	}
+	if got.Spec.Sandbox.Network.Mode != v1.NetworkNone {
+		t.Errorf("network default not applied to a manifest without sandbox: %q", got.Spec.Sandbox.Network.Mode)
+	}
+}
+
 func TestAgentTaskValidation(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
