@@ -190,4 +190,3 @@ func fixtureApproval(ns, name, intent string, minute int, set func(*v1.Approval)
 	set(&a)
 	return a
 }
-
