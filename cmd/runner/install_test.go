@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,8 +58,8 @@ func TestInstallErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		out, err := exec.Command(runnerBin, tt.args...).CombinedOutput()
-		exitErr, ok := err.(*exec.ExitError)
-		if !ok || exitErr.ExitCode() != tt.wantCode || !strings.Contains(string(out), tt.wantErr) {
+		var exitErr *exec.ExitError
+		if !errors.As(err, &exitErr) || exitErr.ExitCode() != tt.wantCode || !strings.Contains(string(out), tt.wantErr) {
 			t.Errorf("%s: runner %v = %v, %q; want exit %d with %q", tt.name, tt.args, err, out, tt.wantCode, tt.wantErr)
 		}
 	}

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
-	env.Stop()
+	_ = env.Stop()
 	os.Exit(code)
 }
 

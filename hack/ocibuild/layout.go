@@ -239,7 +239,7 @@ func FullName(ref string) (string, error) {
 	}
 	parts := strings.Split(name, "/")
 	first := parts[0]
-	if len(parts) == 1 || !(strings.ContainsAny(first, ".:") || first == "localhost") {
+	if len(parts) == 1 || (!strings.ContainsAny(first, ".:") && first != "localhost") {
 		if len(parts) == 1 {
 			name = "library/" + name
 		}

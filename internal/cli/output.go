@@ -71,7 +71,7 @@ artifactPath) and the head and tail kept in the Execution's status.`,
 				if apierrors.IsNotFound(err) {
 					return fmt.Errorf("the pod %s of Job %s is gone, and its log with it. %s", pod, orDash(exec.Status.JobName), elsewhere(exec))
 				}
-				return fmt.Errorf("the log of pod %s could not be read: %s. %s", pod, apiError(err), elsewhere(exec))
+				return fmt.Errorf("the log of pod %s could not be read: %w. %s", pod, apiError(err), elsewhere(exec))
 			}
 			defer func() { _ = stream.Close() }()
 			if _, err := io.Copy(o.Streams.Out, stream); err != nil {

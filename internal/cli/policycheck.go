@@ -213,7 +213,7 @@ func commandLine(words []string) (string, error) {
 	for i, w := range words {
 		q, err := syntax.Quote(w, syntax.LangBash)
 		if err != nil {
-			return "", fmt.Errorf("argument %d (%q) cannot be quoted for bash: %v", i+1, w, err)
+			return "", fmt.Errorf("argument %d (%q) cannot be quoted for bash: %w", i+1, w, err)
 		}
 		quoted[i] = q
 	}

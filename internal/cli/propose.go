@@ -60,7 +60,7 @@ func BuildProposal(task *v1.AgentTask, existing []v1.ToolIntent, tool v1.ToolNam
 func parseInput(s string) (json.RawMessage, error) {
 	var obj map[string]any
 	if err := json.Unmarshal([]byte(s), &obj); err != nil {
-		return nil, fmt.Errorf(`--input must be a JSON object such as '{"command":"npm test"}': %v`, err)
+		return nil, fmt.Errorf(`--input must be a JSON object such as '{"command":"npm test"}': %w`, err)
 	}
 	return json.RawMessage(s), nil
 }
