@@ -137,10 +137,13 @@ type step struct {
 
 // intentRun carries one reconcile's state.
 type intentRun struct {
-	intent *v1.ToolIntent
-	task   *v1.AgentTask
-	steps  []step
-	now    time.Time
+	// observe are metric observations, made only after the status write that records
+	// their step succeeded (a conflict and a retry must not count a step twice).
+	observe []func()
+	intent  *v1.ToolIntent
+	task    *v1.AgentTask
+	steps   []step
+	now     time.Time
 }
 
 func (s *intentRun) record(reason string, warning bool, related runtime.Object, format string, args ...any) {
@@ -322,8 +325,11 @@ func (r *ToolIntentReconciler) decide(ctx context.Context, run *intentRun) error
 		}
 	}
 	intent.Status.Decision = &d
-	metrics.Decisions.WithLabelValues(string(d.Action), d.Rule).Inc()
-	metrics.PipelineLatency.WithLabelValues("decide").Observe(run.now.Sub(intent.CreationTimestamp.Time).Seconds())
+	decideLatency := run.now.Sub(intent.CreationTimestamp.Time).Seconds()
+	run.observe = append(run.observe, func() {
+		metrics.Decisions.WithLabelValues(string(d.Action), d.Rule).Inc()
+		metrics.PipelineLatency.WithLabelValues("decide").Observe(decideLatency)
+	})
 	setCondition(intent, v1.ConditionDecided, true, string(d.Action), fmt.Sprintf("%s by %s: %s", d.Action, pipeline.RuleID(&d), d.Reason))
 	run.record(EventDecided, d.Action == v1.DecisionDeny, nil, "%s by %s (generation %d): %s", d.Action, pipeline.RuleID(&d), d.PolicyGeneration, d.Reason)
 	if d.Action == v1.DecisionDeny {
@@ -368,6 +374,14 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 		}
 		if err := r.Create(ctx, approval); err != nil && !apierrors.IsAlreadyExists(err) {
 			return false, 0, err
+		} else if err == nil {
+			// The status subresource ignores status on create: say Pending right away,
+			// so nobody sees an Approval without a state.
+			approval.Status.State = v1.ApprovalStatePending
+			approval.Status.ObservedGeneration = approval.Generation
+			if err := r.Status().Update(ctx, approval); err != nil && !apierrors.IsConflict(err) {
+				return false, 0, err
+			}
 		}
 		intent.Status.ApprovalRef = approval.Name
 		setCondition(intent, v1.ConditionApproved, false, v1.ReasonApprovalPending, fmt.Sprintf("waiting for a decision on Approval %s until %s", approval.Name, approval.Spec.ExpiresAt.UTC().Format(time.RFC3339)))
@@ -455,18 +469,25 @@ func (r *ToolIntentReconciler) settleApproval(ctx context.Context, a *v1.Approva
 	if a.Status.State == state {
 		return nil
 	}
+	waited, result := now.Sub(a.CreationTimestamp.Time).Seconds(), ""
 	if a.Status.DecidedAt == nil && a.Spec.Decision != v1.DecisionPending {
 		t := metav1.NewTime(now)
 		a.Status.DecidedAt = &t
-		metrics.ApprovalWait.WithLabelValues(string(a.Spec.Decision)).Observe(now.Sub(a.CreationTimestamp.Time).Seconds())
+		result = string(a.Spec.Decision)
 	} else if state == v1.ApprovalStateExpired {
-		metrics.ApprovalWait.WithLabelValues("Expired").Observe(now.Sub(a.CreationTimestamp.Time).Seconds())
+		result = "Expired"
 	}
 	a.Status.State = state
 	a.Status.ConsumedBy = consumedBy
 	a.Status.Message = msg
 	a.Status.ObservedGeneration = a.Generation
-	return r.Status().Update(ctx, a)
+	if err := r.Status().Update(ctx, a); err != nil {
+		return err
+	}
+	if result != "" {
+		metrics.ApprovalWait.WithLabelValues(result).Observe(waited)
+	}
+	return nil
 }
 
 // currentFingerprint recomputes the decision's fingerprint with the deciding policy's
@@ -550,7 +571,8 @@ func (r *ToolIntentReconciler) execute(ctx context.Context, run *intentRun) (boo
 	}
 	intent.Status.ExecutionRef = exec.Name
 	if intent.Status.Decision.Action == v1.DecisionAllow {
-		metrics.PipelineLatency.WithLabelValues("dispatch").Observe(run.now.Sub(decidedAt(intent)).Seconds())
+		dispatchLatency := run.now.Sub(decidedAt(intent)).Seconds()
+		run.observe = append(run.observe, func() { metrics.PipelineLatency.WithLabelValues("dispatch").Observe(dispatchLatency) })
 	}
 	setCondition(intent, v1.ConditionExecuted, false, v1.ReasonExecutionCreated, fmt.Sprintf("Execution %s runs", exec.Name))
 	run.record(EventExecutionRequested, false, exec, "Execution %s created (timeout %ds, image %s)", exec.Name, exec.Spec.TimeoutSeconds, exec.Spec.Sandbox.Image)
@@ -584,7 +606,10 @@ func (r *ToolIntentReconciler) observe(ctx context.Context, run *intentRun) erro
 	}
 	obs := pipeline.FromExecution(exec, run.now)
 	setCondition(intent, v1.ConditionExecuted, true, v1.ReasonExecutionFinished, fmt.Sprintf("Execution %s finished: %s", exec.Name, obs.Outcome))
-	metrics.ExecutionDuration.WithLabelValues(string(intent.Spec.Tool), string(obs.Outcome)).Observe(float64(exec.Status.DurationMillis) / 1000)
+	duration := float64(exec.Status.DurationMillis) / 1000
+	run.observe = append(run.observe, func() {
+		metrics.ExecutionDuration.WithLabelValues(string(intent.Spec.Tool), string(obs.Outcome)).Observe(duration)
+	})
 	r.finish(run, obs)
 	return nil
 }
@@ -595,12 +620,17 @@ func (r *ToolIntentReconciler) finish(run *intentRun, obs *v1.Observation) {
 	intent.Status.Observation = obs
 	msg := fmt.Sprintf("outcome %s; executed: %t", obs.Outcome, obs.Executed)
 	setCondition(intent, v1.ConditionObserved, true, v1.ReasonObservationWritten, msg)
-	metrics.IntentsObserved.WithLabelValues(string(intent.Spec.Tool), string(obs.Outcome)).Inc()
+	run.observe = append(run.observe, func() {
+		metrics.IntentsObserved.WithLabelValues(string(intent.Spec.Tool), string(obs.Outcome)).Inc()
+	})
 	run.record(EventObserved, obs.Outcome != v1.OutcomeSucceeded, nil, "%s", msg)
 }
 
 // emit sends each step's event and audit line, after the status write succeeded.
 func (r *ToolIntentReconciler) emit(log logr.Logger, run *intentRun) {
+	for _, observe := range run.observe {
+		observe()
+	}
 	intent := run.intent
 	for _, s := range run.steps {
 		kind := corev1.EventTypeNormal
