@@ -11,8 +11,9 @@ import (
 
 // auditLine writes one structured audit log line for a pipeline step, with every
 // correlation id known for the intent: task, intent, decision (policy, rule,
-// generation, fingerprint), approval and its decider, execution. note is already masked.
-func auditLine(log logr.Logger, step, note string, intent *v1.ToolIntent) {
+// generation, fingerprint), approval and its decider (passed in extra), execution.
+// note is already masked.
+func auditLine(log logr.Logger, step, note string, intent *v1.ToolIntent, extra ...any) {
 	kv := []any{
 		"audit", true,
 		"step", step,
@@ -35,7 +36,7 @@ func auditLine(log logr.Logger, step, note string, intent *v1.ToolIntent) {
 	if o := intent.Status.Observation; o != nil {
 		kv = append(kv, "outcome", o.Outcome, "executed", o.Executed)
 	}
-	log.Info(note, kv...)
+	log.Info(note, append(kv, extra...)...)
 }
 
 // toolsValidate returns the intent's normalized input.

@@ -638,7 +638,11 @@ func (r *ToolIntentReconciler) emit(log logr.Logger, run *intentRun) {
 			kind = corev1.EventTypeWarning
 		}
 		r.Recorder.Eventf(intent, s.related, kind, s.reason, s.reason, "%s", s.note)
-		auditLine(log, s.reason, s.note, intent)
+		var extra []any
+		if a, ok := s.related.(*v1.Approval); ok && a.Spec.DecidedBy != "" {
+			extra = append(extra, "decidedBy", a.Spec.DecidedBy)
+		}
+		auditLine(log, s.reason, s.note, intent, extra...)
 	}
 }
 
