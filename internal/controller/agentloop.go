@@ -362,6 +362,17 @@ func (r *AgentTaskReconciler) runAgentLoop(ctx context.Context, task *v1.AgentTa
 				return step, nil
 			}
 		}
+		// A model call costs money and is not idempotent: make sure this reconcile does
+		// not work from a stale cached task (one whose newer status, perhaps the end of
+		// the task, is still on its way) before asking the model for a turn.
+		fresh := &v1.AgentTask{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(task), fresh); err != nil {
+			return step, client.IgnoreNotFound(err)
+		}
+		if fresh.ResourceVersion != task.ResourceVersion {
+			step.retryAfter = time.Second
+			return step, nil
+		}
 		rec, unavailable, failure, retryAfter, err := r.takeTurn(ctx, task, int32(len(records)), state.history)
 		switch {
 		case err != nil:
