@@ -130,6 +130,12 @@ func newChatServer(t *testing.T, script ...chatReply) *chatServer {
 func (s *chatServer) baseURL() string { return s.server.URL + "/v1" }
 
 func (s *chatServer) serve(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasPrefix(r.URL.Path, "/v1/") {
+		// Not a model call (a stray request-target such as "*" was seen once under
+		// load, with no body): refuse it without counting it as a request.
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	var req chatRequest
 	if err := json.Unmarshal(body, &req); err != nil {
