@@ -62,26 +62,7 @@ var clients = map[string]client.Client{}
 var roleNames = map[string]string{}
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	var err error
-	env, err = testenv.Start(testenv.WithAdmissionPolicies())
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
-		return 1
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
-		}
-	}()
-	if err := setup(context.Background()); err != nil {
-		fmt.Fprintf(os.Stderr, "setting up: %v\n", err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(testenv.Main(m, &env, func() error { return setup(context.Background()) }, testenv.WithAdmissionPolicies()))
 }
 
 // setup installs the user-facing roles, creates the users and waits until the API

@@ -1,7 +1,6 @@
 package argocd
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -13,20 +12,5 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	var err error
-	env, err = testenv.Start(testenv.WithAdmissionPolicies())
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
-		return 1
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
-		}
-	}()
-	return m.Run()
+	os.Exit(testenv.Main(m, &env, nil, testenv.WithAdmissionPolicies()))
 }

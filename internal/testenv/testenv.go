@@ -188,3 +188,27 @@ func (e *Env) Namespace(t testing.TB) string {
 	t.Cleanup(func() { _ = e.Client.Delete(context.Background(), ns) })
 	return ns.Name
 }
+
+// Main is a package's TestMain around one shared control plane: it starts it, stores
+// it in *env, runs setup (when not nil) and the tests, stops it, and returns the exit
+// code for os.Exit.
+func Main(m *testing.M, env **Env, setup func() error, opts ...Option) int {
+	e, err := Start(opts...)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
+		return 1
+	}
+	*env = e
+	defer func() {
+		if err := e.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
+		}
+	}()
+	if setup != nil {
+		if err := setup(); err != nil {
+			fmt.Fprintf(os.Stderr, "setting up: %v\n", err)
+			return 1
+		}
+	}
+	return m.Run()
+}
