@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 
@@ -16,19 +17,6 @@ var commands = map[string]handler{}
 
 func init() {
 	fixedCategory := map[v1alpha1.CommandCategory][]string{
-		v1alpha1.CategoryReadOnly: {
-			"cat", "ls", "grep", "egrep", "fgrep", "rg", "ag", "head", "tail", "wc", "echo", "printf",
-			"pwd", "true", "false", "test", "[", "which", "type", "whoami", "id", "date", "printenv",
-			"uname", "file", "stat", "du", "df", "tree", "less", "more", "uniq", "cut", "tr", "diff",
-			"cmp", "comm", "md5sum", "sha1sum", "sha256sum", "sha512sum", "cksum", "b2sum", "basename",
-			"dirname", "realpath", "readlink", "jq", "column", "nl", "od", "xxd", "hexdump", "strings",
-			"seq", "sleep", "ps", "free", "uptime", "cd", "pushd", "popd", "dirs", "set", "unset",
-			"shopt", "exit", "return", ":", "read", "getopts", "shift", "wait", "tac", "rev", "fold",
-			"fmt", "paste", "join", "expand", "unexpand", "look", "locale", "nproc", "arch", "tput",
-			"yes", "base64", "pgrep", "zcat", "zgrep", "bzcat", "xzcat", "cal", "expr", "numfmt",
-			"hash", "ulimit", "umask", "man", "help", "lsof", "hostname", "groups", "break", "continue",
-			"let", "bc", "tsort", "sum",
-		},
 		v1alpha1.CategoryTest: {
 			"pytest", "py.test", "tox", "nox", "jest", "vitest", "mocha", "rspec", "ctest", "phpunit",
 			"bats",
@@ -52,7 +40,14 @@ func init() {
 			"unshare", "insmod", "rmmod", "modprobe", "iptables", "ip6tables", "nft", "useradd",
 			"userdel", "usermod", "groupadd", "passwd", "chpasswd", "visudo", "sysctl", "docker",
 			"podman", "crictl", "ctr", "systemctl", "service", "shutdown", "reboot", "setfacl",
-			"capsh", "runuser", "setpriv", "mknod",
+			"capsh", "runuser", "setpriv", "mknod", "hostname",
+		},
+		// Builtins that change how bash looks up or evaluates later words, and
+		// programs that read instructions toolgate does not follow.
+		v1alpha1.CategoryUnknown: {
+			"hash", "enable", "shopt", "trap", "alias", "unalias", "let", "bind", "compgen", "complete", "compopt",
+			"fc", "history", "disown", "suspend", "logout", "ulimit", "source", ".", "caller", "bc", "dc", "tput",
+			"man", "help", "lsof", "getconf", "ldd",
 		},
 	}
 	for category, names := range fixedCategory {
@@ -60,26 +55,39 @@ func init() {
 			commands[name] = fixed(category)
 		}
 	}
+	// The read-only commands, each checked against its grammar.
+	for name, g := range readOnlyGrammars {
+		commands[name] = grammarCommand(g)
+	}
+	for name, h := range builtinHandlers {
+		commands[name] = h
+	}
 
 	// Privilege wrappers: the wrapper is a privilege part, the wrapped command its own.
-	commands["sudo"] = wrapper(v1alpha1.CategoryPrivilege, "ugCDhprtTU", nil)
-	commands["doas"] = wrapper(v1alpha1.CategoryPrivilege, "uC", nil)
+	commands["sudo"] = wrapper(v1alpha1.CategoryPrivilege, &grammar{short: "ABbEHhiKknPSsVvg:C:D:h:p:R:r:t:T:U:u:", long: "user= group= login shell preserve-env[=] chdir= non-interactive", noOptionsAfterOperands: true}, nil)
+	commands["doas"] = wrapper(v1alpha1.CategoryPrivilege, &grammar{short: "nsLu:C:", noOptionsAfterOperands: true}, nil)
 	// Transparent wrappers run their command unchanged.
-	commands["nice"] = wrapper("", "n", nil)
-	commands["ionice"] = wrapper("", "cnp", nil)
-	commands["nohup"] = wrapper("", "", nil)
-	commands["stdbuf"] = wrapper("", "ioe", nil)
-	commands["builtin"] = wrapper("", "", nil)
-	commands["exec"] = wrapper("", "a", nil)
-	commands["time"] = wrapper("", "fo", nil)
-	commands["watch"] = wrapper("", "nd", nil)
-	commands["timeout"] = wrapper("", "sk", func(rest []word) []word {
+	commands["nice"] = wrapper("", &grammar{short: "n:", long: "adjustment=", complete: true, digits: true, noOptionsAfterOperands: true}, nil)
+	commands["ionice"] = wrapper("", &grammar{short: "c:n:p:P:u:t", long: "class= classdata= pid= pgid= uid= ignore", noOptionsAfterOperands: true}, nil)
+	commands["nohup"] = wrapper("", &grammar{complete: true, noOptionsAfterOperands: true}, nil)
+	commands["stdbuf"] = wrapper("", &grammar{short: "i:o:e:", long: "input= output= error=", complete: true, noOptionsAfterOperands: true}, nil)
+	commands["builtin"] = wrapper("", &grammar{noOptionsAfterOperands: true}, nil)
+	commands["exec"] = wrapper("", &grammar{short: "cla:", noOptionsAfterOperands: true}, nil)
+	// time as a program (command time, /usr/bin/time) writes -o FILE.
+	commands["time"] = wrapper("", &grammar{
+		short: "af:o:pqv", long: "append format= output= portability quiet verbose", noOptionsAfterOperands: true,
+		effects: map[string]v1alpha1.CommandCategory{"o": v1alpha1.CategoryWrite, "output": v1alpha1.CategoryWrite},
+	}, nil)
+	commands["timeout"] = wrapper("", &grammar{
+		short: "k:s:v", long: "foreground kill-after= preserve-status signal= verbose", complete: true, noOptionsAfterOperands: true,
+	}, func(rest []word) []word {
 		// The first operand is the duration.
 		if len(rest) == 0 {
 			return nil
 		}
 		return rest[1:]
 	})
+	commands["watch"] = watch
 	commands["command"] = commandBuiltin
 	commands["env"] = env
 	commands["xargs"] = xargs
@@ -87,27 +95,21 @@ func init() {
 		commands[sh] = shell
 	}
 	commands["eval"] = eval
-	commands["trap"] = trap
-	commands["source"] = fixed(v1alpha1.CategoryUnknown)
-	commands["."] = fixed(v1alpha1.CategoryUnknown)
-	commands["alias"] = alias
 
 	commands["find"] = find
-	commands["git"] = sensitive(git)
-	commands["sed"] = sensitive(sed)
-	commands["sort"] = sensitive(sortCmd)
+	commands["git"] = git
+	commands["sed"] = sed
 	commands["tee"] = tee
 	commands["chmod"] = sensitive(chmod)
 	commands["tar"] = sensitive(tar)
 	commands["dd"] = sensitive(dd)
-	commands["yq"] = sensitive(flagged(v1alpha1.CategoryReadOnly, v1alpha1.CategoryWrite, "i", "inplace"))
-	commands["gofmt"] = sensitive(flagged(v1alpha1.CategoryReadOnly, v1alpha1.CategoryWrite, "w"))
-	commands["goimports"] = sensitive(flagged(v1alpha1.CategoryReadOnly, v1alpha1.CategoryWrite, "w"))
-	commands["prettier"] = sensitive(flagged(v1alpha1.CategoryReadOnly, v1alpha1.CategoryWrite, "w", "write"))
+	commands["xxd"] = xxd
+	commands["yq"] = sensitive(flagged(v1alpha1.CategoryUnknown, v1alpha1.CategoryWrite, "i", "inplace"))
+	commands["prettier"] = sensitive(flagged(v1alpha1.CategoryUnknown, v1alpha1.CategoryWrite, "w", "write"))
 	for _, z := range []string{"gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz", "zstd"} {
-		commands[z] = sensitive(flagged(v1alpha1.CategoryWrite, v1alpha1.CategoryReadOnly, "lct", "list", "stdout", "test"))
+		commands[z] = sensitive(flagged(v1alpha1.CategoryWrite, v1alpha1.CategoryUnknown, "lct", "list", "stdout", "test"))
 	}
-	commands["unzip"] = sensitive(flagged(v1alpha1.CategoryWrite, v1alpha1.CategoryReadOnly, "lvtZ", "list"))
+	commands["unzip"] = sensitive(flagged(v1alpha1.CategoryWrite, v1alpha1.CategoryUnknown, "lvtZ", "list"))
 	commands["zip"] = fixed(v1alpha1.CategoryWrite)
 	for _, a := range []string{"awk", "gawk", "mawk", "nawk"} {
 		commands[a] = awk
@@ -128,16 +130,22 @@ func init() {
 	commands["cargo"] = sensitive(cargo)
 	commands["mvn"] = sensitive(javaBuild)
 	commands["gradle"] = sensitive(javaBuild)
-	commands["dpkg"] = sensitive(flagged(v1alpha1.CategoryInstall, v1alpha1.CategoryReadOnly, "lLsSp", "list", "listfiles", "status", "search"))
-	commands["apt-cache"] = fixed(v1alpha1.CategoryReadOnly)
+	commands["dpkg"] = sensitive(flagged(v1alpha1.CategoryInstall, v1alpha1.CategoryUnknown, "lLsSp", "list", "listfiles", "status", "search"))
+	commands["apt-cache"] = fixed(v1alpha1.CategoryUnknown)
 	for _, interp := range []string{"node", "deno", "ruby", "perl", "php", "lua", "Rscript", "osascript", "vi", "vim", "nvim", "nano", "emacs", "ed", "ex", "expect", "script", "xdg-open", "open"} {
-		// Interpreters and editors run arbitrary code; only their version query is known.
-		commands[interp] = sensitive(flagged(v1alpha1.CategoryUnknown, v1alpha1.CategoryReadOnly, "", "version"))
+		// Interpreters and editors run arbitrary code.
+		commands[interp] = fixed(v1alpha1.CategoryUnknown)
 	}
 }
 
 func fixed(category v1alpha1.CommandCategory) handler {
-	return func(c *classifier, w []word, _ int) { c.add(w, category) }
+	return func(c *classifier, w []word, _ int) {
+		reason := ""
+		if category == v1alpha1.CategoryUnknown {
+			reason = fmt.Sprintf("%s changes how bash finds or evaluates later commands, or runs code toolgate does not read", w[0].text)
+		}
+		c.addWithReason(w, category, reason)
+	}
 }
 
 // sensitive marks a command whose category depends on its arguments: a word the
@@ -207,108 +215,159 @@ func operands(args []word) []word {
 	return out
 }
 
-// skipOptions returns the words after the leading options of a wrapper; valued lists
-// the short options that take a separate value (sudo -u root).
-func skipOptions(args []word, valued string) []word {
-	i := 0
-	for i < len(args) {
-		t := args[i].text
-		if !args[i].static || !strings.HasPrefix(t, "-") || t == "-" {
-			break
-		}
-		i++
-		if t == "--" {
-			break
-		}
-		if !strings.HasPrefix(t, "--") && len(t) == 2 && strings.IndexByte(valued, t[1]) >= 0 {
-			i++
-		}
-	}
-	if i > len(args) {
-		return nil
-	}
-	return args[i:]
-}
-
 // wrapper handles a command that runs another command. own is the wrapper's own
-// category ("" when it is transparent); operands picks the wrapped command out of
-// what follows the options.
-func wrapper(own v1alpha1.CommandCategory, valued string, operands func([]word) []word) handler {
+// category ("" when it is transparent); g is the grammar of its options; pick picks
+// the wrapped command out of the operands.
+func wrapper(own v1alpha1.CommandCategory, g *grammar, pick func([]word) []word) handler {
 	return func(c *classifier, w []word, depth int) {
-		rest := skipOptions(w[1:], valued)
-		if operands != nil {
-			rest = operands(rest)
+		p := g.parse(w[1:])
+		rest := p.operands
+		if pick != nil {
+			rest = pick(rest)
 		}
 		if own != "" {
 			c.add(w, own)
+		} else if p.category != v1alpha1.CategoryReadOnly || len(rest) == 0 {
+			// An option it does not know, or nothing to run: nice or nohup alone
+			// only print or fail.
+			c.addWithReason(w, p.category, p.reason)
 		}
 		if len(rest) == 0 {
-			if own == "" {
-				// Nothing to run: nice or nohup alone only print or fail.
-				c.add(w, v1alpha1.CategoryReadOnly)
-			}
 			return
 		}
 		c.command(rest, depth+1, true)
 	}
 }
 
+// command [-pvV] name [args]: -v and -V only say what name is.
 func commandBuiltin(c *classifier, w []word, depth int) {
-	if hasFlag(w[1:], "vV") {
-		c.add(w, v1alpha1.CategoryReadOnly)
+	p := (&grammar{short: "pvV", noOptionsAfterOperands: true}).parse(w[1:])
+	if p.category != v1alpha1.CategoryReadOnly || p.has("v", "V") || len(p.operands) == 0 {
+		c.addWithReason(w, p.category, p.reason)
 		return
 	}
-	rest := skipOptions(w[1:], "")
-	if len(rest) == 0 {
-		c.add(w, v1alpha1.CategoryReadOnly)
-		return
-	}
-	c.command(rest, depth+1, true)
+	c.command(p.operands, depth+1, true)
+}
+
+var envGrammar = &grammar{
+	short: "i0u:C:S:v", long: "ignore-environment null unset= chdir= split-string= block-signal[=] default-signal[=] ignore-signal[=] list-signal-handling debug",
+	complete: true, noOptionsAfterOperands: true,
+	// -S splits a string into a command line: not followed.
+	effects: map[string]v1alpha1.CommandCategory{"S": v1alpha1.CategoryUnknown, "split-string": v1alpha1.CategoryUnknown},
 }
 
 // env [-i] [-u NAME] [-C DIR] [NAME=value]... [command]
 func env(c *classifier, w []word, depth int) {
-	if hasFlag(w[1:], "S", "split-string") {
-		// -S splits a string into a command line: not followed.
-		c.add(w, v1alpha1.CategoryUnknown)
-		return
-	}
-	rest := skipOptions(w[1:], "uC")
+	p := envGrammar.parse(w[1:])
+	rest := p.operands
 	for len(rest) > 0 && rest[0].static && strings.Contains(rest[0].text, "=") {
 		name, _, _ := strings.Cut(rest[0].text, "=")
-		if hijackingVariables[name] || strings.HasPrefix(name, "GIT_CONFIG_") {
-			c.add(w, v1alpha1.CategoryUnknown)
-			return
-		}
+		c.binds(name, true)
 		rest = rest[1:]
 	}
+	if p.category != v1alpha1.CategoryReadOnly || len(rest) == 0 {
+		c.addWithReason(w, p.category, p.reason)
+	}
 	if len(rest) == 0 {
-		c.add(w, v1alpha1.CategoryReadOnly)
 		return
 	}
 	c.command(rest, depth+1, true)
 }
 
-// xargs [options] [command [initial-arguments]]; without a command it runs echo.
+var xargsGrammar = &grammar{
+	short: "0a:d:E:e::I:i::L:l::n:oP:prs:tx",
+	long: "arg-file= delimiter= eof[=] exit interactive max-args= max-chars= max-lines[=] max-procs= no-run-if-empty null " +
+		"open-tty process-slot-var= replace[=] show-limits verbose",
+	complete: true, noOptionsAfterOperands: true,
+}
+
+// xargs [options] [command [initial-arguments]] runs command with words read from
+// its input appended (or put in place of {} with -I): those words are unknown
+// until it runs, so the command gets a word that may be anything. Without a command
+// it runs echo.
 func xargs(c *classifier, w []word, depth int) {
-	rest := skipOptions(w[1:], "IinPLldEesa")
-	if len(rest) == 0 {
-		c.add(w, v1alpha1.CategoryReadOnly)
+	p := xargsGrammar.parse(w[1:])
+	if p.category != v1alpha1.CategoryReadOnly {
+		c.addWithReason(w, p.category, p.reason)
+	}
+	if len(p.operands) == 0 {
 		return
+	}
+	replace := ""
+	for _, o := range p.options {
+		switch o.name {
+		case "I", "replace", "i":
+			replace = o.value
+			if replace == "" {
+				replace = "{}"
+			}
+		}
+	}
+	rest := fromInput(p.operands, replace)
+	if replace == "" {
+		rest = append(rest, word{text: "{input}", split: true})
 	}
 	c.command(rest, depth+1, true)
 }
 
-// shell handles bash -c 'script' (parsed and followed); a script file or stdin is
-// unknown.
+// fromInput marks the words of a command that contain placeholder (find -exec's {},
+// xargs -I's string) as words known only when it runs.
+func fromInput(words []word, placeholder string) []word {
+	out := make([]word, len(words))
+	for i, w := range words {
+		out[i] = w
+		if placeholder != "" && w.static && strings.Contains(w.text, placeholder) {
+			out[i] = word{text: w.text}
+		}
+	}
+	return out
+}
+
+// watch runs its operands joined as a string by sh -c, unless -x runs them as a
+// command; either way they are followed.
+func watch(c *classifier, w []word, depth int) {
+	p := (&grammar{
+		short: "bcCd::egn:ptxwrq", long: "beep color no-color differences[=] errexit chgexit interval= precise no-title exec no-wrap no-rerun equexit=",
+		noOptionsAfterOperands: true,
+	}).parse(w[1:])
+	if p.category != v1alpha1.CategoryReadOnly || len(p.operands) == 0 {
+		c.addWithReason(w, p.category, p.reason)
+		if len(p.operands) == 0 {
+			return
+		}
+	}
+	if p.has("x", "exec") {
+		c.command(p.operands, depth+1, true)
+		return
+	}
+	var src []string
+	for _, o := range p.operands {
+		if !o.static {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "watch runs its words as a shell string, and this one is known only when it runs")
+			return
+		}
+		src = append(src, o.text)
+	}
+	c.script(strings.Join(src, " "), depth+1)
+}
+
+// shellFlags are the options of bash -c that change nothing toolgate relies on;
+// -i, -l, --rcfile and the like read startup files, which are unknown.
+const shellFlags = "ceuxvfnC"
+
+// shellOptions are the -o options allowed there and with set.
+var shellOptions = set("errexit", "nounset", "pipefail", "xtrace", "verbose", "noglob", "noclobber", "noexec")
+
+// shell handles bash -c 'script' (parsed and followed); a script file, stdin, or an
+// option that reads startup files is unknown.
 func shell(c *classifier, w []word, depth int) {
 	args := w[1:]
 	hasC := false
 	i := 0
-	for i < len(args) {
+	for ; i < len(args); i++ {
 		t := args[i].text
 		if !args[i].static {
-			c.add(w, v1alpha1.CategoryUnknown)
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "a shell option known only when it runs")
 			return
 		}
 		if t == "--" || t == "-" {
@@ -318,21 +377,30 @@ func shell(c *classifier, w []word, depth int) {
 		if !strings.HasPrefix(t, "-") && !strings.HasPrefix(t, "+") {
 			break
 		}
-		if t == "-o" || t == "+o" || t == "-O" || t == "+O" {
-			i += 2
+		if t == "-o" || t == "+o" {
+			if i+1 >= len(args) || !shellOptions[args[i+1].text] {
+				c.addWithReason(w, v1alpha1.CategoryUnknown, "a shell option toolgate does not know")
+				return
+			}
+			i++
 			continue
 		}
-		if !strings.HasPrefix(t, "--") && strings.Contains(t, "c") {
-			hasC = true
+		for _, r := range t[1:] {
+			if !strings.ContainsRune(shellFlags, r) {
+				c.addWithReason(w, v1alpha1.CategoryUnknown, fmt.Sprintf("shell option %c%c reads startup files or changes how the script is read", t[0], r))
+				return
+			}
+			if r == 'c' {
+				hasC = true
+			}
 		}
-		i++
 	}
 	if !hasC || i >= len(args) {
-		c.add(w, v1alpha1.CategoryUnknown)
+		c.addWithReason(w, v1alpha1.CategoryUnknown, "a shell reading a script file or its input runs what toolgate cannot see")
 		return
 	}
 	if !args[i].static {
-		c.add(w, v1alpha1.CategoryUnknown)
+		c.addWithReason(w, v1alpha1.CategoryUnknown, "the script is known only when it runs")
 		return
 	}
 	c.script(args[i].text, depth+1)
@@ -342,7 +410,7 @@ func eval(c *classifier, w []word, depth int) {
 	var src []string
 	for _, a := range w[1:] {
 		if !a.static {
-			c.add(w, v1alpha1.CategoryUnknown)
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "eval of a string known only when it runs")
 			return
 		}
 		src = append(src, a.text)
@@ -350,62 +418,99 @@ func eval(c *classifier, w []word, depth int) {
 	c.script(strings.Join(src, " "), depth+1)
 }
 
-// trap 'command' SIGNAL... runs command later; it is classified now.
-func trap(c *classifier, w []word, depth int) {
-	ops := operands(w[1:])
-	if len(ops) < 2 {
-		c.add(w, v1alpha1.CategoryReadOnly)
-		return
-	}
-	if !ops[0].static {
-		c.add(w, v1alpha1.CategoryUnknown)
-		return
-	}
-	c.script(ops[0].text, depth+1)
+// findReading are the parts of a find expression that only test or print, by how
+// many arguments they take.
+var findReading = map[string]int{
+	"-name": 1, "-iname": 1, "-path": 1, "-ipath": 1, "-wholename": 1, "-iwholename": 1, "-regex": 1, "-iregex": 1,
+	"-lname": 1, "-ilname": 1, "-type": 1, "-xtype": 1, "-size": 1, "-mtime": 1, "-mmin": 1, "-atime": 1, "-amin": 1,
+	"-ctime": 1, "-cmin": 1, "-newer": 1, "-anewer": 1, "-cnewer": 1, "-perm": 1, "-user": 1, "-group": 1, "-uid": 1,
+	"-gid": 1, "-links": 1, "-inum": 1, "-samefile": 1, "-used": 1, "-fstype": 1, "-context": 1, "-maxdepth": 1,
+	"-mindepth": 1, "-regextype": 1, "-printf": 1, "-newermm": 1, "-newerct": 1, "-newerat": 1, "-newermt": 1,
+	"-nouser": 0, "-nogroup": 0, "-empty": 0, "-readable": 0, "-writable": 0, "-executable": 0, "-true": 0,
+	"-false": 0, "-depth": 0, "-mount": 0, "-xdev": 0, "-noleaf": 0, "-ignore_readdir_race": 0,
+	"-noignore_readdir_race": 0, "-daystart": 0, "-follow": 0, "-warn": 0, "-nowarn": 0, "-prune": 0, "-quit": 0,
+	"-print": 0, "-print0": 0, "-ls": 0, "(": 0, ")": 0, "!": 0, "-not": 0, "-a": 0, "-and": 0, "-o": 0, "-or": 0, ",": 0,
 }
 
-// alias NAME=VALUE can change what a later word runs; listing aliases is read-only.
-func alias(c *classifier, w []word, _ int) {
-	for _, a := range w[1:] {
-		if strings.Contains(a.text, "=") || !a.static {
-			c.add(w, v1alpha1.CategoryUnknown)
-			return
+// find is read-only when every part of its expression is in findReading. -delete
+// deletes, -fprint and its kind write, and -exec, -execdir, -ok and -okdir run
+// commands that are classified as parts of their own, with {} a word known only
+// when it runs.
+func find(c *classifier, w []word, depth int) {
+	category, reason := v1alpha1.CategoryReadOnly, ""
+	raise := func(cat v1alpha1.CommandCategory, why string) {
+		if Stricter(cat, category) {
+			category, reason = cat, why
 		}
 	}
-	c.add(w, v1alpha1.CategoryReadOnly)
-}
-
-// find is read-only unless it deletes, writes files, or runs commands (-exec, -ok),
-// whose commands are classified as parts of their own.
-func find(c *classifier, w []word, depth int) {
-	category := v1alpha1.CategoryReadOnly
 	var inner [][]word
 	args := w[1:]
-	for i := 0; i < len(args); i++ {
-		if !args[i].static && strings.HasPrefix(args[i].text, "$") {
-			// A variable in an expression could be -delete or -exec.
-			category = v1alpha1.CategoryUnknown
-		}
-		switch args[i].text {
-		case "-delete":
-			category = strictestOf(category, v1alpha1.CategoryDelete)
-		case "-fprint", "-fprint0", "-fprintf", "-fls":
-			if Stricter(v1alpha1.CategoryWrite, category) {
-				category = v1alpha1.CategoryWrite
+	i := 0
+	// Global options, then starting points: anything up to the first word that
+	// starts an expression.
+	for ; i < len(args); i++ {
+		t := args[i].text
+		if !args[i].operandOnly() {
+			if args[i].static && (t == "-H" || t == "-L" || t == "-P") {
+				continue
 			}
+			if args[i].static && (t == "-D" || t == "-O" || strings.HasPrefix(t, "-O")) {
+				if t == "-D" {
+					i++
+				}
+				continue
+			}
+			break
+		}
+		if args[i].static && (t == "(" || t == "!" || t == ",") {
+			break
+		}
+	}
+	for ; i < len(args); i++ {
+		a := args[i]
+		if !a.static || a.split && !a.operandOnly() {
+			raise(v1alpha1.CategoryUnknown, fmt.Sprintf("%s in a find expression could be -delete or -exec", a.text))
+			continue
+		}
+		switch a.text {
+		case "-delete":
+			raise(v1alpha1.CategoryDelete, "-delete deletes what it finds")
+			continue
+		case "-fprint", "-fprint0", "-fprintf", "-fls":
+			raise(v1alpha1.CategoryWrite, a.text+" writes a file")
+			i++
+			if a.text == "-fprintf" {
+				i++
+			}
+			continue
 		case "-exec", "-execdir", "-ok", "-okdir":
 			j := i + 1
 			for j < len(args) && args[j].text != ";" && args[j].text != "+" {
 				j++
 			}
-			inner = append(inner, args[i+1:j])
+			if j >= len(args) {
+				raise(v1alpha1.CategoryUnknown, a.text+" without a terminating ; or +")
+			}
+			inner = append(inner, fromInput(args[i+1:min(j, len(args))], "{}"))
 			i = j
+			continue
+		}
+		n, ok := findReading[a.text]
+		if !ok {
+			raise(v1alpha1.CategoryUnknown, fmt.Sprintf("toolgate does not know the find expression %s", a.text))
+			continue
+		}
+		for k := 0; k < n; k++ {
+			i++
+			if i < len(args) && args[i].split {
+				raise(v1alpha1.CategoryUnknown, fmt.Sprintf("the argument %s of %s may become several words", args[i].text, a.text))
+			}
 		}
 	}
-	c.add(w, category)
+	c.addWithReason(w, category, reason)
 	for _, cmd := range inner {
 		if len(cmd) == 0 {
-			c.add(w, v1alpha1.CategoryUnknown)
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "-exec with no command")
 			continue
 		}
 		c.command(cmd, depth+1, true)
@@ -413,8 +518,13 @@ func find(c *classifier, w []word, depth int) {
 }
 
 func tee(c *classifier, w []word, _ int) {
-	for _, a := range operands(w[1:]) {
-		if !a.static || !harmlessSinks[a.text] {
+	p := (&grammar{short: "aip", long: "append ignore-interrupts output-error[=]", complete: true}).parse(w[1:])
+	if p.category != v1alpha1.CategoryReadOnly {
+		c.addWithReason(w, p.category, p.reason)
+		return
+	}
+	for _, a := range p.operands {
+		if !a.static || a.split || !harmlessSinks[a.text] {
 			c.add(w, v1alpha1.CategoryWrite)
 			return
 		}
@@ -422,65 +532,108 @@ func tee(c *classifier, w []word, _ int) {
 	c.add(w, v1alpha1.CategoryReadOnly)
 }
 
-func sortCmd(c *classifier, w []word, _ int) {
-	for _, a := range w[1:] {
-		if strings.HasPrefix(a.text, "-o") || strings.HasPrefix(a.text, "--output") {
-			c.add(w, v1alpha1.CategoryWrite)
-			return
-		}
-	}
-	c.add(w, v1alpha1.CategoryReadOnly)
-}
-
-// sedExecutes finds the GNU sed commands and flags that run programs or write files:
-// the e and w commands and the e and w flags of s.
-var sedExecutes = regexp.MustCompile(`(^|[;\n{}]|^\s*[0-9$,/]+)\s*[ewWrR]\b|s/([^/\\]|\\.)*/([^/\\]|\\.)*/[gpiImM0-9]*[ewW]`)
-
-func sed(c *classifier, w []word, _ int) {
+// xxd [options] [infile [outfile]] writes outfile. Its options are words of their
+// own (no bundling: -ps is -postscript), so they are matched whole.
+func xxd(c *classifier, w []word, _ int) {
+	flags := set("-a", "-autoskip", "-b", "-bits", "-C", "-capitalize", "-E", "-EBCDIC", "-e", "-i", "-include",
+		"-p", "-ps", "-postscript", "-plain", "-u", "-uppercase", "-d", "-decimal")
+	valued := set("-c", "-cols", "-g", "-groupsize", "-l", "-len", "-n", "-name", "-o", "-offset", "-s", "-seek", "-R")
+	var ops []word
 	args := w[1:]
-	for i, a := range args {
-		t := a.text
-		if strings.HasPrefix(t, "--in-place") || (strings.HasPrefix(t, "-") && !strings.HasPrefix(t, "--") && strings.Contains(t, "i")) {
-			c.add(w, v1alpha1.CategoryWrite)
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case !a.static || a.split:
+			c.addWithReason(w, v1alpha1.CategoryUnknown, a.text+" is known only when it runs")
+			return
+		case a.text == "-r" || a.text == "-revert":
+			c.addWithReason(w, v1alpha1.CategoryWrite, "xxd -r writes binary data")
+			return
+		case flags[a.text]:
+		case valued[a.text]:
+			i++
+		case strings.HasPrefix(a.text, "-") && a.text != "-":
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "unknown option "+a.text)
+			return
+		default:
+			ops = append(ops, a)
+		}
+	}
+	if len(ops) > 1 {
+		c.addWithReason(w, v1alpha1.CategoryWrite, "xxd writes its second operand")
+		return
+	}
+	c.add(w, v1alpha1.CategoryReadOnly)
+}
+
+var sedGrammar = &grammar{
+	short:    "nrsuzEe:f:l:i::",
+	long:     "quiet silent debug expression= file= follow-symlinks in-place[=] line-length= null-data zero-terminated posix regexp-extended separate sandbox unbuffered",
+	complete: true,
+	effects: map[string]v1alpha1.CommandCategory{
+		"i": v1alpha1.CategoryWrite, "in-place": v1alpha1.CategoryWrite,
+		// A script file is not read here.
+		"f": v1alpha1.CategoryUnknown, "file": v1alpha1.CategoryUnknown,
+	},
+}
+
+// sed is read-only when its script uses only commands that print or edit the
+// stream (see sedScriptReadOnly).
+func sed(c *classifier, w []word, _ int) {
+	p := sedGrammar.parse(w[1:])
+	if p.category != v1alpha1.CategoryReadOnly {
+		c.addWithReason(w, p.category, p.reason)
+		return
+	}
+	var scripts []word
+	for _, o := range p.options {
+		if o.name == "e" || o.name == "expression" {
+			scripts = append(scripts, word{text: o.value, static: true})
+		}
+	}
+	if len(scripts) == 0 {
+		if len(p.operands) == 0 {
+			c.add(w, v1alpha1.CategoryReadOnly)
 			return
 		}
-		if t == "-f" || strings.HasPrefix(t, "--file") {
-			// A script file is not read here.
-			c.add(w, v1alpha1.CategoryUnknown)
+		scripts = p.operands[:1]
+	}
+	for _, s := range scripts {
+		if !s.static {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "the sed script is known only when it runs")
 			return
 		}
-		isScript := (i > 0 && args[i-1].text == "-e") || (!strings.HasPrefix(t, "-") && i == firstOperand(args))
-		if isScript && sedExecutes.MatchString(t) {
-			c.add(w, v1alpha1.CategoryUnknown)
+		if problem := sedScriptProblem(s.text); problem != "" {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, problem)
 			return
 		}
 	}
 	c.add(w, v1alpha1.CategoryReadOnly)
 }
 
-func firstOperand(args []word) int {
-	for i := 0; i < len(args); i++ {
-		if args[i].text == "-e" || args[i].text == "-l" {
-			i++
-			continue
-		}
-		if !strings.HasPrefix(args[i].text, "-") {
-			return i
-		}
-	}
-	return -1
-}
-
-// awk programs can run commands (system, |, getline) and write files (>); any sign of
-// that makes the call unknown.
+// awk programs can run commands (system, | and getline) and write files (print >);
+// a program is read-only only when it has none of the characters and names that do
+// that, so a comparison with > is refused too. Only -F and -v are known options.
 func awk(c *classifier, w []word, _ int) {
-	for _, a := range w[1:] {
-		if !a.static || a.text == "-f" || strings.HasPrefix(a.text, "--file") || a.text == "-i" || strings.HasPrefix(a.text, "--include") {
-			c.add(w, v1alpha1.CategoryUnknown)
+	p := (&grammar{short: "F:v:"}).parse(w[1:])
+	if p.category != v1alpha1.CategoryReadOnly {
+		c.addWithReason(w, p.category, p.reason)
+		return
+	}
+	if len(p.operands) == 0 || !p.operands[0].static {
+		c.addWithReason(w, v1alpha1.CategoryUnknown, "the awk program is known only when it runs")
+		return
+	}
+	program := p.operands[0].text
+	for _, bad := range []string{"system", "getline", "|", ">", "@", "close", "fflush", "ENVIRON", "PROCINFO"} {
+		if strings.Contains(program, bad) {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, fmt.Sprintf("the awk program uses %q, which can run commands or write files", bad))
 			return
 		}
-		if strings.Contains(a.text, "system") || strings.ContainsAny(a.text, "|>") || strings.Contains(a.text, "getline") {
-			c.add(w, v1alpha1.CategoryUnknown)
+	}
+	for _, o := range p.operands[1:] {
+		if !o.operandOnly() && !o.static {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, o.text+" may expand to an awk option")
 			return
 		}
 	}
@@ -502,26 +655,50 @@ func chmod(c *classifier, w []word, _ int) {
 	c.add(w, v1alpha1.CategoryWrite)
 }
 
+var tarGrammar = &grammar{
+	short: "tvzjJaf:C:b:",
+	long: "list file= verbose gzip gunzip bzip2 xz lzma zstd auto-compress directory= wildcards no-wildcards exclude= " +
+		"anchored no-anchored ignore-case numeric-owner utc full-time blocking-factor= quiet show-transformed-names " +
+		"ignore-zeros occurrence[=] strip-components=",
+}
+
+// tar lists read-only when every option is in tarGrammar; anything else is a write
+// (create, extract, append) unless it runs a program.
 func tar(c *classifier, w []word, _ int) {
 	args := w[1:]
+	if len(args) > 0 && !strings.HasPrefix(args[0].text, "-") {
+		args = tarOldStyle(args)
+	}
+	p := tarGrammar.parse(args)
+	if p.has("t", "list") {
+		c.addWithReason(w, p.category, p.reason)
+		return
+	}
 	for _, a := range args {
 		name, _, _ := strings.Cut(a.text, "=")
 		switch name {
 		case "--to-command", "--checkpoint-action", "--use-compress-program", "--info-script", "--new-volume-script", "-I", "-F":
-			// These run programs.
-			c.add(w, v1alpha1.CategoryUnknown)
+			c.addWithReason(w, v1alpha1.CategoryUnknown, name+" runs a program")
 			return
 		}
 	}
-	list := hasFlag(args, "t", "list")
-	if len(args) > 0 && !strings.HasPrefix(args[0].text, "-") && strings.Contains(args[0].text, "t") {
-		list = true // old-style cluster: tar tf x.tar
-	}
-	if list {
-		c.add(w, v1alpha1.CategoryReadOnly)
-		return
-	}
 	c.add(w, v1alpha1.CategoryWrite)
+}
+
+// tarOldStyle turns tar's old option style (tar tzf x.tgz: letters without a dash,
+// their values in the words that follow, in order) into one option per word.
+func tarOldStyle(args []word) []word {
+	valued := "fbCgHIKLNTVX"
+	out := []word{}
+	rest := args[1:]
+	for _, r := range args[0].text {
+		out = append(out, word{text: "-" + string(r), static: true})
+		if strings.ContainsRune(valued, r) && len(rest) > 0 {
+			out = append(out, rest[0])
+			rest = rest[1:]
+		}
+	}
+	return append(out, rest...)
 }
 
 func dd(c *classifier, w []word, _ int) {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
@@ -27,34 +28,48 @@ var gitWrite = set("add", "stage", "commit", "merge", "rebase", "cherry-pick", "
 // gitNetwork are subcommands that talk to remotes.
 var gitNetwork = set("fetch", "pull", "clone", "ls-remote", "remote-update", "send-email", "request-pull", "daemon", "instaweb")
 
-// git classifies a git command by its subcommand. Global -c and --config-env are
-// unknown: configuration can name programs git then runs (core.fsmonitor,
-// core.pager, alias.*).
+// gitGlobal are git's options before the subcommand. -c, --config-env and
+// --exec-path are missing on purpose: configuration and exec paths name programs
+// git then runs (core.pager, core.fsmonitor, alias.*). -p (paginate) runs a pager.
+var gitGlobal = &grammar{
+	short: "C:hP",
+	long: "git-dir= work-tree= namespace= no-pager bare no-replace-objects literal-pathspecs glob-pathspecs " +
+		"noglob-pathspecs icase-pathspecs no-optional-locks",
+	noOptionsAfterOperands: true,
+}
+
+// git classifies a git command by its subcommand. Whatever the subcommand, a call
+// that would be read-only is read-only only when its options are in the
+// subcommand's grammar (gitReadGrammars).
 func git(c *classifier, w []word, _ int) {
-	args := w[1:]
-	i := 0
-	for i < len(args) && strings.HasPrefix(args[i].text, "-") {
-		t := args[i].text
-		name, _, _ := strings.Cut(t, "=")
-		switch name {
-		case "-c", "--config-env", "--exec-path":
-			c.add(w, v1alpha1.CategoryUnknown)
-			return
-		case "-C", "--git-dir", "--work-tree", "--namespace", "--super-prefix":
-			if !strings.Contains(t, "=") {
-				i++
-			}
-		case "--version", "--help", "-h":
-			c.add(w, v1alpha1.CategoryReadOnly)
+	for _, a := range w[1:] {
+		if !a.static {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, a.text+" is known only when it runs, and could be any git option")
 			return
 		}
-		i++
 	}
-	if i >= len(args) {
-		c.add(w, v1alpha1.CategoryReadOnly) // prints usage
+	p := gitGlobal.parse(w[1:])
+	if p.category != v1alpha1.CategoryReadOnly {
+		c.addWithReason(w, p.category, p.reason)
 		return
 	}
-	c.add(w, gitSubcommand(args[i].text, args[i+1:]))
+	if len(p.operands) == 0 || p.has("h", "help", "version") {
+		c.add(w, v1alpha1.CategoryReadOnly) // prints usage or the version
+		return
+	}
+	sub, rest := p.operands[0].text, p.operands[1:]
+	category := gitSubcommand(sub, rest)
+	if category != v1alpha1.CategoryReadOnly {
+		c.add(w, category)
+		return
+	}
+	g, ok := gitReadGrammars[sub]
+	if !ok {
+		c.addWithReason(w, v1alpha1.CategoryUnknown, fmt.Sprintf("toolgate has no grammar for git %s", sub))
+		return
+	}
+	sp := g.parse(rest)
+	c.addWithReason(w, sp.category, sp.reason)
 }
 
 func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
@@ -65,10 +80,7 @@ func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
 	}
 	switch {
 	case gitReadOnly[sub]:
-		if hasFlag(rest, "", "output", "ext-diff", "textconv") {
-			// --output writes a file; external diff and textconv drivers run programs.
-			return strictestOf(v1alpha1.CategoryWrite, gitExternal(rest))
-		}
+		// Their options are checked by gitReadGrammars.
 		return v1alpha1.CategoryReadOnly
 	case sub == "push":
 		for _, o := range ops {
@@ -197,13 +209,6 @@ func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
 	return v1alpha1.CategoryUnknown
 }
 
-func gitExternal(rest []word) v1alpha1.CommandCategory {
-	if hasFlag(rest, "", "ext-diff", "textconv") {
-		return v1alpha1.CategoryUnknown
-	}
-	return v1alpha1.CategoryReadOnly
-}
-
 // goCmd classifies the go command by subcommand.
 func goCmd(c *classifier, w []word, _ int) {
 	ops := operands(w[1:])
@@ -238,7 +243,8 @@ func goCmd(c *classifier, w []word, _ int) {
 			case "download", "tidy", "vendor":
 				category = v1alpha1.CategoryInstall
 			case "graph", "why", "verify":
-				category = v1alpha1.CategoryReadOnly
+				// They download the modules they need.
+				category = v1alpha1.CategoryNetwork
 			case "init", "edit":
 				category = v1alpha1.CategoryWrite
 			}
@@ -350,7 +356,10 @@ func runner(pm handler) handler {
 			// come after it.
 			for i, a := range w {
 				if a.text == "run" {
-					rest := skipOptions(w[i+1:], "")
+					rest := w[i+1:]
+					for len(rest) > 0 && strings.HasPrefix(rest[0].text, "-") {
+						rest = rest[1:]
+					}
 					c.command(rest, depth+1, true)
 					return
 				}
@@ -381,7 +390,7 @@ func python(c *classifier, w []word, depth int) {
 			c.add(w, v1alpha1.CategoryWrite)
 		case "http.server":
 			c.add(w, v1alpha1.CategoryNetwork)
-		case "json.tool", "pydoc", "site", "tabnanny":
+		case "json.tool", "site", "tabnanny":
 			c.add(w, v1alpha1.CategoryReadOnly)
 		default:
 			c.add(w, v1alpha1.CategoryUnknown)
@@ -396,7 +405,8 @@ func python(c *classifier, w []word, depth int) {
 func makeCmd(c *classifier, w []word, _ int) {
 	args := w[1:]
 	if hasFlag(args, "nq", "dry-run", "just-print", "question", "recon") {
-		c.add(w, v1alpha1.CategoryReadOnly)
+		// make -n still expands $(shell ...) and runs recursive + lines.
+		c.addWithReason(w, v1alpha1.CategoryBuild, "make -n still runs $(shell ...) in the makefile")
 		return
 	}
 	category := v1alpha1.CategoryBuild
@@ -451,8 +461,11 @@ func cargo(c *classifier, w []word, _ int) {
 		category = v1alpha1.CategoryNetwork
 	case "clean":
 		category = v1alpha1.CategoryDelete
-	case "tree", "metadata", "help", "version", "locate-project", "pkgid", "verify-project":
+	case "help", "version", "locate-project", "pkgid", "verify-project":
 		category = v1alpha1.CategoryReadOnly
+	case "tree", "metadata":
+		// They update the registry index when the lock file is not enough.
+		category = v1alpha1.CategoryNetwork
 	default:
 		category = v1alpha1.CategoryUnknown
 	}

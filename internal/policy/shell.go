@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"unicode/utf8"
 
 	"mvdan.cc/sh/v3/syntax"
 
@@ -11,7 +12,8 @@ import (
 )
 
 // Part is one part of a shell command: one simple command (after unwrapping wrappers
-// such as sudo, env, timeout or xargs), or one redirection.
+// such as sudo, env, timeout or xargs), one redirection, or one shell construct that
+// decides the category on its own (a function definition, an assignment).
 type Part struct {
 	// Argv is the command's words after quote removal. A word the classifier cannot
 	// resolve statically (a variable, a substitution) keeps its source text.
@@ -20,6 +22,9 @@ type Part struct {
 	Command string
 	// Category of this part.
 	Category v1alpha1.CommandCategory
+	// Reason says why a part is not read-only when that is not obvious from the
+	// command alone ("unknown option --compress-program").
+	Reason string
 }
 
 // Classification is the result of classifying a bash command.
@@ -31,17 +36,27 @@ type Classification struct {
 	Parts []Part
 }
 
-// maxDepth bounds how deep strings run by bash -c, eval, trap or find -exec are
-// followed; anything deeper is unknown.
-const maxDepth = 8
+const (
+	// maxDepth bounds how deep strings run by bash -c, eval, watch or find -exec are
+	// followed; anything deeper is unknown.
+	maxDepth = 8
+	// maxCommandBytes bounds what is parsed at all. The bash tool accepts 16 KiB
+	// characters; anything longer did not come through it.
+	maxCommandBytes = 64 << 10
+)
 
 // ClassifyCommand parses a bash command with a real shell parser and classifies every
 // part of it: each simple command in lists, pipelines, &&/||, subshells, blocks,
-// functions, command and process substitutions, the strings run by bash -c, sh -c and
-// eval, the commands run by wrappers (sudo, env, nice, timeout, xargs, command, exec,
-// nohup, find -exec), and every redirection. What cannot be parsed or followed — a
-// syntax error, a command name held in a variable, a script file — is unknown, never
-// read-only.
+// functions, command and process substitutions, the strings run by bash -c, sh -c,
+// eval and watch, the commands run by wrappers (sudo, env, nice, timeout, xargs,
+// command, exec, nohup, find -exec), and every redirection.
+//
+// A part is read-only only when it is a command of readOnlyGrammars whose every
+// word fits that command's grammar, in a script that defines no function shadowing
+// a command, sets no variable that changes what programs run, and evaluates no
+// arithmetic over variables. What cannot be parsed or followed — a syntax error, a
+// command name held in a variable, a script file, an option the grammar does not
+// know — is unknown, never read-only.
 func ClassifyCommand(command string) (out Classification) {
 	c := &classifier{funcs: map[string]bool{}}
 	defer func() {
@@ -50,11 +65,16 @@ func ClassifyCommand(command string) (out Classification) {
 		if r := recover(); r != nil {
 			out = Classification{
 				Category: v1alpha1.CategoryUnknown,
-				Parts:    []Part{{Command: fmt.Sprintf("unclassifiable: %v", r), Category: v1alpha1.CategoryUnknown}},
+				Parts:    []Part{{Command: "unclassifiable", Category: v1alpha1.CategoryUnknown, Reason: fmt.Sprintf("the parser failed: %v", r)}},
 			}
 		}
 	}()
-	c.script(command, 0)
+	if problem := unparsableInput(command); problem != "" {
+		c.note("unclassifiable input", v1alpha1.CategoryUnknown, problem)
+	} else {
+		c.script(command, 0)
+	}
+	c.applyEnvironment()
 	out.Parts = c.parts
 	out.Category = v1alpha1.CategoryReadOnly
 	for _, p := range c.parts {
@@ -65,53 +85,113 @@ func ClassifyCommand(command string) (out Classification) {
 	return out
 }
 
-// word is one shell word: its value when it is static (only literals and quotes),
-// otherwise its source text.
+// unparsableInput refuses input that bash and the parser could read differently:
+// bash drops NUL bytes, and the parser and bash disagree on invalid UTF-8.
+func unparsableInput(command string) string {
+	switch {
+	case len(command) > maxCommandBytes:
+		return fmt.Sprintf("the command is %d bytes; at most %d are classified", len(command), maxCommandBytes)
+	case strings.IndexByte(command, 0) >= 0:
+		return "the command contains a NUL byte"
+	case !utf8.ValidString(command):
+		return "the command is not valid UTF-8"
+	}
+	return ""
+}
+
+// word is one shell word.
 type word struct {
-	text   string
+	// text is the word after quote removal when static, otherwise its source text.
+	text string
+	// static is true when the word holds only literals and quotes: its value is text.
 	static bool
+	// split is true when bash may turn the word into several words or into other
+	// text than its source: an unquoted expansion, a glob, a brace expansion.
+	split bool
+	// glob is true when the word is static text that pathname expansion may turn
+	// into file names (split for that reason alone).
+	glob bool
+	// lead is the static text before the first expansion of a word that is not
+	// static ("src/" of "src/$f"): when it does not start with "-", the word cannot
+	// be an option.
+	lead string
+}
+
+// operandOnly says the word cannot be an option, whatever it expands to.
+func (w word) operandOnly() bool {
+	switch {
+	case w.static && !w.split:
+		return !strings.HasPrefix(w.text, "-") || w.text == "-"
+	case w.static && w.glob:
+		// A file name matched by a pattern starts with the pattern's first
+		// character when that is a literal one.
+		return w.text != "" && strings.IndexByte("*?[-\\", w.text[0]) < 0
+	case !w.static && !w.split:
+		return w.lead != "" && !strings.HasPrefix(w.lead, "-")
+	}
+	return false
 }
 
 type classifier struct {
 	parts []Part
-	// funcs are the functions the command defines; calling one runs its body, which
-	// is classified where it is defined.
+	// funcs are the functions the command defines; calling one is unknown.
 	funcs map[string]bool
+	// environment is the first variable the script exports to the commands it runs
+	// that is neither harmless nor known to hijack them; every read-only command
+	// then becomes unknown.
+	environment string
 }
 
 func (c *classifier) add(words []word, category v1alpha1.CommandCategory) {
+	c.addWithReason(words, category, "")
+}
+
+func (c *classifier) addWithReason(words []word, category v1alpha1.CommandCategory, reason string) {
 	argv := make([]string, len(words))
 	for i, w := range words {
 		argv[i] = w.text
 	}
-	c.parts = append(c.parts, Part{Argv: argv, Command: strings.Join(argv, " "), Category: category})
+	c.parts = append(c.parts, Part{Argv: argv, Command: strings.Join(argv, " "), Category: category, Reason: reason})
 }
 
-func (c *classifier) note(text string, category v1alpha1.CommandCategory) {
-	c.parts = append(c.parts, Part{Command: text, Category: category})
+func (c *classifier) note(text string, category v1alpha1.CommandCategory, reason string) {
+	c.parts = append(c.parts, Part{Command: text, Category: category, Reason: reason})
+}
+
+// applyEnvironment: a read-only command run with an environment variable toolgate
+// does not know could behave otherwise (TAR_OPTIONS, LESSOPEN and RIPGREP_CONFIG_PATH
+// all make read-only tools run programs), so it is unknown.
+func (c *classifier) applyEnvironment() {
+	if c.environment == "" {
+		return
+	}
+	for i, p := range c.parts {
+		if p.Argv != nil && p.Category == v1alpha1.CategoryReadOnly {
+			c.parts[i].Category = v1alpha1.CategoryUnknown
+			c.parts[i].Reason = fmt.Sprintf("the command sets %s for the programs it runs, and toolgate does not know what %s changes", c.environment, c.environment)
+		}
+	}
 }
 
 // script parses src and classifies everything in it.
 func (c *classifier) script(src string, depth int) {
 	if depth > maxDepth {
-		c.note("nested too deep to follow", v1alpha1.CategoryUnknown)
+		c.note("nested too deep to follow", v1alpha1.CategoryUnknown, fmt.Sprintf("strings run by bash -c, eval or find -exec are followed %d levels deep", maxDepth))
 		return
 	}
 	file, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
 	if err != nil {
-		c.note("unparsable: "+err.Error(), v1alpha1.CategoryUnknown)
+		c.note("unparsable: "+err.Error(), v1alpha1.CategoryUnknown, "bash would read this command differently or not at all")
 		return
 	}
 	syntax.Walk(file, func(n syntax.Node) bool {
-		if fd, ok := n.(*syntax.FuncDecl); ok && fd.Name != nil {
-			c.funcs[fd.Name.Value] = true
-		}
-		return true
-	})
-	syntax.Walk(file, func(n syntax.Node) bool {
 		switch n := n.(type) {
+		case *syntax.Stmt:
+			if n.Background || n.Coprocess || n.Disown {
+				c.note(source(n), v1alpha1.CategoryUnknown, "a command run in the background can outlive the call")
+			}
 		case *syntax.CallExpr:
-			c.assigns(n.Assigns)
+			c.assigns(n.Assigns, len(n.Args) > 0)
 			if len(n.Args) > 0 {
 				words := make([]word, len(n.Args))
 				for i, a := range n.Args {
@@ -120,36 +200,254 @@ func (c *classifier) script(src string, depth int) {
 				c.command(words, depth, false)
 			}
 		case *syntax.DeclClause:
-			c.assigns(n.Args)
+			c.declaration(n)
+		case *syntax.FuncDecl:
+			c.function(n)
 		case *syntax.Redirect:
 			c.redirect(n)
+		case *syntax.ForClause:
+			switch loop := n.Loop.(type) {
+			case *syntax.WordIter:
+				c.binds(loop.Name.Value, false)
+			case *syntax.CStyleLoop:
+				for _, x := range []syntax.ArithmExpr{loop.Init, loop.Cond, loop.Post} {
+					if x != nil {
+						c.arithmetic(x, "for (( ))")
+					}
+				}
+			}
+		case *syntax.ArithmCmd:
+			c.arithmetic(n.X, "(( ))")
+		case *syntax.ArithmExp:
+			c.arithmetic(n.X, "$(( ))")
+		case *syntax.LetClause:
+			c.note(source(n), v1alpha1.CategoryUnknown, "let evaluates arithmetic, which runs command substitutions held in variables")
+		case *syntax.ParamExp:
+			c.parameter(n)
+		case *syntax.TestClause:
+			c.test(n)
+		case *syntax.CoprocClause:
+			c.note(source(n), v1alpha1.CategoryUnknown, "coproc runs a command in the background")
 		}
 		// Keep walking: substitutions inside words, bodies of blocks and functions.
 		return true
 	})
 }
 
-// hijackingVariables change which program runs or what it loads; setting one makes
-// every later command unpredictable.
-var hijackingVariables = map[string]bool{
-	"PATH": true, "LD_PRELOAD": true, "LD_LIBRARY_PATH": true, "LD_AUDIT": true,
-	"BASH_ENV": true, "ENV": true, "IFS": true, "PROMPT_COMMAND": true, "SHELLOPTS": true,
-	"BASHOPTS": true, "GIT_SSH_COMMAND": true, "GIT_SSH": true, "GIT_EXTERNAL_DIFF": true,
-	"GIT_PAGER": true, "GIT_EDITOR": true, "GIT_CONFIG_PARAMETERS": true, "GIT_CONFIG_GLOBAL": true,
-	"GIT_EXEC_PATH": true, "PAGER": true, "EDITOR": true, "VISUAL": true, "PYTHONSTARTUP": true,
-	"PYTHONPATH": true, "NODE_OPTIONS": true, "PERL5OPT": true, "RUBYOPT": true,
-}
+// shellBuiltins are names bash resolves before looking up a program; a function of
+// one of these names (or of a known command) changes what a later word runs.
+var shellBuiltins = set("alias", "bg", "bind", "break", "builtin", "caller", "cd", "command", "compgen", "complete",
+	"compopt", "continue", "declare", "dirs", "disown", "echo", "enable", "eval", "exec", "exit", "export", "false", "fc",
+	"fg", "getopts", "hash", "help", "history", "jobs", "kill", "let", "local", "logout", "mapfile", "popd", "printf",
+	"pushd", "pwd", "read", "readarray", "readonly", "return", "set", "shift", "shopt", "source", "suspend", "test",
+	"times", "trap", "true", "type", "typeset", "ulimit", "umask", "unalias", "unset", "wait", ":", ".", "[",
+	"command_not_found_handle", "if", "then", "else", "elif", "fi", "case", "esac", "for", "select", "while", "until",
+	"do", "done", "in", "function", "time", "coproc", "{", "}", "!", "[[", "]]")
 
-func (c *classifier) assigns(assigns []*syntax.Assign) {
-	for _, a := range assigns {
-		if a.Name != nil && (hijackingVariables[a.Name.Value] || strings.HasPrefix(a.Name.Value, "GIT_CONFIG_")) {
-			c.note(a.Name.Value+"=... (changes what later commands run)", v1alpha1.CategoryUnknown)
+// function records a function definition. Calling it is unknown (its body is
+// classified where it is defined, but bash resolves the name at call time, so the
+// definition that runs may not be the one read); a definition that takes the name of
+// a command or builtin makes the whole command unknown.
+func (c *classifier) function(fd *syntax.FuncDecl) {
+	names := append([]*syntax.Lit{}, fd.Names...)
+	if fd.Name != nil {
+		names = append(names, fd.Name)
+	}
+	for _, n := range names {
+		c.funcs[n.Value] = true
+		_, known := commands[n.Value]
+		if known || shellBuiltins[n.Value] || strings.Contains(n.Value, "/") {
+			c.note("function "+n.Value, v1alpha1.CategoryUnknown, fmt.Sprintf("defines a function %s that replaces the command of that name", n.Value))
 		}
 	}
 }
 
+// hijackingVariables change which program runs, what a program loads, or which
+// commands a read-only tool runs; setting one anywhere makes the command unknown.
+var hijackingVariables = set(
+	"PATH", "BASH_ENV", "ENV", "BASH_CMDS", "BASH_ALIASES", "BASHOPTS", "SHELLOPTS", "BASH_XTRACEFD", "PS0", "PS1", "PS2",
+	"PS3", "PS4", "PROMPT_COMMAND", "IFS", "CDPATH", "GLOBIGNORE", "EXECIGNORE", "HOME", "XDG_CONFIG_HOME", "SHELL",
+	"PAGER", "MANPAGER", "MANOPT", "MANPATH", "BROWSER", "EDITOR", "VISUAL", "LESS", "LESSOPEN", "LESSCLOSE", "LESSKEY",
+	"LESSKEYIN", "LESSSECURE", "TAR_OPTIONS", "RIPGREP_CONFIG_PATH", "GZIP", "XZ_OPT", "BZIP2", "NODE_OPTIONS", "NODE_PATH",
+	"PERL5OPT", "PERL5LIB", "PERLLIB", "RUBYOPT", "RUBYLIB", "GEM_HOME", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS",
+	"SSH_ASKPASS", "SUDO_ASKPASS", "GIT_ASKPASS", "TERMINFO", "INPUTRC", "HISTFILE", "MAIL", "MAILPATH", "FPATH",
+)
+
+// hijackingPrefixes are families of such variables.
+var hijackingPrefixes = []string{"LD_", "GIT_", "PYTHON", "BASH_FUNC_", "DYLD_", "GCONV_", "NLSPATH"}
+
+// harmlessVariables only change formatting; a command may set them for read-only
+// commands. A name with a lower-case letter is a shell variable by convention and no
+// program of readOnlyGrammars reads one.
+var harmlessVariables = set("LANG", "LANGUAGE", "TZ", "COLUMNS", "LINES", "TERM", "NO_COLOR", "CLICOLOR", "CLICOLOR_FORCE",
+	"FORCE_COLOR", "POSIXLY_CORRECT", "TIME_STYLE", "BLOCK_SIZE", "BLOCKSIZE", "DU_BLOCK_SIZE", "DF_BLOCK_SIZE", "LS_COLORS",
+	"GREP_COLORS", "QUOTING_STYLE", "TABSIZE", "SIMPLE_BACKUP_SUFFIX")
+
+func hijacks(name string) bool {
+	if hijackingVariables[name] {
+		return true
+	}
+	for _, p := range hijackingPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// binds checks a variable the script sets. exported says the programs it runs see
+// it (an assignment before a command, export): then a name that is not harmless
+// makes read-only commands unknown. A name bash would reject is left to bash.
+func (c *classifier) binds(name string, exported bool) {
+	switch {
+	case hijacks(name):
+		c.note(name+"=...", v1alpha1.CategoryUnknown, fmt.Sprintf("setting %s changes which programs later commands run or what they load", name))
+	case strings.Contains(name, "["):
+		c.note(name, v1alpha1.CategoryUnknown, "an array subscript in a variable name is evaluated as arithmetic, which runs command substitutions")
+	case exported && c.environment == "" && !harmlessVariables[name] && !strings.HasPrefix(name, "LC_") && strings.ToLower(name) != name && strings.ToUpper(name) == name:
+		c.environment = name
+	}
+}
+
+// assigns checks the assignments of a simple command; before a command they are
+// exported to it, alone they set shell variables.
+func (c *classifier) assigns(assigns []*syntax.Assign, beforeCommand bool) {
+	for _, a := range assigns {
+		if a.Name == nil {
+			continue
+		}
+		c.binds(a.Name.Value, beforeCommand)
+		if a.Index != nil {
+			c.arithmetic(a.Index, a.Name.Value+"[...]")
+		}
+	}
+}
+
+// declaration: declare, typeset, local, export, readonly. Attributes (-i makes every
+// later assignment arithmetic, -n makes a name reference, -x exports, -f exports
+// functions) and subscripts are unknown; plain assignments are checked like others.
+func (c *classifier) declaration(d *syntax.DeclClause) {
+	variant := d.Variant.Value
+	for _, a := range d.Args {
+		if a.Name == nil {
+			// An option, or a word the parser could not read as a name.
+			text := "?"
+			if a.Value != nil {
+				text = source(a.Value)
+			}
+			c.note(variant+" "+text, v1alpha1.CategoryUnknown, fmt.Sprintf("%s with attributes or with a name that is not static changes how later words are evaluated", variant))
+			continue
+		}
+		c.binds(a.Name.Value, variant == "export")
+		if a.Index != nil {
+			c.note(variant+" "+a.Name.Value+"[...]", v1alpha1.CategoryUnknown, "a subscript in a declaration is evaluated as arithmetic, which runs command substitutions")
+		}
+	}
+}
+
+// arithmetic accepts expressions of literal numbers only: bash evaluates a variable's
+// value inside arithmetic as an expression, and an array subscript in that value runs
+// command substitutions (x='a[$(rm -rf .)]'; echo $((x))).
+func (c *classifier) arithmetic(x syntax.ArithmExpr, where string) {
+	literal := true
+	syntax.Walk(x, func(n syntax.Node) bool {
+		if w, ok := n.(*syntax.Word); ok {
+			if !arithmeticLiteral(w) {
+				literal = false
+			}
+			return false
+		}
+		return true
+	})
+	if !literal {
+		c.note(where+" "+source(x), v1alpha1.CategoryUnknown, "arithmetic over anything but literal numbers can run command substitutions held in variables")
+	}
+}
+
+// arithmeticLiteral accepts a literal number, or one of the special parameters that
+// always hold a number ($#, $?, $$, $!).
+func arithmeticLiteral(w *syntax.Word) bool {
+	if isNumber(w.Lit()) {
+		return true
+	}
+	if len(w.Parts) != 1 {
+		return false
+	}
+	p, ok := w.Parts[0].(*syntax.ParamExp)
+	return ok && p.Param != nil && p.Index == nil && p.Exp == nil && p.Slice == nil && p.Repl == nil && !p.Excl && !p.Length &&
+		(p.Param.Value == "#" || p.Param.Value == "?" || p.Param.Value == "$" || p.Param.Value == "!")
+}
+
+// isNumber accepts bash integer literals: 42, 0x1f, 017, 2#101.
+func isNumber(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !strings.ContainsRune("0123456789abcdefABCDEFxX#", r) {
+			return false
+		}
+	}
+	return s[0] >= '0' && s[0] <= '9'
+}
+
+// parameter checks a parameter expansion: indirection (${!x}), prompt expansion
+// (${x@P}) and subscripts or offsets that are not literal all evaluate what the
+// variable holds.
+func (c *classifier) parameter(p *syntax.ParamExp) {
+	switch {
+	case p.Excl && p.Names == 0:
+		c.note(source(p), v1alpha1.CategoryUnknown, "indirect expansion evaluates the name a variable holds, subscripts included")
+	case p.Exp != nil && p.Exp.Op == syntax.OtherParamOps && p.Exp.Word != nil && p.Exp.Word.Lit() == "P":
+		c.note(source(p), v1alpha1.CategoryUnknown, "${x@P} expands a prompt string, which runs command substitutions")
+	}
+	if p.Index != nil {
+		if w, ok := p.Index.(*syntax.Word); !ok || (w.Lit() != "@" && w.Lit() != "*" && !isNumber(w.Lit())) {
+			c.arithmetic(p.Index, "${"+paramName(p)+"[...]}")
+		}
+	}
+	if p.Slice != nil {
+		for _, x := range []syntax.ArithmExpr{p.Slice.Offset, p.Slice.Length} {
+			if x != nil {
+				c.arithmetic(x, "${"+paramName(p)+":...}")
+			}
+		}
+	}
+}
+
+func paramName(p *syntax.ParamExp) string {
+	if p.Param != nil {
+		return p.Param.Value
+	}
+	return "?"
+}
+
+// test checks a [[ ]] expression: -v and -R evaluate subscripts, and the arithmetic
+// comparisons evaluate both sides as arithmetic.
+func (c *classifier) test(clause *syntax.TestClause) {
+	syntax.Walk(clause.X, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.UnaryTest:
+			if n.Op == syntax.TsVarSet || n.Op == syntax.TsRefVar {
+				c.note(source(clause), v1alpha1.CategoryUnknown, "[[ -v ]] evaluates the subscript of the name it tests")
+			}
+		case *syntax.BinaryTest:
+			switch n.Op {
+			case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
+				for _, side := range []syntax.TestExpr{n.X, n.Y} {
+					if w, ok := side.(*syntax.Word); !ok || !arithmeticLiteral(w) {
+						c.note(source(clause), v1alpha1.CategoryUnknown, "an arithmetic comparison in [[ ]] evaluates its sides as arithmetic")
+						break
+					}
+				}
+			}
+		}
+		return true
+	})
+}
+
 // harmlessSinks are redirection targets that keep nothing.
-var harmlessSinks = map[string]bool{"/dev/null": true, "/dev/stdout": true, "/dev/stderr": true}
+var harmlessSinks = set("/dev/null", "/dev/stdout", "/dev/stderr")
 
 func (c *classifier) redirect(r *syntax.Redirect) {
 	if r.Word == nil {
@@ -161,9 +459,6 @@ func (c *classifier) redirect(r *syntax.Redirect) {
 	case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
 		// The body is data; substitutions inside it are walked like any other word.
 		return
-	case syntax.RdrIn:
-		c.note(text, v1alpha1.CategoryReadOnly)
-		return
 	case syntax.DplIn, syntax.DplOut:
 		// >&2, <&0, >&- duplicate or close descriptors; bash treats >&word with any
 		// other word as a redirection to a file.
@@ -171,11 +466,19 @@ func (c *classifier) redirect(r *syntax.Redirect) {
 			return
 		}
 	}
-	if target.static && harmlessSinks[target.text] {
-		c.note(text, v1alpha1.CategoryReadOnly)
+	if !target.static || target.split {
+		c.note(text, v1alpha1.CategoryUnknown, "the target of the redirection is known only when the command runs")
 		return
 	}
-	c.note(text, v1alpha1.CategoryWrite)
+	if clean := path.Clean(target.text); strings.HasPrefix(clean, "/dev/tcp/") || strings.HasPrefix(clean, "/dev/udp/") {
+		c.note(text, v1alpha1.CategoryNetwork, "bash opens a network connection for /dev/tcp and /dev/udp")
+		return
+	}
+	if r.Op == syntax.RdrIn || harmlessSinks[target.text] {
+		c.note(text, v1alpha1.CategoryReadOnly, "")
+		return
+	}
+	c.note(text, v1alpha1.CategoryWrite, "")
 }
 
 func isDigits(s string) bool {
@@ -192,9 +495,7 @@ func isDigits(s string) bool {
 
 // trustedBinDirs are the directories whose programs are looked up by base name, so
 // /usr/bin/rm is rm; a program anywhere else (./build.sh) is unknown.
-var trustedBinDirs = map[string]bool{
-	"/bin": true, "/usr/bin": true, "/usr/local/bin": true, "/sbin": true, "/usr/sbin": true, "/usr/local/sbin": true,
-}
+var trustedBinDirs = set("/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin")
 
 // command classifies one simple command. external is true when a wrapper runs the
 // program directly (sudo, env, exec, command, xargs), bypassing shell functions.
@@ -203,29 +504,28 @@ func (c *classifier) command(words []word, depth int, external bool) {
 		return
 	}
 	if depth > maxDepth {
-		c.add(words, v1alpha1.CategoryUnknown)
+		c.addWithReason(words, v1alpha1.CategoryUnknown, "wrapped too deep to follow")
 		return
 	}
 	name := words[0]
-	if !name.static {
-		c.add(words, v1alpha1.CategoryUnknown)
+	if !name.static || name.split {
+		c.addWithReason(words, v1alpha1.CategoryUnknown, "the command's name is known only when it runs")
 		return
 	}
 	if strings.Contains(name.text, "/") {
 		if !trustedBinDirs[path.Dir(name.text)] {
-			c.add(words, v1alpha1.CategoryUnknown)
+			c.addWithReason(words, v1alpha1.CategoryUnknown, "a program outside the system's bin directories")
 			return
 		}
 		words = append([]word{{text: path.Base(name.text), static: true}}, words[1:]...)
 	}
 	if !external && c.funcs[words[0].text] {
-		// The function's body was classified where it was defined.
-		c.add(words, v1alpha1.CategoryReadOnly)
+		c.addWithReason(words, v1alpha1.CategoryUnknown, fmt.Sprintf("calls the function %s the command defines", words[0].text))
 		return
 	}
 	handle, ok := commands[words[0].text]
 	if !ok {
-		c.add(words, v1alpha1.CategoryUnknown)
+		c.addWithReason(words, v1alpha1.CategoryUnknown, fmt.Sprintf("toolgate does not know the command %s", words[0].text))
 		return
 	}
 	handle(c, words, depth)
@@ -234,34 +534,88 @@ func (c *classifier) command(words []word, depth int, external bool) {
 // wordOf resolves a word statically when it holds only literals and quotes.
 func wordOf(w *syntax.Word) word {
 	var b strings.Builder
-	static := true
+	out := word{static: true}
+	dynamic := func(split bool) {
+		if out.static {
+			out.lead = b.String()
+		}
+		out.static = false
+		out.split = out.split || split
+	}
 	for _, part := range w.Parts {
 		switch p := part.(type) {
 		case *syntax.Lit:
+			if hasGlob(p.Value) {
+				// Pathname expansion can turn the word into any file name, one
+				// spelled like an option included.
+				out.split, out.glob = true, out.static
+			}
+			if hasBraceExpansion(p.Value) {
+				dynamic(true)
+			}
 			b.WriteString(unescape(p.Value, false))
 		case *syntax.SglQuoted:
 			if p.Dollar && strings.Contains(p.Value, `\`) {
 				// $'\x72m' is "rm": ANSI-C escapes are not resolved here.
-				static = false
+				dynamic(false)
 			}
 			b.WriteString(p.Value)
 		case *syntax.DblQuoted:
 			for _, inner := range p.Parts {
 				lit, ok := inner.(*syntax.Lit)
 				if !ok {
-					static = false
-					break
+					// "$@" and "${a[@]}" become several words.
+					pe, isParam := inner.(*syntax.ParamExp)
+					dynamic(isParam && (paramName(pe) == "@" || pe.Index != nil))
+					continue
 				}
 				b.WriteString(unescape(lit.Value, true))
 			}
+		case *syntax.ProcSubst:
+			// <(cmd) becomes one /dev/fd/N path, never an option.
+			if out.static && b.Len() == 0 {
+				b.WriteString("/dev/fd/")
+			}
+			dynamic(false)
 		default:
-			static = false
+			dynamic(true)
 		}
 	}
-	if !static {
-		return word{text: source(w), static: false}
+	if !out.static {
+		out.glob = false
+		out.text = source(w)
+		return out
 	}
-	return word{text: b.String(), static: true}
+	out.text = b.String()
+	return out
+}
+
+// hasGlob reports an unescaped *, ? or [...] in an unquoted literal.
+func hasGlob(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '*', '?':
+			return true
+		case '[':
+			if strings.IndexByte(s[i+1:], ']') >= 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasBraceExpansion reports a {a,b} or {1..3} in an unquoted literal.
+func hasBraceExpansion(s string) bool {
+	open := strings.IndexByte(s, '{')
+	if open < 0 {
+		return false
+	}
+	rest := s[open:]
+	closing := strings.IndexByte(rest, '}')
+	return closing > 0 && (strings.Contains(rest[:closing], ",") || strings.Contains(rest[:closing], ".."))
 }
 
 // unescape removes the backslashes bash removes: before any character outside

@@ -1,0 +1,185 @@
+package policy
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+// builtinHandlers are the bash builtins that can be read-only, each with what makes
+// it otherwise. The builtins that change how bash looks up or evaluates later words
+// (hash, enable, shopt, trap, alias, let, ...) are unknown in commands.go.
+var builtinHandlers = map[string]handler{
+	":":        anyArguments,
+	"true":     anyArguments,
+	"false":    anyArguments,
+	"echo":     anyArguments,
+	"pwd":      grammarCommand(&grammar{short: "LP", dynamic: true}),
+	"cd":       grammarCommand(&grammar{short: "LPe@", dynamic: true}),
+	"pushd":    anyArguments,
+	"popd":     anyArguments,
+	"dirs":     anyArguments,
+	"exit":     anyArguments,
+	"return":   anyArguments,
+	"break":    anyArguments,
+	"continue": anyArguments,
+	"shift":    anyArguments,
+	"jobs":     anyArguments,
+	"times":    anyArguments,
+	"umask":    grammarCommand(&grammar{short: "pS", dynamic: true}),
+	"type":     grammarCommand(&grammar{short: "afptP", dynamic: true}),
+	"wait": grammarCommand(&grammar{short: "fnp:", effects: map[string]v1alpha1.CommandCategory{
+		// -p NAME sets a variable, whose name could hold a subscript.
+		"p": v1alpha1.CategoryUnknown,
+	}}),
+	"printf":    printfBuiltin,
+	"test":      testBuiltin,
+	"[":         testBuiltin,
+	"read":      binder(&grammar{short: "ersa:d:i:n:N:p:t:u:", dynamic: true}, "a"),
+	"mapfile":   binder(&grammar{short: "d:n:O:s:tu:C:c:", effects: map[string]v1alpha1.CommandCategory{"C": v1alpha1.CategoryUnknown}}, ""),
+	"readarray": binder(&grammar{short: "d:n:O:s:tu:C:c:", effects: map[string]v1alpha1.CommandCategory{"C": v1alpha1.CategoryUnknown}}, ""),
+	"getopts":   getoptsBuiltin,
+	"unset":     unsetBuiltin,
+	"set":       setBuiltin,
+}
+
+func anyArguments(c *classifier, w []word, _ int) { c.add(w, v1alpha1.CategoryReadOnly) }
+
+// printf -v NAME assigns, and NAME can hold a subscript that runs a command
+// substitution (printf -v 'a[$(rm x)]' 1); a first word that could expand to -v is
+// unknown for the same reason.
+func printfBuiltin(c *classifier, w []word, _ int) {
+	if len(w) < 2 {
+		c.add(w, v1alpha1.CategoryReadOnly)
+		return
+	}
+	first := w[1]
+	switch {
+	case first.static && first.text == "--":
+	case first.static && strings.HasPrefix(first.text, "-v"):
+		c.addWithReason(w, v1alpha1.CategoryUnknown, "printf -v assigns a variable, and its name can run a command substitution")
+		return
+	case !first.operandOnly():
+		c.addWithReason(w, v1alpha1.CategoryUnknown, first.text+" could expand to printf -v")
+		return
+	}
+	c.add(w, v1alpha1.CategoryReadOnly)
+}
+
+// test and [ evaluate -v NAME and -R NAME by expanding NAME's subscript, which runs
+// command substitutions; a word that may split could become -v.
+func testBuiltin(c *classifier, w []word, _ int) {
+	for _, a := range w[1:] {
+		if a.split {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, a.text+" may split into an operator such as -v")
+			return
+		}
+		if a.static && (a.text == "-v" || a.text == "-R") {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "test "+a.text+" evaluates the subscript of the name it tests")
+			return
+		}
+	}
+	c.add(w, v1alpha1.CategoryReadOnly)
+}
+
+// variableName is a name bash assigns without evaluating anything.
+var variableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// binder handles builtins whose operands (and option arrayOption's value) name
+// variables they set: each must be a plain name, and is checked like an assignment.
+func binder(g *grammar, arrayOption string) handler {
+	return func(c *classifier, w []word, _ int) {
+		p := g.parse(w[1:])
+		names := p.operands
+		for _, o := range p.options {
+			if arrayOption != "" && o.name == arrayOption {
+				names = append(names, word{text: o.value, static: true})
+			}
+		}
+		if p.category != v1alpha1.CategoryReadOnly {
+			c.addWithReason(w, p.category, p.reason)
+			return
+		}
+		for _, n := range names {
+			if !n.static || !variableName.MatchString(n.text) {
+				c.addWithReason(w, v1alpha1.CategoryUnknown, fmt.Sprintf("%s is not a plain variable name: a subscript in it runs command substitutions", n.text))
+				return
+			}
+			c.binds(n.text, false)
+		}
+		c.add(w, v1alpha1.CategoryReadOnly)
+	}
+}
+
+// getopts OPTSTRING NAME [ARG...] sets NAME.
+func getoptsBuiltin(c *classifier, w []word, _ int) {
+	if len(w) < 3 || !w[2].static || !variableName.MatchString(w[2].text) {
+		c.addWithReason(w, v1alpha1.CategoryUnknown, "getopts needs a plain variable name")
+		return
+	}
+	c.binds(w[2].text, false)
+	c.add(w, v1alpha1.CategoryReadOnly)
+}
+
+// unset NAME evaluates a subscript in NAME.
+func unsetBuiltin(c *classifier, w []word, _ int) {
+	p := (&grammar{short: "fvn"}).parse(w[1:])
+	if p.category != v1alpha1.CategoryReadOnly {
+		c.addWithReason(w, p.category, p.reason)
+		return
+	}
+	for _, n := range p.operands {
+		if !n.static || !variableName.MatchString(n.text) {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, fmt.Sprintf("%s is not a plain variable name: a subscript in it runs command substitutions", n.text))
+			return
+		}
+	}
+	c.add(w, v1alpha1.CategoryReadOnly)
+}
+
+// set is read-only with the options of shellFlags and shellOptions (set -euo
+// pipefail) and with positional parameters after --; any other option (set -a
+// exports every later assignment, set -T and -E change traps, set -o vi or emacs
+// reads an inputrc) is unknown.
+func setBuiltin(c *classifier, w []word, _ int) {
+	args := w[1:]
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !a.static {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, a.text+" could expand to an option of set")
+			return
+		}
+		t := a.text
+		if t == "--" || t == "-" {
+			break
+		}
+		if !strings.HasPrefix(t, "-") && !strings.HasPrefix(t, "+") {
+			break
+		}
+		if t == "-o" || t == "+o" {
+			if i+1 < len(args) && !shellOptions[args[i+1].text] {
+				c.addWithReason(w, v1alpha1.CategoryUnknown, "set -o "+args[i+1].text+" is not an option toolgate knows to be harmless")
+				return
+			}
+			i++
+			continue
+		}
+		for _, r := range t[1:] {
+			if r == 'o' {
+				if i+1 >= len(args) || !shellOptions[args[i+1].text] {
+					c.addWithReason(w, v1alpha1.CategoryUnknown, "set -o with an option toolgate does not know to be harmless")
+					return
+				}
+				i++
+				continue
+			}
+			if r == 'c' || !strings.ContainsRune(shellFlags, r) {
+				c.addWithReason(w, v1alpha1.CategoryUnknown, fmt.Sprintf("set %c%c changes how bash runs later commands", t[0], r))
+				return
+			}
+		}
+	}
+	c.add(w, v1alpha1.CategoryReadOnly)
+}

@@ -1,0 +1,258 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+// readOnlyGrammars are the commands that can be read-only, each with the grammar of
+// the options and operands under which it only reads. This table is the allowlist: a
+// command missing from it is never read-only, and a word outside its grammar makes
+// the part unknown. Long option lists marked complete are the tool's whole --help
+// (GNU coreutils 9, grep 3, diffutils 3, findutils 4, sed 4), dangerous options
+// included, so that an abbreviation resolves the way the tool resolves it.
+//
+// Review rule: add an option only after reading what the tool does with it; an option
+// that runs a program, reads a script, or writes a file goes in effects.
+var readOnlyGrammars = map[string]*grammar{
+	"cat":  {short: "AbeEnstTuv", long: "show-all number-nonblank show-ends number squeeze-blank show-tabs show-nonprinting", complete: true, dynamic: true},
+	"tac":  {short: "brs:", long: "before regex separator=", complete: true, dynamic: true},
+	"head": {short: "c:n:qvz", long: "bytes= lines= quiet silent verbose zero-terminated", complete: true, dynamic: true, digits: true},
+	"tail": {
+		short: "c:fFn:qs:vz", long: "bytes= follow[=] lines= max-unchanged-stats= pid= quiet silent retry sleep-interval= verbose zero-terminated",
+		complete: true, dynamic: true, digits: true,
+	},
+	"wc": {short: "cmlLw", long: "bytes chars lines files0-from= max-line-length words total=", complete: true, dynamic: true},
+	"ls": {
+		short: "aAbBcCdDfFgGhHiI:klLmnNopqQrRsStT:uUvw:xXZ1",
+		long: "all almost-all author escape block-size= ignore-backups color[=] directory dired classify[=] file-type format= full-time " +
+			"group-directories-first no-group human-readable si dereference-command-line dereference-command-line-symlink-to-dir " +
+			"hide= hyperlink[=] indicator-style= inode ignore= kibibytes dereference literal hide-control-chars show-control-chars " +
+			"quote-name quoting-style= reverse recursive size sort= time= time-style= tabsize= width= context zero numeric-uid-gid",
+		complete: true, dynamic: true,
+	},
+	"cut": {short: "b:c:d:f:nszM", long: "bytes= characters= delimiter= fields= complement only-delimited output-delimiter= zero-terminated", complete: true, dynamic: true},
+	"tr":  {short: "cCdst", long: "complement delete squeeze-repeats truncate-set1", complete: true, dynamic: true},
+	"nl": {
+		short:    "b:d:f:h:i:l:n:ps:v:w:",
+		long:     "body-numbering= section-delimiter= footer-numbering= header-numbering= line-increment= join-blank-lines= number-format= no-renumber number-separator= starting-line-number= number-width=",
+		complete: true, dynamic: true,
+	},
+	"fold":     {short: "bsw:", long: "bytes spaces width=", complete: true, dynamic: true, digits: true},
+	"fmt":      {short: "cp:stuw:g:", long: "crown-margin prefix= split-only tagged-paragraph uniform-spacing width= goal=", complete: true, dynamic: true, digits: true},
+	"paste":    {short: "d:sz", long: "delimiters= serial zero-terminated", complete: true, dynamic: true},
+	"join":     {short: "a:e:ij:o:t:v:1:2:z", long: "check-order nocheck-order header ignore-case zero-terminated", complete: true, dynamic: true},
+	"expand":   {short: "it:", long: "initial tabs=", complete: true, dynamic: true, digits: true},
+	"unexpand": {short: "at:", long: "all first-only tabs=", complete: true, dynamic: true, digits: true},
+	"base64":   {short: "diw:", long: "decode ignore-garbage wrap=", complete: true, dynamic: true},
+	"comm":     {short: "123z", long: "check-order nocheck-order output-delimiter= total zero-terminated", complete: true, dynamic: true},
+	"cmp":      {short: "bi:ln:sv", long: "print-bytes ignore-initial= verbose bytes= quiet silent", complete: true, dynamic: true},
+	"diff": {
+		short: "abBcC:dD:eEF:hiI:lnNpPqrsS:tTuU:vwW:x:X:yZ",
+		long: "normal brief report-identical-files context[=] unified[=] ed rcs side-by-side width= left-column suppress-common-lines " +
+			"show-c-function show-function-line= label= expand-tabs initial-tab tabsize= suppress-blank-empty paginate recursive " +
+			"no-dereference new-file unidirectional-new-file ignore-file-name-case no-ignore-file-name-case exclude= exclude-from= " +
+			"starting-file= from-file= to-file= ignore-case ignore-tab-expansion ignore-trailing-space ignore-space-change " +
+			"ignore-all-space ignore-blank-lines ignore-matching-lines= text strip-trailing-cr ifdef= old-group-format= new-group-format= " +
+			"unchanged-group-format= changed-group-format= line-format= old-line-format= new-line-format= unchanged-line-format= " +
+			"minimal horizon-lines= speed-large-files color[=] palette=",
+		complete: true, dynamic: true,
+	},
+	"stat":      {short: "Lfc:t", long: "dereference file-system cached= format= printf= terse", complete: true, dynamic: true},
+	"du":        {short: "0aB:bcDd:hHklLmPSst:xX:", long: "null all apparent-size block-size= bytes total dereference-args max-depth= human-readable inodes si count-links dereference no-dereference separate-dirs summarize threshold= time[=] time-style= exclude-from= exclude= one-file-system files0-from=", complete: true, dynamic: true},
+	"df":        {short: "aB:hHiklPt:Tx:v", long: "all block-size= human-readable si inodes local no-sync output[=] portability sync total type= print-type exclude-type=", complete: true, dynamic: true},
+	"realpath":  {short: "emLPqsz", long: "canonicalize-existing canonicalize-missing logical physical quiet relative-to= relative-base= strip no-symlinks zero", complete: true, dynamic: true},
+	"readlink":  {short: "femnqsvz", long: "canonicalize canonicalize-existing canonicalize-missing no-newline quiet silent verbose zero", complete: true, dynamic: true},
+	"basename":  {short: "as:z", long: "multiple suffix= zero", complete: true, dynamic: true},
+	"dirname":   {short: "z", long: "zero", complete: true, dynamic: true},
+	"md5sum":    checksumGrammar(),
+	"sha1sum":   checksumGrammar(),
+	"sha224sum": checksumGrammar(),
+	"sha256sum": checksumGrammar(),
+	"sha384sum": checksumGrammar(),
+	"sha512sum": checksumGrammar(),
+	"b2sum":     {short: "bcl:tzw", long: "binary check length= tag text zero ignore-missing quiet status strict warn", complete: true, dynamic: true},
+	"cksum":     {short: "a:cl:zw", long: "algorithm= base64 check debug length= raw tag untagged zero ignore-missing quiet status strict warn", complete: true, dynamic: true},
+	"sum":       {short: "rs", long: "sysv", complete: true, dynamic: true},
+	"od": {
+		short: "A:j:N:S::t:vabcdfilosxw::", long: "address-radix= endian= skip-bytes= read-bytes= strings[=] format= output-duplicates width[=] traditional",
+		complete: true, dynamic: true,
+	},
+	"hexdump":  {short: "bcCde:f:n:os:vxL::", long: "one-byte-octal one-byte-char canonical two-bytes-decimal format= format-file= length= two-bytes-octal skip= no-squeezing two-bytes-hex color[=]", dynamic: true},
+	"strings":  {short: "adfn:t:woT:e:U:s:hv", long: "all data print-file-name bytes= radix= include-all-whitespace target= encoding= unicode= output-separator=", complete: true, dynamic: true, digits: true},
+	"column":   {short: "tnO:N:l:Ed:e:H:R:T:W:L:J:rip:c:o:s:x", long: "table table-name= table-order= table-columns= table-columns-limit= table-empty-lines table-noextreme table-noheadings table-header-repeat table-hide= table-right= table-truncate= table-wrap= keep-empty-lines json tree= tree-id= tree-parent= output-width= separator= output-separator= fillrows", dynamic: true},
+	"seq":      {short: "f:s:w", long: "format= separator= equal-width", complete: true, dynamic: true},
+	"numfmt":   {short: "d:z", long: "debug delimiter= field= format= from= from-unit= grouping header[=] invalid= padding= round= suffix= unit-separator= to= to-unit= zero-terminated", complete: true, dynamic: true},
+	"nproc":    {long: "all ignore=", complete: true, dynamic: true},
+	"printenv": {short: "0", long: "null", complete: true, dynamic: true},
+	"uname":    {short: "asnrvmpio", long: "all kernel-name nodename kernel-release kernel-version machine processor hardware-platform operating-system", complete: true, dynamic: true},
+	"arch":     {complete: true, dynamic: true},
+	"id":       {short: "aZgGnruz", long: "context group groups name real user zero", complete: true, dynamic: true},
+	"whoami":   {complete: true, dynamic: true},
+	"groups":   {complete: true, dynamic: true},
+	"tty":      {short: "s", long: "silent quiet", complete: true, dynamic: true},
+	"uptime":   {short: "psV", long: "pretty since container raw", dynamic: true},
+	"free":     {short: "bkmghltLsc:wv", long: "bytes kilo mega giga tera peta kibi mebi gibi tebi pebi human si lohi total line seconds= count= wide committed", dynamic: true},
+	"locale":   {short: "acmkv", long: "all-locales charmaps category-name keyword-name verbose", dynamic: true},
+	"pwd":      {short: "LP", dynamic: true},
+	"grep":     grepGrammar(),
+	"egrep":    grepGrammar(),
+	"fgrep":    grepGrammar(),
+	"zgrep":    grepGrammar(),
+	"uniq": {
+		short: "cdDf:is:uzw:", long: "count repeated all-repeated[=] group[=] skip-fields= ignore-case skip-chars= unique zero-terminated check-chars=",
+		complete: true, digits: true,
+		// uniq INPUT OUTPUT writes OUTPUT.
+		operands: atMostOperands(1, v1alpha1.CategoryWrite, "uniq writes its second operand"),
+	},
+	"sort": {
+		short: "bdfgiMhnRrVcCk:mo:sS:t:T:uz",
+		long: "ignore-leading-blanks dictionary-order ignore-case general-numeric-sort ignore-nonprinting month-sort human-numeric-sort " +
+			"numeric-sort random-sort random-source= reverse sort= version-sort batch-size= check[=] compress-program= debug files0-from= " +
+			"key= merge output= stable buffer-size= field-separator= temporary-directory= parallel= unique zero-terminated",
+		complete: true,
+		effects: map[string]v1alpha1.CommandCategory{
+			"o": v1alpha1.CategoryWrite, "output": v1alpha1.CategoryWrite,
+			"T": v1alpha1.CategoryWrite, "temporary-directory": v1alpha1.CategoryWrite,
+			"compress-program": v1alpha1.CategoryUnknown,
+		},
+	},
+	"date": {
+		short: "d:f:I::Rr:s:u", long: "date= debug file= iso-8601[=] resolution rfc-email rfc-3339= reference= set= utc universal",
+		complete: true,
+		effects:  map[string]v1alpha1.CommandCategory{"s": v1alpha1.CategoryPrivilege, "set": v1alpha1.CategoryPrivilege},
+		operands: func(ops []word) (v1alpha1.CommandCategory, string) {
+			for _, o := range ops {
+				if !o.static || !strings.HasPrefix(o.text, "+") {
+					return v1alpha1.CategoryPrivilege, "an operand of date that is not a +FORMAT sets the clock"
+				}
+			}
+			return v1alpha1.CategoryReadOnly, ""
+		},
+	},
+	"file": {
+		short: "vm:zZ0bcCe:f:F:hiklLnNpP:rsSd",
+		long: "apple brief checking-printout compile debug dereference exclude= exclude-quiet= extension files-from= keep-going list " +
+			"magic-file= mime mime-encoding mime-type no-buffer no-dereference no-pad no-sandbox parameter= preserve-date print0 raw " +
+			"separator= special-files uncompress uncompress-noreport",
+		complete: true,
+		effects: map[string]v1alpha1.CommandCategory{
+			// -C compiles magic files into the working directory; -z runs decompressors
+			// on the files it reads.
+			"C": v1alpha1.CategoryWrite, "compile": v1alpha1.CategoryWrite,
+			"z": v1alpha1.CategoryUnknown, "Z": v1alpha1.CategoryUnknown, "uncompress": v1alpha1.CategoryUnknown, "uncompress-noreport": v1alpha1.CategoryUnknown,
+			"no-sandbox": v1alpha1.CategoryUnknown,
+		},
+	},
+	"tree": {
+		short: "adlfxL:P:I:CntrDsughpiAScNQ",
+		long:  "noreport charset= filelimit= timefmt= dirsfirst prune du si sort= gitignore info matchdirs ignore-case fromfile",
+		// -o FILE writes and -R with -H writes an index into every directory: neither
+		// is listed, so both are unknown.
+	},
+	"jq": {
+		short: "ncsrjaSCMeRf:L:0",
+		long: "null-input compact-output slurp raw-output raw-output0 join-output ascii-output sort-keys color-output monochrome-output " +
+			"tab indent= unbuffered stream stream-errors seq exit-status raw-input arg= argjson= slurpfile= rawfile= args jsonargs from-file= " +
+			"exit-status",
+		// jq cannot run programs or write files: any filter only reads.
+		dynamic: true,
+	},
+	"rg": {
+		short: "A:B:C:cE:e:f:Fg:hHiIlLm:M:nNoOpqrsSt:T:uUvwxz0j:",
+		long: "after-context= before-context= context= count count-matches encoding= regexp= file= fixed-strings glob= iglob= " +
+			"heading no-heading ignore-case no-ignore no-ignore-vcs no-ignore-dot no-ignore-parent files files-with-matches " +
+			"files-without-match max-count= max-columns= line-number no-line-number only-matching pretty quiet replace= " +
+			"case-sensitive smart-case type= type-not= type-list unrestricted invert-match word-regexp line-regexp hidden " +
+			"follow column json vimgrep null no-messages multiline multiline-dotall sort= sortr= stats trim color= max-depth= " +
+			"max-filesize= threads= binary text passthru one-file-system no-config",
+		// --pre and --pre-glob run a program on every file and -z runs decompressors:
+		// --pre is not listed (unknown), -z is an effect. A config file named by
+		// RIPGREP_CONFIG_PATH could add --pre; setting that variable is refused by
+		// the environment check.
+		effects: map[string]v1alpha1.CommandCategory{"z": v1alpha1.CategoryUnknown},
+	},
+	// gofmt and goimports parse options with Go's flag package: each option is a
+	// word of its own, so a bundle such as -lw is unknown to them and to this.
+	"gofmt":     {short: "delsr:w", effects: map[string]v1alpha1.CommandCategory{"w": v1alpha1.CategoryWrite}},
+	"goimports": {short: "dlw", effects: map[string]v1alpha1.CommandCategory{"w": v1alpha1.CategoryWrite}},
+	"less":      pagerGrammar(),
+	"more":      pagerGrammar(),
+	"which":     {short: "as", dynamic: true},
+	"sleep":     {dynamic: true},
+	"expr":      {dynamic: true},
+	"yes":       {dynamic: true},
+	"true":      {dynamic: true},
+	"false":     {dynamic: true},
+	"look":      {short: "adft:", dynamic: true},
+	"tsort":     {dynamic: true},
+	"rev":       {dynamic: true},
+	"ps":        {short: "AaedfFjlLmMTuvwxXyZCG:g:p:q:s:t:U:u:o:O:k:", long: "forest headers no-headers sort= pid= ppid= format= cols= columns= lines= width= cumulative deselect", dynamic: true},
+	"pgrep":     {short: "lacdfg:G:inoP:s:t:u:U:vwxFr:", long: "delimiter= list-name list-full count full pgroup= group= ignore-case newest oldest parent= session= terminal= euid= uid= inverse lightweight exact pidfile= logpidfile ns= nslist= runstates=", dynamic: true},
+	"zcat":      {short: "fhlLqrtvV", long: "force help list license quiet recursive test verbose version", dynamic: true},
+	"bzcat":     {short: "sv", long: "small verbose", dynamic: true},
+	"xzcat":     {short: "qvQT:", long: "quiet verbose no-warn threads= single-stream ignore-check", dynamic: true},
+	"cal":       {short: "13yYjmvwhSsc:", long: "one three year twelve julian monday sunday week= span color[=] vertical reform= iso", dynamic: true, digits: true},
+}
+
+func checksumGrammar() *grammar {
+	return &grammar{short: "bctzw", long: "binary check tag text zero ignore-missing quiet status strict warn", complete: true, dynamic: true}
+}
+
+// grepGrammar: GNU grep only reads (-f reads patterns from a file; nothing runs).
+func grepGrammar() *grammar {
+	return &grammar{
+		short: "A:B:C:D:d:e:EFGf:hHiIlLm:noPqrRsTUvVwxyzZab",
+		long: "extended-regexp fixed-strings basic-regexp perl-regexp regexp= file= ignore-case no-ignore-case word-regexp line-regexp " +
+			"null-data no-messages invert-match max-count= byte-offset line-number line-buffered with-filename no-filename label= " +
+			"only-matching quiet silent binary-files= text directories= devices= recursive dereference-recursive include= exclude= " +
+			"exclude-from= exclude-dir= files-without-match files-with-matches count initial-tab null before-context= after-context= " +
+			"context= group-separator= no-group-separator color[=] colour[=] binary",
+		complete: true, dynamic: true, digits: true,
+	}
+}
+
+// pagerGrammar: less and more read files; they run programs only through commands
+// typed at a terminal (there is none in a sandbox), a +command operand, or
+// LESSOPEN/LESSKEY, which the environment check refuses. Only plain display options
+// are known; -o and -O (log file) and +command are unknown.
+func pagerGrammar() *grammar {
+	return &grammar{
+		short: "eEfFiImMnNqQrRsSuUwWXdclp:",
+		long:  "quit-at-eof QUIT-AT-EOF force quit-if-one-screen ignore-case IGNORE-CASE long-prompt LONG-PROMPT line-numbers LINE-NUMBERS quiet QUIET raw-control-chars RAW-CONTROL-CHARS squeeze-blank-lines chop-long-lines no-init",
+		operands: func(ops []word) (v1alpha1.CommandCategory, string) {
+			for _, o := range ops {
+				if !o.static || strings.HasPrefix(o.text, "+") {
+					return v1alpha1.CategoryUnknown, "a +command operand makes the pager run a command"
+				}
+			}
+			return v1alpha1.CategoryReadOnly, ""
+		},
+	}
+}
+
+// atMostOperands makes more than n operands (or one that may split into several)
+// category c.
+func atMostOperands(n int, c v1alpha1.CommandCategory, reason string) func([]word) (v1alpha1.CommandCategory, string) {
+	return func(ops []word) (v1alpha1.CommandCategory, string) {
+		for _, o := range ops {
+			if o.split {
+				return v1alpha1.CategoryUnknown, fmt.Sprintf("%s cannot be counted before it runs", o.text)
+			}
+		}
+		if len(ops) > n {
+			return c, reason
+		}
+		return v1alpha1.CategoryReadOnly, ""
+	}
+}
+
+// grammarCommand classifies a command of readOnlyGrammars.
+func grammarCommand(g *grammar) handler {
+	return func(c *classifier, w []word, _ int) {
+		p := g.parse(w[1:])
+		c.addWithReason(w, p.category, p.reason)
+	}
+}
