@@ -60,6 +60,10 @@ type ApprovalRequest struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	Reason string `json:"reason,omitempty"`
+	// walls are the restrictions the call runs under if approved (read-only
+	// workspace, no network); absent when it runs in the task's own sandbox.
+	// +optional
+	Walls *SandboxWalls `json:"walls,omitempty"`
 	// proposerReason is the agent's own explanation; untrusted, shown as is.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
@@ -79,7 +83,7 @@ type ApprovalSpec struct {
 	// +required
 	TaskRef LocalObjectReference `json:"taskRef"`
 	// fingerprint binds the approval to exactly one call: SHA-256 over the canonical
-	// JSON of task, tool, normalized input, rule and policy generation.
+	// JSON of task, tool, normalized input, rule, policy generation and walls.
 	// +required
 	// +kubebuilder:validation:MinLength=64
 	// +kubebuilder:validation:MaxLength=128

@@ -70,9 +70,28 @@ type SandboxProfile struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	WorkspaceClaimName string `json:"workspaceClaimName"`
-	// readOnlyWorkspace mounts the workspace read-only (read-only tools).
+	// readOnlyWorkspace mounts the workspace read-only: set by the walls.
 	// +optional
 	ReadOnlyWorkspace bool `json:"readOnlyWorkspace,omitempty"`
+}
+
+// SandboxWalls are restrictions the decision puts on a call's sandbox, tighter than
+// the task's own: the policy decided on what the call is, and the sandbox holds it to
+// that. A call allowed because it is read-only gets both walls, whatever the task's
+// mode and egress, so a call that was misjudged read-only fails instead of writing or
+// reaching the network.
+type SandboxWalls struct {
+	// readOnlyWorkspace mounts the workspace read-only.
+	// +optional
+	ReadOnlyWorkspace bool `json:"readOnlyWorkspace,omitempty"`
+	// noNetwork denies all egress, whatever the task's network allows.
+	// +optional
+	NoNetwork bool `json:"noNetwork,omitempty"`
+	// reason says why the walls apply, for example "every part of the call is
+	// read-only".
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
 }
 
 // ExecutionSpec is one invocation, fixed when it is created.
@@ -117,9 +136,14 @@ type ExecutionSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	BaselineSHA256 string `json:"baselineSHA256,omitempty"`
-	// sandbox is the resolved sandbox profile.
+	// sandbox is the resolved sandbox profile: the task's sandbox with the walls
+	// applied.
 	// +required
 	Sandbox SandboxProfile `json:"sandbox"`
+	// walls are the decision's walls this invocation was built with; absent when the
+	// decision set none and the task's sandbox applies as it is.
+	// +optional
+	Walls *SandboxWalls `json:"walls,omitempty"`
 	// approvalRef names the Approval this invocation consumed, if any.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253

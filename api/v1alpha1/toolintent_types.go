@@ -157,8 +157,13 @@ type Decision struct {
 	// approvers of the deciding rule, for Ask.
 	// +optional
 	Approvers Approvers `json:"approvers,omitempty"`
+	// walls restrict the sandbox the call runs in beyond the task's: set when the
+	// call is read-only (read-only workspace, no network) or the task's mode is
+	// ReadOnly (read-only workspace).
+	// +optional
+	Walls *SandboxWalls `json:"walls,omitempty"`
 	// fingerprint is the SHA-256 over the canonical JSON of task, tool, normalized
-	// input, rule and policy generation; an Approval is bound to it.
+	// input, rule, policy generation and walls; an Approval is bound to it.
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	Fingerprint string `json:"fingerprint,omitempty"`

@@ -157,6 +157,7 @@ func RenderApprovalRequest(w io.Writer, a *v1.Approval, now time.Time) error {
 	if r.Policy != "" {
 		rule = fmt.Sprintf("%s rule %s (generation %d)", r.Policy, r.Rule, r.PolicyGeneration)
 	}
+	line("Runs behind", "%s", wallsLine(r.Walls))
 	line("Asked by", "%s", rule)
 	if r.Reason != "" {
 		line("Rule's reason", "%s", mask.Secrets(r.Reason))

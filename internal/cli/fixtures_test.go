@@ -75,6 +75,13 @@ func (b *intentBuilder) decided(action v1.DecisionAction, policyID, rule string,
 	}
 	return b
 }
+
+// walls records the walls the decision put up, as policy.Decide does for a
+// read-only call.
+func (b *intentBuilder) walls(w v1.SandboxWalls) *intentBuilder {
+	b.in.Status.Decision.Walls = &w
+	return b
+}
 func (b *intentBuilder) approval(name string) *intentBuilder {
 	b.in.Status.ApprovalRef = name
 	return b
@@ -116,7 +123,7 @@ func fixtureTask(ns string) (*v1.AgentTask, []v1.ToolIntent, []v1.Approval, []v1
 			observed(v1.Observation{Outcome: v1.OutcomeDenied, Summary: "[not executed] Nothing was run for this call. Policy denied the call; do not repeat it unchanged:\npushing is for people (rule ClusterToolPolicy/baseline/deny-push)", ObservedAt: atPtr(4)}).obj(),
 		makeIntent(ns, "fix-tests-read", 0, 0, v1.ToolReadFile, `{"path":"package.json"}`).created(1).reason("see the test script").
 			valid().decided(v1.DecisionAllow, "", "mode-default", 0, "no rule matched; Edit mode allows read-only calls", v1.CategoryReadOnly).
-			execution("fix-tests-read").
+			walls(readFileWalls).execution("fix-tests-read").
 			observed(v1.Observation{Outcome: v1.OutcomeSucceeded, Executed: true, ExitCode: &zero, Summary: "[exit code: 0]\n{\"scripts\":{\"test\":\"jest\"}}\n", ContentSHA256: strings.Repeat("ab", 32), ObservedAt: atPtr(2)}).obj(),
 		makeIntent(ns, "fix-tests-test", 0, 1, v1.ToolBash, `{"command":"npm test"}`).created(1).
 			valid().decided(v1.DecisionAllow, "ToolPolicy/team", "allow-tests", 2, "tests are safe here", v1.CategoryTest).
@@ -155,19 +162,40 @@ func fixtureTask(ns string) (*v1.AgentTask, []v1.ToolIntent, []v1.Approval, []v1
 	executions := []v1.Execution{
 		{
 			ObjectMeta: metav1.ObjectMeta{Name: "fix-tests-read", Namespace: ns},
-			Spec:       executionSpec("fix-tests-read", v1.ToolReadFile, `{"path":"package.json"}`),
+			Spec:       withWalls(executionSpec("fix-tests-read", v1.ToolReadFile, `{"path":"package.json"}`), readFileWalls),
 			Status: v1.ExecutionStatus{Phase: v1.ExecutionSucceeded, JobName: "fix-tests-read", PodName: "fix-tests-read-abcde", ExitCode: ptr.To[int32](0),
 				DurationMillis: 420, Duration: "420ms", StartTime: atPtr(1), CompletionTime: atPtr(2)},
 		},
 		{
 			ObjectMeta: metav1.ObjectMeta{Name: "fix-tests-test", Namespace: ns},
-			Spec:       executionSpec("fix-tests-test", v1.ToolBash, `{"command":"npm test"}`),
+			Spec:       withNetwork(executionSpec("fix-tests-test", v1.ToolBash, `{"command":"npm test"}`), registry),
 			Status: v1.ExecutionStatus{Phase: v1.ExecutionFailed, JobName: "fix-tests-test", PodName: "fix-tests-test-fghij", ExitCode: ptr.To[int32](1),
 				DurationMillis: 12500, Duration: "12.5s", ErrorKind: v1.ErrorExitCode, Message: "the tool exited with code 1", Truncated: true,
 				LogRef: "pod/fix-tests-test-fghij container tool", ArtifactPath: ".toolgate/out/fix-tests-test.log"},
 		},
 	}
 	return task, intents, approvals, executions
+}
+
+// readFileWalls are the walls policy.Decide puts up for a read_file call.
+var readFileWalls = v1.SandboxWalls{ReadOnlyWorkspace: true, NoNetwork: true, Reason: "read_file is a read-only tool"}
+
+// registry is the task's egress: the package registry, for npm.
+var registry = v1.NetworkSpec{Mode: v1.NetworkAllowList, Egress: []v1.EgressRule{{CIDR: "104.16.0.0/12", Ports: []int32{443}}}}
+
+// withWalls is spec built behind the walls, as pipeline.BuildExecution builds it.
+func withWalls(spec v1.ExecutionSpec, w v1.SandboxWalls) v1.ExecutionSpec {
+	spec.Walls = &w
+	spec.Sandbox.ReadOnlyWorkspace = w.ReadOnlyWorkspace
+	if w.NoNetwork {
+		spec.Sandbox.Network = v1.NetworkSpec{Mode: v1.NetworkNone}
+	}
+	return spec
+}
+
+func withNetwork(spec v1.ExecutionSpec, n v1.NetworkSpec) v1.ExecutionSpec {
+	spec.Sandbox.Network = n
+	return spec
 }
 
 func executionSpec(intent string, tool v1.ToolName, input string) v1.ExecutionSpec {

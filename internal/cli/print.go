@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 )
 
 // Output formats of -o.
@@ -64,6 +66,33 @@ func shortFingerprint(fp string) string {
 		return fp[:16]
 	}
 	return fp
+}
+
+// wallsText names the walls that are up, "none" when there are none.
+func wallsText(w *v1.SandboxWalls) string {
+	var up []string
+	if w != nil && w.ReadOnlyWorkspace {
+		up = append(up, "read-only workspace")
+	}
+	if w != nil && w.NoNetwork {
+		up = append(up, "no network")
+	}
+	if len(up) == 0 {
+		return "none"
+	}
+	return strings.Join(up, ", ")
+}
+
+// wallsLine is the walls with their reason, or what applies without walls.
+func wallsLine(w *v1.SandboxWalls) string {
+	text := wallsText(w)
+	if text == "none" {
+		return "none (the task's sandbox applies as it is)"
+	}
+	if w.Reason != "" {
+		text += " (" + w.Reason + ")"
+	}
+	return text
 }
 
 // oneLine cuts s to n runes on one line, for tables.

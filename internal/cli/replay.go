@@ -78,7 +78,9 @@ type Verdict struct {
 	PolicyGeneration int64    `json:"policyGeneration,omitempty"`
 	Rule             string   `json:"rule,omitempty"`
 	Reason           string   `json:"reason,omitempty"`
-	Fingerprint      string   `json:"fingerprint,omitempty"`
+	// Walls are the sandbox restrictions the call runs under (see Decision.Walls).
+	Walls       *v1.SandboxWalls `json:"walls,omitempty"`
+	Fingerprint string           `json:"fingerprint,omitempty"`
 }
 
 // Replay re-runs validation and the given policies over a task's recorded intents,
@@ -133,7 +135,7 @@ func Replay(task *v1.AgentTask, intents []v1.ToolIntent, approvals []v1.Approval
 				}
 			}
 			pipeline.ApplyAskLimits(&d, task.Spec.Budgets.MaxApprovalRequests, prior)
-			r.Replayed = Verdict{Outcome: string(d.Action), Policy: d.Policy, PolicyGeneration: d.PolicyGeneration, Rule: d.Rule, Reason: mask.Secrets(d.Reason), Fingerprint: d.Fingerprint}
+			r.Replayed = Verdict{Outcome: string(d.Action), Policy: d.Policy, PolicyGeneration: d.PolicyGeneration, Rule: d.Rule, Reason: mask.Secrets(d.Reason), Walls: d.Walls, Fingerprint: d.Fingerprint}
 		}
 		compare(&r)
 		out = append(out, r)
@@ -167,7 +169,7 @@ func recordedVerdict(in *v1.ToolIntent) Verdict {
 	if d == nil {
 		return Verdict{Outcome: VerdictNone}
 	}
-	return Verdict{Outcome: string(d.Action), Policy: d.Policy, PolicyGeneration: d.PolicyGeneration, Rule: d.Rule, Reason: mask.Secrets(d.Reason), Fingerprint: d.Fingerprint}
+	return Verdict{Outcome: string(d.Action), Policy: d.Policy, PolicyGeneration: d.PolicyGeneration, Rule: d.Rule, Reason: mask.Secrets(d.Reason), Walls: d.Walls, Fingerprint: d.Fingerprint}
 }
 
 // compare fills Changed, Changes and Notes.
@@ -186,6 +188,9 @@ func compare(r *ReplayedIntent) {
 	}
 	if decided && rec.Policy == now.Policy && rec.Rule == now.Rule && rec.PolicyGeneration != now.PolicyGeneration {
 		r.Notes = append(r.Notes, fmt.Sprintf("same rule, policy generation %d -> %d: an approval given for the recorded call would not match", rec.PolicyGeneration, now.PolicyGeneration))
+	}
+	if decided && rec.Outcome != string(v1.DecisionDeny) && now.Outcome != string(v1.DecisionDeny) && wallsText(rec.Walls) != wallsText(now.Walls) {
+		r.Notes = append(r.Notes, fmt.Sprintf("walls %s -> %s: the call would run in another sandbox, and an approval given for the recorded call would not match", wallsText(rec.Walls), wallsText(now.Walls)))
 	}
 	r.Changed = len(r.Changes) > 0
 }

@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/policyset"
 )
 
 func TestReplay(t *testing.T) {
@@ -29,7 +30,7 @@ func TestReplay(t *testing.T) {
 		a.Spec.Decision, a.Spec.DecidedBy = v1.DecisionDenied, "alice"
 	})
 	normalized := []byte(curl)
-	denied.Spec.Fingerprint = policy.Fingerprint("team-a", "fix-tests", v1.ToolBash, normalized, "ToolPolicy/team", "ask-network", 0)
+	denied.Spec.Fingerprint = policy.Fingerprint("team-a", "fix-tests", v1.ToolBash, normalized, "ToolPolicy/team", "ask-network", 0, nil)
 
 	intents := []v1.ToolIntent{
 		makeIntent("team-a", "test", 0, 0, v1.ToolBash, `{"command":"npm test"}`).valid().
@@ -103,6 +104,27 @@ func TestReplayApprovalBudget(t *testing.T) {
 	}
 	if !strings.Contains(got[1].Replayed.Reason, "approval-request limit is reached (1 of budgets.maxApprovalRequests=1)") {
 		t.Fatalf("reason: %s", got[1].Replayed.Reason)
+	}
+}
+
+// An intent recorded before walls existed, replayed today: the decision is the same,
+// but the call would now run behind walls, and the note says so (an approval for it
+// would not match).
+func TestReplayNotesNewWalls(t *testing.T) {
+	task, _, _, _ := fixtureTask("team-a")
+	task.Spec.Budgets.MaxIntents = 10
+	ls := makeIntent("team-a", "ls", 0, 0, v1.ToolBash, `{"command":"ls"}`).valid().
+		decided(v1.DecisionAllow, "", "mode-default", 0, "no rule matched; Edit mode allows read-only calls", v1.CategoryReadOnly).obj()
+	got := Replay(task, []v1.ToolIntent{ls}, nil, policyset.Set{})
+	if len(got) != 1 || got[0].Changed || got[0].Replayed.Outcome != "Allow" {
+		t.Fatalf("replayed %+v; want an unchanged Allow", got)
+	}
+	want := "walls none -> read-only workspace, no network: the call would run in another sandbox, and an approval given for the recorded call would not match"
+	if len(got[0].Notes) != 1 || got[0].Notes[0] != want {
+		t.Errorf("notes %q; want %q", got[0].Notes, want)
+	}
+	if w := got[0].Replayed.Walls; w == nil || !w.ReadOnlyWorkspace || !w.NoNetwork {
+		t.Errorf("replayed walls %+v; want both walls", w)
 	}
 }
 

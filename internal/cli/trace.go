@@ -104,6 +104,11 @@ type ExecutionTrace struct {
 	LogRef         string            `json:"logRef,omitempty"`
 	ArtifactPath   string            `json:"artifactPath,omitempty"`
 	Truncated      bool              `json:"truncated,omitempty"`
+	// Walls are the decision's walls the Execution was built with; ReadOnlyWorkspace
+	// and Network are the sandbox it ran in, with the walls applied.
+	Walls             *v1.SandboxWalls `json:"walls,omitempty"`
+	ReadOnlyWorkspace bool             `json:"readOnlyWorkspace,omitempty"`
+	Network           v1.NetworkMode   `json:"network,omitempty"`
 }
 
 // BuildTrace assembles the trace of a task from its objects. It reads only what is
@@ -253,6 +258,10 @@ func executionTrace(e *v1.Execution) *ExecutionTrace {
 		LogRef:         st.LogRef,
 		ArtifactPath:   st.ArtifactPath,
 		Truncated:      st.Truncated,
+
+		Walls:             e.Spec.Walls,
+		ReadOnlyWorkspace: e.Spec.Sandbox.ReadOnlyWorkspace,
+		Network:           e.Spec.Sandbox.Network.Mode,
 	}
 }
 
@@ -330,6 +339,10 @@ func renderIntent(b *strings.Builder, it IntentTrace) {
 		for _, h := range d.NonActingHits {
 			text += fmt.Sprintf("\nalso matched: %s rule %s (%s, %s)", h.Policy, h.Rule, h.Action, orDash(h.Enforcement))
 		}
+		// A denied call never runs: where it would have run says nothing.
+		if d.Action != v1.DecisionDeny {
+			text += "\nwalls: " + wallsLine(d.Walls)
+		}
 		line("Decision", "%s", text)
 	}
 	if a := it.Approval; a != nil {
@@ -360,6 +373,15 @@ func renderIntent(b *strings.Builder, it IntentTrace) {
 		if e.Duration != "" {
 			text += ", " + e.Duration
 		}
+		workspace := "read-write"
+		if e.ReadOnlyWorkspace {
+			workspace = "read-only"
+		}
+		network := e.Network
+		if network == "" {
+			network = v1.NetworkNone
+		}
+		text += fmt.Sprintf("\nsandbox: workspace %s, network %s", workspace, network)
 		if e.ErrorKind != "" {
 			text += fmt.Sprintf("\n%s: %s", e.ErrorKind, e.Message)
 		}
@@ -410,8 +432,10 @@ func newTraceCommand(o *Options) *cobra.Command {
 		Short: "Show a task's timeline, rebuilt from the cluster; runs nothing",
 		Long: `Show, turn by turn, every intent of a task: the tool and its input (secrets
 masked), the proposer's reason, the validation, the decision (policy, rule,
-generation, reason), the approval (who decided, when, comment), the execution
-(job, exit code, duration) and the observation the model saw.
+generation, reason, and the walls the call runs behind: a read-only workspace and
+no network for a read-only call), the approval (who decided, when, comment), the
+execution (job, exit code, duration, the sandbox it ran in) and the observation the
+model saw.
 
 Everything comes from the objects in the cluster; nothing is re-evaluated or run.
 -o json and -o yaml print the same as data (see docs/cli.md).`,

@@ -491,7 +491,9 @@ func (r *ToolIntentReconciler) settleApproval(ctx context.Context, a *v1.Approva
 }
 
 // currentFingerprint recomputes the decision's fingerprint with the deciding policy's
-// current generation, so an approval given under an older rule is refused.
+// current generation, so an approval given under an older rule is refused. The walls
+// are the decision's own: the Execution is built from them, so the approval binds
+// exactly the sandbox the call runs in.
 func (r *ToolIntentReconciler) currentFingerprint(ctx context.Context, run *intentRun) (string, error) {
 	d := run.intent.Status.Decision
 	generation := int64(0)
@@ -506,7 +508,7 @@ func (r *ToolIntentReconciler) currentFingerprint(ctx context.Context, run *inte
 		generation = g
 	}
 	normalized, _ := toolsValidate(run.intent)
-	return policy.Fingerprint(run.intent.Namespace, run.task.Name, run.intent.Spec.Tool, normalized, d.Policy, d.Rule, generation), nil
+	return policy.Fingerprint(run.intent.Namespace, run.task.Name, run.intent.Spec.Tool, normalized, d.Policy, d.Rule, generation, d.Walls), nil
 }
 
 func (r *ToolIntentReconciler) policyGeneration(ctx context.Context, namespace, id string) (int64, bool, error) {

@@ -36,8 +36,9 @@ func cutText(s string, max int) string {
 // is AlreadyExists, never a second request.
 func ApprovalName(intent *v1.ToolIntent) string { return intent.Name }
 
-// BuildApproval is the Approval an Ask decision creates: what is asked (secrets masked),
-// who asked, who may decide, until when, bound to the decision's fingerprint.
+// BuildApproval is the Approval an Ask decision creates: what is asked (secrets masked)
+// and behind which walls it will run, who asked, who may decide, until when, bound to
+// the decision's fingerprint.
 func BuildApproval(intent *v1.ToolIntent, d *v1.Decision, normalized json.RawMessage, ttl time.Duration, now time.Time) *v1.Approval {
 	input := cutText(mask.Secrets(string(normalized)), maxApprovalInput)
 	a := &v1.Approval{
@@ -59,7 +60,10 @@ func BuildApproval(intent *v1.ToolIntent, d *v1.Decision, normalized json.RawMes
 				PolicyGeneration: d.PolicyGeneration,
 				Rule:             d.Rule,
 				Reason:           cutText(mask.Secrets(d.Reason), maxApprovalReason),
-				ProposerReason:   cutText(mask.Secrets(intent.Spec.Reason), maxApprovalReason),
+				// Where the call will run: the approver approves it behind these walls,
+				// and the fingerprint binds them.
+				Walls:          d.Walls.DeepCopy(),
+				ProposerReason: cutText(mask.Secrets(intent.Spec.Reason), maxApprovalReason),
 			},
 			RequestedBy: intent.Spec.RequestedBy,
 			ExpiresAt:   metav1.NewTime(now.Add(ttl)),

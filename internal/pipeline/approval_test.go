@@ -72,6 +72,25 @@ func TestBuildApproval(t *testing.T) {
 	}
 }
 
+// The approver sees where the call will run: an Ask for a read-only call carries
+// the decision's walls, a copy the decision cannot change afterwards.
+func TestBuildApprovalShowsTheWalls(t *testing.T) {
+	d := askDecision()
+	d.Category = v1.CategoryReadOnly
+	d.Walls = &v1.SandboxWalls{ReadOnlyWorkspace: true, NoNetwork: true, Reason: "every part of the call is read-only"}
+	got := BuildApproval(makeIntent("i").tool(v1.ToolBash).obj(), d, json.RawMessage(`{"command":"cat notes.txt"}`), time.Minute, epoch)
+	if diff := cmp.Diff(d.Walls, got.Spec.Request.Walls); diff != "" {
+		t.Fatalf("request walls (-decision +approval):\n%s", diff)
+	}
+	d.Walls.NoNetwork = false
+	if !got.Spec.Request.Walls.NoNetwork {
+		t.Error("the Approval shares the decision's walls instead of copying them")
+	}
+	if got := BuildApproval(makeIntent("i").obj(), askDecision(), json.RawMessage(`{}`), time.Minute, epoch); got.Spec.Request.Walls != nil {
+		t.Errorf("a call without walls is asked with walls %+v", got.Spec.Request.Walls)
+	}
+}
+
 func TestBuildApprovalApprovers(t *testing.T) {
 	cases := []struct {
 		name      string

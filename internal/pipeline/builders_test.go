@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/policy"
 )
 
 // testNS is the namespace every built object lives in.
@@ -60,6 +61,25 @@ func (b *intentBuilder) created(t time.Time) *intentBuilder {
 // decided records a policy decision with that action.
 func (b *intentBuilder) decided(a v1.DecisionAction) *intentBuilder {
 	b.in.Status.Decision = &v1.Decision{Action: a, Fingerprint: "fp-" + b.in.Name}
+	return b
+}
+
+// decidedByPolicy records the decision policy.Decide makes for the intent in a task
+// of that mode with no policies: its action, category and walls, as the controller
+// records it (the fingerprint stays the builders' stand-in).
+func (b *intentBuilder) decidedByPolicy(mode v1.TaskMode) *intentBuilder {
+	d := policy.Decide(policy.Request{
+		Namespace: b.in.Namespace, Task: b.in.Spec.TaskRef.Name, Mode: mode,
+		Tool: b.in.Spec.Tool, Input: b.in.Spec.Input.Raw,
+	}, nil, nil, nil)
+	d.Fingerprint = "fp-" + b.in.Name
+	b.in.Status.Decision = &d
+	return b
+}
+
+// category records the decision's category, as an older controller did, without walls.
+func (b *intentBuilder) category(c v1.CommandCategory) *intentBuilder {
+	b.in.Status.Decision.Category = c
 	return b
 }
 

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/tools"
 )
 
@@ -16,8 +17,13 @@ import (
 func ExecutionName(intent *v1.ToolIntent) string { return intent.Name }
 
 // BuildExecution is the one invocation of an intent that was allowed (or approved):
-// the normalized input, the clamped timeout, the task's output cap and sandbox, the
-// workspace, and the approval it consumes.
+// the normalized input, the clamped timeout, the task's output cap and sandbox with
+// the decision's walls applied, the workspace, and the approval it consumes.
+//
+// The walls (policy.Walls decides them) only ever tighten the task's sandbox: a
+// read-only workspace wall mounts the workspace read-only, a no-network wall replaces
+// the task's egress with mode None (the executor's NetworkPolicy then denies all
+// egress). The Execution records the walls it was built with.
 func BuildExecution(intent *v1.ToolIntent, task *v1.AgentTask, defaultImage string) (*v1.Execution, error) {
 	val := intent.Status.Validation
 	dec := intent.Status.Decision
@@ -32,7 +38,6 @@ func BuildExecution(intent *v1.ToolIntent, task *v1.AgentTask, defaultImage stri
 	if claim == "" {
 		return nil, fmt.Errorf("task %s has no workspace claim yet", task.Name)
 	}
-	tool, _ := tools.Lookup(intent.Spec.Tool)
 	image := task.Spec.Sandbox.Image
 	if image == "" {
 		image = defaultImage
@@ -58,15 +63,30 @@ func BuildExecution(intent *v1.ToolIntent, task *v1.AgentTask, defaultImage stri
 			Sandbox: v1.SandboxProfile{
 				Image:              image,
 				RuntimeClassName:   task.Spec.Sandbox.RuntimeClassName,
-				Network:            task.Spec.Sandbox.Network,
+				Network:            *task.Spec.Sandbox.Network.DeepCopy(),
 				WorkspaceClaimName: claim,
-				// A ReadOnly task mounts the workspace read-only for every tool: the
-				// policy already denies writes there, the mount is a second wall.
-				ReadOnlyWorkspace: tool.ReadOnly || task.Spec.Mode == v1.ModeReadOnly || task.Spec.Mode == "",
 			},
 			ApprovalRef: intent.Status.ApprovalRef,
 			Fingerprint: dec.Fingerprint,
 		},
+	}
+	// The read-only mount used to come from the tool's ReadOnly flag and the task's
+	// mode; both are in the walls now (a read-only tool's category is read-only). A
+	// decision recorded before walls existed has none: its walls are decided again
+	// from its recorded category, so such an intent executing after an upgrade loses
+	// neither wall. Deciding again can only add walls, never take one away.
+	w := dec.Walls
+	if w == nil {
+		w = policy.Walls(task.Spec.Mode, intent.Spec.Tool, dec.Category)
+	}
+	if w != nil {
+		exec.Spec.Walls = w.DeepCopy()
+		if w.ReadOnlyWorkspace {
+			exec.Spec.Sandbox.ReadOnlyWorkspace = true
+		}
+		if w.NoNetwork {
+			exec.Spec.Sandbox.Network = v1.NetworkSpec{Mode: v1.NetworkNone}
+		}
 	}
 	if r := task.Spec.Sandbox.Resources; r != nil {
 		exec.Spec.Sandbox.Resources = *r.DeepCopy()

@@ -20,6 +20,7 @@ func TestBuildExecution(t *testing.T) {
 		Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
 	}
 	egress := v1.NetworkSpec{Mode: v1.NetworkAllowList, Egress: []v1.EgressRule{{CIDR: "10.0.0.0/8", Ports: []int32{443}}}}
+	everywhere := v1.NetworkSpec{Mode: v1.NetworkAllowList, Egress: []v1.EgressRule{{CIDR: "0.0.0.0/0"}}}
 	cases := []struct {
 		name   string
 		intent *v1.ToolIntent
@@ -41,8 +42,8 @@ func TestBuildExecution(t *testing.T) {
 			},
 		},
 		{
-			name:   "read-only tool mounts the workspace read-only; the task's sandbox is copied",
-			intent: makeIntent("t-t0-0").tool(v1.ToolReadFile).input(`{"path":"a.go","limit":10}`).validated(120, "").decided(v1.DecisionAllow).obj(),
+			name:   "read-only tool: walls from the decision; the rest of the task's sandbox is copied",
+			intent: makeIntent("t-t0-0").tool(v1.ToolReadFile).input(`{"path":"a.go","limit":10}`).validated(120, "").decidedByPolicy(v1.ModeEdit).obj(),
 			task: makeTask(testTask).existingClaim("shared-src").budgets(v1.Budgets{MaxOutputBytes: 4096}).
 				sandbox(v1.SandboxSpec{Image: "golang:1.26", RuntimeClassName: ptr("gvisor"), Resources: resources, Network: egress}).obj(),
 			want: v1.ExecutionSpec{
@@ -54,24 +55,90 @@ func TestBuildExecution(t *testing.T) {
 					Image:              "golang:1.26",
 					RuntimeClassName:   ptr("gvisor"),
 					Resources:          *resources,
-					Network:            egress,
+					Network:            v1.NetworkSpec{Mode: v1.NetworkNone},
 					WorkspaceClaimName: "shared-src",
 					ReadOnlyWorkspace:  true,
 				},
+				Walls:       &v1.SandboxWalls{ReadOnlyWorkspace: true, NoNetwork: true, Reason: "read_file is a read-only tool"},
 				Fingerprint: "fp-t-t0-0",
 			},
 		},
 		{
+			name:   "read-only bash in an Edit task with egress: read-only mount and no network",
+			intent: makeIntent("t-t0-0").tool(v1.ToolBash).input(`{"command":"cat go.mod | grep module"}`).validated(120, "").decidedByPolicy(v1.ModeEdit).obj(),
+			task:   makeTask(testTask).sandbox(v1.SandboxSpec{Network: egress}).obj(),
+			want: v1.ExecutionSpec{
+				Tool:           v1.ToolBash,
+				Input:          runtime.RawExtension{Raw: []byte(`{"command":"cat go.mod | grep module"}`)},
+				TimeoutSeconds: 120,
+				MaxOutputBytes: 32768,
+				Sandbox: v1.SandboxProfile{Image: defaultImage, WorkspaceClaimName: "t-workspace", ReadOnlyWorkspace: true,
+					Network: v1.NetworkSpec{Mode: v1.NetworkNone}},
+				Walls:       &v1.SandboxWalls{ReadOnlyWorkspace: true, NoNetwork: true, Reason: "every part of the call is read-only"},
+				Fingerprint: "fp-t-t0-0",
+			},
+		},
+		{
+			// The attack the walls are for: egress to everywhere, and a call the
+			// classifier calls read-only. Were it misjudged, it could neither write
+			// nor send the workspace anywhere.
+			name:   "read-only bash in an Auto task open to the whole internet: still no network",
+			intent: makeIntent("t-t0-0").tool(v1.ToolBash).input(`{"command":"ls -la"}`).validated(120, "").decidedByPolicy(v1.ModeAuto).obj(),
+			task:   makeTask(testTask).mode(v1.ModeAuto).sandbox(v1.SandboxSpec{Network: everywhere}).obj(),
+			want: v1.ExecutionSpec{
+				Tool:           v1.ToolBash,
+				Input:          runtime.RawExtension{Raw: []byte(`{"command":"ls -la"}`)},
+				TimeoutSeconds: 120,
+				MaxOutputBytes: 32768,
+				Sandbox: v1.SandboxProfile{Image: defaultImage, WorkspaceClaimName: "t-workspace", ReadOnlyWorkspace: true,
+					Network: v1.NetworkSpec{Mode: v1.NetworkNone}},
+				Walls:       &v1.SandboxWalls{ReadOnlyWorkspace: true, NoNetwork: true, Reason: "every part of the call is read-only"},
+				Fingerprint: "fp-t-t0-0",
+			},
+		},
+		{
+			name:   "write bash allowed in Auto keeps the task's writable workspace and egress",
+			intent: makeIntent("t-t0-0").tool(v1.ToolBash).input(`{"command":"go test ./... > test.log"}`).validated(120, "").decidedByPolicy(v1.ModeAuto).obj(),
+			task:   makeTask(testTask).mode(v1.ModeAuto).sandbox(v1.SandboxSpec{Network: egress}).obj(),
+			want: v1.ExecutionSpec{
+				Tool:           v1.ToolBash,
+				Input:          runtime.RawExtension{Raw: []byte(`{"command":"go test ./... > test.log"}`)},
+				TimeoutSeconds: 120,
+				MaxOutputBytes: 32768,
+				Sandbox:        v1.SandboxProfile{Image: defaultImage, WorkspaceClaimName: "t-workspace", Network: egress},
+				Fingerprint:    "fp-t-t0-0",
+			},
+		},
+		{
 			name:   "bash in a ReadOnly task mounts the workspace read-only too",
-			intent: makeIntent("t-t0-0").tool(v1.ToolBash).input(`{"command":"git log"}`).validated(120, "").decided(v1.DecisionAllow).obj(),
+			intent: makeIntent("t-t0-0").tool(v1.ToolBash).input(`{"command":"git log"}`).validated(120, "").decidedByPolicy(v1.ModeReadOnly).obj(),
 			task:   makeTask(testTask).mode(v1.ModeReadOnly).obj(),
 			want: v1.ExecutionSpec{
 				Tool:           v1.ToolBash,
 				Input:          runtime.RawExtension{Raw: []byte(`{"command":"git log"}`)},
 				TimeoutSeconds: 120,
 				MaxOutputBytes: 32768,
-				Sandbox:        v1.SandboxProfile{Image: defaultImage, WorkspaceClaimName: "t-workspace", ReadOnlyWorkspace: true},
-				Fingerprint:    "fp-t-t0-0",
+				Sandbox: v1.SandboxProfile{Image: defaultImage, WorkspaceClaimName: "t-workspace", ReadOnlyWorkspace: true,
+					Network: v1.NetworkSpec{Mode: v1.NetworkNone}},
+				Walls:       &v1.SandboxWalls{ReadOnlyWorkspace: true, NoNetwork: true, Reason: "every part of the call is read-only; the task's mode is ReadOnly"},
+				Fingerprint: "fp-t-t0-0",
+			},
+		},
+		{
+			// An intent decided by a controller that predates walls, executed after
+			// the upgrade: its walls are decided again from its recorded category.
+			name:   "a decision recorded without walls gets them from its category",
+			intent: makeIntent("t-t0-0").tool(v1.ToolReadFile).input(`{"path":"a.go"}`).validated(120, "").decided(v1.DecisionAllow).category(v1.CategoryReadOnly).obj(),
+			task:   makeTask(testTask).sandbox(v1.SandboxSpec{Network: egress}).obj(),
+			want: v1.ExecutionSpec{
+				Tool:           v1.ToolReadFile,
+				Input:          runtime.RawExtension{Raw: []byte(`{"path":"a.go"}`)},
+				TimeoutSeconds: 120,
+				MaxOutputBytes: 32768,
+				Sandbox: v1.SandboxProfile{Image: defaultImage, WorkspaceClaimName: "t-workspace", ReadOnlyWorkspace: true,
+					Network: v1.NetworkSpec{Mode: v1.NetworkNone}},
+				Walls:       &v1.SandboxWalls{ReadOnlyWorkspace: true, NoNetwork: true, Reason: "read_file is a read-only tool"},
+				Fingerprint: "fp-t-t0-0",
 			},
 		},
 		{
@@ -129,6 +196,20 @@ func TestBuildExecutionCopiesResources(t *testing.T) {
 	task.Spec.Sandbox.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("8")
 	if got := exec.Spec.Sandbox.Resources.Limits[corev1.ResourceCPU]; got.String() != "1" {
 		t.Errorf("cpu limit = %s after the task changed, want 1", got.String())
+	}
+}
+
+// The walls are copied: a later change to the decision does not reach into an
+// Execution already built.
+func TestBuildExecutionCopiesWalls(t *testing.T) {
+	intent := makeIntent("i").tool(v1.ToolBash).input(`{"command":"ls"}`).validated(1, "").decidedByPolicy(v1.ModeEdit).obj()
+	exec, err := BuildExecution(intent, makeTask(testTask).obj(), defaultImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	intent.Status.Decision.Walls.NoNetwork = false
+	if !exec.Spec.Walls.NoNetwork {
+		t.Error("the Execution shares the decision's walls instead of copying them")
 	}
 }
 

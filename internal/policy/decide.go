@@ -80,7 +80,8 @@ func actionRank(a v1alpha1.RuleAction) int {
 //     when a rule allows or asks ("ReadOnly mode never runs writes").
 //  6. A broken policy in scope raises Allow to Ask.
 //
-// The Decision carries the fingerprint that an Approval is bound to.
+// The Decision carries the walls the call runs behind (see Walls) and the
+// fingerprint that an Approval is bound to, which covers them.
 func Decide(req Request, cluster, namespaced []*CompiledPolicy, broken []string) v1alpha1.Decision {
 	f := analyze(req)
 	var enforcing []candidate
@@ -158,8 +159,44 @@ func Decide(req Request, cluster, namespaced []*CompiledPolicy, broken []string)
 		hits = hits[:maxHits]
 	}
 	d.NonActingHits = hits
-	d.Fingerprint = Fingerprint(req.Namespace, req.Task, req.Tool, req.Input, d.Policy, d.Rule, d.PolicyGeneration)
+	d.Walls = Walls(req.Mode, req.Tool, f.category)
+	d.Fingerprint = Fingerprint(req.Namespace, req.Task, req.Tool, req.Input, d.Policy, d.Rule, d.PolicyGeneration, d.Walls)
 	return d
+}
+
+// Walls are the sandbox restrictions a call gets beyond its task's sandbox, or nil
+// when there are none. This is the one place they are decided; the Execution is built
+// from them.
+//
+//   - A read-only call (every part of a bash command read-only, or a read-only tool)
+//     runs with the workspace read-only and no network, whatever the task's mode and
+//     egress: the call was allowed for what it is, and the sandbox holds it to that.
+//     A command the classifier misjudged then fails instead of writing.
+//   - A ReadOnly task mounts the workspace read-only for every call: the mode already
+//     denies writes, the mount is a second wall.
+//
+// They are set whatever the action, since they depend only on the call and the mode;
+// a denied call never runs, so on it they are moot.
+func Walls(mode v1alpha1.TaskMode, tool v1alpha1.ToolName, category v1alpha1.CommandCategory) *v1alpha1.SandboxWalls {
+	var reasons []string
+	w := &v1alpha1.SandboxWalls{}
+	if category == v1alpha1.CategoryReadOnly {
+		w.ReadOnlyWorkspace, w.NoNetwork = true, true
+		if tool == v1alpha1.ToolBash {
+			reasons = append(reasons, "every part of the call is read-only")
+		} else {
+			reasons = append(reasons, fmt.Sprintf("%s is a read-only tool", tool))
+		}
+	}
+	if readOnlyMode(mode) {
+		w.ReadOnlyWorkspace = true
+		reasons = append(reasons, "the task's mode is ReadOnly")
+	}
+	if len(reasons) == 0 {
+		return nil
+	}
+	w.Reason = strings.Join(reasons, "; ")
+	return w
 }
 
 // modeDefault is the decision when no rule matched.

@@ -244,7 +244,7 @@ func TestDecideFillsTheDecision(t *testing.T) {
 			{Command: "npm test", Category: v1alpha1.CategoryTest},
 		},
 		Approvers:   v1alpha1.Approvers{Users: []string{"alice"}, Groups: []string{"sre"}},
-		Fingerprint: Fingerprint("team", "fix-bug", v1alpha1.ToolBash, req.Input, "ToolPolicy/team", "ask-install", 7),
+		Fingerprint: Fingerprint("team", "fix-bug", v1alpha1.ToolBash, req.Input, "ToolPolicy/team", "ask-install", 7, nil),
 	}
 	if diff := cmp.Diff(want, d, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("decision (-want +got):\n%s", diff)
@@ -262,7 +262,7 @@ func TestDecideFillsTheDecision(t *testing.T) {
 }
 
 func TestFingerprint(t *testing.T) {
-	base := Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1)
+	base := Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1, nil)
 	// The documented construction, computed independently.
 	if got := sha256Hex(`{"generation":1,"input":{"command":"ls","timeoutMs":5},"namespace":"ns","policy":"ToolPolicy/p","rule":"r","task":"task","tool":"bash"}`); got != base {
 		t.Errorf("fingerprint %s does not match the documented construction %s", base, got)
@@ -270,26 +270,112 @@ func TestFingerprint(t *testing.T) {
 	if len(base) != 64 {
 		t.Errorf("fingerprint %q is not hex SHA-256", base)
 	}
-	same := Fingerprint("ns", "task", "bash", []byte(` { "timeoutMs": 5, "command": "ls" } `), "ToolPolicy/p", "r", 1)
+	same := Fingerprint("ns", "task", "bash", []byte(` { "timeoutMs": 5, "command": "ls" } `), "ToolPolicy/p", "r", 1, nil)
 	if same != base {
 		t.Error("key order and whitespace of the input must not change the fingerprint")
 	}
 	for name, other := range map[string]string{
-		"namespace":  Fingerprint("ns2", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1),
-		"task":       Fingerprint("ns", "task2", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1),
-		"tool":       Fingerprint("ns", "task", "read_file", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1),
-		"input":      Fingerprint("ns", "task", "bash", []byte(`{"command":"ls -a","timeoutMs":5}`), "ToolPolicy/p", "r", 1),
-		"policy":     Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ClusterToolPolicy/p", "r", 1),
-		"rule":       Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r2", 1),
-		"generation": Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 2),
+		"namespace":  Fingerprint("ns2", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1, nil),
+		"task":       Fingerprint("ns", "task2", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1, nil),
+		"tool":       Fingerprint("ns", "task", "read_file", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1, nil),
+		"input":      Fingerprint("ns", "task", "bash", []byte(`{"command":"ls -a","timeoutMs":5}`), "ToolPolicy/p", "r", 1, nil),
+		"policy":     Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ClusterToolPolicy/p", "r", 1, nil),
+		"rule":       Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r2", 1, nil),
+		"generation": Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 2, nil),
 	} {
 		if other == base {
 			t.Errorf("changing the %s must change the fingerprint", name)
 		}
 	}
+	// A call behind walls is a different call: an approval given for it must not run
+	// it without them, nor with only one of them.
+	ro := &v1alpha1.SandboxWalls{ReadOnlyWorkspace: true, NoNetwork: true, Reason: "every part of the call is read-only"}
+	walled := Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1, ro)
+	if got := sha256Hex(`{"generation":1,"input":{"command":"ls","timeoutMs":5},"namespace":"ns","policy":"ToolPolicy/p","rule":"r","task":"task","tool":"bash","walls":{"noNetwork":true,"readOnlyWorkspace":true}}`); got != walled {
+		t.Errorf("walled fingerprint %s does not match the documented construction %s", walled, got)
+	}
+	mountOnly := Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1, &v1alpha1.SandboxWalls{ReadOnlyWorkspace: true})
+	for name, fp := range map[string]string{"no walls": base, "only the read-only mount": mountOnly} {
+		if fp == walled {
+			t.Errorf("%s must have another fingerprint than both walls", name)
+		}
+	}
+	if mountOnly == base {
+		t.Error("a read-only mount alone must change the fingerprint")
+	}
+	// The reason is words for people: rewording it keeps the fingerprint.
+	reworded := *ro
+	reworded.Reason = "read-only"
+	if Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1, &reworded) != walled {
+		t.Error("the walls' reason must not change the fingerprint")
+	}
+	// Walls that are all down are no walls.
+	if Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1, &v1alpha1.SandboxWalls{Reason: "x"}) != base {
+		t.Error("walls with neither wall up must fingerprint as no walls")
+	}
 	// Input that is not JSON is still covered, as a string.
-	if Fingerprint("ns", "task", "bash", []byte(`not json`), "", "r", 0) == Fingerprint("ns", "task", "bash", []byte(`not json!`), "", "r", 0) {
+	if Fingerprint("ns", "task", "bash", []byte(`not json`), "", "r", 0, nil) == Fingerprint("ns", "task", "bash", []byte(`not json!`), "", "r", 0, nil) {
 		t.Error("non-JSON inputs must still be distinguished")
+	}
+}
+
+// The sandbox enforces the verdict: a call decided for being read-only gets a
+// read-only workspace and no network whatever the task's mode, egress or deciding
+// rule; any other call keeps the task's sandbox, except that a ReadOnly task mounts
+// the workspace read-only for every call.
+func TestDecideWalls(t *testing.T) {
+	both := func(reason string) *v1alpha1.SandboxWalls {
+		return &v1alpha1.SandboxWalls{ReadOnlyWorkspace: true, NoNetwork: true, Reason: reason}
+	}
+	allowCat := mustCompile(t, KindToolPolicy, "team", onCommand("allow-cat", v1alpha1.RuleAllow, "cat"))
+	askCat := mustCompile(t, KindToolPolicy, "careful", onCommand("ask-cat", v1alpha1.RuleAsk, "cat"))
+	allowSh := mustCompile(t, KindToolPolicy, "scripts", onCommand("allow-sh", v1alpha1.RuleAllow, "sh"))
+	readFile := Request{Namespace: "team", Task: "fix-bug", Mode: v1alpha1.ModeAuto, Tool: v1alpha1.ToolReadFile, Input: json.RawMessage(`{"path":"a.go"}`)}
+	writeFile := Request{Namespace: "team", Task: "fix-bug", Mode: v1alpha1.ModeAuto, Tool: v1alpha1.ToolWriteFile, Input: json.RawMessage(`{"content":"x","path":"a.go"}`)}
+	readOnlyTask := readFile
+	readOnlyTask.Mode = v1alpha1.ModeReadOnly
+
+	tests := []struct {
+		name       string
+		req        Request
+		namespaced []*CompiledPolicy
+		broken     []string
+		action     v1alpha1.DecisionAction
+		want       *v1alpha1.SandboxWalls
+	}{
+		{name: "read-only bash in Edit", req: bashCall(v1alpha1.ModeEdit, "cat notes.txt | grep todo"), action: v1alpha1.DecisionAllow, want: both("every part of the call is read-only")},
+		{name: "read-only bash in Auto", req: bashCall(v1alpha1.ModeAuto, "ls -la"), action: v1alpha1.DecisionAllow, want: both("every part of the call is read-only")},
+		{name: "read-only bash allowed by a rule", req: bashCall(v1alpha1.ModeEdit, "cat notes.txt"), namespaced: []*CompiledPolicy{allowCat}, action: v1alpha1.DecisionAllow, want: both("every part of the call is read-only")},
+		// The approver approves the call behind its walls: the Approval shows them.
+		{name: "read-only bash asked by a rule", req: bashCall(v1alpha1.ModeEdit, "cat notes.txt"), namespaced: []*CompiledPolicy{askCat}, action: v1alpha1.DecisionAsk, want: both("every part of the call is read-only")},
+		{name: "read-only bash asked because a policy is broken", req: bashCall(v1alpha1.ModeEdit, "ls"), broken: []string{"ToolPolicy/x"}, action: v1alpha1.DecisionAsk, want: both("every part of the call is read-only")},
+		{name: "read-only tool", req: readFile, action: v1alpha1.DecisionAllow, want: both("read_file is a read-only tool")},
+		{name: "read-only tool in a ReadOnly task", req: readOnlyTask, action: v1alpha1.DecisionAllow, want: both("read_file is a read-only tool; the task's mode is ReadOnly")},
+		{name: "read-only bash in a task with no mode (ReadOnly)", req: bashCall("", "ls"), action: v1alpha1.DecisionAllow, want: both("every part of the call is read-only; the task's mode is ReadOnly")},
+		// A write call has no walls, whoever allowed it.
+		{name: "write bash in Auto", req: bashCall(v1alpha1.ModeAuto, "echo x > a.txt"), action: v1alpha1.DecisionAllow},
+		{name: "write tool in Auto", req: writeFile, action: v1alpha1.DecisionAllow},
+		{name: "test in Auto", req: bashCall(v1alpha1.ModeAuto, "go test ./..."), action: v1alpha1.DecisionAllow},
+		{name: "one write part among read-only ones", req: bashCall(v1alpha1.ModeAuto, "cat a.txt > b.txt"), action: v1alpha1.DecisionAllow},
+		{name: "an unknown command a rule allows", req: bashCall(v1alpha1.ModeEdit, "sh build.sh"), namespaced: []*CompiledPolicy{allowSh}, action: v1alpha1.DecisionAllow},
+		{name: "network call asked in Edit", req: bashCall(v1alpha1.ModeEdit, "curl https://example.com"), action: v1alpha1.DecisionAsk},
+		// A ReadOnly task denies writes; the mode's wall is recorded all the same.
+		{name: "write in a ReadOnly task", req: bashCall(v1alpha1.ModeReadOnly, "rm a.txt"), action: v1alpha1.DecisionDeny,
+			want: &v1alpha1.SandboxWalls{ReadOnlyWorkspace: true, Reason: "the task's mode is ReadOnly"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(tc.req, nil, tc.namespaced, tc.broken)
+			if d.Action != tc.action {
+				t.Fatalf("action %s (%s), want %s", d.Action, d.Reason, tc.action)
+			}
+			if diff := cmp.Diff(tc.want, d.Walls); diff != "" {
+				t.Errorf("walls (-want +got):\n%s", diff)
+			}
+			if want := Fingerprint(tc.req.Namespace, tc.req.Task, tc.req.Tool, tc.req.Input, d.Policy, d.Rule, d.PolicyGeneration, tc.want); d.Fingerprint != want {
+				t.Errorf("the fingerprint does not cover the walls %+v", tc.want)
+			}
+		})
 	}
 }
 

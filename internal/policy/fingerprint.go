@@ -13,24 +13,39 @@ import (
 // fingerprintFields is what a fingerprint covers. Its fields are declared in
 // alphabetical order of their JSON names, so encoding/json writes canonical JSON.
 type fingerprintFields struct {
-	Generation int64           `json:"generation"`
-	Input      json.RawMessage `json:"input"`
-	Namespace  string          `json:"namespace"`
-	Policy     string          `json:"policy"`
-	Rule       string          `json:"rule"`
-	Task       string          `json:"task"`
-	Tool       string          `json:"tool"`
+	Generation int64             `json:"generation"`
+	Input      json.RawMessage   `json:"input"`
+	Namespace  string            `json:"namespace"`
+	Policy     string            `json:"policy"`
+	Rule       string            `json:"rule"`
+	Task       string            `json:"task"`
+	Tool       string            `json:"tool"`
+	Walls      *fingerprintWalls `json:"walls,omitempty"`
+}
+
+// fingerprintWalls are the walls as fingerprinted, also in alphabetical order. The
+// walls' reason is words for people and is left out: rewording it must not refuse an
+// approval given for the same walls.
+type fingerprintWalls struct {
+	NoNetwork         bool `json:"noNetwork"`
+	ReadOnlyWorkspace bool `json:"readOnlyWorkspace"`
 }
 
 // Fingerprint is the hex SHA-256 of the canonical JSON object
 //
-//	{"generation":G,"input":INPUT,"namespace":NS,"policy":P,"rule":R,"task":T,"tool":TOOL}
+//	{"generation":G,"input":INPUT,"namespace":NS,"policy":P,"rule":R,"task":T,"tool":TOOL,
+//	 "walls":{"noNetwork":N,"readOnlyWorkspace":RO}}
 //
 // with keys sorted, no whitespace, no HTML escaping, and INPUT re-encoded as
 // canonical JSON (so whitespace and key order of the input do not matter; input that
-// is not JSON is included as a JSON string). An Approval is bound to it: a changed
-// input, rule or policy generation is a different fingerprint.
-func Fingerprint(namespace, task string, tool v1alpha1.ToolName, normalizedInput []byte, policy, rule string, generation int64) string {
+// is not JSON is included as a JSON string). The "walls" key is there only when a
+// wall is up: a call without walls has the fingerprint it had before walls existed,
+// so approvals given then still match.
+//
+// An Approval is bound to it: a changed input, rule, policy generation or walls is a
+// different fingerprint, so an approval given for a call that runs behind walls never
+// runs the call without them.
+func Fingerprint(namespace, task string, tool v1alpha1.ToolName, normalizedInput []byte, policy, rule string, generation int64, walls *v1alpha1.SandboxWalls) string {
 	fields := fingerprintFields{
 		Generation: generation,
 		Input:      canonicalInput(normalizedInput),
@@ -40,11 +55,14 @@ func Fingerprint(namespace, task string, tool v1alpha1.ToolName, normalizedInput
 		Task:       task,
 		Tool:       string(tool),
 	}
+	if walls != nil && (walls.NoNetwork || walls.ReadOnlyWorkspace) {
+		fields.Walls = &fingerprintWalls{NoNetwork: walls.NoNetwork, ReadOnlyWorkspace: walls.ReadOnlyWorkspace}
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(fields); err != nil {
-		// Only strings, an int and canonical JSON are encoded: this cannot fail.
+		// Only strings, an int, bools and canonical JSON are encoded: this cannot fail.
 		panic(err)
 	}
 	sum := sha256.Sum256(bytes.TrimRight(buf.Bytes(), "\n"))
