@@ -5,7 +5,7 @@ package policy
 // drivers from configuration), --show-signature (runs gpg) and -O / --open-files-in-
 // pager are not here, so they are unknown. git accepts unambiguous prefixes of long
 // options; this list is not the whole of git's, so a prefix is refused.
-const gitLogDiff = "oneline stat= stat numstat shortstat name-only name-status patch no-patch raw summary patch-with-stat " +
+const gitLogDiff = "oneline stat[=] numstat shortstat name-only name-status patch no-patch raw summary patch-with-stat " +
 	"patch-with-raw compact-summary dirstat[=] cumulative full-index binary abbrev[=] no-abbrev abbrev-commit no-abbrev-commit " +
 	"graph decorate[=] no-decorate decorate-refs= decorate-refs-exclude= all branches[=] tags[=] remotes[=] glob= " +
 	"exclude= format= pretty[=] since= after= until= before= author= committer= grep= all-match invert-grep " +
@@ -36,16 +36,16 @@ var gitReadGrammars = map[string]*grammar{
 	"diff-tree":   {short: "pusS:G:M::C::B::lRzawbWDirtmcU:", long: gitLogDiff},
 	"diff-files":  {short: "pusS:G:M::C::B::lRzawbWq0123U:", long: gitLogDiff},
 	"diff-index":  {short: "pusS:G:M::C::B::lRzawbWmU:", long: gitLogDiff},
-	"range-diff":  {short: "pusS:G:", long: gitLogDiff + " creation-factor= no-dual-color left-only right-only"},
-	"shortlog":    {short: "nsec:w::", long: gitLogDiff + " numbered summary email group= committer format= width[=]", digits: true},
-	"rev-list":    {short: "n:", long: gitLogDiff + " objects objects-edge objects-edge-aggressive unpacked missing= filter= count header timestamp", digits: true},
+	"range-diff":  {short: "pusS:G:", long: gitLogDiff + " creation-factor= no-dual-color"},
+	"shortlog":    {short: "nsec:w::", long: gitLogDiff + " numbered email group= width[=]", digits: true},
+	"rev-list":    {short: "n:", long: gitLogDiff + " objects objects-edge objects-edge-aggressive unpacked missing= filter= header timestamp", digits: true},
 	"status": {
 		short: "sbuvz",
 		long: "short branch show-stash porcelain[=] long verbose untracked-files[=] ignore-submodules[=] ignored[=] " +
 			"null column[=] no-column ahead-behind no-ahead-behind renames no-renames find-renames[=]",
 	},
-	"blame":     {short: "bLlstfnsepcwMCS:", long: "root show-stats reverse= first-parent porcelain line-porcelain incremental encoding= contents= date= score-debug show-name show-number show-email ignore-rev= ignore-revs-file= color-lines color-by-age progress no-progress minimal abbrev="},
-	"annotate":  {short: "bLlstfnsepcwMCS:", long: "root show-stats reverse= porcelain incremental encoding= date= show-name show-number show-email"},
+	"blame":     {short: "bL:ltfnsepcwM::C::S:", long: "root show-stats reverse= first-parent porcelain line-porcelain incremental encoding= contents= date= score-debug show-name show-number show-email ignore-rev= ignore-revs-file= color-lines color-by-age progress no-progress minimal abbrev="},
+	"annotate":  {short: "bL:ltfnsepcwM::C::S:", long: "root show-stats reverse= porcelain incremental encoding= date= show-name show-number show-email"},
 	"ls-files":  {short: "cdmoiskuzvftx:X:", long: "cached deleted modified others ignored stage unmerged killed directory no-empty-directory eol full-name recurse-submodules abbrev[=] exclude= exclude-from= exclude-per-directory= exclude-standard error-unmatch with-tree= format= sparse deduplicate"},
 	"ls-tree":   {short: "dtrlz", long: "long name-only name-status object-only full-name full-tree abbrev[=] format="},
 	"rev-parse": {long: "abbrev-ref[=] short[=] verify quiet sq-quote show-toplevel show-prefix show-cdup git-dir git-common-dir absolute-git-dir is-inside-work-tree is-inside-git-dir is-bare-repository is-shallow-repository show-superproject-working-tree shared-index-path show-object-format[=] show-ref-format symbolic symbolic-full-name all branches[=] tags[=] remotes[=] glob= exclude= disambiguate= local-env-vars path-format= git-path= resolve-git-dir= default= prefix= since= after= until= before= parseopt stuck-long keep-dashdash stop-at-non-option revs-only no-revs flags no-flags"},

@@ -155,8 +155,7 @@ var readOnlyGrammars = map[string]*grammar{
 	"jq": {
 		short: "ncsrjaSCMeRf:L:0",
 		long: "null-input compact-output slurp raw-output raw-output0 join-output ascii-output sort-keys color-output monochrome-output " +
-			"tab indent= unbuffered stream stream-errors seq exit-status raw-input arg= argjson= slurpfile= rawfile= args jsonargs from-file= " +
-			"exit-status",
+			"tab indent= unbuffered stream stream-errors seq exit-status raw-input arg= argjson= slurpfile= rawfile= args jsonargs from-file=",
 		// jq cannot run programs or write files: any filter only reads.
 		dynamic: true,
 	},
@@ -189,9 +188,9 @@ var readOnlyGrammars = map[string]*grammar{
 	"look":      {short: "adft:", dynamic: true},
 	"tsort":     {dynamic: true},
 	"rev":       {dynamic: true},
-	"ps":        {short: "AaedfFjlLmMTuvwxXyZCG:g:p:q:s:t:U:u:o:O:k:", long: "forest headers no-headers sort= pid= ppid= format= cols= columns= lines= width= cumulative deselect", dynamic: true},
+	"ps":        {short: "AaedfFjlLmMTvwxXyZCG:g:p:q:s:t:U:u:o:O:k:", long: "forest headers no-headers sort= pid= ppid= format= cols= columns= lines= width= cumulative deselect", dynamic: true},
 	"pgrep":     {short: "lacdfg:G:inoP:s:t:u:U:vwxFr:", long: "delimiter= list-name list-full count full pgroup= group= ignore-case newest oldest parent= session= terminal= euid= uid= inverse lightweight exact pidfile= logpidfile ns= nslist= runstates=", dynamic: true},
-	"zcat":      {short: "fhlLqrtvV", long: "force help list license quiet recursive test verbose version", dynamic: true},
+	"zcat":      {short: "fhlLqrtvV", long: "force list license quiet recursive test verbose", dynamic: true},
 	"bzcat":     {short: "sv", long: "small verbose", dynamic: true},
 	"xzcat":     {short: "qvQT:", long: "quiet verbose no-warn threads= single-stream ignore-check", dynamic: true},
 	"cal":       {short: "13yYjmvwhSsc:", long: "one three year twelve julian monday sunday week= span color[=] vertical reform= iso", dynamic: true, digits: true},
@@ -204,7 +203,7 @@ func checksumGrammar() *grammar {
 // grepGrammar: GNU grep only reads (-f reads patterns from a file; nothing runs).
 func grepGrammar() *grammar {
 	return &grammar{
-		short: "A:B:C:D:d:e:EFGf:hHiIlLm:noPqrRsTUvVwxyzZab",
+		short: "A:B:C:cD:d:e:EFGf:hHiIlLm:noPqrRsTUvVwxyzZab",
 		long: "extended-regexp fixed-strings basic-regexp perl-regexp regexp= file= ignore-case no-ignore-case word-regexp line-regexp " +
 			"null-data no-messages invert-match max-count= byte-offset line-number line-buffered with-filename no-filename label= " +
 			"only-matching quiet silent binary-files= text directories= devices= recursive dereference-recursive include= exclude= " +
