@@ -59,7 +59,7 @@ verify-generated: manifests generate ## Fail when generated files are not up to 
 	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
 
 .PHONY: test
-test: envtest-assets ## Run unit and integration (envtest) tests against a real kube-apiserver and etcd.
+test: envtest-assets oracle-deps ## Run unit and integration (envtest) tests against a real kube-apiserver and etcd.
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test $(GOTEST_FLAGS) ./...
 
 .PHONY: bench
@@ -148,6 +148,12 @@ undeploy: ## Remove the controller.
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver and etcd for envtest from source into bin/k8s/ (cached).
 	K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) hack/envtest-assets.sh
+
+.PHONY: oracle-deps
+oracle-deps: ## Install bubblewrap (Debian's package), which the classifier's oracle test runs commands in, when bwrap is missing.
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap >/dev/null; }
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)
