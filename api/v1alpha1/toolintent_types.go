@@ -94,6 +94,11 @@ type CommandPart struct {
 	// category of the part.
 	// +required
 	Category CommandCategory `json:"category"`
+	// reason says why the part is not read-only when the command alone does not
+	// show it, for example "unknown option --compress-program".
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Reason string `json:"reason,omitempty"`
 }
 
 // RuleHit is a rule that matched but did not act: an Audit rule, a DryRun rule, or a

@@ -177,6 +177,10 @@ func RenderPolicyCheck(w io.Writer, pc PolicyCheck) error {
 		fmt.Fprintf(&b, "\nCall: %s %s (mode %s)\n", c.Tool, c.Input, c.Mode)
 		b.WriteString("Parts:\n")
 		for _, p := range d.Parts {
+			if p.Reason != "" {
+				fmt.Fprintf(&b, "  %-16s %s (%s)\n", p.Category, p.Command, p.Reason)
+				continue
+			}
 			fmt.Fprintf(&b, "  %-16s %s\n", p.Category, p.Command)
 		}
 		fmt.Fprintf(&b, "Strictest category: %s (risk %s)\n", d.Category, d.Risk)

@@ -197,7 +197,7 @@ func maskedDecision(d v1.Decision) *v1.Decision {
 	d.Reason = mask.Secrets(d.Reason)
 	parts := make([]v1.CommandPart, len(d.Parts))
 	for i, p := range d.Parts {
-		parts[i] = v1.CommandPart{Command: mask.Secrets(p.Command), Category: p.Category}
+		parts[i] = v1.CommandPart{Command: mask.Secrets(p.Command), Category: p.Category, Reason: mask.Secrets(p.Reason)}
 	}
 	if d.Parts == nil {
 		parts = nil
@@ -332,6 +332,10 @@ func renderIntent(b *strings.Builder, it IntentTrace) {
 		if len(d.Parts) > 1 {
 			var parts []string
 			for _, p := range d.Parts {
+				if p.Reason != "" {
+					parts = append(parts, fmt.Sprintf("%s (%s: %s)", p.Command, p.Category, p.Reason))
+					continue
+				}
 				parts = append(parts, fmt.Sprintf("%s (%s)", p.Command, p.Category))
 			}
 			text += "\nparts: " + strings.Join(parts, "; ")

@@ -29,6 +29,7 @@ const (
 	maxParts       = 256
 	maxHits        = 256
 	maxPartCommand = 1024
+	maxPartReason  = 512
 	maxReason      = 4096
 )
 
@@ -135,6 +136,9 @@ func Decide(req Request, cluster, namespaced []*CompiledPolicy, broken []string)
 	} else {
 		d.Action, d.Reason = modeDefault(req.Mode, f.category)
 		d.Rule = RuleModeDefault
+		if why := strictestPartReason(f); why != "" {
+			d.Reason += " (" + why + ")"
+		}
 	}
 	if d.Risk == "" {
 		d.Risk = RiskOf(f.category)
@@ -199,6 +203,17 @@ func Walls(mode v1alpha1.TaskMode, tool v1alpha1.ToolName, category v1alpha1.Com
 	return w
 }
 
+// strictestPartReason says why the first part of the call's category has it, when
+// the classifier gave a reason: what the person deciding needs to see.
+func strictestPartReason(f *facts) string {
+	for _, p := range f.parts {
+		if p.Category == f.category && p.Reason != "" {
+			return p.Command + ": " + p.Reason
+		}
+	}
+	return ""
+}
+
 // modeDefault is the decision when no rule matched.
 func modeDefault(mode v1alpha1.TaskMode, category v1alpha1.CommandCategory) (v1alpha1.DecisionAction, string) {
 	if category == v1alpha1.CategoryReadOnly {
@@ -241,7 +256,7 @@ func decisionParts(parts []Part) []v1alpha1.CommandPart {
 	}
 	out := make([]v1alpha1.CommandPart, len(parts))
 	for i, p := range parts {
-		out[i] = v1alpha1.CommandPart{Command: truncate(p.Command, maxPartCommand), Category: p.Category}
+		out[i] = v1alpha1.CommandPart{Command: truncate(p.Command, maxPartCommand), Category: p.Category, Reason: truncate(p.Reason, maxPartReason)}
 	}
 	return out
 }

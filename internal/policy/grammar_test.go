@@ -402,3 +402,20 @@ func nestedBashC(n int) string {
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// TestDecisionSaysWhy: the person asked to approve an unknown call reads why it is
+// unknown, in the decision's reason and on the part.
+func TestDecisionSaysWhy(t *testing.T) {
+	d := Decide(Request{Namespace: "ns", Task: "t", Mode: v1alpha1.ModeEdit, Tool: v1alpha1.ToolBash,
+		Input: []byte(`{"command":"sort --compress-prog=./x.sh notes.txt"}`)}, nil, nil, nil)
+	if d.Action != v1alpha1.DecisionAsk || d.Category != unk {
+		t.Fatalf("decision = %s %s, want Ask unknown", d.Action, d.Category)
+	}
+	const why = "option --compress-program runs a program"
+	if !strings.Contains(d.Reason, why) {
+		t.Errorf("reason %q does not say %q", d.Reason, why)
+	}
+	if len(d.Parts) != 1 || !strings.Contains(d.Parts[0].Reason, why) {
+		t.Errorf("parts %+v do not say %q", d.Parts, why)
+	}
+}
