@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 )
@@ -46,6 +47,10 @@ type grammar struct {
 	// operands checks the operands when they matter (uniq IN OUT writes OUT); nil
 	// accepts any operand.
 	operands func(ops []word) (v1alpha1.CommandCategory, string)
+
+	// longs is long, read once: grammars are shared by concurrent decisions.
+	longsOnce sync.Once
+	longs     []longOption
 }
 
 // longOption is one long option of a grammar.
@@ -94,7 +99,12 @@ func (p *parsedArgs) has(names ...string) bool {
 }
 
 func (g *grammar) longOptions() []longOption {
-	fields := strings.Fields(g.long)
+	g.longsOnce.Do(func() { g.longs = readLongOptions(g.long) })
+	return g.longs
+}
+
+func readLongOptions(long string) []longOption {
+	fields := strings.Fields(long)
 	out := make([]longOption, 0, len(fields)+2)
 	for _, f := range fields {
 		switch {
