@@ -759,7 +759,14 @@ func oracleSupervise() (rep oracleReport) {
 		ignoreGroup = bash.Process.Pid
 		time.Sleep(50 * time.Millisecond)
 	}
+	// A child in the middle of exiting (a process substitution bash does not wait for)
+	// still shows in /proc for a moment; what is still there after a short grace has
+	// outlived bash. Nothing is lost meanwhile: writes show in the trees, sockets here.
 	rep.Survivors = oracleSurvivors(ignoreGroup)
+	for i := 0; len(rep.Survivors) > 0 && i < 20; i++ {
+		time.Sleep(5 * time.Millisecond)
+		rep.Survivors = oracleSurvivors(ignoreGroup)
+	}
 	_ = syscall.Kill(-1, syscall.SIGKILL)
 
 	// Let a connection made just before bash exited reach the listeners.
