@@ -970,7 +970,7 @@ type oracleClassCase struct {
 	needs          string // a program that must be installed for the case to mean anything
 }
 
-// oracleClassCases is one example per class of issue 13's list (and of the effects the
+// oracleClassCases is one example per class of bypass in docs/policy.md (and of the effects the
 // oracle watches), run directly in the sandbox with no classifier in between.
 var oracleClassCases = []oracleClassCase{
 	{class: "function definition after the call", command: "rm notes.txt calc.sh; rm() { :; }"},
@@ -1010,7 +1010,7 @@ var oracleClassCases = []oracleClassCase{
 	{class: "symlink retargeted", command: "ln -sfn calc.sh link-notes"},
 }
 
-// TestOracleDetectsEachClass proves the oracle can fail: each class of issue 13, if the
+// TestOracleDetectsEachClass proves the oracle can fail: each class of bypass, if the
 // classifier ever called it read-only, would be caught here.
 func TestOracleDetectsEachClass(t *testing.T) {
 	oracleRequireSandbox(t)
