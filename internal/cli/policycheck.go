@@ -201,6 +201,10 @@ func RenderPolicyCheck(w io.Writer, pc PolicyCheck) error {
 			by = d.Policy + " rule " + d.Rule
 		}
 		fmt.Fprintf(&b, "Decision: %s by %s: %s\n", d.Action, by, d.Reason)
+		// Where an allowed or asked call would run; a denied one never runs.
+		if d.Action != v1.DecisionDeny {
+			fmt.Fprintf(&b, "Walls: %s\n", wallsLine(d.Walls))
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
