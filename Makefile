@@ -19,6 +19,9 @@ GOTEST_FLAGS ?=
 WORKSPACE_IMG ?= toolgate/workspace:dev
 IMAGES_DIR ?= $(LOCALBIN)/images
 BUSYBOX ?= $(shell command -v busybox 2>/dev/null || echo /bin/busybox)
+# The bash tool runs commands with bash only (the shell the policy classifies them
+# for), so the workspace image carries a static bash beside busybox.
+BASH_STATIC ?= /bin/bash-static
 LOCAL_CLUSTER_STATE ?= /var/lib/toolgate-local-cluster
 LOCAL_KUBECONFIG ?= $(LOCAL_CLUSTER_STATE)/admin.kubeconfig
 E2E_TIMEOUT ?= 30m
@@ -91,7 +94,8 @@ images: build ## Build the controller, runner and workspace images as OCI archiv
 	$(LOCALBIN)/ocibuild -tag $(RUNNER_IMG) -o $(IMAGES_DIR)/runner.tar -file $(LOCALBIN)/runner=/runner:0755 -entrypoint /runner
 	@ldd $(BUSYBOX) 2>&1 | grep -q 'not a dynamic' || \
 	  { echo "$(BUSYBOX) is not a static busybox: install busybox-static or set BUSYBOX"; exit 1; }
-	$(LOCALBIN)/ocibuild -tag $(WORKSPACE_IMG) -o $(IMAGES_DIR)/workspace.tar -busybox $(BUSYBOX) -dir /workspace:0775 -workdir /workspace -entrypoint /bin/sh
+	@[ -x $(BASH_STATIC) ] || { echo "$(BASH_STATIC) is missing: install bash-static or set BASH_STATIC"; exit 1; }
+	$(LOCALBIN)/ocibuild -tag $(WORKSPACE_IMG) -o $(IMAGES_DIR)/workspace.tar -busybox $(BUSYBOX) -file $(BASH_STATIC)=/bin/bash:0755 -dir /workspace:0775 -workdir /workspace -entrypoint /bin/sh
 
 .PHONY: images-load
 images-load: ## Import the images of bin/images/ into the local cluster's containerd.

@@ -162,6 +162,7 @@ install_packages() {
   command -v runc >/dev/null || want+=(runc)
   [ -x /usr/lib/cni/bridge ] || want+=(containernetworking-plugins)
   command -v busybox >/dev/null || want+=(busybox-static)
+  [ -x /bin/bash-static ] || want+=(bash-static)
   command -v jq >/dev/null || want+=(jq)
   command -v openssl >/dev/null || want+=(openssl)
   command -v nft >/dev/null || want+=(nftables)

@@ -68,16 +68,42 @@ func printfBuiltin(c *classifier, w []word, _ int) {
 	c.add(w, v1alpha1.CategoryReadOnly)
 }
 
+// testOperators are the operators of test and [ other than -v and -R; a word after
+// one of them is its operand, whatever it expands to.
+var testOperators = set("!", "(", ")", "-a", "-o", "-b", "-c", "-d", "-e", "-f", "-g", "-h", "-k", "-L", "-n", "-N", "-O",
+	"-G", "-p", "-r", "-s", "-S", "-t", "-u", "-w", "-x", "-z", "=", "==", "!=", "<", ">", "-eq", "-ne", "-lt", "-le",
+	"-gt", "-ge", "-nt", "-ot", "-ef")
+
+// testBinary are the binary operators: a word before one is its left operand.
+var testBinary = set("=", "==", "!=", "<", ">", "-eq", "-ne", "-lt", "-le", "-gt", "-ge", "-nt", "-ot", "-ef", "-a", "-o")
+
 // test and [ evaluate -v NAME and -R NAME by expanding NAME's subscript, which runs
-// command substitutions; a word that may split could become -v.
+// command substitutions. A word known only when it runs is accepted where it can only
+// be an operand: right after an operator, right before a binary operator, or alone;
+// anywhere else it could be the -v ([ "$x" "$y" ] with x=-v).
 func testBuiltin(c *classifier, w []word, _ int) {
-	for _, a := range w[1:] {
+	args := w[1:]
+	if w[0].text == "[" && len(args) > 0 && args[len(args)-1].static && args[len(args)-1].text == "]" {
+		args = args[:len(args)-1]
+	}
+	isOp := func(i int, ops map[string]bool) bool {
+		return i >= 0 && i < len(args) && args[i].static && !args[i].split && ops[args[i].text]
+	}
+	for i, a := range args {
+		if a.static && !a.split {
+			if a.text == "-v" || a.text == "-R" {
+				c.addWithReason(w, v1alpha1.CategoryUnknown, "test "+a.text+" evaluates the subscript of the name it tests")
+				return
+			}
+			continue
+		}
 		if a.split {
 			c.addWithReason(w, v1alpha1.CategoryUnknown, a.text+" may split into an operator such as -v")
 			return
 		}
-		if a.static && (a.text == "-v" || a.text == "-R") {
-			c.addWithReason(w, v1alpha1.CategoryUnknown, "test "+a.text+" evaluates the subscript of the name it tests")
+		operandOnly := len(args) == 1 || isOp(i-1, testOperators) || isOp(i+1, testBinary)
+		if !operandOnly {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, a.text+" stands where an operator could, and could be -v")
 			return
 		}
 	}
@@ -135,6 +161,8 @@ func unsetBuiltin(c *classifier, w []word, _ int) {
 			c.addWithReason(w, v1alpha1.CategoryUnknown, fmt.Sprintf("%s is not a plain variable name: a subscript in it runs command substitutions", n.text))
 			return
 		}
+		// unset PATH makes bash look commands up in the working directory.
+		c.binds(n.text, false)
 	}
 	c.add(w, v1alpha1.CategoryReadOnly)
 }

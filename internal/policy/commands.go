@@ -48,6 +48,9 @@ func init() {
 			"hash", "enable", "shopt", "trap", "alias", "unalias", "let", "bind", "compgen", "complete", "compopt",
 			"fc", "history", "disown", "suspend", "logout", "ulimit", "source", ".", "caller", "bc", "dc", "tput",
 			"man", "help", "lsof", "getconf", "ldd",
+			// Pagers read LESSOPEN and commands from a lesskey file in HOME, which the
+			// agent can write.
+			"less", "more", "most", "pg",
 		},
 	}
 	for category, names := range fixedCategory {
@@ -68,7 +71,14 @@ func init() {
 	commands["doas"] = wrapper(v1alpha1.CategoryPrivilege, &grammar{short: "nsLu:C:", noOptionsAfterOperands: true}, nil)
 	// Transparent wrappers run their command unchanged.
 	commands["nice"] = wrapper("", &grammar{short: "n:", long: "adjustment=", complete: true, digits: true, noOptionsAfterOperands: true}, nil)
-	commands["ionice"] = wrapper("", &grammar{short: "c:n:p:P:u:t", long: "class= classdata= pid= pgid= uid= ignore", noOptionsAfterOperands: true}, nil)
+	commands["ionice"] = wrapper("", &grammar{
+		short: "c:n:p:P:u:t", long: "class= classdata= pid= pgid= uid= ignore", noOptionsAfterOperands: true,
+		// -p, -P and -u change other processes.
+		effects: map[string]v1alpha1.CommandCategory{
+			"p": v1alpha1.CategoryPrivilege, "P": v1alpha1.CategoryPrivilege, "u": v1alpha1.CategoryPrivilege,
+			"pid": v1alpha1.CategoryPrivilege, "pgid": v1alpha1.CategoryPrivilege, "uid": v1alpha1.CategoryPrivilege,
+		},
+	}, nil)
 	commands["nohup"] = wrapper("", &grammar{complete: true, noOptionsAfterOperands: true}, nil)
 	commands["stdbuf"] = wrapper("", &grammar{short: "i:o:e:", long: "input= output= error=", complete: true, noOptionsAfterOperands: true}, nil)
 	commands["builtin"] = wrapper("", &grammar{noOptionsAfterOperands: true}, nil)
@@ -91,8 +101,12 @@ func init() {
 	commands["command"] = commandBuiltin
 	commands["env"] = env
 	commands["xargs"] = xargs
-	for _, sh := range []string{"bash", "sh", "zsh", "dash", "ksh", "ash", "mksh"} {
+	for _, sh := range []string{"bash", "sh", "dash", "ash"} {
 		commands[sh] = shell
+	}
+	// Other shells read the same string as another language.
+	for _, sh := range []string{"zsh", "ksh", "mksh", "csh", "tcsh", "fish"} {
+		commands[sh] = fixed(v1alpha1.CategoryUnknown)
 	}
 	commands["eval"] = eval
 
@@ -114,20 +128,20 @@ func init() {
 	for _, a := range []string{"awk", "gawk", "mawk", "nawk"} {
 		commands[a] = awk
 	}
-	commands["go"] = sensitive(goCmd)
+	commands["go"] = sensitive(devTool(goCmd, goReadOnly))
 	for _, n := range []string{"npm", "pnpm", "yarn", "bun"} {
-		commands[n] = sensitive(nodePackageManager)
+		commands[n] = sensitive(devTool(nodePackageManager, npmReadOnly))
 	}
 	for _, p := range []string{"pip", "pip3"} {
-		commands[p] = sensitive(pip)
+		commands[p] = sensitive(devTool(pip, pipReadOnly))
 	}
-	commands["uv"] = sensitive(runner(pip))
-	commands["poetry"] = sensitive(runner(pip))
+	commands["uv"] = sensitive(devTool(runner(pip), pipReadOnly))
+	commands["poetry"] = sensitive(devTool(runner(pip), pipReadOnly))
 	for _, p := range []string{"python", "python3", "python2"} {
 		commands[p] = sensitive(python)
 	}
 	commands["make"] = sensitive(makeCmd)
-	commands["cargo"] = sensitive(cargo)
+	commands["cargo"] = sensitive(devTool(cargo, cargoReadOnly))
 	commands["mvn"] = sensitive(javaBuild)
 	commands["gradle"] = sensitive(javaBuild)
 	commands["dpkg"] = sensitive(flagged(v1alpha1.CategoryInstall, v1alpha1.CategoryUnknown, "lLsSp", "list", "listfiles", "status", "search"))
@@ -138,11 +152,26 @@ func init() {
 	}
 }
 
+// unknownReasons say why a command of the unknown list is there, where the general
+// reason would mislead.
+var unknownReasons = map[string]string{
+	"less": "pagers run commands from +command operands, LESSOPEN and a lesskey file in HOME, which the agent can write",
+	"more": "pagers run commands from +command operands, LESSOPEN and a lesskey file in HOME, which the agent can write",
+	"man":  "man runs the pager and formatters that -P, -H, MANPAGER and its configuration name",
+	"bc":   "bc reads a program, and BC_ENV_ARGS can load files",
+	"zsh":  "zsh reads the string as another language than bash",
+	"ksh":  "ksh reads the string as another language than bash",
+	"mksh": "mksh reads the string as another language than bash",
+}
+
 func fixed(category v1alpha1.CommandCategory) handler {
 	return func(c *classifier, w []word, _ int) {
 		reason := ""
 		if category == v1alpha1.CategoryUnknown {
-			reason = fmt.Sprintf("%s changes how bash finds or evaluates later commands, or runs code toolgate does not read", w[0].text)
+			reason = unknownReasons[w[0].text]
+			if reason == "" {
+				reason = fmt.Sprintf("%s changes how bash finds or evaluates later commands, or runs code toolgate does not read", w[0].text)
+			}
 		}
 		c.addWithReason(w, category, reason)
 	}
@@ -279,6 +308,8 @@ var xargsGrammar = &grammar{
 	long: "arg-file= delimiter= eof[=] exit interactive max-args= max-chars= max-lines[=] max-procs= no-run-if-empty null " +
 		"open-tty process-slot-var= replace[=] show-limits verbose",
 	complete: true, noOptionsAfterOperands: true,
+	// --process-slot-var sets a variable of the commands xargs runs (BASH_ENV, PATH).
+	effects: map[string]v1alpha1.CommandCategory{"process-slot-var": v1alpha1.CategoryUnknown},
 }
 
 // xargs [options] [command [initial-arguments]] runs command with words read from
@@ -348,7 +379,8 @@ func watch(c *classifier, w []word, depth int) {
 		}
 		src = append(src, o.text)
 	}
-	c.script(strings.Join(src, " "), depth+1)
+	// watch runs the string with sh -c.
+	c.script(strings.Join(src, " "), depth+1, true)
 }
 
 // shellFlags are the options of bash -c that change nothing toolgate relies on;
@@ -403,7 +435,8 @@ func shell(c *classifier, w []word, depth int) {
 		c.addWithReason(w, v1alpha1.CategoryUnknown, "the script is known only when it runs")
 		return
 	}
-	c.script(args[i].text, depth+1)
+	// sh, dash and ash are POSIX shells (or bash as sh): both readings count.
+	c.script(args[i].text, depth+1, w[0].text != "bash")
 }
 
 func eval(c *classifier, w []word, depth int) {
@@ -415,7 +448,7 @@ func eval(c *classifier, w []word, depth int) {
 		}
 		src = append(src, a.text)
 	}
-	c.script(strings.Join(src, " "), depth+1)
+	c.script(strings.Join(src, " "), depth+1, false)
 }
 
 // findReading are the parts of a find expression that only test or print, by how
@@ -484,8 +517,10 @@ func find(c *classifier, w []word, depth int) {
 			}
 			continue
 		case "-exec", "-execdir", "-ok", "-okdir":
+			// The command ends at ";", or at "+" right after "{}" (find passes any
+			// other "+" to the command as a word).
 			j := i + 1
-			for j < len(args) && args[j].text != ";" && args[j].text != "+" {
+			for j < len(args) && args[j].text != ";" && (args[j].text != "+" || args[j-1].text != "{}") {
 				j++
 			}
 			if j >= len(args) {
@@ -549,13 +584,14 @@ func xxd(c *classifier, w []word, _ int) {
 		case a.text == "-r" || a.text == "-revert":
 			c.addWithReason(w, v1alpha1.CategoryWrite, "xxd -r writes binary data")
 			return
-		case flags[a.text]:
-		case valued[a.text]:
+		case flags[a.text] && len(ops) == 0:
+		case valued[a.text] && len(ops) == 0:
 			i++
-		case strings.HasPrefix(a.text, "-") && a.text != "-":
+		case strings.HasPrefix(a.text, "-") && a.text != "-" && len(ops) == 0:
 			c.addWithReason(w, v1alpha1.CategoryUnknown, "unknown option "+a.text)
 			return
 		default:
+			// xxd stops reading options at its first operand.
 			ops = append(ops, a)
 		}
 	}
@@ -671,6 +707,13 @@ func tar(c *classifier, w []word, _ int) {
 	}
 	p := tarGrammar.parse(args)
 	if p.has("t", "list") {
+		for _, o := range p.options {
+			if (o.name == "f" || o.name == "file") && strings.Contains(o.value, ":") {
+				// tar reads HOST:FILE through rsh.
+				c.addWithReason(w, v1alpha1.CategoryNetwork, "tar reads an archive named HOST:FILE from another machine")
+				return
+			}
+		}
 		c.addWithReason(w, p.category, p.reason)
 		return
 	}

@@ -15,7 +15,7 @@ import (
 var gitReadOnly = set("status", "log", "diff", "show", "blame", "annotate", "ls-files", "ls-tree",
 	"rev-parse", "describe", "shortlog", "grep", "cat-file", "rev-list", "show-ref", "merge-base",
 	"name-rev", "count-objects", "whatchanged", "for-each-ref", "help", "version", "check-ignore",
-	"var", "cherry", "show-branch", "verify-commit", "verify-tag", "diff-tree", "diff-files",
+	"var", "cherry", "show-branch", "diff-tree", "diff-files",
 	"diff-index", "range-diff", "fsck", "check-attr", "check-ref-format")
 
 // gitWrite are subcommands that change the repository or the working tree in ways
@@ -53,9 +53,20 @@ func git(c *classifier, w []word, _ int) {
 		c.addWithReason(w, p.category, p.reason)
 		return
 	}
+	if p.has("help") && len(p.operands) > 0 {
+		c.addWithReason(w, v1alpha1.CategoryUnknown, "git --help TOPIC runs man or the viewer its configuration names")
+		return
+	}
 	if len(p.operands) == 0 || p.has("h", "help", "version") {
 		c.add(w, v1alpha1.CategoryReadOnly) // prints usage or the version
 		return
+	}
+	for _, a := range w[1:] {
+		if strings.Contains(a.text, "%G") {
+			// Signature placeholders make git run gpg (gpg.program).
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "a %G format placeholder makes git run gpg.program to check signatures")
+			return
+		}
 	}
 	sub, rest := p.operands[0].text, p.operands[1:]
 	category := gitSubcommand(sub, rest)
@@ -69,6 +80,9 @@ func git(c *classifier, w []word, _ int) {
 		return
 	}
 	sp := g.parse(rest)
+	if sp.has("help") {
+		sp.raise(v1alpha1.CategoryUnknown, "git "+sub+" --help runs man or the viewer its configuration names")
+	}
 	c.addWithReason(w, sp.category, sp.reason)
 }
 
@@ -148,8 +162,14 @@ func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
 		return v1alpha1.CategoryWrite
 	case sub == "remote":
 		switch first {
-		case "", "show", "get-url":
+		case "", "get-url":
 			return v1alpha1.CategoryReadOnly
+		case "show":
+			// show asks the remote unless -n says not to.
+			if hasFlag(rest, "n") {
+				return v1alpha1.CategoryReadOnly
+			}
+			return v1alpha1.CategoryNetwork
 		case "update", "prune":
 			return v1alpha1.CategoryNetwork
 		}
@@ -357,8 +377,11 @@ func runner(pm handler) handler {
 			for i, a := range w {
 				if a.text == "run" {
 					rest := w[i+1:]
-					for len(rest) > 0 && strings.HasPrefix(rest[0].text, "-") {
-						rest = rest[1:]
+					if len(rest) > 0 && strings.HasPrefix(rest[0].text, "-") {
+						// --with installs packages, -m runs a module: options of run are
+						// not followed.
+						c.addWithReason(w, v1alpha1.CategoryUnknown, "options of run install packages or choose what runs")
+						return
 					}
 					c.command(rest, depth+1, true)
 					return
@@ -376,8 +399,9 @@ func python(c *classifier, w []word, depth int) {
 		c.add(w, v1alpha1.CategoryReadOnly)
 		return
 	}
+	// Only "python -m MODULE": an option before -m (-c CODE) runs code of its own.
 	for i, a := range args {
-		if a.text != "-m" || i+1 >= len(args) {
+		if a.text != "-m" || i+1 >= len(args) || i != 0 {
 			continue
 		}
 		module := args[i+1].text
@@ -391,7 +415,9 @@ func python(c *classifier, w []word, depth int) {
 		case "http.server":
 			c.add(w, v1alpha1.CategoryNetwork)
 		case "json.tool", "site", "tabnanny":
-			c.add(w, v1alpha1.CategoryReadOnly)
+			// python puts the working directory first on the module path, so a
+			// workspace package named json runs instead.
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "python -m imports the module from the working directory first")
 		default:
 			c.add(w, v1alpha1.CategoryUnknown)
 		}
@@ -515,3 +541,130 @@ func set(items ...string) map[string]bool {
 	}
 	return out
 }
+
+// devForm is a read-only form of a development tool's subcommand: the flags it may
+// take (by name without dashes, true when the flag takes a value in the next word)
+// and, when not nil, the words its first operand may be (npm config get).
+type devForm struct {
+	flags        map[string]bool
+	firstOperand map[string]bool
+}
+
+// versionFlags print a tool's version.
+var versionFlags = set("--version", "-V", "-v", "version")
+
+// devTool wraps the handler of a development tool: its subcommand must be its first
+// word (an option before it could take the next word as its value, and the word
+// after that would be the real subcommand: go -C version run .), and a part the
+// handler calls read-only stays read-only only in a form of readOnly.
+func devTool(h handler, readOnly map[string]devForm) handler {
+	return func(c *classifier, w []word, depth int) {
+		if len(w) > 1 && strings.HasPrefix(w[1].text, "-") {
+			if len(w) == 2 && versionFlags[w[1].text] {
+				c.add(w, v1alpha1.CategoryReadOnly)
+				return
+			}
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "an option before the subcommand: its value could be taken for the subcommand")
+			return
+		}
+		n := len(c.parts)
+		h(c, w, depth)
+		if len(w) < 2 {
+			return
+		}
+		for i := n; i < len(c.parts); i++ {
+			p := &c.parts[i]
+			if p.Category != v1alpha1.CategoryReadOnly || len(p.Argv) != len(w) || p.Argv[0] != w[0].text {
+				continue
+			}
+			if problem := devFormProblem(readOnly, w); problem != "" {
+				p.Category, p.Reason = v1alpha1.CategoryUnknown, problem
+			}
+		}
+	}
+}
+
+func devFormProblem(readOnly map[string]devForm, w []word) string {
+	sub := w[1].text
+	form, ok := readOnly[sub]
+	if !ok {
+		return fmt.Sprintf("%s %s is not known to be read-only", w[0].text, sub)
+	}
+	operands := 0
+	for i := 2; i < len(w); i++ {
+		t := w[i].text
+		if !strings.HasPrefix(t, "-") || t == "-" {
+			if operands == 0 && form.firstOperand != nil && !form.firstOperand[t] {
+				return fmt.Sprintf("%s %s %s is not known to be read-only", w[0].text, sub, t)
+			}
+			operands++
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(t, "-"), "=")
+		valued, ok := form.flags[name]
+		if !ok {
+			return fmt.Sprintf("%s %s: toolgate does not know the option %s", w[0].text, sub, t)
+		}
+		if valued && !hasValue {
+			i++
+		}
+	}
+	if form.firstOperand != nil && operands == 0 {
+		return fmt.Sprintf("%s %s with no operand is not known to be read-only", w[0].text, sub)
+	}
+	return ""
+}
+
+func flags(valued string, plain ...string) map[string]bool {
+	out := map[string]bool{}
+	for _, f := range strings.Fields(valued) {
+		out[f] = true
+	}
+	for _, f := range plain {
+		out[f] = false
+	}
+	return out
+}
+
+// Read-only forms of the development tools. Everything else they do is test,
+// build, install, network or unknown (see their handlers).
+var (
+	goReadOnly = map[string]devForm{
+		"version": {flags: flags("", "m", "v")},
+		"env":     {flags: flags("", "json", "changed")},
+		// -export, -compiled, -toolexec and -exec build or run programs.
+		"list": {flags: flags("f mod tags C", "json", "m", "u", "e", "find", "deps", "test", "versions", "retracted", "reuse")},
+		"doc":  {flags: flags("", "all", "c", "cmd", "short", "src", "u")},
+		"help": {flags: flags("")},
+	}
+	npmReadOnly = map[string]devForm{
+		"ls":      {flags: flags("depth omit include workspace w", "all", "a", "long", "l", "json", "parseable", "p", "global", "g", "link", "package-lock-only", "unicode")},
+		"list":    {flags: flags("depth omit include workspace w", "all", "a", "long", "l", "json", "parseable", "p", "global", "g", "link", "package-lock-only", "unicode")},
+		"ll":      {flags: flags("depth", "all", "a", "json", "global", "g")},
+		"la":      {flags: flags("depth", "all", "a", "json", "global", "g")},
+		"why":     {flags: flags("", "json")},
+		"explain": {flags: flags("", "json")},
+		"root":    {flags: flags("", "global", "g")},
+		"prefix":  {flags: flags("", "global", "g")},
+		"config":  {flags: flags("location", "json", "global", "g", "long", "l"), firstOperand: set("get", "list", "ls")},
+		"run":     {flags: flags("")},
+	}
+	pipReadOnly = map[string]devForm{
+		"list":   {flags: flags("format path exclude", "l", "local", "user", "not-required", "exclude-editable", "include-editable", "e", "editable", "v", "verbose", "q", "quiet")},
+		"freeze": {flags: flags("path exclude", "l", "local", "user", "all", "exclude-editable", "v", "verbose", "q", "quiet")},
+		"show":   {flags: flags("", "f", "files", "v", "verbose", "q", "quiet")},
+		"check":  {flags: flags("", "v", "verbose", "q", "quiet")},
+		"help":   {flags: flags("")},
+		"hash":   {flags: flags("a algorithm")},
+		"debug":  {flags: flags("", "v", "verbose")},
+		"config": {flags: flags(""), firstOperand: set("list", "get")},
+		"cache":  {flags: flags(""), firstOperand: set("dir", "info", "list")},
+	}
+	cargoReadOnly = map[string]devForm{
+		"help":           {flags: flags("")},
+		"version":        {flags: flags("", "v", "verbose")},
+		"locate-project": {flags: flags("manifest-path message-format color", "workspace", "q", "quiet", "offline", "frozen", "locked")},
+		"pkgid":          {flags: flags("manifest-path p package color", "q", "quiet", "offline", "frozen", "locked")},
+		"verify-project": {flags: flags("manifest-path color", "q", "quiet", "offline", "frozen", "locked")},
+	}
+)

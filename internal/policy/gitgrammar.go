@@ -1,5 +1,7 @@
 package policy
 
+import "github.com/toolgate/toolgate/api/v1alpha1"
+
 // gitLogDiff are the options of git log, show, diff and their kind that only choose
 // what is shown and how. --output (writes a file), --ext-diff and --textconv (run
 // drivers from configuration), --show-signature (runs gpg) and -O / --open-files-in-
@@ -32,12 +34,12 @@ var gitReadGrammars = map[string]*grammar{
 	"log":         {short: "pusn:S:G:L:M::C::B::lRzawbWDiEFP", long: gitLogDiff, digits: true},
 	"show":        {short: "pusn:S:G:M::C::B::lRzawbWDiEFP", long: gitLogDiff, digits: true},
 	"whatchanged": {short: "pusn:S:G:M::C::B::lRzawbWDiEFP", long: gitLogDiff, digits: true},
-	"diff":        {short: "pusS:G:M::C::B::lRzawbWDiU:", long: gitLogDiff},
-	"diff-tree":   {short: "pusS:G:M::C::B::lRzawbWDirtmcU:", long: gitLogDiff},
-	"diff-files":  {short: "pusS:G:M::C::B::lRzawbWq0123U:", long: gitLogDiff},
-	"diff-index":  {short: "pusS:G:M::C::B::lRzawbWmU:", long: gitLogDiff},
+	"diff":        {short: "pusS:G:M::C::B::lRzawbWDiU::", long: gitLogDiff},
+	"diff-tree":   {short: "pusS:G:M::C::B::lRzawbWDirtmcU::", long: gitLogDiff},
+	"diff-files":  {short: "pusS:G:M::C::B::lRzawbWq0123U::", long: gitLogDiff},
+	"diff-index":  {short: "pusS:G:M::C::B::lRzawbWmU::", long: gitLogDiff},
 	"range-diff":  {short: "pusS:G:", long: gitLogDiff + " creation-factor= no-dual-color"},
-	"shortlog":    {short: "nsec:w::", long: gitLogDiff + " numbered email group= width[=]", digits: true},
+	"shortlog":    {short: "nsecw::", long: gitLogDiff + " numbered email group= width[=]", digits: true},
 	"rev-list":    {short: "n:", long: gitLogDiff + " objects objects-edge objects-edge-aggressive unpacked missing= filter= header timestamp", digits: true},
 	"status": {
 		short: "sbuvz",
@@ -59,13 +61,15 @@ var gitReadGrammars = map[string]*grammar{
 			"threads= and or not all-match quiet max-count=",
 		digits: true,
 	},
-	"cat-file":         {short: "tspe", long: "batch[=] batch-check[=] batch-all-objects buffer follow-symlinks unordered allow-unknown-type"},
-	"show-ref":         {short: "dsq", long: "head tags heads branches dereference hash[=] abbrev[=] verify exists quiet"},
-	"merge-base":       {short: "a", long: "all octopus independent is-ancestor fork-point"},
-	"name-rev":         {long: "tags refs= exclude= all annotate-stdin name-only no-undefined always"},
-	"count-objects":    {short: "vH", long: "verbose human-readable"},
-	"for-each-ref":     {long: "count= sort= format= color[=] shell perl python tcl points-at= merged[=] no-merged[=] contains[=] no-contains[=] ignore-case omit-empty exclude= include-root-refs"},
-	"help":             {short: "aigm", long: "all guides config man info web verbose"},
+	"cat-file":      {short: "tspe", long: "batch[=] batch-check[=] batch-all-objects buffer follow-symlinks unordered allow-unknown-type"},
+	"show-ref":      {short: "dsq", long: "head tags heads branches dereference hash[=] abbrev[=] verify exists quiet"},
+	"merge-base":    {short: "a", long: "all octopus independent is-ancestor fork-point"},
+	"name-rev":      {long: "tags refs= exclude= all annotate-stdin name-only no-undefined always"},
+	"count-objects": {short: "vH", long: "verbose human-readable"},
+	"for-each-ref":  {long: "count= sort= format= color[=] shell perl python tcl points-at= merged[=] no-merged[=] contains[=] no-contains[=] ignore-case omit-empty exclude= include-root-refs"},
+	// git help TOPIC and --help run man (or the viewer configuration names): only
+	// the lists are read-only.
+	"help":             {short: "ag", long: "all guides config verbose", operands: atMostOperands(0, v1alpha1.CategoryUnknown, "git help TOPIC runs man or the viewer its configuration names")},
 	"version":          {long: "build-options"},
 	"check-ignore":     {short: "qvnz", long: "quiet verbose non-matching no-index stdin"},
 	"var":              {short: "l"},
@@ -73,13 +77,13 @@ var gitReadGrammars = map[string]*grammar{
 	"show-branch":      {short: "ar", long: "all remotes topo-order date-order current sparse more[=] list merge-base independent no-name sha1-name topics reflog[=] color[=] no-color"},
 	"verify-commit":    {short: "v", long: "verbose raw"},
 	"verify-tag":       {short: "v", long: "verbose raw format="},
-	"fsck":             {long: "unreachable dangling no-dangling root tags cache no-reflogs full no-full connectivity-only strict verbose lost-found name-objects progress no-progress"},
+	"fsck":             {long: "unreachable dangling no-dangling root tags cache no-reflogs full no-full connectivity-only strict verbose name-objects progress no-progress"},
 	"check-attr":       {short: "az", long: "all cached stdin source="},
 	"check-ref-format": {long: "normalize allow-onelevel no-allow-onelevel refspec-pattern branch"},
 	// Subcommands that gitSubcommand calls read-only only in some forms.
 	"branch": {short: "alrvq", long: "list all remotes verbose contains[=] no-contains[=] merged[=] no-merged[=] points-at= sort= format= color[=] no-color column[=] no-column abbrev[=] no-abbrev show-current ignore-case omit-empty"},
-	"tag":    {short: "lnv", long: "list contains[=] no-contains[=] merged[=] no-merged[=] points-at= sort= format= color[=] column[=] no-column ignore-case omit-empty verify"},
-	"remote": {short: "v", long: "verbose"},
+	"tag":    {short: "ln", long: "list contains[=] no-contains[=] merged[=] no-merged[=] points-at= sort= format= color[=] column[=] no-column ignore-case omit-empty"},
+	"remote": {short: "vn", long: "verbose"},
 	"stash":  {short: "pu", long: "include-untracked only-untracked patch stat name-only name-status"},
 	"config": {short: "lz", long: "get get-all get-regexp get-urlmatch get-color get-colorbool list global system local worktree file= blob= " +
 		"type= bool int bool-or-int path expiry-date null name-only show-origin show-scope includes no-includes default="},

@@ -59,6 +59,9 @@ var readOnlyGrammars = map[string]*grammar{
 			"unchanged-group-format= changed-group-format= line-format= old-line-format= new-line-format= unchanged-line-format= " +
 			"minimal horizon-lines= speed-large-files color[=] palette=",
 		complete: true, dynamic: true,
+		// -l pipes the output through pr, a formatter that only reads; it is an
+		// effect so that a call that names it is asked about.
+		effects: map[string]v1alpha1.CommandCategory{"l": v1alpha1.CategoryUnknown, "paginate": v1alpha1.CategoryUnknown},
 	},
 	"stat":      {short: "Lfc:t", long: "dereference file-system cached= format= printf= terse", complete: true, dynamic: true},
 	"du":        {short: "0aB:bcDd:hHklLmPSst:xX:", long: "null all apparent-size block-size= bytes total dereference-args max-depth= human-readable inodes si count-links dereference no-dereference separate-dirs summarize threshold= time[=] time-style= exclude-from= exclude= one-file-system files0-from=", complete: true, dynamic: true},
@@ -82,7 +85,7 @@ var readOnlyGrammars = map[string]*grammar{
 	},
 	"hexdump":  {short: "bcCde:f:n:os:vxL::", long: "one-byte-octal one-byte-char canonical two-bytes-decimal format= format-file= length= two-bytes-octal skip= no-squeezing two-bytes-hex color[=]", dynamic: true},
 	"strings":  {short: "adfn:t:woT:e:U:s:hv", long: "all data print-file-name bytes= radix= include-all-whitespace target= encoding= unicode= output-separator=", complete: true, dynamic: true, digits: true},
-	"column":   {short: "tnO:N:l:Ed:e:H:R:T:W:L:J:rip:c:o:s:x", long: "table table-name= table-order= table-columns= table-columns-limit= table-empty-lines table-noextreme table-noheadings table-header-repeat table-hide= table-right= table-truncate= table-wrap= keep-empty-lines json tree= tree-id= tree-parent= output-width= separator= output-separator= fillrows", dynamic: true},
+	"column":   {short: "tnO:N:l:EdeH:R:T:W:LJr:i:p:c:o:s:x", long: "table table-name= table-order= table-columns= table-columns-limit= table-empty-lines table-noextreme table-noheadings table-header-repeat table-hide= table-right= table-truncate= table-wrap= keep-empty-lines json tree= tree-id= tree-parent= output-width= separator= output-separator= fillrows", dynamic: true},
 	"seq":      {short: "f:s:w", long: "format= separator= equal-width", complete: true, dynamic: true},
 	"numfmt":   {short: "d:z", long: "debug delimiter= field= format= from= from-unit= grouping header[=] invalid= padding= round= suffix= unit-separator= to= to-unit= zero-terminated", complete: true, dynamic: true},
 	"nproc":    {long: "all ignore=", complete: true, dynamic: true},
@@ -143,7 +146,7 @@ var readOnlyGrammars = map[string]*grammar{
 			// on the files it reads.
 			"C": v1alpha1.CategoryWrite, "compile": v1alpha1.CategoryWrite,
 			"z": v1alpha1.CategoryUnknown, "Z": v1alpha1.CategoryUnknown, "uncompress": v1alpha1.CategoryUnknown, "uncompress-noreport": v1alpha1.CategoryUnknown,
-			"no-sandbox": v1alpha1.CategoryUnknown,
+			"S": v1alpha1.CategoryUnknown, "no-sandbox": v1alpha1.CategoryUnknown,
 		},
 	},
 	"tree": {
@@ -177,23 +180,22 @@ var readOnlyGrammars = map[string]*grammar{
 	// word of its own, so a bundle such as -lw is unknown to them and to this.
 	"gofmt":     {short: "delsr:w", effects: map[string]v1alpha1.CommandCategory{"w": v1alpha1.CategoryWrite}},
 	"goimports": {short: "dlw", effects: map[string]v1alpha1.CommandCategory{"w": v1alpha1.CategoryWrite}},
-	"less":      pagerGrammar(),
-	"more":      pagerGrammar(),
-	"which":     {short: "as", dynamic: true},
-	"sleep":     {dynamic: true},
-	"expr":      {dynamic: true},
-	"yes":       {dynamic: true},
-	"true":      {dynamic: true},
-	"false":     {dynamic: true},
-	"look":      {short: "adft:", dynamic: true},
-	"tsort":     {dynamic: true},
-	"rev":       {dynamic: true},
-	"ps":        {short: "AaedfFjlLmMTvwxXyZCG:g:p:q:s:t:U:u:o:O:k:", long: "forest headers no-headers sort= pid= ppid= format= cols= columns= lines= width= cumulative deselect", dynamic: true},
-	"pgrep":     {short: "lacdfg:G:inoP:s:t:u:U:vwxFr:", long: "delimiter= list-name list-full count full pgroup= group= ignore-case newest oldest parent= session= terminal= euid= uid= inverse lightweight exact pidfile= logpidfile ns= nslist= runstates=", dynamic: true},
-	"zcat":      {short: "fhlLqrtvV", long: "force list license quiet recursive test verbose", dynamic: true},
-	"bzcat":     {short: "sv", long: "small verbose", dynamic: true},
-	"xzcat":     {short: "qvQT:", long: "quiet verbose no-warn threads= single-stream ignore-check", dynamic: true},
-	"cal":       {short: "13yYjmvwhSsc:", long: "one three year twelve julian monday sunday week= span color[=] vertical reform= iso", dynamic: true, digits: true},
+
+	"which": {short: "as", dynamic: true},
+	"sleep": {dynamic: true},
+	"expr":  {dynamic: true},
+	"yes":   {dynamic: true},
+	"true":  {dynamic: true},
+	"false": {dynamic: true},
+	"look":  {short: "adft:", dynamic: true},
+	"tsort": {dynamic: true},
+	"rev":   {dynamic: true},
+	"ps":    {short: "AaedfFjlLmMTvwxXyZCG:g:p:q:s:t:U:u:o:O:k:", long: "forest headers no-headers sort= pid= ppid= format= cols= columns= lines= width= cumulative deselect", dynamic: true},
+	"pgrep": {short: "lacdfg:G:inoP:s:t:u:U:vwxFr:", long: "delimiter= list-name list-full count full pgroup= group= ignore-case newest oldest parent= session= terminal= euid= uid= inverse lightweight exact pidfile= logpidfile ns= nslist= runstates=", dynamic: true},
+	"zcat":  {short: "fhlLqrtvV", long: "force list license quiet recursive test verbose", dynamic: true},
+	"bzcat": {short: "sv", long: "small verbose", dynamic: true},
+	"xzcat": {short: "qvQT:", long: "quiet verbose no-warn threads= single-stream ignore-check", dynamic: true},
+	"cal":   {short: "13yYjmvwhSsc:", long: "one three year twelve julian monday sunday week= span color[=] vertical reform= iso", dynamic: true, digits: true},
 }
 
 func checksumGrammar() *grammar {
@@ -210,25 +212,6 @@ func grepGrammar() *grammar {
 			"exclude-from= exclude-dir= files-without-match files-with-matches count initial-tab null before-context= after-context= " +
 			"context= group-separator= no-group-separator color[=] colour[=] binary",
 		complete: true, dynamic: true, digits: true,
-	}
-}
-
-// pagerGrammar: less and more read files; they run programs only through commands
-// typed at a terminal (there is none in a sandbox), a +command operand, or
-// LESSOPEN/LESSKEY, which the environment check refuses. Only plain display options
-// are known; -o and -O (log file) and +command are unknown.
-func pagerGrammar() *grammar {
-	return &grammar{
-		short: "eEfFiImMnNqQrRsSuUwWXdclp:",
-		long:  "quit-at-eof QUIT-AT-EOF force quit-if-one-screen ignore-case IGNORE-CASE long-prompt LONG-PROMPT line-numbers LINE-NUMBERS quiet QUIET raw-control-chars RAW-CONTROL-CHARS squeeze-blank-lines chop-long-lines no-init",
-		operands: func(ops []word) (v1alpha1.CommandCategory, string) {
-			for _, o := range ops {
-				if !o.static || strings.HasPrefix(o.text, "+") {
-					return v1alpha1.CategoryUnknown, "a +command operand makes the pager run a command"
-				}
-			}
-			return v1alpha1.CategoryReadOnly, ""
-		},
 	}
 }
 

@@ -47,9 +47,23 @@ func sedScriptProblem(script string) string {
 			r.skip(" \t")
 			r.digits()
 		case ':', 'b', 't', 'T':
-			// A label runs to the end of the line or, for branches, to a ';'.
-			for !r.done() && r.peek() != '\n' && (cmd == ':' || r.peek() != ';') {
+			// sed versions end a label differently (GNU sed 4.9 at ';' or a blank,
+			// older ones at the end of the line), so a label is a plain word and
+			// what follows it on the line must start a new command.
+			r.skip(" \t")
+			start := r.pos
+			for !r.done() && strings.IndexByte("; \t\n}", r.peek()) < 0 {
 				r.next()
+			}
+			if cmd == ':' && r.pos == start {
+				return "a sed label without a name"
+			}
+			r.skip(" \t")
+			if !r.done() && r.peek() != ';' && r.peek() != '\n' && r.peek() != '}' {
+				return "a sed label followed by more than a ';' or a new line: sed versions read it differently"
+			}
+			if cmd == ':' && r.peek() == '}' {
+				return "a sed label followed by '}': sed versions read it differently"
 			}
 		case 'a', 'i', 'c':
 			// Text to the end of the line; a backslash-newline continues it.

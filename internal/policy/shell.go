@@ -72,7 +72,7 @@ func ClassifyCommand(command string) (out Classification) {
 	if problem := unparsableInput(command); problem != "" {
 		c.note("unclassifiable input", v1alpha1.CategoryUnknown, problem)
 	} else {
-		c.script(command, 0)
+		c.script(command, 0, false)
 	}
 	c.applyEnvironment()
 	out.Parts = c.parts
@@ -173,8 +173,13 @@ func (c *classifier) applyEnvironment() {
 	}
 }
 
-// script parses src and classifies everything in it.
-func (c *classifier) script(src string, depth int) {
+// script parses src and classifies everything in it as bash reads it. With posix it
+// is also read as a POSIX sh reads it: sh -c runs /bin/sh, which is dash, busybox ash
+// or bash depending on the image, and a string such as echo $'\' ; touch x hides a
+// command from one reading that the other runs. The parts the POSIX reading finds
+// are added to those of the bash reading; the statements before a POSIX syntax error
+// count, since sh runs them before it reaches the error.
+func (c *classifier) script(src string, depth int, posix bool) {
 	if depth > maxDepth {
 		c.note("nested too deep to follow", v1alpha1.CategoryUnknown, fmt.Sprintf("strings run by bash -c, eval or find -exec are followed %d levels deep", maxDepth))
 		return
@@ -184,7 +189,39 @@ func (c *classifier) script(src string, depth int) {
 		c.note("unparsable: "+err.Error(), v1alpha1.CategoryUnknown, "bash would read this command differently or not at all")
 		return
 	}
-	syntax.Walk(file, func(n syntax.Node) bool {
+	c.walk(file, depth)
+	if !posix {
+		return
+	}
+	sh := &classifier{funcs: c.funcs}
+	for stmt, err := range syntax.NewParser(syntax.Variant(syntax.LangPOSIX)).StmtsSeq(strings.NewReader(src)) {
+		if err != nil {
+			break
+		}
+		sh.walk(stmt, depth)
+	}
+	known := map[string]bool{}
+	for _, p := range c.parts {
+		known[string(p.Category)+"\x00"+p.Command] = true
+	}
+	for _, p := range sh.parts {
+		if !known[string(p.Category)+"\x00"+p.Command] {
+			if p.Reason == "" {
+				p.Reason = "as a POSIX sh reads the command"
+			} else {
+				p.Reason += " (as a POSIX sh reads the command)"
+			}
+			c.parts = append(c.parts, p)
+		}
+	}
+	if c.environment == "" {
+		c.environment = sh.environment
+	}
+}
+
+// walk classifies every part of a parsed command.
+func (c *classifier) walk(root syntax.Node, depth int) {
+	syntax.Walk(root, func(n syntax.Node) bool {
 		switch n := n.(type) {
 		case *syntax.Stmt:
 			if n.Background || n.Coprocess || n.Disown {
@@ -266,7 +303,7 @@ func (c *classifier) function(fd *syntax.FuncDecl) {
 // commands a read-only tool runs; setting one anywhere makes the command unknown.
 var hijackingVariables = set(
 	"PATH", "BASH_ENV", "ENV", "BASH_CMDS", "BASH_ALIASES", "BASHOPTS", "SHELLOPTS", "BASH_XTRACEFD", "PS0", "PS1", "PS2",
-	"PS3", "PS4", "PROMPT_COMMAND", "IFS", "CDPATH", "GLOBIGNORE", "EXECIGNORE", "HOME", "XDG_CONFIG_HOME", "SHELL",
+	"PS3", "PS4", "PROMPT_COMMAND", "IFS", "CDPATH", "PWD", "OLDPWD", "POSIXLY_CORRECT", "GLOBIGNORE", "EXECIGNORE", "HOME", "XDG_CONFIG_HOME", "SHELL",
 	"PAGER", "MANPAGER", "MANOPT", "MANPATH", "BROWSER", "EDITOR", "VISUAL", "LESS", "LESSOPEN", "LESSCLOSE", "LESSKEY",
 	"LESSKEYIN", "LESSSECURE", "TAR_OPTIONS", "RIPGREP_CONFIG_PATH", "GZIP", "XZ_OPT", "BZIP2", "NODE_OPTIONS", "NODE_PATH",
 	"PERL5OPT", "PERL5LIB", "PERLLIB", "RUBYOPT", "RUBYLIB", "GEM_HOME", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS",
@@ -280,7 +317,7 @@ var hijackingPrefixes = []string{"LD_", "GIT_", "PYTHON", "BASH_FUNC_", "DYLD_",
 // commands. A name with a lower-case letter is a shell variable by convention and no
 // program of readOnlyGrammars reads one.
 var harmlessVariables = set("LANG", "LANGUAGE", "TZ", "COLUMNS", "LINES", "TERM", "NO_COLOR", "CLICOLOR", "CLICOLOR_FORCE",
-	"FORCE_COLOR", "POSIXLY_CORRECT", "TIME_STYLE", "BLOCK_SIZE", "BLOCKSIZE", "DU_BLOCK_SIZE", "DF_BLOCK_SIZE", "LS_COLORS",
+	"FORCE_COLOR", "TIME_STYLE", "BLOCK_SIZE", "BLOCKSIZE", "DU_BLOCK_SIZE", "DF_BLOCK_SIZE", "LS_COLORS",
 	"GREP_COLORS", "QUOTING_STYLE", "TABSIZE", "SIMPLE_BACKUP_SUFFIX")
 
 func hijacks(name string) bool {
@@ -400,6 +437,10 @@ func (c *classifier) parameter(p *syntax.ParamExp) {
 		c.note(source(p), v1alpha1.CategoryUnknown, "indirect expansion evaluates the name a variable holds, subscripts included")
 	case p.Exp != nil && p.Exp.Op == syntax.OtherParamOps && p.Exp.Word != nil && p.Exp.Word.Lit() == "P":
 		c.note(source(p), v1alpha1.CategoryUnknown, "${x@P} expands a prompt string, which runs command substitutions")
+	}
+	if p.Exp != nil && (p.Exp.Op == syntax.AssignUnset || p.Exp.Op == syntax.AssignUnsetOrNull) && p.Param != nil {
+		// ${NAME:=value} assigns NAME.
+		c.binds(p.Param.Value, false)
 	}
 	if p.Index != nil {
 		if w, ok := p.Index.(*syntax.Word); !ok || (w.Lit() != "@" && w.Lit() != "*" && !isNumber(w.Lit())) {
@@ -534,6 +575,10 @@ func (c *classifier) command(words []word, depth int, external bool) {
 // wordOf resolves a word statically when it holds only literals and quotes.
 func wordOf(w *syntax.Word) word {
 	var b strings.Builder
+	// skeleton is the word as brace and pathname expansion see it: the unquoted
+	// text, with each quoted or expanded part standing in as one letter, so that
+	// {".","-delete"} and ["-"]x are seen across their quotes.
+	var skeleton strings.Builder
 	out := word{static: true}
 	dynamic := func(split bool) {
 		if out.static {
@@ -542,25 +587,28 @@ func wordOf(w *syntax.Word) word {
 		out.static = false
 		out.split = out.split || split
 	}
-	for _, part := range w.Parts {
+	for i, part := range w.Parts {
 		switch p := part.(type) {
 		case *syntax.Lit:
-			if hasGlob(p.Value) {
-				// Pathname expansion can turn the word into any file name, one
-				// spelled like an option included.
-				out.split, out.glob = true, out.static
+			if i == 0 && strings.HasPrefix(p.Value, "~") {
+				// ~ is $HOME, ~+ is $PWD and ~- is $OLDPWD: a variable's value.
+				dynamic(false)
 			}
-			if hasBraceExpansion(p.Value) {
-				dynamic(true)
-			}
+			skeleton.WriteString(p.Value)
 			b.WriteString(unescape(p.Value, false))
 		case *syntax.SglQuoted:
 			if p.Dollar && strings.Contains(p.Value, `\`) {
 				// $'\x72m' is "rm": ANSI-C escapes are not resolved here.
 				dynamic(false)
 			}
+			skeleton.WriteByte('q')
 			b.WriteString(p.Value)
 		case *syntax.DblQuoted:
+			skeleton.WriteByte('q')
+			if p.Dollar {
+				// $"..." is translated by the locale's message catalogue.
+				dynamic(false)
+			}
 			for _, inner := range p.Parts {
 				lit, ok := inner.(*syntax.Lit)
 				if !ok {
@@ -573,13 +621,24 @@ func wordOf(w *syntax.Word) word {
 			}
 		case *syntax.ProcSubst:
 			// <(cmd) becomes one /dev/fd/N path, never an option.
+			skeleton.WriteByte('q')
 			if out.static && b.Len() == 0 {
 				b.WriteString("/dev/fd/")
 			}
 			dynamic(false)
 		default:
+			skeleton.WriteByte('q')
 			dynamic(true)
 		}
+	}
+	if hasBraceExpansion(skeleton.String()) {
+		dynamic(true)
+	}
+	if hasGlob(skeleton.String()) {
+		// Pathname expansion can turn the word into any file name, one spelled
+		// like an option included.
+		out.glob = out.static
+		out.split = true
 	}
 	if !out.static {
 		out.glob = false
@@ -607,15 +666,26 @@ func hasGlob(s string) bool {
 	return false
 }
 
-// hasBraceExpansion reports a {a,b} or {1..3} in an unquoted literal.
+// hasBraceExpansion reports a {a,b} or {1..3} in a word's skeleton. Any such shape
+// counts, escaped or nested, so this may refuse a word bash leaves alone, never the
+// other way round.
 func hasBraceExpansion(s string) bool {
-	open := strings.IndexByte(s, '{')
-	if open < 0 {
-		return false
+	for open := strings.IndexByte(s, '{'); open >= 0; {
+		rest := s[open:]
+		closing := strings.LastIndexByte(rest, '}')
+		if closing < 0 {
+			return false
+		}
+		if strings.Contains(rest[:closing], ",") || strings.Contains(rest[:closing], "..") {
+			return true
+		}
+		next := strings.IndexByte(rest[1:], '{')
+		if next < 0 {
+			return false
+		}
+		open += next + 1
 	}
-	rest := s[open:]
-	closing := strings.IndexByte(rest, '}')
-	return closing > 0 && (strings.Contains(rest[:closing], ",") || strings.Contains(rest[:closing], ".."))
+	return false
 }
 
 // unescape removes the backslashes bash removes: before any character outside

@@ -27,8 +27,10 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // the process group is gone: a process that left the group (setsid) can hold them open.
 const pipeDrainTimeout = 2 * time.Second
 
-// runBash runs the command with a fresh shell in its own process group. bash is used
-// when the image has it on PATH, else /bin/sh (busybox images). The shell gets a minimal
+// runBash runs the command with a fresh bash in its own process group. Only bash: the
+// policy classified the command as bash reads it, and another shell (dash, busybox
+// ash) can read the same string as other commands, so an image without bash on PATH
+// is an Exception, never a fallback. The shell gets a minimal
 // environment: PATH (the container's, which is the image's), HOME (the workspace), LANG,
 // then Invocation.Env; nothing else of the runner's environment leaks in.
 func runBash(ctx context.Context, ic *invocationContext) error {
@@ -66,7 +68,10 @@ func runBash(ctx context.Context, ic *invocationContext) error {
 	}
 
 	env := bashEnv(ic.cfg.Environ, ic.ws.given, ic.inv.Env)
-	shell := findShell(env)
+	shell, err := findBash(env)
+	if err != nil {
+		return err
+	}
 	cmd := exec.Command(shell, "-c", in.Command)
 	cmd.Dir = dir
 	cmd.Env = env
@@ -223,20 +228,22 @@ func bashEnv(environ []string, home string, extra map[string]string) []string {
 	return env
 }
 
-// findShell returns bash when it is on the shell's PATH, else /bin/sh.
-func findShell(env []string) string {
+// findBash returns bash from the shell's PATH.
+func findBash(env []string) (string, error) {
+	path := ""
 	for _, kv := range env {
 		if p, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = p
 			for _, dir := range filepath.SplitList(p) {
 				if dir == "" || !filepath.IsAbs(dir) {
 					continue
 				}
 				candidate := filepath.Join(dir, "bash")
 				if fi, err := os.Stat(candidate); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
-					return candidate
+					return candidate, nil
 				}
 			}
 		}
 	}
-	return "/bin/sh"
+	return "", exceptionf("the sandbox image has no bash on PATH (%s): the bash tool runs commands with bash, the shell its policy classified them for; use an image with bash", path)
 }

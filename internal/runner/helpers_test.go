@@ -165,7 +165,7 @@ func TestSearchStopsWhenTheRunnerIsTerminated(t *testing.T) {
 	}
 }
 
-func TestFindShellPrefersBash(t *testing.T) {
+func TestFindBashNeverFallsBack(t *testing.T) {
 	withBash := t.TempDir()
 	if err := os.WriteFile(filepath.Join(withBash, "bash"), []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -178,11 +178,15 @@ func TestFindShellPrefersBash(t *testing.T) {
 		path, want string
 	}{
 		{path: t.TempDir() + ":" + withBash, want: filepath.Join(withBash, "bash")},
-		{path: notExecutable, want: "/bin/sh"},
-		{path: "relative/dir:" + t.TempDir(), want: "/bin/sh"},
+		{path: notExecutable, want: ""},
+		{path: "relative/dir:" + t.TempDir(), want: ""},
 	} {
-		if got := findShell([]string{"HOME=/w", "PATH=" + tc.path}); got != tc.want {
-			t.Errorf("PATH=%s: %s, want %s", tc.path, got, tc.want)
+		got, err := findBash([]string{"HOME=/w", "PATH=" + tc.path})
+		if got != tc.want {
+			t.Errorf("PATH=%s: %q, want %q", tc.path, got, tc.want)
+		}
+		if tc.want == "" && (err == nil || !strings.Contains(err.Error(), "no bash on PATH")) {
+			t.Errorf("PATH=%s: error %v, want one that says there is no bash", tc.path, err)
 		}
 	}
 }
