@@ -398,6 +398,19 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 		return false, 0, err
 	}
 	execName := pipeline.ExecutionName(intent)
+	if approval.Spec.Decision != v1.DecisionPending && approval.Spec.Decision != "" && approval.Status.DecidedAt == nil && pipeline.DecidedInTime(approval, run.now) {
+		// Record when the decision was first seen, before anything else can delay
+		// its use (siblings held for a batch): expiry is judged by this time.
+		t := metav1.NewTime(run.now)
+		approval.Status.DecidedAt = &t
+		approval.Status.ObservedGeneration = approval.Generation
+		if err := r.Status().Update(ctx, approval); err != nil {
+			if apierrors.IsConflict(err) {
+				return false, time.Second, nil
+			}
+			return false, 0, err
+		}
+	}
 	switch pipeline.JudgeApproval(approval, fp, execName, run.now) {
 	case pipeline.VerdictWait:
 		if approval.Status.State == "" {

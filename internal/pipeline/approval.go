@@ -98,9 +98,23 @@ const (
 // JudgeApproval says what the Approval means for the intent. currentFingerprint is the
 // fingerprint recomputed from the intent and the deciding policy's current generation:
 // an approval given for another call, or under another version of the rule, is refused.
+//
+// Expiry comes first: a decision counts only when the controller saw it before
+// expiresAt (status.decidedAt, which only the controller writes); a decision first
+// seen at or after expiresAt is Expired, whatever it says. An approval already
+// consumed by this Execution was decided in time and stays Approved.
 func JudgeApproval(a *v1.Approval, currentFingerprint, executionName string, now time.Time) ApprovalVerdict {
-	if a.Status.State == v1.ApprovalStateConsumed && a.Status.ConsumedBy != executionName {
-		return VerdictConsumedElsewhere
+	if a.Status.State == v1.ApprovalStateConsumed {
+		if a.Status.ConsumedBy != executionName {
+			return VerdictConsumedElsewhere
+		}
+		if a.Spec.Fingerprint != currentFingerprint {
+			return VerdictMismatch
+		}
+		return VerdictApproved
+	}
+	if a.Status.State == v1.ApprovalStateExpired || !DecidedInTime(a, now) {
+		return VerdictExpired
 	}
 	switch a.Spec.Decision {
 	case v1.DecisionDenied:
@@ -111,10 +125,16 @@ func JudgeApproval(a *v1.Approval, currentFingerprint, executionName string, now
 		}
 		return VerdictApproved
 	}
-	if a.Status.State == v1.ApprovalStateExpired || !now.Before(a.Spec.ExpiresAt.Time) {
-		return VerdictExpired
-	}
 	return VerdictWait
+}
+
+// DecidedInTime says whether the approval can still count: a decision the controller
+// saw before expiresAt, or no decision yet and the clock before expiresAt.
+func DecidedInTime(a *v1.Approval, now time.Time) bool {
+	if a.Status.DecidedAt != nil {
+		return a.Status.DecidedAt.Before(&a.Spec.ExpiresAt)
+	}
+	return now.Before(a.Spec.ExpiresAt.Time)
 }
 
 // DeniedReason is the feedback for a denied approval, with the approver's comment.

@@ -163,6 +163,11 @@ func TestJudgeApproval(t *testing.T) {
 			Status:     v1.ApprovalStatus{State: state, ConsumedBy: consumedBy},
 		}
 	}
+	decidedAt := func(a *v1.Approval, at time.Time) *v1.Approval {
+		t := metav1.NewTime(at)
+		a.Status.DecidedAt = &t
+		return a
+	}
 	cases := []struct {
 		name        string
 		approval    *v1.Approval
@@ -183,6 +188,14 @@ func TestJudgeApproval(t *testing.T) {
 		{name: "consumed by this execution (a restart)", approval: approval(v1.DecisionApproved, v1.ApprovalStateConsumed, "i"), fingerprint: fp, now: epoch, want: VerdictApproved},
 		{name: "consumed by this execution after expiry", approval: approval(v1.DecisionApproved, v1.ApprovalStateConsumed, "i"), fingerprint: fp, now: expires.Add(time.Hour), want: VerdictApproved},
 		{name: "consumed by another execution", approval: approval(v1.DecisionApproved, v1.ApprovalStateConsumed, "other"), fingerprint: fp, now: epoch, want: VerdictConsumedElsewhere},
+		// Expiry first: a decision the controller first sees at or after expiresAt
+		// is Expired, whatever it says.
+		{name: "approved after expiry", approval: approval(v1.DecisionApproved, v1.ApprovalStatePending, ""), fingerprint: fp, now: expires.Add(time.Second), want: VerdictExpired},
+		{name: "approved at expiry", approval: approval(v1.DecisionApproved, v1.ApprovalStatePending, ""), fingerprint: fp, now: expires, want: VerdictExpired},
+		{name: "denied after expiry", approval: approval(v1.DecisionDenied, v1.ApprovalStatePending, ""), fingerprint: fp, now: expires.Add(time.Second), want: VerdictExpired},
+		{name: "approved, seen in time, judged after expiry", approval: decidedAt(approval(v1.DecisionApproved, v1.ApprovalStatePending, ""), expires.Add(-time.Second)), fingerprint: fp, now: expires.Add(time.Minute), want: VerdictApproved},
+		{name: "approved, seen at expiry", approval: decidedAt(approval(v1.DecisionApproved, v1.ApprovalStatePending, ""), expires), fingerprint: fp, now: expires.Add(time.Minute), want: VerdictExpired},
+		{name: "consumed by this execution, fingerprint changed", approval: approval(v1.DecisionApproved, v1.ApprovalStateConsumed, "i"), fingerprint: "sha256:other", now: epoch, want: VerdictMismatch},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
