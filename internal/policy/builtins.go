@@ -26,10 +26,11 @@ var builtinHandlers = map[string]handler{
 	"break":    anyArguments,
 	"continue": anyArguments,
 	"shift":    anyArguments,
-	"jobs":     anyArguments,
-	"times":    anyArguments,
-	"umask":    grammarCommand(&grammar{short: "pS", dynamic: true}),
-	"type":     grammarCommand(&grammar{short: "afptP", dynamic: true}),
+	// jobs -x runs a command.
+	"jobs":  grammarCommand(&grammar{short: "lnprs", dynamic: true}),
+	"times": anyArguments,
+	"umask": grammarCommand(&grammar{short: "pS", dynamic: true}),
+	"type":  grammarCommand(&grammar{short: "afptP", dynamic: true}),
 	"wait": grammarCommand(&grammar{short: "fnp:", effects: map[string]v1alpha1.CommandCategory{
 		// -p NAME sets a variable, whose name could hold a subscript.
 		"p": v1alpha1.CategoryUnknown,

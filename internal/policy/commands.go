@@ -82,21 +82,17 @@ func init() {
 	commands["nohup"] = wrapper("", &grammar{complete: true, noOptionsAfterOperands: true}, nil)
 	commands["stdbuf"] = wrapper("", &grammar{short: "i:o:e:", long: "input= output= error=", complete: true, noOptionsAfterOperands: true}, nil)
 	commands["builtin"] = wrapper("", &grammar{noOptionsAfterOperands: true}, nil)
-	commands["exec"] = wrapper("", &grammar{short: "cla:", noOptionsAfterOperands: true}, nil)
+	// exec -c empties the environment (a shell then falls back to a PATH ending in
+	// "."), -l and -a -NAME make a login shell that reads profile files.
+	commands["exec"] = wrapper("", &grammar{short: "cla:", noOptionsAfterOperands: true, effects: map[string]v1alpha1.CommandCategory{
+		"c": v1alpha1.CategoryUnknown, "l": v1alpha1.CategoryUnknown, "a": v1alpha1.CategoryUnknown,
+	}}, nil)
 	// time as a program (command time, /usr/bin/time) writes -o FILE.
 	commands["time"] = wrapper("", &grammar{
 		short: "af:o:pqv", long: "append format= output= portability quiet verbose", noOptionsAfterOperands: true,
 		effects: map[string]v1alpha1.CommandCategory{"o": v1alpha1.CategoryWrite, "output": v1alpha1.CategoryWrite},
 	}, nil)
-	commands["timeout"] = wrapper("", &grammar{
-		short: "k:s:v", long: "foreground kill-after= preserve-status signal= verbose", complete: true, noOptionsAfterOperands: true,
-	}, func(rest []word) []word {
-		// The first operand is the duration.
-		if len(rest) == 0 {
-			return nil
-		}
-		return rest[1:]
-	})
+	commands["timeout"] = timeout
 	commands["watch"] = watch
 	commands["command"] = commandBuiltin
 	commands["env"] = env
@@ -268,6 +264,35 @@ func wrapper(own v1alpha1.CommandCategory, g *grammar, pick func([]word) []word)
 	}
 }
 
+var timeoutGrammar = &grammar{
+	short: "k:s:v", long: "foreground kill-after= preserve-status signal= verbose", complete: true, noOptionsAfterOperands: true,
+}
+
+// timeout DURATION COMMAND runs COMMAND in a process group of its own unless
+// --foreground is given, so the runner's kill of the call's group misses it: a
+// read-only command under it could outlive the call. Its command is classified as
+// usual; without --foreground a call that would be read-only is unknown.
+func timeout(c *classifier, w []word, depth int) {
+	p := timeoutGrammar.parse(w[1:])
+	if p.category != v1alpha1.CategoryReadOnly || len(p.operands) < 2 {
+		c.addWithReason(w, p.category, p.reason)
+		if len(p.operands) < 2 {
+			return
+		}
+	}
+	n := len(c.parts)
+	c.command(p.operands[1:], depth+1, true)
+	if p.has("foreground") {
+		return
+	}
+	for _, part := range c.parts[n:] {
+		if part.Category != v1alpha1.CategoryReadOnly {
+			return
+		}
+	}
+	c.addWithReason(w, v1alpha1.CategoryUnknown, "timeout runs the command in a process group of its own, which can outlive the call; timeout --foreground keeps it in the call's")
+}
+
 // command [-pvV] name [args]: -v and -V only say what name is.
 func commandBuiltin(c *classifier, w []word, depth int) {
 	p := (&grammar{short: "pvV", noOptionsAfterOperands: true}).parse(w[1:])
@@ -281,13 +306,23 @@ func commandBuiltin(c *classifier, w []word, depth int) {
 var envGrammar = &grammar{
 	short: "i0u:C:S:v", long: "ignore-environment null unset= chdir= split-string= block-signal[=] default-signal[=] ignore-signal[=] list-signal-handling debug",
 	complete: true, noOptionsAfterOperands: true,
-	// -S splits a string into a command line: not followed.
-	effects: map[string]v1alpha1.CommandCategory{"S": v1alpha1.CategoryUnknown, "split-string": v1alpha1.CategoryUnknown},
+	// -S splits a string into a command line: not followed. -i empties the
+	// environment, and a shell without PATH looks commands up in ".".
+	effects: map[string]v1alpha1.CommandCategory{
+		"S": v1alpha1.CategoryUnknown, "split-string": v1alpha1.CategoryUnknown,
+		"i": v1alpha1.CategoryUnknown, "ignore-environment": v1alpha1.CategoryUnknown,
+	},
 }
 
 // env [-i] [-u NAME] [-C DIR] [NAME=value]... [command]
 func env(c *classifier, w []word, depth int) {
 	p := envGrammar.parse(w[1:])
+	for _, o := range p.options {
+		if o.name == "u" || o.name == "unset" {
+			// env -u PATH is unset PATH.
+			c.binds(o.value, true)
+		}
+	}
 	rest := p.operands
 	for len(rest) > 0 && rest[0].static && strings.Contains(rest[0].text, "=") {
 		name, _, _ := strings.Cut(rest[0].text, "=")
@@ -661,7 +696,7 @@ func awk(c *classifier, w []word, _ int) {
 		return
 	}
 	program := p.operands[0].text
-	for _, bad := range []string{"system", "getline", "|", ">", "@", "close", "fflush", "ENVIRON", "PROCINFO"} {
+	for _, bad := range []string{"system", "getline", "|", ">", "@", "close", "fflush", "ENVIRON", "PROCINFO", "/inet"} {
 		if strings.Contains(program, bad) {
 			c.addWithReason(w, v1alpha1.CategoryUnknown, fmt.Sprintf("the awk program uses %q, which can run commands or write files", bad))
 			return

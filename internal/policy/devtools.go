@@ -153,6 +153,11 @@ func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
 		}
 		return v1alpha1.CategoryReadOnly
 	case sub == "stash":
+		// Only the word right after stash names its action: anything else (an
+		// option, --, a path) is stash push.
+		if len(rest) > 0 {
+			first = rest[0].text
+		}
 		switch first {
 		case "list", "show":
 			return v1alpha1.CategoryReadOnly
@@ -633,7 +638,9 @@ var (
 		"version": {flags: flags("", "m", "v")},
 		"env":     {flags: flags("", "json", "changed")},
 		// -export, -compiled, -toolexec and -exec build or run programs.
-		"list": {flags: flags("f mod tags C", "json", "m", "u", "e", "find", "deps", "test", "versions", "retracted", "reuse")},
+		// -u and -versions ask the module proxy; -mod=mod may download and rewrite
+		// go.mod.
+		"list": {flags: flags("f tags", "json", "m", "e", "find", "deps", "test")},
 		"doc":  {flags: flags("", "all", "c", "cmd", "short", "src", "u")},
 		"help": {flags: flags("")},
 	}

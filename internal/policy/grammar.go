@@ -145,15 +145,11 @@ var readOnlyGrammars = map[string]*grammar{
 			// -C compiles magic files into the working directory; -z runs decompressors
 			// on the files it reads.
 			"C": v1alpha1.CategoryWrite, "compile": v1alpha1.CategoryWrite,
+			// -p restores the access time of what it reads: a write.
+			"p": v1alpha1.CategoryWrite, "preserve-date": v1alpha1.CategoryWrite,
 			"z": v1alpha1.CategoryUnknown, "Z": v1alpha1.CategoryUnknown, "uncompress": v1alpha1.CategoryUnknown, "uncompress-noreport": v1alpha1.CategoryUnknown,
 			"S": v1alpha1.CategoryUnknown, "no-sandbox": v1alpha1.CategoryUnknown,
 		},
-	},
-	"tree": {
-		short: "adlfxL:P:I:CntrDsughpiAScNQ",
-		long:  "noreport charset= filelimit= timefmt= dirsfirst prune du si sort= gitignore info matchdirs ignore-case fromfile",
-		// -o FILE writes and -R with -H writes an index into every directory: neither
-		// is listed, so both are unknown.
 	},
 	"jq": {
 		short: "ncsrjaSCMeRf:L:0",

@@ -204,7 +204,10 @@ func (r *sedReader) flags() string {
 			return "the e flag of sed's s command runs the result as a shell command"
 		case b == 'w' || b == 'W':
 			return "the w flag of sed's s command writes a file"
-		case b == ';' || b == '\n' || b == ' ' || b == '\t' || b == '}' || b == '#':
+		case b == ' ' || b == '\t':
+			// GNU sed skips blanks between flags: s/a/b/ ie is the flags i and e.
+			r.next()
+		case b == ';' || b == '\n' || b == '}' || b == '#':
 			return ""
 		default:
 			return fmt.Sprintf("toolgate does not know the s flag %q", b)

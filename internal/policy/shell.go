@@ -86,13 +86,18 @@ func ClassifyCommand(command string) (out Classification) {
 }
 
 // unparsableInput refuses input that bash and the parser could read differently:
-// bash drops NUL bytes, and the parser and bash disagree on invalid UTF-8.
+// bash drops NUL bytes, and the parser and bash disagree on invalid UTF-8 and on
+// carriage returns.
 func unparsableInput(command string) string {
 	switch {
 	case len(command) > maxCommandBytes:
 		return fmt.Sprintf("the command is %d bytes; at most %d are classified", len(command), maxCommandBytes)
 	case strings.IndexByte(command, 0) >= 0:
 		return "the command contains a NUL byte"
+	case strings.IndexByte(command, '\r') >= 0:
+		// The parser drops a carriage return before a newline, bash keeps it: a
+		// backslash before CR LF continues the line for one and not the other.
+		return "the command contains a carriage return"
 	case !utf8.ValidString(command):
 		return "the command is not valid UTF-8"
 	}
@@ -354,8 +359,20 @@ func (c *classifier) assigns(assigns []*syntax.Assign, beforeCommand bool) {
 			continue
 		}
 		c.binds(a.Name.Value, beforeCommand)
-		if a.Index != nil {
-			c.arithmetic(a.Index, a.Name.Value+"[...]")
+		c.subscripts(a)
+	}
+}
+
+// subscripts checks the subscripts of an assignment, a[i]=x and a=([i]=x) alike.
+func (c *classifier) subscripts(a *syntax.Assign) {
+	if a.Index != nil {
+		c.arithmetic(a.Index, a.Name.Value+"[...]")
+	}
+	if a.Array != nil {
+		for _, e := range a.Array.Elems {
+			if e.Index != nil {
+				c.arithmetic(e.Index, a.Name.Value+"=([...]=...)")
+			}
 		}
 	}
 }
@@ -379,6 +396,7 @@ func (c *classifier) declaration(d *syntax.DeclClause) {
 		if a.Index != nil {
 			c.note(variant+" "+a.Name.Value+"[...]", v1alpha1.CategoryUnknown, "a subscript in a declaration is evaluated as arithmetic, which runs command substitutions")
 		}
+		c.subscripts(a)
 	}
 }
 
@@ -491,6 +509,15 @@ func (c *classifier) test(clause *syntax.TestClause) {
 var harmlessSinks = set("/dev/null", "/dev/stdout", "/dev/stderr")
 
 func (c *classifier) redirect(r *syntax.Redirect) {
+	if r.N != nil && strings.HasPrefix(r.N.Value, "{") {
+		// {name}>file stores the descriptor's number in the variable name.
+		name := strings.TrimSuffix(strings.TrimPrefix(r.N.Value, "{"), "}")
+		if !variableName.MatchString(name) {
+			c.note("redirect "+r.N.Value, v1alpha1.CategoryUnknown, "a {name} redirection with a subscript evaluates it as arithmetic")
+		} else {
+			c.binds(name, false)
+		}
+	}
 	if r.Word == nil {
 		return
 	}
