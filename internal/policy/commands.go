@@ -67,10 +67,10 @@ func init() {
 	}
 
 	// Privilege wrappers: the wrapper is a privilege part, the wrapped command its own.
-	commands["sudo"] = wrapper(v1alpha1.CategoryPrivilege, &grammar{short: "ABbEHhiKknPSsVvg:C:D:h:p:R:r:t:T:U:u:", long: "user= group= login shell preserve-env[=] chdir= non-interactive", noOptionsAfterOperands: true}, nil)
-	commands["doas"] = wrapper(v1alpha1.CategoryPrivilege, &grammar{short: "nsLu:C:", noOptionsAfterOperands: true}, nil)
+	commands["sudo"] = wrapper(v1alpha1.CategoryPrivilege, &grammar{short: "ABbEHiKknPSsVvg:C:D:h:p:R:r:t:T:U:u:", long: "user= group= login shell preserve-env[=] chdir= non-interactive", noOptionsAfterOperands: true})
+	commands["doas"] = wrapper(v1alpha1.CategoryPrivilege, &grammar{short: "nsLu:C:", noOptionsAfterOperands: true})
 	// Transparent wrappers run their command unchanged.
-	commands["nice"] = wrapper("", &grammar{short: "n:", long: "adjustment=", complete: true, digits: true, noOptionsAfterOperands: true}, nil)
+	commands["nice"] = wrapper("", &grammar{short: "n:", long: "adjustment=", complete: true, digits: true, noOptionsAfterOperands: true})
 	commands["ionice"] = wrapper("", &grammar{
 		short: "c:n:p:P:u:t", long: "class= classdata= pid= pgid= uid= ignore", noOptionsAfterOperands: true,
 		// -p, -P and -u change other processes.
@@ -78,20 +78,20 @@ func init() {
 			"p": v1alpha1.CategoryPrivilege, "P": v1alpha1.CategoryPrivilege, "u": v1alpha1.CategoryPrivilege,
 			"pid": v1alpha1.CategoryPrivilege, "pgid": v1alpha1.CategoryPrivilege, "uid": v1alpha1.CategoryPrivilege,
 		},
-	}, nil)
-	commands["nohup"] = wrapper("", &grammar{complete: true, noOptionsAfterOperands: true}, nil)
-	commands["stdbuf"] = wrapper("", &grammar{short: "i:o:e:", long: "input= output= error=", complete: true, noOptionsAfterOperands: true}, nil)
-	commands["builtin"] = wrapper("", &grammar{noOptionsAfterOperands: true}, nil)
+	})
+	commands["nohup"] = wrapper("", &grammar{complete: true, noOptionsAfterOperands: true})
+	commands["stdbuf"] = wrapper("", &grammar{short: "i:o:e:", long: "input= output= error=", complete: true, noOptionsAfterOperands: true})
+	commands["builtin"] = wrapper("", &grammar{noOptionsAfterOperands: true})
 	// exec -c empties the environment (a shell then falls back to a PATH ending in
 	// "."), -l and -a -NAME make a login shell that reads profile files.
 	commands["exec"] = wrapper("", &grammar{short: "cla:", noOptionsAfterOperands: true, effects: map[string]v1alpha1.CommandCategory{
 		"c": v1alpha1.CategoryUnknown, "l": v1alpha1.CategoryUnknown, "a": v1alpha1.CategoryUnknown,
-	}}, nil)
+	}})
 	// time as a program (command time, /usr/bin/time) writes -o FILE.
 	commands["time"] = wrapper("", &grammar{
 		short: "af:o:pqv", long: "append format= output= portability quiet verbose", noOptionsAfterOperands: true,
 		effects: map[string]v1alpha1.CommandCategory{"o": v1alpha1.CategoryWrite, "output": v1alpha1.CategoryWrite},
-	}, nil)
+	})
 	commands["timeout"] = timeout
 	commands["watch"] = watch
 	commands["command"] = commandBuiltin
@@ -240,16 +240,12 @@ func operands(args []word) []word {
 	return out
 }
 
-// wrapper handles a command that runs another command. own is the wrapper's own
-// category ("" when it is transparent); g is the grammar of its options; pick picks
-// the wrapped command out of the operands.
-func wrapper(own v1alpha1.CommandCategory, g *grammar, pick func([]word) []word) handler {
+// wrapper handles a command that runs another command: its operands. own is the
+// wrapper's own category ("" when it is transparent); g is the grammar of its options.
+func wrapper(own v1alpha1.CommandCategory, g *grammar) handler {
 	return func(c *classifier, w []word, depth int) {
 		p := g.parse(w[1:])
 		rest := p.operands
-		if pick != nil {
-			rest = pick(rest)
-		}
 		if own != "" {
 			c.add(w, own)
 		} else if p.category != v1alpha1.CategoryReadOnly || len(rest) == 0 {
