@@ -232,6 +232,46 @@ type ExternalAgent struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Description string `json:"description,omitempty"`
+
+	// proposers are who may propose tool calls for this task. Anyone allowed to create
+	// ToolIntents in the namespace can name any task in spec.taskRef; an intent whose
+	// spec.requestedBy (checked by admission to be its creator) is not a proposer fails
+	// validation and nothing runs.
+	// +required
+	Proposers Proposers `json:"proposers"`
+}
+
+// Proposers name the Kubernetes identities that may propose tool calls for a task.
+// An intent counts when its requestedBy is one of users, is the service account user
+// (system:serviceaccount:NAMESPACE:NAME) of one of serviceAccounts, or when it claims
+// in spec.requestedByGroups one of groups (admission checks the claim is the
+// creator's own).
+// +kubebuilder:validation:XValidation:rule="(has(self.users) ? size(self.users) : 0) + (has(self.groups) ? size(self.groups) : 0) + (has(self.serviceAccounts) ? size(self.serviceAccounts) : 0) > 0",message="agent.external.proposers must name at least one user, group or service account that may propose tool calls for this task, for example proposers: {users: [alice]} or proposers: {serviceAccounts: [team-a/coding-agent]}"
+type Proposers struct {
+	// users are Kubernetes user names, as the API server authenticates them (what
+	// kubectl auth whoami prints).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	Users []string `json:"users,omitempty"`
+	// groups are Kubernetes group names; a member proposes by claiming the group in
+	// the intent's spec.requestedByGroups (kubectl toolgate propose does).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	Groups []string `json:"groups,omitempty"`
+	// serviceAccounts are service accounts as namespace/name, for example
+	// team-a/coding-agent for an agent running in a pod.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.all(s, s.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$'))",message="each of agent.external.proposers.serviceAccounts is namespace/name, for example team-a/coding-agent"
+	ServiceAccounts []string `json:"serviceAccounts,omitempty"`
 }
 
 // Budgets end runaway tasks. Each exhausted budget fails the task with its own reason.

@@ -32,7 +32,7 @@ func newTask(ns, name string) *v1.AgentTask {
 		Spec: v1.AgentTaskSpec{
 			Goal:      "make the tests pass",
 			Workspace: v1.WorkspaceSpec{ExistingClaim: "ws"},
-			Agent:     v1.AgentSpec{External: &v1.ExternalAgent{}},
+			Agent:     v1.AgentSpec{External: &v1.ExternalAgent{Proposers: v1.Proposers{Users: []string{"agent"}}}},
 		},
 	}
 }
@@ -111,7 +111,7 @@ func TestAgentTaskDefaultsFromYAML(t *testing.T) {
 		"spec": map[string]any{
 			"goal":      "x",
 			"workspace": map[string]any{"existingClaim": "ws"},
-			"agent":     map[string]any{"external": map[string]any{}},
+			"agent":     map[string]any{"external": map[string]any{"proposers": map[string]any{"users": []any{"agent"}}}},
 		},
 	}}
 	if err := env.Client.Create(ctx, u); err != nil {
@@ -160,6 +160,74 @@ func TestAgentTaskValidation(t *testing.T) {
 			requireInvalid(t, env.Client.Create(ctx, task), tc.want)
 		})
 	}
+}
+
+// TestAgentTaskProposers: an external task must say who may propose into it, and the
+// refusal says what to write.
+func TestAgentTaskProposers(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	manifest := func(name string, external map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "toolgate.dev/v1alpha1", "kind": "AgentTask",
+			"metadata": map[string]any{"name": name, "namespace": ns},
+			"spec": map[string]any{
+				"goal":      "x",
+				"workspace": map[string]any{"existingClaim": "ws"},
+				"agent":     map[string]any{"external": external},
+			},
+		}}
+	}
+	many := make([]any, 33)
+	for i := range many {
+		many[i] = fmt.Sprintf("user-%d", i)
+	}
+	for _, tc := range []struct {
+		name     string
+		external map[string]any
+		want     string
+	}{
+		{"no proposers block", map[string]any{"description": "an agent"}, "spec.agent.external.proposers: Required value"},
+		{"an empty proposers block", map[string]any{"proposers": map[string]any{}},
+			"agent.external.proposers must name at least one user, group or service account that may propose tool calls for this task, for example proposers: {users: [alice]}"},
+		{"empty lists", map[string]any{"proposers": map[string]any{"users": []any{}, "groups": []any{}, "serviceAccounts": []any{}}},
+			"agent.external.proposers must name at least one user, group or service account"},
+		{"a service account without its namespace", map[string]any{"proposers": map[string]any{"serviceAccounts": []any{"coding-agent"}}},
+			"each of agent.external.proposers.serviceAccounts is namespace/name, for example team-a/coding-agent"},
+		{"a service account as a user name", map[string]any{"proposers": map[string]any{"serviceAccounts": []any{"system:serviceaccount:team-a:coding-agent"}}},
+			"each of agent.external.proposers.serviceAccounts is namespace/name"},
+		{"too many users", map[string]any{"proposers": map[string]any{"users": many}}, "spec.agent.external.proposers.users: Too many: 33: must have at most 32 items"},
+		{"an empty user name", map[string]any{"proposers": map[string]any{"users": []any{""}}}, "spec.agent.external.proposers.users[0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			requireInvalid(t, env.Client.Create(ctx, manifest("bad", tc.external)), tc.want)
+		})
+	}
+	for i, proposers := range []map[string]any{
+		{"users": []any{"alice"}},
+		{"groups": []any{"team-a"}},
+		{"serviceAccounts": []any{"team-a/coding-agent"}},
+		{"users": []any{"alice"}, "groups": []any{"team-a"}, "serviceAccounts": []any{"ci/agent.v2"}},
+	} {
+		if err := env.Client.Create(ctx, manifest(fmt.Sprintf("ok-%d", i), map[string]any{"proposers": proposers})); err != nil {
+			t.Errorf("proposers %v refused: %v", proposers, err)
+		}
+	}
+}
+
+func TestToolIntentRequestedByGroups(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	ok := newIntent(ns, "ok")
+	ok.Spec.RequestedByGroups = []string{"team-a", "sre"}
+	if err := env.Client.Create(ctx, ok); err != nil {
+		t.Fatalf("an intent claiming two groups was refused: %v", err)
+	}
+	tooMany := newIntent(ns, "too-many")
+	for i := range 65 {
+		tooMany.Spec.RequestedByGroups = append(tooMany.Spec.RequestedByGroups, fmt.Sprintf("g%d", i))
+	}
+	requireInvalid(t, env.Client.Create(ctx, tooMany), "spec.requestedByGroups: Too many: 65: must have at most 64 items")
 }
 
 func TestToolIntentSpecIsImmutable(t *testing.T) {

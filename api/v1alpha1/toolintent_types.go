@@ -74,11 +74,21 @@ type ToolIntentSpec struct {
 	// +kubebuilder:validation:MaxLength=4096
 	Reason string `json:"reason,omitempty"`
 	// requestedBy is the Kubernetes user that created the intent. The admission policy
-	// requires it to be the caller, so the requester on every Approval is true.
+	// requires it to be the caller, so the requester on every Approval is true, and
+	// the task's proposers are checked against it (an intent from anyone else fails
+	// validation).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	RequestedBy string `json:"requestedBy"`
+	// requestedByGroups are groups of the creator that it proposes as, to be let in
+	// by a task whose agent.external.proposers.groups name one of them. The admission
+	// policy requires each to be one of the creator's own groups.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	RequestedByGroups []string `json:"requestedByGroups,omitempty"`
 	// proposedBy records the model or agent that proposed the call.
 	// +optional
 	ProposedBy ProposedBy `json:"proposedBy,omitempty"`

@@ -15,7 +15,13 @@
 //   - Approval decisions: once, Pending to Approved or Denied, by the caller
 //     (decidedBy), never by the requester or the controller's service account, only
 //     with the approve verb, and only by the listed users or groups when any are set.
-//   - ToolIntent creation: spec.requestedBy is the caller.
+//   - ToolIntent creation: spec.requestedBy is the caller, and every group claimed in
+//     spec.requestedByGroups is one of the caller's.
+//   - Who may propose into a task (proposers_test.go): with the real controller
+//     running as its service account, an agent who is not among a task's proposers,
+//     or anyone but the agent loop for a model task, gets ValidationFailed and no
+//     Execution or Job; proposers by user, claimed group and service account get
+//     through.
 //   - What only the controller writes: every toolgate status, and the creation of
 //     Approvals (always Pending) and Executions.
 //   - The roles grant what docs/approvals.md says, checked with SubjectAccessReviews

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
@@ -56,6 +57,10 @@ var controllerUser string
 
 // clients of the users, by user name.
 var clients = map[string]client.Client{}
+
+// configs are the users' rest configs, by user name (a controller started by a test
+// runs as controllerUser).
+var configs = map[string]*rest.Config{}
 
 // roleNames maps the bare role names of config/rbac to the names config/default
 // gives them (toolgate-agent, ...).
@@ -102,6 +107,7 @@ func setup(ctx context.Context) error {
 			return err
 		}
 		clients[u.Name] = c
+		configs[u.Name] = authn.Config()
 	}
 	return waitForPolicies(ctx)
 }

@@ -111,7 +111,7 @@ func fixtureTask(ns string) (*v1.AgentTask, []v1.ToolIntent, []v1.Approval, []v1
 			Goal:      "Make the unit tests pass.",
 			Mode:      v1.ModeEdit,
 			Workspace: v1.WorkspaceSpec{ExistingClaim: "src"},
-			Agent:     v1.AgentSpec{External: &v1.ExternalAgent{Description: "a test agent"}},
+			Agent:     v1.AgentSpec{External: &v1.ExternalAgent{Description: "a test agent", Proposers: v1.Proposers{Users: []string{"agent-bot"}}}},
 		},
 		Status: v1.AgentTaskStatus{Phase: v1.TaskAwaitingApproval, Turn: 2},
 	}

@@ -52,7 +52,7 @@ func (p *pipelineEnv) syncedTask(name string, mode v1.TaskMode, mutate ...func(*
 			Goal:      "make the failing test pass",
 			Mode:      mode,
 			Workspace: v1.WorkspaceSpec{VolumeClaim: &v1.WorkspaceVolumeClaim{Storage: resource.MustParse("1Gi")}},
-			Agent:     v1.AgentSpec{External: &v1.ExternalAgent{}},
+			Agent:     v1.AgentSpec{External: externalAgent()},
 		},
 	}
 	for _, m := range mutate {
@@ -342,7 +342,7 @@ func TestGitOpsHealthOfPendingWorkspace(t *testing.T) {
 		Spec: v1.AgentTaskSpec{
 			Goal:      "read the code",
 			Workspace: v1.WorkspaceSpec{ExistingClaim: "checkout"},
-			Agent:     v1.AgentSpec{External: &v1.ExternalAgent{}},
+			Agent:     v1.AgentSpec{External: externalAgent()},
 		},
 	}
 	if err := env.Client.Create(t.Context(), task, client.FieldOwner(argoFieldManager)); err != nil {

@@ -103,6 +103,15 @@ func startPipeline(t *testing.T) *pipelineEnv {
 	return p
 }
 
+// testProposer is who the tests' external agent proposes as (p.propose), and the one
+// proposer of the tasks they create (externalAgent).
+const testProposer = "agent-alice"
+
+// externalAgent is the agent of the tests' external tasks: testProposer proposes.
+func externalAgent() *v1.ExternalAgent {
+	return &v1.ExternalAgent{Proposers: v1.Proposers{Users: []string{testProposer}}}
+}
+
 // task creates an external-agent AgentTask with an owned workspace claim.
 func (p *pipelineEnv) task(name string, mode v1.TaskMode, mutate ...func(*v1.AgentTask)) *v1.AgentTask {
 	p.t.Helper()
@@ -112,7 +121,7 @@ func (p *pipelineEnv) task(name string, mode v1.TaskMode, mutate ...func(*v1.Age
 			Goal:      "make the failing test pass",
 			Mode:      mode,
 			Workspace: v1.WorkspaceSpec{VolumeClaim: &v1.WorkspaceVolumeClaim{Storage: resource.MustParse("1Gi")}},
-			Agent:     v1.AgentSpec{External: &v1.ExternalAgent{}},
+			Agent:     v1.AgentSpec{External: externalAgent()},
 		},
 	}
 	for _, m := range mutate {
@@ -155,7 +164,7 @@ func (p *pipelineEnv) propose(task string, turn, index int32, tool v1.ToolName, 
 		Spec: v1.ToolIntentSpec{
 			TaskRef: v1.LocalObjectReference{Name: task}, Turn: turn, Index: index,
 			Tool: tool, Input: runtime.RawExtension{Raw: []byte(input)},
-			Reason: "proposed by the test", RequestedBy: "agent-alice",
+			Reason: "proposed by the test", RequestedBy: testProposer,
 			ProposedBy: v1.ProposedBy{Provider: "external"},
 		},
 	}

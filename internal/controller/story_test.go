@@ -165,7 +165,7 @@ func TestMissingExistingClaimKeepsTheTaskPending(t *testing.T) {
 	p := startPipeline(t)
 	task := &v1.AgentTask{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "noclaim"},
-		Spec:       v1.AgentTaskSpec{Goal: "x", Workspace: v1.WorkspaceSpec{ExistingClaim: "missing"}, Agent: v1.AgentSpec{External: &v1.ExternalAgent{}}},
+		Spec:       v1.AgentTaskSpec{Goal: "x", Workspace: v1.WorkspaceSpec{ExistingClaim: "missing"}, Agent: v1.AgentSpec{External: externalAgent()}},
 	}
 	if err := env.Client.Create(context.Background(), task); err != nil {
 		t.Fatal(err)

@@ -191,10 +191,13 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 		task = nil
 	}
 	run.task = task
-	if task != nil && metav1.GetControllerOf(intent) == nil {
+	if task != nil && task.Spec.Agent.External != nil && metav1.GetControllerOf(intent) == nil {
 		// An external agent's intent names its task but is not owned by it: adopt it,
 		// so deleting the task removes its intents and tools like Argo CD show them
 		// as the task's children. Only metadata changes; the spec stays immutable.
+		// A model task's intents are created owned by it by the agent loop; one that
+		// is not was created by someone else, and adopting it would make it look like
+		// the task's own (validation refuses it).
 		if err := r.adopt(ctx, intent, task); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -275,7 +278,7 @@ func (r *ToolIntentReconciler) getFresh(ctx context.Context, key client.ObjectKe
 // intent with a ValidationFailed observation.
 func (r *ToolIntentReconciler) validate(ctx context.Context, run *intentRun) error {
 	intent := run.intent
-	in := pipeline.ValidateInput{Intent: intent, Task: run.task}
+	in := pipeline.ValidateInput{Intent: intent, Task: run.task, ControllerIdentity: r.Options.identity()}
 	if run.task != nil {
 		var list v1.ToolIntentList
 		if err := r.List(ctx, &list, client.InNamespace(intent.Namespace), client.MatchingFields{IndexIntentTask: run.task.Name}); err != nil {

@@ -5,6 +5,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/policy"
@@ -51,6 +52,17 @@ func (b *intentBuilder) reason(r string) *intentBuilder {
 }
 func (b *intentBuilder) requestedBy(who string) *intentBuilder {
 	b.in.Spec.RequestedBy = who
+	return b
+}
+func (b *intentBuilder) requestedByGroups(groups ...string) *intentBuilder {
+	b.in.Spec.RequestedByGroups = groups
+	return b
+}
+
+// ownedBy makes the task the intent's controller owner, as the agent loop creates a
+// model task's intents.
+func (b *intentBuilder) ownedBy(task *v1.AgentTask) *intentBuilder {
+	b.in.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(task, v1.GroupVersion.WithKind("AgentTask"))}
 	return b
 }
 func (b *intentBuilder) created(t time.Time) *intentBuilder {
@@ -132,12 +144,24 @@ func (b *taskBuilder) tools(names ...v1.ToolName) *taskBuilder {
 	return b
 }
 func (b *taskBuilder) budgets(bu v1.Budgets) *taskBuilder { b.t.Spec.Budgets = bu; return b }
+
+// external makes the task's agent external, with the builders' default requester
+// ("agent") as its one proposer.
 func (b *taskBuilder) external() *taskBuilder {
-	b.t.Spec.Agent.External = &v1.ExternalAgent{}
+	b.t.Spec.Agent.External = &v1.ExternalAgent{Proposers: v1.Proposers{Users: []string{"agent"}}}
 	return b
 }
-func (b *taskBuilder) done() *taskBuilder   { b.t.Spec.Done = true; return b }
-func (b *taskBuilder) cancel() *taskBuilder { b.t.Spec.Cancel = true; return b }
+func (b *taskBuilder) proposers(p v1.Proposers) *taskBuilder {
+	b.t.Spec.Agent.External = &v1.ExternalAgent{Proposers: p}
+	return b
+}
+func (b *taskBuilder) model() *taskBuilder {
+	b.t.Spec.Agent.Model = &v1.ModelAgent{BaseURL: "http://model.example/v1", Model: "m"}
+	return b
+}
+func (b *taskBuilder) uid(u types.UID) *taskBuilder { b.t.UID = u; return b }
+func (b *taskBuilder) done() *taskBuilder           { b.t.Spec.Done = true; return b }
+func (b *taskBuilder) cancel() *taskBuilder         { b.t.Spec.Cancel = true; return b }
 func (b *taskBuilder) existingClaim(name string) *taskBuilder {
 	b.t.Spec.Workspace.ExistingClaim = name
 	return b

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/runner"
@@ -33,6 +35,9 @@ type ValidateInput struct {
 	// Baselines maps a workspace path (clean, relative to the workspace root) to its
 	// last known content hash, from intents observed before this one.
 	Baselines map[string]Baseline
+	// ControllerIdentity is the Kubernetes user the controller creates a model task's
+	// intents as: the only proposer of a model task.
+	ControllerIdentity string
 }
 
 // Validation is the result of validating an intent.
@@ -97,8 +102,8 @@ func Validate(in ValidateInput) Validation {
 	if done, why := TaskFinished(task); done {
 		v.Errors = append(v.Errors, fmt.Sprintf("spec.taskRef: AgentTask %q accepts no more intents: %s", task.Name, why))
 	}
-	if task.Spec.Agent.External != nil && intent.Spec.RequestedBy == "" {
-		v.Errors = append(v.Errors, "spec.requestedBy: required")
+	if e := proposerError(intent, task, in.ControllerIdentity); e != "" {
+		v.Errors = append(v.Errors, e)
 	}
 	if _, known := tools.Lookup(intent.Spec.Tool); known && !tools.IsVisible(task.Spec.Mode, task.Spec.Tools, intent.Spec.Tool) {
 		v.Errors = append(v.Errors, fmt.Sprintf("spec.tool: %q is not available to this task (mode %s%s)", intent.Spec.Tool, modeOrDefault(task.Spec.Mode), allowListNote(task.Spec.Tools)))
@@ -112,6 +117,96 @@ func Validate(in ValidateInput) Validation {
 	v.TimeoutSeconds, v.TimeoutClamped = timeoutFor(intent.Spec.Tool, normalized, task.Spec.Budgets)
 	checkPaths(&v, intent.Spec.Tool, normalized, in.Baselines)
 	return v
+}
+
+// proposerError says why the intent's requester may not propose calls for the task,
+// or "" when it may. Anyone allowed to create ToolIntents in a namespace can name any
+// task there in spec.taskRef, so the task decides who proposes into it. What this
+// compares is what admission verified: spec.requestedBy is the creator
+// (config/admission/toolintent-requester.yaml) and every group claimed in
+// spec.requestedByGroups is one of the creator's.
+func proposerError(intent *v1.ToolIntent, task *v1.AgentTask, controllerIdentity string) string {
+	who := intent.Spec.RequestedBy
+	switch agent := task.Spec.Agent; {
+	case agent.Model != nil:
+		// The agent loop creates a model task's intents as the controller; nobody
+		// else speaks for the model, or an outsider's call would run as the task's.
+		if controllerIdentity == "" || who != controllerIdentity {
+			return fmt.Sprintf("spec.requestedBy: %s may not propose calls for AgentTask %s: its agent is a model (spec.agent.model), and only toolgate's agent loop proposes calls for a model task; propose into a task whose agent.external.proposers name you", orNobody(who), task.Name)
+		}
+		if !metav1.IsControlledBy(intent, task) {
+			// The loop creates every intent owned by its task (by UID): one that is
+			// not was not created for this task's model, whoever's name it carries.
+			return fmt.Sprintf("metadata.ownerReferences: ToolIntent %s is not owned by AgentTask %s (uid %s); only toolgate's agent loop proposes calls for a model task, and it creates them owned by the task", intent.Name, task.Name, task.UID)
+		}
+		return ""
+	case agent.External != nil:
+		if who == "" {
+			return "spec.requestedBy: required"
+		}
+		if IsProposer(agent.External.Proposers, who, intent.Spec.RequestedByGroups) {
+			return ""
+		}
+		return fmt.Sprintf("spec.requestedBy: %s%s may not propose calls for AgentTask %s; its proposers are %s (the task's owner adds you to spec.agent.external.proposers; a group counts only when the intent claims it in spec.requestedByGroups)",
+			who, claimedNote(intent.Spec.RequestedByGroups), task.Name, ProposersText(agent.External.Proposers))
+	default:
+		return fmt.Sprintf("spec.taskRef: AgentTask %s names neither spec.agent.model nor spec.agent.external, so nobody may propose calls for it", task.Name)
+	}
+}
+
+// IsProposer reports whether a requester, claiming groups, is one of the proposers:
+// a listed user, the user of a listed service account, or a member of a listed group
+// it claims. The claim must have been checked (admission does it for ToolIntents).
+func IsProposer(p v1.Proposers, user string, claimedGroups []string) bool {
+	if slices.Contains(p.Users, user) {
+		return true
+	}
+	for _, sa := range p.ServiceAccounts {
+		if ns, name, ok := strings.Cut(sa, "/"); ok && user == serviceAccountPrefix+ns+":"+name {
+			return true
+		}
+	}
+	for _, g := range claimedGroups {
+		if slices.Contains(p.Groups, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// serviceAccountPrefix starts the user name the API server gives a service account.
+const serviceAccountPrefix = "system:serviceaccount:"
+
+// ProposersText names the proposers for a message, for example
+// "users alice, groups team-a, service accounts ns/coding-agent".
+func ProposersText(p v1.Proposers) string {
+	var parts []string
+	for _, l := range []struct {
+		what  string
+		names []string
+	}{{"users", p.Users}, {"groups", p.Groups}, {"service accounts", p.ServiceAccounts}} {
+		if len(l.names) > 0 {
+			parts = append(parts, l.what+" "+strings.Join(l.names, ", "))
+		}
+	}
+	if len(parts) == 0 {
+		return "none (spec.agent.external.proposers is empty)"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func claimedNote(groups []string) string {
+	if len(groups) == 0 {
+		return ""
+	}
+	return " (groups " + strings.Join(groups, ", ") + ")"
+}
+
+func orNobody(who string) string {
+	if who == "" {
+		return "an intent without a requester"
+	}
+	return who
 }
 
 func modeOrDefault(m v1.TaskMode) v1.TaskMode {

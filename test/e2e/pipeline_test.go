@@ -73,7 +73,7 @@ var _ = Describe("The pipeline on a real cluster", func() {
 				Goal:      "Make test.sh pass by fixing calc.sh.",
 				Mode:      toolgatev1alpha1.ModeEdit,
 				Workspace: toolgatev1alpha1.WorkspaceSpec{ExistingClaim: claim},
-				Agent:     toolgatev1alpha1.AgentSpec{External: &toolgatev1alpha1.ExternalAgent{Description: "the e2e suite"}},
+				Agent:     toolgatev1alpha1.AgentSpec{External: &toolgatev1alpha1.ExternalAgent{Description: "the e2e suite", Proposers: toolgatev1alpha1.Proposers{Users: []string{me}}}},
 			},
 		})).To(Succeed())
 	})

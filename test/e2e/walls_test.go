@@ -58,7 +58,7 @@ var _ = Describe("The sandbox of a call allowed as read-only", func() {
 				Sandbox: toolgatev1alpha1.SandboxSpec{Network: toolgatev1alpha1.NetworkSpec{
 					Mode: toolgatev1alpha1.NetworkAllowList, Egress: []toolgatev1alpha1.EgressRule{{CIDR: "0.0.0.0/0"}},
 				}},
-				Agent: toolgatev1alpha1.AgentSpec{External: &toolgatev1alpha1.ExternalAgent{Description: "the e2e suite"}},
+				Agent: toolgatev1alpha1.AgentSpec{External: &toolgatev1alpha1.ExternalAgent{Description: "the e2e suite", Proposers: toolgatev1alpha1.Proposers{Users: []string{me}}}},
 			},
 		})).To(Succeed())
 	})
