@@ -2,7 +2,10 @@ package policy
 
 import (
 	"fmt"
+	"strings"
 	"testing"
+
+	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 )
@@ -69,6 +72,21 @@ func BenchmarkClassifyCommand(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				ClassifyCommand(benchCommands[name])
+			}
+		})
+	}
+}
+
+// BenchmarkParseFloor is the floor of a classification: parsing the command with the
+// shell parser and nothing else, measured in the same run as the classifier.
+func BenchmarkParseFloor(b *testing.B) {
+	for _, name := range []string{"simple", "nasty"} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(benchCommands[name]), ""); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}
