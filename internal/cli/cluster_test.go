@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -353,6 +354,63 @@ func TestProposeWaitsForTheObservation(t *testing.T) {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("propose's output lacks %q:\n%s", want, r.out)
 		}
+	}
+}
+
+// A proposer let in by a group just works: propose claims the task's groups the
+// caller is in, admission accepts the claim, and only those groups are claimed.
+func TestProposeClaimsTheCallersGroupsThatTheTaskNames(t *testing.T) {
+	ns := testNamespace(t)
+	byGroup, _, _, _ := fixtureTask(ns)
+	byGroup.Spec.Agent.External.Proposers = v1.Proposers{Groups: []string{"other-team", proposerGroup}}
+	byUser, _, _, _ := fixtureTask(ns)
+	byUser.Name = "by-user"
+	byUser.Spec.Agent.External.Proposers = v1.Proposers{Users: []string{carol}}
+	record(t, byGroup, byUser)
+
+	for _, tc := range []struct {
+		task, wantOut string
+		wantGroups    []string
+	}{
+		{byGroup.Name, "requested by carol as a member of team-a)", []string{proposerGroup}},
+		{byUser.Name, "requested by carol)", nil},
+	} {
+		code, out, errOut := kubectl(t, carol, ns, "", "propose", tc.task, "--tool", "bash", "--input", `{"command":"ls"}`)
+		if code != 0 || !strings.Contains(out, tc.wantOut) {
+			t.Fatalf("propose into %s: exit %d, want %q in\n%s\n%s", tc.task, code, tc.wantOut, out, errOut)
+		}
+		var list v1.ToolIntentList
+		if err := env.Client.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, in := range list.Items {
+			if in.Spec.TaskRef.Name == tc.task && in.Spec.RequestedBy == carol {
+				found = true
+				if !slices.Equal(in.Spec.RequestedByGroups, tc.wantGroups) {
+					t.Errorf("intent for %s claims groups %v, want %v", tc.task, in.Spec.RequestedByGroups, tc.wantGroups)
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("no intent of carol for %s", tc.task)
+		}
+	}
+}
+
+func TestClaimedGroups(t *testing.T) {
+	task := &v1.AgentTask{Spec: v1.AgentTaskSpec{Agent: v1.AgentSpec{External: &v1.ExternalAgent{
+		Proposers: v1.Proposers{Users: []string{"alice"}, Groups: []string{"team-a", "sre"}},
+	}}}}
+	if got := ClaimedGroups(task, []string{"system:authenticated", "sre", "team-b", "sre"}); !slices.Equal(got, []string{"sre"}) {
+		t.Errorf("claimed %v, want [sre]", got)
+	}
+	if got := ClaimedGroups(task, []string{"system:authenticated"}); got != nil {
+		t.Errorf("claimed %v for a caller in none of the task's groups", got)
+	}
+	model := &v1.AgentTask{Spec: v1.AgentTaskSpec{Agent: v1.AgentSpec{Model: &v1.ModelAgent{}}}}
+	if got := ClaimedGroups(model, []string{"sre"}); got != nil {
+		t.Errorf("claimed %v for a model task", got)
 	}
 }
 

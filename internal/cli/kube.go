@@ -62,15 +62,22 @@ func (o *Options) connect() (*cluster, error) {
 // SelfSubjectReview): the name the admission policies compare decidedBy and
 // requestedBy with, whatever the kubeconfig calls the user.
 func (c *cluster) whoAmI(ctx context.Context) (string, error) {
+	name, _, err := c.whoAmIWithGroups(ctx)
+	return name, err
+}
+
+// whoAmIWithGroups is whoAmI with the caller's groups, as the admission policies see
+// them (request.userInfo.groups).
+func (c *cluster) whoAmIWithGroups(ctx context.Context) (string, []string, error) {
 	review, err := c.kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
-		return "", fmt.Errorf("asking the API server who you are (SelfSubjectReview): %w", apiError(err))
+		return "", nil, fmt.Errorf("asking the API server who you are (SelfSubjectReview): %w", apiError(err))
 	}
 	name := review.Status.UserInfo.Username
 	if name == "" {
-		return "", errors.New("the API server's SelfSubjectReview returned no user name; toolgate needs one to record who decided or asked")
+		return "", nil, errors.New("the API server's SelfSubjectReview returned no user name; toolgate needs one to record who decided or asked")
 	}
-	return name, nil
+	return name, review.Status.UserInfo.Groups, nil
 }
 
 // admissionDenial matches the API server's message for a ValidatingAdmissionPolicy

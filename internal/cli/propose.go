@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,22 +38,41 @@ func nextIndex(intents []v1.ToolIntent, turn int32) int32 {
 }
 
 // BuildProposal is the ToolIntent propose creates: in the task's current turn, at the
-// next free index, requested by the caller.
-func BuildProposal(task *v1.AgentTask, existing []v1.ToolIntent, tool v1.ToolName, input json.RawMessage, reason, requestedBy string) *v1.ToolIntent {
+// next free index, requested by the caller, claiming those of the caller's groups
+// that the task names as proposers (ClaimedGroups).
+func BuildProposal(task *v1.AgentTask, existing []v1.ToolIntent, tool v1.ToolName, input json.RawMessage, reason, requestedBy string, groups []string) *v1.ToolIntent {
 	turn := task.Status.Turn
 	return &v1.ToolIntent{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: task.Name + "-", Namespace: task.Namespace},
 		Spec: v1.ToolIntentSpec{
-			TaskRef:     v1.LocalObjectReference{Name: task.Name},
-			Turn:        turn,
-			Index:       nextIndex(existing, turn),
-			Tool:        tool,
-			Input:       runtime.RawExtension{Raw: input},
-			Reason:      reason,
-			RequestedBy: requestedBy,
-			ProposedBy:  v1.ProposedBy{Provider: proposer},
+			TaskRef:           v1.LocalObjectReference{Name: task.Name},
+			Turn:              turn,
+			Index:             nextIndex(existing, turn),
+			Tool:              tool,
+			Input:             runtime.RawExtension{Raw: input},
+			Reason:            reason,
+			RequestedBy:       requestedBy,
+			RequestedByGroups: ClaimedGroups(task, groups),
+			ProposedBy:        v1.ProposedBy{Provider: proposer},
 		},
 	}
+}
+
+// ClaimedGroups are the caller's groups that the task lets propose: a proposer by
+// group is let in only when the intent claims the group. Only those are claimed, not
+// every group the caller is in: the intent records them for good (its spec is
+// immutable) and an API server may know a user in more groups than the field holds.
+func ClaimedGroups(task *v1.AgentTask, groups []string) []string {
+	if task.Spec.Agent.External == nil {
+		return nil
+	}
+	var out []string
+	for _, g := range groups {
+		if slices.Contains(task.Spec.Agent.External.Proposers.Groups, g) && !slices.Contains(out, g) {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // parseInput checks that --input is one JSON object; the tool's schema is checked by
@@ -92,8 +112,10 @@ func newProposeCommand(o *Options) *cobra.Command {
 		Short: "Propose a tool call for a task, as yourself",
 		Long: `Create a ToolIntent for a task: in the task's current turn (status.turn), at the
 next free index of that turn, with spec.requestedBy set to your user name as the API
-server knows it (SelfSubjectReview). toolgate then validates, decides, asks for
-approval when needed and executes it like any other call.
+server knows it (SelfSubjectReview) and spec.requestedByGroups to those of your groups
+that the task names in spec.agent.external.proposers.groups. toolgate then validates
+(you must be one of the task's proposers), decides, asks for approval when needed and
+executes it like any other call.
 
 With --wait the command waits for the intent's observation and prints it. Exit code
 with --wait: 0 when the call Succeeded, 1 for any other outcome or when the wait
@@ -118,16 +140,20 @@ timed out.`,
 			if err != nil {
 				return err
 			}
-			user, err := c.whoAmI(ctx)
+			user, groups, err := c.whoAmIWithGroups(ctx)
 			if err != nil {
 				return err
 			}
-			intent := BuildProposal(objs.task, objs.intents, v1.ToolName(tool), raw, reason, user)
+			intent := BuildProposal(objs.task, objs.intents, v1.ToolName(tool), raw, reason, user, groups)
 			if err := c.client.Create(ctx, intent); err != nil {
 				return fmt.Errorf("creating the ToolIntent: %w", apiError(err))
 			}
+			as := user
+			if len(intent.Spec.RequestedByGroups) > 0 {
+				as += " as a member of " + strings.Join(intent.Spec.RequestedByGroups, ", ")
+			}
 			fmt.Fprintf(o.Streams.Out, "toolintent/%s created (task %s, turn %d, index %d, requested by %s)\n",
-				intent.Name, objs.task.Name, intent.Spec.Turn, intent.Spec.Index, user)
+				intent.Name, objs.task.Name, intent.Spec.Turn, intent.Spec.Index, as)
 			if !waitFor {
 				return nil
 			}

@@ -37,6 +37,9 @@ const (
 	bob   = "bob"
 	// agentUser holds config/rbac's agent role.
 	agentUser = "agent-bot"
+	// carol holds the agent role too and is in the group proposerGroup.
+	carol         = "carol"
+	proposerGroup = "team-a"
 )
 
 var (
@@ -97,7 +100,7 @@ func setupEnv(ctx context.Context) error {
 		}
 		roleOf[bare] = role.Name
 	}
-	for _, u := range []envtest.User{{Name: adminUser, Groups: []string{"system:masters"}}, {Name: alice}, {Name: bob}, {Name: agentUser}} {
+	for _, u := range []envtest.User{{Name: adminUser, Groups: []string{"system:masters"}}, {Name: alice}, {Name: bob}, {Name: agentUser}, {Name: carol, Groups: []string{proposerGroup}}} {
 		authn, err := env.AddUser(u, env.Config)
 		if err != nil {
 			return fmt.Errorf("adding user %s: %w", u.Name, err)
@@ -140,7 +143,7 @@ func waitForApprovalPolicy(ctx context.Context) error {
 }
 
 // testNamespace creates a namespace where alice and bob are approvers and agent-bot
-// is an agent, and waits until RBAC grants it.
+// and carol are agents, and waits until RBAC grants it.
 func testNamespace(t *testing.T) string {
 	t.Helper()
 	e := startEnv(t)
@@ -148,7 +151,7 @@ func testNamespace(t *testing.T) string {
 	for _, b := range []struct {
 		role  string
 		users []string
-	}{{roleOf["approver"], []string{alice, bob}}, {roleOf["agent"], []string{agentUser}}} {
+	}{{roleOf["approver"], []string{alice, bob}}, {roleOf["agent"], []string{agentUser, carol}}} {
 		rb := &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "test-", Namespace: ns},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: b.role},
@@ -160,7 +163,7 @@ func testNamespace(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	for _, w := range []struct{ user, verb, resource string }{{alice, "approve", "approvals"}, {bob, "approve", "approvals"}, {agentUser, "create", "toolintents"}} {
+	for _, w := range []struct{ user, verb, resource string }{{alice, "approve", "approvals"}, {bob, "approve", "approvals"}, {agentUser, "create", "toolintents"}, {carol, "create", "toolintents"}} {
 		err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: w.user, ResourceAttributes: &authorizationv1.ResourceAttributes{
 				Namespace: ns, Verb: w.verb, Group: v1.GroupVersion.Group, Resource: w.resource,
