@@ -7,11 +7,14 @@
 // The Invocation is read as JSON from TOOLGATE_INVOCATION (required). The workspace
 // root is -workspace, else TOOLGATE_WORKSPACE, else /workspace; the Result goes to
 // -termination-log, else TOOLGATE_TERMINATION_LOG, else /dev/termination-log. stdout
-// carries only the tool's combined output. The exit code is 0 when the tool succeeded,
-// else the tool's exit code (124 on a timeout), or 1 when the tool could not run
-// (Exception) or refused to write (Stale). On SIGTERM or SIGINT the tool's process
-// group is killed and the Result is still written. The second form copies the runner
-// binary to DEST, for the Job's init container.
+// carries only the tool's combined output. Before the Result is written, every other
+// process of the container (or, when the runner is not the container's PID 1, every
+// process below it) is killed, so that nothing the tool left behind can overwrite it.
+// The exit code is 0 when the Result says the tool succeeded, 3 when it says the tool
+// failed (the tool's exit code is in the Result), 1 when no Result could be written
+// (runner.ProcessExitCode). On SIGTERM or SIGINT the tool's process group is killed
+// and the Result is still written. The second form copies the runner binary to DEST,
+// for the Job's init container.
 package main
 
 import (
@@ -41,14 +44,35 @@ func main() {
 	terminationLog := flag.String("termination-log", envOr(terminationLogEnv, runner.TerminationMessagePath), "File the JSON result is written to (env "+terminationLogEnv+").")
 	flag.Parse()
 
+	// Before the tool starts: its orphans must stay below the runner for the sweep.
+	subreaperErr := runner.BecomeSubreaper()
 	res := run(*workspace)
-	if err := os.WriteFile(*terminationLog, runner.EncodeResult(res), 0o644); err != nil {
-		// stderr is the only place left to say it; the controller sees no result and
-		// reports an Exception.
-		fmt.Fprintf(os.Stderr, "toolgate runner: cannot write the result to %s: %v\n", *terminationLog, err)
-		os.Exit(1)
+	if err := runner.Sweep("/proc", runner.DefaultSweepBound); err != nil {
+		untrusted(&res, err)
+	} else if subreaperErr != nil && os.Getpid() != 1 {
+		untrusted(&res, fmt.Errorf("the runner could not keep the tool's orphans below it (%v), so processes that left it may still run", subreaperErr))
 	}
-	os.Exit(processExitCode(res))
+	// The Result is written last: nothing of the tool is left to write after it.
+	if err := os.WriteFile(*terminationLog, runner.EncodeResult(res), 0o644); err != nil {
+		// stderr is the only place left to say it; the controller sees the exit code
+		// and refuses whatever the termination message holds.
+		fmt.Fprintf(os.Stderr, "toolgate runner: cannot write the result to %s: %v\n", *terminationLog, err)
+		os.Exit(runner.ExitNoResult)
+	}
+	os.Exit(runner.ProcessExitCode(res))
+}
+
+// untrusted turns res into an Exception because processes of the call may still run:
+// what they do after the runner reported is in no Result.
+func untrusted(res *runner.Result, err error) {
+	msg := "processes of the call may still be running, so this result may not be all the call did: " + err.Error()
+	if res.Message != "" {
+		msg = res.Message + "; " + msg
+	}
+	res.ErrorKind, res.Message = runner.KindException, msg
+	if res.ExitCode == 0 {
+		res.ExitCode = 1
+	}
 }
 
 // run runs the invocation from the environment; a panic outside runner.Run (which
@@ -67,19 +91,6 @@ func run(workspace string) (res runner.Result) {
 		Environ:       os.Environ(),
 	}
 	return runner.Run(ctx, cfg, []byte(os.Getenv(runner.InvocationEnv)))
-}
-
-// processExitCode is the runner's exit code for res, so the Job's status agrees with
-// the Result: 0 only on success, and never 0 for a failure.
-func processExitCode(res runner.Result) int {
-	code := res.ExitCode
-	if code < 0 || code > 255 {
-		code = 1
-	}
-	if res.ErrorKind != "" && code == 0 {
-		code = 1
-	}
-	return code
 }
 
 func envOr(name, def string) string {

@@ -167,8 +167,10 @@ func checkOutputFacts(t *testing.T, ws string, o outcome) {
 			t.Errorf("artifact (%d bytes) differs from the printed output (%d bytes)", len(art), len(o.stdout))
 		}
 	}
-	if o.exitCode != o.res.ExitCode {
-		t.Errorf("runner exited %d, result says exitCode %d", o.exitCode, o.res.ExitCode)
+	// The exit code says which Result was written (0 success, ExitFailed failure), so
+	// the controller can refuse a termination message the runner did not write.
+	if want := runner.ProcessExitCode(o.res); o.exitCode != want {
+		t.Errorf("runner exited %d, result (exitCode %d, errorKind %q) wants %d", o.exitCode, o.res.ExitCode, o.res.ErrorKind, want)
 	}
 	if (o.res.ErrorKind == "") != (o.exitCode == 0) {
 		t.Errorf("errorKind %q with exit code %d", o.res.ErrorKind, o.exitCode)
@@ -294,12 +296,14 @@ func TestBashRunsCommandAndReportsStreams(t *testing.T) {
 	}
 }
 
-func TestBashExitCodeIsTheRunnersExitCode(t *testing.T) {
+// The command's exit code is in the Result; the runner itself exits ExitFailed, a
+// code no signal or crash produces.
+func TestBashExitCodeIsInTheResult(t *testing.T) {
 	ws, _ := newWorkspace(t, nil)
 	o := invoke(t, ws, "bash", map[string]any{"command": "echo failing; exit 7"}, nil)
 	expectKind(t, o, runner.KindExitCode, "exited with code 7")
-	if o.exitCode != 7 || string(o.stdout) != "failing\n" {
-		t.Fatalf("exit %d, output %q", o.exitCode, o.stdout)
+	if o.res.ExitCode != 7 || o.exitCode != runner.ExitFailed || string(o.stdout) != "failing\n" {
+		t.Fatalf("result exit code %d, runner exit %d, output %q", o.res.ExitCode, o.exitCode, o.stdout)
 	}
 }
 
@@ -378,8 +382,8 @@ echo started
 wait`
 	o := invoke(t, ws, "bash", map[string]any{"command": command, "timeoutMs": 1500}, nil)
 	expectKind(t, o, runner.KindTimeout, "timed out after 1.5s")
-	if o.exitCode != runner.TimeoutExitCode {
-		t.Fatalf("runner exit code %d, want %d", o.exitCode, runner.TimeoutExitCode)
+	if o.res.ExitCode != runner.TimeoutExitCode || o.exitCode != runner.ExitFailed {
+		t.Fatalf("result exit code %d, runner exit code %d; want %d and %d", o.res.ExitCode, o.exitCode, runner.TimeoutExitCode, runner.ExitFailed)
 	}
 	if string(o.stdout) != "started\n" {
 		t.Errorf("output %q", o.stdout)
@@ -785,8 +789,8 @@ func TestBadInvocationsStillReportValidJSON(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			o := invokeRaw(t, ws, tc.invocation, invokeOpts{})
 			expectKind(t, o, runner.KindException, tc.msgPart)
-			if o.exitCode != 1 {
-				t.Errorf("exit code %d, want 1", o.exitCode)
+			if o.res.ExitCode != 1 || o.exitCode != runner.ExitFailed {
+				t.Errorf("result exit code %d, runner exit code %d; want 1 and %d", o.res.ExitCode, o.exitCode, runner.ExitFailed)
 			}
 		})
 	}

@@ -253,7 +253,9 @@ func (p *pipelineEnv) runJob(execName string, res runner.Result, output string) 
 	if res.ExitCode != 0 {
 		phase = corev1.PodFailed
 	}
-	setPodStatus(p.t, pod, phase, terminated(int32(res.ExitCode), string(msg)))
+	// The container exits as the runner does after writing res; the tool's own exit
+	// code is only in res (see runner.ProcessExitCode).
+	setPodStatus(p.t, pod, phase, terminated(int32(runner.ProcessExitCode(res)), string(msg)))
 }
 
 // never asserts that cond stays false for a while.

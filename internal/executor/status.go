@@ -184,6 +184,21 @@ func projectTerminated(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alp
 		return toolgatev1alpha1.ReasonJobFailed
 	}
 
+	if why := untrustedResult(terminated.ExitCode, res); why != "" {
+		// Fail closed: a Result the runner's exit code contradicts may have been
+		// written by the tool (it shares the runner's uid and container), so none of
+		// it is shown as fact; only the container's exit code and log are.
+		st.ErrorKind = toolgatev1alpha1.ErrorException
+		st.ExitCode = ptr.To(terminated.ExitCode)
+		st.Message = "the result in the termination message cannot be trusted: " + why + "; whether the tool ran, and how it ended, is unknown"
+		if deadline {
+			st.Message = appendNote(st.Message, fmt.Sprintf("the Job's deadline passed (%s)", deadlineMessage))
+		}
+		st.Output, st.Truncated = ComposeOutput(obs.Log, exec.Spec.MaxOutputBytes)
+		st.Message = appendNote(st.Message, obs.Log.Err)
+		return toolgatev1alpha1.ReasonJobFailed
+	}
+
 	st.ExitCode = ptr.To(int32(res.ExitCode))
 	st.DurationMillis = res.DurationMs
 	st.Duration = formatDuration(res.DurationMs)
@@ -225,6 +240,39 @@ func projectTerminated(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alp
 		return toolgatev1alpha1.ReasonJobSucceeded
 	}
 	return toolgatev1alpha1.ReasonJobFailed
+}
+
+// untrustedResult says why res cannot be the Result the runner wrote, given the tool
+// container's exit code, or "" when they agree. The runner writes its Result last and
+// then exits runner.ProcessExitCode of it (see internal/runner/protocol.go): 0 for a
+// success, runner.ExitFailed for a failure. Any other exit code means the runner did not
+// finish its protocol (it could not write the Result, was killed, or crashed), so the
+// termination message holds something else's words.
+func untrustedResult(exitCode int32, res runner.Result) string {
+	switch exitCode {
+	case runner.ExitSucceeded:
+		if !res.Succeeded() {
+			return fmt.Sprintf("the runner exited 0, which it does only after reporting a success, but the result reports a failure (exit code %d, error kind %q)", res.ExitCode, res.ErrorKind)
+		}
+	case runner.ExitFailed:
+		if res.Succeeded() {
+			return fmt.Sprintf("the runner exited %d, which it does only after reporting a failure, but the result reports a success", exitCode)
+		}
+	case runner.ExitNoResult:
+		return fmt.Sprintf("the runner exited %d: it could not write its result, so the termination message was written by something else", exitCode)
+	default:
+		return fmt.Sprintf("the runner exited %d%s, a code it never exits with after writing its result (it was killed or crashed), so the termination message was written by something else", exitCode, signalSuffix(exitCode))
+	}
+	return ""
+}
+
+// signalSuffix names the signal of an exit code above 128, as the runtime reports a
+// process killed by a signal.
+func signalSuffix(exitCode int32) string {
+	if exitCode > 128 && exitCode < 128+65 {
+		return fmt.Sprintf(" (killed by signal %d)", exitCode-128)
+	}
+	return ""
 }
 
 // verifyLog checks the log read against the runner's hash when the whole output fit,

@@ -10,9 +10,16 @@
 //     nothing else on stdout.
 //   - The Result is written as compact JSON to TerminationMessagePath, always valid
 //     and at most MaxTerminationMessageBytes, even on timeout or panic.
-//   - The runner exits 0 when the tool succeeded, else with Result.ExitCode: the
-//     command's exit code, TimeoutExitCode (124) on a timeout, 1 for Stale and
-//     Exception. So the Job's status agrees with the Result.
+//   - Before it writes the Result, the runner kills every other process of the
+//     container (Sweep), so nothing the tool started can write the termination
+//     message after it; a process that cannot be killed makes the Result an
+//     Exception. The Result is the last thing the runner writes.
+//   - The runner's exit code says which Result it wrote (ProcessExitCode):
+//     ExitSucceeded when the Result says the tool succeeded, ExitFailed when it says
+//     the tool failed (the tool's own exit code is Result.ExitCode), ExitNoResult when
+//     it could not write one. Any other exit code means the runner did not finish
+//     (it was killed, or crashed), so whatever the termination message holds is not
+//     its Result. The controller refuses a Result its exit code disagrees with.
 //   - Truncated means StdoutBytes+StderrBytes > MaxOutputBytes: the controller shows
 //     at most MaxOutputBytes of the log (HeadTail); the log and artifact are complete.
 //   - Every tool path is confined to the workspace (see Workspace); relative paths are
@@ -59,6 +66,29 @@ type Invocation struct {
 	BaselineSHA256 string `json:"baselineSHA256,omitempty"`
 	// Env is set for bash, on top of a minimal PATH/HOME.
 	Env map[string]string `json:"env,omitempty"`
+}
+
+// Exit codes of the runner process. They are fixed, not the tool's exit code, so that
+// a runner killed by a signal (128+n) or crashed (the Go runtime exits 2) can never be
+// taken for a runner that wrote its Result.
+const (
+	// ExitSucceeded: the Result was written and says the tool succeeded.
+	ExitSucceeded = 0
+	// ExitNoResult: the runner could not write its Result.
+	ExitNoResult = 1
+	// ExitFailed: the Result was written and says the tool failed.
+	ExitFailed = 3
+)
+
+// Succeeded reports whether r says the tool succeeded.
+func (r Result) Succeeded() bool { return r.ErrorKind == "" && r.ExitCode == 0 }
+
+// ProcessExitCode is the runner's exit code once it has written r.
+func ProcessExitCode(r Result) int {
+	if r.Succeeded() {
+		return ExitSucceeded
+	}
+	return ExitFailed
 }
 
 // Error kinds reported by the runner.

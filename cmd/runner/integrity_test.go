@@ -1,0 +1,133 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/runner"
+)
+
+// The tool runs as the runner's uid in the runner's container, so it can write the
+// termination message. These tests prove that whatever it writes, the Result read
+// afterwards is the runner's, and that nothing the tool started outlives the runner.
+
+// waitGone waits a while for pid to exit and reports whether it did; a survivor is
+// killed so that it cannot disturb other tests.
+func waitGone(t *testing.T, pid int, within time.Duration) bool {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if alive(pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		return false
+	}
+	return true
+}
+
+// A process that left the tool's process group and session (setsid; timeout, which
+// calls setpgid) escapes the group kill. It waits until the runner has reported, then
+// writes a forged success. The runner must kill it before it writes its own Result.
+func TestEscapedProcessCannotForgeTheResult(t *testing.T) {
+	for name, escape := range map[string]string{
+		"setsid":  "setsid",
+		"timeout": "timeout 30",
+	} {
+		t.Run(name, func(t *testing.T) {
+			ws, _ := newWorkspace(t, nil)
+			termDir := t.TempDir()
+			term := filepath.Join(termDir, "termination-log")
+			forged := string(runner.EncodeResult(runner.Result{ExitCode: 0, Message: "forged"}))
+			// The escaped process closes the output pipes (so the runner does not wait
+			// for them) and writes its forgery half a second after the shell exited.
+			command := escape + ` sh -c 'echo $$ > forger.pid; sleep 0.5; printf %s '"'"'` + forged + `'"'"' > ` + term + `' >/dev/null 2>&1 </dev/null &
+while [ ! -s forger.pid ]; do sleep 0.01; done; exit 9`
+			o := invoke(t, ws, "bash", map[string]any{"command": command}, nil, invokeOpts{termDir: termDir})
+			pid := readPid(t, filepath.Join(ws, "forger.pid"))
+			if !waitGone(t, pid, 2*time.Second) {
+				t.Errorf("the escaped process (pid %d) outlived the runner", pid)
+			}
+			// Past the forger's moment: the termination message must still be the
+			// runner's.
+			time.Sleep(time.Second)
+			res := checkTerminationMessage(t, term)
+			if res.Message == "forged" || res.ExitCode != 9 || res.ErrorKind != runner.KindExitCode {
+				t.Fatalf("termination message after the run is %+v, want the runner's exit code 9", res)
+			}
+			if o.exitCode != runner.ExitFailed {
+				t.Errorf("runner exit code %d, want %d", o.exitCode, runner.ExitFailed)
+			}
+		})
+	}
+}
+
+// A tool that writes the termination message itself and exits is overwritten: the
+// runner writes its Result after the tool is gone.
+func TestToolWrittenTerminationMessageIsOverwritten(t *testing.T) {
+	ws, _ := newWorkspace(t, nil)
+	termDir := t.TempDir()
+	term := filepath.Join(termDir, "termination-log")
+	forged, err := json.Marshal(runner.Result{ExitCode: 0, Message: "forged", UID: 65532, ReadOnlyRoot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	command := `printf %s '` + string(forged) + `' > ` + term + `; exit 4`
+	o := invoke(t, ws, "bash", map[string]any{"command": command}, nil, invokeOpts{termDir: termDir})
+	expectKind(t, o, runner.KindExitCode, "exited with code 4")
+	if o.res.ExitCode != 4 || strings.Contains(o.res.Message, "forged") {
+		t.Fatalf("result %+v is not the runner's", o.res)
+	}
+}
+
+// Background processes that stay in the shell's session but hold no pipe open are
+// killed too, and the runner reports success only once they are gone.
+func TestNoProcessOutlivesASuccessfulRun(t *testing.T) {
+	ws, _ := newWorkspace(t, nil)
+	command := `setsid sleep 300 >/dev/null 2>&1 </dev/null & echo $! > sleeper.pid; (trap '' TERM; exec setsid sleep 300) >/dev/null 2>&1 </dev/null & echo $! > stubborn.pid; echo done`
+	o := invoke(t, ws, "bash", map[string]any{"command": command}, nil)
+	if o.res.ErrorKind != "" || o.exitCode != 0 {
+		t.Fatalf("result %+v, exit %d", o.res, o.exitCode)
+	}
+	for _, name := range []string{"sleeper.pid", "stubborn.pid"} {
+		pid := readPid(t, filepath.Join(ws, name))
+		if !waitGone(t, pid, 2*time.Second) {
+			t.Errorf("%s (pid %d) outlived the runner", name, pid)
+		}
+	}
+}
+
+// When the runner cannot write its Result (the tool made the termination message
+// read-only), it exits ExitNoResult, so the controller refuses what the file holds.
+func TestUnwritableTerminationMessageExitsNoResult(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root writes a read-only file")
+	}
+	ws, _ := newWorkspace(t, nil)
+	termDir := t.TempDir()
+	term := filepath.Join(termDir, "termination-log")
+	forged := string(runner.EncodeResult(runner.Result{ExitCode: 0, Message: "forged"}))
+	command := `printf %s '` + forged + `' > ` + term + ` && chmod 0444 ` + term
+	cmd := runnerCommand(ws, term, command)
+	err := cmd.Run()
+	code := cmd.ProcessState.ExitCode()
+	if err == nil || code != runner.ExitNoResult {
+		t.Fatalf("runner exit code %d (%v), want %d", code, err, runner.ExitNoResult)
+	}
+}
+
+// runnerCommand is the runner on ws running command with bash, its Result going to
+// term, for tests that look at the process rather than a Result.
+func runnerCommand(ws, term, command string) *exec.Cmd {
+	input, _ := json.Marshal(map[string]string{"command": command})
+	inv, _ := json.Marshal(runner.Invocation{ExecutionName: "exec-1", Tool: "bash", Input: input, TimeoutSeconds: 30, MaxOutputBytes: 1 << 10})
+	cmd := exec.Command(runnerBin, "-workspace", ws, "-termination-log", term)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), runner.InvocationEnv + "=" + string(inv)}
+	return cmd
+}

@@ -1,0 +1,88 @@
+package executor
+
+import (
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+
+	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/runner"
+)
+
+// The tool shares the runner's uid and container, so it can write the termination
+// message, and it can kill the runner before the runner writes its own. The runner's
+// exit code says which Result it wrote (0 a success, runner.ExitFailed a failure); a
+// Result the exit code contradicts is not the runner's, and the Execution fails closed
+// as an Exception that shows none of it.
+func TestProjectRefusesAResultItsExitCodeContradicts(t *testing.T) {
+	forgedSuccess := runner.Result{ExitCode: 0, Message: "forged", DurationMs: 5, ContentSHA256: sha("x"), UID: 65532, ReadOnlyRoot: true}
+	forgedFailure := runner.Result{ExitCode: 2, ErrorKind: runner.KindExitCode, Message: "forged", UID: 65532}
+	tests := []struct {
+		name     string
+		exitCode int32
+		res      runner.Result
+		job      *batchv1.Job
+		message  []string
+	}{
+		{name: "exit 0 with a failure", exitCode: 0, res: forgedFailure, message: []string{"exited 0", "reports a failure (exit code 2"}},
+		{name: "ExitFailed with a success", exitCode: runner.ExitFailed, res: forgedSuccess, message: []string{"exited 3", "reports a success"}},
+		{name: "no result written, a success in the file", exitCode: runner.ExitNoResult, res: forgedSuccess, message: []string{"exited 1", "could not write its result"}},
+		{name: "runner killed, a success in the file", exitCode: 137, res: forgedSuccess, message: []string{"exited 137 (killed by signal 9)"}},
+		{name: "runner killed, a failure in the file", exitCode: 137, res: forgedFailure, message: []string{"exited 137 (killed by signal 9)"}},
+		{name: "the tool's own exit code is no runner exit code", exitCode: 7, res: runner.Result{ExitCode: 7, ErrorKind: runner.KindExitCode}, message: []string{"exited 7,"}},
+		{name: "Go runtime crash", exitCode: 2, res: forgedSuccess, message: []string{"exited 2,"}},
+		{name: "deadline, runner killed, a success in the file", exitCode: 143, res: forgedSuccess, job: testJob(deadlineCondition()),
+			message: []string{"killed by signal 15", "deadline passed"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			job := tc.job
+			if job == nil {
+				job = testJob()
+			}
+			st := Project(makeExecution("e1").Obj(), Observation{Job: job, Pod: makePod().Terminated(tc.exitCode, resultJSON(tc.res)).Obj(),
+				Log: LogText{Head: []byte("printed\n"), Total: 8}}, now)
+			if st.Phase != toolgatev1alpha1.ExecutionFailed || st.ErrorKind != toolgatev1alpha1.ErrorException {
+				t.Fatalf("phase %s, errorKind %s (message %q), want Failed Exception", st.Phase, st.ErrorKind, st.Message)
+			}
+			for _, part := range append([]string{"cannot be trusted"}, tc.message...) {
+				if !strings.Contains(st.Message, part) {
+					t.Errorf("message %q does not say %q", st.Message, part)
+				}
+			}
+			// Nothing of the untrusted result is shown as fact.
+			if strings.Contains(st.Message, "forged") || st.Facts != nil || st.Sandbox != nil || st.DurationMillis != 0 || st.OutputSHA256 != "" {
+				t.Errorf("status shows the untrusted result: %+v", st)
+			}
+			if st.ExitCode == nil || *st.ExitCode != tc.exitCode {
+				t.Errorf("exitCode %v, want the container's %d", st.ExitCode, tc.exitCode)
+			}
+			if st.Output != "printed\n" {
+				t.Errorf("output %q, want the container log", st.Output)
+			}
+		})
+	}
+}
+
+// The runner's own exit codes with the Results they stand for are believed.
+func TestProjectBelievesAResultItsExitCodeAgreesWith(t *testing.T) {
+	for _, tc := range []struct {
+		exitCode int32
+		res      runner.Result
+		phase    toolgatev1alpha1.ExecutionPhase
+		kind     toolgatev1alpha1.ErrorKind
+	}{
+		{0, runner.Result{}, toolgatev1alpha1.ExecutionSucceeded, ""},
+		{runner.ExitFailed, runner.Result{ExitCode: 7, ErrorKind: runner.KindExitCode}, toolgatev1alpha1.ExecutionFailed, toolgatev1alpha1.ErrorExitCode},
+		{runner.ExitFailed, runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "processes of the call may still be running"}, toolgatev1alpha1.ExecutionFailed, toolgatev1alpha1.ErrorException},
+	} {
+		st := Project(makeExecution("e1").Obj(), Observation{Job: testJob(), Pod: makePod().Terminated(tc.exitCode, resultJSON(tc.res)).Obj()}, now)
+		if st.Phase != tc.phase || st.ErrorKind != tc.kind || strings.Contains(st.Message, "cannot be trusted") {
+			t.Errorf("exit %d, result %+v: phase %s, kind %s, message %q", tc.exitCode, tc.res, st.Phase, st.ErrorKind, st.Message)
+		}
+		if st.ExitCode == nil || *st.ExitCode != int32(tc.res.ExitCode) {
+			t.Errorf("exit %d: exitCode %v, want the tool's %d", tc.exitCode, st.ExitCode, tc.res.ExitCode)
+		}
+	}
+}
