@@ -100,9 +100,13 @@ var _ = Describe("Executions on a real cluster", func() {
 		Expect(passed.Status.Output).To(ContainSubstring("fine"))
 
 		By("the Job ran once, with no retry")
+		// The Job controller counts the failed pod after the Execution has read it,
+		// so the count is awaited; it must settle at one failure and no success.
 		var job batchv1.Job
-		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: failed.Status.JobName}, &job)).To(Succeed())
-		Expect(job.Status.Failed).To(Equal(int32(1)))
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: failed.Status.JobName}, &job)).To(Succeed())
+			g.Expect(job.Status.Failed).To(Equal(int32(1)))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		Expect(job.Status.Succeeded).To(BeZero())
 	})
 
