@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -25,6 +26,7 @@ import (
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
+	"github.com/toolgate/toolgate/internal/pipeline"
 )
 
 // Event reasons of the Execution controller, one per step.
@@ -37,7 +39,21 @@ const (
 	EventStarted = "Started"
 	// EventFinished: the Execution finished (Normal when it succeeded, Warning otherwise).
 	EventFinished = "Finished"
+	// EventChainBroken: the Execution is not the one its ToolIntent decided to run
+	// (pipeline.CheckChain); it never gets a Job.
+	EventChainBroken = "ChainBroken"
+	// EventObjectInTheWay: an object with the name of the Execution's NetworkPolicy
+	// or Job exists and is not the Execution's own; the Execution fails closed.
+	EventObjectInTheWay = "ObjectInTheWay"
 )
+
+// defaultChainGrace is how long a new Execution waits for its ToolIntent to record
+// it before it is refused (see authorize).
+const defaultChainGrace = time.Minute
+
+// chainRecheck is how often a waiting Execution looks at its intent again; the
+// ToolIntent watch usually wakes it sooner.
+const chainRecheck = 2 * time.Second
 
 // maxEventNote is the API server's limit on an event's note.
 const maxEventNote = 1024
@@ -56,10 +72,28 @@ type ExecutionReconciler struct {
 	Recorder events.EventRecorder
 	// Now is the clock for condition transition times.
 	Now func() time.Time
+	// ChainGrace bounds how long a new Execution waits for its ToolIntent to record
+	// it (default one minute).
+	ChainGrace time.Duration
+}
+
+// refusal is why an Execution is not run (or its Job not read), with the reason of
+// the Warning event that says so.
+type refusal struct {
+	reason string
+	err    error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+func refuse(reason, format string, args ...any) *refusal {
+	return &refusal{reason: reason, err: fmt.Errorf(format, args...)}
 }
 
 // +kubebuilder:rbac:groups=toolgate.dev,resources=executions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=executions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=toolgate.dev,resources=toolintents;approvals,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
@@ -92,15 +126,17 @@ func setupExecution(mgr ctrl.Manager, opts Options) error {
 	return r.SetupWithManager(mgr)
 }
 
-// SetupWithManager watches Executions, the Jobs and NetworkPolicies they own, and the
+// SetupWithManager watches Executions, the Jobs and NetworkPolicies they own, the
 // Jobs' pods (mapped to their Execution by label: a pod's owner is the Job, not the
-// Execution).
+// Execution), and ToolIntents (mapped to their Execution by name, so that one waiting
+// for its intent to record it is checked again as soon as the intent's status moves).
 func (r *ExecutionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&toolgatev1alpha1.Execution{}).
 		Owns(&batchv1.Job{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToExecution)).
+		Watches(&toolgatev1alpha1.ToolIntent{}, handler.EnqueueRequestsFromMapFunc(intentToExecution)).
 		Named("execution").
 		Complete(r)
 }
@@ -112,6 +148,21 @@ func podToExecution(_ context.Context, obj client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}}}
+}
+
+// intentToExecution maps a ToolIntent to its Execution: the one its status names, or
+// the one it is about to name (the name is deterministic).
+func intentToExecution(_ context.Context, obj client.Object) []reconcile.Request {
+	intent, ok := obj.(*toolgatev1alpha1.ToolIntent)
+	if !ok {
+		return nil
+	}
+	name := pipeline.ExecutionName(intent)
+	reqs := []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: intent.Namespace, Name: name}}}
+	if ref := intent.Status.ExecutionRef; ref != "" && ref != name {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: intent.Namespace, Name: ref}})
+	}
+	return reqs
 }
 
 // Reconcile moves one Execution forward: create its NetworkPolicy and Job, then read
@@ -136,9 +187,29 @@ func (r *ExecutionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	)
 	ctx = ctrl.LoggerInto(ctx, log)
 
-	obs, createdJob, err := r.observe(ctx, exec)
-	if err != nil {
-		return ctrl.Result{}, err
+	var (
+		obs        executor.Observation
+		createdJob bool
+	)
+	// The chain is checked until the Job exists: once the Job was created, the
+	// Execution was authorized, and what runs is only observed.
+	if exec.Status.JobName == "" {
+		wait, refused, err := r.authorize(ctx, exec)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+		if refused != nil {
+			obs = executor.Observation{BuildError: refused}
+		}
+	}
+	if obs.BuildError == nil {
+		var err error
+		if obs, createdJob, err = r.observe(ctx, exec); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	status := executor.Project(exec, obs, r.Now())
 	if equality.Semantic.DeepEqual(status, exec.Status) {
@@ -154,8 +225,78 @@ func (r *ExecutionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 		return ctrl.Result{}, err
 	}
-	r.recordSteps(log, exec, before, obs.Job, createdJob)
+	var refused *refusal
+	errors.As(obs.BuildError, &refused)
+	r.recordSteps(log, exec, before, obs.Job, createdJob, refused)
 	return ctrl.Result{}, nil
+}
+
+// authorize checks, before the Execution gets a Job, that it is the one invocation
+// its ToolIntent decided to run (pipeline.CheckChain). It returns how long to wait
+// before checking again, or the refusal, or neither when the chain is whole.
+//
+// The ToolIntent controller creates the Execution first and records it in the
+// intent's status (with the decision, for a call allowed in the same reconcile)
+// after, in the status write that ends its reconcile; a conflict there retries the
+// whole reconcile, which finds the Execution (AlreadyExists) and writes again. So a
+// fresh Execution may be seen before its intent names it. That state
+// (pipeline.ErrChainPending) is waited out: no Job is made while it lasts, and the
+// intent is read again on every ToolIntent event and every chainRecheck, up to
+// ChainGrace from the Execution's creation; after that the Execution is refused
+// (if the controller was down for longer than that between the two writes, the call
+// fails closed, as an Exception the model sees). An approval is consumed before the
+// Execution is created, and a decision never changes once recorded, so neither is
+// waited for. The cache may hold an older intent or approval than the API server
+// (or none yet): a chain that does not hold in the cache is checked again against
+// the API server before it counts.
+func (r *ExecutionReconciler) authorize(ctx context.Context, exec *toolgatev1alpha1.Execution) (time.Duration, *refusal, error) {
+	broken, err := r.checkChain(ctx, r.Client, exec)
+	if err != nil {
+		return 0, nil, err
+	}
+	if broken != nil && r.APIReader != nil {
+		if broken, err = r.checkChain(ctx, r.APIReader, exec); err != nil {
+			return 0, nil, err
+		}
+	}
+	if broken == nil {
+		return 0, nil, nil
+	}
+	if errors.Is(broken, pipeline.ErrChainPending) {
+		grace := r.ChainGrace
+		if grace <= 0 {
+			grace = defaultChainGrace
+		}
+		waited := r.Now().Sub(exec.CreationTimestamp.Time)
+		if waited < grace {
+			ctrl.LoggerFrom(ctx).V(1).Info("waiting for the intent to record the Execution", "why", broken.Error())
+			return min(chainRecheck, grace-waited), nil, nil
+		}
+		return 0, refuse(EventChainBroken, "%s %s after the Execution was created; an Execution runs only once its intent names it", broken, grace), nil
+	}
+	ctrl.LoggerFrom(ctx).Info("refusing the Execution: its authorization chain is broken", "why", broken.Error())
+	return 0, refuse(EventChainBroken, "%s", broken), nil
+}
+
+// checkChain reads the intent and approval the Execution names with reader and
+// checks the chain between them.
+func (r *ExecutionReconciler) checkChain(ctx context.Context, reader client.Reader, exec *toolgatev1alpha1.Execution) (error, error) {
+	intent := &toolgatev1alpha1.ToolIntent{}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.IntentRef.Name}, intent); apierrors.IsNotFound(err) {
+		intent = nil
+	} else if err != nil {
+		return nil, err
+	}
+	var approval *toolgatev1alpha1.Approval
+	if exec.Spec.ApprovalRef != "" {
+		approval = &toolgatev1alpha1.Approval{}
+		if err := reader.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.ApprovalRef}, approval); apierrors.IsNotFound(err) {
+			approval = nil
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	return pipeline.CheckChain(exec, intent, approval), nil
 }
 
 // observe makes sure the NetworkPolicy and the Job exist and reads what the status is
@@ -172,15 +313,22 @@ func (r *ExecutionReconciler) observe(ctx context.Context, exec *toolgatev1alpha
 	obs.JobCreated = exec.Status.JobName != ""
 
 	// The NetworkPolicy comes first, so that the pod never runs without it.
-	if err := r.ensureNetworkPolicy(ctx, exec, policy); err != nil {
+	if refused, err := r.ensureNetworkPolicy(ctx, exec, policy); err != nil {
 		return obs, false, err
+	} else if refused != nil {
+		return executor.Observation{BuildError: refused}, false, nil
 	}
 	obs.Job, createdJob, err = r.ensureJob(ctx, exec, job, obs.JobCreated)
 	if err != nil {
 		return obs, false, err
 	}
-	if obs.Job != nil && !metav1.IsControlledBy(obs.Job, exec) {
-		return executor.Observation{BuildError: fmt.Errorf("a Job named %s already exists in namespace %s and is not this Execution's; delete it or recreate the Execution under another name", obs.Job.Name, obs.Job.Namespace)}, false, nil
+	if obs.Job != nil {
+		// A Job found by name is this Execution's only when the Execution controls
+		// it (by UID) and it carries the labels its pod is found by; anything else is
+		// never read as this Execution's result.
+		if refused := jobInTheWay(exec, obs.Job); refused != nil {
+			return executor.Observation{BuildError: refused}, false, nil
+		}
 	}
 	if obs.Job != nil {
 		if obs.Pod, err = r.findPod(ctx, exec, obs.Job); err != nil {
@@ -197,16 +345,56 @@ func (r *ExecutionReconciler) observe(ctx context.Context, exec *toolgatev1alpha
 	return obs, createdJob, nil
 }
 
-func (r *ExecutionReconciler) ensureNetworkPolicy(ctx context.Context, exec *toolgatev1alpha1.Execution, policy *networkingv1.NetworkPolicy) error {
-	err := r.Get(ctx, client.ObjectKeyFromObject(policy), &networkingv1.NetworkPolicy{})
+// ensureNetworkPolicy makes sure the Execution's NetworkPolicy exists. One found by
+// name (or AlreadyExists) counts only when the Execution controls it and its spec is
+// what BuildNetworkPolicy makes: a policy of the same name that selects nothing, or
+// allows more, would leave the pod unfenced. Anything else is a refusal.
+func (r *ExecutionReconciler) ensureNetworkPolicy(ctx context.Context, exec *toolgatev1alpha1.Execution, policy *networkingv1.NetworkPolicy) (*refusal, error) {
+	key := client.ObjectKeyFromObject(policy)
+	existing := &networkingv1.NetworkPolicy{}
+	err := r.Get(ctx, key, existing)
+	if err == nil {
+		return policyInTheWay(exec, policy, existing), nil
+	}
 	if !apierrors.IsNotFound(err) {
-		return err
+		return nil, err
 	}
 	if err := controllerutil.SetControllerReference(exec, policy, r.Scheme); err != nil {
-		return err
+		return nil, err
 	}
-	if err := r.Create(ctx, policy); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating NetworkPolicy %s: %w", policy.Name, err)
+	if err := r.Create(ctx, policy); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating NetworkPolicy %s: %w", policy.Name, err)
+		}
+		if err := r.APIReader.Get(ctx, key, existing); err != nil {
+			return nil, err
+		}
+		return policyInTheWay(exec, policy, existing), nil
+	}
+	return nil, nil
+}
+
+// policyInTheWay refuses an existing NetworkPolicy that is not the Execution's own
+// deny-all (want).
+func policyInTheWay(exec *toolgatev1alpha1.Execution, want, existing *networkingv1.NetworkPolicy) *refusal {
+	if !metav1.IsControlledBy(existing, exec) {
+		return refuse(EventObjectInTheWay, "NetworkPolicy %s in namespace %s already exists and is not this Execution's (its controller is not Execution %s by UID); the call would not be fenced by it. Delete it, then recreate the call", existing.Name, existing.Namespace, exec.Name)
+	}
+	if !equality.Semantic.DeepEqual(existing.Spec, want.Spec) {
+		return refuse(EventObjectInTheWay, "NetworkPolicy %s in namespace %s is this Execution's but its spec was changed (pod selector, policy types or egress differ from what the controller made); the call would not be fenced by it. Delete the Execution and recreate the call", existing.Name, existing.Namespace)
+	}
+	return nil
+}
+
+// jobInTheWay refuses a Job found by the Execution's name that is not its own.
+func jobInTheWay(exec *toolgatev1alpha1.Execution, job *batchv1.Job) *refusal {
+	if !metav1.IsControlledBy(job, exec) {
+		return refuse(EventObjectInTheWay, "a Job named %s already exists in namespace %s and is not this Execution's; delete it or recreate the Execution under another name", job.Name, job.Namespace)
+	}
+	for k, v := range executor.Labels(exec) {
+		if job.Labels[k] != v || job.Spec.Template.Labels[k] != v {
+			return refuse(EventObjectInTheWay, "Job %s in namespace %s is this Execution's but lost its label %s=%s, by which its pod is found; its result cannot be trusted. Delete the Execution and recreate the call", job.Name, job.Namespace, k, v)
+		}
 	}
 	return nil
 }
@@ -271,7 +459,7 @@ func (r *ExecutionReconciler) findPod(ctx context.Context, exec *toolgatev1alpha
 
 // recordSteps emits an event and one audit log line for each step the status write
 // just recorded.
-func (r *ExecutionReconciler) recordSteps(log logr.Logger, exec *toolgatev1alpha1.Execution, before *toolgatev1alpha1.ExecutionStatus, job *batchv1.Job, createdJob bool) {
+func (r *ExecutionReconciler) recordSteps(log logr.Logger, exec *toolgatev1alpha1.Execution, before *toolgatev1alpha1.ExecutionStatus, job *batchv1.Job, createdJob bool, refused *refusal) {
 	var related runtime.Object
 	if job != nil {
 		related = job
@@ -287,6 +475,9 @@ func (r *ExecutionReconciler) recordSteps(log logr.Logger, exec *toolgatev1alpha
 	}
 	if before.Phase == "" {
 		step(corev1.EventTypeNormal, EventExecutionCreated, fmt.Sprintf("running tool %s", exec.Spec.Tool), "tool", exec.Spec.Tool)
+	}
+	if refused != nil {
+		step(corev1.EventTypeWarning, refused.reason, "not run: "+refused.Error())
 	}
 	if createdJob {
 		step(corev1.EventTypeNormal, EventJobCreated, fmt.Sprintf("created Job %s", job.Name))

@@ -73,7 +73,7 @@ func newExecution(ns, name string) *toolgatev1alpha1.Execution {
 	return &toolgatev1alpha1.Execution{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: toolgatev1alpha1.ExecutionSpec{
-			IntentRef:      toolgatev1alpha1.LocalObjectReference{Name: "task-t1-0"},
+			IntentRef:      toolgatev1alpha1.LocalObjectReference{Name: name},
 			TaskRef:        toolgatev1alpha1.LocalObjectReference{Name: "task"},
 			Tool:           toolgatev1alpha1.ToolBash,
 			Input:          runtime.RawExtension{Raw: []byte(`{"command":"echo hello"}`)},
@@ -88,7 +88,21 @@ func newExecution(ns, name string) *toolgatev1alpha1.Execution {
 	}
 }
 
+// createExecution creates exec as the ToolIntent controller would: owned by an intent
+// (created here) whose status allowed exactly this call and names exec as its
+// Execution, so that the Execution controller's chain check lets it run.
 func createExecution(t *testing.T, exec *toolgatev1alpha1.Execution) {
+	t.Helper()
+	intent := createIntentFor(t, exec, func(intent *toolgatev1alpha1.ToolIntent) {
+		intent.Status.ExecutionRef = exec.Name
+	})
+	ownBy(t, exec, intent)
+	createBareExecution(t, exec)
+}
+
+// createBareExecution creates exec as it is: what an admin, or a compromised path
+// past admission, could create directly.
+func createBareExecution(t *testing.T, exec *toolgatev1alpha1.Execution) {
 	t.Helper()
 	if err := env.Client.Create(t.Context(), exec); err != nil {
 		t.Fatalf("creating Execution: %v", err)
