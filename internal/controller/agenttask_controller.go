@@ -2,13 +2,13 @@ package controller
 
 import (
 	"context"
-
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/pipeline"
 )
 
@@ -36,6 +37,9 @@ const (
 	EventTaskSucceeded    = "TaskSucceeded"
 	EventTaskFailed       = "TaskFailed"
 	EventAwaitingApproval = "AwaitingApproval"
+	// EventCallStopped: the task ended while a call of it ran, so its Job was
+	// deleted; the Execution ends Aborted.
+	EventCallStopped = "CallStopped"
 	// EventModelTurn: the model took a turn (its reply is recorded and its tool calls
 	// are ToolIntents), or the intents of a recorded turn were created after a restart.
 	EventModelTurn = "ModelTurn"
@@ -50,6 +54,8 @@ const agentTaskWorkers = 4
 // +kubebuilder:rbac:groups=toolgate.dev,resources=agenttasks/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=toolintents,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=toolgate.dev,resources=approvals,verbs=get;list;watch
+// +kubebuilder:rbac:groups=toolgate.dev,resources=executions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
@@ -57,7 +63,8 @@ const agentTaskWorkers = 4
 
 // AgentTaskReconciler provisions a task's workspace, rebuilds its status from its
 // intents (counts, turn, conditions) and ends it when a budget is spent, its owner
-// marks it done or cancels it. With spec.agent.model it also runs the agent loop
+// marks it done or cancels it. A task that has ended stops the calls it still runs:
+// it deletes their Jobs, and their Executions end Aborted. With spec.agent.model it also runs the agent loop
 // (agentloop.go).
 type AgentTaskReconciler struct {
 	client.Client
@@ -105,6 +112,10 @@ func (r *AgentTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1.ToolIntent{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.(*v1.ToolIntent).Spec.TaskRef.Name}}}
 		})).
+		// An Execution that gets its Job after the task ended must be stopped too.
+		Watches(&v1.Execution{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.(*v1.Execution).Spec.TaskRef.Name}}}
+		})).
 		Named("agenttask").
 		Complete(r)
 }
@@ -144,7 +155,69 @@ func (r *AgentTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		r.emit(log, task, before, created)
 	}
 	r.reportTurn(ctx, task, step)
+	if why, ended := taskEnded(task, status); ended {
+		if err := r.stopRunningCalls(ctx, task, why); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	return ctrl.Result{RequeueAfter: step.retryAfter}, nil
+}
+
+// taskEnded reports whether the task has ended (cancelled, failed or succeeded), and
+// why, from the status just computed; spec.cancel counts at once.
+func taskEnded(task *v1.AgentTask, status v1.AgentTaskStatus) (string, bool) {
+	for _, typ := range []string{v1.ConditionFailed, v1.ConditionSucceeded} {
+		if c := meta.FindStatusCondition(status.Conditions, typ); c != nil && c.Status == metav1.ConditionTrue {
+			return fmt.Sprintf("the task %s ended (%s: %s)", task.Name, c.Reason, c.Message), true
+		}
+	}
+	if task.Spec.Cancel {
+		return fmt.Sprintf("the task %s was cancelled by its owner (spec.cancel)", task.Name), true
+	}
+	return "", false
+}
+
+// stopRunningCalls deletes the Job of every unfinished Execution of the task, so that
+// a call approved (or allowed) before the task ended does not go on running after it.
+// The deletion is foreground, so the Job is gone only once its pod is: the runner is
+// terminated, kills the tool, and the Execution reconciler projects the deleted Job as
+// Aborted (executed, effects unknown), which the intent observes. Only a Job the
+// Execution controls is deleted: a Job of the same name that is not its own is not
+// this call's.
+func (r *AgentTaskReconciler) stopRunningCalls(ctx context.Context, task *v1.AgentTask, why string) error {
+	var execs v1.ExecutionList
+	if err := r.List(ctx, &execs, client.InNamespace(task.Namespace), client.MatchingFields{IndexExecutionTask: task.Name}); err != nil {
+		return err
+	}
+	log := ctrl.LoggerFrom(ctx)
+	for i := range execs.Items {
+		exec := &execs.Items[i]
+		if exec.Spec.TaskRef.Name != task.Name || executor.IsFinished(&exec.Status) || !exec.DeletionTimestamp.IsZero() {
+			continue
+		}
+		job := &batchv1.Job{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: executor.JobName(exec)}, job); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return err
+		}
+		if !metav1.IsControlledBy(job, exec) || !job.DeletionTimestamp.IsZero() {
+			continue
+		}
+		err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationForeground), client.Preconditions{UID: &job.UID})
+		switch {
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			continue
+		case err != nil:
+			return err
+		}
+		r.Recorder.Eventf(task, exec, corev1.EventTypeWarning, EventCallStopped, EventCallStopped,
+			"stopped Execution %s of intent %s: deleted its Job %s because %s", exec.Name, exec.Spec.IntentRef.Name, job.Name, why)
+		log.Info("stopped a running call", "audit", true, "step", EventCallStopped, "namespace", task.Namespace, "task", task.Name,
+			"execution", exec.Name, "intent", exec.Spec.IntentRef.Name, "job", job.Name, "why", why)
+	}
+	return nil
 }
 
 // observe ensures the workspace claim and gathers the task's intents and approvals.

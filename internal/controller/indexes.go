@@ -15,6 +15,9 @@ const (
 	IndexIntentTask = "spec.taskRef.name"
 	// IndexApprovalTask indexes Approvals by spec.taskRef.name.
 	IndexApprovalTask = "spec.taskRef.name"
+	// IndexExecutionTask indexes Executions by spec.taskRef.name, so that a task
+	// that ends finds the calls it still runs.
+	IndexExecutionTask = "spec.taskRef.name"
 )
 
 // setupIndexes registers the field indexes; it runs before the reconcilers.
@@ -25,7 +28,12 @@ func setupIndexes(mgr ctrl.Manager, _ Options) error {
 	}); err != nil {
 		return err
 	}
-	return mgr.GetFieldIndexer().IndexField(ctx, &v1.Approval{}, IndexApprovalTask, func(o client.Object) []string {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1.Approval{}, IndexApprovalTask, func(o client.Object) []string {
 		return []string{o.(*v1.Approval).Spec.TaskRef.Name}
+	}); err != nil {
+		return err
+	}
+	return mgr.GetFieldIndexer().IndexField(ctx, &v1.Execution{}, IndexExecutionTask, func(o client.Object) []string {
+		return []string{o.(*v1.Execution).Spec.TaskRef.Name}
 	})
 }

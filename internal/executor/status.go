@@ -235,11 +235,33 @@ func projectTerminated(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alp
 		st.ErrorKind = toolgatev1alpha1.ErrorException
 		st.Message = appendNote(fmt.Sprintf("the runner reported an unknown error kind %q", kind), res.Message)
 	}
+	if st.ErrorKind == toolgatev1alpha1.ErrorTimeout && !deadline {
+		if deleted := jobDeleted(exec, obs); deleted != "" {
+			// The runner reports a stop by SIGTERM as a Timeout; when the Job was being
+			// deleted (the task ended, or someone deleted it) the call was aborted, and
+			// the result says what ran until then.
+			st.ErrorKind = toolgatev1alpha1.ErrorAborted
+			st.Message = appendNote(deleted+" while the tool ran, so the runner was terminated and stopped it; whether it changed anything is unknown", res.Message)
+		}
+	}
 	st.Message = appendNote(st.Message, verifyLog(obs.Log, res, exec.Spec.MaxOutputBytes))
 	if st.Phase == toolgatev1alpha1.ExecutionSucceeded {
 		return toolgatev1alpha1.ReasonJobSucceeded
 	}
 	return toolgatev1alpha1.ReasonJobFailed
+}
+
+// jobDeleted says which of the Execution's Job or pod is being (or was) deleted, or "".
+func jobDeleted(exec *toolgatev1alpha1.Execution, obs Observation) string {
+	switch {
+	case obs.Job == nil && obs.JobCreated:
+		return "the Job " + JobName(exec) + " was deleted"
+	case obs.Job != nil && obs.Job.DeletionTimestamp != nil:
+		return "the Job " + obs.Job.Name + " was deleted"
+	case obs.Pod != nil && obs.Pod.DeletionTimestamp != nil:
+		return "the pod " + obs.Pod.Name + " was deleted"
+	}
+	return ""
 }
 
 // untrustedResult says why res cannot be the Result the runner wrote, given the tool

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/runner"
@@ -84,5 +86,36 @@ func TestProjectBelievesAResultItsExitCodeAgreesWith(t *testing.T) {
 		if st.ExitCode == nil || *st.ExitCode != int32(tc.res.ExitCode) {
 			t.Errorf("exit %d: exitCode %v, want the tool's %d", tc.exitCode, st.ExitCode, tc.res.ExitCode)
 		}
+	}
+}
+
+// A call stopped because its Job was deleted (the task ended) is Aborted, not a
+// Timeout, and keeps what the runner saw run: the runner reports the SIGTERM of the
+// pod's deletion as a Timeout.
+func TestProjectDeletedJobWithTheRunnersResultIsAborted(t *testing.T) {
+	stopped := runner.Result{ExitCode: runner.TimeoutExitCode, ErrorKind: runner.KindTimeout, Message: "command was stopped: the runner was terminated", StdoutBytes: 8, OutputSHA256: sha("printed\n")}
+	deleting := testJob()
+	deleting.DeletionTimestamp = ptr.To(metav1.NewTime(t1))
+	for name, obs := range map[string]Observation{
+		"job being deleted": {Job: deleting, Pod: makePod().Terminated(runner.ExitFailed, resultJSON(stopped)).Obj()},
+		"job gone":          {JobCreated: true, Pod: makePod().Terminated(runner.ExitFailed, resultJSON(stopped)).Obj()},
+		"pod being deleted": {Job: testJob(), Pod: makePod().Terminated(runner.ExitFailed, resultJSON(stopped)).Deleting().Obj()},
+	} {
+		obs.Log = LogText{Head: []byte("printed\n"), Total: 8}
+		st := Project(makeExecution("e1").Obj(), obs, now)
+		if st.Phase != toolgatev1alpha1.ExecutionFailed || st.ErrorKind != toolgatev1alpha1.ErrorAborted {
+			t.Errorf("%s: phase %s, errorKind %s, want Failed Aborted", name, st.Phase, st.ErrorKind)
+		}
+		if !strings.Contains(st.Message, "was deleted while the tool ran") || !strings.Contains(st.Message, "runner was terminated") {
+			t.Errorf("%s: message %q", name, st.Message)
+		}
+		if st.ExitCode == nil || *st.ExitCode != runner.TimeoutExitCode || st.Output != "printed\n" {
+			t.Errorf("%s: exit code %v, output %q: what ran is not kept", name, st.ExitCode, st.Output)
+		}
+	}
+	// Without a deletion it stays the Timeout the runner reported.
+	st := Project(makeExecution("e1").Obj(), Observation{Job: testJob(), Pod: makePod().Terminated(runner.ExitFailed, resultJSON(stopped)).Obj()}, now)
+	if st.ErrorKind != toolgatev1alpha1.ErrorTimeout {
+		t.Errorf("errorKind %s, want Timeout", st.ErrorKind)
 	}
 }
