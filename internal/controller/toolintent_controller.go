@@ -246,7 +246,7 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 	// 4. Execute, unless a sibling of the batch waits for a human.
 	if intent.Status.ExecutionRef == "" {
 		held, err := r.execute(ctx, run)
-		if err != nil || held {
+		if err != nil || held || intent.Status.Observation != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -393,6 +393,12 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 	}
 	if err != nil {
 		return false, 0, err
+	}
+	if !metav1.IsControlledBy(approval, intent) {
+		// An Approval of this name that is not this intent's (a leftover of an
+		// earlier intent of the same name) is never judged for it.
+		r.inTheWay(run, "Approval", approval.Name, fmt.Sprintf("Approval %s is not controlled by this ToolIntent (UID %s)", approval.Name, intent.UID))
+		return false, 0, nil
 	}
 	intent.Status.ApprovalRef = approval.Name
 
@@ -584,8 +590,21 @@ func (r *ToolIntentReconciler) execute(ctx context.Context, run *intentRun) (boo
 	if err := controllerutil.SetControllerReference(intent, exec, r.Scheme); err != nil {
 		return false, err
 	}
-	if err := r.Create(ctx, exec); err != nil && !apierrors.IsAlreadyExists(err) {
-		return false, err
+	if err := r.Create(ctx, exec); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return false, err
+		}
+		// One of this name exists: it counts only when it is this intent's own
+		// (an earlier pass that created it and did not get to record it), never a
+		// leftover or a planted one.
+		existing := &v1.Execution{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(exec), existing); err != nil {
+			return false, err
+		}
+		if problem := pipeline.ExecutionMismatch(existing, exec); problem != "" {
+			r.inTheWay(run, "Execution", existing.Name, problem)
+			return false, nil
+		}
 	}
 	intent.Status.ExecutionRef = exec.Name
 	if intent.Status.Decision.Action == v1.DecisionAllow {
@@ -595,6 +614,15 @@ func (r *ToolIntentReconciler) execute(ctx context.Context, run *intentRun) (boo
 	setCondition(intent, v1.ConditionExecuted, false, v1.ReasonExecutionCreated, fmt.Sprintf("Execution %s runs", exec.Name))
 	run.record(EventExecutionRequested, false, exec, "Execution %s created (timeout %ds, image %s)", exec.Name, exec.Spec.TimeoutSeconds, exec.Spec.Sandbox.Image)
 	return false, nil
+}
+
+// inTheWay ends the intent without running anything because an object of the name
+// it needs is not its own.
+func (r *ToolIntentReconciler) inTheWay(run *intentRun, kind, name, problem string) {
+	reason := fmt.Sprintf("%s; nothing was executed. Delete %s %s and propose the call again.", problem, kind, name)
+	setCondition(run.intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, reason)
+	run.record(EventObjectInTheWay, true, nil, "%s", reason)
+	r.finish(run, pipeline.Refusal(v1.OutcomeFailed, reason, run.now))
 }
 
 func decidedAt(intent *v1.ToolIntent) time.Time {

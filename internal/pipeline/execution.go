@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -105,3 +106,27 @@ func WorkspaceClaimName(task *v1.AgentTask) string {
 
 // OwnedClaimName is the name of the claim toolgate creates for a task.
 func OwnedClaimName(task *v1.AgentTask) string { return task.Name + "-workspace" }
+
+// ExecutionMismatch says why an existing Execution of an intent's name is not the one
+// the intent would create ("" when it is): it must be controlled by the intent (by
+// UID) and carry the same call — intent, task, tool, input, approval, fingerprint,
+// timeout, baseline and walls. The sandbox built from the task is not compared: the
+// task may have changed since an earlier pass created it.
+func ExecutionMismatch(existing, want *v1.Execution) string {
+	owner := metav1.GetControllerOf(want)
+	if owner == nil || !metav1.IsControlledBy(existing, &metav1.ObjectMeta{UID: owner.UID}) {
+		return fmt.Sprintf("Execution %s is not controlled by this ToolIntent", existing.Name)
+	}
+	e, w := existing.Spec, want.Spec
+	switch {
+	case e.IntentRef != w.IntentRef || e.TaskRef != w.TaskRef || e.Tool != w.Tool:
+		return fmt.Sprintf("Execution %s names another call (%s of %s, tool %s)", existing.Name, e.IntentRef.Name, e.TaskRef.Name, e.Tool)
+	case !sameJSON(e.Input.Raw, w.Input.Raw):
+		return fmt.Sprintf("Execution %s runs another input", existing.Name)
+	case e.ApprovalRef != w.ApprovalRef || e.Fingerprint != w.Fingerprint:
+		return fmt.Sprintf("Execution %s carries another approval or fingerprint", existing.Name)
+	case e.TimeoutSeconds != w.TimeoutSeconds || e.BaselineSHA256 != w.BaselineSHA256 || !equality.Semantic.DeepEqual(e.Walls, w.Walls):
+		return fmt.Sprintf("Execution %s has another timeout, baseline or walls", existing.Name)
+	}
+	return ""
+}
