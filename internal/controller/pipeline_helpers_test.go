@@ -159,12 +159,18 @@ func (p *pipelineEnv) policy(name string, rules ...v1.PolicyRule) *v1.ToolPolicy
 // propose creates a ToolIntent as an external agent would.
 func (p *pipelineEnv) propose(task string, turn, index int32, tool v1.ToolName, input string) *v1.ToolIntent {
 	p.t.Helper()
+	return p.proposeAs(task, turn, index, tool, input, "proposed by the test")
+}
+
+// proposeAs creates a ToolIntent with the agent's own reason.
+func (p *pipelineEnv) proposeAs(task string, turn, index int32, tool v1.ToolName, input, reason string) *v1.ToolIntent {
+	p.t.Helper()
 	intent := &v1.ToolIntent{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: fmt.Sprintf("%s-t%d-%d", task, turn, index)},
 		Spec: v1.ToolIntentSpec{
 			TaskRef: v1.LocalObjectReference{Name: task}, Turn: turn, Index: index,
 			Tool: tool, Input: runtime.RawExtension{Raw: []byte(input)},
-			Reason: "proposed by the test", RequestedBy: testProposer,
+			Reason: reason, RequestedBy: testProposer,
 			ProposedBy: v1.ProposedBy{Provider: "external"},
 		},
 	}

@@ -3,6 +3,8 @@ package executor
 import (
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/mask"
 )
 
 // LogText is what was read of the tool container's log, which is the tool's whole
@@ -34,8 +36,27 @@ func Budgets(maxOutputBytes int32) (head, tail int) {
 
 // ComposeOutput returns the output for the Execution's status: the whole log when it
 // fits in maxOutputBytes, else its head and tail with the cut marked in the text, and
-// whether anything was cut. It never cuts inside a UTF-8 sequence.
+// whether anything was cut. It never cuts inside a UTF-8 sequence. The status is
+// read by every viewer of the namespace, so the text is masked like an observation
+// (secrets replaced, terminal control characters escaped), and cut again if escaping
+// made it longer than the status may hold.
 func ComposeOutput(log LogText, maxOutputBytes int32) (output string, cut bool) {
+	output, cut = composeOutput(log, maxOutputBytes)
+	output = mask.Secrets(output)
+	if len(output) > maxStatusOutput {
+		end := maxStatusOutput
+		for end > 0 && !utf8.RuneStart(output[end]) {
+			end--
+		}
+		output, cut = output[:end]+"\n…[toolgate: cut after masking]…\n", true
+	}
+	return output, cut
+}
+
+// maxStatusOutput keeps the masked output under the CRD's limit of status.output.
+const maxStatusOutput = 2_000_000
+
+func composeOutput(log LogText, maxOutputBytes int32) (output string, cut bool) {
 	limit := int(maxOutputBytes)
 	whole := len(log.Head) + len(log.Tail)
 	if len(log.Tail) == 0 && len(log.Head) <= limit && (log.Total < 0 || log.Total <= int64(limit)) {

@@ -125,3 +125,20 @@ func TestComposeOutputRuneBoundaries(t *testing.T) {
 		t.Errorf("ComposeOutput = %q (cut %v, %d bytes): want valid UTF-8 within 256 bytes", out, cut, len(out))
 	}
 }
+
+// TestComposeOutputIsMasked: status.output is readable by every viewer, so it is
+// masked like an observation and cannot carry terminal escapes.
+func TestComposeOutputIsMasked(t *testing.T) {
+	out, _ := ComposeOutput(LogText{Head: []byte("export API_TOKEN=abcdef123456\n\x1b[2Jdone\n"), Total: -1}, 4096)
+	if strings.Contains(out, "abcdef123456") || strings.Contains(out, "\x1b") {
+		t.Fatalf("output not masked: %q", out)
+	}
+	if !strings.Contains(out, `\x1b[2Jdone`) {
+		t.Fatalf("escape not shown: %q", out)
+	}
+	huge := strings.Repeat("\x01", 1<<20)
+	out, cut := ComposeOutput(LogText{Head: []byte(huge), Total: int64(len(huge))}, 1<<20)
+	if len(out) > maxStatusOutput+64 || !cut {
+		t.Fatalf("escaped output of %d bytes (cut %v) does not fit the status", len(out), cut)
+	}
+}
