@@ -6,23 +6,17 @@ import (
 	"flag"
 	"os"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/agent"
 	"github.com/toolgate/toolgate/internal/controller"
-	"github.com/toolgate/toolgate/internal/executor"
 )
 
 func main() {
@@ -31,6 +25,7 @@ func main() {
 		enableLeaderElection   bool
 		secureMetrics          bool
 		opts                   controller.Options
+		modelEndpoints         string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
@@ -39,6 +34,8 @@ func main() {
 	flag.StringVar(&opts.RunnerImage, "runner-image", "toolgate/runner:dev", "Image holding the runner binary, copied into every Execution's pod by an init container.")
 	flag.StringVar(&opts.DefaultSandboxImage, "default-sandbox-image", "toolgate/workspace:dev", "Image tools run in when a task names none.")
 	flag.StringVar(&opts.ControllerIdentity, "controller-identity", controller.DefaultControllerIdentity, "Kubernetes user the controller runs as; the agent loop names it in spec.requestedBy of the ToolIntents it creates. Change it together with config/admission.")
+	flag.StringVar(&modelEndpoints, "model-endpoints", agent.DefaultEndpoints, "Comma-separated model endpoints a task's spec.agent.model.baseURL may name; the controller sends API keys only there. "+
+		"An entry scheme://host[:port][/path] allows a baseURL of the same scheme, host (no wildcards) and port (omitted: the scheme's; *: any) whose path is the entry's or below it. A production install names exactly its endpoints.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -49,21 +46,18 @@ func main() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(toolgatev1alpha1.AddToScheme(scheme))
 
-	// Only the Jobs, Pods and NetworkPolicies toolgate created are watched and cached:
-	// caching every pod of a large cluster would cost memory for nothing.
-	ours, err := labels.Parse(executor.LabelExecution)
+	endpoints, err := agent.ParseEndpoints(modelEndpoints)
 	if err != nil {
-		setupLog.Error(err, "unable to build the cache selector")
+		setupLog.Error(err, "invalid --model-endpoints")
 		os.Exit(1)
 	}
-	byLabel := cache.ByObject{Label: ours}
+	opts.ModelEndpoints = endpoints
+
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme: scheme,
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:                 byLabel,
-			&batchv1.Job{}:                byLabel,
-			&networkingv1.NetworkPolicy{}: byLabel,
-		}},
+		// Limits the cache to toolgate's own Jobs, Pods and NetworkPolicies and to
+		// the Secrets labelled as model credentials.
+		Cache: controller.CacheOptions(),
 		Metrics: metricsserver.Options{
 			BindAddress:   metricsAddr,
 			SecureServing: secureMetrics,

@@ -30,6 +30,10 @@ import (
 	"github.com/toolgate/toolgate/internal/tools"
 )
 
+// The controller reads API key Secrets (only those labelled LabelModelCredentials,
+// which its cache is limited to: CacheOptions).
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+
 // The agent loop of a task with spec.agent.model. Each turn the controller rebuilds
 // the conversation from the cluster (the turn records and the observations of the
 // task's ToolIntents), asks the model, records its reply in a ConfigMap and turns each
@@ -57,6 +61,19 @@ const (
 	// InvalidToolPrefix marks a tool name the model made up that is not even a valid
 	// tool name (for example "Bash!"); validation then reports an unknown tool.
 	InvalidToolPrefix = "invalid_"
+
+	// LabelModelCredentials marks a Secret that a task may use as its model API key
+	// (value ModelCredentialsValue). The controller sees no other Secret.
+	LabelModelCredentials = "toolgate.dev/model-credentials"
+	// ModelCredentialsValue is the value of LabelModelCredentials that opts in.
+	ModelCredentialsValue = "true"
+
+	// ReasonCredentialsNotAllowed: Ready=False because the task's API key Secret is
+	// not labelled LabelModelCredentials=true; the model is not called.
+	ReasonCredentialsNotAllowed = "CredentialsNotAllowed"
+	// ReasonEndpointNotAllowed: Ready=False because the task's baseURL is not on the
+	// controller's --model-endpoints allow-list; the model is not called.
+	ReasonEndpointNotAllowed = "EndpointNotAllowed"
 
 	maxObjectName     = 253
 	maxIntentReason   = 4096
@@ -317,6 +334,8 @@ type agentStep struct {
 	intents []string
 	// retryAfter is when to try the model again after a temporary error.
 	retryAfter time.Duration
+	// refused is why the model was not called with what the task names, if so.
+	refused *modelRefusal
 }
 
 // modelWait is a temporary model failure and when to try again. The reconciler
@@ -373,7 +392,25 @@ func (r *AgentTaskReconciler) runAgentLoop(ctx context.Context, task *v1.AgentTa
 			step.retryAfter = time.Second
 			return step, nil
 		}
-		rec, unavailable, failure, retryAfter, err := r.takeTurn(ctx, task, int32(len(records)), state.history)
+		// The endpoint and the Secret are checked every turn, not once per task: an
+		// admin narrows the allow-list, an owner removes a Secret's label, and the
+		// next turn honours it.
+		apiKey, refused, unavailable, err := r.modelAccess(ctx, task)
+		switch {
+		case err != nil:
+			return step, err
+		case refused != nil:
+			state.world.Unavailable = refused.message
+			step.refused = refused
+			// Polled, because the fix (a label, a flag) is not an event of this task.
+			step.retryAfter = r.modelRetryDelay()
+			return step, nil
+		case unavailable != "":
+			state.world.Unavailable = unavailable
+			step.retryAfter = r.modelRetryDelay()
+			return step, nil
+		}
+		rec, unavailable, failure, retryAfter, err := r.takeTurn(ctx, task, int32(len(records)), state.history, apiKey)
 		switch {
 		case err != nil:
 			return step, err
@@ -457,12 +494,8 @@ func parseTurnRecord(task *v1.AgentTask, turn int32, cm *corev1.ConfigMap) (agen
 // that is now in the cluster (another reconcile's, if one recorded the turn first),
 // or why there is none: unavailable (wait, retry after retryAfter) or failure (the
 // task fails). err is for API errors and the controller stopping.
-func (r *AgentTaskReconciler) takeTurn(ctx context.Context, task *v1.AgentTask, turn int32, history []agent.Turn) (rec agent.TurnRecord, unavailable, failure string, retryAfter time.Duration, err error) {
+func (r *AgentTaskReconciler) takeTurn(ctx context.Context, task *v1.AgentTask, turn int32, history []agent.Turn, apiKey string) (rec agent.TurnRecord, unavailable, failure string, retryAfter time.Duration, err error) {
 	spec := task.Spec.Agent.Model
-	apiKey, unavailable, err := r.apiKey(ctx, task)
-	if err != nil || unavailable != "" {
-		return rec, unavailable, "", r.modelRetryDelay(), err
-	}
 	model, err := r.NewModel(agent.ClientConfig{
 		BaseURL:        spec.BaseURL,
 		APIKey:         apiKey,
@@ -536,34 +569,115 @@ func (r *AgentTaskReconciler) writeTurn(ctx context.Context, task *v1.AgentTask,
 	return recorded, problem, "", r.modelRetryDelay(), nil
 }
 
+// modelRefusal is why the controller will not call a task's model with what the task
+// names: the endpoint is not allowed, or the Secret has not opted in. The task waits
+// (Ready=False with reason) until its owner or an admin changes what is wrong.
+type modelRefusal struct {
+	reason, message string
+}
+
+// modelAccess checks that the task's endpoint is allowed and reads its API key. The
+// endpoint is checked first so that a Secret is never even read for a host the
+// controller would not send it to. unavailable is a reason to wait that may pass by
+// itself (the Secret is applied after the task); refused is one that needs a change.
+func (r *AgentTaskReconciler) modelAccess(ctx context.Context, task *v1.AgentTask) (key string, refused *modelRefusal, unavailable string, err error) {
+	baseURL := task.Spec.Agent.Model.BaseURL
+	if err := r.Options.modelEndpoints().Allow(baseURL); err != nil {
+		return "", &modelRefusal{ReasonEndpointNotAllowed, fmt.Sprintf(
+			"spec.agent.model.baseURL %q is not allowed: %v. The controller sends a task's API key and conversation only to the model endpoints it is configured with, so that creating a task cannot send credentials or workspace content to any host: name an allowed endpoint, or ask the cluster admin to add this one to the controller's --model-endpoints flag",
+			redactURL(baseURL), err)}, "", nil
+	}
+	return r.apiKey(ctx, task)
+}
+
+// redactURL is u without its userinfo, for messages.
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	if i := strings.LastIndex(raw, "@"); i >= 0 {
+		return "[MASKED]" + raw[i:]
+	}
+	return raw
+}
+
 // apiKey reads the key named by spec.agent.model.apiKeySecretRef. A missing Secret
 // or key is a reason to wait (it may be applied after the task), not an error.
-func (r *AgentTaskReconciler) apiKey(ctx context.Context, task *v1.AgentTask) (key, unavailable string, err error) {
+//
+// Only a Secret labelled LabelModelCredentials=true is used: the controller may
+// read Secrets, and without the opt-in anyone who may create an AgentTask could have
+// it send any Secret of the namespace to a model endpoint (a confused deputy). The
+// label is checked on the Secret as the API server has it now (its metadata only, so
+// an unlabelled Secret's data is never fetched), and the key is then read through the
+// manager's cache, which holds only labelled Secrets (CacheOptions): a Secret whose
+// label is removed is not used for the next turn.
+func (r *AgentTaskReconciler) apiKey(ctx context.Context, task *v1.AgentTask) (key string, refused *modelRefusal, unavailable string, err error) {
 	ref := task.Spec.Agent.Model.APIKeySecretRef
 	if ref == nil {
-		return "", "", nil
+		return "", nil, "", nil
+	}
+	optional := ptr.Deref(ref.Optional, false)
+	name := client.ObjectKey{Namespace: task.Namespace, Name: ref.Name}
+	md := &metav1.PartialObjectMetadata{}
+	md.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	err = r.APIReader.Get(ctx, name, md)
+	switch {
+	case apierrors.IsNotFound(err) && optional:
+		return "", nil, "", nil
+	case apierrors.IsNotFound(err):
+		return "", nil, fmt.Sprintf("Secret %q named by spec.agent.model.apiKeySecretRef does not exist in namespace %s; create it with the API key under key %q and the label %s=%s",
+			ref.Name, task.Namespace, ref.Key, LabelModelCredentials, ModelCredentialsValue), nil
+	case apierrors.IsForbidden(err):
+		return "", nil, fmt.Sprintf("the controller may not read Secret %q named by spec.agent.model.apiKeySecretRef: %v", ref.Name, err), nil
+	case err != nil:
+		return "", nil, "", fmt.Errorf("reading the API key Secret %s: %w", ref.Name, err)
+	}
+	if md.Labels[LabelModelCredentials] != ModelCredentialsValue {
+		return "", credentialsNotAllowed(task, ref.Name), "", nil
 	}
 	secret := &corev1.Secret{}
-	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: ref.Name}, secret)
+	err = r.Get(ctx, name, secret)
 	switch {
-	case apierrors.IsNotFound(err) && ptr.Deref(ref.Optional, false):
-		return "", "", nil
 	case apierrors.IsNotFound(err):
-		return "", fmt.Sprintf("Secret %q named by spec.agent.model.apiKeySecretRef does not exist in namespace %s; create it with the API key under key %q", ref.Name, task.Namespace, ref.Key), nil
-	case apierrors.IsForbidden(err):
-		return "", fmt.Sprintf("the controller may not read Secret %q named by spec.agent.model.apiKeySecretRef: %v", ref.Name, err), nil
+		// Labelled a moment ago: the cache has not seen it yet.
+		return "", nil, fmt.Sprintf("Secret %q named by spec.agent.model.apiKeySecretRef is labelled %s=%s but not yet in the controller's cache; it is used as soon as it is",
+			ref.Name, LabelModelCredentials, ModelCredentialsValue), nil
 	case err != nil:
-		return "", "", fmt.Errorf("reading the API key Secret %s: %w", ref.Name, err)
+		return "", nil, "", fmt.Errorf("reading the API key Secret %s: %w", ref.Name, err)
+	case secret.Labels[LabelModelCredentials] != ModelCredentialsValue:
+		// The cache still has the Secret from before its label was removed.
+		return "", credentialsNotAllowed(task, ref.Name), "", nil
 	}
 	value, ok := secret.Data[ref.Key]
 	switch {
-	case !ok && ptr.Deref(ref.Optional, false):
-		return "", "", nil
+	case !ok && optional:
+		return "", nil, "", nil
 	case !ok:
-		return "", fmt.Sprintf("Secret %q has no key %q, named by spec.agent.model.apiKeySecretRef.key; add the API key under that key", ref.Name, ref.Key), nil
+		return "", nil, fmt.Sprintf("Secret %q has no key %q, named by spec.agent.model.apiKeySecretRef.key; add the API key under that key", ref.Name, ref.Key), nil
 	}
 	// Keys written from a file often end with a newline, which no endpoint accepts.
-	return strings.TrimSpace(string(value)), "", nil
+	return strings.TrimSpace(string(value)), nil, "", nil
+}
+
+func credentialsNotAllowed(task *v1.AgentTask, secret string) *modelRefusal {
+	return &modelRefusal{ReasonCredentialsNotAllowed, fmt.Sprintf(
+		"Secret %q named by spec.agent.model.apiKeySecretRef is not labelled %s=%s, so the controller does not use it: a task may send only a Secret that opts in to being a model credential, or anyone who may create a task could send any Secret of the namespace to a model endpoint. If it holds the API key for %s, label it: kubectl label secret -n %s %s %s=%s",
+		secret, LabelModelCredentials, ModelCredentialsValue, providerOf(task.Spec.Agent.Model.BaseURL), task.Namespace, secret, LabelModelCredentials, ModelCredentialsValue)}
+}
+
+// applyModelRefusal gives the Ready condition the refusal's own reason: the pipeline
+// reports every wait of the model loop as ModelUnavailable, and a refusal is not
+// something that passes by itself.
+func applyModelRefusal(status *v1.AgentTaskStatus, step agentStep) {
+	if step.refused == nil {
+		return
+	}
+	for i := range status.Conditions {
+		c := &status.Conditions[i]
+		if c.Type == v1.ConditionReady && c.Status == metav1.ConditionFalse && c.Reason == v1.ReasonModelUnavailable && c.Message == step.refused.message {
+			c.Reason = step.refused.reason
+		}
+	}
 }
 
 func (r *AgentTaskReconciler) modelRetryDelay() time.Duration {

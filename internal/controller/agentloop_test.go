@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -223,6 +224,10 @@ type loopEnv struct {
 	*pipelineEnv
 	mu     sync.Mutex
 	sleeps []time.Duration
+	// endpoints, when set, is the controller's model endpoint allow-list.
+	endpoints agent.Endpoints
+	// mgr is the manager start started last.
+	mgr ctrl.Manager
 }
 
 func newLoopEnv(t *testing.T) *loopEnv {
@@ -234,7 +239,9 @@ func (p *loopEnv) start() (stop func()) {
 	t := p.t
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
+		Scheme: env.Scheme,
+		// The cache of cmd/manager: only labelled Secrets are visible.
+		Cache:                  CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -242,8 +249,10 @@ func (p *loopEnv) start() (stop func()) {
 	if err != nil {
 		t.Fatalf("creating manager: %v", err)
 	}
+	p.mgr = mgr
 	opts := testOptions()
 	opts.Now = p.clock.Now
+	opts.ModelEndpoints = p.endpoints
 	tasks := newAgentTaskReconciler(mgr, opts)
 	tasks.NewModel = func(cfg agent.ClientConfig) (agent.Model, error) {
 		cfg.MaxAttempts = 2
@@ -295,15 +304,16 @@ func (p *loopEnv) start() (stop func()) {
 
 const testAPIKey = "sk-test-0123456789abcdefghij"
 
-// modelTask creates the API key Secret and a model task talking to server.
+// modelTask creates the API key Secret, labelled as a model credential, and a model
+// task talking to server. A Secret of that name created before is kept as it is.
 func (p *loopEnv) modelTask(name string, mode v1.TaskMode, server *chatServer, mutate ...func(*v1.AgentTask)) *v1.AgentTask {
 	p.t.Helper()
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: name + "-key"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: name + "-key", Labels: map[string]string{LabelModelCredentials: ModelCredentialsValue}},
 		// Written from a file, with its newline.
 		Data: map[string][]byte{"apiKey": []byte(testAPIKey + "\n")},
 	}
-	if err := env.Client.Create(context.Background(), secret); err != nil {
+	if err := env.Client.Create(context.Background(), secret); err != nil && !apierrors.IsAlreadyExists(err) {
 		p.t.Fatal(err)
 	}
 	task := &v1.AgentTask{
@@ -690,7 +700,7 @@ func TestAgentLoopProviderErrors(t *testing.T) {
 	if n := len(keyless.received()); n != 0 {
 		t.Fatalf("%d model requests without a key", n)
 	}
-	later := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "applied-later"}, StringData: map[string]string{"apiKey": "sk-later-0123456789"}}
+	later := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "applied-later", Labels: map[string]string{LabelModelCredentials: ModelCredentialsValue}}, StringData: map[string]string{"apiKey": "sk-later-0123456789"}}
 	if err := env.Client.Create(context.Background(), later); err != nil {
 		t.Fatal(err)
 	}

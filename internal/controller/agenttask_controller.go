@@ -58,7 +58,6 @@ const agentTaskWorkers = 4
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // AgentTaskReconciler provisions a task's workspace, rebuilds its status from its
@@ -68,9 +67,11 @@ const agentTaskWorkers = 4
 // (agentloop.go).
 type AgentTaskReconciler struct {
 	client.Client
-	// APIReader reads turn records and API key Secrets around the cache: a record
-	// just written must be seen (or the model would be asked twice for a turn), and
-	// the controller should not cache every Secret and ConfigMap of the cluster.
+	// APIReader reads turn records around the cache: a record just written must be
+	// seen (or the model would be asked twice for a turn), and the controller should
+	// not cache every ConfigMap of the cluster. It reads only the metadata of API key
+	// Secrets (their label); their data comes from the cache, which holds only
+	// labelled Secrets.
 	APIReader client.Reader
 	Scheme    *runtime.Scheme
 	Options   Options
@@ -143,6 +144,7 @@ func (r *AgentTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 	}
 	status := pipeline.TaskStatus(task, world, metav1.NewTime(r.Now()))
+	applyModelRefusal(&status, step)
 	if !equality.Semantic.DeepEqual(task.Status, status) {
 		before := task.Status.DeepCopy()
 		task.Status = status
