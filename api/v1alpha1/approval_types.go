@@ -18,7 +18,7 @@ const (
 )
 
 // ApprovalState is where an Approval is in its life.
-// +kubebuilder:validation:Enum=Pending;Approved;Denied;Expired;Consumed
+// +kubebuilder:validation:Enum=Pending;Approved;Denied;Expired;Consumed;Superseded
 type ApprovalState string
 
 const (
@@ -28,6 +28,10 @@ const (
 	ApprovalStateExpired  ApprovalState = "Expired"
 	// ApprovalStateConsumed: the approval was used by exactly one Execution.
 	ApprovalStateConsumed ApprovalState = "Consumed"
+	// ApprovalStateSuperseded: the call was decided again before it ran and the
+	// policies in force asked again (another rule, other approvers); this approval
+	// is never used, a new one asks. Its message names it.
+	ApprovalStateSuperseded ApprovalState = "Superseded"
 )
 
 // ApprovalRequest is what the approver is asked, with secrets masked.
@@ -64,6 +68,13 @@ type ApprovalRequest struct {
 	// workspace, no network); absent when it runs in the task's own sandbox.
 	// +optional
 	Walls *SandboxWalls `json:"walls,omitempty"`
+	// sandbox is where the call runs if approved, fixed when it was decided:
+	// image, runtimeClass, network and egress after the walls, workspace claim and
+	// mount mode, resources, timeout, and the task's UID. The fingerprint binds it,
+	// and the Execution is built from it alone: changing the task afterwards does
+	// not change where an approved call runs.
+	// +optional
+	Sandbox *DecidedSandbox `json:"sandbox,omitempty"`
 	// proposerReason is the agent's own explanation; untrusted, shown as is.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
@@ -83,7 +94,8 @@ type ApprovalSpec struct {
 	// +required
 	TaskRef LocalObjectReference `json:"taskRef"`
 	// fingerprint binds the approval to exactly one call: SHA-256 over the canonical
-	// JSON of task, tool, normalized input, rule, policy generation and walls.
+	// JSON of task, tool, normalized input, rule, policy generation, walls and
+	// sandbox.
 	// +required
 	// +kubebuilder:validation:MinLength=64
 	// +kubebuilder:validation:MaxLength=128

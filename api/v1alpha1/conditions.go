@@ -87,6 +87,9 @@ const (
 	ReasonApprovalExpired = "ApprovalExpired"
 	// ReasonFingerprintMismatch: the Approval's fingerprint no longer matches the intent.
 	ReasonFingerprintMismatch = "FingerprintMismatch"
+	// ReasonRedecided: the call was decided again just before it would have run,
+	// and the policies in force then were stricter than the recorded decision.
+	ReasonRedecided = "Redecided"
 	// ReasonWaitingForSiblings: batch preflight holds this intent while a sibling of the
 	// same turn waits for approval.
 	ReasonWaitingForSiblings = "WaitingForSiblings"

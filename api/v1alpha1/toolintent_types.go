@@ -177,11 +177,49 @@ type Decision struct {
 	// ReadOnly (read-only workspace).
 	// +optional
 	Walls *SandboxWalls `json:"walls,omitempty"`
+	// sandbox is where and how the call runs, fixed when it was decided: the
+	// task's UID and its sandbox resolved with the walls. The Execution is built
+	// from it alone, so a task changed or re-created after the decision cannot
+	// move an allowed or approved call elsewhere. Absent on decisions recorded
+	// before it existed; such a call does not run (it ends with nothing executed).
+	// +optional
+	Sandbox *DecidedSandbox `json:"sandbox,omitempty"`
 	// fingerprint is the SHA-256 over the canonical JSON of task, tool, normalized
-	// input, rule, policy generation and walls; an Approval is bound to it.
+	// input, rule, policy generation, walls and sandbox; an Approval is bound to it.
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	Fingerprint string `json:"fingerprint,omitempty"`
+}
+
+// DecidedSandbox is the sandbox a decided call runs in, resolved from its task at
+// decide time and covered by the decision's fingerprint.
+type DecidedSandbox struct {
+	// taskUID is the UID of the AgentTask the call was decided for: a task deleted
+	// and created again under the same name is another task, and the call does not
+	// run in it.
+	// +required
+	// +kubebuilder:validation:MaxLength=128
+	TaskUID string `json:"taskUID"`
+	// profile is the task's sandbox with the walls applied: image, runtimeClass,
+	// network and egress, workspace claim and mount mode, resources.
+	// +required
+	Profile SandboxProfile `json:"profile"`
+	// timeoutSeconds after which the call is killed.
+	// +required
+	TimeoutSeconds int32 `json:"timeoutSeconds"`
+	// maxOutputBytes caps each of stdout and stderr kept in the result.
+	// +required
+	MaxOutputBytes int32 `json:"maxOutputBytes"`
+	// workdir is the working directory, relative to the workspace root.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Workdir string `json:"workdir,omitempty"`
+	// env is set for the tool.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Env []EnvVar `json:"env,omitempty"`
 }
 
 // Validation is the result of validating an intent.
@@ -256,9 +294,17 @@ type ToolIntentStatus struct {
 	// validation is the result of validating the input.
 	// +optional
 	Validation *Validation `json:"validation,omitempty"`
-	// decision of the policy engine.
+	// decision of the policy engine that is in force: the one the call runs on.
 	// +optional
 	Decision *Decision `json:"decision,omitempty"`
+	// supersededDecisions are earlier decisions of this intent, oldest first, each
+	// replaced when the call was decided again just before it would have run and
+	// the policies in force then were stricter (an Ask from another rule, or an Ask
+	// where Allow was recorded): the call asks again under the new decision.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	SupersededDecisions []Decision `json:"supersededDecisions,omitempty"`
 	// approvalRef names the Approval created for an Ask decision.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253

@@ -38,7 +38,7 @@ func createIntentFor(t *testing.T, exec *v1.Execution, mutate ...func(*v1.ToolIn
 	}
 	intent.Status = v1.ToolIntentStatus{
 		Validation: &v1.Validation{TimeoutSeconds: exec.Spec.TimeoutSeconds, BaselineSHA256: exec.Spec.BaselineSHA256},
-		Decision:   &v1.Decision{Action: v1.DecisionAllow, Rule: "mode-default", Fingerprint: exec.Spec.Fingerprint, Walls: exec.Spec.Walls.DeepCopy()},
+		Decision:   &v1.Decision{Action: v1.DecisionAllow, Rule: "mode-default", Fingerprint: exec.Spec.Fingerprint, Walls: exec.Spec.Walls.DeepCopy(), Sandbox: sandboxOf(exec)},
 	}
 	for _, m := range mutate {
 		m(intent)
@@ -47,6 +47,16 @@ func createIntentFor(t *testing.T, exec *v1.Execution, mutate ...func(*v1.ToolIn
 		t.Fatalf("writing the ToolIntent's status: %v", err)
 	}
 	return intent
+}
+
+// sandboxOf is the decided sandbox exec was built from, as the ToolIntent controller
+// records it.
+func sandboxOf(exec *v1.Execution) *v1.DecidedSandbox {
+	return &v1.DecidedSandbox{
+		TaskUID: "task-uid", Profile: *exec.Spec.Sandbox.DeepCopy(),
+		TimeoutSeconds: exec.Spec.TimeoutSeconds, MaxOutputBytes: exec.Spec.MaxOutputBytes,
+		Workdir: exec.Spec.Workdir, Env: exec.Spec.Env,
+	}
 }
 
 // ownBy makes owner the controller of obj, as SetControllerReference does.
@@ -231,7 +241,7 @@ func TestExecutionWaitsForItsIntent(t *testing.T) {
 		}
 		intent.Status = v1.ToolIntentStatus{
 			Validation:   &v1.Validation{TimeoutSeconds: exec.Spec.TimeoutSeconds},
-			Decision:     &v1.Decision{Action: v1.DecisionAllow, Rule: "mode-default", Fingerprint: exec.Spec.Fingerprint},
+			Decision:     &v1.Decision{Action: v1.DecisionAllow, Rule: "mode-default", Fingerprint: exec.Spec.Fingerprint, Sandbox: sandboxOf(exec)},
 			ExecutionRef: "run",
 		}
 		if err := env.Client.Status().Update(t.Context(), intent); err != nil {

@@ -39,6 +39,7 @@ const (
 	EventApprovalDenied     = "ApprovalDenied"
 	EventApprovalExpired    = "ApprovalExpired"
 	EventApprovalRefused    = "ApprovalRefused"
+	EventRedecided          = "Redecided"
 	EventHeldForSiblings    = "HeldForSiblings"
 	EventExecutionRequested = "ExecutionRequested"
 	EventObserved           = "Observed"
@@ -144,6 +145,9 @@ type intentRun struct {
 	task    *v1.AgentTask
 	steps   []step
 	now     time.Time
+	// rechecked is set once the decision was checked against the policies in force
+	// in this reconcile (recheck).
+	rechecked bool
 }
 
 func (s *intentRun) record(reason string, warning bool, related runtime.Object, format string, args ...any) {
@@ -234,6 +238,9 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 			return ctrl.Result{}, nil
 		}
 	}
+	if intent.Status.ExecutionRef == "" && r.notWhereDecided(run) {
+		return ctrl.Result{}, nil
+	}
 
 	// 3. Approve, when asked.
 	if intent.Status.Decision.Action == v1.DecisionAsk && intent.Status.ExecutionRef == "" {
@@ -308,20 +315,11 @@ func (r *ToolIntentReconciler) validate(ctx context.Context, run *intentRun) err
 // decide runs the policy engine and acts on Deny; Ask checks the task's earlier
 // denials and approval budget before an Approval is requested.
 func (r *ToolIntentReconciler) decide(ctx context.Context, run *intentRun) error {
-	intent, task := run.intent, run.task
-	loaded, err := r.Policies.Load(ctx, r.APIReader, intent.Namespace)
+	intent := run.intent
+	d, err := r.decideNow(ctx, run)
 	if err != nil {
 		return err
 	}
-	normalized, _ := toolsValidate(intent)
-	d := policy.Decide(policy.Request{
-		Namespace: intent.Namespace,
-		Task:      task.Name,
-		Mode:      task.Spec.Mode,
-		Tool:      intent.Spec.Tool,
-		Input:     normalized,
-	}, loaded.Cluster, loaded.Namespaced, loaded.Broken)
-
 	if d.Action == v1.DecisionAsk {
 		if err := r.checkAskable(ctx, run, &d); err != nil {
 			return err
@@ -340,6 +338,124 @@ func (r *ToolIntentReconciler) decide(ctx context.Context, run *intentRun) error
 		r.finish(run, pipeline.Refusal(v1.OutcomeDenied, fmt.Sprintf("%s (rule %s)", d.Reason, pipeline.RuleID(&d)), run.now))
 	}
 	return nil
+}
+
+// decideNow decides the intent against the policies in force (read from the API
+// server, never the cache) and the task as it is now, and records in the decision
+// the sandbox the call would run in, under its fingerprint.
+func (r *ToolIntentReconciler) decideNow(ctx context.Context, run *intentRun) (v1.Decision, error) {
+	intent, task := run.intent, run.task
+	loaded, err := r.Policies.Load(ctx, r.APIReader, intent.Namespace)
+	if err != nil {
+		return v1.Decision{}, err
+	}
+	normalized, _ := toolsValidate(intent)
+	req := policy.Request{
+		Namespace: intent.Namespace,
+		Task:      task.Name,
+		Mode:      task.Spec.Mode,
+		Tool:      intent.Spec.Tool,
+		Input:     normalized,
+	}
+	d := policy.Decide(req, loaded.Cluster, loaded.Namespaced, loaded.Broken)
+	sandbox, err := pipeline.DecideSandbox(task, intent.Status.Validation, d.Walls, r.Options.DefaultSandboxImage)
+	if err != nil {
+		return v1.Decision{}, err
+	}
+	pipeline.SealDecision(&d, req, sandbox)
+	return d, nil
+}
+
+// notWhereDecided ends a call that has not run yet when it can no longer run where it
+// was decided to: its decision records no sandbox (it was decided before decisions
+// recorded one, so where it would run could only be read from the task as it is now,
+// which is not what was decided or approved), or its task is not the task it was
+// decided for (deleted and created again under the same name: another UID). Nothing
+// runs; the model may propose the call again, which is decided for the task as it is.
+func (r *ToolIntentReconciler) notWhereDecided(run *intentRun) bool {
+	intent, task := run.intent, run.task
+	d := intent.Status.Decision
+	if d == nil || d.Action == v1.DecisionDeny || intent.Status.Observation != nil {
+		return false
+	}
+	var reason string
+	switch {
+	case d.Sandbox == nil:
+		reason = "this call was decided by an earlier version of toolgate, whose decisions did not record the sandbox the call runs in; it does not run in a sandbox nobody decided on. Propose the call again."
+	case d.Sandbox.TaskUID != string(task.UID):
+		reason = fmt.Sprintf("AgentTask %s was deleted and created again since this call was decided (uid %s then, %s now); the call was decided, and any approval given, for the earlier task, and it does not run in the new one. Propose the call again.", task.Name, d.Sandbox.TaskUID, task.UID)
+	default:
+		return false
+	}
+	setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, reason)
+	r.finish(run, pipeline.Refusal(v1.OutcomeAborted, reason, run.now))
+	return true
+}
+
+// recheck decides the call again just before it runs (before its approval is used,
+// or before an allowed call gets its Execution) and compares the result with the
+// recorded decision (pipeline.Stricter): an emergency Deny added while the call
+// waited for a human or for its batch, or a rule that now asks, stops it. A Deny
+// ends the call Denied, nothing executed; an Ask supersedes the recorded decision
+// and asks again with a new Approval (pipeline.ApprovalName), retiring approval (the
+// one about to be used, nil for an allowed call) as Superseded. It returns whether
+// the call must not go on now.
+func (r *ToolIntentReconciler) recheck(ctx context.Context, run *intentRun, approval *v1.Approval) (bool, error) {
+	intent := run.intent
+	recorded := intent.Status.Decision
+	now, err := r.decideNow(ctx, run)
+	if err != nil {
+		return false, err
+	}
+	verdict, why := pipeline.Stricter(recorded, &now)
+	if verdict == pipeline.RecheckAsk {
+		if err := r.checkAskable(ctx, run, &now); err != nil {
+			return false, err
+		}
+		if now.Action == v1.DecisionDeny {
+			verdict, why = pipeline.RecheckDeny, why+"; and it may not be asked: "+now.Reason
+		}
+	}
+	if verdict == pipeline.RecheckRun {
+		run.rechecked = true
+		return false, nil
+	}
+	if verdict == pipeline.RecheckAsk && !pipeline.Supersede(intent, &now) {
+		verdict, why = pipeline.RecheckDeny, fmt.Sprintf("%s; the call was decided %d times while it waited, and is not asked again", why, pipeline.MaxDecisions)
+	}
+	rule := pipeline.RuleID(&now)
+	run.observe = append(run.observe, func() { metrics.Decisions.WithLabelValues(string(now.Action), now.Rule).Inc() })
+	if verdict == pipeline.RecheckDeny {
+		msg := fmt.Sprintf("decided again just before running, and denied: %s", why)
+		if approval != nil {
+			if err := r.settleApproval(ctx, approval, v1.ApprovalStateSuperseded, "", run.now, "not used: the call was "+msg); err != nil {
+				return false, err
+			}
+		}
+		if now.Action == v1.DecisionDeny {
+			// The Deny is the decision in force; the Approval the call was asked by
+			// stays named, as the record of what was approved and not used.
+			ref := intent.Status.ApprovalRef
+			pipeline.Supersede(intent, &now)
+			intent.Status.ApprovalRef = ref
+		}
+		setCondition(intent, v1.ConditionDecided, true, v1.ReasonRedecided, msg)
+		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "denied when decided again before running; nothing was executed")
+		run.record(EventRedecided, true, approval, "%s", msg)
+		r.finish(run, pipeline.Refusal(v1.OutcomeDenied, fmt.Sprintf("The policies changed while this call waited to run. %s (rule %s): %s", now.Reason, rule, why), run.now))
+		return true, nil
+	}
+	msg := fmt.Sprintf("decided again just before running, and asked again: %s", why)
+	if approval != nil {
+		if err := r.settleApproval(ctx, approval, v1.ApprovalStateSuperseded, "", run.now, "not used: the call was "+msg+"; Approval "+pipeline.ApprovalName(intent)+" asks"); err != nil {
+			return false, err
+		}
+	}
+	setCondition(intent, v1.ConditionDecided, true, v1.ReasonRedecided, msg)
+	setCondition(intent, v1.ConditionApproved, false, v1.ReasonApprovalPending, msg)
+	setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "asked again; nothing was executed yet")
+	run.record(EventRedecided, true, approval, "%s", msg)
+	return true, nil
 }
 
 // checkAskable turns an Ask into a Deny when the same call was already denied by a
@@ -472,6 +588,11 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 		return false, 0, err
 	}
 	if approval.Status.State != v1.ApprovalStateConsumed {
+		// The last moment before the approval is used: the policies in force may
+		// have changed while it waited (an emergency Deny, a rule that asks).
+		if stop, err := r.recheck(ctx, run, approval); err != nil || stop {
+			return false, time.Second, err
+		}
 		// Consume exactly once: the update carries the resourceVersion read above, so
 		// of two racing reconciles only one can succeed; the other gets a conflict.
 		if err := r.settleApproval(ctx, approval, v1.ApprovalStateConsumed, execName, run.now, "used by Execution "+execName); err != nil {
@@ -514,8 +635,8 @@ func (r *ToolIntentReconciler) settleApproval(ctx context.Context, a *v1.Approva
 
 // currentFingerprint recomputes the decision's fingerprint with the deciding policy's
 // current generation, so an approval given under an older rule is refused. The walls
-// are the decision's own: the Execution is built from them, so the approval binds
-// exactly the sandbox the call runs in.
+// and the sandbox are the decision's own records: the Execution is built from them,
+// so the approval binds exactly the sandbox the call runs in.
 func (r *ToolIntentReconciler) currentFingerprint(ctx context.Context, run *intentRun) (string, error) {
 	d := run.intent.Status.Decision
 	generation := int64(0)
@@ -530,7 +651,7 @@ func (r *ToolIntentReconciler) currentFingerprint(ctx context.Context, run *inte
 		generation = g
 	}
 	normalized, _ := toolsValidate(run.intent)
-	return policy.Fingerprint(run.intent.Namespace, run.task.Name, run.intent.Spec.Tool, normalized, d.Policy, d.Rule, generation, d.Walls), nil
+	return policy.FingerprintWithSandbox(run.intent.Namespace, run.task.Name, run.intent.Spec.Tool, normalized, d.Policy, d.Rule, generation, d.Walls, d.Sandbox), nil
 }
 
 func (r *ToolIntentReconciler) policyGeneration(ctx context.Context, namespace, id string) (int64, bool, error) {
@@ -575,15 +696,24 @@ func (r *ToolIntentReconciler) holdForSiblings(ctx context.Context, run *intentR
 	return true, nil
 }
 
-// execute creates the intent's one Execution.
+// execute creates the intent's one Execution, from the decision's records alone (the
+// task as it is now plays no part). It returns true when the call does not go on
+// now: held for its batch, or decided again.
 func (r *ToolIntentReconciler) execute(ctx context.Context, run *intentRun) (bool, error) {
-	intent, task := run.intent, run.task
+	intent := run.intent
 	if intent.Status.Decision.Action == v1.DecisionAllow {
 		if held, err := r.holdForSiblings(ctx, run); err != nil || held {
 			return held, err
 		}
+		// The last moment before an allowed call runs; an asked one was checked
+		// before its approval was used.
+		if !run.rechecked {
+			if stop, err := r.recheck(ctx, run, nil); err != nil || stop {
+				return true, err
+			}
+		}
 	}
-	exec, err := pipeline.BuildExecution(intent, task, r.Options.DefaultSandboxImage)
+	exec, err := pipeline.BuildExecution(intent)
 	if err != nil {
 		return false, err
 	}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -32,12 +33,37 @@ func cutText(s string, max int) string {
 	return s[:cut] + fmt.Sprintf("…[%d more bytes not shown]", len(s)-cut)
 }
 
-// ApprovalName is the deterministic name of an intent's Approval, so a repeated create
-// is AlreadyExists, never a second request.
-func ApprovalName(intent *v1.ToolIntent) string { return intent.Name }
+// ApprovalName is the deterministic name of the Approval the intent's decision in
+// force asks, so a repeated create is AlreadyExists, never a second request. The
+// first Ask of an intent is asked by an Approval of the intent's own name. When a
+// re-check just before the call runs asks again (Stricter: another rule asks), the
+// earlier Approval is retired (Superseded) and kept as the record of what was
+// approved, and the new Ask gets a name of its own: NAME-ask-N for the intent's
+// N-th asking decision. An Approval of that name that is not the intent's (by UID)
+// is in the way, as for the first.
+func ApprovalName(intent *v1.ToolIntent) string {
+	asked := 0
+	for _, d := range intent.Status.SupersededDecisions {
+		if d.Action == v1.DecisionAsk {
+			asked++
+		}
+	}
+	if asked == 0 {
+		return intent.Name
+	}
+	suffix := fmt.Sprintf("-ask-%d", asked+1)
+	name := intent.Name
+	if max := maxObjectName - len(suffix); len(name) > max {
+		name = strings.TrimRight(name[:max], "-.")
+	}
+	return name + suffix
+}
+
+// maxObjectName is the longest name of an object (a DNS subdomain).
+const maxObjectName = 253
 
 // BuildApproval is the Approval an Ask decision creates: what is asked (secrets masked)
-// and behind which walls it will run, who asked, who may decide, until when, bound to
+// and behind which walls and in which sandbox it will run, who asked, who may decide, until when, bound to
 // the decision's fingerprint.
 func BuildApproval(intent *v1.ToolIntent, d *v1.Decision, normalized json.RawMessage, ttl time.Duration, now time.Time) *v1.Approval {
 	input := cutText(mask.Secrets(string(normalized)), maxApprovalInput)
@@ -63,6 +89,7 @@ func BuildApproval(intent *v1.ToolIntent, d *v1.Decision, normalized json.RawMes
 				// Where the call will run: the approver approves it behind these walls,
 				// and the fingerprint binds them.
 				Walls:          d.Walls.DeepCopy(),
+				Sandbox:        d.Sandbox.DeepCopy(),
 				ProposerReason: cutText(mask.Secrets(intent.Spec.Reason), maxApprovalReason),
 			},
 			RequestedBy: intent.Spec.RequestedBy,

@@ -25,7 +25,7 @@ var ErrChainPending = errors.New("the intent has not recorded this Execution yet
 // the decision that allows it is broken.
 type ChainError struct {
 	// Link names the broken link: owner, task, spec, decision, approval,
-	// fingerprint or executionRef.
+	// fingerprint, sandbox or executionRef.
 	Link string
 	// Message says what is wrong and what to do, in words a person can check.
 	Message string
@@ -41,6 +41,8 @@ func (e *ChainError) Is(target error) bool { return e.Pending && target == ErrCh
 // CheckChain verifies that exec is the one invocation its ToolIntent decided to run,
 // before anything runs: exec is controlled by intent (the live one, by UID); both
 // name the same task; the tool, input, timeout, baseline and walls are the intent's;
+// the sandbox (image, runtimeClass, network, workspace claim and mount, resources,
+// output cap, workdir, env) is the one the decision recorded;
 // the decision is Allow, or Ask with an Approval (controlled by the intent) consumed
 // by exec under the same fingerprint; exec's fingerprint is the decision's; and the
 // intent's status names exec as its Execution.
@@ -106,6 +108,12 @@ func CheckChain(exec *v1.Execution, intent *v1.ToolIntent, approval *v1.Approval
 	}
 	if err := checkWalls(exec, dec.Walls); err != nil {
 		return broken("spec", "%s (the walls of ToolIntent %s's decision)", err, intent.Name)
+	}
+	if dec.Sandbox == nil {
+		return broken("sandbox", "ToolIntent %s's decision records no sandbox (it was decided before decisions recorded one), so where it may run is unknown; it does not run: propose the call again", intent.Name)
+	}
+	if err := checkSandbox(exec, dec.Sandbox); err != nil {
+		return broken("sandbox", "%s (ToolIntent %s's decision); an Execution runs only where its call was decided to run", err, intent.Name)
 	}
 
 	switch ref := intent.Status.ExecutionRef; {

@@ -22,8 +22,10 @@ func chainFixture() (*v1.Execution, *v1.ToolIntent) {
 			Input: runtime.RawExtension{Raw: []byte(`{"command":"go test ./..."}`)}, RequestedBy: "alice",
 		},
 		Status: v1.ToolIntentStatus{
-			Validation:   &v1.Validation{TimeoutSeconds: 60},
-			Decision:     &v1.Decision{Action: v1.DecisionAllow, Fingerprint: fp},
+			Validation: &v1.Validation{TimeoutSeconds: 60},
+			Decision: &v1.Decision{Action: v1.DecisionAllow, Fingerprint: fp, Sandbox: &v1.DecidedSandbox{
+				TaskUID: "task-uid", Profile: fixtureSandbox(), TimeoutSeconds: 60, MaxOutputBytes: 4096,
+			}},
 			ExecutionRef: "fix-t1-0",
 		},
 	}
@@ -37,10 +39,17 @@ func chainFixture() (*v1.Execution, *v1.ToolIntent) {
 		Spec: v1.ExecutionSpec{
 			IntentRef: v1.LocalObjectReference{Name: "fix-t1-0"}, TaskRef: v1.LocalObjectReference{Name: "fix"},
 			Tool: v1.ToolBash, Input: runtime.RawExtension{Raw: []byte(`{ "command": "go test ./..." }`)},
-			TimeoutSeconds: 60, MaxOutputBytes: 4096, Fingerprint: fp,
+			TimeoutSeconds: 60, MaxOutputBytes: 4096, Fingerprint: fp, Sandbox: fixtureSandbox(),
 		},
 	}
 	return exec, intent
+}
+
+func fixtureSandbox() v1.SandboxProfile {
+	return v1.SandboxProfile{
+		Image: "golang:1.26", WorkspaceClaimName: "fix-workspace",
+		Network: v1.NetworkSpec{Mode: v1.NetworkAllowList, Egress: []v1.EgressRule{{CIDR: "10.0.0.0/8", Ports: []int32{443}}}},
+	}
 }
 
 // asked turns the fixture into an Ask whose approval exec consumed.
@@ -130,6 +139,36 @@ func TestCheckChain(t *testing.T) {
 			i.Status.Decision.Walls = &v1.SandboxWalls{NoNetwork: true}
 			e.Spec.Walls = &v1.SandboxWalls{NoNetwork: true}
 			e.Spec.Sandbox.Network = v1.NetworkSpec{Mode: v1.NetworkAllowList, Egress: []v1.EgressRule{{CIDR: "0.0.0.0/0"}}}
+			return i, nil
+		}},
+		// The sandbox is the one the decision recorded (DecideSandbox), never the
+		// task's as it is when the Execution appears.
+		{name: "another image", link: "sandbox", want: "image evil:latest", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
+			e.Spec.Sandbox.Image = "evil:latest"
+			return i, nil
+		}},
+		{name: "egress opened", link: "sandbox", want: "not the sandbox the decision recorded", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
+			e.Spec.Sandbox.Network.Egress = []v1.EgressRule{{CIDR: "0.0.0.0/0"}}
+			return i, nil
+		}},
+		{name: "another workspace claim", link: "sandbox", want: "workspace someone-elses", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
+			e.Spec.Sandbox.WorkspaceClaimName = "someone-elses"
+			return i, nil
+		}},
+		{name: "runtimeClass dropped", link: "sandbox", want: "not the sandbox", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
+			i.Status.Decision.Sandbox.Profile.RuntimeClassName = ptr("gvisor")
+			return i, nil
+		}},
+		{name: "another output cap", link: "sandbox", want: "spec.maxOutputBytes", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
+			e.Spec.MaxOutputBytes = 1 << 20
+			return i, nil
+		}},
+		{name: "env added", link: "sandbox", want: "spec.env", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
+			e.Spec.Env = []v1.EnvVar{{Name: "LD_PRELOAD", Value: "/workspace/x.so"}}
+			return i, nil
+		}},
+		{name: "decision without a sandbox", link: "sandbox", want: "records no sandbox", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
+			i.Status.Decision.Sandbox = nil
 			return i, nil
 		}},
 		{name: "denied", link: "decision", want: "decided Deny", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -8,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/tools"
 )
 
@@ -17,35 +17,33 @@ import (
 // invocation.
 func ExecutionName(intent *v1.ToolIntent) string { return intent.Name }
 
+// ErrNoSandbox: the decision was recorded before decisions recorded their sandbox
+// (DecidedSandbox). Where such a call would run can only be read from the task as it
+// is now, which may not be what was decided or approved, so it does not run.
+var ErrNoSandbox = errors.New("the decision records no sandbox")
+
 // BuildExecution is the one invocation of an intent that was allowed (or approved):
-// the normalized input, the clamped timeout, the task's output cap and sandbox with
-// the decision's walls applied, the workspace, and the approval it consumes.
-//
-// The walls (policy.Walls decides them) only ever tighten the task's sandbox: a
-// read-only workspace wall mounts the workspace read-only, a no-network wall replaces
-// the task's egress with mode None (the executor's NetworkPolicy then denies all
-// egress). The Execution records the walls it was built with.
-func BuildExecution(intent *v1.ToolIntent, task *v1.AgentTask, defaultImage string) (*v1.Execution, error) {
+// the normalized input, and the sandbox, timeout and output cap its decision
+// recorded (DecideSandbox: the task's sandbox as it was when the call was decided,
+// with the walls applied), and the approval it consumes. It never reads the task:
+// a task changed, or deleted and created again, after the decision does not move
+// the call. The Execution records the walls it was built with.
+func BuildExecution(intent *v1.ToolIntent) (*v1.Execution, error) {
 	val := intent.Status.Validation
 	dec := intent.Status.Decision
 	if val == nil || dec == nil {
 		return nil, fmt.Errorf("intent %s has no recorded validation and decision", intent.Name)
 	}
+	if dec.Sandbox == nil {
+		return nil, fmt.Errorf("intent %s: %w", intent.Name, ErrNoSandbox)
+	}
 	normalized, errs := tools.Validate(intent.Spec.Tool, intent.Spec.Input.Raw)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("intent %s no longer validates: %v", intent.Name, errs)
 	}
-	claim := WorkspaceClaimName(task)
-	if claim == "" {
-		return nil, fmt.Errorf("task %s has no workspace claim yet", task.Name)
-	}
-	image := task.Spec.Sandbox.Image
-	if image == "" {
-		image = defaultImage
-	}
-	maxOut := task.Spec.Budgets.MaxOutputBytes
-	if maxOut <= 0 {
-		maxOut = 32768
+	s := dec.Sandbox
+	if s.Profile.WorkspaceClaimName == "" {
+		return nil, fmt.Errorf("intent %s's decision records no workspace claim", intent.Name)
 	}
 	exec := &v1.Execution{
 		ObjectMeta: metav1.ObjectMeta{
@@ -58,40 +56,17 @@ func BuildExecution(intent *v1.ToolIntent, task *v1.AgentTask, defaultImage stri
 			TaskRef:        intent.Spec.TaskRef,
 			Tool:           intent.Spec.Tool,
 			Input:          runtime.RawExtension{Raw: normalized},
-			TimeoutSeconds: val.TimeoutSeconds,
-			MaxOutputBytes: maxOut,
+			Workdir:        s.Workdir,
+			TimeoutSeconds: s.TimeoutSeconds,
+			MaxOutputBytes: s.MaxOutputBytes,
 			BaselineSHA256: val.BaselineSHA256,
-			Sandbox: v1.SandboxProfile{
-				Image:              image,
-				RuntimeClassName:   task.Spec.Sandbox.RuntimeClassName,
-				Network:            *task.Spec.Sandbox.Network.DeepCopy(),
-				WorkspaceClaimName: claim,
-			},
-			ApprovalRef: intent.Status.ApprovalRef,
-			Fingerprint: dec.Fingerprint,
+			Sandbox:        *s.Profile.DeepCopy(),
+			Walls:          dec.Walls.DeepCopy(),
+			ApprovalRef:    intent.Status.ApprovalRef,
+			Fingerprint:    dec.Fingerprint,
 		},
 	}
-	// The read-only mount used to come from the tool's ReadOnly flag and the task's
-	// mode; both are in the walls now (a read-only tool's category is read-only). A
-	// decision recorded before walls existed has none: its walls are decided again
-	// from its recorded category, so such an intent executing after an upgrade loses
-	// neither wall. Deciding again can only add walls, never take one away.
-	w := dec.Walls
-	if w == nil {
-		w = policy.Walls(task.Spec.Mode, intent.Spec.Tool, dec.Category)
-	}
-	if w != nil {
-		exec.Spec.Walls = w.DeepCopy()
-		if w.ReadOnlyWorkspace {
-			exec.Spec.Sandbox.ReadOnlyWorkspace = true
-		}
-		if w.NoNetwork {
-			exec.Spec.Sandbox.Network = v1.NetworkSpec{Mode: v1.NetworkNone}
-		}
-	}
-	if r := task.Spec.Sandbox.Resources; r != nil {
-		exec.Spec.Sandbox.Resources = *r.DeepCopy()
-	}
+	exec.Spec.Env = append([]v1.EnvVar(nil), s.Env...)
 	return exec, nil
 }
 
@@ -110,8 +85,8 @@ func OwnedClaimName(task *v1.AgentTask) string { return task.Name + "-workspace"
 // ExecutionMismatch says why an existing Execution of an intent's name is not the one
 // the intent would create ("" when it is): it must be controlled by the intent (by
 // UID) and carry the same call — intent, task, tool, input, approval, fingerprint,
-// timeout, baseline and walls. The sandbox built from the task is not compared: the
-// task may have changed since an earlier pass created it.
+// timeout, baseline, walls and sandbox (both built from the recorded decision, so an
+// earlier pass built the same).
 func ExecutionMismatch(existing, want *v1.Execution) string {
 	owner := metav1.GetControllerOf(want)
 	if owner == nil || !metav1.IsControlledBy(existing, &metav1.ObjectMeta{UID: owner.UID}) {
@@ -127,6 +102,8 @@ func ExecutionMismatch(existing, want *v1.Execution) string {
 		return fmt.Sprintf("Execution %s carries another approval or fingerprint", existing.Name)
 	case e.TimeoutSeconds != w.TimeoutSeconds || e.BaselineSHA256 != w.BaselineSHA256 || !equality.Semantic.DeepEqual(e.Walls, w.Walls):
 		return fmt.Sprintf("Execution %s has another timeout, baseline or walls", existing.Name)
+	case !equality.Semantic.DeepEqual(e.Sandbox, w.Sandbox) || e.MaxOutputBytes != w.MaxOutputBytes || e.Workdir != w.Workdir || !equality.Semantic.DeepEqual(emptyEnvNil(e.Env), emptyEnvNil(w.Env)):
+		return fmt.Sprintf("Execution %s runs in another sandbox than the decision recorded", existing.Name)
 	}
 	return ""
 }

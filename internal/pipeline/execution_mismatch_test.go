@@ -32,9 +32,20 @@ func TestExecutionMismatch(t *testing.T) {
 		{"its own, input in another key order", func() *v1.Execution {
 			e := owned("u1")
 			e.Spec.Input.Raw = []byte(`{"timeoutMs":5, "command":"ls"}`)
-			e.Spec.Sandbox.Image = "another image the task named later"
 			return e
 		}, ""},
+		// The sandbox is built from the decision's record, never from the task as it
+		// is now, so an earlier pass built the same one: another is not ours.
+		{"another image than the decision recorded", func() *v1.Execution {
+			e := owned("u1")
+			e.Spec.Sandbox.Image = "another image the task named later"
+			return e
+		}, "another sandbox"},
+		{"another workspace claim", func() *v1.Execution {
+			e := owned("u1")
+			e.Spec.Sandbox.WorkspaceClaimName = "someone-elses"
+			return e
+		}, "another sandbox"},
 		{"no owner", func() *v1.Execution { e := owned("u1"); e.OwnerReferences = nil; return e }, "not controlled by this ToolIntent"},
 		{"an earlier intent of the same name", func() *v1.Execution { return owned("u0") }, "not controlled by this ToolIntent"},
 		{"another input", func() *v1.Execution {

@@ -125,23 +125,6 @@ func TestBuildExecution(t *testing.T) {
 			},
 		},
 		{
-			// An intent decided by a controller that predates walls, executed after
-			// the upgrade: its walls are decided again from its recorded category.
-			name:   "a decision recorded without walls gets them from its category",
-			intent: makeIntent("t-t0-0").tool(v1.ToolReadFile).input(`{"path":"a.go"}`).validated(120, "").decided(v1.DecisionAllow).category(v1.CategoryReadOnly).obj(),
-			task:   makeTask(testTask).sandbox(v1.SandboxSpec{Network: egress}).obj(),
-			want: v1.ExecutionSpec{
-				Tool:           v1.ToolReadFile,
-				Input:          runtime.RawExtension{Raw: []byte(`{"path":"a.go"}`)},
-				TimeoutSeconds: 120,
-				MaxOutputBytes: 32768,
-				Sandbox: v1.SandboxProfile{Image: defaultImage, WorkspaceClaimName: "t-workspace", ReadOnlyWorkspace: true,
-					Network: v1.NetworkSpec{Mode: v1.NetworkNone}},
-				Walls:       &v1.SandboxWalls{ReadOnlyWorkspace: true, NoNetwork: true, Reason: "read_file is a read-only tool"},
-				Fingerprint: "fp-t-t0-0",
-			},
-		},
-		{
 			name: "approved edit carries its baseline, approval and fingerprint",
 			intent: makeIntent("t-t3-1").tool(v1.ToolEditFile).input(`{"path":"a.go","oldText":"x","newText":"y"}`).
 				validated(60, "sha-a").decided(v1.DecisionAsk).approved().obj(),
@@ -160,7 +143,8 @@ func TestBuildExecution(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := BuildExecution(tc.intent, tc.task, defaultImage)
+			seal(t, tc.intent, tc.task)
+			got, err := BuildExecution(tc.intent)
 			if err != nil {
 				t.Fatalf("BuildExecution() error: %v", err)
 			}
@@ -184,18 +168,55 @@ func TestBuildExecution(t *testing.T) {
 	}
 }
 
-// The execution's resources are a copy: changing the task afterwards must not reach
-// into an Execution already built.
+// seal records in intent's decision the sandbox DecideSandbox resolves from task, as
+// the controller does when it decides.
+func seal(t *testing.T, intent *v1.ToolIntent, task *v1.AgentTask) {
+	t.Helper()
+	if task.UID == "" {
+		task.UID = "task-uid"
+	}
+	sandbox, err := DecideSandbox(task, intent.Status.Validation, intent.Status.Decision.Walls, defaultImage)
+	if err != nil {
+		t.Fatalf("DecideSandbox() error: %v", err)
+	}
+	intent.Status.Decision.Sandbox = sandbox
+}
+
+// The execution's resources are a copy: changing the task, or the recorded sandbox,
+// afterwards must not reach into an Execution already built.
 func TestBuildExecutionCopiesResources(t *testing.T) {
 	res := &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
 	task := makeTask(testTask).sandbox(v1.SandboxSpec{Resources: res}).obj()
-	exec, err := BuildExecution(makeIntent("i").validated(1, "").decided(v1.DecisionAllow).obj(), task, defaultImage)
+	intent := makeIntent("i").validated(1, "").decided(v1.DecisionAllow).obj()
+	seal(t, intent, task)
+	exec, err := BuildExecution(intent)
 	if err != nil {
 		t.Fatal(err)
 	}
 	task.Spec.Sandbox.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("8")
+	intent.Status.Decision.Sandbox.Profile.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("8")
 	if got := exec.Spec.Sandbox.Resources.Limits[corev1.ResourceCPU]; got.String() != "1" {
 		t.Errorf("cpu limit = %s after the task changed, want 1", got.String())
+	}
+}
+
+// The Execution is built from the decision's sandbox alone: a task changed after the
+// decision (another image, egress, claim, resources) does not move the call. The
+// task is not even an argument of BuildExecution; this pins that what was recorded
+// is what is built.
+func TestBuildExecutionIgnoresTheTaskAsItIsNow(t *testing.T) {
+	task := makeTask(testTask).obj()
+	intent := makeIntent("i").tool(v1.ToolBash).input(`{"command":"make"}`).validated(30, "").decided(v1.DecisionAllow).obj()
+	seal(t, intent, task)
+	task.Spec.Sandbox = v1.SandboxSpec{Image: "evil:latest", Network: v1.NetworkSpec{Mode: v1.NetworkAllowList, Egress: []v1.EgressRule{{CIDR: "0.0.0.0/0"}}}}
+	task.Spec.Workspace.ExistingClaim = "someone-elses"
+	exec, err := BuildExecution(intent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := v1.SandboxProfile{Image: defaultImage, WorkspaceClaimName: "t-workspace"}
+	if diff := cmp.Diff(want, exec.Spec.Sandbox); diff != "" {
+		t.Errorf("sandbox (-want +got):\n%s", diff)
 	}
 }
 
@@ -203,7 +224,8 @@ func TestBuildExecutionCopiesResources(t *testing.T) {
 // Execution already built.
 func TestBuildExecutionCopiesWalls(t *testing.T) {
 	intent := makeIntent("i").tool(v1.ToolBash).input(`{"command":"ls"}`).validated(1, "").decidedByPolicy(v1.ModeEdit).obj()
-	exec, err := BuildExecution(intent, makeTask(testTask).obj(), defaultImage)
+	seal(t, intent, makeTask(testTask).obj())
+	exec, err := BuildExecution(intent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,10 +244,18 @@ func TestBuildExecutionErrors(t *testing.T) {
 		{name: "no validation", intent: makeIntent("i").decided(v1.DecisionAllow).obj(), wantErr: "intent i has no recorded validation and decision"},
 		{name: "no decision", intent: makeIntent("i").validated(1, "").obj(), wantErr: "intent i has no recorded validation and decision"},
 		{name: "input no longer valid", intent: makeIntent("i").input(`{"path":1}`).validated(1, "").decided(v1.DecisionAllow).obj(), wantErr: "intent i no longer validates: [/path: must be string, got number]"},
+		// A decision recorded by a controller that predates decided sandboxes (and,
+		// older still, walls): where it would run could only be read from the task
+		// as it is now, so it is not built at all. This replaces deciding the walls
+		// of such a decision again from its category.
+		{name: "decision without a sandbox", intent: makeIntent("i").tool(v1.ToolReadFile).input(`{"path":"a.go"}`).validated(120, "").decided(v1.DecisionAllow).category(v1.CategoryReadOnly).obj(), wantErr: "the decision records no sandbox"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := BuildExecution(tc.intent, makeTask(testTask).obj(), defaultImage)
+			if tc.intent.Status.Validation != nil && tc.intent.Status.Decision != nil && tc.intent.Status.Decision.Category == "" {
+				seal(t, tc.intent, makeTask(testTask).obj())
+			}
+			got, err := BuildExecution(tc.intent)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("BuildExecution() = %v, %v; want error %q", got, err, tc.wantErr)
 			}

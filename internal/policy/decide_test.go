@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 )
@@ -414,4 +416,72 @@ func TestCacheCompilesOncePerGeneration(t *testing.T) {
 func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// TestFingerprintWithSandbox: the sandbox a call was decided to run in is part of the
+// call. Every field of it changes the fingerprint, the task's UID included (a task
+// deleted and created again under its name is another task), and the encoding is
+// canonical whatever order the sandbox was built in.
+func TestFingerprintWithSandbox(t *testing.T) {
+	input := []byte(`{"command":"make"}`)
+	sandbox := func() *v1alpha1.DecidedSandbox {
+		return &v1alpha1.DecidedSandbox{
+			TaskUID: "uid-1",
+			Profile: v1alpha1.SandboxProfile{
+				Image: "golang:1.26", WorkspaceClaimName: "fix-workspace",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+					corev1.ResourceMemory: resource.MustParse("512Mi"), corev1.ResourceCPU: resource.MustParse("1000m"),
+				}},
+			},
+			TimeoutSeconds: 60, MaxOutputBytes: 4096,
+		}
+	}
+	fp := func(s *v1alpha1.DecidedSandbox) string {
+		return FingerprintWithSandbox("ns", "fix", v1alpha1.ToolBash, input, "ToolPolicy/p", "r", 1, nil, s)
+	}
+	base := fp(sandbox())
+	// The documented construction: the sandbox's JSON with keys sorted at every level,
+	// quantities in canonical form (1000m is 1).
+	doc := `{"generation":1,"input":{"command":"make"},"namespace":"ns","policy":"ToolPolicy/p","rule":"r",` +
+		`"sandbox":{"maxOutputBytes":4096,"profile":{"image":"golang:1.26","network":{},"resources":{"limits":{"cpu":"1","memory":"512Mi"}},"workspaceClaimName":"fix-workspace"},"taskUID":"uid-1","timeoutSeconds":60},` +
+		`"task":"fix","tool":"bash"}`
+	if got := sha256Hex(doc); got != base {
+		t.Errorf("fingerprint %s does not match the documented construction %s", base, got)
+	}
+	if Fingerprint("ns", "fix", v1alpha1.ToolBash, input, "ToolPolicy/p", "r", 1, nil) != fp(nil) {
+		t.Error("FingerprintWithSandbox without a sandbox must be Fingerprint")
+	}
+	if fp(nil) == base {
+		t.Error("a sandbox must change the fingerprint")
+	}
+	cases := map[string]func(*v1alpha1.DecidedSandbox){
+		"task UID (task re-created)": func(s *v1alpha1.DecidedSandbox) { s.TaskUID = "uid-2" },
+		"image":                      func(s *v1alpha1.DecidedSandbox) { s.Profile.Image = "evil:latest" },
+		"runtimeClass":               func(s *v1alpha1.DecidedSandbox) { gv := "gvisor"; s.Profile.RuntimeClassName = &gv },
+		"egress": func(s *v1alpha1.DecidedSandbox) {
+			s.Profile.Network = v1alpha1.NetworkSpec{Mode: v1alpha1.NetworkAllowList, Egress: []v1alpha1.EgressRule{{CIDR: "0.0.0.0/0"}}}
+		},
+		"workspace claim": func(s *v1alpha1.DecidedSandbox) { s.Profile.WorkspaceClaimName = "someone-elses" },
+		"read-only mount": func(s *v1alpha1.DecidedSandbox) { s.Profile.ReadOnlyWorkspace = true },
+		"resources": func(s *v1alpha1.DecidedSandbox) {
+			s.Profile.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("8")
+		},
+		"timeout":    func(s *v1alpha1.DecidedSandbox) { s.TimeoutSeconds = 3600 },
+		"output cap": func(s *v1alpha1.DecidedSandbox) { s.MaxOutputBytes = 1 << 20 },
+		"workdir":    func(s *v1alpha1.DecidedSandbox) { s.Workdir = "sub" },
+		"env":        func(s *v1alpha1.DecidedSandbox) { s.Env = []v1alpha1.EnvVar{{Name: "LD_PRELOAD", Value: "x.so"}} },
+	}
+	for name, change := range cases {
+		s := sandbox()
+		change(s)
+		if fp(s) == base {
+			t.Errorf("changing the sandbox's %s must change the fingerprint", name)
+		}
+	}
+	// The same quantity written another way is the same sandbox.
+	s := sandbox()
+	s.Profile.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("1")
+	if fp(s) != base {
+		t.Error("1000m and 1 CPU must fingerprint the same")
+	}
 }

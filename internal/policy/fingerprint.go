@@ -18,6 +18,7 @@ type fingerprintFields struct {
 	Namespace  string            `json:"namespace"`
 	Policy     string            `json:"policy"`
 	Rule       string            `json:"rule"`
+	Sandbox    json.RawMessage   `json:"sandbox,omitempty"`
 	Task       string            `json:"task"`
 	Tool       string            `json:"tool"`
 	Walls      *fingerprintWalls `json:"walls,omitempty"`
@@ -33,19 +34,30 @@ type fingerprintWalls struct {
 
 // Fingerprint is the hex SHA-256 of the canonical JSON object
 //
-//	{"generation":G,"input":INPUT,"namespace":NS,"policy":P,"rule":R,"task":T,"tool":TOOL,
-//	 "walls":{"noNetwork":N,"readOnlyWorkspace":RO}}
+//	{"generation":G,"input":INPUT,"namespace":NS,"policy":P,"rule":R,"sandbox":SANDBOX,
+//	 "task":T,"tool":TOOL,"walls":{"noNetwork":N,"readOnlyWorkspace":RO}}
 //
 // with keys sorted, no whitespace, no HTML escaping, and INPUT re-encoded as
 // canonical JSON (so whitespace and key order of the input do not matter; input that
 // is not JSON is included as a JSON string). The "walls" key is there only when a
-// wall is up: a call without walls has the fingerprint it had before walls existed,
-// so approvals given then still match.
+// wall is up: a call without walls has the fingerprint it had before walls existed.
+// The "sandbox" key is there only when a sandbox is given (FingerprintWithSandbox):
+// policy.Decide is pure and knows no task's sandbox, so the pipeline fingerprints the
+// decision again with the sandbox it records.
 //
-// An Approval is bound to it: a changed input, rule, policy generation or walls is a
-// different fingerprint, so an approval given for a call that runs behind walls never
-// runs the call without them.
+// An Approval is bound to it: a changed input, rule, policy generation, walls or
+// sandbox is a different fingerprint, so an approval given for a call that runs
+// behind walls, in one image with one egress on one workspace of one task (by UID),
+// never runs the call anywhere else.
 func Fingerprint(namespace, task string, tool v1alpha1.ToolName, normalizedInput []byte, policy, rule string, generation int64, walls *v1alpha1.SandboxWalls) string {
+	return FingerprintWithSandbox(namespace, task, tool, normalizedInput, policy, rule, generation, walls, nil)
+}
+
+// FingerprintWithSandbox is Fingerprint covering also the sandbox the call was
+// decided to run in. SANDBOX is the DecidedSandbox's JSON re-encoded canonically
+// (keys sorted at every level, resource quantities in their canonical string form),
+// so the same sandbox always hashes the same whatever order it was built in.
+func FingerprintWithSandbox(namespace, task string, tool v1alpha1.ToolName, normalizedInput []byte, policy, rule string, generation int64, walls *v1alpha1.SandboxWalls, sandbox *v1alpha1.DecidedSandbox) string {
 	fields := fingerprintFields{
 		Generation: generation,
 		Input:      canonicalInput(normalizedInput),
@@ -57,6 +69,14 @@ func Fingerprint(namespace, task string, tool v1alpha1.ToolName, normalizedInput
 	}
 	if walls != nil && (walls.NoNetwork || walls.ReadOnlyWorkspace) {
 		fields.Walls = &fingerprintWalls{NoNetwork: walls.NoNetwork, ReadOnlyWorkspace: walls.ReadOnlyWorkspace}
+	}
+	if sandbox != nil {
+		raw, err := json.Marshal(sandbox)
+		if err != nil {
+			// Strings, integers, bools and quantities: this cannot fail.
+			panic(err)
+		}
+		fields.Sandbox = canonicalInput(raw)
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

@@ -138,7 +138,10 @@ var _ = Describe("The sandbox of a call allowed as read-only", func() {
 				Decision:   &decision,
 			},
 		}
-		exec, err := pipeline.BuildExecution(intent, &taskObj, workspaceImage)
+		sandbox, err := pipeline.DecideSandbox(&taskObj, intent.Status.Validation, decision.Walls, workspaceImage)
+		Expect(err).NotTo(HaveOccurred())
+		intent.Status.Decision.Sandbox = sandbox
+		exec, err := pipeline.BuildExecution(intent)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(exec.Spec.Sandbox.Network.Mode).To(Equal(toolgatev1alpha1.NetworkNone))
 		Expect(k8s.Create(ctx, exec)).To(Succeed())
