@@ -126,10 +126,12 @@ var _ = Describe("The sandbox of a call allowed as read-only", func() {
 		Expect(decision.Action).To(Equal(toolgatev1alpha1.DecisionAllow))
 		Expect(decision.Walls).NotTo(BeNil())
 
+		// The intent names no existing task, so that the ToolIntent controller leaves
+		// its call to this spec (runAsController).
 		intent := &toolgatev1alpha1.ToolIntent{
 			ObjectMeta: metav1.ObjectMeta{Name: "misjudged", Namespace: ns},
 			Spec: toolgatev1alpha1.ToolIntentSpec{
-				TaskRef: toolgatev1alpha1.LocalObjectReference{Name: task}, Tool: toolgatev1alpha1.ToolBash,
+				TaskRef: toolgatev1alpha1.LocalObjectReference{Name: noTask}, Tool: toolgatev1alpha1.ToolBash,
 				Input:       runtime.RawExtension{Raw: []byte(`{"command":"echo pwned >> notes.txt"}`)},
 				RequestedBy: me,
 			},
@@ -144,7 +146,7 @@ var _ = Describe("The sandbox of a call allowed as read-only", func() {
 		exec, err := pipeline.BuildExecution(intent)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(exec.Spec.Sandbox.Network.Mode).To(Equal(toolgatev1alpha1.NetworkNone))
-		Expect(k8s.Create(ctx, exec)).To(Succeed())
+		runAsController(ctx, exec)
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(exec), exec)).To(Succeed())
 			g.Expect(meta.IsStatusConditionTrue(exec.Status.Conditions, toolgatev1alpha1.ConditionComplete)).To(BeTrue(),
