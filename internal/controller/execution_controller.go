@@ -260,6 +260,14 @@ func (r *ExecutionReconciler) authorize(ctx context.Context, exec *toolgatev1alp
 		}
 	}
 	if broken == nil {
+		// The chain is whole; the call still does not start once its task ended
+		// (cancelled, failed, succeeded): the task would only delete the Job again.
+		if done, why, err := r.taskEnded(ctx, exec); err != nil || done {
+			if err != nil {
+				return 0, nil, err
+			}
+			return 0, refuse(EventChainBroken, "not run: AgentTask %s ended before this call started (%s); a call of an ended task never runs", exec.Spec.TaskRef.Name, why), nil
+		}
 		return 0, nil, nil
 	}
 	if errors.Is(broken, pipeline.ErrChainPending) {
@@ -276,6 +284,22 @@ func (r *ExecutionReconciler) authorize(ctx context.Context, exec *toolgatev1alp
 	}
 	ctrl.LoggerFrom(ctx).Info("refusing the Execution: its authorization chain is broken", "why", broken.Error())
 	return 0, refuse(EventChainBroken, "%s", broken), nil
+}
+
+// taskEnded reads the Execution's task from the API server (a task cancelled a
+// moment ago must count) and says whether it ended. A task that does not exist ends
+// nothing here: the chain check already holds the Execution to its intent.
+func (r *ExecutionReconciler) taskEnded(ctx context.Context, exec *toolgatev1alpha1.Execution) (bool, string, error) {
+	var reader client.Reader = r.Client
+	if r.APIReader != nil {
+		reader = r.APIReader
+	}
+	task := &toolgatev1alpha1.AgentTask{}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.TaskRef.Name}, task); err != nil {
+		return false, "", client.IgnoreNotFound(err)
+	}
+	done, why := pipeline.TaskFinished(task)
+	return done, why, nil
 }
 
 // checkChain reads the intent and approval the Execution names with reader and

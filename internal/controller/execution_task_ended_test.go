@@ -1,0 +1,33 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+// TestLateExecutionOfAnEndedTaskNeverStarts: an Execution whose chain is whole but
+// whose task ended (here: cancelled) before its Job was made never gets one, so the
+// tool does not start only to be stopped.
+func TestLateExecutionOfAnEndedTaskNeverStarts(t *testing.T) {
+	startChainExecutionManager(t, 3*time.Second)
+	ns := env.Namespace(t)
+	task := &v1.AgentTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "task"},
+		Spec: v1.AgentTaskSpec{
+			Goal: "stopped before its call ran", Mode: v1.ModeEdit, Cancel: true,
+			Workspace: v1.WorkspaceSpec{ExistingClaim: "task-workspace"},
+			Agent:     v1.AgentSpec{External: externalAgent()},
+		},
+	}
+	if err := env.Client.Create(t.Context(), task); err != nil {
+		t.Fatalf("creating task: %v", err)
+	}
+	exec := newExecution(ns, "late")
+	createExecution(t, exec)
+	waitRefused(t, ns, "late", EventChainBroken, "AgentTask task ended before this call started (it was cancelled)")
+	noJobs(t, ns)
+}
