@@ -55,96 +55,96 @@ func init() {
 	}
 	for category, names := range fixedCategory {
 		for _, name := range names {
-			commands[name] = fixed(category)
+			register(name, fixed(category))
 		}
 	}
 	// The read-only commands, each checked against its grammar.
 	for name, g := range readOnlyGrammars {
-		commands[name] = grammarCommand(g)
+		register(name, grammarCommand(g))
 	}
 	for name, h := range builtinHandlers {
-		commands[name] = h
+		register(name, h)
 	}
 
 	// Privilege wrappers: the wrapper is a privilege part, the wrapped command its own.
-	commands["sudo"] = wrapper(v1alpha1.CategoryPrivilege, &grammar{short: "ABbEHiKknPSsVvg:C:D:h:p:R:r:t:T:U:u:", long: "user= group= login shell preserve-env[=] chdir= non-interactive", noOptionsAfterOperands: true})
-	commands["doas"] = wrapper(v1alpha1.CategoryPrivilege, &grammar{short: "nsLu:C:", noOptionsAfterOperands: true})
+	register("sudo", wrapper(v1alpha1.CategoryPrivilege, &grammar{short: "ABbEHiKknPSsVvg:C:D:h:p:R:r:t:T:U:u:", long: "user= group= login shell preserve-env[=] chdir= non-interactive", noOptionsAfterOperands: true}))
+	register("doas", wrapper(v1alpha1.CategoryPrivilege, &grammar{short: "nsLu:C:", noOptionsAfterOperands: true}))
 	// Transparent wrappers run their command unchanged.
-	commands["nice"] = wrapper("", &grammar{short: "n:", long: "adjustment=", complete: true, digits: true, noOptionsAfterOperands: true})
-	commands["ionice"] = wrapper("", &grammar{
+	register("nice", wrapper("", &grammar{short: "n:", long: "adjustment=", complete: true, digits: true, noOptionsAfterOperands: true}))
+	register("ionice", wrapper("", &grammar{
 		short: "c:n:p:P:u:t", long: "class= classdata= pid= pgid= uid= ignore", noOptionsAfterOperands: true,
 		// -p, -P and -u change other processes.
 		effects: map[string]v1alpha1.CommandCategory{
 			"p": v1alpha1.CategoryPrivilege, "P": v1alpha1.CategoryPrivilege, "u": v1alpha1.CategoryPrivilege,
 			"pid": v1alpha1.CategoryPrivilege, "pgid": v1alpha1.CategoryPrivilege, "uid": v1alpha1.CategoryPrivilege,
 		},
-	})
-	commands["nohup"] = wrapper("", &grammar{complete: true, noOptionsAfterOperands: true})
-	commands["stdbuf"] = wrapper("", &grammar{short: "i:o:e:", long: "input= output= error=", complete: true, noOptionsAfterOperands: true})
-	commands["builtin"] = wrapper("", &grammar{noOptionsAfterOperands: true})
+	}))
+	register("nohup", wrapper("", &grammar{complete: true, noOptionsAfterOperands: true}))
+	register("stdbuf", wrapper("", &grammar{short: "i:o:e:", long: "input= output= error=", complete: true, noOptionsAfterOperands: true}))
+	register("builtin", wrapper("", &grammar{noOptionsAfterOperands: true}))
 	// exec -c empties the environment (a shell then falls back to a PATH ending in
 	// "."), -l and -a -NAME make a login shell that reads profile files.
-	commands["exec"] = wrapper("", &grammar{short: "cla:", noOptionsAfterOperands: true, effects: map[string]v1alpha1.CommandCategory{
+	register("exec", wrapper("", &grammar{short: "cla:", noOptionsAfterOperands: true, effects: map[string]v1alpha1.CommandCategory{
 		"c": v1alpha1.CategoryUnknown, "l": v1alpha1.CategoryUnknown, "a": v1alpha1.CategoryUnknown,
-	}})
+	}}))
 	// time as a program (command time, /usr/bin/time) writes -o FILE.
-	commands["time"] = wrapper("", &grammar{
+	register("time", wrapper("", &grammar{
 		short: "af:o:pqv", long: "append format= output= portability quiet verbose", noOptionsAfterOperands: true,
 		effects: map[string]v1alpha1.CommandCategory{"o": v1alpha1.CategoryWrite, "output": v1alpha1.CategoryWrite},
-	})
-	commands["timeout"] = timeout
-	commands["watch"] = watch
-	commands["command"] = commandBuiltin
-	commands["env"] = env
-	commands["xargs"] = xargs
+	}))
+	register("timeout", timeout)
+	register("watch", watch)
+	register("command", commandBuiltin)
+	register("env", env)
+	register("xargs", xargs)
 	for _, sh := range []string{"bash", "sh", "dash", "ash"} {
-		commands[sh] = shell
+		register(sh, shell)
 	}
 	// Other shells read the same string as another language.
 	for _, sh := range []string{"zsh", "ksh", "mksh", "csh", "tcsh", "fish"} {
-		commands[sh] = fixed(v1alpha1.CategoryUnknown)
+		register(sh, fixed(v1alpha1.CategoryUnknown))
 	}
-	commands["eval"] = eval
+	register("eval", eval)
 
-	commands["find"] = find
-	commands["git"] = git
-	commands["sed"] = sed
-	commands["tee"] = tee
-	commands["chmod"] = sensitive(chmod)
-	commands["tar"] = sensitive(tar)
-	commands["dd"] = sensitive(dd)
-	commands["xxd"] = xxd
-	commands["yq"] = sensitive(flagged(v1alpha1.CategoryUnknown, v1alpha1.CategoryWrite, "i", "inplace"))
-	commands["prettier"] = sensitive(flagged(v1alpha1.CategoryUnknown, v1alpha1.CategoryWrite, "w", "write"))
+	register("find", find)
+	register("git", git)
+	register("sed", sed)
+	register("tee", tee)
+	register("chmod", sensitive(chmod))
+	register("tar", sensitive(tar))
+	register("dd", sensitive(dd))
+	register("xxd", xxd)
+	register("yq", sensitive(flagged(v1alpha1.CategoryUnknown, v1alpha1.CategoryWrite, "i", "inplace")))
+	register("prettier", sensitive(flagged(v1alpha1.CategoryUnknown, v1alpha1.CategoryWrite, "w", "write")))
 	for _, z := range []string{"gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz", "zstd"} {
-		commands[z] = sensitive(flagged(v1alpha1.CategoryWrite, v1alpha1.CategoryUnknown, "lct", "list", "stdout", "test"))
+		register(z, sensitive(flagged(v1alpha1.CategoryWrite, v1alpha1.CategoryUnknown, "lct", "list", "stdout", "test")))
 	}
-	commands["unzip"] = sensitive(flagged(v1alpha1.CategoryWrite, v1alpha1.CategoryUnknown, "lvtZ", "list"))
-	commands["zip"] = fixed(v1alpha1.CategoryWrite)
+	register("unzip", sensitive(flagged(v1alpha1.CategoryWrite, v1alpha1.CategoryUnknown, "lvtZ", "list")))
+	register("zip", fixed(v1alpha1.CategoryWrite))
 	for _, a := range []string{"awk", "gawk", "mawk", "nawk"} {
-		commands[a] = awk
+		register(a, awk)
 	}
-	commands["go"] = sensitive(devTool(goCmd, goReadOnly))
+	register("go", sensitive(devTool(goCmd, goReadOnly)))
 	for _, n := range []string{"npm", "pnpm", "yarn", "bun"} {
-		commands[n] = sensitive(devTool(nodePackageManager, npmReadOnly))
+		register(n, sensitive(devTool(nodePackageManager, npmReadOnly)))
 	}
 	for _, p := range []string{"pip", "pip3"} {
-		commands[p] = sensitive(devTool(pip, pipReadOnly))
+		register(p, sensitive(devTool(pip, pipReadOnly)))
 	}
-	commands["uv"] = sensitive(devTool(runner(pip), pipReadOnly))
-	commands["poetry"] = sensitive(devTool(runner(pip), pipReadOnly))
+	register("uv", sensitive(devTool(runner(pip), pipReadOnly)))
+	register("poetry", sensitive(devTool(runner(pip), pipReadOnly)))
 	for _, p := range []string{"python", "python3", "python2"} {
-		commands[p] = sensitive(python)
+		register(p, sensitive(python))
 	}
-	commands["make"] = sensitive(makeCmd)
-	commands["cargo"] = sensitive(devTool(cargo, cargoReadOnly))
-	commands["mvn"] = sensitive(javaBuild)
-	commands["gradle"] = sensitive(javaBuild)
-	commands["dpkg"] = sensitive(flagged(v1alpha1.CategoryInstall, v1alpha1.CategoryUnknown, "lLsSp", "list", "listfiles", "status", "search"))
-	commands["apt-cache"] = fixed(v1alpha1.CategoryUnknown)
+	register("make", sensitive(makeCmd))
+	register("cargo", sensitive(devTool(cargo, cargoReadOnly)))
+	register("mvn", sensitive(javaBuild))
+	register("gradle", sensitive(javaBuild))
+	register("dpkg", sensitive(flagged(v1alpha1.CategoryInstall, v1alpha1.CategoryUnknown, "lLsSp", "list", "listfiles", "status", "search")))
+	register("apt-cache", fixed(v1alpha1.CategoryUnknown))
 	for _, interp := range []string{"node", "deno", "ruby", "perl", "php", "lua", "Rscript", "osascript", "vi", "vim", "nvim", "nano", "emacs", "ed", "ex", "expect", "script", "xdg-open", "open"} {
 		// Interpreters and editors run arbitrary code.
-		commands[interp] = fixed(v1alpha1.CategoryUnknown)
+		register(interp, fixed(v1alpha1.CategoryUnknown))
 	}
 }
 
@@ -158,6 +158,15 @@ var unknownReasons = map[string]string{
 	"zsh":  "zsh reads the string as another language than bash",
 	"ksh":  "ksh reads the string as another language than bash",
 	"mksh": "mksh reads the string as another language than bash",
+}
+
+// register adds a command's handler; a name registered twice is a table error (the
+// second would silently replace the first), so it stops the program at start.
+func register(name string, h handler) {
+	if _, ok := commands[name]; ok {
+		panic("policy: command " + name + " is registered twice")
+	}
+	commands[name] = h
 }
 
 func fixed(category v1alpha1.CommandCategory) handler {

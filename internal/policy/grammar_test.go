@@ -484,3 +484,14 @@ func TestDecisionSaysWhy(t *testing.T) {
 		t.Errorf("parts %+v do not say %q", d.Parts, why)
 	}
 }
+
+// TestRegisterRefusesANameTwice: a command registered twice would silently lose one
+// of its rules (the grammar table and the builtins both had pwd, true and false).
+func TestRegisterRefusesANameTwice(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("registering cat a second time did not panic")
+		}
+	}()
+	register("cat", fixed(v1alpha1.CategoryReadOnly))
+}
