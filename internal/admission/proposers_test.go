@@ -30,6 +30,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/controller"
 	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // Attacks on who may propose into a task, run against the real controller: it runs
@@ -86,18 +87,7 @@ func startController(t *testing.T, ns string) {
 	if err := controller.SetupWithManager(mgr, opts); err != nil {
 		t.Fatalf("setting up the controller: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager exited with an error: %v", err)
-		}
-	})
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("manager cache did not sync")
-	}
+	testenv.RunManager(t, mgr)
 }
 
 // proposersNamespace is setupNamespace plus a workspace claim, the agent role for

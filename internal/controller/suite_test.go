@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"os"
 	"testing"
 
@@ -55,17 +54,6 @@ func startManager(t *testing.T, setups ...func(ctrl.Manager, Options) error) ctr
 			t.Fatalf("setting up controller: %v", err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager exited with an error: %v", err)
-		}
-	})
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("manager cache did not sync")
-	}
+	testenv.RunManager(t, mgr)
 	return mgr
 }
