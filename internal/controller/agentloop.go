@@ -527,7 +527,15 @@ func (r *AgentTaskReconciler) takeTurn(ctx context.Context, task *v1.AgentTask, 
 			return rec, "", fmt.Sprintf("the model's reply in turn %d is unusable: tool call %d (%s) has no tool name", turn, i, c.ID), 0, nil
 		}
 	}
-	rec, err = agent.NewTurnRecord(turn, resp).Bound(MaxTurnRecordBytes)
+	rec = agent.NewTurnRecord(turn, resp)
+	// The record is readable by every viewer of the namespace and goes back to the
+	// model in later turns: its prose is masked like an observation. The tool calls'
+	// arguments are not: they are the calls themselves (each becomes a ToolIntent,
+	// where the approver sees the input with its secrets masked), and masking them
+	// would change what runs.
+	rec.Text = mask.Secrets(rec.Text, apiKey)
+	rec.Refusal = mask.Secrets(rec.Refusal, apiKey)
+	rec, err = rec.Bound(MaxTurnRecordBytes)
 	if err != nil {
 		return rec, "", err.Error(), 0, nil
 	}

@@ -999,3 +999,38 @@ func TestTaskStatusOfModelTasks(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentLoopTurnRecordsAreMasked: the model's prose in a turn record (readable by
+// every viewer of the namespace, and sent back to the model) is masked like an
+// observation: the task's API key, a password, a terminal escape. The tool call's
+// arguments are the call itself and are kept as the model sent them, so the
+// ToolIntent carries exactly what the model asked to run.
+func TestAgentLoopTurnRecordsAreMasked(t *testing.T) {
+	p := newLoopEnv(t)
+	p.start()
+	const args = `{"command":"grep -r password=hunter2222 config"}`
+	server := newChatServer(t,
+		toolCalls("The key is "+testAPIKey+" and the database password=hunter2222 \x1b[2J Searching.", 10, chatCall{"c1", "bash", args}),
+	)
+	p.modelTask("masked", v1.ModeReadOnly, server)
+	p.exists(ModelIntentName("masked", 0, 0))
+
+	cm, rec := p.record("masked", 0)
+	for _, leak := range []string{testAPIKey, "hunter2222 ", "\x1b"} {
+		if strings.Contains(rec.Text, leak) {
+			t.Errorf("turn record text %q still holds %q", rec.Text, leak)
+		}
+	}
+	mustContain(t, "the masked turn record", rec.Text, "The key is [MASKED]", "password=[MASKED]", `\x1b[2J`)
+	if strings.Contains(cm.Data[TurnRecordKey], testAPIKey) {
+		t.Errorf("the ConfigMap holds the API key: %s", cm.Data[TurnRecordKey])
+	}
+	if len(rec.ToolCalls) != 1 || rec.ToolCalls[0].Arguments != args {
+		t.Fatalf("the call's arguments changed in the record: %+v", rec.ToolCalls)
+	}
+	intent := &v1.ToolIntent{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: ModelIntentName("masked", 0, 0)}, intent); err != nil {
+		t.Fatal(err)
+	}
+	assertJSON(t, "the intent's input", intent.Spec.Input.Raw, args)
+}
