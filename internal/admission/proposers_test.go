@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -43,14 +42,23 @@ import (
 // that got past validation would run at once.
 const victimTask = "fix-tests"
 
+// The images the controller started by startController puts in Jobs. Nothing pulls
+// them: envtest runs no kubelet.
+const (
+	runnerImage  = "example.test/toolgate/runner:test"
+	sandboxImage = "example.test/toolgate/workspace:test"
+)
+
 // managerRoleOnce installs the controller's ClusterRole and binds it to the
 // controller's service account, once for the package.
 var managerRoleOnce sync.Once
 
 // startController runs every toolgate reconciler as the controller's service
 // account, watching only ns (so it leaves other tests' objects alone), until the
-// test ends.
-func startController(t *testing.T, ns string) {
+// test ends. The cache holds what the deployed manager's does (controller.
+// CacheOptions: only toolgate's own Jobs, Pods and NetworkPolicies, only labelled
+// Secrets). with changes the options, for example the clock.
+func startController(t *testing.T, ns string, with ...func(*controller.Options)) {
 	t.Helper()
 	managerRoleOnce.Do(func() {
 		role := &rbacv1.ClusterRole{}
@@ -69,9 +77,11 @@ func startController(t *testing.T, ns string) {
 		}
 	})
 	waitAllowed(t, ns, controllerUser, nil, "list", "toolintents")
+	cacheOpts := controller.CacheOptions()
+	cacheOpts.DefaultNamespaces = map[string]cache.Config{ns: {}}
 	mgr, err := ctrl.NewManager(configs[controllerUser], ctrl.Options{
 		Scheme:                 env.Scheme,
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -80,9 +90,12 @@ func startController(t *testing.T, ns string) {
 		t.Fatalf("creating manager: %v", err)
 	}
 	opts := controller.Options{
-		RunnerImage:         "example.test/toolgate/runner:test",
-		DefaultSandboxImage: "example.test/toolgate/workspace:test",
+		RunnerImage:         runnerImage,
+		DefaultSandboxImage: sandboxImage,
 		ControllerIdentity:  controllerUser,
+	}
+	for _, w := range with {
+		w(&opts)
 	}
 	if err := controller.SetupWithManager(mgr, opts); err != nil {
 		t.Fatalf("setting up the controller: %v", err)
@@ -95,16 +108,7 @@ func startController(t *testing.T, ns string) {
 func proposersNamespace(t *testing.T, agents ...rbacv1.Subject) string {
 	t.Helper()
 	ns := setupNamespace(t)
-	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "ws", Namespace: ns},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-	}
-	if err := env.Client.Create(t.Context(), claim); err != nil {
-		t.Fatal(err)
-	}
+	createClaim(t, ns, "ws")
 	if len(agents) > 0 {
 		if err := grant(t.Context(), ns, roleNames["agent"], agents...); err != nil {
 			t.Fatal(err)

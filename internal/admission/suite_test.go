@@ -49,6 +49,13 @@ const (
 	// executions (a broad custom Role), but does not hold the approve verb and is not
 	// the controller: only admission stands between this user and those writes.
 	patcherUser = "pat"
+	// ownerUser holds toolgate-editor: the owner of the tasks the chain attacks aim
+	// at, who writes AgentTasks but nothing of the pipeline.
+	ownerUser = "olive"
+	// viewerUser holds toolgate-viewer: reads every toolgate object, writes nothing.
+	viewerUser = "victor"
+	// policyAdmin holds toolgate-admin cluster-wide: the author of ClusterToolPolicies.
+	policyAdmin = "paula"
 )
 
 // controllerUser is the controller's service account user name, computed from the
@@ -95,6 +102,9 @@ func setup(ctx context.Context) error {
 		{Name: bob},
 		{Name: carol, Groups: []string{sreGroup}},
 		{Name: patcherUser},
+		{Name: ownerUser},
+		{Name: viewerUser},
+		{Name: policyAdmin},
 		{Name: controllerUser, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + deploy.namespace}},
 	}
 	for _, u := range users {
@@ -108,6 +118,15 @@ func setup(ctx context.Context) error {
 		}
 		clients[u.Name] = c
 		configs[u.Name] = authn.Config()
+	}
+	// toolgate-admin is bound cluster-wide, as docs/approvals.md says.
+	err = env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: roleNames["admin"] + "-" + policyAdmin},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: roleNames["admin"]},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: policyAdmin}},
+	})
+	if err != nil {
+		return fmt.Errorf("binding %s: %w", roleNames["admin"], err)
 	}
 	return waitForPolicies(ctx)
 }
@@ -234,7 +253,8 @@ func readYAML(rel string, into any) error {
 // shares: agentUser is an agent; alice, bob, the group sre and the controller's
 // service account are approvers (the service account so that only the rule naming it
 // can refuse it); patcherUser and the controller's service account hold the broad
-// custom Role described at patcherUser. The function returns once RBAC grants them.
+// custom Role described at patcherUser; ownerUser is an editor and viewerUser a
+// viewer. The function returns once RBAC grants them.
 func setupNamespace(t *testing.T) string {
 	t.Helper()
 	ctx := t.Context()
@@ -258,6 +278,8 @@ func setupNamespace(t *testing.T) string {
 		{"ClusterRole", roleNames["agent"], []rbacv1.Subject{user(agentUser)}},
 		{"ClusterRole", roleNames["approver"], []rbacv1.Subject{user(alice), user(bob), {Kind: rbacv1.GroupKind, Name: sreGroup}, user(controllerUser)}},
 		{"Role", broad.Name, []rbacv1.Subject{user(patcherUser), user(controllerUser)}},
+		{"ClusterRole", roleNames["editor"], []rbacv1.Subject{user(ownerUser)}},
+		{"ClusterRole", roleNames["viewer"], []rbacv1.Subject{user(viewerUser)}},
 	}
 	for _, b := range bindings {
 		rb := &rbacv1.RoleBinding{
@@ -283,6 +305,9 @@ func setupNamespace(t *testing.T) string {
 		{controllerUser, nil, "approve", "approvals"},
 		{patcherUser, nil, "patch", "approvals"},
 		{controllerUser, nil, "create", "executions"},
+		{ownerUser, nil, "patch", "agenttasks"},
+		{viewerUser, nil, "get", "executions"},
+		{policyAdmin, nil, "create", "clustertoolpolicies"},
 	} {
 		waitAllowed(t, ns, w.user, w.groups, w.verb, w.res)
 	}
