@@ -269,6 +269,7 @@ func (p *loopEnv) start() (stop func()) {
 		func() error { return setupIndexes(mgr, opts) },
 		func() error { return tasks.SetupWithManager(mgr) },
 		func() error { return setupToolIntent(mgr, opts) },
+		func() error { return setupApproval(mgr, opts) },
 		func() error { return setupPolicies(mgr, opts) },
 		func() error {
 			r, err := newExecutionReconciler(mgr, opts)

@@ -228,3 +228,27 @@ func TestStricterAskAsksAgain(t *testing.T) {
 	p.runJob("t-t0-0", runner.Result{ExitCode: 0}, "deployed\n")
 	expectObservation(t, p.observed("t-t0-0"), v1.OutcomeSucceeded, true, 0, "deployed")
 }
+
+// A retired (Superseded) Approval is never used. The intent's reconcile retires it
+// and then records the new decision; when that second write is lost (a conflict, a
+// crash), the next pass finds the Approval retired and the intent not knowing why.
+// Here the Approval is retired by hand while the policies are as they were: the call
+// is decided again, not stricter, and still does not run on the retired approval.
+func TestRetiredApprovalIsNeverUsed(t *testing.T) {
+	p := startPipeline(t)
+	p.task("t", v1.ModeEdit)
+	p.propose("t", 0, 0, v1.ToolBash, `{"command":"make deploy-now"}`)
+	a := p.approval("t-t0-0")
+	a.Status.State = v1.ApprovalStateSuperseded
+	a.Status.Message = "not used: the call was decided again just before running, and asked again"
+	if err := env.Client.Status().Update(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	p.decide("t-t0-0", v1.DecisionApproved, "carol", "")
+
+	intent := p.observed("t-t0-0")
+	expectObservation(t, intent, v1.OutcomeApprovalDenied, false, -1, "Approval t-t0-0 was retired", "Propose the call again")
+	if p.executionExists("t-t0-0") {
+		t.Fatal("a retired approval was used")
+	}
+}

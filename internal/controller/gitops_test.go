@@ -311,7 +311,7 @@ func TestGitOpsHealthOfEveryEnding(t *testing.T) {
 	expiresAt := p.approval("c-t2-0").Spec.ExpiresAt.UTC().Format(time.RFC3339)
 	p.condition("c-t2-0", v1.ConditionApproved, metav1.ConditionFalse, v1.ReasonApprovalPending)
 	p.clock.advance(2 * time.Minute)
-	touch(t, &v1.ToolIntent{}, p.ns, "c-t2-0")
+	touch(t, &v1.Approval{}, p.ns, "c-t2-0")
 	waitHealth(p, "ToolIntent", intentRef(p, "c-t2-0"), argocd.HealthHealthy, "ApprovalExpired, nothing was executed: Approval c-t2-0 expired at "+expiresAt)
 	waitHealth(p, "Approval", approvalRef(p, "c-t2-0"), argocd.HealthDegraded, "Expired: nobody decided before "+expiresAt+"; the intent was not executed")
 

@@ -90,6 +90,7 @@ func startPipeline(t *testing.T) *pipelineEnv {
 		setupIndexes,
 		withClock(setupAgentTask),
 		withClock(setupToolIntent),
+		withClock(setupApproval),
 		setupPolicies,
 		func(mgr ctrl.Manager, opts Options) error {
 			r, err := newExecutionReconciler(mgr, opts)
@@ -220,9 +221,10 @@ func (p *pipelineEnv) condition(name, typ string, status metav1.ConditionStatus,
 func (p *pipelineEnv) approval(name string) *v1.Approval {
 	p.t.Helper()
 	a := &v1.Approval{}
-	p.eventually("approval "+name, func() (bool, string) {
+	// Once its reconciler has recorded a state: what a person deciding it sees.
+	p.eventually("approval "+name+" with a state", func() (bool, string) {
 		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: name}, a)
-		return err == nil, fmt.Sprint(err)
+		return err == nil && a.Status.State != "", fmt.Sprint(err, a.Status.State)
 	})
 	return a
 }

@@ -210,8 +210,8 @@ func TestAskExpires(t *testing.T) {
 	p.condition("t-t0-0", v1.ConditionApproved, metav1.ConditionFalse, v1.ReasonApprovalPending)
 
 	p.clock.advance(2 * time.Minute)
-	// Touch the intent so it is reconciled now rather than at the requeue time.
-	touch(t, &v1.ToolIntent{}, p.ns, "t-t0-0")
+	// Touch the Approval so it is reconciled now rather than at the requeue time.
+	touch(t, &v1.Approval{}, p.ns, "t-t0-0")
 	intent := p.observed("t-t0-0")
 	if intent.Status.Observation.Outcome != v1.OutcomeApprovalExpired || intent.Status.Observation.Executed {
 		t.Fatalf("observation: %+v", intent.Status.Observation)
@@ -223,6 +223,33 @@ func TestAskExpires(t *testing.T) {
 	})
 	if p.countExecutions() != 0 {
 		t.Fatal("an expired approval executed")
+	}
+}
+
+// TestAskDecidedAfterExpiryIsNotHonoured: expiry first. A person approves after
+// expiresAt, before the controller noticed the expiry: the Approval's reconciler
+// sees a decision first at or after expiresAt and records Expired, whatever it
+// says; the call never runs.
+func TestAskDecidedAfterExpiryIsNotHonoured(t *testing.T) {
+	p := startPipeline(t)
+	p.task("t", v1.ModeEdit, func(a *v1.AgentTask) { a.Spec.Budgets.ApprovalTTLSeconds = 60 })
+	p.propose("t", 0, 0, v1.ToolBash, `{"command":"make deploy"}`)
+	p.approval("t-t0-0")
+	p.condition("t-t0-0", v1.ConditionApproved, metav1.ConditionFalse, v1.ReasonApprovalPending)
+
+	p.clock.advance(2 * time.Minute)
+	p.decide("t-t0-0", v1.DecisionApproved, "alice", "")
+	intent := p.observed("t-t0-0")
+	if intent.Status.Observation.Outcome != v1.OutcomeApprovalExpired || intent.Status.Observation.Executed {
+		t.Fatalf("a late approval: observation %+v", intent.Status.Observation)
+	}
+	mustContain(t, "summary", intent.Status.Observation.Summary, "expired", "Approved by alice, but first seen by the controller at", "a late decision does not count")
+	a := p.approval("t-t0-0")
+	if a.Status.State != v1.ApprovalStateExpired || a.Status.DecidedAt == nil || a.Status.DecidedAt.Before(&a.Spec.ExpiresAt) {
+		t.Fatalf("approval status %+v; want Expired, first seen at or after %s", a.Status, a.Spec.ExpiresAt)
+	}
+	if p.countExecutions() != 0 {
+		t.Fatal("an approval decided after its expiry executed")
 	}
 }
 

@@ -71,6 +71,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		setupIndexes,
 		setupAgentTask,
 		setupToolIntent,
+		setupApproval,
 		setupExecution,
 		setupPolicies,
 	}

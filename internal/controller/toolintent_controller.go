@@ -48,7 +48,6 @@ const (
 // +kubebuilder:rbac:groups=toolgate.dev,resources=toolintents,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=toolintents/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=approvals,verbs=get;list;watch;create
-// +kubebuilder:rbac:groups=toolgate.dev,resources=approvals/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=executions,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=toolgate.dev,resources=agenttasks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=toolpolicies;clustertoolpolicies,verbs=get;list;watch
@@ -428,7 +427,7 @@ func (r *ToolIntentReconciler) recheck(ctx context.Context, run *intentRun, appr
 	if verdict == pipeline.RecheckDeny {
 		msg := fmt.Sprintf("decided again just before running, and denied: %s", why)
 		if approval != nil {
-			if err := r.settleApproval(ctx, approval, v1.ApprovalStateSuperseded, "", run.now, "not used: the call was "+msg); err != nil {
+			if err := retireApproval(ctx, r.Client, approval, v1.ApprovalStateSuperseded, "", "not used: the call was "+msg); err != nil {
 				return false, err
 			}
 		}
@@ -447,7 +446,7 @@ func (r *ToolIntentReconciler) recheck(ctx context.Context, run *intentRun, appr
 	}
 	msg := fmt.Sprintf("decided again just before running, and asked again: %s", why)
 	if approval != nil {
-		if err := r.settleApproval(ctx, approval, v1.ApprovalStateSuperseded, "", run.now, "not used: the call was "+msg+"; Approval "+pipeline.ApprovalName(intent)+" asks"); err != nil {
+		if err := retireApproval(ctx, r.Client, approval, v1.ApprovalStateSuperseded, "", "not used: the call was "+msg+"; Approval "+pipeline.ApprovalName(intent)+" asks"); err != nil {
 			return false, err
 		}
 	}
@@ -491,21 +490,15 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 		if err := controllerutil.SetControllerReference(intent, approval, r.Scheme); err != nil {
 			return false, 0, err
 		}
+		// Its state (Pending, then the decision or the expiry) is the Approval
+		// reconciler's to record; a change of it wakes this intent (Owns).
 		if err := r.Create(ctx, approval); err != nil && !apierrors.IsAlreadyExists(err) {
 			return false, 0, err
-		} else if err == nil {
-			// The status subresource ignores status on create: say Pending right away,
-			// so nobody sees an Approval without a state.
-			approval.Status.State = v1.ApprovalStatePending
-			approval.Status.ObservedGeneration = approval.Generation
-			if err := r.Status().Update(ctx, approval); err != nil && !apierrors.IsConflict(err) {
-				return false, 0, err
-			}
 		}
 		intent.Status.ApprovalRef = approval.Name
 		setCondition(intent, v1.ConditionApproved, false, v1.ReasonApprovalPending, fmt.Sprintf("waiting for a decision on Approval %s until %s", approval.Name, approval.Spec.ExpiresAt.UTC().Format(time.RFC3339)))
 		run.record(EventApprovalRequested, false, approval, "Approval %s requested from %s for %s", approval.Name, approversText(approval.Spec.Approvers), pipeline.RuleID(intent.Status.Decision))
-		return false, time.Until(approval.Spec.ExpiresAt.Time) + time.Second, nil
+		return false, 0, nil
 	}
 	if err != nil {
 		return false, 0, err
@@ -523,34 +516,11 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 		return false, 0, err
 	}
 	execName := pipeline.ExecutionName(intent)
-	if approval.Spec.Decision != v1.DecisionPending && approval.Spec.Decision != "" && approval.Status.DecidedAt == nil && pipeline.DecidedInTime(approval, run.now) {
-		// Record when the decision was first seen, before anything else can delay
-		// its use (siblings held for a batch): expiry is judged by this time.
-		t := metav1.NewTime(run.now)
-		approval.Status.DecidedAt = &t
-		approval.Status.ObservedGeneration = approval.Generation
-		if err := r.Status().Update(ctx, approval); err != nil {
-			if apierrors.IsConflict(err) {
-				return false, time.Second, nil
-			}
-			return false, 0, err
-		}
-	}
-	switch pipeline.JudgeApproval(approval, fp, execName, run.now) {
+	switch pipeline.JudgeApproval(approval, fp, execName) {
 	case pipeline.VerdictWait:
-		if approval.Status.State == "" {
-			approval.Status.State = v1.ApprovalStatePending
-			approval.Status.ObservedGeneration = approval.Generation
-			if err := r.Status().Update(ctx, approval); err != nil && !apierrors.IsConflict(err) {
-				return false, 0, err
-			}
-		}
-		return false, approval.Spec.ExpiresAt.Sub(run.now) + time.Second, nil
+		return false, 0, nil
 
 	case pipeline.VerdictDenied:
-		if err := r.settleApproval(ctx, approval, v1.ApprovalStateDenied, "", run.now, "denied by "+approval.Spec.DecidedBy); err != nil {
-			return false, 0, err
-		}
 		reason := pipeline.DeniedReason(approval)
 		setCondition(intent, v1.ConditionApproved, false, v1.ReasonApprovalDenied, reason)
 		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "approval denied; nothing was executed")
@@ -559,21 +529,34 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 		return false, 0, nil
 
 	case pipeline.VerdictExpired:
-		if err := r.settleApproval(ctx, approval, v1.ApprovalStateExpired, "", run.now, "nobody decided before "+approval.Spec.ExpiresAt.UTC().Format(time.RFC3339)); err != nil {
-			return false, 0, err
-		}
 		reason := fmt.Sprintf("Approval %s expired at %s without a decision.", approval.Name, approval.Spec.ExpiresAt.UTC().Format(time.RFC3339))
+		if approval.Status.DecidedAt != nil {
+			reason = fmt.Sprintf("Approval %s expired at %s: it was %s.", approval.Name, approval.Spec.ExpiresAt.UTC().Format(time.RFC3339), approval.Status.Message)
+		}
 		setCondition(intent, v1.ConditionApproved, false, v1.ReasonApprovalExpired, reason)
 		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "approval expired; nothing was executed")
 		run.record(EventApprovalExpired, true, approval, "%s", reason)
 		r.finish(run, pipeline.Refusal(v1.OutcomeApprovalExpired, reason, run.now))
 		return false, 0, nil
 
+	case pipeline.VerdictSuperseded:
+		// Retired by a decision made again in an earlier pass whose status write did
+		// not land: decide again; it is never used, even if the policies changed back.
+		if stop, err := r.recheck(ctx, run, approval); err != nil || stop {
+			return false, time.Second, err
+		}
+		reason := fmt.Sprintf("Approval %s was retired (%s) and is not used; nothing was executed. Propose the call again.", approval.Name, approval.Status.Message)
+		setCondition(intent, v1.ConditionApproved, false, v1.ReasonFingerprintMismatch, reason)
+		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "approval retired; nothing was executed")
+		run.record(EventApprovalRefused, true, approval, "%s", reason)
+		r.finish(run, pipeline.Refusal(v1.OutcomeApprovalDenied, reason, run.now))
+		return false, 0, nil
+
 	case pipeline.VerdictMismatch, pipeline.VerdictConsumedElsewhere:
 		reason := fmt.Sprintf("Approval %s does not match this call any more (its fingerprint %s, the call's now %s: the deciding policy changed since it was asked); the approval is refused and nothing was executed", approval.Name, short(approval.Spec.Fingerprint), short(fp))
 		if approval.Status.State == v1.ApprovalStateConsumed {
 			reason = fmt.Sprintf("Approval %s was already used by Execution %s; an approval is used once", approval.Name, approval.Status.ConsumedBy)
-		} else if err := r.settleApproval(ctx, approval, v1.ApprovalStateApproved, "", run.now, "approved, but refused by the controller: "+reason); err != nil {
+		} else if err := retireApproval(ctx, r.Client, approval, approval.Status.State, "", "approved, but refused by the controller: "+reason); err != nil {
 			return false, 0, err
 		}
 		setCondition(intent, v1.ConditionApproved, false, v1.ReasonFingerprintMismatch, reason)
@@ -593,9 +576,7 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 		if stop, err := r.recheck(ctx, run, approval); err != nil || stop {
 			return false, time.Second, err
 		}
-		// Consume exactly once: the update carries the resourceVersion read above, so
-		// of two racing reconciles only one can succeed; the other gets a conflict.
-		if err := r.settleApproval(ctx, approval, v1.ApprovalStateConsumed, execName, run.now, "used by Execution "+execName); err != nil {
+		if err := consumeApproval(ctx, r.Client, approval, execName); err != nil {
 			if apierrors.IsConflict(err) {
 				return false, time.Second, nil
 			}
@@ -605,32 +586,6 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 	setCondition(intent, v1.ConditionApproved, true, v1.ReasonApprovalGranted, fmt.Sprintf("approved by %s", approval.Spec.DecidedBy))
 	run.record(EventApprovalGranted, false, approval, "approved by %s; Approval %s consumed by Execution %s", approval.Spec.DecidedBy, approval.Name, execName)
 	return true, 0, nil
-}
-
-// settleApproval records an approval's final state with a resourceVersion-guarded update.
-func (r *ToolIntentReconciler) settleApproval(ctx context.Context, a *v1.Approval, state v1.ApprovalState, consumedBy string, now time.Time, msg string) error {
-	if a.Status.State == state {
-		return nil
-	}
-	waited, result := now.Sub(a.CreationTimestamp.Time).Seconds(), ""
-	if a.Status.DecidedAt == nil && a.Spec.Decision != v1.DecisionPending {
-		t := metav1.NewTime(now)
-		a.Status.DecidedAt = &t
-		result = string(a.Spec.Decision)
-	} else if state == v1.ApprovalStateExpired {
-		result = "Expired"
-	}
-	a.Status.State = state
-	a.Status.ConsumedBy = consumedBy
-	a.Status.Message = msg
-	a.Status.ObservedGeneration = a.Generation
-	if err := r.Status().Update(ctx, a); err != nil {
-		return err
-	}
-	if result != "" {
-		metrics.ApprovalWait.WithLabelValues(result).Observe(waited)
-	}
-	return nil
 }
 
 // currentFingerprint recomputes the decision's fingerprint with the deciding policy's

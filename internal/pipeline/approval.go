@@ -108,30 +108,84 @@ func BuildApproval(intent *v1.ToolIntent, d *v1.Decision, normalized json.RawMes
 type ApprovalVerdict int
 
 const (
-	// VerdictWait: nobody decided and it has not expired.
+	// VerdictWait: the Approval's reconciler has recorded no decision and no expiry
+	// yet (nobody decided, or the decision is not seen yet).
 	VerdictWait ApprovalVerdict = iota
 	// VerdictApproved: approved and the fingerprint matches; the intent may execute.
 	VerdictApproved
 	// VerdictDenied: a human denied it.
 	VerdictDenied
-	// VerdictExpired: nobody decided before expiresAt.
+	// VerdictExpired: nobody decided before expiresAt (a decision first seen later
+	// does not count).
 	VerdictExpired
 	// VerdictMismatch: approved, but for a different call than this intent now is.
 	VerdictMismatch
 	// VerdictConsumedElsewhere: the approval was used by another Execution.
 	VerdictConsumedElsewhere
+	// VerdictSuperseded: the intent's reconcile retired it when the call was decided
+	// again (and may not have recorded that yet): it is never used, the call is
+	// decided again.
+	VerdictSuperseded
 )
 
-// JudgeApproval says what the Approval means for the intent. currentFingerprint is the
-// fingerprint recomputed from the intent and the deciding policy's current generation:
-// an approval given for another call, or under another version of the rule, is refused.
+// ApprovalStatusAt is the status the Approval's reconciler records for it at now,
+// and how long until it must look again (0: only a change of the Approval matters).
+// It holds the approval rules of time and decision, in one place:
 //
-// Expiry comes first: a decision counts only when the controller saw it before
-// expiresAt (status.decidedAt, which only the controller writes); a decision first
-// seen at or after expiresAt is Expired, whatever it says. An approval already
-// consumed by this Execution was decided in time and stays Approved.
-func JudgeApproval(a *v1.Approval, currentFingerprint, executionName string, now time.Time) ApprovalVerdict {
-	if a.Status.State == v1.ApprovalStateConsumed {
+//   - A new Approval is Pending.
+//   - Expiry first: a decision counts only when the controller saw it before
+//     expiresAt. The first time it is seen is recorded in status.decidedAt (only
+//     the controller writes status); seen in time, the Approval becomes Approved or
+//     Denied; seen at or after expiresAt, it is Expired, whatever it says.
+//   - Nobody decided and the clock reached expiresAt: Expired.
+//   - Approved, Denied, Expired, Consumed and Superseded are not changed here: an
+//     Approved approval is consumed (or superseded) by its intent's reconcile, at
+//     the moment the call runs (or is decided again), with a compare-and-swap.
+func ApprovalStatusAt(a *v1.Approval, now time.Time) (v1.ApprovalStatus, time.Duration) {
+	st := *a.Status.DeepCopy()
+	if st.State != "" && st.State != v1.ApprovalStatePending {
+		return st, 0
+	}
+	st.State = v1.ApprovalStatePending
+	expires := a.Spec.ExpiresAt.UTC().Format(time.RFC3339)
+	decided := a.Spec.Decision == v1.DecisionApproved || a.Spec.Decision == v1.DecisionDenied
+	if !decided {
+		if now.Before(a.Spec.ExpiresAt.Time) {
+			return st, a.Spec.ExpiresAt.Sub(now)
+		}
+		st.State = v1.ApprovalStateExpired
+		st.Message = "nobody decided before " + expires
+		return st, 0
+	}
+	if st.DecidedAt == nil {
+		seen := metav1.NewTime(now)
+		st.DecidedAt = &seen
+	}
+	if !st.DecidedAt.Before(&a.Spec.ExpiresAt) {
+		st.State = v1.ApprovalStateExpired
+		st.Message = fmt.Sprintf("%s by %s, but first seen by the controller at %s, not before expiresAt %s: a late decision does not count; the call was not run",
+			a.Spec.Decision, a.Spec.DecidedBy, st.DecidedAt.UTC().Format(time.RFC3339), expires)
+		return st, 0
+	}
+	if a.Spec.Decision == v1.DecisionDenied {
+		st.State = v1.ApprovalStateDenied
+		st.Message = "denied by " + a.Spec.DecidedBy
+		return st, 0
+	}
+	st.State = v1.ApprovalStateApproved
+	st.Message = "approved by " + a.Spec.DecidedBy + "; the call runs once it is decided again against the policies in force"
+	return st, 0
+}
+
+// JudgeApproval says what the Approval means for the intent, from the state its
+// reconciler recorded (ApprovalStatusAt) and the call as it is now.
+// currentFingerprint is the fingerprint recomputed from the intent and the deciding
+// policy's current generation: an approval given for another call, or under another
+// version of the rule, is refused. An approval already consumed by this Execution
+// stays Approved (a restart between consuming it and recording the Execution).
+func JudgeApproval(a *v1.Approval, currentFingerprint, executionName string) ApprovalVerdict {
+	switch a.Status.State {
+	case v1.ApprovalStateConsumed:
 		if a.Status.ConsumedBy != executionName {
 			return VerdictConsumedElsewhere
 		}
@@ -139,29 +193,24 @@ func JudgeApproval(a *v1.Approval, currentFingerprint, executionName string, now
 			return VerdictMismatch
 		}
 		return VerdictApproved
-	}
-	if a.Status.State == v1.ApprovalStateExpired || !DecidedInTime(a, now) {
-		return VerdictExpired
-	}
-	switch a.Spec.Decision {
-	case v1.DecisionDenied:
-		return VerdictDenied
-	case v1.DecisionApproved:
+	case v1.ApprovalStateApproved:
+		// The state is the controller's record; it is believed only with what it
+		// rests on (a human's Approved seen before expiresAt).
+		if a.Spec.Decision != v1.DecisionApproved || a.Status.DecidedAt == nil || !a.Status.DecidedAt.Before(&a.Spec.ExpiresAt) {
+			return VerdictExpired
+		}
 		if a.Spec.Fingerprint != currentFingerprint {
 			return VerdictMismatch
 		}
 		return VerdictApproved
+	case v1.ApprovalStateDenied:
+		return VerdictDenied
+	case v1.ApprovalStateExpired:
+		return VerdictExpired
+	case v1.ApprovalStateSuperseded:
+		return VerdictSuperseded
 	}
 	return VerdictWait
-}
-
-// DecidedInTime says whether the approval can still count: a decision the controller
-// saw before expiresAt, or no decision yet and the clock before expiresAt.
-func DecidedInTime(a *v1.Approval, now time.Time) bool {
-	if a.Status.DecidedAt != nil {
-		return a.Status.DecidedAt.Before(&a.Spec.ExpiresAt)
-	}
-	return now.Before(a.Spec.ExpiresAt.Time)
 }
 
 // DeniedReason is the feedback for a denied approval, with the approver's comment.

@@ -181,8 +181,8 @@ func TestJudgeApproval(t *testing.T) {
 		{name: "pending, at expiry", approval: approval(v1.DecisionPending, v1.ApprovalStatePending, ""), fingerprint: fp, now: expires, want: VerdictExpired},
 		{name: "pending, after expiry", approval: approval(v1.DecisionPending, v1.ApprovalStatePending, ""), fingerprint: fp, now: expires.Add(time.Hour), want: VerdictExpired},
 		{name: "expired by state before the clock says so", approval: approval(v1.DecisionPending, v1.ApprovalStateExpired, ""), fingerprint: fp, now: epoch, want: VerdictExpired},
-		{name: "approved, same call", approval: approval(v1.DecisionApproved, v1.ApprovalStateApproved, ""), fingerprint: fp, now: epoch, want: VerdictApproved},
-		{name: "approved, other call", approval: approval(v1.DecisionApproved, v1.ApprovalStateApproved, ""), fingerprint: "sha256:other", now: epoch, want: VerdictMismatch},
+		{name: "approved, same call", approval: decidedAt(approval(v1.DecisionApproved, v1.ApprovalStateApproved, ""), epoch), fingerprint: fp, now: epoch, want: VerdictApproved},
+		{name: "approved, other call", approval: decidedAt(approval(v1.DecisionApproved, v1.ApprovalStateApproved, ""), epoch), fingerprint: "sha256:other", now: epoch, want: VerdictMismatch},
 		{name: "denied", approval: approval(v1.DecisionDenied, v1.ApprovalStateDenied, ""), fingerprint: fp, now: epoch, want: VerdictDenied},
 		{name: "denied, even with another fingerprint", approval: approval(v1.DecisionDenied, v1.ApprovalStateDenied, ""), fingerprint: "sha256:other", now: epoch, want: VerdictDenied},
 		{name: "consumed by this execution (a restart)", approval: approval(v1.DecisionApproved, v1.ApprovalStateConsumed, "i"), fingerprint: fp, now: epoch, want: VerdictApproved},
@@ -195,16 +195,78 @@ func TestJudgeApproval(t *testing.T) {
 		{name: "denied after expiry", approval: approval(v1.DecisionDenied, v1.ApprovalStatePending, ""), fingerprint: fp, now: expires.Add(time.Second), want: VerdictExpired},
 		{name: "approved, seen in time, judged after expiry", approval: decidedAt(approval(v1.DecisionApproved, v1.ApprovalStatePending, ""), expires.Add(-time.Second)), fingerprint: fp, now: expires.Add(time.Minute), want: VerdictApproved},
 		{name: "approved, seen at expiry", approval: decidedAt(approval(v1.DecisionApproved, v1.ApprovalStatePending, ""), expires), fingerprint: fp, now: expires.Add(time.Minute), want: VerdictExpired},
+		{name: "superseded, never used", approval: decidedAt(approval(v1.DecisionApproved, v1.ApprovalStateSuperseded, ""), epoch), fingerprint: fp, now: epoch, want: VerdictSuperseded},
 		{name: "consumed by this execution, fingerprint changed", approval: approval(v1.DecisionApproved, v1.ApprovalStateConsumed, "i"), fingerprint: "sha256:other", now: epoch, want: VerdictMismatch},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := JudgeApproval(tc.approval, tc.fingerprint, "i", tc.now); got != tc.want {
-				t.Errorf("JudgeApproval() = %d, want %d", got, tc.want)
+			// What the intent makes of the Approval once its reconciler recorded it
+			// at now.
+			recorded := tc.approval.DeepCopy()
+			recorded.Status, _ = ApprovalStatusAt(tc.approval, tc.now)
+			if got := JudgeApproval(recorded, tc.fingerprint, "i"); got != tc.want {
+				t.Errorf("JudgeApproval(ApprovalStatusAt()) = %d, want %d (state %s)", got, tc.want, recorded.Status.State)
 			}
 		})
 	}
 }
+
+// TestApprovalStatusAt: the states the Approval's reconciler records, and that a
+// state it did not record is not believed.
+func TestApprovalStatusAt(t *testing.T) {
+	expires := epoch.Add(10 * time.Minute)
+	approval := func(decision v1.ApprovalDecision, state v1.ApprovalState) *v1.Approval {
+		return &v1.Approval{
+			ObjectMeta: metav1.ObjectMeta{Name: "i", Namespace: testNS},
+			Spec:       v1.ApprovalSpec{Fingerprint: "sha256:abc", ExpiresAt: metav1.NewTime(expires), Decision: decision, DecidedBy: "alice"},
+			Status:     v1.ApprovalStatus{State: state},
+		}
+	}
+	cases := []struct {
+		name      string
+		approval  *v1.Approval
+		now       time.Time
+		state     v1.ApprovalState
+		decidedAt *time.Time
+		message   string
+		recheck   time.Duration
+	}{
+		{name: "new", approval: approval("", ""), now: epoch, state: v1.ApprovalStatePending, recheck: 10 * time.Minute},
+		{name: "pending, looks again at expiry", approval: approval(v1.DecisionPending, v1.ApprovalStatePending), now: expires.Add(-time.Second), state: v1.ApprovalStatePending, recheck: time.Second},
+		{name: "pending at expiry", approval: approval(v1.DecisionPending, v1.ApprovalStatePending), now: expires, state: v1.ApprovalStateExpired, message: "nobody decided before 2025-03-01T12:10:00Z"},
+		{name: "approved in time", approval: approval(v1.DecisionApproved, v1.ApprovalStatePending), now: epoch, state: v1.ApprovalStateApproved, decidedAt: &epoch, message: "approved by alice"},
+		{name: "denied in time", approval: approval(v1.DecisionDenied, v1.ApprovalStatePending), now: epoch, state: v1.ApprovalStateDenied, decidedAt: &epoch, message: "denied by alice"},
+		{name: "approved, first seen after expiry", approval: approval(v1.DecisionApproved, v1.ApprovalStatePending), now: expires.Add(time.Second), state: v1.ApprovalStateExpired, decidedAt: ptrTo(expires.Add(time.Second)),
+			message: "Approved by alice, but first seen by the controller at 2025-03-01T12:10:01Z, not before expiresAt 2025-03-01T12:10:00Z: a late decision does not count"},
+		{name: "final states stay", approval: approval(v1.DecisionApproved, v1.ApprovalStateConsumed), now: expires.Add(time.Hour), state: v1.ApprovalStateConsumed},
+		{name: "an expired one decided later stays expired", approval: approval(v1.DecisionApproved, v1.ApprovalStateExpired), now: epoch, state: v1.ApprovalStateExpired},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st, recheck := ApprovalStatusAt(tc.approval, tc.now)
+			if st.State != tc.state || recheck != tc.recheck || !strings.Contains(st.Message, tc.message) {
+				t.Fatalf("ApprovalStatusAt() = %s %q, look again in %s; want %s %q, in %s", st.State, st.Message, recheck, tc.state, tc.message, tc.recheck)
+			}
+			if (st.DecidedAt == nil) != (tc.decidedAt == nil) || (st.DecidedAt != nil && !st.DecidedAt.Time.Equal(*tc.decidedAt)) {
+				t.Fatalf("decidedAt %v, want %v", st.DecidedAt, tc.decidedAt)
+			}
+		})
+	}
+
+	// A state the reconciler did not record (the status is the controller's alone,
+	// so only a path past admission could write it) is not believed.
+	forged := approval(v1.DecisionApproved, v1.ApprovalStateApproved)
+	if got := JudgeApproval(forged, "sha256:abc", "i"); got != VerdictExpired {
+		t.Errorf("Approved with no decidedAt: verdict %d, want Expired", got)
+	}
+	forged = approval(v1.DecisionPending, v1.ApprovalStateApproved)
+	forged.Status.DecidedAt = &metav1.Time{Time: epoch}
+	if got := JudgeApproval(forged, "sha256:abc", "i"); got != VerdictExpired {
+		t.Errorf("Approved state on a pending decision: verdict %d, want Expired", got)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
 
 func TestDeniedReason(t *testing.T) {
 	a := &v1.Approval{ObjectMeta: metav1.ObjectMeta{Name: "t-t2-0"}, Spec: v1.ApprovalSpec{DecidedBy: "bob"}}

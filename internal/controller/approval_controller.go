@@ -1,0 +1,91 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/metrics"
+	"github.com/toolgate/toolgate/internal/pipeline"
+)
+
+// +kubebuilder:rbac:groups=toolgate.dev,resources=approvals,verbs=get;list;watch
+// +kubebuilder:rbac:groups=toolgate.dev,resources=approvals/status,verbs=get;update;patch
+
+// ApprovalReconciler keeps an Approval's state: Pending until a person decides, then
+// Approved or Denied when the controller saw the decision before expiresAt, else
+// Expired (pipeline.ApprovalStatusAt holds the rules). Every write of an Approval's
+// status is in this file: the state by time and decision here, and the two the
+// intent's reconcile takes at the moment the call runs or is decided again
+// (consumeApproval, retireApproval), each a compare-and-swap on the resourceVersion
+// read, so of two racing writers only one succeeds.
+type ApprovalReconciler struct {
+	client.Client
+	// Now is the clock; tests may replace it.
+	Now func() time.Time
+}
+
+func setupApproval(mgr ctrl.Manager, opts Options) error {
+	r := &ApprovalReconciler{Client: mgr.GetClient(), Now: opts.clock()}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1.Approval{}).
+		Named("approval").
+		Complete(r)
+}
+
+// Reconcile records the Approval's state as of now.
+func (r *ApprovalReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	a := &v1.Approval{}
+	if err := r.Get(ctx, req.NamespacedName, a); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !a.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	now := r.Now()
+	next, lookAgain := pipeline.ApprovalStatusAt(a, now)
+	next.ObservedGeneration = a.Generation
+	if equality.Semantic.DeepEqual(a.Status, next) {
+		return ctrl.Result{RequeueAfter: lookAgain}, nil
+	}
+	before := a.Status.State
+	a.Status = next
+	if err := r.Status().Update(ctx, a); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if before != next.State && next.State != v1.ApprovalStatePending {
+		metrics.ApprovalWait.WithLabelValues(string(next.State)).Observe(now.Sub(a.CreationTimestamp.Time).Seconds())
+		ctrl.LoggerFrom(ctx).V(1).Info("approval settled", "approval", klog.KObj(a), "state", next.State, "decidedBy", a.Spec.DecidedBy)
+	}
+	return ctrl.Result{RequeueAfter: lookAgain}, nil
+}
+
+// consumeApproval records that the Approval was used by the Execution, once: the
+// update carries the resourceVersion the caller read, so a second use (a racing
+// reconcile, a second manager) gets a conflict and does not run the call.
+func consumeApproval(ctx context.Context, c client.Client, a *v1.Approval, execution string) error {
+	return retireApproval(ctx, c, a, v1.ApprovalStateConsumed, execution, "used by Execution "+execution)
+}
+
+// retireApproval records the Approval's end with a compare-and-swap update: Consumed
+// by an Execution, Superseded by a decision made again, or Approved with the reason
+// the controller refused to use it.
+func retireApproval(ctx context.Context, c client.Client, a *v1.Approval, state v1.ApprovalState, consumedBy, msg string) error {
+	if a.Status.State == state && a.Status.Message == msg {
+		return nil
+	}
+	a.Status.State = state
+	a.Status.ConsumedBy = consumedBy
+	a.Status.Message = msg
+	a.Status.ObservedGeneration = a.Generation
+	return c.Status().Update(ctx, a)
+}
