@@ -26,6 +26,7 @@ import (
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
+	"github.com/toolgate/toolgate/internal/failpoint"
 	"github.com/toolgate/toolgate/internal/pipeline"
 )
 
@@ -224,6 +225,9 @@ func (r *ExecutionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			return ctrl.Result{RequeueAfter: time.Second}, nil
 		}
 		return ctrl.Result{}, err
+	}
+	if executor.IsFinished(&exec.Status) {
+		failpoint.Reached(failpoint.ResultRead)
 	}
 	var refused *refusal
 	errors.As(obs.BuildError, &refused)
@@ -459,6 +463,7 @@ func (r *ExecutionReconciler) ensureJob(ctx context.Context, exec *toolgatev1alp
 		}
 		return existing, false, nil
 	}
+	failpoint.Reached(failpoint.JobCreated)
 	return job, true, nil
 }
 

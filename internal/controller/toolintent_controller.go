@@ -22,6 +22,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
+	"github.com/toolgate/toolgate/internal/failpoint"
 	"github.com/toolgate/toolgate/internal/mask"
 	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/pipeline"
@@ -127,6 +128,20 @@ func (r *ToolIntentReconciler) openIntentsOf(ctx context.Context, obj client.Obj
 	return out
 }
 
+// reachedRecorded marks the step boundaries a status write just recorded (for the
+// kill-point tests; see internal/failpoint).
+func reachedRecorded(before, after *v1.ToolIntent) {
+	if before.Status.Validation == nil && after.Status.Validation != nil {
+		failpoint.Reached(failpoint.Validated)
+	}
+	if before.Status.Decision == nil && after.Status.Decision != nil {
+		failpoint.Reached(failpoint.Decided)
+	}
+	if before.Status.Observation == nil && after.Status.Observation != nil {
+		failpoint.Reached(failpoint.Observed)
+	}
+}
+
 // step is one pipeline step taken in a reconcile: an event and an audit line, emitted
 // only after the status write that records it succeeded.
 type step struct {
@@ -178,6 +193,7 @@ func (r *ToolIntentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			}
 			return ctrl.Result{}, err
 		}
+		reachedRecorded(intent, run.intent)
 	}
 	r.emit(log, run)
 	return result, nil
@@ -495,6 +511,7 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 		if err := r.Create(ctx, approval); err != nil && !apierrors.IsAlreadyExists(err) {
 			return false, 0, err
 		}
+		failpoint.Reached(failpoint.ApprovalCreated)
 		intent.Status.ApprovalRef = approval.Name
 		setCondition(intent, v1.ConditionApproved, false, v1.ReasonApprovalPending, fmt.Sprintf("waiting for a decision on Approval %s until %s", approval.Name, approval.Spec.ExpiresAt.UTC().Format(time.RFC3339)))
 		run.record(EventApprovalRequested, false, approval, "Approval %s requested from %s for %s", approval.Name, approversText(approval.Spec.Approvers), pipeline.RuleID(intent.Status.Decision))
@@ -582,6 +599,7 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 			}
 			return false, 0, err
 		}
+		failpoint.Reached(failpoint.ApprovalConsumed)
 	}
 	setCondition(intent, v1.ConditionApproved, true, v1.ReasonApprovalGranted, fmt.Sprintf("approved by %s", approval.Spec.DecidedBy))
 	run.record(EventApprovalGranted, false, approval, "approved by %s; Approval %s consumed by Execution %s", approval.Spec.DecidedBy, approval.Name, execName)
@@ -675,7 +693,9 @@ func (r *ToolIntentReconciler) execute(ctx context.Context, run *intentRun) (boo
 	if err := controllerutil.SetControllerReference(intent, exec, r.Scheme); err != nil {
 		return false, err
 	}
-	if err := r.Create(ctx, exec); err != nil {
+	if err := r.Create(ctx, exec); err == nil {
+		failpoint.Reached(failpoint.ExecutionCreated)
+	} else {
 		if !apierrors.IsAlreadyExists(err) {
 			return false, err
 		}

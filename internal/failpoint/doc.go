@@ -1,0 +1,38 @@
+// Package failpoint ends the process at a named step boundary of the pipeline, so
+// that the kill-point tests can stop the controller exactly where a crash would hurt
+// most (after a side effect, before the status write that records it).
+//
+// Only a binary built with the build tag "failpoints" has them: there,
+// TOOLGATE_FAILPOINT=NAME ends the process with exit code ExitCode the first time
+// the step NAME is reached, and NAME:N the N-th time. In every other build Reached is
+// an empty function and the variable is never read.
+package failpoint
+
+// The step boundaries, in pipeline order.
+const (
+	// Validated: the intent's validation was recorded.
+	Validated = "validated"
+	// Decided: the intent's decision was recorded.
+	Decided = "decided"
+	// ApprovalCreated: the Approval was created, before the intent records it.
+	ApprovalCreated = "approval-created"
+	// ApprovalConsumed: the Approval was consumed, before the Execution exists.
+	ApprovalConsumed = "approval-consumed"
+	// ExecutionCreated: the Execution was created, before the intent records it.
+	ExecutionCreated = "execution-created"
+	// JobCreated: the Job was created, before the Execution records it.
+	JobCreated = "job-created"
+	// ResultRead: the Execution's result was recorded.
+	ResultRead = "result-read"
+	// Observed: the intent's observation was recorded.
+	Observed = "observed"
+)
+
+// Points are all step boundaries, in pipeline order.
+var Points = []string{Validated, Decided, ApprovalCreated, ApprovalConsumed, ExecutionCreated, JobCreated, ResultRead, Observed}
+
+// ExitCode is the exit code of a process ended by a failpoint.
+const ExitCode = 86
+
+// EnvVar names the failpoint to end the process at.
+const EnvVar = "TOOLGATE_FAILPOINT"
