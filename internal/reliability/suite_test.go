@@ -278,6 +278,8 @@ func startManager(t *testing.T, ctx context.Context, cfg *rest.Config, ns string
 	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("manager exited with an error: %v", err)
+		}
 	})
 }
