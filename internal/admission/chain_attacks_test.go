@@ -160,10 +160,16 @@ func patchTask(t *testing.T, user, ns, name string, spec map[string]any) {
 }
 
 // observed waits for the intent's observation and checks its outcome, whether
-// anything was executed, and that its summary says each of want.
+// anything was executed, and that its summary says each of want. A call that must
+// not run fails as soon as it has an Execution.
 func observed(t *testing.T, intent *v1.ToolIntent, outcome v1.Outcome, executed bool, want ...string) *v1.ToolIntent {
 	t.Helper()
-	got := waitFor(t, intent, "an observation", func(i *v1.ToolIntent) bool { return i.Status.Observation != nil })
+	got := waitFor(t, intent, "an observation", func(i *v1.ToolIntent) bool {
+		return i.Status.Observation != nil || (!executed && i.Status.ExecutionRef != "")
+	})
+	if !executed && got.Status.ExecutionRef != "" {
+		t.Fatalf("intent %s runs as Execution %s; want it to end %s with nothing executed (conditions %+v)", got.Name, got.Status.ExecutionRef, outcome, got.Status.Conditions)
+	}
 	obs := got.Status.Observation
 	if obs.Outcome != outcome || obs.Executed != executed {
 		t.Fatalf("intent %s: outcome %s, executed %t; want %s, executed %t (%s)", got.Name, obs.Outcome, obs.Executed, outcome, executed, obs.Summary)
@@ -221,7 +227,9 @@ func waitExecution(t *testing.T, user, ns, name, what string, cond func(*v1.Exec
 // a Warning event of reason about it.
 func wantExecutionRefused(t *testing.T, ns, name, reason, want string) *v1.Execution {
 	t.Helper()
-	got := waitExecution(t, viewerUser, ns, name, "a refusal", func(e *v1.Execution) bool { return e.Status.Phase == v1.ExecutionFailed })
+	got := waitExecution(t, viewerUser, ns, name, "a refusal", func(e *v1.Execution) bool {
+		return e.Status.Phase == v1.ExecutionFailed || e.Status.JobName != ""
+	})
 	if got.Status.ErrorKind != v1.ErrorException || !strings.Contains(got.Status.Message, want) {
 		t.Errorf("Execution %s: %s %q; want an Exception saying %q", name, got.Status.ErrorKind, got.Status.Message, want)
 	}
@@ -782,7 +790,8 @@ func TestCancellingATaskStopsItsRunningApprovedCall(t *testing.T) {
 // Execution at all, by admission). The admin plants, before the agent proposes:
 // a NetworkPolicy selecting nothing under the name of a call's Execution, a Job with
 // a forged success under another's, an Execution with another image under a third
-// intent's name, and an Approval under a fourth's that alice approved. Each call
+// intent's name, and an Approval under a fourth's for the very call it will be, which
+// alice approved. Each call
 // fails closed naming the object in the way, and no Job of ours runs. Guards the
 // ownership check (controller by UID, expected spec) on every object found by name:
 // without it the planted deny-all, Job, Execution or approval is used.
@@ -805,21 +814,20 @@ func TestObjectsPlantedUnderACallsNameAreNotItsOwn(t *testing.T) {
 			Sandbox: v1.SandboxProfile{Image: "evil.example/exfiltrate:latest", WorkspaceClaimName: taskClaim},
 		},
 	}
-	leftover := pendingApproval(ns, "push", agentUser, nil)
-	leftover.Spec.TaskRef.Name = victimTask
+	byHand := pendingApproval(ns, "push", agentUser, nil)
+	byHand.Spec.TaskRef.Name = victimTask
 	wantRefused(t, clients[ownerUser].Create(t.Context(), decoy.DeepCopy()), `User "olive" cannot create resource "networkpolicies"`)
 	wantRefused(t, clients[agentUser].Create(t.Context(), planted.DeepCopy()), `User "agent-bot" cannot create resource "executions"`)
-	wantRefused(t, clients[agentUser].Create(t.Context(), leftover.DeepCopy()), `User "agent-bot" cannot create resource "approvals"`)
+	wantRefused(t, clients[agentUser].Create(t.Context(), byHand.DeepCopy()), `User "agent-bot" cannot create resource "approvals"`)
 	wantRefused(t, clients[patcherUser].Create(t.Context(), planted.DeepCopy()), "only the toolgate controller creates executions, and pat is not the controller.")
-	wantRefused(t, clients[patcherUser].Create(t.Context(), leftover.DeepCopy()), "only the toolgate controller creates approvals, and pat is not the controller.")
+	wantRefused(t, clients[patcherUser].Create(t.Context(), byHand.DeepCopy()), "only the toolgate controller creates approvals, and pat is not the controller.")
 
 	// The admin plants them.
-	for _, obj := range []client.Object{decoy, planted, leftover} {
+	for _, obj := range []client.Object{decoy, planted} {
 		if err := env.Client.Create(t.Context(), obj); err != nil {
 			t.Fatalf("planting %T %s: %v", obj, obj.GetName(), err)
 		}
 	}
-	approveAs(t, alice, leftover)
 	foreign := foreignJob(t, ns, "list")
 
 	look := proposeBash(t, ns, "look", victimTask, 0, "ls")
@@ -846,7 +854,17 @@ func TestObjectsPlantedUnderACallsNameAreNotItsOwn(t *testing.T) {
 	// been seen after, it would be for having no owner. Either way it gets no Job.
 	wantExecutionRefused(t, ns, planted.Name, controller.EventChainBroken, "only an intent's own Execution, created by the controller, runs")
 
-	push := proposeBash(t, ns, "push", victimTask, 3, "make build-release")
+	// The leftover Approval is the very call the agent will propose (a copy of the
+	// Approval of the same call under another name, so its fingerprint matches),
+	// Pending as admission requires of a new one, and alice approves it.
+	first := approvalOf(t, proposeBash(t, ns, "push-first", victimTask, 3, "make build-release"))
+	leftover := &v1.Approval{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "push"}, Spec: *first.Spec.DeepCopy()}
+	leftover.Spec.IntentRef.Name = "push"
+	if err := env.Client.Create(t.Context(), leftover); err != nil {
+		t.Fatalf("planting Approval push: %v", err)
+	}
+	approveAs(t, alice, leftover)
+	push := proposeBash(t, ns, "push", victimTask, 4, "make build-release")
 	got = observed(t, push, v1.OutcomeFailed, false, "Approval push is not controlled by this ToolIntent")
 	if strings.Contains(got.Status.Observation.Summary, "approved by") {
 		t.Errorf("the planted approval counted: %s", got.Status.Observation.Summary)
