@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/toolgate/toolgate/internal/controller"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/runner"
 )
 
 // The people and agents of the attacks, and what each is granted in the namespace.
@@ -283,6 +285,11 @@ exit 7
 		By("the controller's service account")
 		expectForbidden(decide(ctx, as(controllerServiceAccount), approval, toolgatev1alpha1.DecisionApproved, controllerServiceAccount),
 			"the toolgate controller's service account can never decide an approval; a person must.")
+		By("a user who may patch approvals but does not hold the approve verb, and a namespace editor")
+		expectForbidden(decide(ctx, as(pat), approval, toolgatev1alpha1.DecisionApproved, pat),
+			"pat may not decide approvals in namespace "+ns+": that needs the approve verb on approvals.toolgate.dev (the toolgate-approver role).")
+		expectForbidden(decide(ctx, as(eddie), approval, toolgatev1alpha1.DecisionApproved, eddie),
+			`User "eddie" cannot patch resource "approvals"`)
 		By("the requester, who is a listed approver")
 		expectForbidden(decide(ctx, as(rita), approval, toolgatev1alpha1.DecisionApproved, rita),
 			"you requested this intent; another person must decide.")
@@ -349,12 +356,28 @@ exit 7
 	})
 
 	It("1: runs nothing an agent who is not a task's proposer proposes into it; a proposer's call runs", func(ctx SpecContext) {
-		newTask(ctx, "proposers")
+		newTask(ctx, "proposers", func(s *toolgatev1alpha1.AgentTaskSpec) {
+			s.Agent.External.Proposers.Groups = []string{"reviewers"}
+		})
+		By("the outsider cannot pass for a proposer: the API server checks requestedBy and the groups claimed")
+		impostor := &toolgatev1alpha1.ToolIntent{
+			ObjectMeta: metav1.ObjectMeta{Name: intentName("proposers", 0), Namespace: ns},
+			Spec: toolgatev1alpha1.ToolIntentSpec{
+				TaskRef: toolgatev1alpha1.LocalObjectReference{Name: "proposers"}, Tool: toolgatev1alpha1.ToolBash,
+				Input:       runtime.RawExtension{Raw: []byte(`{"command":"sh mark.sh outsider.txt"}`)},
+				RequestedBy: rita,
+			},
+		}
+		expectForbidden(as(agentBot).Create(ctx, impostor.DeepCopy()), "spec.requestedBy must be your user name, which is agent-bot (it was rita).")
+		impostor.Spec.RequestedBy, impostor.Spec.RequestedByGroups = agentBot, []string{"reviewers"}
+		expectForbidden(as(agentBot).Create(ctx, impostor.DeepCopy()), "spec.requestedByGroups: reviewers is not one of your groups")
+
+		By("the outsider proposes as itself")
 		outsider := propose(ctx, agentBot, "proposers", 0, "sh mark.sh outsider.txt", "")
 		outsider = observedIntent(ctx, outsider)
 		Expect(outsider.Status.Observation.Outcome).To(Equal(toolgatev1alpha1.OutcomeValidationFailed))
 		Expect(outsider.Status.Observation.Executed).To(BeFalse())
-		Expect(outsider.Status.Observation.Summary).To(ContainSubstring("agent-bot may not propose calls for AgentTask proposers; its proposers are users rita"))
+		Expect(outsider.Status.Observation.Summary).To(ContainSubstring("agent-bot may not propose calls for AgentTask proposers; its proposers are users rita; groups reviewers"))
 		validated := meta.FindStatusCondition(outsider.Status.Conditions, toolgatev1alpha1.ConditionValidated)
 		Expect(validated).NotTo(BeNil())
 		Expect(validated.Status).To(Equal(metav1.ConditionFalse))
@@ -412,6 +435,21 @@ exit 7
 			}
 		}
 		Expect(images).To(Equal([]string{workspaceImage}))
+		var pods corev1.PodList
+		Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{executor.LabelExecution: exec.Name})).To(Succeed())
+		Expect(pods.Items).NotTo(BeEmpty(), "the approved call's pod is gone")
+		for _, pod := range pods.Items {
+			for _, v := range pod.Spec.Volumes {
+				if v.PersistentVolumeClaim != nil {
+					Expect(v.PersistentVolumeClaim.ClaimName).To(Equal(claim), "pod %s mounts another claim", pod.Name)
+				}
+			}
+			for _, c := range pod.Spec.Containers {
+				if c.Name == executor.ToolContainerName {
+					Expect(c.Image).To(Equal(workspaceImage), "pod %s runs another image", pod.Name)
+				}
+			}
+		}
 		Expect(egressRules(ctx, exec)).To(BeEmpty(), "the approved call's NetworkPolicy allows egress the approver never saw")
 		files := workspaceFiles(ctx, ns, claim, "switched.txt")
 		Expect(files).To(HaveKeyWithValue("switched.txt", "ran\n"))
@@ -513,7 +551,51 @@ exit 7
 			g.Expect(approval.Status.State).To(Equal(toolgatev1alpha1.ApprovalStateSuperseded))
 		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 		nothingRan(ctx, intent.Name)
-		Expect(workspaceFiles(ctx, ns, claim, "frozen.txt")).To(HaveKeyWithValue("frozen.txt", absent))
+
+		By("an allowed call held for a sibling that waits for a human, when the freeze is widened to it")
+		proposeIndex := func(index int32, command string) *toolgatev1alpha1.ToolIntent {
+			GinkgoHelper()
+			raw, err := json.Marshal(map[string]string{"command": command})
+			Expect(err).NotTo(HaveOccurred())
+			i := &toolgatev1alpha1.ToolIntent{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("frozen-t1-%d", index), Namespace: ns},
+				Spec: toolgatev1alpha1.ToolIntentSpec{
+					TaskRef: toolgatev1alpha1.LocalObjectReference{Name: "frozen"}, Turn: 1, Index: index, Tool: toolgatev1alpha1.ToolBash,
+					Input: runtime.RawExtension{Raw: raw}, RequestedBy: rita,
+				},
+			}
+			Expect(as(rita).Create(ctx, i)).To(Succeed())
+			return i
+		}
+		held := proposeIndex(0, "sh mark.sh held.txt")
+		sibling := proposeIndex(1, "sh approve.sh sibling.txt")
+		siblingApproval := pendingApproval(ctx, as(alice), sibling)
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(held), held)).To(Succeed())
+			executed := meta.FindStatusCondition(held.Status.Conditions, toolgatev1alpha1.ConditionExecuted)
+			g.Expect(executed).NotTo(BeNil())
+			g.Expect(executed.Reason).To(Equal(toolgatev1alpha1.ReasonWaitingForSiblings))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		Expect(held.Status.Decision.Action).To(Equal(toolgatev1alpha1.DecisionAllow))
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(freeze), freeze)).To(Succeed())
+		freeze.Spec.Rules = append(freeze.Spec.Rules, toolgatev1alpha1.PolicyRule{
+			Name: "freeze-held", Action: toolgatev1alpha1.RuleDeny,
+			Match:  toolgatev1alpha1.RuleMatch{Commands: []toolgatev1alpha1.CommandPattern{pattern("sh", "mark.sh", "held.txt")}},
+			Reason: "Change freeze: not even reviewed scripts.",
+		})
+		Expect(k8s.Update(ctx, freeze)).To(Succeed())
+		Expect(decide(ctx, as(alice), siblingApproval, toolgatev1alpha1.DecisionApproved, alice)).To(Succeed())
+		held = observedIntent(ctx, held)
+		Expect(held.Status.Observation.Outcome).To(Equal(toolgatev1alpha1.OutcomeDenied), held.Status.Observation.Summary)
+		Expect(held.Status.Observation.Executed).To(BeFalse())
+		Expect(held.Status.Observation.Summary).To(ContainSubstring("ClusterToolPolicy/" + freeze.Name + "/freeze-held"))
+		Expect(held.Status.ExecutionRef).To(BeEmpty())
+		sibling = observedIntent(ctx, sibling)
+		Expect(sibling.Status.Observation.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), sibling.Status.Observation.Summary)
+		nothingRan(ctx, held.Name)
+		Expect(workspaceFiles(ctx, ns, claim, "frozen.txt", "held.txt", "sibling.txt")).To(Equal(map[string]string{
+			"frozen.txt": absent, "held.txt": absent, "sibling.txt": "ran\n",
+		}))
 	})
 
 	It("4: does not honour an approval decided after it expired", func(ctx SpecContext) {
@@ -534,6 +616,8 @@ exit 7
 		Expect(intent.Status.Observation.Summary).To(ContainSubstring("expired"))
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(approval), approval)).To(Succeed())
 		Expect(approval.Status.State).To(Equal(toolgatev1alpha1.ApprovalStateExpired))
+		Expect(approval.Status.Message).To(ContainSubstring("nobody decided before"))
+		Expect(approval.Status.ConsumedBy).To(BeEmpty())
 		Expect(intent.Status.ExecutionRef).To(BeEmpty())
 		nothingRan(ctx, intent.Name)
 		Expect(workspaceFiles(ctx, ns, claim, "late.txt")).To(HaveKeyWithValue("late.txt", absent))
@@ -606,6 +690,22 @@ exit 7
 		Expect(intent.Status.Observation.Outcome).To(Equal(toolgatev1alpha1.OutcomeFailed))
 		Expect(intent.Status.Observation.Summary).To(ContainSubstring("[exit code: 7]"))
 		Expect(intent.Status.Observation.Summary).NotTo(ContainSubstring("forged success"))
+
+		By("the termination message the kubelet kept is the runner's result, not the forgery")
+		pod := &corev1.Pod{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: exec.Status.PodName}, pod)).To(Succeed())
+		var terminated *corev1.ContainerStateTerminated
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.Name == executor.ToolContainerName {
+				terminated = cs.State.Terminated
+			}
+		}
+		Expect(terminated).NotTo(BeNil(), "the tool container of pod %s did not terminate", pod.Name)
+		Expect(terminated.ExitCode).To(Equal(int32(runner.ExitFailed)), "the runner did not exit as one that wrote a failure")
+		var result runner.Result
+		Expect(json.Unmarshal([]byte(terminated.Message), &result)).To(Succeed(), "termination message %q", terminated.Message)
+		Expect(result.ExitCode).To(Equal(7))
+		Expect(result.Message).NotTo(ContainSubstring("forged"))
 
 		By("the processes the tool left behind did not outlive the call")
 		time.Sleep(time.Until(finished.Add(6 * time.Second)))
