@@ -465,18 +465,25 @@ func TestTheTaskOwnerCannotMoveAnApprovedCall(t *testing.T) {
 			"network": map[string]any{"mode": "AllowList", "egress": []any{map[string]any{"cidr": "0.0.0.0/0"}}},
 		},
 	})
+	if moved := getTask(t, ns, victimTask); moved.Spec.Workspace.ExistingClaim != otherClaim || moved.Spec.Sandbox.Network.Mode != v1.NetworkAllowList {
+		t.Fatalf("olive's change did not take: %+v", moved.Spec)
+	}
 	approveAs(t, alice, a)
 
 	job := waitJob(t, ns, pipeline.ExecutionName(build))
+	var images, claims []string
 	for _, c := range job.Spec.Template.Spec.Containers {
-		if c.Name == executor.ToolContainerName && c.Image != sandboxImage {
-			t.Errorf("the approved call runs in image %s, not the approved %s", c.Image, sandboxImage)
+		if c.Name == executor.ToolContainerName {
+			images = append(images, c.Image)
 		}
 	}
 	for _, vol := range job.Spec.Template.Spec.Volumes {
-		if vol.PersistentVolumeClaim != nil && vol.PersistentVolumeClaim.ClaimName != taskClaim {
-			t.Errorf("the approved call mounts claim %s, not the approved %s", vol.PersistentVolumeClaim.ClaimName, taskClaim)
+		if vol.PersistentVolumeClaim != nil {
+			claims = append(claims, vol.PersistentVolumeClaim.ClaimName)
 		}
+	}
+	if len(images) != 1 || images[0] != sandboxImage || len(claims) != 1 || claims[0] != taskClaim {
+		t.Errorf("the approved call runs in images %v on claims %v; alice approved %s on %s", images, claims, sandboxImage, taskClaim)
 	}
 	policy := &networkingv1.NetworkPolicy{}
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: job.Name}, policy); err != nil {
@@ -492,6 +499,9 @@ func TestTheTaskOwnerCannotMoveAnApprovedCall(t *testing.T) {
 	// replaced by another of the same name before alice decides.
 	again := proposeBash(t, ns, "build-again", victimTask, 1, "make build-release")
 	second := approvalOf(t, again)
+	if s := second.Spec.Request.Sandbox; s == nil || s.Profile.Image != "evil.example/exfiltrate:latest" || s.Profile.WorkspaceClaimName != otherClaim {
+		t.Errorf("a call decided after olive's change is not shown in the task as changed: %+v", s)
+	}
 	oldUID := getTask(t, ns, victimTask).UID
 	if err := clients[ownerUser].Delete(t.Context(), &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: victimTask}}); err != nil {
 		t.Fatalf("%s deleting the task: %v", ownerUser, err)
