@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 )
@@ -39,10 +41,15 @@ const controllerServiceAccount = "system:serviceaccount:" + controllerNamespace 
 // controller's namespace in.
 var controllerGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + controllerNamespace}
 
+var setLoggerOnce sync.Once
+
 // actingAs returns an uncached client whose requests the API server takes for
 // user's, in groups (system:authenticated is added by the server).
 func actingAs(user string, groups ...string) client.Client {
 	GinkgoHelper()
+	// controller-runtime complains, with a stack trace, about clients made once its
+	// logger has gone unset for a while; its messages go where the spec's do.
+	setLoggerOnce.Do(func() { ctrllog.SetLogger(GinkgoLogr) })
 	cfg, err := config.GetConfig()
 	Expect(err).NotTo(HaveOccurred())
 	cfg = rest.CopyConfig(cfg)
