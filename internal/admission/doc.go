@@ -22,6 +22,12 @@
 //     or anyone but the agent loop for a model task, gets ValidationFailed and no
 //     Execution or Job; proposers by user, claimed group and service account get
 //     through.
+//   - The authorization chain (chain_attacks_test.go): with the real controller
+//     running as its service account, each hole of the chain around the Approval
+//     tried by the user who would try it — a task owner moving or cancelling her
+//     task, a policy admin's emergency Deny, a late approval, Executions and objects
+//     planted past admission, forged results, what the approver and a viewer read,
+//     credentials sent elsewhere — refused with nothing run.
 //   - What only the controller writes: every toolgate status, and the creation of
 //     Approvals (always Pending) and Executions.
 //   - The roles grant what docs/approvals.md says, checked with SubjectAccessReviews
