@@ -681,6 +681,25 @@ exit 5
 		}
 		nothingRan(ctx, intent.Name)
 		Expect(workspaceFiles(ctx, ns, claim, "direct.txt")).To(HaveKeyWithValue("direct.txt", absent))
+
+		By("the admin replays a call that ran, as a copy of its Execution")
+		ran := observedIntent(ctx, propose(ctx, rita, "direct", 1, "sh mark.sh replayed.txt", ""))
+		Expect(ran.Status.Observation.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), ran.Status.Observation.Summary)
+		original := executionOf(ctx, ran)
+		replay := &toolgatev1alpha1.Execution{
+			ObjectMeta: metav1.ObjectMeta{Name: original.Name + "-again", Namespace: ns, OwnerReferences: original.OwnerReferences},
+			Spec:       *original.Spec.DeepCopy(),
+		}
+		Expect(k8s.Create(ctx, replay)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(replay), replay)).To(Succeed())
+			g.Expect(replay.Status.Phase).To(Equal(toolgatev1alpha1.ExecutionFailed))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		Expect(replay.Status.ErrorKind).To(Equal(toolgatev1alpha1.ErrorException))
+		Expect(replay.Status.Message).To(ContainSubstring("ran its call as Execution " + original.Name + ", not " + replay.Name + "; an intent runs once"))
+		Expect(warningNotes(ctx, ns, "Execution", replay.Name, controller.EventChainBroken)).To(ContainElement(ContainSubstring("an intent runs once")))
+		Expect(jobsOf(ctx, ns, ran.Name)).To(HaveLen(1), "the replayed call got a Job")
+		Expect(workspaceFiles(ctx, ns, claim, "replayed.txt")).To(HaveKeyWithValue("replayed.txt", "ran\n"), "the call ran more than once")
 	})
 
 	It("6: records the tool's real result, not the one it forged in the termination message", func(ctx SpecContext) {
@@ -894,6 +913,7 @@ exit 5
 		// 127.0.0.1 is on the deployed allow-list; the endpoint is never reached.
 		modelTask("borrowed-key", "http://127.0.0.1:9/v1", "deploy-token")
 		modelTask("send-elsewhere", "https://models.attacker.example/v1", "model-key")
+		modelTask("send-with-userinfo", "http://bob:hunter2@127.0.0.1:9/v1", "model-key")
 
 		waiting := func(name, reason string) string {
 			GinkgoHelper()
@@ -920,6 +940,9 @@ exit 5
 		msg = waiting("send-elsewhere", controller.ReasonEndpointNotAllowed)
 		Expect(msg).To(ContainSubstring(`"https://models.attacker.example/v1"`))
 		Expect(msg).To(ContainSubstring("--model-endpoints"))
+		msg = waiting("send-with-userinfo", controller.ReasonEndpointNotAllowed)
+		Expect(msg).To(ContainSubstring("userinfo"))
+		Expect(msg).NotTo(ContainSubstring("hunter2"))
 
 		By("nobody but the agent loop proposes into a model task")
 		outsider := observedIntent(ctx, propose(ctx, agentBot, "borrowed-key", 0, "cat /workspace/mark.sh", ""))
