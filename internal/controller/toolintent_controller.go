@@ -249,9 +249,12 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 		if err := r.decide(ctx, run); err != nil {
 			return ctrl.Result{}, err
 		}
-		if intent.Status.Observation != nil {
-			return ctrl.Result{}, nil
-		}
+		// The decision is recorded before anything acts on it (an Approval, an
+		// Execution): were its status write lost after a side effect, the next pass
+		// would decide again from nothing, perhaps otherwise (the task ended, a
+		// policy changed), and leave an Execution that no recorded decision allows.
+		// The status write returns this intent to the queue.
+		return ctrl.Result{}, nil
 	}
 	if intent.Status.ExecutionRef == "" && r.notWhereDecided(run) {
 		return ctrl.Result{}, nil
