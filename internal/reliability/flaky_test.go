@@ -56,6 +56,9 @@ type flakyProxy struct {
 	counts map[string]int
 	// off stops injecting (the proxy then only forwards).
 	off bool
+	// intercept, when set, sees each request first and answers it itself when it
+	// returns true: a test's own fault at a chosen request.
+	intercept func(http.ResponseWriter, *http.Request) bool
 }
 
 // startFlakyProxy starts the proxy in front of env's API server until the test ends.
@@ -137,6 +140,9 @@ func discovery(path string) bool {
 }
 
 func (p *flakyProxy) serve(w http.ResponseWriter, r *http.Request) {
+	if p.intercept != nil && p.intercept(w, r) {
+		return
+	}
 	kind, d := p.pick(r)
 	switch kind {
 	case faultsNone:
@@ -262,28 +268,37 @@ func TestFlakyAPIServerKeepsEveryPromise(t *testing.T) {
 	playKubelet(t, ns)
 	startManager(t, context.Background(), proxy.config(), ns)
 	// Under faults refusals can be observed before the calls allowed between them,
-	// which the default budget of five refusals in a row would count as a stuck
-	// agent and end the task; this run is about the pipeline, not the budgets.
+	// which the default budget of five refusals in a row counts as a stuck agent:
+	// "flaky" has a budget that never ends it, so its calls go the whole pipeline;
+	// "ending" has the defaults and may end (Failed, RefusalBudgetExhausted) while
+	// its calls are in flight, the task ending under a call whose status write was
+	// lost (this found the Execution left behind by an unrecorded decision).
 	newTaskWith(t, ns, "flaky", v1.ModeEdit, func(b *v1.Budgets) { b.MaxConsecutiveRefusals = 1000 })
+	newTask(t, ns, "ending", v1.ModeEdit)
 	denyDeletes(t, ns)
 
-	const calls = 30
-	for i := range int32(calls) {
-		tool, input := v1.ToolBash, `{"command":"ls"}` // allowed: read-only
-		switch i % 3 {
-		case 1:
-			tool, input = v1.ToolWriteFile, fmt.Sprintf(`{"path":"f%d","content":"x"}`, i) // the edit mode asks
-		case 2:
-			input = `{"command":"rm -rf build"}` // denied by the policy
-		}
-		if err := env.Client.Create(t.Context(), newIntent(ns, "flaky", i, 0, tool, input)); err != nil {
-			t.Fatal(err)
+	const perTask = 15
+	calls := 0
+	for _, task := range []string{"flaky", "ending"} {
+		for i := range int32(perTask) {
+			tool, input := v1.ToolBash, `{"command":"ls"}` // allowed: read-only
+			switch i % 3 {
+			case 1:
+				tool, input = v1.ToolWriteFile, fmt.Sprintf(`{"path":"f%d","content":"x"}`, i) // the edit mode asks
+			case 2:
+				input = `{"command":"rm -rf build"}` // denied by the policy
+			}
+			if err := env.Client.Create(t.Context(), newIntent(ns, task, i, 0, tool, input)); err != nil {
+				t.Fatal(err)
+			}
+			calls++
 		}
 	}
 	// A person decides the asked ones as they come: every other one approved.
 	decideAll(t, ns, func(a *v1.Approval) (v1.ApprovalDecision, string) {
+		name := a.Spec.IntentRef.Name
 		var turn int
-		_, _ = fmt.Sscanf(a.Spec.IntentRef.Name, "flaky-t%d-0", &turn)
+		_, _ = fmt.Sscanf(name[strings.LastIndex(name, "-t")+2:], "%d", &turn)
 		if turn%2 == 0 {
 			return v1.DecisionDenied, "bob"
 		}
