@@ -1,0 +1,101 @@
+package reliability
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+// splitBrainWorkload creates tasks tasks, each with the calls of newWorkload(rounds),
+// and starts the people who decide their asked calls. Several tasks keep each within
+// its budget of approval requests.
+func splitBrainWorkload(t *testing.T, ns string, tasks, rounds int) int {
+	t.Helper()
+	deny := map[string]bool{}
+	var all []workload
+	for i := range tasks {
+		name := fmt.Sprintf("split%d", i)
+		newTask(t, ns, name, v1.ModeEdit)
+		w := newWorkload(ns, name, rounds)
+		for k := range w.denyAsked {
+			deny[k] = true
+		}
+		all = append(all, w)
+	}
+	approveAsked(t, ns, deny)
+	n := 0
+	// The tasks' calls are created interleaved, a burst the two managers take up at
+	// the same moment.
+	for i := range all[0].intents {
+		for _, w := range all {
+			if err := env.Client.Create(t.Context(), w.intents[i]); err != nil {
+				t.Fatalf("creating intent %s: %v", w.intents[i].Name, err)
+			}
+			n++
+		}
+	}
+	return n
+}
+
+// TestSplitBrainKeepsEveryPromise runs two managers at once on the same namespace,
+// leader election off (two replicas that both believe they lead, or a second one
+// started by mistake): each has its own cache, so each acts on what the other wrote
+// only once its watch delivers it, and both race to validate, decide, ask, consume
+// approvals, create Executions and Jobs and observe the same intents. The people
+// decide the asked calls while both run. Every call must still run at most once,
+// only when allowed or approved, with each approval used once.
+func TestSplitBrainKeepsEveryPromise(t *testing.T) {
+	tasks, rounds := 3, 5 // 60 calls: 30 allowed, 15 asked (12 approved), 15 denied
+	if longRuns() {
+		tasks, rounds = 5, 10
+	}
+	ns := env.Namespace(t)
+	r := record(t, ns)
+	playKubelet(t, ns)
+	startManager(t, context.Background(), env.Config, ns)
+	startManager(t, context.Background(), env.Config, ns)
+	denyDeletes(t, ns)
+	n := splitBrainWorkload(t, ns, tasks, rounds)
+	waitObserved(t, r, n, 2*time.Minute)
+	wantNoViolations(t, r)
+}
+
+// TestSplitBrainWithOneStoppedAndAnotherStartedMidRun stops one of the two managers
+// while the calls are in flight (its reconciles cut off between a side effect and
+// the status write that records it) and starts a third with a cold cache while the
+// survivor's is warm: the survivor and the newcomer must finish every call without
+// repeating what the stopped one did.
+func TestSplitBrainWithOneStoppedAndAnotherStartedMidRun(t *testing.T) {
+	tasks, rounds := 2, 5 // 40 calls
+	if longRuns() {
+		tasks, rounds = 4, 10
+	}
+	ns := env.Namespace(t)
+	r := record(t, ns)
+	playKubelet(t, ns)
+	first, stopFirst := context.WithCancel(context.Background())
+	defer stopFirst()
+	startManager(t, first, env.Config, ns)
+	startManager(t, context.Background(), env.Config, ns)
+	denyDeletes(t, ns)
+	n := splitBrainWorkload(t, ns, tasks, rounds)
+
+	// Stop the first once a third of the calls are observed: the rest are in flight.
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		_, observed := r.Count()
+		return observed >= n/3, nil
+	})
+	if err != nil {
+		_, observed := r.Count()
+		t.Fatalf("only %d of %d calls were observed with two managers running", observed, n)
+	}
+	stopFirst()
+	startManager(t, context.Background(), env.Config, ns)
+	waitObserved(t, r, n, 2*time.Minute)
+	wantNoViolations(t, r)
+}
