@@ -442,6 +442,12 @@ func (r *ToolIntentReconciler) recheck(ctx context.Context, run *intentRun, appr
 		verdict, why = pipeline.RecheckDeny, fmt.Sprintf("%s; the call was decided %d times while it waited, and is not asked again", why, pipeline.MaxDecisions)
 	}
 	rule := pipeline.RuleID(&now)
+	// An allowed call has no Approval: its events relate to nothing, not to a nil
+	// *Approval (a non-nil interface the event recorder would dereference).
+	var related runtime.Object
+	if approval != nil {
+		related = approval
+	}
 	run.observe = append(run.observe, func() { metrics.Decisions.WithLabelValues(string(now.Action), now.Rule).Inc() })
 	if verdict == pipeline.RecheckDeny {
 		msg := fmt.Sprintf("decided again just before running, and denied: %s", why)
@@ -459,7 +465,7 @@ func (r *ToolIntentReconciler) recheck(ctx context.Context, run *intentRun, appr
 		}
 		setCondition(intent, v1.ConditionDecided, true, v1.ReasonRedecided, msg)
 		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "denied when decided again before running; nothing was executed")
-		run.record(EventRedecided, true, approval, "%s", msg)
+		run.record(EventRedecided, true, related, "%s", msg)
 		r.finish(run, pipeline.Refusal(v1.OutcomeDenied, fmt.Sprintf("The policies changed while this call waited to run. %s (rule %s): %s", now.Reason, rule, why), run.now))
 		return true, nil
 	}
@@ -472,7 +478,7 @@ func (r *ToolIntentReconciler) recheck(ctx context.Context, run *intentRun, appr
 	setCondition(intent, v1.ConditionDecided, true, v1.ReasonRedecided, msg)
 	setCondition(intent, v1.ConditionApproved, false, v1.ReasonApprovalPending, msg)
 	setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "asked again; nothing was executed yet")
-	run.record(EventRedecided, true, approval, "%s", msg)
+	run.record(EventRedecided, true, related, "%s", msg)
 	return true, nil
 }
 
