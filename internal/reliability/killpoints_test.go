@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/failpoint"
 )
@@ -46,6 +48,22 @@ func newWorkload(ns, task string, rounds int) workload {
 		add(fmt.Sprintf(`{"command":"cat f%d"}`, i))
 	}
 	return w
+}
+
+// newRoomyTask creates the task of newTask with budgets no workload here spends:
+// the denied calls are observed at once while the allowed ones between them still
+// run, so five refusals come "in a row" among the observed calls and the default
+// refusal budget would end the task midway (a fault tested elsewhere).
+func newRoomyTask(t *testing.T, ns, name string) {
+	t.Helper()
+	task := newTask(t, ns, name, v1.ModeEdit)
+	patch := client.MergeFrom(task.DeepCopy())
+	task.Spec.Budgets.MaxConsecutiveRefusals = 1000
+	task.Spec.Budgets.MaxApprovalRequests = 1000
+	task.Spec.Budgets.MaxIntents = 10000
+	if err := env.Client.Patch(t.Context(), task, patch); err != nil {
+		t.Fatalf("raising the budgets of task %s: %v", name, err)
+	}
 }
 
 // create creates the workload's intents.
@@ -90,7 +108,7 @@ func killAt(t *testing.T, m managerBinary, point string, hit, rounds int) {
 	ns := env.Namespace(t)
 	r := record(t, ns)
 	playKubelet(t, ns)
-	newTask(t, ns, "kill", v1.ModeEdit)
+	newRoomyTask(t, ns, "kill")
 	denyDeletes(t, ns)
 	w := newWorkload(ns, "kill", rounds)
 	approveAsked(t, ns, w.denyAsked)

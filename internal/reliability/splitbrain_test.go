@@ -7,20 +7,17 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-
-	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 )
 
 // splitBrainWorkload creates tasks tasks, each with the calls of newWorkload(rounds),
-// and starts the people who decide their asked calls. Several tasks keep each within
-// its budget of approval requests.
+// and starts the people who decide their asked calls.
 func splitBrainWorkload(t *testing.T, ns string, tasks, rounds int) int {
 	t.Helper()
 	deny := map[string]bool{}
 	var all []workload
 	for i := range tasks {
 		name := fmt.Sprintf("split%d", i)
-		newTask(t, ns, name, v1.ModeEdit)
+		newRoomyTask(t, ns, name)
 		w := newWorkload(ns, name, rounds)
 		for k := range w.denyAsked {
 			deny[k] = true
