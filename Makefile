@@ -65,6 +65,10 @@ verify-generated: manifests generate ## Fail when generated files are not up to 
 test: envtest-assets oracle-deps ## Run unit and integration (envtest) tests against a real kube-apiserver and etcd.
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test $(GOTEST_FLAGS) ./...
 
+.PHONY: test-reliability
+test-reliability: envtest-assets ## Run the reliability tests (kill points, split brain, a flaky API server, fuzzed intents) in their long form: 1000 fuzzed intents.
+	TOOLGATE_RELIABILITY_LONG=1 KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test $(GOTEST_FLAGS) ./internal/reliability/ -count=1 -v -timeout 60m
+
 .PHONY: bench
 bench: ## Run the benchmarks reported in docs/benchmarks.md.
 	go test -run '^$$' -bench . -benchmem ./internal/policy/...
