@@ -252,3 +252,32 @@ func TestRetiredApprovalIsNeverUsed(t *testing.T) {
 		t.Fatal("a retired approval was used")
 	}
 }
+
+// A task being deleted adopts no intent. With orphan propagation the garbage
+// collector takes the task's owner reference off its intents; adopting one again
+// (with the deleted task's UID) would hand it back to be deleted with the task, and
+// an orphaned call of a task deleted and created again would never reach the
+// check that aborts it. (No garbage collector runs here: the orphan finalizer
+// keeps the task in deletion while an unowned intent names it.)
+func TestATaskBeingDeletedAdoptsNothing(t *testing.T) {
+	p := startPipeline(t)
+	task := p.task("t", v1.ModeEdit)
+	if err := env.Client.Delete(t.Context(), task, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Stand in for the collector: drop the orphan finalizer.
+		got := &v1.AgentTask{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(task), got); err == nil {
+			got.Finalizers = nil
+			_ = env.Client.Update(context.Background(), got)
+		}
+	})
+	p.eventually("task in deletion", func() (bool, string) {
+		return !p.getTask("t").DeletionTimestamp.IsZero(), ""
+	})
+	p.propose("t", 0, 0, v1.ToolBash, `{"command":"ls"}`)
+	p.never("the intent adopted by the task being deleted", func() bool {
+		return metav1.GetControllerOf(p.getIntent("t-t0-0")) != nil
+	})
+}

@@ -210,13 +210,16 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 		task = nil
 	}
 	run.task = task
-	if task != nil && task.Spec.Agent.External != nil && metav1.GetControllerOf(intent) == nil {
+	if task != nil && task.Spec.Agent.External != nil && task.DeletionTimestamp.IsZero() && metav1.GetControllerOf(intent) == nil {
 		// An external agent's intent names its task but is not owned by it: adopt it,
 		// so deleting the task removes its intents and tools like Argo CD show them
 		// as the task's children. Only metadata changes; the spec stays immutable.
 		// A model task's intents are created owned by it by the agent loop; one that
 		// is not was created by someone else, and adopting it would make it look like
-		// the task's own (validation refuses it).
+		// the task's own (validation refuses it). A task being deleted adopts
+		// nothing: with orphan propagation the garbage collector has just taken its
+		// owner reference off the intent, and adopting it again would hand it back to
+		// be deleted with the task.
 		if err := r.adopt(ctx, intent, task); err != nil {
 			return ctrl.Result{}, err
 		}

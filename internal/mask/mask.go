@@ -60,6 +60,40 @@ var patterns = []struct {
 // rewrites a line), bidirectional overrides and isolates, and invisible formatting
 // characters, as \xNN or \uNNNN; bytes that are not UTF-8 as \xNN.
 func Secrets(s string, literals ...string) string {
+	return secrets(s, nil, literals)
+}
+
+// Command masks a call's input for the approver who decides whether it runs. It is
+// Secrets, except that a value after a secret-looking name stays visible when the
+// call can use it as code or as an argument, for masking must never hide what runs:
+// run_token=uname; $run_token -a would otherwise be shown as run_token=[MASKED],
+// hiding the program. A value stays visible when its name appears anywhere else in s
+// (an expansion $NAME or ${NAME}, an indirect reference ref=NAME, arithmetic), or
+// when s reaches variables without naming them (eval, ${!…}, a nameref, the
+// declaring and exporting builtins, env, printenv, set, compgen, source). A secret
+// assigned and used is then shown to the approver; it is in the ToolIntent's input
+// as proposed anyway, which the same people may read. Token shapes (private keys,
+// sk-…, AKIA…, JWTs, bearer tokens, credentials in URLs) are always masked.
+func Command(s string, literals ...string) string {
+	return secrets(s, func(name string) bool { return !usedAsCode(s, name) }, literals)
+}
+
+// indirection are the words by which a shell command reaches a variable's value
+// without naming it.
+var indirection = regexp.MustCompile(`\$\{!|(?:^|[^A-Za-z0-9_-])(?:eval|declare|typeset|local|export|readonly|env|printenv|set|compgen|source|mapfile|readarray)(?:$|[^A-Za-z0-9_-])|(?:^|[\s;&|(])\.\s`)
+
+// usedAsCode says whether the command s may use the value of the variable name as
+// something that runs or an argument to it (see Command).
+func usedAsCode(s, name string) bool {
+	if indirection.MatchString(s) {
+		return true
+	}
+	return len(regexp.MustCompile(`(?:^|[^A-Za-z0-9_])`+regexp.QuoteMeta(name)+`(?:$|[^A-Za-z0-9_])`).FindAllStringIndex(s, 2)) > 1
+}
+
+// secrets is Secrets; mask, when not nil, says whether the value after a secret
+// name may be masked.
+func secrets(s string, mask func(name string) bool, literals []string) string {
 	s = Escape(s)
 	for _, lit := range literals {
 		if len(lit) < 4 {
@@ -76,7 +110,7 @@ func Secrets(s string, literals ...string) string {
 			s = p.re.ReplaceAllString(s, p.repl)
 			continue
 		}
-		s = replaceValues(p.re, p.valueAfter, s)
+		s = replaceValues(p.re, p.valueAfter, s, mask)
 	}
 	return s
 }
@@ -87,7 +121,7 @@ var substitutions = []string{"$(", "`", "${", "<(", ">("}
 // replaceValues masks the value after group g of each match of re, up to the first
 // substitution in it: password=abc$(cat key) is password=[MASKED]$(cat key), and
 // password=$(cat key) is left as it is, for an approver must see what runs.
-func replaceValues(re *regexp.Regexp, g int, s string) string {
+func replaceValues(re *regexp.Regexp, g int, s string, mask func(name string) bool) string {
 	idx := re.FindAllStringSubmatchIndex(s, -1)
 	if idx == nil {
 		return s
@@ -97,6 +131,9 @@ func replaceValues(re *regexp.Regexp, g int, s string) string {
 	for _, m := range idx {
 		end, valueStart := m[1], m[2*g+1]
 		value := s[valueStart:end]
+		if mask != nil && !mask(leadingName(s[m[0]:valueStart])) {
+			continue
+		}
 		cut := len(value)
 		for _, sub := range substitutions {
 			if i := strings.Index(value, sub); i >= 0 && i < cut {
@@ -112,6 +149,19 @@ func replaceValues(re *regexp.Regexp, g int, s string) string {
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// leadingName is the name a secret pattern matched at: the identifier its match
+// starts with, after any leading dashes of a flag.
+func leadingName(match string) string {
+	match = strings.TrimLeft(match, "-")
+	end := strings.IndexFunc(match, func(r rune) bool {
+		return !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	})
+	if end < 0 {
+		return match
+	}
+	return match[:end]
 }
 
 // Escape writes the characters that change what a terminal or an editor shows

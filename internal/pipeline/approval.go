@@ -66,7 +66,7 @@ const maxObjectName = 253
 // and behind which walls and in which sandbox it will run, who asked, who may decide, until when, bound to
 // the decision's fingerprint.
 func BuildApproval(intent *v1.ToolIntent, d *v1.Decision, normalized json.RawMessage, ttl time.Duration, now time.Time) *v1.Approval {
-	input := cutText(mask.Secrets(string(normalized)), maxApprovalInput)
+	input := cutText(mask.Command(string(normalized)), maxApprovalInput)
 	a := &v1.Approval{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      ApprovalName(intent),
