@@ -155,9 +155,10 @@ func replaceValues(re *regexp.Regexp, g int, s string, mask func(name string) bo
 // starts with, after any leading dashes of a flag.
 func leadingName(match string) string {
 	match = strings.TrimLeft(match, "-")
-	end := strings.IndexFunc(match, func(r rune) bool {
-		return !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
-	})
+	identifier := func(r rune) bool {
+		return r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+	}
+	end := strings.IndexFunc(match, func(r rune) bool { return !identifier(r) })
 	if end < 0 {
 		return match
 	}
