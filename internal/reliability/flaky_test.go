@@ -40,8 +40,14 @@ const (
 	faultLostReply   = "lost-reply"       // the request was done by the API server, its reply dropped: the write happened, the client does not know
 	faultWatchCut    = "watch-cut-early"  // a watch stream cut 1 to 8 s after it began
 	faultsNone       = "passed-untouched" // counted for the share
-	flakySeedEnv     = "TOOLGATE_FLAKY_SEED"
-	flakyShareOfHits = 0.15 // of the manager's non-watch requests hit by a fault
+)
+
+const (
+	// flakySeedEnv replays a run's draws.
+	flakySeedEnv = "TOOLGATE_FLAKY_SEED"
+	// flakyShareOfHits of the manager's requests other than watches meet a fault:
+	// enough that every kind is met in a run, few enough that work gets done.
+	flakyShareOfHits = 0.15
 )
 
 // flakyProxy stands between a manager and the API server (plain HTTP on 127.0.0.1;
