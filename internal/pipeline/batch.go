@@ -7,13 +7,18 @@ import (
 )
 
 // AwaitsApproval says whether an intent waits for a human: it was decided Ask and has
-// no observation yet and no execution.
+// no observation yet and no execution, and it is not held for its batch (an asked
+// call is held only once its approval was approved: it waits for its siblings, not
+// for a person; counted as waiting, two approved calls of a turn would hold each
+// other back for ever).
 func AwaitsApproval(intent *v1.ToolIntent) bool {
+	held := meta.FindStatusCondition(intent.Status.Conditions, v1.ConditionExecuted)
 	return intent.Status.Decision != nil &&
 		intent.Status.Decision.Action == v1.DecisionAsk &&
 		intent.Status.Observation == nil &&
 		intent.Status.ExecutionRef == "" &&
-		!meta.IsStatusConditionTrue(intent.Status.Conditions, v1.ConditionApproved)
+		!meta.IsStatusConditionTrue(intent.Status.Conditions, v1.ConditionApproved) &&
+		(held == nil || held.Reason != v1.ReasonWaitingForSiblings)
 }
 
 // BlockingSiblings returns the siblings (same task and turn, other names) that hold
