@@ -698,6 +698,16 @@ func (r *ToolIntentReconciler) execute(ctx context.Context, run *intentRun) (boo
 			}
 		}
 	}
+	// The Execution is a side effect taken on the intent as this reconcile read it,
+	// from the cache, which may be older than the API server's: this controller's own
+	// last status write not seen yet, or another replica's. That older intent may
+	// still say Allow when the call was since decided again (recheck: Ask, Deny) and
+	// the conflict of the status write below comes only after the Execution exists,
+	// for a call not allowed any more. It is created only from the live intent; a
+	// newer one is on its way through the watch, which reconciles again.
+	if live, err := r.isLive(ctx, intent); err != nil || !live {
+		return true, err
+	}
 	exec, err := pipeline.BuildExecution(intent)
 	if err != nil {
 		return false, err
@@ -731,6 +741,26 @@ func (r *ToolIntentReconciler) execute(ctx context.Context, run *intentRun) (boo
 	setCondition(intent, v1.ConditionExecuted, false, v1.ReasonExecutionCreated, fmt.Sprintf("Execution %s runs", exec.Name))
 	run.record(EventExecutionRequested, false, exec, "Execution %s created (timeout %ds, image %s)", exec.Name, exec.Spec.TimeoutSeconds, exec.Spec.Sandbox.Image)
 	return false, nil
+}
+
+// isLive says whether intent is the API server's current version of it (by
+// resourceVersion), read around the cache.
+func (r *ToolIntentReconciler) isLive(ctx context.Context, intent *v1.ToolIntent) (bool, error) {
+	if r.APIReader == nil {
+		return true, nil
+	}
+	live := &v1.ToolIntent{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(intent), live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	if live.ResourceVersion != intent.ResourceVersion {
+		ctrl.LoggerFrom(ctx).V(1).Info("the cached intent is not the live one; not creating its Execution from it", "cached", intent.ResourceVersion, "live", live.ResourceVersion)
+		return false, nil
+	}
+	return true, nil
 }
 
 // inTheWay ends the intent without running anything because an object of the name
