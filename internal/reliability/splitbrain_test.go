@@ -6,7 +6,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 )
 
 // splitBrainWorkload creates tasks tasks, each with the calls of newWorkload(rounds),
@@ -93,6 +97,64 @@ func TestSplitBrainWithOneStoppedAndAnotherStartedMidRun(t *testing.T) {
 	}
 	stopFirst()
 	startManager(t, context.Background(), env.Config, ns)
+	waitObserved(t, r, n, 2*time.Minute)
+	wantNoViolations(t, r)
+}
+
+// TestSplitBrainWhilePoliciesChange races the two managers while the namespace's
+// policy flips between no rule, a rule that asks for reads and a rule that denies
+// writes: calls are decided again just before they run (recheck), asked again with a
+// new Approval and the old one retired, or denied after they were approved, and
+// each manager may do so from a cache that has not seen the other's writes. The
+// people approve whatever is pending, the retired approvals' successors included.
+func TestSplitBrainWhilePoliciesChange(t *testing.T) {
+	tasks, rounds := 2, 4 // 32 calls
+	if longRuns() {
+		tasks, rounds = 4, 10
+	}
+	ns := env.Namespace(t)
+	r := record(t, ns)
+	playKubelet(t, ns)
+	startManager(t, context.Background(), env.Config, ns)
+	startManager(t, context.Background(), env.Config, ns)
+	denyDeletes(t, ns)
+	flip := &v1.ToolPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "flip"}}
+	if err := env.Client.Create(t.Context(), flip); err != nil {
+		t.Fatal(err)
+	}
+	states := [][]v1.PolicyRule{
+		nil,
+		{{Name: "ask-reads", Action: v1.RuleAsk, Reason: "reads are looked at today",
+			Match: v1.RuleMatch{Categories: []v1.CommandCategory{v1.CategoryReadOnly}}}},
+		{{Name: "deny-writes", Action: v1.RuleDeny, Reason: "the workspace is frozen",
+			Match: v1.RuleMatch{Categories: []v1.CommandCategory{v1.CategoryWrite}}}},
+	}
+	ctx, stopFlipping := context.WithCancel(t.Context())
+	flipped := make(chan struct{})
+	go func() {
+		defer close(flipped)
+		for i := 1; ctx.Err() == nil; i++ {
+			p := &v1.ToolPolicy{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(flip), p); err == nil {
+				p.Spec.Rules = states[i%len(states)]
+				_ = env.Client.Update(ctx, p)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	n := splitBrainWorkload(t, ns, tasks, rounds)
+	// The policy stops changing once a good share of the calls are observed, so that
+	// the rest converge (a call asked again too often is denied, which is fine, but a
+	// policy that never settles would keep the calls that wait in flux for a while).
+	_ = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		_, observed := r.Count()
+		return observed >= n*2/3, nil
+	})
+	stopFlipping()
+	<-flipped
 	waitObserved(t, r, n, 2*time.Minute)
 	wantNoViolations(t, r)
 }
