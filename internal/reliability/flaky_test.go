@@ -283,7 +283,7 @@ func TestFlakyAPIServerKeepsEveryPromise(t *testing.T) {
 	newTask(t, ns, "ending", v1.ModeEdit)
 	denyDeletes(t, ns)
 
-	const perTask = 15
+	const perTask = 12
 	calls := 0
 	for _, task := range []string{"flaky", "ending"} {
 		for i := range int32(perTask) {
