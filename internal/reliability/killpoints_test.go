@@ -27,7 +27,7 @@ type workload struct {
 
 // newWorkload builds rounds of four calls, one per turn so that no call waits for a
 // sibling of its batch: allowed, asked and approved, denied by the policy, and
-// allowed again; every fourth asked call is denied by the person. The refusals never
+// allowed again; the third asked call of every four is denied by the person. The refusals never
 // come five in a row, so the task's refusal budget does not end it midway.
 func newWorkload(ns, task string, rounds int) workload {
 	w := workload{denyAsked: map[string]bool{}}
@@ -41,7 +41,7 @@ func newWorkload(ns, task string, rounds int) workload {
 	for i := range rounds {
 		add(`{"command":"ls"}`)
 		asked := add(fmt.Sprintf(`{"command":"touch f%d"}`, i))
-		if i%4 == 3 {
+		if i%4 == 2 {
 			w.denyAsked[asked.Name] = true
 		}
 		add(fmt.Sprintf(`{"command":"rm -rf build%d"}`, i))
@@ -87,8 +87,8 @@ func (w workload) create(t *testing.T) {
 // one as well.
 func TestKillPointsKeepEveryPromise(t *testing.T) {
 	m := failpointManager(t, t.TempDir())
-	hits := []int{3}
-	rounds := 4 // 16 calls: 8 allowed, 4 asked (3 approved), 4 denied
+	hits := []int{2}
+	rounds := 3 // 12 calls: 6 allowed, 3 asked (2 approved), 3 denied
 	if longRuns() {
 		hits = []int{1, 3, 5}
 		rounds = 6

@@ -51,7 +51,7 @@ func splitBrainWorkload(t *testing.T, ns string, tasks, rounds int) int {
 // decide the asked calls while both run. Every call must still run at most once,
 // only when allowed or approved, with each approval used once.
 func TestSplitBrainKeepsEveryPromise(t *testing.T) {
-	tasks, rounds := 3, 5 // 60 calls: 30 allowed, 15 asked (12 approved), 15 denied
+	tasks, rounds := 2, 4 // 32 calls: 16 allowed, 8 asked (6 approved), 8 denied
 	if longRuns() {
 		tasks, rounds = 5, 10
 	}
@@ -72,7 +72,7 @@ func TestSplitBrainKeepsEveryPromise(t *testing.T) {
 // survivor's is warm: the survivor and the newcomer must finish every call without
 // repeating what the stopped one did.
 func TestSplitBrainWithOneStoppedAndAnotherStartedMidRun(t *testing.T) {
-	tasks, rounds := 2, 5 // 40 calls
+	tasks, rounds := 2, 4 // 32 calls
 	if longRuns() {
 		tasks, rounds = 4, 10
 	}
