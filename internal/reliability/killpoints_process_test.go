@@ -3,7 +3,6 @@ package reliability
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,51 +21,48 @@ import (
 )
 
 // managerBinary is cmd/manager built with the failpoints tag, and a kubeconfig for
-// envtest's admin that it reads; both are made once per test binary, in dir.
+// envtest's admin that it reads.
 type managerBinary struct {
 	path, kubeconfig string
 }
 
 var (
-	buildOnce  sync.Once
-	built      managerBinary
-	buildError error
+	builtMu sync.Mutex
+	built   managerBinary
 )
 
-// failpointManager builds the manager with -tags failpoints and writes the
-// kubeconfig, the first time it is asked; later calls (other subtests) reuse them.
-// The files live in the first caller's TempDir, so every user must be a subtest of
-// that caller.
+// failpointManager builds the manager with -tags failpoints into dir and writes the
+// kubeconfig there, unless the files of an earlier call still exist: the subtests of
+// one test share them. dir is a TempDir of the top-level test, so a later top-level
+// test (or -count) builds again, from Go's build cache.
 func failpointManager(t *testing.T, dir string) managerBinary {
 	t.Helper()
-	buildOnce.Do(func() {
-		bin := filepath.Join(dir, "manager")
-		cmd := exec.Command("go", "build", "-tags", "failpoints", "-o", bin, "./cmd/manager")
-		cmd.Dir = testenv.RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildError = fmt.Errorf("go build -tags failpoints ./cmd/manager: %v\n%s", err, out)
-			return
+	builtMu.Lock()
+	defer builtMu.Unlock()
+	if built.path != "" {
+		if _, err := os.Stat(built.path); err == nil {
+			return built
 		}
-		admin, err := env.AddUser(envtest.User{Name: "reliability-admin", Groups: []string{"system:masters"}}, env.Config)
-		if err != nil {
-			buildError = fmt.Errorf("adding the admin user: %w", err)
-			return
-		}
-		kc, err := admin.KubeConfig()
-		if err != nil {
-			buildError = fmt.Errorf("the admin's kubeconfig: %w", err)
-			return
-		}
-		path := filepath.Join(dir, "kubeconfig")
-		if err := os.WriteFile(path, kc, 0o600); err != nil {
-			buildError = err
-			return
-		}
-		built = managerBinary{path: bin, kubeconfig: path}
-	})
-	if buildError != nil {
-		t.Fatal(buildError)
 	}
+	bin := filepath.Join(dir, "manager")
+	cmd := exec.Command("go", "build", "-tags", "failpoints", "-o", bin, "./cmd/manager")
+	cmd.Dir = testenv.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags failpoints ./cmd/manager: %v\n%s", err, out)
+	}
+	admin, err := env.AddUser(envtest.User{Name: "reliability-admin", Groups: []string{"system:masters"}}, env.Config)
+	if err != nil {
+		t.Fatalf("adding the admin user: %v", err)
+	}
+	kc, err := admin.KubeConfig()
+	if err != nil {
+		t.Fatalf("the admin's kubeconfig: %v", err)
+	}
+	path := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(path, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	built = managerBinary{path: bin, kubeconfig: path}
 	return built
 }
 

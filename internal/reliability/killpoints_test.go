@@ -153,3 +153,45 @@ func waitObservedOr(t *testing.T, r *Recorder, want int, timeout time.Duration, 
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestKillPointsOneAfterAnother (long variant only) kills one manager after another
+// in the same run, each at the first hit of the next step boundary, so that the
+// state each crash leaves behind (an Approval or Execution not recorded, a Job not
+// recorded, a result not observed) piles up for the next manager to find; a last
+// manager without a failpoint must finish every call. A point that is not reached
+// any more (its calls are all past it) is skipped.
+func TestKillPointsOneAfterAnother(t *testing.T) {
+	if !longRuns() {
+		t.Skip("long variant: TOOLGATE_RELIABILITY_LONG=1 (make test-reliability)")
+	}
+	m := failpointManager(t, t.TempDir())
+	ns := env.Namespace(t)
+	r := record(t, ns)
+	playKubelet(t, ns)
+	newRoomyTask(t, ns, "chain")
+	denyDeletes(t, ns)
+	w := newWorkload(ns, "chain", 8)
+	approveAsked(t, ns, w.denyAsked)
+	w.create(t)
+	for _, point := range failpoint.Points {
+		p := startProcess(t, m, point+":1")
+		for {
+			if code, exited := p.exitCode(200 * time.Millisecond); exited {
+				if code != failpoint.ExitCode {
+					t.Fatalf("the manager with %s=%s:1 exited with code %d; its log:\n%s", failpoint.EnvVar, point, code, p.tail())
+				}
+				p.wantNoPanic(t)
+				break
+			}
+			if n, observed := r.Count(); n == len(w.intents) && observed == n {
+				t.Logf("%s was not reached: every call is past it", point)
+				p.stop(t)
+				break
+			}
+		}
+	}
+	last := startProcess(t, m, "")
+	waitObservedOr(t, r, len(w.intents), 2*time.Minute, last)
+	wantNoViolations(t, r)
+	last.stop(t)
+}
