@@ -93,6 +93,9 @@ const (
 	// ReasonWaitingForSiblings: batch preflight holds this intent while a sibling of the
 	// same turn waits for approval.
 	ReasonWaitingForSiblings = "WaitingForSiblings"
+	// ReasonExecutionRequested: the intent names its Execution, which is being
+	// created (the name is recorded first, so only one writer creates it).
+	ReasonExecutionRequested = "ExecutionRequested"
 	// ReasonExecutionCreated: the Execution exists and runs.
 	ReasonExecutionCreated = "ExecutionCreated"
 	// ReasonExecutionFinished: the Execution finished; see the observation outcome.

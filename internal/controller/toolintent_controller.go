@@ -698,69 +698,63 @@ func (r *ToolIntentReconciler) execute(ctx context.Context, run *intentRun) (boo
 			}
 		}
 	}
-	// The Execution is a side effect taken on the intent as this reconcile read it,
-	// from the cache, which may be older than the API server's: this controller's own
-	// last status write not seen yet, or another replica's. That older intent may
-	// still say Allow when the call was since decided again (recheck: Ask, Deny) and
-	// the conflict of the status write below comes only after the Execution exists,
-	// for a call not allowed any more. It is created only from the live intent; a
-	// newer one is on its way through the watch, which reconciles again.
-	if live, err := r.isLive(ctx, intent); err != nil || !live {
-		return true, err
-	}
 	exec, err := pipeline.BuildExecution(intent)
 	if err != nil {
 		return false, err
 	}
-	if err := controllerutil.SetControllerReference(intent, exec, r.Scheme); err != nil {
+	// Record first, then create. The intent this reconcile read (from the cache) may
+	// be older than the API server's: this controller's own last write not seen yet,
+	// or another replica's, which decided the call again (Ask, Deny) after this one
+	// rechecked it. Naming the Execution in the intent's status is a compare-and-swap
+	// on that version, so only a reconcile holding the latest intent gets past it;
+	// the others conflict and create nothing. A crash between the two writes leaves
+	// the intent naming an Execution that does not exist yet (ExecutionRequested),
+	// which the next pass creates (observe).
+	intent.Status.ExecutionRef = exec.Name
+	setCondition(intent, v1.ConditionExecuted, false, v1.ReasonExecutionRequested, fmt.Sprintf("Execution %s is being created", exec.Name))
+	intent.Status.ObservedGeneration = intent.Generation
+	if err := r.Status().Update(ctx, intent); err != nil {
+		if apierrors.IsConflict(err) {
+			return true, nil
+		}
 		return false, err
+	}
+	return false, r.createExecution(ctx, run, exec)
+}
+
+// createExecution creates the Execution the intent names, from its decision's
+// records alone, and records that it runs.
+func (r *ToolIntentReconciler) createExecution(ctx context.Context, run *intentRun, exec *v1.Execution) error {
+	intent := run.intent
+	if err := controllerutil.SetControllerReference(intent, exec, r.Scheme); err != nil {
+		return err
 	}
 	if err := r.Create(ctx, exec); err == nil {
 		failpoint.Reached(failpoint.ExecutionCreated)
 	} else {
 		if !apierrors.IsAlreadyExists(err) {
-			return false, err
+			return err
 		}
 		// One of this name exists: it counts only when it is this intent's own
 		// (an earlier pass that created it and did not get to record it), never a
 		// leftover or a planted one.
 		existing := &v1.Execution{}
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(exec), existing); err != nil {
-			return false, err
+			return err
 		}
 		if problem := pipeline.ExecutionMismatch(existing, exec); problem != "" {
+			intent.Status.ExecutionRef = ""
 			r.inTheWay(run, "Execution", existing.Name, problem)
-			return false, nil
+			return nil
 		}
 	}
-	intent.Status.ExecutionRef = exec.Name
 	if intent.Status.Decision.Action == v1.DecisionAllow {
 		dispatchLatency := run.now.Sub(decidedAt(intent)).Seconds()
 		run.observe = append(run.observe, func() { metrics.PipelineLatency.WithLabelValues("dispatch").Observe(dispatchLatency) })
 	}
 	setCondition(intent, v1.ConditionExecuted, false, v1.ReasonExecutionCreated, fmt.Sprintf("Execution %s runs", exec.Name))
 	run.record(EventExecutionRequested, false, exec, "Execution %s created (timeout %ds, image %s)", exec.Name, exec.Spec.TimeoutSeconds, exec.Spec.Sandbox.Image)
-	return false, nil
-}
-
-// isLive says whether intent is the API server's current version of it (by
-// resourceVersion), read around the cache.
-func (r *ToolIntentReconciler) isLive(ctx context.Context, intent *v1.ToolIntent) (bool, error) {
-	if r.APIReader == nil {
-		return true, nil
-	}
-	live := &v1.ToolIntent{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(intent), live); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, err
-	}
-	if live.ResourceVersion != intent.ResourceVersion {
-		ctrl.LoggerFrom(ctx).V(1).Info("the cached intent is not the live one; not creating its Execution from it", "cached", intent.ResourceVersion, "live", live.ResourceVersion)
-		return false, nil
-	}
-	return true, nil
+	return nil
 }
 
 // inTheWay ends the intent without running anything because an object of the name
@@ -785,6 +779,14 @@ func (r *ToolIntentReconciler) observe(ctx context.Context, run *intentRun) erro
 	exec := &v1.Execution{}
 	if err := r.getFresh(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: intent.Status.ExecutionRef}, exec); err != nil {
 		if apierrors.IsNotFound(err) {
+			if c := meta.FindStatusCondition(intent.Status.Conditions, v1.ConditionExecuted); c != nil && c.Reason == v1.ReasonExecutionRequested {
+				// Named, and not created yet: the pass that named it ended first.
+				exec, err := pipeline.BuildExecution(intent)
+				if err != nil {
+					return err
+				}
+				return r.createExecution(ctx, run, exec)
+			}
 			// Someone deleted the Execution: whether it ran is unknown.
 			obs := pipeline.Refusal(v1.OutcomeAborted, fmt.Sprintf("Execution %s was deleted before it reported a result; the call may or may not have had effects.", intent.Status.ExecutionRef), run.now)
 			obs.Executed = true

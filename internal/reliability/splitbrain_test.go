@@ -108,17 +108,16 @@ func TestSplitBrainWithOneStoppedAndAnotherStartedMidRun(t *testing.T) {
 // each manager may do so from a cache that has not seen the other's writes. The
 // people approve whatever is pending, the retired approvals' successors included.
 //
-// It runs in the long variant only, because it still finds a broken promise now and
-// then: two replicas recheck the same live intent at the same moment, one while the
-// flipping policy asks (it records Ask) and one while it allows (it creates the
-// Execution, and only its status write after that conflicts). The Execution's chain
-// check refuses it, so no Job runs, but an Execution exists for a call decided Ask.
-// Only recording the Execution in the intent's status before creating it (a write
-// the other replica's conflicts with) closes that; the read of the live intent
-// before the create closes it for one replica and narrows it for two.
+// It found an Execution created for a call decided Ask: two replicas rechecked the
+// same intent, one while the flipping policy asked (it recorded Ask) and one while
+// it allowed (it created the Execution, and only its status write after that
+// conflicted). The chain check refused it, so no Job ran. The intent now names its
+// Execution in its status before creating it, a write the other replica's
+// conflicts with, so only the replica holding the latest intent creates one. It
+// runs in the long variant (it takes half a minute).
 func TestSplitBrainWhilePoliciesChange(t *testing.T) {
 	if !longRuns() {
-		t.Skip("long variant: TOOLGATE_RELIABILITY_LONG=1 (make test-reliability); see the comment for the window it finds")
+		t.Skip("long variant: TOOLGATE_RELIABILITY_LONG=1 (make test-reliability)")
 	}
 	tasks, rounds := 4, 10
 	ns := env.Namespace(t)
