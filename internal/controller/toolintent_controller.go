@@ -719,6 +719,7 @@ func (r *ToolIntentReconciler) execute(ctx context.Context, run *intentRun) (boo
 		}
 		return false, err
 	}
+	failpoint.Reached(failpoint.ExecutionNamed)
 	return false, r.createExecution(ctx, run, exec)
 }
 

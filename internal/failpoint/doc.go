@@ -18,7 +18,10 @@ const (
 	ApprovalCreated = "approval-created"
 	// ApprovalConsumed: the Approval was consumed, before the Execution exists.
 	ApprovalConsumed = "approval-consumed"
-	// ExecutionCreated: the Execution was created, before the intent records it.
+	// ExecutionNamed: the intent names its Execution, which is not created yet.
+	ExecutionNamed = "execution-named"
+	// ExecutionCreated: the Execution was created, before the intent records that
+	// it runs.
 	ExecutionCreated = "execution-created"
 	// JobCreated: the Job was created, before the Execution records it.
 	JobCreated = "job-created"
@@ -29,7 +32,7 @@ const (
 )
 
 // Points are all step boundaries, in pipeline order.
-var Points = []string{Validated, Decided, ApprovalCreated, ApprovalConsumed, ExecutionCreated, JobCreated, ResultRead, Observed}
+var Points = []string{Validated, Decided, ApprovalCreated, ApprovalConsumed, ExecutionNamed, ExecutionCreated, JobCreated, ResultRead, Observed}
 
 // ExitCode is the exit code of a process ended by a failpoint.
 const ExitCode = 86
