@@ -14,6 +14,7 @@ GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(K8S_VERSION)-$(shell go env GOOS)-$(shell go env GOARCH)
 
 GOTEST_FLAGS ?=
+BENCH_INTENTS ?= 1000
 
 # Images built without a container engine (hack/ocibuild) and the local cluster.
 WORKSPACE_IMG ?= toolgate/workspace:dev
@@ -72,6 +73,10 @@ test-reliability: envtest-assets ## Run the reliability tests (kill points, spli
 .PHONY: bench
 bench: ## Run the benchmarks reported in docs/benchmarks.md.
 	go test -run '^$$' -bench . -benchmem ./internal/policy/...
+
+.PHONY: bench-pipeline
+bench-pipeline: envtest-assets ## Run the pipeline benchmark (envtest, the whole controller in-process; docs/benchmarks.md). BENCH_INTENTS sets the burst size.
+	TOOLGATE_BENCH_INTENTS="$(BENCH_INTENTS)" KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test -tags pipelinebench ./internal/pipelinebench/ -run '^TestPipeline$$' -count=1 -v -timeout 30m
 
 .PHONY: test-e2e
 test-e2e: ## Run the e2e suite against the cluster KUBECONFIG names; without KUBECONFIG, on the local cluster (brought up, images loaded, toolgate deployed).
