@@ -36,6 +36,7 @@ import (
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // Attacks on the authorization chain around an approval (issue 14, holes 2 to 10),
@@ -356,16 +357,7 @@ func (k *fakeKubelet) serveLog(w http.ResponseWriter, r *http.Request) {
 // kubelet's node, and reports its tool container running.
 func (k *fakeKubelet) startPod(t *testing.T, job *batchv1.Job) *corev1.Pod {
 	t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: job.Name + "-pod", Namespace: job.Namespace, Labels: job.Spec.Template.Labels,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID,
-				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-			}},
-		},
-		Spec: *job.Spec.Template.Spec.DeepCopy(),
-	}
+	pod := testenv.JobPod(job, "-pod")
 	pod.Spec.NodeName = k.node
 	if err := env.Client.Create(t.Context(), pod); err != nil {
 		t.Fatalf("creating the pod of Job %s: %v", job.Name, err)

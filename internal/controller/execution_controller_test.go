@@ -25,6 +25,7 @@ import (
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // fixedLog stands in for the pods/log subresource: envtest runs no kubelet, so no
@@ -166,18 +167,7 @@ func listJobs(t *testing.T, ns string) []batchv1.Job {
 // controller): the Job's pod template, its labels, and the Job as controller.
 func createJobPod(t *testing.T, job *batchv1.Job) *corev1.Pod {
 	t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      job.Name + "-x7k2p",
-			Namespace: job.Namespace,
-			Labels:    job.Spec.Template.Labels,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID,
-				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-			}},
-		},
-		Spec: *job.Spec.Template.Spec.DeepCopy(),
-	}
+	pod := testenv.JobPod(job, "-x7k2p")
 	if err := env.Client.Create(t.Context(), pod); err != nil {
 		t.Fatalf("creating the Job's pod: %v", err)
 	}

@@ -10,9 +10,6 @@ import (
 	"sync"
 )
 
-// Enabled says whether this binary was built with failpoints.
-const Enabled = true
-
 var (
 	mu     sync.Mutex
 	target string

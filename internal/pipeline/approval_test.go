@@ -236,7 +236,7 @@ func TestApprovalStatusAt(t *testing.T) {
 		{name: "pending at expiry", approval: approval(v1.DecisionPending, v1.ApprovalStatePending), now: expires, state: v1.ApprovalStateExpired, message: "nobody decided before 2025-03-01T12:10:00Z"},
 		{name: "approved in time", approval: approval(v1.DecisionApproved, v1.ApprovalStatePending), now: epoch, state: v1.ApprovalStateApproved, decidedAt: &epoch, message: "approved by alice"},
 		{name: "denied in time", approval: approval(v1.DecisionDenied, v1.ApprovalStatePending), now: epoch, state: v1.ApprovalStateDenied, decidedAt: &epoch, message: "denied by alice"},
-		{name: "approved, first seen after expiry", approval: approval(v1.DecisionApproved, v1.ApprovalStatePending), now: expires.Add(time.Second), state: v1.ApprovalStateExpired, decidedAt: ptrTo(expires.Add(time.Second)),
+		{name: "approved, first seen after expiry", approval: approval(v1.DecisionApproved, v1.ApprovalStatePending), now: expires.Add(time.Second), state: v1.ApprovalStateExpired, decidedAt: ptr(expires.Add(time.Second)),
 			message: "Approved by alice, but first seen by the controller at 2025-03-01T12:10:01Z, not before expiresAt 2025-03-01T12:10:00Z: a late decision does not count"},
 		{name: "final states stay", approval: approval(v1.DecisionApproved, v1.ApprovalStateConsumed), now: expires.Add(time.Hour), state: v1.ApprovalStateConsumed},
 		{name: "an expired one decided later stays expired", approval: approval(v1.DecisionApproved, v1.ApprovalStateExpired), now: epoch, state: v1.ApprovalStateExpired},
@@ -265,8 +265,6 @@ func TestApprovalStatusAt(t *testing.T) {
 		t.Errorf("Approved state on a pending decision: verdict %d, want Expired", got)
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 func TestDeniedReason(t *testing.T) {
 	a := &v1.Approval{ObjectMeta: metav1.ObjectMeta{Name: "t-t2-0"}, Spec: v1.ApprovalSpec{DecidedBy: "bob"}}

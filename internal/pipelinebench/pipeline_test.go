@@ -4,9 +4,6 @@ package pipelinebench
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -22,7 +19,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -39,7 +35,6 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/controller"
 	"github.com/toolgate/toolgate/internal/executor"
-	"github.com/toolgate/toolgate/internal/runner"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -499,37 +494,7 @@ func (b *bench) waitAllObserved(t *testing.T, limit time.Duration) time.Duration
 // finishPod plays the kubelet and the Job controller for one Job: its pod, from its
 // template, owned by it, finished with the runner's result of exit code 0.
 func (b *bench) finishPod(ctx context.Context, job *batchv1.Job) {
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: job.Namespace, Name: job.Name + "-pod", Labels: job.Spec.Template.Labels,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID,
-				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-			}},
-		},
-		Spec: *job.Spec.Template.Spec.DeepCopy(),
-	}
-	if err := b.c.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
-		return
-	}
-	sum := sha256.Sum256(nil)
-	msg, _ := json.Marshal(runner.Result{ExitCode: 0, OutputSHA256: hex.EncodeToString(sum[:])})
-	now := metav1.NewTime(time.Now().Truncate(time.Second))
-	done := func(name, image string, message string) corev1.ContainerStatus {
-		return corev1.ContainerStatus{
-			Name: name, Image: image, ImageID: image + "@sha256:1",
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: 0, Reason: "Completed", Message: message, StartedAt: now, FinishedAt: now,
-			}},
-		}
-	}
-	pod.Status = corev1.PodStatus{
-		Phase:                 corev1.PodSucceeded,
-		InitContainerStatuses: []corev1.ContainerStatus{done(executor.InstallContainerName, runnerImage, "")},
-		ContainerStatuses:     []corev1.ContainerStatus{done(executor.ToolContainerName, sandboxImage, string(msg))},
-	}
-	pod.Status.ContainerStatuses[0].Started = ptr.To(false)
-	_ = b.c.Status().Update(ctx, pod)
+	_ = testenv.FinishJobPod(ctx, b.c, job, runnerImage, sandboxImage)
 }
 
 // marks records the first time something happened, by name, and lets a caller wait

@@ -3,9 +3,6 @@ package reliability
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -16,8 +13,6 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,8 +28,6 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/controller"
-	"github.com/toolgate/toolgate/internal/executor"
-	"github.com/toolgate/toolgate/internal/runner"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -171,49 +164,12 @@ func (k *kubelet) pass(ctx context.Context, ns string) {
 		if done || !job.DeletionTimestamp.IsZero() {
 			continue
 		}
-		if err := finishJobPod(ctx, job); err == nil {
+		if err := testenv.FinishJobPod(ctx, env.Client, job, testRunnerImage, testSandboxImage); err == nil {
 			k.mu.Lock()
 			k.done[string(job.UID)] = true
 			k.mu.Unlock()
 		}
 	}
-}
-
-// finishJobPod creates the Job's pod (its template, its labels, the Job as
-// controller) and reports it finished with a result of exit code 0.
-func finishJobPod(ctx context.Context, job *batchv1.Job) error {
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: job.Name + "-pod", Namespace: job.Namespace, Labels: job.Spec.Template.Labels,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID,
-				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-			}},
-		},
-		Spec: *job.Spec.Template.Spec.DeepCopy(),
-	}
-	if err := env.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
-		return err
-	}
-	sum := sha256.Sum256(nil)
-	msg, err := json.Marshal(runner.Result{ExitCode: 0, OutputSHA256: hex.EncodeToString(sum[:])})
-	if err != nil {
-		return err
-	}
-	now := metav1.NewTime(time.Now().Truncate(time.Second))
-	pod.Status.Phase = corev1.PodSucceeded
-	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{
-		Name: executor.InstallContainerName, Image: testRunnerImage, ImageID: "runner@sha256:1",
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now}},
-	}}
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
-		Name: executor.ToolContainerName, Image: testSandboxImage, ImageID: "workspace@sha256:1", Started: ptr.To(false),
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", Message: string(msg), StartedAt: now, FinishedAt: now}},
-	}}
-	return env.Client.Status().Update(ctx, pod)
 }
 
 // record starts a Recorder on ns for the test.
