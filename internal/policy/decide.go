@@ -81,15 +81,30 @@ func actionRank(a v1alpha1.RuleAction) int {
 //     when a rule allows or asks ("ReadOnly mode never runs writes").
 //  6. A broken policy in scope raises Allow to Ask.
 //
+// Each policy's index (ruleIndex) gives the rules that could match the call; only
+// those are evaluated, in rule order, so a decision costs what the call's commands
+// and the policies' catch-all rules cost, not what the number of rules does.
+//
 // The Decision carries the walls the call runs behind (see Walls) and the
 // fingerprint that an Approval is bound to, which covers them.
 func Decide(req Request, cluster, namespaced []*CompiledPolicy, broken []string) v1alpha1.Decision {
 	f := analyze(req)
+	enforcing, hits := matchingRules(f, cluster, namespaced)
+	return decide(req, f, enforcing, hits, broken)
+}
+
+// matchingRules evaluates the rules the policies' indexes reach for the call, cluster
+// policies first, then namespaced ones, each in rule order. It returns the matching
+// rules that act and the hits of the ones that only record (Audit, DryRun).
+func matchingRules(f *facts, cluster, namespaced []*CompiledPolicy) ([]candidate, []v1alpha1.RuleHit) {
 	var enforcing []candidate
 	var hits []v1alpha1.RuleHit
+	var reached candidateSet
 	for _, group := range [][]*CompiledPolicy{cluster, namespaced} {
 		for _, p := range group {
-			for _, r := range p.rules {
+			reached = p.index.candidates(f, reached)
+			for i := range reached.ascending() {
+				r := p.rules[i]
 				if !r.matches(f) {
 					continue
 				}
@@ -102,7 +117,12 @@ func Decide(req Request, cluster, namespaced []*CompiledPolicy, broken []string)
 			}
 		}
 	}
+	return enforcing, hits
+}
 
+// decide applies the precedence of Decide to the matching rules, in the order
+// matchingRules gives them.
+func decide(req Request, f *facts, enforcing []candidate, hits []v1alpha1.RuleHit, broken []string) v1alpha1.Decision {
 	d := v1alpha1.Decision{Category: f.category, Parts: decisionParts(f.parts)}
 	winner := -1
 	for i, c := range enforcing {

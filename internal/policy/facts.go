@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
@@ -21,6 +22,8 @@ type facts struct {
 	input    map[string]any
 	parts    []Part
 	category v1alpha1.CommandCategory
+	// categories are the parts' categories, each once, in the order they first occur.
+	categories []v1alpha1.CommandCategory
 	// path is the file tools' path, relative to the workspace.
 	path    string
 	hasPath bool
@@ -56,18 +59,32 @@ func analyze(req Request) *facts {
 	}
 	f.parts = []Part{{Command: command, Category: category}}
 	f.category = category
+	f.categories = []v1alpha1.CommandCategory{category}
 	return f
 }
 
 func analyzeCommand(req Request, command string) *facts {
 	c := ClassifyCommand(command)
 	return &facts{
-		req:      req,
-		tool:     v1alpha1.ToolBash,
-		input:    map[string]any{"command": command},
-		parts:    c.Parts,
-		category: c.Category,
+		req:        req,
+		tool:       v1alpha1.ToolBash,
+		input:      map[string]any{"command": command},
+		parts:      c.Parts,
+		category:   c.Category,
+		categories: distinctCategories(c.Parts),
 	}
+}
+
+// distinctCategories lists the parts' categories, each once, in the order they first
+// occur.
+func distinctCategories(parts []Part) []v1alpha1.CommandCategory {
+	var out []v1alpha1.CommandCategory
+	for _, p := range parts {
+		if !slices.Contains(out, p.Category) {
+			out = append(out, p.Category)
+		}
+	}
+	return out
 }
 
 // workspacePath makes a path relative to the workspace root for glob matching.
@@ -87,15 +104,13 @@ func (f *facts) activation() map[string]any {
 	if f.cel != nil {
 		return f.cel
 	}
-	var categories []any
-	seen := map[v1alpha1.CommandCategory]bool{}
+	categories := make([]any, len(f.categories))
+	for i, c := range f.categories {
+		categories[i] = string(c)
+	}
 	parts := make([]any, 0, len(f.parts))
 	argv := make([]any, 0, len(f.parts))
 	for _, p := range f.parts {
-		if !seen[p.Category] {
-			seen[p.Category] = true
-			categories = append(categories, string(p.Category))
-		}
 		parts = append(parts, map[string]any{"command": p.Command, "category": string(p.Category)})
 		if p.Argv != nil {
 			words := make([]any, len(p.Argv))
@@ -104,9 +119,6 @@ func (f *facts) activation() map[string]any {
 			}
 			argv = append(argv, words)
 		}
-	}
-	if categories == nil {
-		categories = []any{}
 	}
 	f.cel = map[string]any{"intent": map[string]any{
 		"tool":       string(f.tool),

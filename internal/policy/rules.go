@@ -28,6 +28,7 @@ type CompiledPolicy struct {
 	// Generation of the policy that was compiled.
 	Generation int64
 	rules      []*rule
+	index      *ruleIndex
 }
 
 // ID names the policy as decisions record it: "Kind/name".
@@ -79,6 +80,7 @@ func Compile(kind, name string, generation int64, spec v1alpha1.ToolPolicySpec) 
 			return nil, fmt.Errorf("rule %q: %w", r.spec.Name, err)
 		}
 	}
+	p.index = indexRules(p.rules)
 	return p, nil
 }
 
