@@ -15,6 +15,8 @@ ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(K8S_VERSION)-$(shell go env GOOS)-$(shell go
 
 GOTEST_FLAGS ?=
 BENCH_INTENTS ?= 1000
+BENCH_TASKS ?= 100
+BENCH_PERTASK ?= 100
 
 # Images built without a container engine (hack/ocibuild) and the local cluster.
 WORKSPACE_IMG ?= toolgate/workspace:dev
@@ -75,8 +77,8 @@ bench: ## Run the benchmarks reported in docs/benchmarks.md.
 	go test -run '^$$' -bench . -benchmem ./internal/policy/...
 
 .PHONY: bench-pipeline
-bench-pipeline: envtest-assets ## Run the pipeline benchmark (envtest, the whole controller in-process; docs/benchmarks.md). BENCH_INTENTS sets the burst size.
-	TOOLGATE_BENCH_INTENTS="$(BENCH_INTENTS)" KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test -tags pipelinebench ./internal/pipelinebench/ -run '^TestPipeline$$' -count=1 -v -timeout 30m
+bench-pipeline: envtest-assets ## Run the pipeline benchmark (envtest, the whole controller in-process, then cmd/manager as its own process; docs/benchmarks.md). BENCH_INTENTS sets the burst size, BENCH_TASKS and BENCH_PERTASK the last phase's tasks and intents per task.
+	TOOLGATE_BENCH_INTENTS="$(BENCH_INTENTS)" TOOLGATE_BENCH_TASKS="$(BENCH_TASKS)" TOOLGATE_BENCH_PERTASK="$(BENCH_PERTASK)" KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test -tags pipelinebench ./internal/pipelinebench/ -run '^TestPipeline$$' -count=1 -v -timeout 60m
 
 .PHONY: test-e2e
 test-e2e: ## Run the e2e suite against the cluster KUBECONFIG names; without KUBECONFIG, on the local cluster (brought up, images loaded, toolgate deployed).

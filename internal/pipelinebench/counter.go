@@ -77,6 +77,27 @@ func (c *callCounter) writesUntilJob(from int) (map[string]int, bool) {
 	return out, false
 }
 
+// writesBetween returns the writes recorded from position from up to position to,
+// by key.
+func (c *callCounter) writesBetween(from, to int) map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for _, call := range c.calls[from:to] {
+		if call.write {
+			out[call.key]++
+		}
+	}
+	return out
+}
+
+// readCount returns the reads recorded so far.
+func (c *callCounter) readCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads
+}
+
 // resourceOf turns an API path into its resource, with the subresource when there
 // is one: /apis/toolgate.dev/v1alpha1/namespaces/ns/toolintents/x/status is
 // "toolintents/status".

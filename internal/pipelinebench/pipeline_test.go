@@ -43,6 +43,9 @@ var (
 	growIntents  = flag.Int("pipelinebench.grow", envInt("TOOLGATE_BENCH_GROW", 200), "intents of the one task whose first and last tenth are compared")
 	latencyRuns  = flag.Int("pipelinebench.latency", 100, "sequential direct Job creates and intents, interleaved")
 	writeRuns    = flag.Int("pipelinebench.writes", 20, "intents whose API writes are counted, one at a time on a quiet controller")
+	unownedRuns  = flag.Int("pipelinebench.unowned", 5, "intents created without an owner reference whose API writes are counted as well")
+	scaleTasks   = flag.Int("pipelinebench.tasks", envInt("TOOLGATE_BENCH_TASKS", 100), "tasks of the phase with the controller as its own process (0 skips it)")
+	scalePerTask = flag.Int("pipelinebench.pertask", envInt("TOOLGATE_BENCH_PERTASK", 100), "sequential intents of each of those tasks")
 )
 
 func envInt(name string, def int) int {
@@ -64,6 +67,12 @@ const (
 // prints the table docs/benchmarks.md records.
 func TestPipeline(t *testing.T) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	scaling := *scaleTasks > 0 && *scalePerTask > 0
+	var managerBin string
+	if scaling {
+		// Built before anything is measured, so the compiler takes no CPU from a phase.
+		managerBin = buildManager(t)
+	}
 	env, err := testenv.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -87,8 +96,10 @@ func TestPipeline(t *testing.T) {
 	// (4): the writes before an allowed intent's Job exists, one intent at a time on
 	// a quiet controller, its pod finished only after the count.
 	t.Logf("latency: direct p50 %s, intent p50 %s", ms(pct(direct, 50)), ms(pct(viaIntent, 50)))
-	writes := b.countWrites(t, *writeRuns)
-	t.Logf("writes per intent: %.2f", writes.total)
+	writes := b.countWrites(t, *writeRuns, true)
+	t.Logf("writes per owned intent: %.2f before its Job, %.2f over its life", writes.total, writes.life)
+	unowned := b.countWrites(t, *unownedRuns, false)
+	t.Logf("writes per unowned intent: %.2f before its Job, %.2f over its life", unowned.total, unowned.life)
 
 	// (3) and (5): a burst over 10 tasks, then the heap.
 	burstElapsed := b.burst(t, *burstIntents)
@@ -103,11 +114,17 @@ func TestPipeline(t *testing.T) {
 		grow = append(grow, b.intent(t, "grow", true))
 	}
 
+	// (7): the controller as its own process, many tasks each with a long sequence.
+	var sc scaleResult
+	if scaling {
+		sc = b.scale(t, env, managerBin, *scaleTasks, *scalePerTask)
+	}
+
 	// The table.
 	w := os.Stdout
 	dp50, dp99 := pct(direct, 50), pct(direct, 99)
 	ip50, ip99 := pct(viaIntent, 50), pct(viaIntent, 99)
-	fmt.Fprintf(w, "\n== toolgate pipeline benchmark (envtest, whole controller in-process) ==\n")
+	fmt.Fprintf(w, "\n== toolgate pipeline benchmark (envtest; (1)-(6) the whole controller in-process, (7) cmd/manager as its own process) ==\n")
 	fmt.Fprintf(w, "machine: %d CPUs, %s %s/%s\n\n", runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(w, "| what | p50 | p99 | ratio to the floor (p50 / p99) |\n|---|---|---|---|\n")
 	fmt.Fprintf(w, "| (1) floor: direct Job create -> seen by a watch (%d sequential) | %s | %s | 1 |\n", len(direct), ms(dp50), ms(dp99))
@@ -117,31 +134,58 @@ func TestPipeline(t *testing.T) {
 	fmt.Fprintf(w, "| (3) burst: %d intents over 10 tasks -> all Jobs seen | %s, %.1f intents/s |\n",
 		*burstIntents, burstElapsed.Round(time.Millisecond), float64(*burstIntents)/burstElapsed.Seconds())
 	fmt.Fprintf(w, "| (3') burst drained (all intents observed) | %s after the last Job |\n", drained.Round(time.Millisecond))
-	fmt.Fprintf(w, "| (5) heap after GC, all burst Jobs seen | %s in use (%s alloc), RSS %s |\n", mib(heapAtJobs.inuse), mib(heapAtJobs.alloc), mib(heapAtJobs.rss))
-	fmt.Fprintf(w, "| (5') heap after GC, burst drained | %s in use (%s alloc), RSS %s |\n", mib(heapDrained.inuse), mib(heapDrained.alloc), mib(heapDrained.rss))
+	fmt.Fprintf(w, "| (5) in-process (controller + harness) heap after GC, all burst Jobs seen | %s in use (%s alloc), RSS %s |\n", mib(heapAtJobs.inuse), mib(heapAtJobs.alloc), mib(heapAtJobs.rss))
+	fmt.Fprintf(w, "| (5') in-process (controller + harness) heap after GC, burst drained | %s in use (%s alloc), RSS %s |\n", mib(heapDrained.inuse), mib(heapDrained.alloc), mib(heapDrained.rss))
 	first, last := tenth(grow, false), tenth(grow, true)
 	fmt.Fprintf(w, "| (6) one task, %d sequential intents: first tenth -> Job mean / p50 | %s / %s |\n", len(grow), ms(mean(first)), ms(pct(first, 50)))
 	fmt.Fprintf(w, "| (6) last tenth -> Job mean / p50 | %s / %s (%.2fx the first tenth's mean) |\n", ms(mean(last)), ms(pct(last, 50)), ratio(mean(last), mean(first)))
-	fmt.Fprintf(w, "\n(4) API writes per allowed intent before its Job exists (the Job create included), mean of %d intents: %.2f; reads (GET/LIST) per intent in the same windows: %.2f\n",
-		writes.n, writes.total, writes.reads)
-	fmt.Fprintf(w, "\n| write | per intent |\n|---|---|\n")
-	for _, k := range sortedKeys(writes.byKey) {
-		fmt.Fprintf(w, "| %s | %.2f |\n", k, writes.byKey[k])
+	if scaling {
+		sc.print(w)
 	}
-	fmt.Fprintf(w, "\nheap and RSS are this test process's: the controller manager, plus the harness's own informer cache (Jobs, ToolIntents) and clients; kube-apiserver and etcd run as separate processes and are not included.\n")
+	printWrites(w, writes, unowned)
+	fmt.Fprintf(w, "\n(5) heap and RSS are the test process's: the controller manager, plus the harness's own informer cache (Jobs, ToolIntents) and clients. (7) RSS and heap are the controller process's alone; it starts once the in-process manager has stopped and the earlier phases' objects are deleted, so it holds this phase's objects only. kube-apiserver and etcd run as separate processes and are in neither.\n")
+}
+
+// printWrites prints (4): the writes before the Job and over the whole life, of
+// intents created with their task as owner and of intents the controller adopts.
+func printWrites(w io.Writer, owned, unowned writeCounts) {
+	fmt.Fprintf(w, "\n(4) API writes per allowed intent before its Job exists (the Job create included), mean of %d intents created with their task as controller owner (as `kubectl toolgate propose` and the agent loop create them): %.2f; reads (GET/LIST) per intent in the same windows: %.2f\n",
+		owned.n, owned.total, owned.reads)
+	if unowned.n > 0 {
+		fmt.Fprintf(w, "(4) the same for %d intents created without an owner reference (a raw `kubectl create`, which the controller adopts): %.2f writes; %.2f reads\n",
+			unowned.n, unowned.total, unowned.reads)
+	}
+	fmt.Fprintf(w, "(4') API writes per allowed intent over its whole life, from its create until the controller is quiet again after its observation (Execution, intent and task status, events): owned %.2f (%.2f reads)",
+		owned.life, owned.lifeReads)
+	if unowned.n > 0 {
+		fmt.Fprintf(w, ", unowned %.2f (%.2f reads)", unowned.life, unowned.lifeReads)
+	}
+	fmt.Fprintf(w, "\n\n| write | owned: before the Job | owned: whole life | unowned: before the Job | unowned: whole life |\n|---|---|---|---|---|\n")
+	all := map[string]float64{}
+	for _, m := range []map[string]float64{owned.byKey, owned.lifeByKey, unowned.byKey, unowned.lifeByKey} {
+		for k, v := range m {
+			all[k] += v
+		}
+	}
+	for _, k := range sortedKeys(all) {
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %.2f |\n", k, owned.byKey[k], owned.lifeByKey[k], unowned.byKey[k], unowned.lifeByKey[k])
+	}
 }
 
 // bench is the harness: the controller's manager with a counting transport, an
 // uncounted client and informer cache for the harness, and the kubelet it plays.
 type bench struct {
-	ns         string
+	ns         string        // the in-process phases'
+	scaleNS    string        // the controller process's phase
 	c          client.Client // the harness's, uncounted
 	counter    *callCounter
 	jobs       *marks // Job seen: by intent name for the controller's, by name for direct ones
 	done       *marks // intent observed, by name
 	autoPod    atomic.Bool
 	pods       chan *batchv1.Job
-	seq        map[string]int // task -> next turn
+	stopMgr    func(t *testing.T)       // stops the in-process manager and waits until it has
+	seq        map[string]int           // task -> next turn
+	tasks      map[string]*v1.AgentTask // by name, as created (with their UIDs)
 	burstNames []*v1.ToolIntent
 	burstEnd   time.Time
 	mu         sync.Mutex
@@ -158,18 +202,24 @@ func newBench(t *testing.T, env *testenv.Env) *bench {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-"}}
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
+	var nss [2]string
+	for i, prefix := range []string{"bench-", "bench-scale-"} {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
+		if err := c.Create(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		nss[i] = ns.Name
 	}
 	b := &bench{
-		ns: ns.Name, c: c, counter: &callCounter{},
-		jobs: newMarks(), done: newMarks(), pods: make(chan *batchv1.Job, 100000), seq: map[string]int{},
+		ns: nss[0], scaleNS: nss[1], c: c, counter: &callCounter{},
+		jobs: newMarks(), done: newMarks(), pods: make(chan *batchv1.Job, 100000),
+		seq: map[string]int{}, tasks: map[string]*v1.AgentTask{},
 	}
 	b.autoPod.Store(true)
 
-	// The harness's informers: Jobs seen and intents observed.
-	hc, err := cache.New(hcfg, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{b.ns: {}}})
+	// The harness's informers, on the bench's namespaces only: Jobs seen and intents
+	// observed.
+	hc, err := cache.New(hcfg, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{b.ns: {}, b.scaleNS: {}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,18 +265,7 @@ func newBench(t *testing.T, env *testenv.Env) *bench {
 
 	// The kubelet (envtest runs none): every controller Job gets a pod that finishes
 	// at once with exit code 0.
-	for range 2 {
-		go func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case job := <-b.pods:
-					b.finishPod(ctx, job)
-				}
-			}
-		}()
-	}
+	b.kubelet(ctx, 2)
 
 	// The controller, as cmd/manager runs it (no client-side rate limit), with every
 	// request counted.
@@ -234,7 +273,9 @@ func newBench(t *testing.T, env *testenv.Env) *bench {
 	mcfg.QPS, mcfg.Burst = -1, 0
 	mcfg.WrapTransport = b.counter.wrap
 	mgr, err := ctrl.NewManager(mcfg, ctrl.Options{
-		Scheme:                 env.Scheme,
+		Scheme: env.Scheme,
+		// The in-process phases' namespace only: the controller process of (7) works
+		// in its own.
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{b.ns: {}}},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -249,12 +290,19 @@ func newBench(t *testing.T, env *testenv.Env) *bench {
 	mctx, mcancel := context.WithCancel(ctx)
 	mdone := make(chan error, 1)
 	go func() { mdone <- mgr.Start(mctx) }()
-	t.Cleanup(func() {
-		mcancel()
-		if err := <-mdone; err != nil {
-			t.Errorf("manager exited with an error: %v", err)
-		}
-	})
+	var stopOnce sync.Once
+	b.stopMgr = func(t *testing.T) {
+		t.Helper()
+		stopOnce.Do(func() {
+			mcancel()
+			// Start returns once every runnable has ended (or fails when one outlives
+			// the grace period).
+			if err := <-mdone; err != nil {
+				t.Errorf("manager exited with an error: %v", err)
+			}
+		})
+	}
+	t.Cleanup(func() { b.stopMgr(t) })
 	if !mgr.GetCache().WaitForCacheSync(mctx) {
 		t.Fatal("manager cache did not sync")
 	}
@@ -265,33 +313,72 @@ func newBench(t *testing.T, env *testenv.Env) *bench {
 		names = append(names, fmt.Sprintf("lat-%d", i), fmt.Sprintf("burst-%d", i))
 	}
 	for _, name := range names {
-		task := &v1.AgentTask{
-			ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: name},
-			Spec: v1.AgentTaskSpec{
-				Goal: "pipeline benchmark",
-				Mode: v1.ModeEdit,
-				// Room for the burst's and the growing task's intents (default 100).
-				Budgets:   v1.Budgets{MaxIntents: 10000, MaxTurns: 1000},
-				Workspace: v1.WorkspaceSpec{VolumeClaim: &v1.WorkspaceVolumeClaim{Storage: resource.MustParse("1Gi")}},
-				Agent:     v1.AgentSpec{External: &v1.ExternalAgent{Proposers: v1.Proposers{Users: []string{proposer}}}},
-			},
-		}
-		if err := c.Create(ctx, task); err != nil {
-			t.Fatal(err)
-		}
+		b.createTask(t, b.ns, name, 0)
 	}
 	time.Sleep(2 * time.Second) // the tasks' first reconciles settle
 	return b
 }
 
-// newIntent builds the next allowed call of task: turn n, index 0.
-func (b *bench) newIntent(task string) *v1.ToolIntent {
+// kubelet starts n workers that finish the pod of every controller Job the harness
+// sees, until ctx ends.
+func (b *bench) kubelet(ctx context.Context, n int) {
+	for range n {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case job := <-b.pods:
+					b.finishPod(ctx, job)
+				}
+			}
+		}()
+	}
+}
+
+// createTask creates an external-agent task in Edit mode whose calls the proposer
+// makes, with room for at least intents intents, and keeps it (with its UID) for
+// the owner references of its intents.
+func (b *bench) createTask(t *testing.T, ns, name string, intents int) {
+	t.Helper()
+	task := &v1.AgentTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1.AgentTaskSpec{
+			Goal: "pipeline benchmark",
+			Mode: v1.ModeEdit,
+			// Room for the burst's and the growing task's intents (default 100).
+			Budgets:   v1.Budgets{MaxIntents: max(10000, int32(intents)), MaxTurns: max(1000, int32(intents))}, //nolint:gosec // a flag's small count
+			Workspace: v1.WorkspaceSpec{VolumeClaim: &v1.WorkspaceVolumeClaim{Storage: resource.MustParse("1Gi")}},
+			Agent:     v1.AgentSpec{External: &v1.ExternalAgent{Proposers: v1.Proposers{Users: []string{proposer}}}},
+		},
+	}
+	if err := b.c.Create(t.Context(), task); err != nil {
+		t.Fatal(err)
+	}
+	if task.UID == "" {
+		t.Fatalf("task %s/%s: no UID after its create", ns, name)
+	}
+	b.mu.Lock()
+	b.tasks[name] = task
+	b.mu.Unlock()
+}
+
+// newIntent builds the next allowed call of task: turn n, index 0, with the task as
+// its controller owner, as `kubectl toolgate propose` and the agent loop create
+// them. Without owned, it has no owner reference, as a raw `kubectl create` of an
+// intent, which the controller adopts.
+func (b *bench) newIntent(task string, owned bool) *v1.ToolIntent {
 	b.mu.Lock()
 	n := b.seq[task]
 	b.seq[task]++
+	owner := b.tasks[task]
 	b.mu.Unlock()
+	meta := metav1.ObjectMeta{Namespace: owner.Namespace, Name: fmt.Sprintf("%s-%d", task, n)}
+	if owned {
+		meta.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(owner, v1.GroupVersion.WithKind("AgentTask"))}
+	}
 	return &v1.ToolIntent{
-		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: fmt.Sprintf("%s-%d", task, n)},
+		ObjectMeta: meta,
 		Spec: v1.ToolIntentSpec{
 			TaskRef: v1.LocalObjectReference{Name: task}, Turn: int32(n), Index: 0, //nolint:gosec // n is small
 			Tool: v1.ToolBash, Input: k8sruntime.RawExtension{Raw: []byte(allowedInput)}, RequestedBy: proposer,
@@ -304,7 +391,7 @@ func (b *bench) newIntent(task string) *v1.ToolIntent {
 // proposes its next call once it has seen this one's result).
 func (b *bench) intent(t *testing.T, task string, waitDone bool) time.Duration {
 	t.Helper()
-	in := b.newIntent(task)
+	in := b.newIntent(task, true)
 	start := time.Now()
 	if err := b.c.Create(t.Context(), in); err != nil {
 		t.Fatal(err)
@@ -347,25 +434,29 @@ func (b *bench) directJob(t *testing.T, name string) time.Duration {
 }
 
 type writeCounts struct {
-	n            int
-	total, reads float64
-	byKey        map[string]float64
+	n                int
+	total, reads     float64 // before the Job
+	life, lifeReads  float64 // from the create until quiet after the observation
+	byKey, lifeByKey map[string]float64
 }
 
 // countWrites runs n intents one at a time, each on a quiet controller, and
-// averages the controller's writes from the intent's create to its Job's create.
-func (b *bench) countWrites(t *testing.T, n int) writeCounts {
+// averages the controller's writes from the intent's create to its Job's create,
+// and from its create until the controller is quiet again after its observation.
+// owned is newIntent's.
+func (b *bench) countWrites(t *testing.T, n int, owned bool) writeCounts {
 	t.Helper()
+	out := writeCounts{n: n, byKey: map[string]float64{}, lifeByKey: map[string]float64{}}
+	if n <= 0 {
+		return out
+	}
 	b.autoPod.Store(false)
 	defer b.autoPod.Store(true)
-	out := writeCounts{n: n, byKey: map[string]float64{}}
 	for range n {
 		b.quiet(t)
 		from := b.counter.mark()
-		b.counter.mu.Lock()
-		readsFrom := b.counter.reads
-		b.counter.mu.Unlock()
-		in := b.newIntent("writes")
+		readsFrom := b.counter.readCount()
+		in := b.newIntent("writes", owned)
 		if err := b.c.Create(t.Context(), in); err != nil {
 			t.Fatal(err)
 		}
@@ -381,9 +472,7 @@ func (b *bench) countWrites(t *testing.T, n int) writeCounts {
 		if !found {
 			t.Fatalf("intent %s: its Job was seen but the controller's create was not counted", in.Name)
 		}
-		b.counter.mu.Lock()
-		out.reads += float64(b.counter.reads - readsFrom)
-		b.counter.mu.Unlock()
+		out.reads += float64(b.counter.readCount() - readsFrom)
 		for k, v := range got {
 			out.byKey[k] += float64(v)
 			out.total += float64(v)
@@ -392,12 +481,23 @@ func (b *bench) countWrites(t *testing.T, n int) writeCounts {
 		if _, err := b.done.waitFor(t.Context(), in.Name, waitLimit); err != nil {
 			t.Fatalf("intent %s: not observed: %v", in.Name, err)
 		}
+		// Whatever follows the observation (task status, events) is the intent's too.
+		b.quiet(t)
+		for k, v := range b.counter.writesBetween(from, b.counter.mark()) {
+			out.lifeByKey[k] += float64(v)
+			out.life += float64(v)
+		}
+		out.lifeReads += float64(b.counter.readCount() - readsFrom)
 	}
-	for k := range out.byKey {
-		out.byKey[k] /= float64(n)
+	for _, m := range []map[string]float64{out.byKey, out.lifeByKey} {
+		for k := range m {
+			m[k] /= float64(n)
+		}
 	}
 	out.total /= float64(n)
 	out.reads /= float64(n)
+	out.life /= float64(n)
+	out.lifeReads /= float64(n)
 	return out
 }
 
@@ -434,7 +534,7 @@ func (b *bench) burst(t *testing.T, n int) time.Duration {
 	b.quiet(t)
 	intents := make([]*v1.ToolIntent, n)
 	for i := range n {
-		intents[i] = b.newIntent(fmt.Sprintf("burst-%d", i%10))
+		intents[i] = b.newIntent(fmt.Sprintf("burst-%d", i%10), true)
 	}
 	work := make(chan *v1.ToolIntent, n)
 	for _, in := range intents {
@@ -559,13 +659,17 @@ func heap() heapStats {
 }
 
 // rss reads VmRSS from /proc/self/status (0 where there is none).
-func rss() uint64 {
-	data, err := os.ReadFile("/proc/self/status")
+func rss() uint64 { return procStatus("self", "VmRSS") }
+
+// procStatus reads a size (VmRSS, VmHWM) from /proc/<pid>/status, in bytes (0
+// where there is none).
+func procStatus(pid, field string) uint64 {
+	data, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(rest)
 			if len(f) > 0 {
 				kb, _ := strconv.ParseUint(f[0], 10, 64)

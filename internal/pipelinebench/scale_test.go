@@ -1,0 +1,406 @@
+//go:build pipelinebench
+
+package pipelinebench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// maxAgents bounds the agents of (7) that propose at the same time.
+const maxAgents = 100
+
+// buildManager builds cmd/manager, as released (no build tags), into a temporary
+// directory and returns the binary's path.
+func buildManager(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "manager")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/manager")
+	cmd.Dir = testenv.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/manager: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// scaleResult is what (7) measured.
+type scaleResult struct {
+	tasks, perTask int
+	elapsed        time.Duration // first create to last observation
+	all            []time.Duration
+	first, last    []time.Duration // each task's first and last tenth, all tasks
+	firstN         int             // positions in a tenth
+	rss, hwm       uint64          // the controller process's VmRSS and VmHWM
+	heapInuse      float64         // from its metrics endpoint
+	heapAlloc      float64
+	processRSS     float64
+}
+
+func (r scaleResult) print(w io.Writer) {
+	n := r.tasks * r.perTask
+	fmt.Fprintf(w, "| (7) %d intents over %d tasks, cmd/manager as its own process: %d agents at once, each proposing its task's %d calls one after the other (the next once it saw the last one's observation) | %s to the last observation, %.1f intents/s |\n",
+		n, r.tasks, min(r.tasks, maxAgents), r.perTask, r.elapsed.Round(time.Millisecond), float64(n)/r.elapsed.Seconds())
+	fmt.Fprintf(w, "| (7) intent -> Job, all %d: p50 / p99 | %s / %s |\n", len(r.all), ms(pct(r.all, 50)), ms(pct(r.all, 99)))
+	fmt.Fprintf(w, "| (7) controller process RSS after the last observation: now (VmRSS) / peak (VmHWM) | %s / %s |\n", mib(r.rss), mib(r.hwm))
+	fmt.Fprintf(w, "| (7) controller Go heap then (its metrics, no forced GC): heap in use / heap alloc; process_resident_memory_bytes | %s / %s; %s |\n",
+		mibf(r.heapInuse), mibf(r.heapAlloc), mibf(r.processRSS))
+	fmt.Fprintf(w, "| (7) each task's first 10%% (positions 0-%d, %d intents) -> Job, mean / p50 | %s / %s |\n",
+		r.firstN-1, len(r.first), ms(mean(r.first)), ms(pct(r.first, 50)))
+	fmt.Fprintf(w, "| (7) each task's last 10%% (positions %d-%d, %d intents) -> Job, mean / p50 | %s / %s (%.2fx the first 10%%'s mean) |\n",
+		r.perTask-r.firstN, r.perTask-1, len(r.last), ms(mean(r.last)), ms(pct(r.last, 50)), ratio(mean(r.last), mean(r.first)))
+}
+
+// scale is (7): it stops the in-process manager, runs cmd/manager as its own
+// process, and has one agent per task (at most maxAgents at once) propose perTask
+// calls in sequence, each once it saw the last one's observation. The harness plays
+// the kubelet throughout.
+func (b *bench) scale(t *testing.T, env *testenv.Env, bin string, tasks, perTask int) scaleResult {
+	t.Helper()
+	// Two controllers must never reconcile the same objects.
+	b.stopMgr(t)
+	if t.Failed() {
+		t.FailNow()
+	}
+	// The controller process caches every namespace: what the in-process phases left
+	// behind would be in its numbers. No finalizers hold these, and envtest runs no
+	// garbage collector.
+	b.clearNamespace(t, b.ns)
+
+	dir := t.TempDir()
+	admin, err := env.AddUser(envtest.User{Name: "pipelinebench-admin", Groups: []string{"system:masters"}}, env.Config)
+	if err != nil {
+		t.Fatalf("adding the admin user: %v", err)
+	}
+	kc, err := admin.KubeConfig()
+	if err != nil {
+		t.Fatalf("the admin's kubeconfig: %v", err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := freeAddr(t)
+	p := startManager(t, bin, kubeconfig, metricsAddr, filepath.Join(dir, "manager.log"))
+	defer p.stop(t)
+
+	ctx, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-p.exited:
+			cancel(fmt.Errorf("the manager process exited: %v\n%s", p.err, p.tail()))
+		case <-ctx.Done():
+		}
+	}()
+	if err := waitMetrics(ctx, metricsAddr); err != nil {
+		t.Fatalf("the manager's metrics endpoint: %v (%v)\n%s", err, context.Cause(ctx), p.tail())
+	}
+
+	names := make([]string, tasks)
+	for i := range names {
+		names[i] = fmt.Sprintf("agent-%03d", i)
+		b.createTask(t, b.scaleNS, names[i], perTask)
+	}
+	if err := b.waitTasksReconciled(ctx, names); err != nil {
+		t.Fatalf("%v (%v)", err, context.Cause(ctx))
+	}
+	time.Sleep(2 * time.Second) // the tasks' first reconciles settle
+	b.kubelet(ctx, 6)           // 8 in all: the phase has up to maxAgents Jobs at once
+
+	lat := make([][]time.Duration, tasks)
+	work := make(chan int, tasks)
+	for i := range tasks {
+		work <- i
+	}
+	close(work)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range min(tasks, maxAgents) {
+		wg.Go(func() {
+			for i := range work {
+				d, err := b.agent(ctx, names[i], perTask)
+				lat[i] = d
+				if err != nil {
+					cancel(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := context.Cause(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	r := scaleResult{tasks: tasks, perTask: perTask, elapsed: elapsed, firstN: max(perTask/10, 1)}
+	pid := strconv.Itoa(p.cmd.Process.Pid)
+	r.rss, r.hwm = procStatus(pid, "VmRSS"), procStatus(pid, "VmHWM")
+	m, err := scrape(ctx, metricsAddr)
+	if err != nil {
+		t.Fatalf("the manager's metrics: %v", err)
+	}
+	r.heapInuse, r.heapAlloc, r.processRSS = m["go_memstats_heap_inuse_bytes"], m["go_memstats_heap_alloc_bytes"], m["process_resident_memory_bytes"]
+	for _, d := range lat {
+		r.all = append(r.all, d...)
+		r.first = append(r.first, d[:r.firstN]...)
+		r.last = append(r.last, d[len(d)-r.firstN:]...)
+	}
+	t.Logf("scale: %d intents in %s; controller RSS %s (peak %s), heap in use %s; last 10%% / first 10%% mean %.2fx",
+		tasks*perTask, elapsed.Round(time.Millisecond), mib(r.rss), mib(r.hwm), mibf(r.heapInuse), ratio(mean(r.last), mean(r.first)))
+	return r
+}
+
+// agent proposes perTask calls to task one after the other, each once the last one
+// is observed, and returns each one's create -> Job latency by its position.
+func (b *bench) agent(ctx context.Context, task string, perTask int) ([]time.Duration, error) {
+	out := make([]time.Duration, 0, perTask)
+	for range perTask {
+		in := b.newIntent(task, true)
+		start := time.Now()
+		if err := b.c.Create(ctx, in); err != nil {
+			return out, fmt.Errorf("intent %s: %w", in.Name, err)
+		}
+		seen, err := b.jobs.waitFor(ctx, in.Name, waitLimit)
+		if err != nil {
+			return out, fmt.Errorf("intent %s: no Job: %w", in.Name, err)
+		}
+		out = append(out, seen.Sub(start))
+		if _, err := b.done.waitFor(ctx, in.Name, waitLimit); err != nil {
+			return out, fmt.Errorf("intent %s: not observed: %w", in.Name, err)
+		}
+	}
+	return out, nil
+}
+
+// clearNamespace deletes what the controller caches from ns.
+func (b *bench) clearNamespace(t *testing.T, ns string) {
+	t.Helper()
+	opts := []client.DeleteAllOfOption{client.InNamespace(ns), client.GracePeriodSeconds(0)}
+	for _, obj := range []client.Object{
+		&v1.ToolIntent{}, &v1.Execution{}, &v1.Approval{}, &v1.AgentTask{},
+		&batchv1.Job{}, &corev1.Pod{}, &networkingv1.NetworkPolicy{}, &corev1.PersistentVolumeClaim{},
+	} {
+		if err := b.c.DeleteAllOf(t.Context(), obj, opts...); err != nil {
+			t.Fatalf("clearing %s of %T: %v", ns, obj, err)
+		}
+	}
+}
+
+// waitTasksReconciled waits until the controller has written a status on each task.
+func (b *bench) waitTasksReconciled(ctx context.Context, names []string) error {
+	deadline := time.Now().Add(waitLimit)
+	for {
+		var list v1.AgentTaskList
+		if err := b.c.List(ctx, &list, client.InNamespace(b.scaleNS)); err != nil {
+			return err
+		}
+		done := 0
+		for i := range list.Items {
+			if list.Items[i].Status.Phase != "" || len(list.Items[i].Status.Conditions) > 0 {
+				done++
+			}
+		}
+		if done == len(names) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d tasks reconciled after %s", done, len(names), waitLimit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// waitMetrics waits until the metrics endpoint at addr answers.
+func waitMetrics(ctx context.Context, addr string) error {
+	deadline := time.Now().Add(waitLimit)
+	for {
+		_, err := scrape(ctx, addr)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// scrape reads the unlabelled samples of the Prometheus text at addr's /metrics.
+func scrape(ctx context.Context, addr string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 || strings.HasPrefix(f[0], "#") || strings.Contains(f[0], "{") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(f[1], 64); err == nil {
+			out[f[0]] = v
+		}
+	}
+	return out, sc.Err()
+}
+
+// managerProcess is cmd/manager running as a subprocess, its log in a file.
+type managerProcess struct {
+	cmd     *exec.Cmd
+	logPath string
+	log     *os.File
+	exited  chan struct{}
+	err     error // cmd.Wait's result, set before exited is closed
+	once    sync.Once
+}
+
+// startManager runs the manager binary against the kubeconfig, with its metrics on
+// metricsAddr, no probes, and the bench's images. The test's end stops it, if
+// nothing did before.
+func startManager(t *testing.T, bin, kubeconfig, metricsAddr, logPath string) *managerProcess {
+	t.Helper()
+	log, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin,
+		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address=0",
+		"--runner-image="+runnerImage, "--default-sandbox-image="+sandboxImage)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "KUBECONFIG=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "KUBECONFIG="+kubeconfig)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		_ = log.Close()
+		t.Fatalf("starting the manager: %v", err)
+	}
+	p := &managerProcess{cmd: cmd, logPath: logPath, log: log, exited: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() { p.stop(t) })
+	return p
+}
+
+// stop ends the process as Kubernetes ends a pod (SIGTERM, then SIGKILL after 30
+// seconds) and fails the test when its log reports a panic.
+func (p *managerProcess) stop(t *testing.T) {
+	t.Helper()
+	p.once.Do(func() {
+		select {
+		case <-p.exited:
+		default:
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.exited:
+			case <-time.After(30 * time.Second):
+				t.Log("the manager process outlived SIGTERM by 30s; killing it")
+				_ = p.cmd.Process.Kill()
+				<-p.exited
+			}
+		}
+		_ = p.log.Close()
+		panics, err := p.panics()
+		if err != nil {
+			t.Errorf("reading the manager's log: %v", err)
+		}
+		for _, line := range panics {
+			t.Errorf("the manager process panicked: %s", line)
+		}
+	})
+}
+
+// panics returns the lines of the process's log that report a panic (a recovered
+// one in a reconciler included), the first 20.
+func (p *managerProcess) panics() ([]string, error) {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 16<<20)
+	for sc.Scan() && len(out) < 20 {
+		if strings.Contains(sc.Text(), "panic") {
+			out = append(out, sc.Text())
+		}
+	}
+	return out, sc.Err()
+}
+
+// tail is the end of the process's log, for a failure message.
+func (p *managerProcess) tail() string {
+	data, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	s := string(data)
+	if len(s) > 4000 {
+		s = "…" + s[len(s)-4000:]
+	}
+	return s
+}
+
+func mibf(n float64) string { return fmt.Sprintf("%.1f MiB", n/(1<<20)) }
