@@ -135,8 +135,12 @@ func (s candidateSet) ascending() iter.Seq[int] {
 }
 
 // candidates marks in set (cleared first, and grown if needed) the rules that could
-// match a call with these facts, and returns it.
+// match a call with these facts, and returns it. A CompiledPolicy not made by Compile
+// has no index and no rules, so nothing is marked.
 func (ix *ruleIndex) candidates(f *facts, set candidateSet) candidateSet {
+	if ix == nil {
+		return set[:0]
+	}
 	words := (ix.rules + 63) / 64
 	if cap(set) < words {
 		set = make(candidateSet, words)

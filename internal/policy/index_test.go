@@ -438,3 +438,12 @@ func TestRuleKeyOf(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideWithAPolicyNotFromCompile decides against a CompiledPolicy built as a
+// literal: it has no rules, so the mode decides.
+func TestDecideWithAPolicyNotFromCompile(t *testing.T) {
+	d := Decide(bashCall(v1alpha1.ModeEdit, "ls"), []*CompiledPolicy{{Kind: KindClusterToolPolicy, Name: "empty"}}, nil, nil)
+	if d.Action != v1alpha1.DecisionAllow || d.Rule != RuleModeDefault {
+		t.Errorf("decision = %s by %q, want Allow by %q", d.Action, d.Rule, RuleModeDefault)
+	}
+}
