@@ -36,6 +36,10 @@ func main() {
 	flag.StringVar(&opts.ControllerIdentity, "controller-identity", controller.DefaultControllerIdentity, "Kubernetes user the controller runs as; the agent loop names it in spec.requestedBy of the ToolIntents it creates. Change it together with config/admission.")
 	flag.StringVar(&modelEndpoints, "model-endpoints", agent.DefaultEndpoints, "Comma-separated model endpoints a task's spec.agent.model.baseURL may name; the controller sends API keys only there. "+
 		"An entry scheme://host[:port][/path] allows a baseURL of the same scheme, host (no wildcards) and port (omitted: the scheme's; *: any) whose path is the entry's or below it. A production install names exactly its endpoints.")
+	flag.IntVar(&opts.Workers.Intent, "intent-workers", controller.DefaultWorkers.Intent, "ToolIntents reconciled at once (validation and the policy decision).")
+	flag.IntVar(&opts.Workers.Execution, "execution-workers", controller.DefaultWorkers.Execution, "Executions reconciled at once (the chain check, the Job, the result).")
+	flag.IntVar(&opts.Workers.Approval, "approval-workers", controller.DefaultWorkers.Approval, "Approvals reconciled at once.")
+	flag.IntVar(&opts.Workers.Task, "task-workers", controller.DefaultWorkers.Task, "AgentTasks reconciled at once (their status and agent loop; a model turn waits for its endpoint).")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
@@ -42,8 +43,14 @@ func nextIndex(intents []v1.ToolIntent, turn int32) int32 {
 // that the task names as proposers (ClaimedGroups).
 func BuildProposal(task *v1.AgentTask, existing []v1.ToolIntent, tool v1.ToolName, input json.RawMessage, reason, requestedBy string, groups []string) *v1.ToolIntent {
 	turn := task.Status.Turn
+	// Owned by its task from the start, as the controller would adopt it: one write
+	// less on the call's path to its Job. blockOwnerDeletion stays unset, which a
+	// proposer may set without the right to update the task's finalizers.
+	owner := metav1.OwnerReference{
+		APIVersion: v1.GroupVersion.String(), Kind: "AgentTask", Name: task.Name, UID: task.UID, Controller: ptr.To(true),
+	}
 	return &v1.ToolIntent{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: task.Name + "-", Namespace: task.Namespace},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: task.Name + "-", Namespace: task.Namespace, OwnerReferences: []metav1.OwnerReference{owner}},
 		Spec: v1.ToolIntentSpec{
 			TaskRef:           v1.LocalObjectReference{Name: task.Name},
 			Turn:              turn,

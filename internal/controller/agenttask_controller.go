@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -44,11 +45,6 @@ const (
 	// are ToolIntents), or the intents of a recorded turn were created after a restart.
 	EventModelTurn = "ModelTurn"
 )
-
-// agentTaskWorkers is how many tasks reconcile at once. A model turn waits for the
-// endpoint (up to requestTimeoutSeconds, and the client's retries), so one slow
-// endpoint must not hold every other task.
-const agentTaskWorkers = 4
 
 // +kubebuilder:rbac:groups=toolgate.dev,resources=agenttasks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=agenttasks/status,verbs=get;update;patch
@@ -106,17 +102,15 @@ func newAgentTaskReconciler(mgr ctrl.Manager, opts Options) *AgentTaskReconciler
 func (r *AgentTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.AgentTask{}).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: agentTaskWorkers}).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.Options.Workers.orDefault().Task}).
 		Owns(&corev1.PersistentVolumeClaim{}).
 		// Intents are owned by the task only when the model loop created them; an
 		// external agent's intents name their task in spec.taskRef.
-		Watches(&v1.ToolIntent{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.(*v1.ToolIntent).Spec.TaskRef.Name}}}
-		})).
+		Watches(&v1.ToolIntent{}, enqueueTaskOfIntent, builder.WithPredicates(taskSummaryChanged)).
 		// An Execution that gets its Job after the task ended must be stopped too.
 		Watches(&v1.Execution{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: o.(*v1.Execution).Spec.TaskRef.Name}}}
-		})).
+		}), builder.WithPredicates(executionGotJob)).
 		Named("agenttask").
 		Complete(r)
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/metrics"
@@ -35,6 +36,7 @@ func setupApproval(mgr ctrl.Manager, opts Options) error {
 	r := &ApprovalReconciler{Client: mgr.GetClient(), Now: opts.clock()}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.Approval{}).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: opts.Workers.orDefault().Approval}).
 		Named("approval").
 		Complete(r)
 }

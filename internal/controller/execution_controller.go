@@ -19,7 +19,9 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -32,7 +34,8 @@ import (
 
 // Event reasons of the Execution controller, one per step.
 const (
-	// EventExecutionCreated: the controller picked up a new Execution.
+	// EventExecutionCreated: the controller picked up a new Execution (audit log only,
+	// no Event: JobCreated or a refusal follows in the same status write).
 	EventExecutionCreated = "ExecutionCreated"
 	// EventJobCreated: the Execution's NetworkPolicy and Job were created.
 	EventJobCreated = "JobCreated"
@@ -134,10 +137,11 @@ func setupExecution(mgr ctrl.Manager, opts Options) error {
 func (r *ExecutionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&toolgatev1alpha1.Execution{}).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.Options.Workers.orDefault().Execution}).
 		Owns(&batchv1.Job{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToExecution)).
-		Watches(&toolgatev1alpha1.ToolIntent{}, handler.EnqueueRequestsFromMapFunc(intentToExecution)).
+		Watches(&toolgatev1alpha1.ToolIntent{}, handler.EnqueueRequestsFromMapFunc(intentToExecution), builder.WithPredicates(intentChainChanged)).
 		Named("execution").
 		Complete(r)
 }
@@ -495,12 +499,17 @@ func (r *ExecutionReconciler) recordSteps(log logr.Logger, exec *toolgatev1alpha
 	}
 	after := &exec.Status
 	step := func(eventType, reason, note string, kv ...any) {
+		log.Info("execution step", append([]any{"step", reason, "phase", after.Phase}, kv...)...)
+		if reason == EventExecutionCreated {
+			// The audit log has it; the JobCreated (or refusal) event that follows in
+			// the same write says what it would.
+			return
+		}
 		if len(note) > maxEventNote {
 			// events.k8s.io refuses longer notes; the status has the whole message.
 			note = strings.ToValidUTF8(note[:maxEventNote-3], "") + "..."
 		}
 		r.Recorder.Eventf(exec, related, eventType, reason, reason, "%s", note)
-		log.Info("execution step", append([]any{"step", reason, "phase", after.Phase}, kv...)...)
 	}
 	if before.Phase == "" {
 		step(corev1.EventTypeNormal, EventExecutionCreated, fmt.Sprintf("running tool %s", exec.Spec.Tool), "tool", exec.Spec.Tool)
@@ -509,7 +518,7 @@ func (r *ExecutionReconciler) recordSteps(log logr.Logger, exec *toolgatev1alpha
 		step(corev1.EventTypeWarning, refused.reason, "not run: "+refused.Error())
 	}
 	if createdJob {
-		step(corev1.EventTypeNormal, EventJobCreated, fmt.Sprintf("created Job %s", job.Name))
+		step(corev1.EventTypeNormal, EventJobCreated, fmt.Sprintf("created Job %s to run tool %s", job.Name, exec.Spec.Tool))
 	}
 	if after.Phase == toolgatev1alpha1.ExecutionRunning && before.Phase != toolgatev1alpha1.ExecutionRunning {
 		step(corev1.EventTypeNormal, EventStarted, fmt.Sprintf("pod %s started the tool", after.PodName), "pod", after.PodName)

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,6 +14,10 @@ import (
 const (
 	// IndexIntentTask indexes ToolIntents by spec.taskRef.name.
 	IndexIntentTask = "spec.taskRef.name"
+	// IndexIntentTurn indexes ToolIntents by task and turn (IntentTurnKey): the
+	// batch of one turn is found without reading the task's whole history, so a
+	// task's thousandth call costs what its first did.
+	IndexIntentTurn = "toolgate.dev/task-turn"
 	// IndexApprovalTask indexes Approvals by spec.taskRef.name.
 	IndexApprovalTask = "spec.taskRef.name"
 	// IndexExecutionTask indexes Executions by spec.taskRef.name, so that a task
@@ -20,11 +25,22 @@ const (
 	IndexExecutionTask = "spec.taskRef.name"
 )
 
+// IntentTurnKey is the IndexIntentTurn value of a task's turn.
+func IntentTurnKey(task string, turn int32) string {
+	return fmt.Sprintf("%s/%d", task, turn)
+}
+
 // setupIndexes registers the field indexes; it runs before the reconcilers.
 func setupIndexes(mgr ctrl.Manager, _ Options) error {
 	ctx := context.Background()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1.ToolIntent{}, IndexIntentTask, func(o client.Object) []string {
 		return []string{o.(*v1.ToolIntent).Spec.TaskRef.Name}
+	}); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1.ToolIntent{}, IndexIntentTurn, func(o client.Object) []string {
+		in := o.(*v1.ToolIntent)
+		return []string{IntentTurnKey(in.Spec.TaskRef.Name, in.Spec.Turn)}
 	}); err != nil {
 		return err
 	}

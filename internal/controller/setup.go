@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -38,6 +39,45 @@ type Options struct {
 	// Now is the clock of the intent and task reconcilers; nil means time.Now. Tests
 	// move it to expire approvals without waiting.
 	Now func() time.Time
+	// Workers is how many objects of each kind reconcile at once.
+	Workers Workers
+}
+
+// Workers is how many objects of each kind reconcile at once; zero means the
+// default of DefaultWorkers. One object is never reconciled by two workers at once
+// (the work queue's promise), so the pipeline's order per object is unchanged; what
+// several calls in flight share (a turn's batch, an approval, a task) is guarded by
+// the compare-and-swap of the status writes, not by running one at a time.
+type Workers struct {
+	// Intent is for ToolIntents: validation and the policy decision.
+	Intent int
+	// Execution is for Executions: the chain check, the Job, the result.
+	Execution int
+	// Approval is for Approvals: their state.
+	Approval int
+	// Task is for AgentTasks: their status and the agent loop, which waits for the
+	// model endpoint (one slow endpoint must not hold every other task).
+	Task int
+}
+
+// DefaultWorkers are the workers of a kind whose Workers field is zero. Eight keep
+// two cores busy while each worker mostly waits on the API server; tasks get as many
+// because a model turn waits for its endpoint.
+var DefaultWorkers = Workers{Intent: 8, Execution: 8, Approval: 2, Task: 8}
+
+func (w Workers) orDefault() Workers {
+	pick := func(n, def int) int {
+		if n > 0 {
+			return n
+		}
+		return def
+	}
+	return Workers{
+		Intent:    pick(w.Intent, DefaultWorkers.Intent),
+		Execution: pick(w.Execution, DefaultWorkers.Execution),
+		Approval:  pick(w.Approval, DefaultWorkers.Approval),
+		Task:      pick(w.Task, DefaultWorkers.Task),
+	}
 }
 
 // DefaultControllerIdentity is the service account config/default deploys the
@@ -98,11 +138,56 @@ func CacheOptions() cache.Options {
 	if err != nil {
 		panic(err)
 	}
-	byLabel := cache.ByObject{Label: labels.NewSelector().Add(*ours)}
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}:                 byLabel,
-		&batchv1.Job{}:                byLabel,
-		&networkingv1.NetworkPolicy{}: byLabel,
-		&corev1.Secret{}:              {Label: labels.NewSelector().Add(*credentials)},
-	}}
+	byLabel := labels.NewSelector().Add(*ours)
+	return cache.Options{
+		DefaultTransform: trimCached,
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:                 {Label: byLabel, Transform: trimCachedPod},
+			&batchv1.Job{}:                {Label: byLabel, Transform: trimCachedJob},
+			&networkingv1.NetworkPolicy{}: {Label: byLabel},
+			&corev1.Secret{}:              {Label: labels.NewSelector().Add(*credentials)},
+		},
+	}
+}
+
+// The cache keeps of each object only what the reconcilers read: with every call
+// leaving an intent, an Execution, a Job, a pod and a NetworkPolicy behind until
+// they are deleted, the copies the API server keeps for its own bookkeeping
+// (managed fields, the last applied configuration) and the specs toolgate wrote
+// itself and never reads back would be most of the controller's memory. Nothing
+// read from the cache is written back whole: Jobs and pods are only created and
+// deleted, and the reconcilers update status, which is kept. A reader that needs a
+// stripped field reads around the cache (APIReader).
+
+// trimCached drops the managed fields and the last applied configuration.
+func trimCached(obj any) (any, error) {
+	if o, ok := obj.(metav1.Object); ok {
+		o.SetManagedFields(nil)
+		if a := o.GetAnnotations(); a[corev1.LastAppliedConfigAnnotation] != "" {
+			delete(a, corev1.LastAppliedConfigAnnotation)
+			o.SetAnnotations(a)
+		}
+	}
+	return obj, nil
+}
+
+// trimCachedPod keeps a pod's metadata and status: the Execution reads its
+// containers' states and termination messages, never its spec.
+func trimCachedPod(obj any) (any, error) {
+	if pod, ok := obj.(*corev1.Pod); ok {
+		pod.Spec = corev1.PodSpec{}
+	}
+	return trimCached(obj)
+}
+
+// trimCachedJob keeps a Job's metadata, status, deadline and pod labels (by which its
+// pod is found and checked, jobInTheWay), not the pod spec toolgate built.
+func trimCachedJob(obj any) (any, error) {
+	if job, ok := obj.(*batchv1.Job); ok {
+		job.Spec = batchv1.JobSpec{
+			ActiveDeadlineSeconds: job.Spec.ActiveDeadlineSeconds,
+			Template:              corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: job.Spec.Template.Labels}},
+		}
+	}
+	return trimCached(obj)
 }

@@ -15,7 +15,9 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -84,12 +86,13 @@ func setupToolIntent(mgr ctrl.Manager, opts Options) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.ToolIntent{}).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: opts.Workers.orDefault().Intent}).
 		Owns(&v1.Approval{}).
 		Owns(&v1.Execution{}).
 		// Batch preflight: a sibling's change may release an intent held for it.
-		Watches(&v1.ToolIntent{}, handler.EnqueueRequestsFromMapFunc(r.siblingsOf)).
+		Watches(&v1.ToolIntent{}, handler.EnqueueRequestsFromMapFunc(r.siblingsOf), builder.WithPredicates(siblingHoldChanged)).
 		// A task that ends (cancel, budget) aborts its calls that have not run.
-		Watches(&v1.AgentTask{}, handler.EnqueueRequestsFromMapFunc(r.openIntentsOf)).
+		Watches(&v1.AgentTask{}, handler.EnqueueRequestsFromMapFunc(r.openIntentsOf), builder.WithPredicates(taskEndingChanged)).
 		Named("toolintent").
 		Complete(r)
 }
@@ -100,17 +103,26 @@ func (r *ToolIntentReconciler) siblingsOf(ctx context.Context, obj client.Object
 	if !ok {
 		return nil
 	}
-	var list v1.ToolIntentList
-	if err := r.List(ctx, &list, client.InNamespace(intent.Namespace), client.MatchingFields{IndexIntentTask: intent.Spec.TaskRef.Name}); err != nil {
+	list, err := r.turnOf(ctx, intent)
+	if err != nil {
 		return nil
 	}
 	var out []reconcile.Request
-	for _, s := range list.Items {
-		if s.Name != intent.Name && s.Spec.Turn == intent.Spec.Turn && s.Status.Observation == nil {
+	for _, s := range list {
+		if s.Name != intent.Name && s.Status.Observation == nil {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
 		}
 	}
 	return out
+}
+
+// turnOf lists the intents of intent's task and turn, itself included.
+func (r *ToolIntentReconciler) turnOf(ctx context.Context, intent *v1.ToolIntent) ([]v1.ToolIntent, error) {
+	var list v1.ToolIntentList
+	if err := r.List(ctx, &list, client.InNamespace(intent.Namespace), client.MatchingFields{IndexIntentTurn: IntentTurnKey(intent.Spec.TaskRef.Name, intent.Spec.Turn)}); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
 }
 
 // openIntentsOf maps a task to its intents without an observation.
@@ -148,6 +160,11 @@ type step struct {
 	reason, note string
 	warning      bool
 	related      runtime.Object
+	// auditOnly steps are written to the audit log but send no Event: the steps of
+	// an allowed call before it runs (validated, allowed, Execution requested) are in
+	// its status and the log, and an Event each would be a write on the path to its
+	// Job. Its Observed event says how it was decided.
+	auditOnly bool
 }
 
 // intentRun carries one reconcile's state.
@@ -160,16 +177,31 @@ type intentRun struct {
 	steps   []step
 	now     time.Time
 	// rechecked is set once the decision was checked against the policies in force
-	// in this reconcile (recheck).
+	// in this reconcile (recheck), or made in it.
 	rechecked bool
+	// began is when this reconcile started, before it read the intent: policies are
+	// read by a LIST that began no earlier (policyset.Cache.LoadFresh). It is the
+	// process's clock, never the reconciler's Now, which tests move.
+	began time.Time
+	// read is the intent as this reconcile read it.
+	read *v1.ToolIntent
+	// written is the status as this reconcile last wrote it (nil: not yet), so the
+	// status write that ends the reconcile is made only when something changed since.
+	written *v1.ToolIntentStatus
 }
 
 func (s *intentRun) record(reason string, warning bool, related runtime.Object, format string, args ...any) {
 	s.steps = append(s.steps, step{reason: reason, warning: warning, related: related, note: mask.Secrets(fmt.Sprintf(format, args...))})
 }
 
+// audit records a step for the audit log only (see step.auditOnly).
+func (s *intentRun) audit(reason string, format string, args ...any) {
+	s.steps = append(s.steps, step{reason: reason, auditOnly: true, note: mask.Secrets(fmt.Sprintf(format, args...))})
+}
+
 // Reconcile moves one ToolIntent forward.
 func (r *ToolIntentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	began := time.Now()
 	intent := &v1.ToolIntent{}
 	if err := r.Get(ctx, req.NamespacedName, intent); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -180,23 +212,42 @@ func (r *ToolIntentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	log := ctrl.LoggerFrom(ctx).WithValues("toolintent", klog.KObj(intent), "task", intent.Spec.TaskRef.Name)
 	ctx = ctrl.LoggerInto(ctx, log)
 
-	run := &intentRun{intent: intent.DeepCopy(), now: r.Now()}
+	run := &intentRun{intent: intent.DeepCopy(), read: intent, now: r.Now(), began: began}
 	result, err := r.reconcile(ctx, run)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !equality.Semantic.DeepEqual(intent.Status, run.intent.Status) {
-		run.intent.Status.ObservedGeneration = intent.Generation
-		if err := r.Status().Update(ctx, run.intent); err != nil {
-			if apierrors.IsConflict(err) {
-				return ctrl.Result{RequeueAfter: time.Second}, nil
-			}
-			return ctrl.Result{}, err
+	last := &intent.Status
+	if run.written != nil {
+		last = run.written
+	}
+	if !equality.Semantic.DeepEqual(*last, run.intent.Status) {
+		if conflict, err := r.writeStatus(ctx, run); err != nil || conflict {
+			return ctrl.Result{RequeueAfter: time.Second}, err
 		}
-		reachedRecorded(intent, run.intent)
 	}
 	r.emit(log, run)
 	return result, nil
+}
+
+// writeStatus writes the run's intent status, a compare-and-swap on the version this
+// reconcile holds. It reports a conflict (another write came first: nothing of this
+// reconcile is recorded, and it is retried from the intent as it is then).
+func (r *ToolIntentReconciler) writeStatus(ctx context.Context, run *intentRun) (bool, error) {
+	run.intent.Status.ObservedGeneration = run.intent.Generation
+	if err := r.Status().Update(ctx, run.intent); err != nil {
+		if apierrors.IsConflict(err) {
+			return true, nil
+		}
+		return false, err
+	}
+	before := run.read
+	if run.written != nil {
+		before = &v1.ToolIntent{Status: *run.written}
+	}
+	reachedRecorded(before, run.intent)
+	run.written = run.intent.Status.DeepCopy()
+	return false, nil
 }
 
 // reconcile is the pipeline as a checklist. Each step returns early while it waits.
@@ -256,8 +307,14 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 		// Execution): were its status write lost after a side effect, the next pass
 		// would decide again from nothing, perhaps otherwise (the task ended, a
 		// policy changed), and leave an Execution that no recorded decision allows.
-		// The status write returns this intent to the queue.
-		return ctrl.Result{}, nil
+		// An allowed call goes on in this pass: the status write that names its
+		// Execution (execute) records the decision with it, before the Execution is
+		// created. Any other decision is written now; the write returns the intent to
+		// the queue.
+		if intent.Status.Decision.Action != v1.DecisionAllow {
+			return ctrl.Result{}, nil
+		}
+		run.rechecked = true // decided from the policies as they are now
 	}
 	if intent.Status.ExecutionRef == "" && r.notWhereDecided(run) {
 		return ctrl.Result{}, nil
@@ -329,7 +386,7 @@ func (r *ToolIntentReconciler) validate(ctx context.Context, run *intentRun) err
 		msg = fmt.Sprintf("input is valid; the timeout was clamped to the task's maximum of %ds", v.TimeoutSeconds)
 	}
 	setCondition(intent, v1.ConditionValidated, true, v1.ReasonInputValid, msg)
-	run.record(EventValidated, false, nil, "%s", msg)
+	run.audit(EventValidated, "%s", msg)
 	return nil
 }
 
@@ -353,7 +410,11 @@ func (r *ToolIntentReconciler) decide(ctx context.Context, run *intentRun) error
 		metrics.PipelineLatency.WithLabelValues("decide").Observe(decideLatency)
 	})
 	setCondition(intent, v1.ConditionDecided, true, string(d.Action), fmt.Sprintf("%s by %s: %s", d.Action, pipeline.RuleID(&d), d.Reason))
-	run.record(EventDecided, d.Action == v1.DecisionDeny, nil, "%s by %s (generation %d): %s", d.Action, pipeline.RuleID(&d), d.PolicyGeneration, d.Reason)
+	if d.Action == v1.DecisionAllow {
+		run.audit(EventDecided, "%s by %s (generation %d): %s", d.Action, pipeline.RuleID(&d), d.PolicyGeneration, d.Reason)
+	} else {
+		run.record(EventDecided, d.Action == v1.DecisionDeny, nil, "%s by %s (generation %d): %s", d.Action, pipeline.RuleID(&d), d.PolicyGeneration, d.Reason)
+	}
 	if d.Action == v1.DecisionDeny {
 		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "denied; nothing was executed")
 		r.finish(run, pipeline.Refusal(v1.OutcomeDenied, fmt.Sprintf("%s (rule %s)", d.Reason, pipeline.RuleID(&d)), run.now))
@@ -366,7 +427,7 @@ func (r *ToolIntentReconciler) decide(ctx context.Context, run *intentRun) error
 // the sandbox the call would run in, under its fingerprint.
 func (r *ToolIntentReconciler) decideNow(ctx context.Context, run *intentRun) (v1.Decision, error) {
 	intent, task := run.intent, run.task
-	loaded, err := r.Policies.Load(ctx, r.APIReader, intent.Namespace)
+	loaded, err := r.Policies.LoadFresh(ctx, r.APIReader, intent.Namespace, run.began)
 	if err != nil {
 		return v1.Decision{}, err
 	}
@@ -665,11 +726,11 @@ func (r *ToolIntentReconciler) policyGeneration(ctx context.Context, namespace, 
 // holdForSiblings implements batch preflight: while a call of the same turn waits for
 // a human, this one does not execute.
 func (r *ToolIntentReconciler) holdForSiblings(ctx context.Context, run *intentRun) (bool, error) {
-	var list v1.ToolIntentList
-	if err := r.List(ctx, &list, client.InNamespace(run.intent.Namespace), client.MatchingFields{IndexIntentTask: run.task.Name}); err != nil {
+	turn, err := r.turnOf(ctx, run.intent)
+	if err != nil {
 		return false, err
 	}
-	blocking := pipeline.BlockingSiblings(run.intent, list.Items)
+	blocking := pipeline.BlockingSiblings(run.intent, turn)
 	if len(blocking) == 0 {
 		return false, nil
 	}
@@ -710,14 +771,11 @@ func (r *ToolIntentReconciler) execute(ctx context.Context, run *intentRun) (boo
 	// the others conflict and create nothing. A crash between the two writes leaves
 	// the intent naming an Execution that does not exist yet (ExecutionRequested),
 	// which the next pass creates (observe).
+	// For a call allowed in this reconcile, the same write records the decision.
 	intent.Status.ExecutionRef = exec.Name
-	setCondition(intent, v1.ConditionExecuted, false, v1.ReasonExecutionRequested, fmt.Sprintf("Execution %s is being created", exec.Name))
-	intent.Status.ObservedGeneration = intent.Generation
-	if err := r.Status().Update(ctx, intent); err != nil {
-		if apierrors.IsConflict(err) {
-			return true, nil
-		}
-		return false, err
+	setCondition(intent, v1.ConditionExecuted, false, v1.ReasonExecutionRequested, fmt.Sprintf("Execution %s is requested; it runs once it has its Job", exec.Name))
+	if conflict, err := r.writeStatus(ctx, run); err != nil || conflict {
+		return true, err
 	}
 	failpoint.Reached(failpoint.ExecutionNamed)
 	return false, r.createExecution(ctx, run, exec)
@@ -753,8 +811,9 @@ func (r *ToolIntentReconciler) createExecution(ctx context.Context, run *intentR
 		dispatchLatency := run.now.Sub(decidedAt(intent)).Seconds()
 		run.observe = append(run.observe, func() { metrics.PipelineLatency.WithLabelValues("dispatch").Observe(dispatchLatency) })
 	}
-	setCondition(intent, v1.ConditionExecuted, false, v1.ReasonExecutionCreated, fmt.Sprintf("Execution %s runs", exec.Name))
-	run.record(EventExecutionRequested, false, exec, "Execution %s created (timeout %ds, image %s)", exec.Name, exec.Spec.TimeoutSeconds, exec.Spec.Sandbox.Image)
+	// Executed stays ExecutionRequested until the Execution reports its Job (observe):
+	// another status write now would be one more on the path to the Job.
+	run.audit(EventExecutionRequested, "Execution %s created (timeout %ds, image %s)", exec.Name, exec.Spec.TimeoutSeconds, exec.Spec.Sandbox.Image)
 	return nil
 }
 
@@ -798,6 +857,11 @@ func (r *ToolIntentReconciler) observe(ctx context.Context, run *intentRun) erro
 		return err
 	}
 	if !executor.IsFinished(&exec.Status) {
+		if c := meta.FindStatusCondition(intent.Status.Conditions, v1.ConditionExecuted); c != nil && c.Reason == v1.ReasonExecutionRequested && exec.Status.JobName != "" {
+			// Recorded from here on, a missing Execution was deleted, never one to
+			// create (the call may have run).
+			setCondition(intent, v1.ConditionExecuted, false, v1.ReasonExecutionCreated, fmt.Sprintf("Execution %s runs as Job %s", exec.Name, exec.Status.JobName))
+		}
 		return nil
 	}
 	obs := pipeline.FromExecution(exec, run.now)
@@ -816,6 +880,10 @@ func (r *ToolIntentReconciler) finish(run *intentRun, obs *v1.Observation) {
 	intent.Status.Observation = obs
 	msg := fmt.Sprintf("outcome %s; executed: %t", obs.Outcome, obs.Executed)
 	setCondition(intent, v1.ConditionObserved, true, v1.ReasonObservationWritten, msg)
+	if d := intent.Status.Decision; d != nil {
+		// The one event of an allowed call says how it was decided (see step.auditOnly).
+		msg = fmt.Sprintf("%s; decided %s by %s", msg, d.Action, pipeline.RuleID(d))
+	}
 	run.observe = append(run.observe, func() {
 		metrics.IntentsObserved.WithLabelValues(string(intent.Spec.Tool), string(obs.Outcome)).Inc()
 	})
@@ -833,7 +901,9 @@ func (r *ToolIntentReconciler) emit(log logr.Logger, run *intentRun) {
 		if s.warning {
 			kind = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(intent, s.related, kind, s.reason, s.reason, "%s", s.note)
+		if !s.auditOnly {
+			r.Recorder.Eventf(intent, s.related, kind, s.reason, s.reason, "%s", s.note)
+		}
 		var extra []any
 		if a, ok := s.related.(*v1.Approval); ok && a.Spec.DecidedBy != "" {
 			extra = append(extra, "decidedBy", a.Spec.DecidedBy)

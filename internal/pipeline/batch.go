@@ -32,10 +32,16 @@ func BlockingSiblings(intent *v1.ToolIntent, turnIntents []v1.ToolIntent) []stri
 		if s.Name == intent.Name || s.Spec.TaskRef.Name != intent.Spec.TaskRef.Name || s.Spec.Turn != intent.Spec.Turn {
 			continue
 		}
-		undecided := s.Status.Decision == nil && s.Status.Observation == nil
-		if undecided || AwaitsApproval(s) {
+		if HoldsSiblings(s) {
 			out = append(out, s.Name)
 		}
 	}
 	return out
+}
+
+// HoldsSiblings says whether s holds back the other calls of its turn: it is not
+// decided yet (it may become an Ask), or it waits for a human.
+func HoldsSiblings(s *v1.ToolIntent) bool {
+	undecided := s.Status.Decision == nil && s.Status.Observation == nil
+	return undecided || AwaitsApproval(s)
 }

@@ -144,6 +144,12 @@ func proposerError(intent *v1.ToolIntent, task *v1.AgentTask, controllerIdentity
 		if who == "" {
 			return "spec.requestedBy: required"
 		}
+		if c := metav1.GetControllerOf(intent); c != nil && (c.Kind != "AgentTask" || c.Name != task.Name || c.UID != task.UID) {
+			// The proposer set its own owner (kubectl toolgate propose does, to spare
+			// the adoption): it must be the task the intent names, or the call would
+			// be deleted with, and shown as a child of, another object.
+			return fmt.Sprintf("metadata.ownerReferences: ToolIntent %s is controlled by %s %s (uid %s), not by AgentTask %s (uid %s) that spec.taskRef names; leave the owner out, or name the task", intent.Name, c.Kind, c.Name, c.UID, task.Name, task.UID)
+		}
 		if IsProposer(agent.External.Proposers, who, intent.Spec.RequestedByGroups) {
 			return ""
 		}

@@ -429,7 +429,9 @@ func TestTaskFinished(t *testing.T) {
 func TestValidateProposers(t *testing.T) {
 	const controller = "system:serviceaccount:toolgate-system:toolgate-controller-manager"
 	proposers := v1.Proposers{Users: []string{"alice"}, Groups: []string{"team-a"}, ServiceAccounts: []string{"ns/coding-agent"}}
-	external := makeTask("fix-tests").proposers(proposers).obj()
+	external := makeTask("fix-tests").proposers(proposers).uid("external-uid").obj()
+	otherExternal := makeTask("another-task").proposers(proposers).uid("another-uid").obj()
+	recreatedExternal := makeTask("fix-tests").proposers(proposers).uid("earlier-uid").obj()
 	model := makeTask("fix-tests").model().uid("task-uid").obj()
 	otherModel := makeTask("fix-tests").model().uid("another-task-uid").obj()
 	const notAProposer = "may not propose calls for AgentTask fix-tests; its proposers are users alice; groups team-a; service accounts ns/coding-agent (the task's owner adds you to spec.agent.external.proposers; a group counts only when the intent claims it in spec.requestedByGroups)"
@@ -460,6 +462,11 @@ func TestValidateProposers(t *testing.T) {
 		{name: "a user named like a listed group", intent: intent("team-a").obj(), task: external, want: "spec.requestedBy: team-a " + notAProposer},
 		{name: "an external task without proposers (stored before they were required)", intent: intent("alice").obj(), task: makeTask("fix-tests").proposers(v1.Proposers{}).obj(),
 			want: "spec.requestedBy: alice may not propose calls for AgentTask fix-tests; its proposers are none (spec.agent.external.proposers is empty)"},
+		{name: "a proposer's intent owned by its task (kubectl toolgate propose)", intent: intent("alice").ownedBy(external).obj(), task: external},
+		{name: "a proposer's intent owned by another task", intent: intent("alice").ownedBy(otherExternal).obj(), task: external,
+			want: "metadata.ownerReferences: ToolIntent i is controlled by AgentTask another-task (uid another-uid), not by AgentTask fix-tests (uid external-uid) that spec.taskRef names"},
+		{name: "a proposer's intent owned by an earlier task of the same name", intent: intent("alice").ownedBy(recreatedExternal).obj(), task: external,
+			want: "metadata.ownerReferences: ToolIntent i is controlled by AgentTask fix-tests (uid earlier-uid), not by AgentTask fix-tests (uid external-uid)"},
 		{name: "the controller's own intent for a model task", intent: intent(controller).ownedBy(model).obj(), task: model, controller: controller},
 		{name: "a proposer of another task into a model task", intent: intent("alice").obj(), task: model, controller: controller, want: "spec.requestedBy: alice " + modelOnly},
 		{name: "an outsider who set the task as owner", intent: intent("mallory").ownedBy(model).obj(), task: model, controller: controller, want: "spec.requestedBy: mallory " + modelOnly},

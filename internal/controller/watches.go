@@ -1,0 +1,134 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/pipeline"
+)
+
+// The predicates below keep the secondary watches to the changes that can move the
+// object they wake: without them, every status write of a task woke each of its open
+// intents, and every step of an intent woke its siblings, its task and its
+// Execution, each reconcile reading the world again for nothing. Each one says what
+// the woken reconciler reads of the watched object; a change of anything else cannot
+// change what it does. The primary watch (For) of every reconciler takes every event.
+
+// siblingHoldChanged passes an intent change that can release a sibling held for
+// its batch (pipeline.BlockingSiblings): the intent stopped, or started, holding its
+// turn back, or it is gone. A new intent only ever adds a hold.
+var siblingHoldChanged = predicate.TypedFuncs[client.Object]{
+	CreateFunc: func(event.TypedCreateEvent[client.Object]) bool { return false },
+	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
+		old, oldOK := e.ObjectOld.(*v1.ToolIntent)
+		now, nowOK := e.ObjectNew.(*v1.ToolIntent)
+		return !oldOK || !nowOK || pipeline.HoldsSiblings(old) != pipeline.HoldsSiblings(now)
+	},
+}
+
+// taskEndingChanged passes a task change an open intent acts on: the task appeared
+// (an intent may have waited for it), went, was recreated, changed its spec (mode,
+// proposers, budgets), or ended (its calls that have not run are aborted). Its
+// counts and conditions otherwise change with every call and matter to none.
+var taskEndingChanged = predicate.TypedFuncs[client.Object]{
+	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
+		old, oldOK := e.ObjectOld.(*v1.AgentTask)
+		now, nowOK := e.ObjectNew.(*v1.AgentTask)
+		if !oldOK || !nowOK {
+			return true
+		}
+		oldDone, _ := pipeline.TaskFinished(old)
+		nowDone, _ := pipeline.TaskFinished(now)
+		return oldDone != nowDone || old.UID != now.UID || old.Generation != now.Generation || !now.DeletionTimestamp.Equal(old.DeletionTimestamp)
+	},
+}
+
+// intentChainChanged passes an intent change its Execution's chain check reads
+// (pipeline.CheckChain): the Execution it names, its decision, its approval.
+var intentChainChanged = predicate.TypedFuncs[client.Object]{
+	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
+		old, oldOK := e.ObjectOld.(*v1.ToolIntent)
+		now, nowOK := e.ObjectNew.(*v1.ToolIntent)
+		return !oldOK || !nowOK ||
+			old.Status.ExecutionRef != now.Status.ExecutionRef ||
+			old.Status.ApprovalRef != now.Status.ApprovalRef ||
+			!equality.Semantic.DeepEqual(old.Status.Decision, now.Status.Decision)
+	},
+}
+
+// taskSummaryChanged passes an intent change that changes its task's status
+// (pipeline.TaskStatus): its outcome, whether it waits for a human.
+var taskSummaryChanged = predicate.TypedFuncs[client.Object]{
+	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
+		old, oldOK := e.ObjectOld.(*v1.ToolIntent)
+		now, nowOK := e.ObjectNew.(*v1.ToolIntent)
+		return !oldOK || !nowOK || outcomeOf(old) != outcomeOf(now) || pipeline.AwaitsApproval(old) != pipeline.AwaitsApproval(now)
+	},
+}
+
+// executionGotJob passes an Execution that was created or got its Job: the moment
+// its task, if it has ended, must stop it (AgentTaskReconciler.stopRunningCalls).
+var executionGotJob = predicate.TypedFuncs[client.Object]{
+	DeleteFunc: func(event.TypedDeleteEvent[client.Object]) bool { return false },
+	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
+		old, oldOK := e.ObjectOld.(*v1.Execution)
+		now, nowOK := e.ObjectNew.(*v1.Execution)
+		return !oldOK || !nowOK || old.Status.JobName != now.Status.JobName
+	},
+}
+
+func outcomeOf(in *v1.ToolIntent) v1.Outcome {
+	if in.Status.Observation == nil {
+		return ""
+	}
+	return in.Status.Observation.Outcome
+}
+
+// taskCountDelay is how long a task waits to count an intent that was just
+// created. Counting it at once would write the task's status on the path of every
+// call to its Job; waiting this long lets the calls of a burst share one write. A
+// call that ends, or waits for a human, is counted at once (taskSummaryChanged):
+// that is what ends a task, starts a model's next turn, or what a human looks at.
+const taskCountDelay = time.Second
+
+// enqueueTaskOfIntent wakes an intent's task: at once for a change, after
+// taskCountDelay for a new intent.
+var enqueueTaskOfIntent = handler.TypedFuncs[client.Object, reconcile.Request]{
+	CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if req, ok := taskOfIntent(e.Object); ok {
+			q.AddAfter(req, taskCountDelay)
+		}
+	},
+	UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if req, ok := taskOfIntent(e.ObjectNew); ok {
+			q.Add(req)
+		}
+	},
+	DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if req, ok := taskOfIntent(e.Object); ok {
+			q.Add(req)
+		}
+	},
+	GenericFunc: func(_ context.Context, e event.TypedGenericEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if req, ok := taskOfIntent(e.Object); ok {
+			q.Add(req)
+		}
+	},
+}
+
+func taskOfIntent(o client.Object) (reconcile.Request, bool) {
+	in, ok := o.(*v1.ToolIntent)
+	if !ok {
+		return reconcile.Request{}, false
+	}
+	return reconcile.Request{NamespacedName: client.ObjectKey{Namespace: in.Namespace, Name: in.Spec.TaskRef.Name}}, true
+}
