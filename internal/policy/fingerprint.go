@@ -58,9 +58,15 @@ func Fingerprint(namespace, task string, tool v1alpha1.ToolName, normalizedInput
 // (keys sorted at every level, resource quantities in their canonical string form),
 // so the same sandbox always hashes the same whatever order it was built in.
 func FingerprintWithSandbox(namespace, task string, tool v1alpha1.ToolName, normalizedInput []byte, policy, rule string, generation int64, walls *v1alpha1.SandboxWalls, sandbox *v1alpha1.DecidedSandbox) string {
+	return fingerprint(namespace, task, tool, canonicalInput(normalizedInput), policy, rule, generation, walls, sandbox)
+}
+
+// fingerprint is FingerprintWithSandbox of an input already made canonical by
+// canonicalInput or canonicalDecoded.
+func fingerprint(namespace, task string, tool v1alpha1.ToolName, input json.RawMessage, policy, rule string, generation int64, walls *v1alpha1.SandboxWalls, sandbox *v1alpha1.DecidedSandbox) string {
 	fields := fingerprintFields{
 		Generation: generation,
-		Input:      canonicalInput(normalizedInput),
+		Input:      input,
 		Namespace:  namespace,
 		Policy:     policy,
 		Rule:       rule,
@@ -93,7 +99,14 @@ func canonicalInput(raw []byte) json.RawMessage {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
-	if err := dec.Decode(&v); err == nil && !dec.More() {
+	err := dec.Decode(&v)
+	return canonicalDecoded(raw, v, err == nil && !dec.More())
+}
+
+// canonicalDecoded is canonicalInput of raw given what it decodes to: v, when ok
+// says raw decoded (with UseNumber) as exactly one JSON value.
+func canonicalDecoded(raw []byte, v any, ok bool) json.RawMessage {
+	if ok {
 		if out, err := tools.Canonical(v); err == nil {
 			return out
 		}

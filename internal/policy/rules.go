@@ -48,6 +48,8 @@ type rule struct {
 	commands   [][][]string
 	paths      []string
 	program    cel.Program
+	// celFields are the fields of intent the program reads.
+	celFields celFields
 }
 
 // Compile checks and compiles a policy's rules: known tools and categories, argv
@@ -133,11 +135,11 @@ func compileRule(spec v1alpha1.PolicyRule) (*rule, error) {
 		r.paths = append(r.paths, glob)
 	}
 	if spec.Match.CEL != "" {
-		prg, err := compileCEL(spec.Match.CEL)
+		prg, fields, err := compileCEL(spec.Match.CEL)
 		if err != nil {
 			return nil, fmt.Errorf("match.cel: %v", err)
 		}
-		r.program = prg
+		r.program, r.celFields = prg, fields
 	}
 	return r, nil
 }
@@ -191,7 +193,7 @@ func (r *rule) matches(f *facts) bool {
 		return false
 	}
 	if r.program != nil {
-		ok, err := evalCEL(r.program, f.activation())
+		ok, err := evalCEL(r.program, f.activation(r.celFields))
 		if err != nil {
 			// Fail closed: an expression that errors (a missing key, the cost limit)
 			// makes a restricting rule apply and an allowing rule not.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -189,7 +190,9 @@ func (c *classifier) script(src string, depth int, posix bool) {
 		c.note("nested too deep to follow", v1alpha1.CategoryUnknown, fmt.Sprintf("strings run by bash -c, eval or find -exec are followed %d levels deep", maxDepth))
 		return
 	}
-	file, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
+	parser := bashParsers.Get().(*syntax.Parser)
+	file, err := parser.Parse(strings.NewReader(src), "")
+	bashParsers.Put(parser)
 	if err != nil {
 		c.note("unparsable: "+err.Error(), v1alpha1.CategoryUnknown, "bash would read this command differently or not at all")
 		return
@@ -199,12 +202,14 @@ func (c *classifier) script(src string, depth int, posix bool) {
 		return
 	}
 	sh := &classifier{funcs: c.funcs}
-	for stmt, err := range syntax.NewParser(syntax.Variant(syntax.LangPOSIX)).StmtsSeq(strings.NewReader(src)) {
+	posixParser := posixParsers.Get().(*syntax.Parser)
+	for stmt, err := range posixParser.StmtsSeq(strings.NewReader(src)) {
 		if err != nil {
 			break
 		}
 		sh.walk(stmt, depth)
 	}
+	posixParsers.Put(posixParser)
 	known := map[string]bool{}
 	for _, p := range c.parts {
 		known[string(p.Category)+"\x00"+p.Command] = true
@@ -223,6 +228,15 @@ func (c *classifier) script(src string, depth int, posix bool) {
 		c.environment = sh.environment
 	}
 }
+
+// Parsers and printers are reused across classifications: each holds buffers that
+// cost more to allocate than a short command costs to parse. Parse and Print reset
+// them; one that panicked is not put back.
+var (
+	bashParsers  = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash)) }}
+	posixParsers = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangPOSIX)) }}
+	printers     = sync.Pool{New: func() any { return syntax.NewPrinter(syntax.Minify(true)) }}
+)
 
 // walk classifies every part of a parsed command.
 func (c *classifier) walk(root syntax.Node, depth int) {
@@ -601,11 +615,11 @@ func (c *classifier) command(words []word, depth int, external bool) {
 
 // wordOf resolves a word statically when it holds only literals and quotes.
 func wordOf(w *syntax.Word) word {
-	var b strings.Builder
+	var b pieces
 	// skeleton is the word as brace and pathname expansion see it: the unquoted
 	// text, with each quoted or expanded part standing in as one letter, so that
 	// {".","-delete"} and ["-"]x are seen across their quotes.
-	var skeleton strings.Builder
+	var skeleton pieces
 	out := word{static: true}
 	dynamic := func(split bool) {
 		if out.static {
@@ -628,10 +642,10 @@ func wordOf(w *syntax.Word) word {
 				// $'\x72m' is "rm": ANSI-C escapes are not resolved here.
 				dynamic(false)
 			}
-			skeleton.WriteByte('q')
+			skeleton.WriteString("q")
 			b.WriteString(p.Value)
 		case *syntax.DblQuoted:
-			skeleton.WriteByte('q')
+			skeleton.WriteString("q")
 			if p.Dollar {
 				// $"..." is translated by the locale's message catalogue.
 				dynamic(false)
@@ -648,13 +662,13 @@ func wordOf(w *syntax.Word) word {
 			}
 		case *syntax.ProcSubst:
 			// <(cmd) becomes one /dev/fd/N path, never an option.
-			skeleton.WriteByte('q')
+			skeleton.WriteString("q")
 			if out.static && b.Len() == 0 {
 				b.WriteString("/dev/fd/")
 			}
 			dynamic(false)
 		default:
-			skeleton.WriteByte('q')
+			skeleton.WriteString("q")
 			dynamic(true)
 		}
 	}
@@ -675,6 +689,37 @@ func wordOf(w *syntax.Word) word {
 	out.text = b.String()
 	return out
 }
+
+// pieces builds a string from pieces, allocating only when there is more than one
+// non-empty piece: most words are one literal, whose text is that literal's.
+type pieces struct {
+	one  string
+	many strings.Builder
+}
+
+func (p *pieces) WriteString(s string) {
+	switch {
+	case s == "":
+	case p.many.Len() > 0:
+		p.many.WriteString(s)
+	case p.one == "":
+		p.one = s
+	default:
+		p.many.Grow(len(p.one) + len(s))
+		p.many.WriteString(p.one)
+		p.many.WriteString(s)
+		p.one = ""
+	}
+}
+
+func (p *pieces) String() string {
+	if p.many.Len() > 0 {
+		return p.many.String()
+	}
+	return p.one
+}
+
+func (p *pieces) Len() int { return len(p.one) + p.many.Len() }
 
 // hasGlob reports an unescaped *, ? or [...] in an unquoted literal.
 func hasGlob(s string) bool {
@@ -743,7 +788,10 @@ func unescape(s string, inDouble bool) string {
 
 func source(n syntax.Node) string {
 	var b strings.Builder
-	if err := syntax.NewPrinter(syntax.Minify(true)).Print(&b, n); err != nil {
+	printer := printers.Get().(*syntax.Printer)
+	err := printer.Print(&b, n)
+	printers.Put(printer)
+	if err != nil {
 		return "?"
 	}
 	return b.String()
