@@ -244,6 +244,9 @@ func operands(args []word) []word {
 		if strings.HasPrefix(a.text, "-") && a.text != "-" {
 			continue
 		}
+		if out == nil {
+			out = make([]word, 0, len(args)-i)
+		}
 		out = append(out, a)
 	}
 	return out

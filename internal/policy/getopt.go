@@ -176,10 +176,23 @@ func (g *grammar) parse(args []word) parsedArgs {
 			p.raise(v1alpha1.CategoryUnknown, fmt.Sprintf("%s cannot be checked before it runs: it could expand to an option", w.text))
 		}
 	}
-	effect := func(key, spelled string) {
+	effect := func(key, dashes string) {
 		if c, ok := g.effects[key]; ok {
-			p.raise(c, fmt.Sprintf("option %s %s", spelled, effectVerb(c)))
+			p.raise(c, fmt.Sprintf("option %s%s %s", dashes, key, effectVerb(c)))
 		}
+	}
+	// operand and option append to lists made once, as long as the words left.
+	operand := func(i int, a word) {
+		if p.operands == nil {
+			p.operands = make([]word, 0, len(args)-i)
+		}
+		p.operands = append(p.operands, a)
+	}
+	option := func(i int, o parsedOption) {
+		if p.options == nil {
+			p.options = make([]parsedOption, 0, len(args)-i)
+		}
+		p.options = append(p.options, o)
 	}
 	onlyOperands := false
 	for i := 0; i < len(args); i++ {
@@ -189,7 +202,7 @@ func (g *grammar) parse(args []word) parsedArgs {
 			if !onlyOperands && !a.operandOnly() {
 				unresolvable(a)
 			}
-			p.operands = append(p.operands, a)
+			operand(i, a)
 			if g.noOptionsAfterOperands {
 				onlyOperands = true
 			}
@@ -197,7 +210,7 @@ func (g *grammar) parse(args []word) parsedArgs {
 		}
 		t := a.text
 		if onlyOperands || t == "-" || !strings.HasPrefix(t, "-") {
-			p.operands = append(p.operands, a)
+			operand(i, a)
 			if g.noOptionsAfterOperands {
 				onlyOperands = true
 			}
@@ -232,13 +245,13 @@ func (g *grammar) parse(args []word) parsedArgs {
 					value, hasValue = args[i].text, true
 				}
 			}
-			p.options = append(p.options, parsedOption{name: o.name, value: value, hasValue: hasValue})
-			effect(o.name, "--"+o.name)
+			option(i, parsedOption{name: o.name, value: value, hasValue: hasValue})
+			effect(o.name, "--")
 			continue
 		}
 		// A bundle of short options: -rn, -n5, -n 5.
 		if g.digits && isDigits(t[1:]) {
-			p.options = append(p.options, parsedOption{name: "NUM", value: t[1:], hasValue: true})
+			option(i, parsedOption{name: "NUM", value: t[1:], hasValue: true})
 			continue
 		}
 		for j := 1; j < len(t); j++ {
@@ -248,7 +261,8 @@ func (g *grammar) parse(args []word) parsedArgs {
 				p.raise(v1alpha1.CategoryUnknown, fmt.Sprintf("unknown option -%c", letter))
 				break
 			}
-			opt := parsedOption{name: string(letter)}
+			// t[j:j+1] is string(letter) without allocating: a known letter is ASCII.
+			opt := parsedOption{name: t[j : j+1]}
 			switch kind {
 			case ":":
 				if j+1 < len(t) {
@@ -269,8 +283,8 @@ func (g *grammar) parse(args []word) parsedArgs {
 				}
 				j = len(t)
 			}
-			p.options = append(p.options, opt)
-			effect(opt.name, "-"+opt.name)
+			option(i, opt)
+			effect(opt.name, "-")
 		}
 	}
 	if g.operands != nil {
