@@ -21,14 +21,15 @@ import (
 
 func main() {
 	var (
-		metricsAddr, probeAddr string
-		enableLeaderElection   bool
-		secureMetrics          bool
-		opts                   controller.Options
-		modelEndpoints         string
+		metricsAddr, probeAddr, pprofAddr string
+		enableLeaderElection              bool
+		secureMetrics                     bool
+		opts                              controller.Options
+		modelEndpoints                    string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address Go's pprof endpoints (/debug/pprof/) bind to, for profiling the controller; 0 (the default) disables them.")
 	flag.BoolVar(&enableLeaderElection, "leader-elect", false, "Elect a leader so that only one replica reconciles at a time.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", false, "Serve metrics over HTTPS with authentication and authorization.")
 	flag.StringVar(&opts.RunnerImage, "runner-image", "toolgate/runner:dev", "Image holding the runner binary, copied into every Execution's pod by an init container.")
@@ -70,6 +71,7 @@ func main() {
 			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
 		},
 		HealthProbeBindAddress: probeAddr,
+		PprofBindAddress:       pprofAddr,
 		LeaderElection:         enableLeaderElection,
 		LeaderElectionID:       "toolgate.toolgate.dev",
 	})

@@ -477,9 +477,16 @@ func TestTheTaskOwnerCannotMoveAnApprovedCall(t *testing.T) {
 	if len(images) != 1 || images[0] != sandboxImage || len(claims) != 1 || claims[0] != taskClaim {
 		t.Errorf("the approved call runs in images %v on claims %v; alice approved %s on %s", images, claims, sandboxImage, taskClaim)
 	}
+	exec := &v1.Execution{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: job.Name}, exec); err != nil {
+		t.Fatalf("the approved call's Execution: %v", err)
+	}
 	policy := &networkingv1.NetworkPolicy{}
-	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: job.Name}, policy); err != nil {
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: executor.NetworkPolicyName(exec)}, policy); err != nil {
 		t.Fatalf("the approved call's NetworkPolicy: %v", err)
+	}
+	if policy.Spec.PodSelector.MatchLabels[executor.LabelNetwork] != job.Spec.Template.Labels[executor.LabelNetwork] {
+		t.Errorf("the approved call's pod (labels %v) is not behind NetworkPolicy %s (selector %v)", job.Spec.Template.Labels, policy.Name, policy.Spec.PodSelector.MatchLabels)
 	}
 	if len(policy.Spec.Egress) != 0 {
 		t.Errorf("the approved call may reach %+v; its Approval said no network", policy.Spec.Egress)
@@ -800,8 +807,12 @@ func TestCancellingATaskStopsItsRunningApprovedCall(t *testing.T) {
 func TestObjectsPlantedUnderACallsNameAreNotItsOwn(t *testing.T) {
 	ns := attackNamespace(t)
 	ownerTask(t, ns, victimTask, v1.ModeEdit)
+	// The decoy takes the name of the task's NetworkPolicy for calls without network
+	// (the read-only calls below run behind it).
+	noNetwork := &v1.Execution{Spec: v1.ExecutionSpec{TaskRef: v1.LocalObjectReference{Name: victimTask}, Sandbox: v1.SandboxProfile{Network: v1.NetworkSpec{Mode: v1.NetworkNone}}}}
+	decoyName := executor.NetworkPolicyName(noNetwork)
 	decoy := &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "look"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: decoyName},
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"selects": "nothing"}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
@@ -834,7 +845,12 @@ func TestObjectsPlantedUnderACallsNameAreNotItsOwn(t *testing.T) {
 
 	look := proposeBash(t, ns, "look", victimTask, 0, "ls")
 	wantExecutionRefused(t, ns, pipeline.ExecutionName(look), controller.EventObjectInTheWay,
-		"NetworkPolicy look in namespace "+ns+" already exists and is not this Execution's")
+		"NetworkPolicy "+decoyName+" in namespace "+ns+" already exists and is not AgentTask "+victimTask+"'s")
+	// With the decoy gone, the next call's own NetworkPolicy is made, and what is in
+	// its way is the planted Job.
+	if err := env.Client.Delete(t.Context(), decoy); err != nil {
+		t.Fatal(err)
+	}
 
 	list := proposeBash(t, ns, "list", victimTask, 1, "ls -la")
 	done := wantExecutionRefused(t, ns, pipeline.ExecutionName(list), controller.EventObjectInTheWay,

@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -26,6 +27,7 @@ import (
 // mutate changes that status (or the spec) before it is written.
 func createIntentFor(t *testing.T, exec *v1.Execution, mutate ...func(*v1.ToolIntent)) *v1.ToolIntent {
 	t.Helper()
+	ensureTask(t, exec.Namespace, exec.Spec.TaskRef.Name)
 	intent := &v1.ToolIntent{
 		ObjectMeta: metav1.ObjectMeta{Namespace: exec.Namespace, Name: exec.Spec.IntentRef.Name},
 		Spec: v1.ToolIntentSpec{
@@ -47,6 +49,23 @@ func createIntentFor(t *testing.T, exec *v1.Execution, mutate ...func(*v1.ToolIn
 		t.Fatalf("writing the ToolIntent's status: %v", err)
 	}
 	return intent
+}
+
+// ensureTask creates the task an Execution names, unless the test made it: its
+// calls run behind the task's NetworkPolicy, which the task owns.
+func ensureTask(t *testing.T, ns, name string) {
+	t.Helper()
+	task := &v1.AgentTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1.AgentTaskSpec{
+			Goal: "the task of the Execution under test", Mode: v1.ModeEdit,
+			Workspace: v1.WorkspaceSpec{ExistingClaim: "task-workspace"},
+			Agent:     v1.AgentSpec{External: externalAgent()},
+		},
+	}
+	if err := env.Client.Create(t.Context(), task); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating AgentTask: %v", err)
+	}
 }
 
 // sandboxOf is the decided sandbox exec was built from, as the ToolIntent controller
@@ -286,14 +305,18 @@ func TestExecutionWaitsForItsIntent(t *testing.T) {
 	})
 }
 
-// TestExecutionNetworkPolicyInTheWay: a NetworkPolicy with the Execution's name that
-// is not its own deny-all is never taken for it.
+// TestExecutionNetworkPolicyInTheWay: a NetworkPolicy with the name of the task's
+// policy for the call's walls that is not the task's own deny-all is never taken for
+// it: one planted by someone else (selecting nothing, so the pod would run unfenced),
+// and the task's own with its egress widened.
 func TestExecutionNetworkPolicyInTheWay(t *testing.T) {
 	startChainExecutionManager(t, time.Minute)
 	t.Run("pre-created, selecting nothing", func(t *testing.T) {
 		ns := env.Namespace(t)
+		exec := newExecution(ns, "run")
+		name := executor.NetworkPolicyName(exec)
 		decoy := &networkingv1.NetworkPolicy{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "run"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{executor.LabelNetwork: executor.NetworkKey(exec)}},
 			Spec: networkingv1.NetworkPolicySpec{
 				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"selects": "nothing"}},
 				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
@@ -302,27 +325,28 @@ func TestExecutionNetworkPolicyInTheWay(t *testing.T) {
 		if err := env.Client.Create(t.Context(), decoy); err != nil {
 			t.Fatal(err)
 		}
-		createExecution(t, newExecution(ns, "run"))
-		waitRefused(t, ns, "run", EventObjectInTheWay, "NetworkPolicy run in namespace "+ns+" already exists and is not this Execution's")
+		createExecution(t, exec)
+		waitRefused(t, ns, "run", EventObjectInTheWay, "NetworkPolicy "+name+" in namespace "+ns+" already exists and is not AgentTask task's")
 		noJobs(t, ns)
 	})
-	t.Run("the Execution's own, widened", func(t *testing.T) {
+	t.Run("the task's own, widened", func(t *testing.T) {
 		ns := env.Namespace(t)
 		exec := newExecution(ns, "run")
 		// The intent has not caught up, so the Execution waits while the policy is
-		// planted with the Execution as its owner.
+		// planted with the task as its owner.
 		intent := createIntentFor(t, exec)
 		ownBy(t, exec, intent)
 		createBareExecution(t, exec)
-		planted := &networkingv1.NetworkPolicy{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "run"},
-			Spec: networkingv1.NetworkPolicySpec{
-				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{executor.LabelExecution: "run"}},
-				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
-				Egress:      []networkingv1.NetworkPolicyEgressRule{{}}, // allows all egress
-			},
+		task := &v1.AgentTask{}
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: exec.Spec.TaskRef.Name}, task); err != nil {
+			t.Fatal(err)
 		}
-		ownBy(t, planted, exec)
+		planted, err := executor.BuildNetworkPolicy(exec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		planted.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{}} // allows all egress
+		ownBy(t, planted, task)
 		if err := env.Client.Create(t.Context(), planted); err != nil {
 			t.Fatal(err)
 		}

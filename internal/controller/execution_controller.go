@@ -34,10 +34,10 @@ import (
 
 // Event reasons of the Execution controller, one per step.
 const (
-	// EventExecutionCreated: the controller picked up a new Execution (audit log only,
-	// no Event: JobCreated or a refusal follows in the same status write).
+	// EventExecutionCreated: the controller picked up a new Execution. This and the
+	// other Normal steps are written to the audit log only (see recordSteps).
 	EventExecutionCreated = "ExecutionCreated"
-	// EventJobCreated: the Execution's NetworkPolicy and Job were created.
+	// EventJobCreated: the Execution's Job was created (behind its task's NetworkPolicy).
 	EventJobCreated = "JobCreated"
 	// EventStarted: the tool started running.
 	EventStarted = "Started"
@@ -46,8 +46,8 @@ const (
 	// EventChainBroken: the Execution is not the one its ToolIntent decided to run
 	// (pipeline.CheckChain); it never gets a Job.
 	EventChainBroken = "ChainBroken"
-	// EventObjectInTheWay: an object with the name of the Execution's NetworkPolicy
-	// or Job exists and is not the Execution's own; the Execution fails closed.
+	// EventObjectInTheWay: an object with the name of the Execution's Job, or of its
+	// task's NetworkPolicy, exists and is not theirs; the Execution fails closed.
 	EventObjectInTheWay = "ObjectInTheWay"
 )
 
@@ -130,7 +130,7 @@ func setupExecution(mgr ctrl.Manager, opts Options) error {
 	return r.SetupWithManager(mgr)
 }
 
-// SetupWithManager watches Executions, the Jobs and NetworkPolicies they own, the
+// SetupWithManager watches Executions, the Jobs they own, the
 // Jobs' pods (mapped to their Execution by label: a pod's owner is the Job, not the
 // Execution), and ToolIntents (mapped to their Execution by name, so that one waiting
 // for its intent to record it is checked again as soon as the intent's status moves).
@@ -139,7 +139,6 @@ func (r *ExecutionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&toolgatev1alpha1.Execution{}).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.Options.Workers.orDefault().Execution}).
 		Owns(&batchv1.Job{}).
-		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToExecution)).
 		Watches(&toolgatev1alpha1.ToolIntent{}, handler.EnqueueRequestsFromMapFunc(intentToExecution), builder.WithPredicates(intentChainChanged)).
 		Named("execution").
@@ -344,7 +343,8 @@ func (r *ExecutionReconciler) observe(ctx context.Context, exec *toolgatev1alpha
 	}
 	obs.JobCreated = exec.Status.JobName != ""
 
-	// The NetworkPolicy comes first, so that the pod never runs without it.
+	// The NetworkPolicy comes first, so that the pod never runs without it; one
+	// deleted while the call runs is made again.
 	if refused, err := r.ensureNetworkPolicy(ctx, exec, policy); err != nil {
 		return obs, false, err
 	} else if refused != nil {
@@ -377,21 +377,30 @@ func (r *ExecutionReconciler) observe(ctx context.Context, exec *toolgatev1alpha
 	return obs, createdJob, nil
 }
 
-// ensureNetworkPolicy makes sure the Execution's NetworkPolicy exists. One found by
-// name (or AlreadyExists) counts only when the Execution controls it and its spec is
-// what BuildNetworkPolicy makes: a policy of the same name that selects nothing, or
+// ensureNetworkPolicy makes sure the NetworkPolicy that fences the Execution's pod
+// exists: its task's policy for its network walls (executor.NetworkPolicyName), made
+// by the first call behind those walls and owned by the task. One found by name (or
+// AlreadyExists) counts only when the task controls it (by UID) and its spec is what
+// BuildNetworkPolicy makes: a policy of the same name that selects nothing, or
 // allows more, would leave the pod unfenced. Anything else is a refusal.
 func (r *ExecutionReconciler) ensureNetworkPolicy(ctx context.Context, exec *toolgatev1alpha1.Execution, policy *networkingv1.NetworkPolicy) (*refusal, error) {
+	task := &toolgatev1alpha1.AgentTask{}
+	if err := r.getFresh(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.TaskRef.Name}, task); err != nil {
+		if apierrors.IsNotFound(err) {
+			return refuse(EventChainBroken, "not run: AgentTask %s does not exist, and its calls run behind its NetworkPolicy", exec.Spec.TaskRef.Name), nil
+		}
+		return nil, err
+	}
 	key := client.ObjectKeyFromObject(policy)
 	existing := &networkingv1.NetworkPolicy{}
 	err := r.Get(ctx, key, existing)
 	if err == nil {
-		return policyInTheWay(exec, policy, existing), nil
+		return policyInTheWay(task, policy, existing), nil
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	if err := controllerutil.SetControllerReference(exec, policy, r.Scheme); err != nil {
+	if err := controllerutil.SetControllerReference(task, policy, r.Scheme); err != nil {
 		return nil, err
 	}
 	if err := r.Create(ctx, policy); err != nil {
@@ -401,19 +410,28 @@ func (r *ExecutionReconciler) ensureNetworkPolicy(ctx context.Context, exec *too
 		if err := r.APIReader.Get(ctx, key, existing); err != nil {
 			return nil, err
 		}
-		return policyInTheWay(exec, policy, existing), nil
+		return policyInTheWay(task, policy, existing), nil
 	}
 	return nil, nil
 }
 
-// policyInTheWay refuses an existing NetworkPolicy that is not the Execution's own
-// deny-all (want).
-func policyInTheWay(exec *toolgatev1alpha1.Execution, want, existing *networkingv1.NetworkPolicy) *refusal {
-	if !metav1.IsControlledBy(existing, exec) {
-		return refuse(EventObjectInTheWay, "NetworkPolicy %s in namespace %s already exists and is not this Execution's (its controller is not Execution %s by UID); the call would not be fenced by it. Delete it, then recreate the call", existing.Name, existing.Namespace, exec.Name)
+// getFresh reads from the cache and confirms a NotFound with the API server.
+func (r *ExecutionReconciler) getFresh(ctx context.Context, key client.ObjectKey, obj client.Object) error {
+	err := r.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) && r.APIReader != nil {
+		return r.APIReader.Get(ctx, key, obj)
+	}
+	return err
+}
+
+// policyInTheWay refuses an existing NetworkPolicy that is not the task's own
+// policy for these walls (want).
+func policyInTheWay(task *toolgatev1alpha1.AgentTask, want, existing *networkingv1.NetworkPolicy) *refusal {
+	if !metav1.IsControlledBy(existing, task) {
+		return refuse(EventObjectInTheWay, "NetworkPolicy %s in namespace %s already exists and is not AgentTask %s's (its controller is not the task by UID); the call would not be fenced by it. Delete it, then recreate the call", existing.Name, existing.Namespace, task.Name)
 	}
 	if !equality.Semantic.DeepEqual(existing.Spec, want.Spec) {
-		return refuse(EventObjectInTheWay, "NetworkPolicy %s in namespace %s is this Execution's but its spec was changed (pod selector, policy types or egress differ from what the controller made); the call would not be fenced by it. Delete the Execution and recreate the call", existing.Name, existing.Namespace)
+		return refuse(EventObjectInTheWay, "NetworkPolicy %s in namespace %s is AgentTask %s's but its spec was changed (pod selector, policy types or egress differ from what the controller made); the call would not be fenced by it. Delete the NetworkPolicy (the next call makes it again) and recreate the call", existing.Name, existing.Namespace, task.Name)
 	}
 	return nil
 }
@@ -500,9 +518,11 @@ func (r *ExecutionReconciler) recordSteps(log logr.Logger, exec *toolgatev1alpha
 	after := &exec.Status
 	step := func(eventType, reason, note string, kv ...any) {
 		log.Info("execution step", append([]any{"step", reason, "phase", after.Phase}, kv...)...)
-		if reason == EventExecutionCreated {
-			// The audit log has it; the JobCreated (or refusal) event that follows in
-			// the same write says what it would.
+		if eventType == corev1.EventTypeNormal {
+			// A call that goes as it should is told once, by its intent's Observed
+			// event; its Execution's steps are in its status and the audit log. An
+			// event each would be three more writes for every call. Refusals and
+			// failures are Warnings, and are sent.
 			return
 		}
 		if len(note) > maxEventNote {

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/agent"
 	"github.com/toolgate/toolgate/internal/executor"
 )
@@ -138,14 +139,20 @@ func CacheOptions() cache.Options {
 	if err != nil {
 		panic(err)
 	}
+	fences, err := labels.NewRequirement(executor.LabelNetwork, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
 	byLabel := labels.NewSelector().Add(*ours)
 	return cache.Options{
 		DefaultTransform: trimCached,
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:                 {Label: byLabel, Transform: trimCachedPod},
 			&batchv1.Job{}:                {Label: byLabel, Transform: trimCachedJob},
-			&networkingv1.NetworkPolicy{}: {Label: byLabel},
+			&networkingv1.NetworkPolicy{}: {Label: labels.NewSelector().Add(*fences)},
 			&corev1.Secret{}:              {Label: labels.NewSelector().Add(*credentials)},
+			&v1.ToolIntent{}:              {Transform: trimCachedIntent},
+			&v1.Execution{}:               {Transform: trimCachedExecution},
 		},
 	}
 }
@@ -176,6 +183,39 @@ func trimCached(obj any) (any, error) {
 func trimCachedPod(obj any) (any, error) {
 	if pod, ok := obj.(*corev1.Pod); ok {
 		pod.Spec = corev1.PodSpec{}
+		for _, statuses := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+			for i := range statuses {
+				statuses[i] = corev1.ContainerStatus{Name: statuses[i].Name, State: statuses[i].State}
+			}
+		}
+		pod.Status.EphemeralContainerStatuses = nil
+	}
+	return trimCached(obj)
+}
+
+// trimCachedIntent keeps of an observed intent what is read of a call that has
+// ended: its spec, observation and conditions (the agent loop's conversation, the
+// task's counts, the edit baselines, the early return of its own reconcile). Its
+// validation and decision are the API server's record; the reconcilers never read
+// them again once it is observed.
+func trimCachedIntent(obj any) (any, error) {
+	if in, ok := obj.(*v1.ToolIntent); ok && in.Status.Observation != nil {
+		in.Status.Validation = nil
+		in.Status.Decision = nil
+	}
+	return trimCached(obj)
+}
+
+// trimCachedExecution keeps of a finished Execution what its intent reads to write
+// the observation (pipeline.FromExecution): the status, its references, tool and
+// limits. A finished Execution is final (its reconcile returns at once), so the
+// sandbox, walls and input it ran with are never read from the cache again.
+func trimCachedExecution(obj any) (any, error) {
+	if exec, ok := obj.(*v1.Execution); ok && executor.IsFinished(&exec.Status) {
+		exec.Spec = v1.ExecutionSpec{
+			IntentRef: exec.Spec.IntentRef, TaskRef: exec.Spec.TaskRef, Tool: exec.Spec.Tool,
+			TimeoutSeconds: exec.Spec.TimeoutSeconds, MaxOutputBytes: exec.Spec.MaxOutputBytes,
+		}
 	}
 	return trimCached(obj)
 }

@@ -9,6 +9,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
@@ -118,15 +119,23 @@ func assertJobWorkspace(t *testing.T, p *pipelineEnv, exec *v1.Execution, readOn
 	}
 }
 
-// assertEgress checks the egress rules of the Execution's NetworkPolicy: none means
-// every destination is denied.
+// assertEgress checks the egress rules of the NetworkPolicy that fences the
+// Execution's pod: none means every destination is denied.
 func assertEgress(t *testing.T, p *pipelineEnv, exec *v1.Execution, rules int) {
 	t.Helper()
 	np := &networkingv1.NetworkPolicy{}
 	p.eventually("NetworkPolicy of "+exec.Name, func() (bool, string) {
-		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: executor.JobName(exec)}, np)
+		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: executor.NetworkPolicyName(exec)}, np)
 		return err == nil, fmt.Sprint(err)
 	})
+	job := &batchv1.Job{}
+	p.eventually("Job of "+exec.Name, func() (bool, string) {
+		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: executor.JobName(exec)}, job)
+		return err == nil, fmt.Sprint(err)
+	})
+	if selector, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector); err != nil || selector.Empty() || !selector.Matches(labels.Set(job.Spec.Template.Labels)) {
+		t.Errorf("NetworkPolicy %s selects %v, not the pod of Job %s (labels %v)", np.Name, np.Spec.PodSelector.MatchLabels, job.Name, job.Spec.Template.Labels)
+	}
 	deniesEgress := false
 	for _, typ := range np.Spec.PolicyTypes {
 		deniesEgress = deniesEgress || typ == networkingv1.PolicyTypeEgress

@@ -66,7 +66,8 @@ var intentChainChanged = predicate.TypedFuncs[client.Object]{
 }
 
 // taskSummaryChanged passes an intent change that changes its task's status
-// (pipeline.TaskStatus): its outcome, whether it waits for a human.
+// (pipeline.TaskStatus): its outcome, whether it waits for a human (each wakes the
+// task after taskSummaryDelay; see enqueueTaskOfIntent).
 var taskSummaryChanged = predicate.TypedFuncs[client.Object]{
 	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
 		old, oldOK := e.ObjectOld.(*v1.ToolIntent)
@@ -75,9 +76,12 @@ var taskSummaryChanged = predicate.TypedFuncs[client.Object]{
 	},
 }
 
-// executionGotJob passes an Execution that was created or got its Job: the moment
+// executionGotJob passes an Execution that got its Job: the moment
 // its task, if it has ended, must stop it (AgentTaskReconciler.stopRunningCalls).
 var executionGotJob = predicate.TypedFuncs[client.Object]{
+	// A new Execution has no Job yet; waking the task for it would count the new
+	// call now, a status write on the path to its Job (see taskCountDelay).
+	CreateFunc: func(event.TypedCreateEvent[client.Object]) bool { return false },
 	DeleteFunc: func(event.TypedDeleteEvent[client.Object]) bool { return false },
 	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
 		old, oldOK := e.ObjectOld.(*v1.Execution)
@@ -94,14 +98,19 @@ func outcomeOf(in *v1.ToolIntent) v1.Outcome {
 }
 
 // taskCountDelay is how long a task waits to count an intent that was just
-// created. Counting it at once would write the task's status on the path of every
-// call to its Job; waiting this long lets the calls of a burst share one write. A
-// call that ends, or waits for a human, is counted at once (taskSummaryChanged):
-// that is what ends a task, starts a model's next turn, or what a human looks at.
-const taskCountDelay = time.Second
+// created, and taskSummaryDelay how long it waits after one of its intents ended or
+// began to wait for a human. Counting each change at once would write the task's
+// status on the path of every call to its Job, and once more for every call that
+// ends; waiting lets the calls of a burst share one write (the work queue keeps one
+// entry per task). A model's next turn starts taskSummaryDelay after the last call of
+// its turn ended, which is little next to the model's own answer.
+const (
+	taskCountDelay   = time.Second
+	taskSummaryDelay = 200 * time.Millisecond
+)
 
-// enqueueTaskOfIntent wakes an intent's task: at once for a change, after
-// taskCountDelay for a new intent.
+// enqueueTaskOfIntent wakes an intent's task after taskCountDelay for a new intent,
+// and after taskSummaryDelay for a change or a deletion.
 var enqueueTaskOfIntent = handler.TypedFuncs[client.Object, reconcile.Request]{
 	CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		if req, ok := taskOfIntent(e.Object); ok {
@@ -110,17 +119,17 @@ var enqueueTaskOfIntent = handler.TypedFuncs[client.Object, reconcile.Request]{
 	},
 	UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		if req, ok := taskOfIntent(e.ObjectNew); ok {
-			q.Add(req)
+			q.AddAfter(req, taskSummaryDelay)
 		}
 	},
 	DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		if req, ok := taskOfIntent(e.Object); ok {
-			q.Add(req)
+			q.AddAfter(req, taskSummaryDelay)
 		}
 	},
 	GenericFunc: func(_ context.Context, e event.TypedGenericEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		if req, ok := taskOfIntent(e.Object); ok {
-			q.Add(req)
+			q.AddAfter(req, taskSummaryDelay)
 		}
 	},
 }

@@ -5,6 +5,8 @@
 package executor
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -24,13 +26,15 @@ import (
 	"github.com/toolgate/toolgate/internal/runner"
 )
 
-// Labels on every Job, Pod and NetworkPolicy of an Execution. The execution label
-// selects the Execution's pod; the intent and task labels let people find all the
-// pods of an intent or a task with kubectl.
+// Labels on every Job and Pod of an Execution. The execution label selects the
+// Execution's pod; the network label puts it behind the NetworkPolicy of its network
+// walls; the intent and task labels let people find all the pods of an intent or a
+// task with kubectl.
 const (
 	LabelExecution = "toolgate.dev/execution"
 	LabelIntent    = "toolgate.dev/intent"
 	LabelTask      = "toolgate.dev/task"
+	LabelNetwork   = "toolgate.dev/network"
 )
 
 // Fixed parts of the pod.
@@ -103,19 +107,45 @@ func installResources() corev1.ResourceRequirements {
 	}
 }
 
-// JobName is the name of the Execution's Job, Pod prefix and NetworkPolicy: the
+// JobName is the name of the Execution's Job and its Pod's prefix: the
 // Execution's own name, so that creating it twice is AlreadyExists, never a second Job.
 func JobName(exec *toolgatev1alpha1.Execution) string {
 	return exec.Name
 }
 
-// Labels are the labels of the Execution's Job, Pod and NetworkPolicy.
+// Labels are the labels of the Execution's Job and Pod.
 func Labels(exec *toolgatev1alpha1.Execution) map[string]string {
 	return map[string]string{
 		LabelExecution: exec.Name,
 		LabelIntent:    labelValue(exec.Spec.IntentRef.Name),
 		LabelTask:      labelValue(exec.Spec.TaskRef.Name),
+		LabelNetwork:   NetworkKey(exec),
 	}
+}
+
+// NetworkKey identifies the network walls an Execution runs behind: a digest of its
+// sandbox's network spec. Pods with the same key are fenced by the same rules.
+func NetworkKey(exec *toolgatev1alpha1.Execution) string {
+	network := exec.Spec.Sandbox.Network
+	if network.Mode == "" {
+		network.Mode = toolgatev1alpha1.NetworkNone // the API's default: the same walls
+	}
+	spec, err := json.Marshal(network)
+	if err != nil {
+		panic(err) // a struct of strings and numbers always marshals
+	}
+	sum := sha256.Sum256(spec)
+	return hex.EncodeToString(sum[:8])
+}
+
+// NetworkPolicyName is the name of the NetworkPolicy that fences the Execution's
+// pod: one per task and network walls, shared by every call of the task behind the
+// same walls, so that a call costs no NetworkPolicy of its own (one write less on its
+// path to its Job). The name is a digest because task names may be as long as a
+// name can be.
+func NetworkPolicyName(exec *toolgatev1alpha1.Execution) string {
+	sum := sha256.Sum256([]byte(exec.Spec.TaskRef.Name + "/" + NetworkKey(exec)))
+	return "toolgate-net-" + hex.EncodeToString(sum[:8])
 }
 
 // labelValue returns name when it is a valid label value. Intent and task names may be
@@ -289,14 +319,15 @@ func containerSecurityContext() *corev1.SecurityContext {
 	}
 }
 
-// BuildNetworkPolicy returns the NetworkPolicy of exec's pod: no ingress at all, and
-// no egress unless the sandbox's network mode is AllowList, in which case exactly the
-// listed CIDRs (on the listed TCP ports, or every port when none are listed). Note
-// that an allow-list must include the cluster DNS service to resolve names.
+// BuildNetworkPolicy returns the NetworkPolicy that fences exec's pod (and every pod
+// of its task behind the same network walls, NetworkPolicyName): no ingress at all,
+// and no egress unless the sandbox's network mode is AllowList, in which case exactly
+// the listed CIDRs (on the listed TCP ports, or every port when none are listed). It
+// selects pods by LabelNetwork alone: a pod is selected only by policies made from
+// the same network spec, so no policy can widen another's rules. Note that an
+// allow-list must include the cluster DNS service to resolve names. The controller
+// makes the task its owner.
 func BuildNetworkPolicy(exec *toolgatev1alpha1.Execution) (*networkingv1.NetworkPolicy, error) {
-	if errs := validation.IsDNS1123Label(exec.Name); len(errs) > 0 {
-		return nil, fmt.Errorf("metadata.name %q cannot name the Execution's NetworkPolicy: %s", exec.Name, errs[0])
-	}
 	network := exec.Spec.Sandbox.Network
 	var egress []networkingv1.NetworkPolicyEgressRule
 	switch network.Mode {
@@ -326,12 +357,12 @@ func BuildNetworkPolicy(exec *toolgatev1alpha1.Execution) (*networkingv1.Network
 	return &networkingv1.NetworkPolicy{
 		TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      JobName(exec),
+			Name:      NetworkPolicyName(exec),
 			Namespace: exec.Namespace,
-			Labels:    Labels(exec),
+			Labels:    map[string]string{LabelTask: labelValue(exec.Spec.TaskRef.Name), LabelNetwork: NetworkKey(exec)},
 		},
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelExecution: exec.Name}},
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelNetwork: NetworkKey(exec)}},
 			// Both types with no ingress rules and only the allowed egress rules:
 			// everything else is denied.
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -306,8 +307,46 @@ func TestNetworkPolicyDeniesByDefault(t *testing.T) {
 	if len(np.Spec.Egress) != 0 || len(np.Spec.Ingress) != 0 || len(np.Spec.PolicyTypes) != 2 {
 		t.Errorf("default policy must deny all ingress and egress: %+v", np.Spec)
 	}
-	if np.Spec.PodSelector.MatchLabels[LabelExecution] != "e1" {
-		t.Errorf("policy selects %v, want the Execution's pod", np.Spec.PodSelector.MatchLabels)
+	// It selects exactly the pods of the same network walls, which the Job's pod is.
+	job, err := BuildJob(makeExecution("e1").Obj(), "runner:test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	selector, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil || selector.Empty() || !selector.Matches(labels.Set(job.Spec.Template.Labels)) {
+		t.Errorf("policy selects %v, which does not select the Execution's pod %v (%v)", np.Spec.PodSelector.MatchLabels, job.Spec.Template.Labels, err)
+	}
+}
+
+// TestNetworkPolicyPerTaskAndWalls: the calls of a task behind the same walls share
+// one NetworkPolicy; other walls, or another task, get their own, and a policy of one
+// network spec never selects a pod of another (no policy widens another's rules).
+func TestNetworkPolicyPerTaskAndWalls(t *testing.T) {
+	allow := toolgatev1alpha1.NetworkSpec{Mode: toolgatev1alpha1.NetworkAllowList, Egress: []toolgatev1alpha1.EgressRule{{CIDR: "10.0.0.0/8"}}}
+	a1, a2 := makeExecution("a1").Obj(), makeExecution("a2").Obj()
+	aEgress := makeExecution("a3").Network(allow).Obj()
+	other := makeExecution("b1").Obj()
+	other.Spec.TaskRef.Name = "another-task"
+	if NetworkPolicyName(a1) != NetworkPolicyName(a2) || NetworkKey(a1) != NetworkKey(a2) {
+		t.Errorf("two calls of a task behind the same walls: policies %s and %s", NetworkPolicyName(a1), NetworkPolicyName(a2))
+	}
+	if NetworkPolicyName(a1) == NetworkPolicyName(aEgress) || NetworkKey(a1) == NetworkKey(aEgress) {
+		t.Errorf("a call with egress shares the policy of a call without: %s", NetworkPolicyName(a1))
+	}
+	if NetworkPolicyName(a1) == NetworkPolicyName(other) {
+		t.Errorf("two tasks share the policy %s", NetworkPolicyName(a1))
+	}
+	deny, err := BuildNetworkPolicy(a1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	egressJob, err := BuildJob(aEgress, "runner:test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	selector, err := metav1.LabelSelectorAsSelector(&deny.Spec.PodSelector)
+	if err != nil || selector.Matches(labels.Set(egressJob.Spec.Template.Labels)) {
+		t.Errorf("the deny-all policy selects the pod of a call with egress (%v)", err)
 	}
 }
 

@@ -276,7 +276,7 @@ func newBench(t *testing.T, env *testenv.Env) *bench {
 		Scheme: env.Scheme,
 		// The in-process phases' namespace only: the controller process of (7) works
 		// in its own.
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{b.ns: {}}},
+		Cache:                  managerCache(b.ns),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -361,6 +361,14 @@ func (b *bench) createTask(t *testing.T, ns, name string, intents int) {
 	b.mu.Lock()
 	b.tasks[name] = task
 	b.mu.Unlock()
+}
+
+// managerCache is the cache cmd/manager runs with (controller.CacheOptions), limited
+// to the bench's namespace.
+func managerCache(ns string) cache.Options {
+	opts := controller.CacheOptions()
+	opts.DefaultNamespaces = map[string]cache.Config{ns: {}}
+	return opts
 }
 
 // newIntent builds the next allowed call of task: turn n, index 0, with the task as

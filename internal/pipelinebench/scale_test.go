@@ -55,6 +55,7 @@ type scaleResult struct {
 	rss, hwm       uint64          // the controller process's VmRSS and VmHWM
 	heapInuse      float64         // from its metrics endpoint
 	heapAlloc      float64
+	heapLive       float64 // heap alloc after a forced collection
 	processRSS     float64
 }
 
@@ -66,6 +67,7 @@ func (r scaleResult) print(w io.Writer) {
 	fmt.Fprintf(w, "| (7) controller process RSS after the last observation: now (VmRSS) / peak (VmHWM) | %s / %s |\n", mib(r.rss), mib(r.hwm))
 	fmt.Fprintf(w, "| (7) controller Go heap then (its metrics, no forced GC): heap in use / heap alloc; process_resident_memory_bytes | %s / %s; %s |\n",
 		mibf(r.heapInuse), mibf(r.heapAlloc), mibf(r.processRSS))
+	fmt.Fprintf(w, "| (7) controller Go heap alloc after a forced GC (what it holds) | %s |\n", mibf(r.heapLive))
 	fmt.Fprintf(w, "| (7) each task's first 10%% (positions 0-%d, %d intents) -> Job, mean / p50 | %s / %s |\n",
 		r.firstN-1, len(r.first), ms(mean(r.first)), ms(pct(r.first, 50)))
 	fmt.Fprintf(w, "| (7) each task's last 10%% (positions %d-%d, %d intents) -> Job, mean / p50 | %s / %s (%.2fx the first 10%%'s mean) |\n",
@@ -101,8 +103,8 @@ func (b *bench) scale(t *testing.T, env *testenv.Env, bin string, tasks, perTask
 	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	metricsAddr := freeAddr(t)
-	p := startManager(t, bin, kubeconfig, metricsAddr, filepath.Join(dir, "manager.log"))
+	metricsAddr, pprofAddr := freeAddr(t), freeAddr(t)
+	p := startManager(t, bin, kubeconfig, metricsAddr, pprofAddr, filepath.Join(dir, "manager.log"))
 	defer p.stop(t)
 
 	ctx, cancel := context.WithCancelCause(t.Context())
@@ -163,6 +165,20 @@ func (b *bench) scale(t *testing.T, env *testenv.Env, bin string, tasks, perTask
 		t.Fatalf("the manager's metrics: %v", err)
 	}
 	r.heapInuse, r.heapAlloc, r.processRSS = m["go_memstats_heap_inuse_bytes"], m["go_memstats_heap_alloc_bytes"], m["process_resident_memory_bytes"]
+	// The heap after a collection (the pprof endpoint's gc=1 runs one first): what
+	// the controller holds, not what it has yet to collect. With
+	// TOOLGATE_BENCH_HEAPPROFILE set, the profile is kept there for go tool pprof.
+	if profile, err := fetch(ctx, "http://"+pprofAddr+"/debug/pprof/heap?gc=1"); err != nil {
+		t.Fatalf("the manager's heap profile: %v", err)
+	} else if path := os.Getenv("TOOLGATE_BENCH_HEAPPROFILE"); path != "" {
+		if err := os.WriteFile(path, profile, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m, err = scrape(ctx, metricsAddr); err != nil {
+		t.Fatalf("the manager's metrics: %v", err)
+	}
+	r.heapLive = m["go_memstats_heap_alloc_bytes"]
 	for _, d := range lat {
 		r.all = append(r.all, d...)
 		r.first = append(r.first, d[:r.firstN]...)
@@ -270,6 +286,25 @@ func waitMetrics(ctx context.Context, addr string) error {
 	}
 }
 
+// fetch GETs url and returns its body.
+func fetch(ctx context.Context, url string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
+}
+
 // scrape reads the unlabelled samples of the Prometheus text at addr's /metrics.
 func scrape(ctx context.Context, addr string) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -314,14 +349,14 @@ type managerProcess struct {
 // startManager runs the manager binary against the kubeconfig, with its metrics on
 // metricsAddr, no probes, and the bench's images. The test's end stops it, if
 // nothing did before.
-func startManager(t *testing.T, bin, kubeconfig, metricsAddr, logPath string) *managerProcess {
+func startManager(t *testing.T, bin, kubeconfig, metricsAddr, pprofAddr, logPath string) *managerProcess {
 	t.Helper()
 	log, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin,
-		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address=0",
+		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address=0", "--pprof-bind-address="+pprofAddr,
 		"--runner-image="+runnerImage, "--default-sandbox-image="+sandboxImage)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "KUBECONFIG=") {

@@ -676,8 +676,6 @@ exit 5
 			var jobs batchv1.JobList
 			Expect(k8s.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{executor.LabelExecution: exec.Name})).To(Succeed())
 			Expect(jobs.Items).To(BeEmpty())
-			err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: exec.Name}, &networkingv1.NetworkPolicy{})
-			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a NetworkPolicy was made for refused Execution %s (%v)", exec.Name, err)
 		}
 		nothingRan(ctx, intent.Name)
 		Expect(workspaceFiles(ctx, ns, claim, "direct.txt")).To(HaveKeyWithValue("direct.txt", absent))
@@ -792,24 +790,29 @@ exit 5
 		Expect(workspaceFiles(ctx, ns, claim, "slow.txt")).To(HaveKeyWithValue("slow.txt", "started\n"), "the cancelled call finished")
 	})
 
-	It("8: runs nothing behind a NetworkPolicy, and reads no Job, that a namespace editor planted under the Execution's name", func(ctx SpecContext) {
+	It("8: runs nothing behind a NetworkPolicy, and reads no Job, that a namespace editor planted under the name of the task's or the Execution's", func(ctx SpecContext) {
 		newTask(ctx, "innocent")
-		name := intentName("innocent", 0)
-		By("eddie, with the built-in edit role, plants a NetworkPolicy that selects nothing, named as the call's will be")
-		Expect(as(eddie).Create(ctx, &networkingv1.NetworkPolicy{
+		// The task's NetworkPolicy for calls without network, which its calls run behind.
+		name := executor.NetworkPolicyName(&toolgatev1alpha1.Execution{Spec: toolgatev1alpha1.ExecutionSpec{
+			TaskRef: toolgatev1alpha1.LocalObjectReference{Name: "innocent"},
+			Sandbox: toolgatev1alpha1.SandboxProfile{Network: toolgatev1alpha1.NetworkSpec{Mode: toolgatev1alpha1.NetworkNone}},
+		}})
+		By("eddie, with the built-in edit role, plants a NetworkPolicy that selects nothing, named as the task's will be")
+		decoy := &networkingv1.NetworkPolicy{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec: networkingv1.NetworkPolicySpec{
 				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"selects": "nothing"}},
 				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 			},
-		})).To(Succeed())
+		}
+		Expect(as(eddie).Create(ctx, decoy)).To(Succeed())
 
 		intent := observedIntent(ctx, propose(ctx, rita, "innocent", 0, "sh mark.sh fenced.txt", ""))
 		Expect(intent.Status.Decision.Action).To(Equal(toolgatev1alpha1.DecisionAllow))
 		exec := executionOf(ctx, intent)
 		Expect(exec.Status.Phase).To(Equal(toolgatev1alpha1.ExecutionFailed))
 		Expect(exec.Status.ErrorKind).To(Equal(toolgatev1alpha1.ErrorException))
-		Expect(exec.Status.Message).To(ContainSubstring("NetworkPolicy " + name + " in namespace " + ns + " already exists and is not this Execution's"))
+		Expect(exec.Status.Message).To(ContainSubstring("NetworkPolicy " + name + " in namespace " + ns + " already exists and is not AgentTask innocent's"))
 		Expect(exec.Status.JobName).To(BeEmpty())
 		Expect(warningNotes(ctx, ns, "Execution", exec.Name, controller.EventObjectInTheWay)).To(ContainElement(ContainSubstring("NetworkPolicy " + name)))
 		Expect(intent.Status.Observation.Outcome).NotTo(Equal(toolgatev1alpha1.OutcomeSucceeded))
@@ -817,7 +820,8 @@ exit 5
 		nothingRan(ctx, intent.Name)
 		Expect(workspaceFiles(ctx, ns, claim, "fenced.txt")).To(HaveKeyWithValue("fenced.txt", absent))
 
-		By("eddie plants a Job under the next call's name, labelled like the Execution's, whose pod reports a success")
+		By("eddie takes the decoy away, and plants a Job under the next call's name, labelled like the Execution's, whose pod reports a success")
+		Expect(as(eddie).Delete(ctx, decoy)).To(Succeed())
 		jobName := intentName("innocent", 1)
 		pod := workspacePod(ns, claim, "", []string{"sh", "-c", `printf '%s' '{"exitCode":0,"message":"planted success","durationMs":1,"stdoutBytes":0,"stderrBytes":0,"uid":65532,"readOnlyRoot":true}' > /dev/termination-log`}, true)
 		pod.Spec.Containers[0].Name = executor.ToolContainerName

@@ -198,12 +198,16 @@ func workspaceMountReadOnly(ctx SpecContext, exec *toolgatev1alpha1.Execution) b
 	return readOnly
 }
 
-// egressRules are the egress rules of the Execution's NetworkPolicy, which governs
-// egress: none means every destination is denied.
+// egressRules are the egress rules of the NetworkPolicy that fences the Execution's
+// pod (its task's, for its walls), which governs egress: none means every
+// destination is denied.
 func egressRules(ctx SpecContext, exec *toolgatev1alpha1.Execution) []networkingv1.NetworkPolicyEgressRule {
 	GinkgoHelper()
 	var np networkingv1.NetworkPolicy
-	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: executor.JobName(exec)}, &np)).To(Succeed())
+	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: executor.NetworkPolicyName(exec)}, &np)).To(Succeed())
 	Expect(np.Spec.PolicyTypes).To(ContainElement(networkingv1.PolicyTypeEgress))
+	var job batchv1.Job
+	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: executor.JobName(exec)}, &job)).To(Succeed())
+	Expect(np.Spec.PodSelector.MatchLabels).To(HaveKeyWithValue(executor.LabelNetwork, job.Spec.Template.Labels[executor.LabelNetwork]), "the NetworkPolicy does not select the call's pod")
 	return np.Spec.Egress
 }
