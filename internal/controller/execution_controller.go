@@ -293,16 +293,15 @@ func (r *ExecutionReconciler) authorize(ctx context.Context, exec *toolgatev1alp
 	return 0, refuse(EventChainBroken, "%s", broken), nil
 }
 
-// taskEnded reads the Execution's task from the API server (a task cancelled a
-// moment ago must count) and says whether it ended. A task that does not exist ends
-// nothing here: the chain check already holds the Execution to its intent.
+// taskEnded reads the Execution's task and says whether it ended. It reads the
+// cache (confirming a NotFound with the API server): the intent was decided for the
+// task as the cache had it a moment before, and a task that ends after this check
+// stops its calls itself (AgentTaskReconciler.stopRunningCalls deletes their Jobs).
+// A task that does not exist ends nothing here: the chain check already holds the
+// Execution to its intent, and its NetworkPolicy needs the task (ensureNetworkPolicy).
 func (r *ExecutionReconciler) taskEnded(ctx context.Context, exec *toolgatev1alpha1.Execution) (bool, string, error) {
-	var reader client.Reader = r.Client
-	if r.APIReader != nil {
-		reader = r.APIReader
-	}
 	task := &toolgatev1alpha1.AgentTask{}
-	if err := reader.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.TaskRef.Name}, task); err != nil {
+	if err := r.getFresh(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.TaskRef.Name}, task); err != nil {
 		return false, "", client.IgnoreNotFound(err)
 	}
 	done, why := pipeline.TaskFinished(task)

@@ -87,9 +87,10 @@ func TestPipeline(t *testing.T) {
 	}
 
 	// (1) and (2): a direct Job create and an intent to its Job, interleaved.
-	var direct, viaIntent []time.Duration
+	var direct, viaIntent, freshLists []time.Duration
 	for i := range *latencyRuns {
 		direct = append(direct, b.directJob(t, fmt.Sprintf("direct-%d", i)))
+		freshLists = append(freshLists, b.freshList(t))
 		viaIntent = append(viaIntent, b.intent(t, fmt.Sprintf("lat-%d", i%10), true))
 	}
 
@@ -128,6 +129,8 @@ func TestPipeline(t *testing.T) {
 	fmt.Fprintf(w, "machine: %d CPUs, %s %s/%s\n\n", runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(w, "| what | p50 | p99 | ratio to the floor (p50 / p99) |\n|---|---|---|---|\n")
 	fmt.Fprintf(w, "| (1) floor: direct Job create -> seen by a watch (%d sequential) | %s | %s | 1 |\n", len(direct), ms(dp50), ms(dp99))
+	fmt.Fprintf(w, "| (1b) a consistent LIST of the namespace's ToolPolicies right after that create (what a decision from fresh policies waits for) | %s | %s | %.1fx / %.1fx |\n",
+		ms(pct(freshLists, 50)), ms(pct(freshLists, 99)), ratio(pct(freshLists, 50), dp50), ratio(pct(freshLists, 99), dp99))
 	fmt.Fprintf(w, "| (2) ToolIntent create (allowed `ls`) -> its Job seen (%d, interleaved) | %s | %s | %.1fx / %.1fx |\n",
 		len(viaIntent), ms(ip50), ms(ip99), ratio(ip50, dp50), ratio(ip99, dp99))
 	fmt.Fprintf(w, "\n| what | value |\n|---|---|\n")
@@ -414,6 +417,20 @@ func (b *bench) intent(t *testing.T, task string, waitDone bool) time.Duration {
 		}
 	}
 	return seen.Sub(start)
+}
+
+// freshList times a consistent LIST (no resourceVersion) of the namespace's
+// ToolPolicies, as a decision reads them (policyset.Cache.LoadFresh). Made right
+// after a write, it shows what the API server's consistent read costs: served from
+// its watch cache once that is known to be current, which waits for etcd's progress
+// notification when writes are in flight.
+func (b *bench) freshList(t *testing.T) time.Duration {
+	t.Helper()
+	start := time.Now()
+	if err := b.c.List(t.Context(), &v1.ToolPolicyList{}, client.InNamespace(b.ns)); err != nil {
+		t.Fatal(err)
+	}
+	return time.Since(start)
 }
 
 // directJob creates a Job as any client would, and returns the time until the
