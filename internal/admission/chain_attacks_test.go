@@ -807,8 +807,8 @@ func TestCancellingATaskStopsItsRunningApprovedCall(t *testing.T) {
 func TestObjectsPlantedUnderACallsNameAreNotItsOwn(t *testing.T) {
 	ns := attackNamespace(t)
 	ownerTask(t, ns, victimTask, v1.ModeEdit)
-	// The decoy takes the name of the task's NetworkPolicy for calls without network
-	// (the read-only calls below run behind it).
+	// The decoy takes the name of the namespace's NetworkPolicy for calls without
+	// network (the read-only calls below run behind it).
 	noNetwork := &v1.Execution{Spec: v1.ExecutionSpec{TaskRef: v1.LocalObjectReference{Name: victimTask}, Sandbox: v1.SandboxProfile{Network: v1.NetworkSpec{Mode: v1.NetworkNone}}}}
 	decoyName := executor.NetworkPolicyName(noNetwork)
 	decoy := &networkingv1.NetworkPolicy{
@@ -845,7 +845,7 @@ func TestObjectsPlantedUnderACallsNameAreNotItsOwn(t *testing.T) {
 
 	look := proposeBash(t, ns, "look", victimTask, 0, "ls")
 	wantExecutionRefused(t, ns, pipeline.ExecutionName(look), controller.EventObjectInTheWay,
-		"NetworkPolicy "+decoyName+" in namespace "+ns+" already exists and is not AgentTask "+victimTask+"'s")
+		"NetworkPolicy "+decoyName+" in namespace "+ns+" is not the one toolgate makes for these network walls")
 	// With the decoy gone, the next call's own NetworkPolicy is made, and what is in
 	// its way is the planted Job.
 	if err := env.Client.Delete(t.Context(), decoy); err != nil {

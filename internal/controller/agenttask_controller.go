@@ -32,6 +32,10 @@ import (
 	"github.com/toolgate/toolgate/internal/pipeline"
 )
 
+// stopRecheck is how often an ended task looks again at its calls that have not
+// finished (stopRunningCalls).
+const stopRecheck = 2 * time.Second
+
 // Event reasons of AgentTasks.
 const (
 	EventWorkspaceCreated = "WorkspaceCreated"
@@ -104,8 +108,8 @@ func (r *AgentTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1.AgentTask{}).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.Options.Workers.orDefault().Task}).
 		Owns(&corev1.PersistentVolumeClaim{}).
-		// Intents are owned by the task only when the model loop created them; an
-		// external agent's intents name their task in spec.taskRef.
+		// An intent names its task in spec.taskRef (it is owned by the task too, once
+		// created by the agent loop or kubectl toolgate propose, or adopted).
 		Watches(&v1.ToolIntent{}, enqueueTaskOfIntent, builder.WithPredicates(taskSummaryChanged)).
 		// An Execution that gets its Job after the task ended must be stopped too.
 		Watches(&v1.Execution{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -152,8 +156,15 @@ func (r *AgentTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	r.reportTurn(ctx, task, step)
 	if why, ended := taskEnded(task, status); ended {
-		if err := r.stopRunningCalls(ctx, task, why); err != nil {
+		running, err := r.stopRunningCalls(ctx, task, why)
+		if err != nil {
 			return ctrl.Result{}, err
+		}
+		if running {
+			// A call of the ended task has not finished: look again until it has, so
+			// that a Job the cache had not shown yet is stopped too, whatever wakes
+			// this task or not.
+			return ctrl.Result{RequeueAfter: stopRecheck}, nil
 		}
 	}
 	return ctrl.Result{RequeueAfter: step.retryAfter}, nil
@@ -180,10 +191,10 @@ func taskEnded(task *v1.AgentTask, status v1.AgentTaskStatus) (string, bool) {
 // Aborted (executed, effects unknown), which the intent observes. Only a Job the
 // Execution controls is deleted: a Job of the same name that is not its own is not
 // this call's.
-func (r *AgentTaskReconciler) stopRunningCalls(ctx context.Context, task *v1.AgentTask, why string) error {
+func (r *AgentTaskReconciler) stopRunningCalls(ctx context.Context, task *v1.AgentTask, why string) (running bool, err error) {
 	var execs v1.ExecutionList
 	if err := r.List(ctx, &execs, client.InNamespace(task.Namespace), client.MatchingFields{IndexExecutionTask: task.Name}); err != nil {
-		return err
+		return false, err
 	}
 	log := ctrl.LoggerFrom(ctx)
 	for i := range execs.Items {
@@ -191,12 +202,20 @@ func (r *AgentTaskReconciler) stopRunningCalls(ctx context.Context, task *v1.Age
 		if exec.Spec.TaskRef.Name != task.Name || executor.IsFinished(&exec.Status) || !exec.DeletionTimestamp.IsZero() {
 			continue
 		}
+		running = true
 		job := &batchv1.Job{}
-		if err := r.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: executor.JobName(exec)}, job); err != nil {
+		key := client.ObjectKey{Namespace: exec.Namespace, Name: executor.JobName(exec)}
+		if err := r.Get(ctx, key, job); apierrors.IsNotFound(err) {
+			// The cache may not show a Job created a moment ago.
+			err = r.APIReader.Get(ctx, key, job)
 			if apierrors.IsNotFound(err) {
 				continue
 			}
-			return err
+			if err != nil {
+				return false, err
+			}
+		} else if err != nil {
+			return false, err
 		}
 		if !metav1.IsControlledBy(job, exec) || !job.DeletionTimestamp.IsZero() {
 			continue
@@ -206,14 +225,14 @@ func (r *AgentTaskReconciler) stopRunningCalls(ctx context.Context, task *v1.Age
 		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 			continue
 		case err != nil:
-			return err
+			return false, err
 		}
 		r.Recorder.Eventf(task, exec, corev1.EventTypeWarning, EventCallStopped, EventCallStopped,
 			"stopped Execution %s of intent %s: deleted its Job %s because %s", exec.Name, exec.Spec.IntentRef.Name, job.Name, why)
 		log.Info("stopped a running call", "audit", true, "step", EventCallStopped, "namespace", task.Namespace, "task", task.Name,
 			"execution", exec.Name, "intent", exec.Spec.IntentRef.Name, "job", job.Name, "why", why)
 	}
-	return nil
+	return running, nil
 }
 
 // observe ensures the workspace claim and gathers the task's intents and approvals.

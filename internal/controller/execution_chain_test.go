@@ -51,8 +51,7 @@ func createIntentFor(t *testing.T, exec *v1.Execution, mutate ...func(*v1.ToolIn
 	return intent
 }
 
-// ensureTask creates the task an Execution names, unless the test made it: its
-// calls run behind the task's NetworkPolicy, which the task owns.
+// ensureTask creates the task an Execution names, unless the test made it.
 func ensureTask(t *testing.T, ns, name string) {
 	t.Helper()
 	task := &v1.AgentTask{
@@ -305,10 +304,10 @@ func TestExecutionWaitsForItsIntent(t *testing.T) {
 	})
 }
 
-// TestExecutionNetworkPolicyInTheWay: a NetworkPolicy with the name of the task's
-// policy for the call's walls that is not the task's own deny-all is never taken for
-// it: one planted by someone else (selecting nothing, so the pod would run unfenced),
-// and the task's own with its egress widened.
+// TestExecutionNetworkPolicyInTheWay: a NetworkPolicy with the name of the
+// namespace's policy for the call's walls whose spec is not the controller's is
+// never taken for it: one selecting nothing (the pod would run unfenced), and the
+// controller's own with its egress widened.
 func TestExecutionNetworkPolicyInTheWay(t *testing.T) {
 	startChainExecutionManager(t, time.Minute)
 	t.Run("pre-created, selecting nothing", func(t *testing.T) {
@@ -326,27 +325,22 @@ func TestExecutionNetworkPolicyInTheWay(t *testing.T) {
 			t.Fatal(err)
 		}
 		createExecution(t, exec)
-		waitRefused(t, ns, "run", EventObjectInTheWay, "NetworkPolicy "+name+" in namespace "+ns+" already exists and is not AgentTask task's")
+		waitRefused(t, ns, "run", EventObjectInTheWay, "NetworkPolicy "+name+" in namespace "+ns+" is not the one toolgate makes for these network walls")
 		noJobs(t, ns)
 	})
-	t.Run("the task's own, widened", func(t *testing.T) {
+	t.Run("toolgate's own, widened", func(t *testing.T) {
 		ns := env.Namespace(t)
 		exec := newExecution(ns, "run")
 		// The intent has not caught up, so the Execution waits while the policy is
-		// planted with the task as its owner.
+		// planted as the controller makes it, with all egress allowed.
 		intent := createIntentFor(t, exec)
 		ownBy(t, exec, intent)
 		createBareExecution(t, exec)
-		task := &v1.AgentTask{}
-		if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: exec.Spec.TaskRef.Name}, task); err != nil {
-			t.Fatal(err)
-		}
 		planted, err := executor.BuildNetworkPolicy(exec)
 		if err != nil {
 			t.Fatal(err)
 		}
 		planted.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{}} // allows all egress
-		ownBy(t, planted, task)
 		if err := env.Client.Create(t.Context(), planted); err != nil {
 			t.Fatal(err)
 		}
@@ -354,7 +348,7 @@ func TestExecutionNetworkPolicyInTheWay(t *testing.T) {
 		if err := env.Client.Status().Update(t.Context(), intent); err != nil {
 			t.Fatal(err)
 		}
-		waitRefused(t, ns, "run", EventObjectInTheWay, "its spec was changed")
+		waitRefused(t, ns, "run", EventObjectInTheWay, "is not the one toolgate makes for these network walls")
 		noJobs(t, ns)
 	})
 }

@@ -130,7 +130,8 @@ func setupExecution(mgr ctrl.Manager, opts Options) error {
 	return r.SetupWithManager(mgr)
 }
 
-// SetupWithManager watches Executions, the Jobs they own, the
+// SetupWithManager watches Executions, the Jobs they own, the NetworkPolicies that
+// fence their pods (a change or deletion wakes the calls behind them), the
 // Jobs' pods (mapped to their Execution by label: a pod's owner is the Job, not the
 // Execution), and ToolIntents (mapped to their Execution by name, so that one waiting
 // for its intent to record it is checked again as soon as the intent's status moves).
@@ -141,6 +142,7 @@ func (r *ExecutionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToExecution)).
 		Watches(&toolgatev1alpha1.ToolIntent{}, handler.EnqueueRequestsFromMapFunc(intentToExecution), builder.WithPredicates(intentChainChanged)).
+		Watches(&networkingv1.NetworkPolicy{}, handler.EnqueueRequestsFromMapFunc(r.executionsBehind), builder.WithPredicates(fenceChanged)).
 		Named("execution").
 		Complete(r)
 }
@@ -169,7 +171,8 @@ func intentToExecution(_ context.Context, obj client.Object) []reconcile.Request
 	return reqs
 }
 
-// Reconcile moves one Execution forward: create its NetworkPolicy and Job, then read
+// Reconcile moves one Execution forward: make sure of its NetworkPolicy, create its
+// Job, then read
 // the Job, its pod and the runner's result into the status, written once.
 func (r *ExecutionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	exec := &toolgatev1alpha1.Execution{}
@@ -242,20 +245,17 @@ func (r *ExecutionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 // its ToolIntent decided to run (pipeline.CheckChain). It returns how long to wait
 // before checking again, or the refusal, or neither when the chain is whole.
 //
-// The ToolIntent controller creates the Execution first and records it in the
-// intent's status (with the decision, for a call allowed in the same reconcile)
-// after, in the status write that ends its reconcile; a conflict there retries the
-// whole reconcile, which finds the Execution (AlreadyExists) and writes again. So a
-// fresh Execution may be seen before its intent names it. That state
+// The ToolIntent controller records the Execution in the intent's status (with the
+// decision, for a call allowed in the same reconcile) before it creates it, so the
+// intent normally names the Execution by the time it is seen. The cache may show an
+// older intent, or an admin's Execution may come first: a chain that does not hold
+// in the cache is checked again against the API server, and one still pending
 // (pipeline.ErrChainPending) is waited out: no Job is made while it lasts, and the
-// intent is read again on every ToolIntent event and every chainRecheck, up to
-// ChainGrace from the Execution's creation; after that the Execution is refused
-// (if the controller was down for longer than that between the two writes, the call
-// fails closed, as an Exception the model sees). An approval is consumed before the
-// Execution is created, and a decision never changes once recorded, so neither is
-// waited for. The cache may hold an older intent or approval than the API server
-// (or none yet): a chain that does not hold in the cache is checked again against
-// the API server before it counts.
+// intent is read again when its status moves (the ExecutionRef, decision or
+// approval: intentChainChanged) and every chainRecheck, up to ChainGrace from the
+// Execution's creation; after that the Execution is refused (the call fails closed,
+// as an Exception the model sees). An approval is consumed before the Execution is
+// created, and a decision never changes once recorded, so neither is waited for.
 func (r *ExecutionReconciler) authorize(ctx context.Context, exec *toolgatev1alpha1.Execution) (time.Duration, *refusal, error) {
 	broken, err := r.checkChain(ctx, r.Client, exec)
 	if err != nil {
@@ -293,15 +293,18 @@ func (r *ExecutionReconciler) authorize(ctx context.Context, exec *toolgatev1alp
 	return 0, refuse(EventChainBroken, "%s", broken), nil
 }
 
-// taskEnded reads the Execution's task and says whether it ended. It reads the
-// cache (confirming a NotFound with the API server): the intent was decided for the
-// task as the cache had it a moment before, and a task that ends after this check
-// stops its calls itself (AgentTaskReconciler.stopRunningCalls deletes their Jobs).
+// taskEnded reads the Execution's task from the API server (a task cancelled a
+// moment ago must count: the cache may not show it yet) and says whether it ended.
 // A task that does not exist ends nothing here: the chain check already holds the
-// Execution to its intent, and its NetworkPolicy needs the task (ensureNetworkPolicy).
+// Execution to its intent. A task that ends after this check stops its calls itself
+// (AgentTaskReconciler.stopRunningCalls deletes their Jobs).
 func (r *ExecutionReconciler) taskEnded(ctx context.Context, exec *toolgatev1alpha1.Execution) (bool, string, error) {
+	var reader client.Reader = r.Client
+	if r.APIReader != nil {
+		reader = r.APIReader
+	}
 	task := &toolgatev1alpha1.AgentTask{}
-	if err := r.getFresh(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.TaskRef.Name}, task); err != nil {
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.TaskRef.Name}, task); err != nil {
 		return false, "", client.IgnoreNotFound(err)
 	}
 	done, why := pipeline.TaskFinished(task)
@@ -343,11 +346,15 @@ func (r *ExecutionReconciler) observe(ctx context.Context, exec *toolgatev1alpha
 	obs.JobCreated = exec.Status.JobName != ""
 
 	// The NetworkPolicy comes first, so that the pod never runs without it; one
-	// deleted while the call runs is made again.
-	if refused, err := r.ensureNetworkPolicy(ctx, exec, policy); err != nil {
-		return obs, false, err
-	} else if refused != nil {
-		return executor.Observation{BuildError: refused}, false, nil
+	// deleted or changed while the call runs is made again, or refused (a watch on
+	// NetworkPolicies wakes the calls behind it, executionsBehind). A Job made before
+	// pods were fenced by LabelNetwork runs behind the NetworkPolicy made for it then.
+	if r.fencedByNetworkKey(ctx, exec, obs.JobCreated) {
+		if refused, err := r.ensureNetworkPolicy(ctx, policy); err != nil {
+			return obs, false, err
+		} else if refused != nil {
+			return executor.Observation{BuildError: refused}, false, nil
+		}
 	}
 	obs.Job, createdJob, err = r.ensureJob(ctx, exec, job, obs.JobCreated)
 	if err != nil {
@@ -377,29 +384,19 @@ func (r *ExecutionReconciler) observe(ctx context.Context, exec *toolgatev1alpha
 }
 
 // ensureNetworkPolicy makes sure the NetworkPolicy that fences the Execution's pod
-// exists: its task's policy for its network walls (executor.NetworkPolicyName), made
-// by the first call behind those walls and owned by the task. One found by name (or
-// AlreadyExists) counts only when the task controls it (by UID) and its spec is what
-// BuildNetworkPolicy makes: a policy of the same name that selects nothing, or
-// allows more, would leave the pod unfenced. Anything else is a refusal.
-func (r *ExecutionReconciler) ensureNetworkPolicy(ctx context.Context, exec *toolgatev1alpha1.Execution, policy *networkingv1.NetworkPolicy) (*refusal, error) {
-	task := &toolgatev1alpha1.AgentTask{}
-	if err := r.getFresh(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.TaskRef.Name}, task); err != nil {
-		if apierrors.IsNotFound(err) {
-			return refuse(EventChainBroken, "not run: AgentTask %s does not exist, and its calls run behind its NetworkPolicy", exec.Spec.TaskRef.Name), nil
-		}
-		return nil, err
-	}
+// exists: the namespace's policy for its network walls (executor.NetworkPolicyName),
+// made by the first call behind those walls. One found by name (or AlreadyExists)
+// counts only when its spec is what BuildNetworkPolicy makes: it then fences the pod
+// exactly as the controller's own would, whoever made it. A policy of the name that
+// selects nothing, or allows more, would leave the pod unfenced: a refusal.
+func (r *ExecutionReconciler) ensureNetworkPolicy(ctx context.Context, policy *networkingv1.NetworkPolicy) (*refusal, error) {
 	key := client.ObjectKeyFromObject(policy)
 	existing := &networkingv1.NetworkPolicy{}
 	err := r.Get(ctx, key, existing)
 	if err == nil {
-		return policyInTheWay(task, policy, existing), nil
+		return policyInTheWay(policy, existing), nil
 	}
 	if !apierrors.IsNotFound(err) {
-		return nil, err
-	}
-	if err := controllerutil.SetControllerReference(task, policy, r.Scheme); err != nil {
 		return nil, err
 	}
 	if err := r.Create(ctx, policy); err != nil {
@@ -409,30 +406,51 @@ func (r *ExecutionReconciler) ensureNetworkPolicy(ctx context.Context, exec *too
 		if err := r.APIReader.Get(ctx, key, existing); err != nil {
 			return nil, err
 		}
-		return policyInTheWay(task, policy, existing), nil
+		return policyInTheWay(policy, existing), nil
 	}
 	return nil, nil
 }
 
-// getFresh reads from the cache and confirms a NotFound with the API server.
-func (r *ExecutionReconciler) getFresh(ctx context.Context, key client.ObjectKey, obj client.Object) error {
-	err := r.Get(ctx, key, obj)
-	if apierrors.IsNotFound(err) && r.APIReader != nil {
-		return r.APIReader.Get(ctx, key, obj)
-	}
-	return err
-}
-
-// policyInTheWay refuses an existing NetworkPolicy that is not the task's own
-// policy for these walls (want).
-func policyInTheWay(task *toolgatev1alpha1.AgentTask, want, existing *networkingv1.NetworkPolicy) *refusal {
-	if !metav1.IsControlledBy(existing, task) {
-		return refuse(EventObjectInTheWay, "NetworkPolicy %s in namespace %s already exists and is not AgentTask %s's (its controller is not the task by UID); the call would not be fenced by it. Delete it, then recreate the call", existing.Name, existing.Namespace, task.Name)
-	}
+// policyInTheWay refuses an existing NetworkPolicy whose spec is not the one
+// BuildNetworkPolicy makes for these walls (want).
+func policyInTheWay(want, existing *networkingv1.NetworkPolicy) *refusal {
 	if !equality.Semantic.DeepEqual(existing.Spec, want.Spec) {
-		return refuse(EventObjectInTheWay, "NetworkPolicy %s in namespace %s is AgentTask %s's but its spec was changed (pod selector, policy types or egress differ from what the controller made); the call would not be fenced by it. Delete the NetworkPolicy (the next call makes it again) and recreate the call", existing.Name, existing.Namespace, task.Name)
+		return refuse(EventObjectInTheWay, "NetworkPolicy %s in namespace %s is not the one toolgate makes for these network walls (its pod selector, policy types or egress differ); the call would not be fenced by it. Delete it (the next call makes it again), then recreate the call", existing.Name, existing.Namespace)
 	}
 	return nil
+}
+
+// fencedByNetworkKey says whether the Execution's pod is (or will be) fenced by the
+// shared NetworkPolicy of its walls: always, unless its Job exists from before
+// toolgate labelled pods with LabelNetwork.
+func (r *ExecutionReconciler) fencedByNetworkKey(ctx context.Context, exec *toolgatev1alpha1.Execution, jobCreated bool) bool {
+	if !jobCreated {
+		return true
+	}
+	job := &batchv1.Job{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: executor.JobName(exec)}, job); err != nil {
+		return true
+	}
+	_, labelled := job.Spec.Template.Labels[executor.LabelNetwork]
+	return labelled
+}
+
+// executionsBehind maps a NetworkPolicy to the unfinished Executions of its
+// namespace whose pods it fences, so that one deleted or changed is made again or
+// refused at once.
+func (r *ExecutionReconciler) executionsBehind(ctx context.Context, obj client.Object) []reconcile.Request {
+	var execs toolgatev1alpha1.ExecutionList
+	if err := r.List(ctx, &execs, client.InNamespace(obj.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range execs.Items {
+		exec := &execs.Items[i]
+		if !executor.IsFinished(&exec.Status) && executor.NetworkPolicyName(exec) == obj.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(exec)})
+		}
+	}
+	return out
 }
 
 // jobInTheWay refuses a Job found by the Execution's name that is not its own.
@@ -440,7 +458,7 @@ func jobInTheWay(exec *toolgatev1alpha1.Execution, job *batchv1.Job) *refusal {
 	if !metav1.IsControlledBy(job, exec) {
 		return refuse(EventObjectInTheWay, "a Job named %s already exists in namespace %s and is not this Execution's; delete it or recreate the Execution under another name", job.Name, job.Namespace)
 	}
-	for k, v := range executor.Labels(exec) {
+	for k, v := range executor.FindLabels(exec) {
 		if job.Labels[k] != v || job.Spec.Template.Labels[k] != v {
 			return refuse(EventObjectInTheWay, "Job %s in namespace %s is this Execution's but lost its label %s=%s, by which its pod is found; its result cannot be trusted. Delete the Execution and recreate the call", job.Name, job.Namespace, k, v)
 		}

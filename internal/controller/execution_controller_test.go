@@ -256,13 +256,18 @@ func TestExecutionSucceeds(t *testing.T) {
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: executor.NetworkPolicyName(exec)}, policy); err != nil {
 		t.Fatalf("no NetworkPolicy: %v", err)
 	}
-	task := &toolgatev1alpha1.AgentTask{}
-	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: exec.Spec.TaskRef.Name}, task); err != nil {
+	if len(policy.OwnerReferences) != 0 || len(policy.Spec.Egress) != 0 || policy.Spec.PodSelector.MatchLabels[executor.LabelNetwork] != job.Spec.Template.Labels[executor.LabelNetwork] {
+		t.Errorf("NetworkPolicy = %+v, want a deny-all of no owner that selects the Job's pod %v", policy, job.Spec.Template.Labels)
+	}
+	// Deleted while the call runs, it is made again.
+	if err := env.Client.Delete(t.Context(), policy); err != nil {
 		t.Fatal(err)
 	}
-	if !metav1.IsControlledBy(policy, task) || len(policy.Spec.Egress) != 0 || policy.Spec.PodSelector.MatchLabels[executor.LabelNetwork] != job.Spec.Template.Labels[executor.LabelNetwork] {
-		t.Errorf("NetworkPolicy = %+v, want a deny-all owned by the task that selects the Job's pod %v", policy, job.Spec.Template.Labels)
-	}
+	eventually(t, "the NetworkPolicy made again", func() (bool, string) {
+		again := &networkingv1.NetworkPolicy{}
+		err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: executor.NetworkPolicyName(exec)}, again)
+		return err == nil && again.UID != policy.UID, fmt.Sprint(err)
+	})
 	pending := waitForPhase(t, ns, "run-ok", toolgatev1alpha1.ExecutionPending)
 	if pending.Status.JobName != "run-ok" {
 		t.Errorf("status.jobName = %q, want run-ok", pending.Status.JobName)
@@ -292,9 +297,12 @@ func TestExecutionSucceeds(t *testing.T) {
 		}
 	}
 	// A call that went as it should sends no event from its Execution (its intent's
-	// Observed event tells it); its steps are in the status and the audit log.
-	if reasons := eventReasons(t, ns, "run-ok"); len(reasons) != 0 {
-		t.Errorf("events of a successful Execution: %v, want none", reasons)
+	// Observed event tells it); its steps are in the status and the audit log. Events
+	// are sent in the background: none may come for a while.
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if reasons := eventReasons(t, ns, "run-ok"); len(reasons) != 0 {
+			t.Fatalf("events of a successful Execution: %v, want none", reasons)
+		}
 	}
 }
 

@@ -46,9 +46,11 @@ type Options struct {
 
 // Workers is how many objects of each kind reconcile at once; zero means the
 // default of DefaultWorkers. One object is never reconciled by two workers at once
-// (the work queue's promise), so the pipeline's order per object is unchanged; what
-// several calls in flight share (a turn's batch, an approval, a task) is guarded by
-// the compare-and-swap of the status writes, not by running one at a time.
+// (the work queue's promise), so the pipeline's order per object is unchanged. Calls
+// of one task do reconcile at once: the compare-and-swap of each intent's status
+// covers that intent only, so what calls share is decided from what the others have
+// recorded (a sibling that has not decided holds its batch back; see
+// pipeline.HoldsSiblings), as it already was for two replicas.
 type Workers struct {
 	// Intent is for ToolIntents: validation and the policy decision.
 	Intent int
@@ -196,8 +198,9 @@ func trimCachedPod(obj any) (any, error) {
 // trimCachedIntent keeps of an observed intent what is read of a call that has
 // ended: its spec, observation and conditions (the agent loop's conversation, the
 // task's counts, the edit baselines, the early return of its own reconcile). Its
-// validation and decision are the API server's record; the reconcilers never read
-// them again once it is observed.
+// validation and decision are the API server's record; the one reader that may come
+// to them from the cache, an Execution's chain check, reads the API server when the
+// cached intent does not hold the chain.
 func trimCachedIntent(obj any) (any, error) {
 	if in, ok := obj.(*v1.ToolIntent); ok && in.Status.Observation != nil {
 		in.Status.Validation = nil

@@ -35,13 +35,17 @@ func testOptions() Options {
 
 // startManager starts a manager against the shared control plane with only the given
 // setup functions (for example setupExecution) and stops it when the test ends.
-// Metrics and probes are off so that managers of parallel tests do not fight over
-// ports; controller name validation is off because every test registers the same
-// controllers again in one process.
+// It runs with the production cache (CacheOptions). Metrics and probes are off so
+// that managers of parallel tests do not fight over ports; controller name
+// validation is off because every test registers the same controllers again in one
+// process.
 func startManager(t *testing.T, setups ...func(ctrl.Manager, Options) error) ctrl.Manager {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
+		Scheme: env.Scheme,
+		// The cache cmd/manager runs with: its selectors and trimmed objects are what
+		// the reconcilers read in production.
+		Cache:                  CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},

@@ -215,6 +215,10 @@ func (r *ToolIntentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	run := &intentRun{intent: intent.DeepCopy(), read: intent, now: r.Now(), began: began}
 	result, err := r.reconcile(ctx, run)
 	if err != nil {
+		if run.written != nil {
+			// What the write recorded (a decision) is audited, whatever failed after.
+			r.emit(log, run)
+		}
 		return ctrl.Result{}, err
 	}
 	last := &intent.Status

@@ -90,6 +90,15 @@ var executionGotJob = predicate.TypedFuncs[client.Object]{
 	},
 }
 
+// fenceChanged passes a NetworkPolicy that was changed or deleted: the calls behind
+// it must see it made again, or refuse it (ExecutionReconciler.executionsBehind).
+var fenceChanged = predicate.TypedFuncs[client.Object]{
+	CreateFunc: func(event.TypedCreateEvent[client.Object]) bool { return false },
+	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
+		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration()
+	},
+}
+
 func outcomeOf(in *v1.ToolIntent) v1.Outcome {
 	if in.Status.Observation == nil {
 		return ""

@@ -115,11 +115,19 @@ func JobName(exec *toolgatev1alpha1.Execution) string {
 
 // Labels are the labels of the Execution's Job and Pod.
 func Labels(exec *toolgatev1alpha1.Execution) map[string]string {
+	labels := FindLabels(exec)
+	labels[LabelNetwork] = NetworkKey(exec)
+	return labels
+}
+
+// FindLabels are the labels the Execution's Job and pod are found by; a Job of the
+// Execution's that lost one of them cannot be trusted to be its own. Jobs made
+// before toolgate fenced pods by LabelNetwork carry only these.
+func FindLabels(exec *toolgatev1alpha1.Execution) map[string]string {
 	return map[string]string{
 		LabelExecution: exec.Name,
 		LabelIntent:    labelValue(exec.Spec.IntentRef.Name),
 		LabelTask:      labelValue(exec.Spec.TaskRef.Name),
-		LabelNetwork:   NetworkKey(exec),
 	}
 }
 
@@ -135,17 +143,18 @@ func NetworkKey(exec *toolgatev1alpha1.Execution) string {
 		panic(err) // a struct of strings and numbers always marshals
 	}
 	sum := sha256.Sum256(spec)
-	return hex.EncodeToString(sum[:8])
+	// 128 bits: a network spec made to collide with another's key would put its
+	// rules on the other's pods.
+	return hex.EncodeToString(sum[:16])
 }
 
 // NetworkPolicyName is the name of the NetworkPolicy that fences the Execution's
-// pod: one per task and network walls, shared by every call of the task behind the
-// same walls, so that a call costs no NetworkPolicy of its own (one write less on its
-// path to its Job). The name is a digest because task names may be as long as a
-// name can be.
+// pod: one per namespace and network walls, shared by every call behind the same
+// walls, so that a call costs no NetworkPolicy of its own (one write less on its
+// path to its Job). It has no owner: deleting a task or a call never removes the
+// fence of another call's pod that is still running, or shutting down.
 func NetworkPolicyName(exec *toolgatev1alpha1.Execution) string {
-	sum := sha256.Sum256([]byte(exec.Spec.TaskRef.Name + "/" + NetworkKey(exec)))
-	return "toolgate-net-" + hex.EncodeToString(sum[:8])
+	return "toolgate-net-" + NetworkKey(exec)
 }
 
 // labelValue returns name when it is a valid label value. Intent and task names may be
@@ -320,13 +329,12 @@ func containerSecurityContext() *corev1.SecurityContext {
 }
 
 // BuildNetworkPolicy returns the NetworkPolicy that fences exec's pod (and every pod
-// of its task behind the same network walls, NetworkPolicyName): no ingress at all,
-// and no egress unless the sandbox's network mode is AllowList, in which case exactly
-// the listed CIDRs (on the listed TCP ports, or every port when none are listed). It
-// selects pods by LabelNetwork alone: a pod is selected only by policies made from
-// the same network spec, so no policy can widen another's rules. Note that an
-// allow-list must include the cluster DNS service to resolve names. The controller
-// makes the task its owner.
+// of the namespace behind the same network walls, NetworkPolicyName): no ingress at
+// all, and no egress unless the sandbox's network mode is AllowList, in which case
+// exactly the listed CIDRs (on the listed TCP ports, or every port when none are
+// listed). It selects pods by LabelNetwork alone: a pod is selected only by the
+// policy made from its own network spec, so no policy widens another's rules. Note
+// that an allow-list must include the cluster DNS service to resolve names.
 func BuildNetworkPolicy(exec *toolgatev1alpha1.Execution) (*networkingv1.NetworkPolicy, error) {
 	network := exec.Spec.Sandbox.Network
 	var egress []networkingv1.NetworkPolicyEgressRule
@@ -359,7 +367,7 @@ func BuildNetworkPolicy(exec *toolgatev1alpha1.Execution) (*networkingv1.Network
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      NetworkPolicyName(exec),
 			Namespace: exec.Namespace,
-			Labels:    map[string]string{LabelTask: labelValue(exec.Spec.TaskRef.Name), LabelNetwork: NetworkKey(exec)},
+			Labels:    map[string]string{LabelNetwork: NetworkKey(exec)},
 		},
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelNetwork: NetworkKey(exec)}},

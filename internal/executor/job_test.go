@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -318,35 +320,48 @@ func TestNetworkPolicyDeniesByDefault(t *testing.T) {
 	}
 }
 
-// TestNetworkPolicyPerTaskAndWalls: the calls of a task behind the same walls share
-// one NetworkPolicy; other walls, or another task, get their own, and a policy of one
-// network spec never selects a pod of another (no policy widens another's rules).
-func TestNetworkPolicyPerTaskAndWalls(t *testing.T) {
+// TestNetworkPolicyPerWalls: the calls behind the same network walls share one
+// NetworkPolicy, whatever their task; other walls get their own, and a policy of one
+// network spec never selects a pod of another, either way (no policy widens another's
+// rules, and none takes a pod out from under the deny-all).
+func TestNetworkPolicyPerWalls(t *testing.T) {
 	allow := toolgatev1alpha1.NetworkSpec{Mode: toolgatev1alpha1.NetworkAllowList, Egress: []toolgatev1alpha1.EgressRule{{CIDR: "10.0.0.0/8"}}}
 	a1, a2 := makeExecution("a1").Obj(), makeExecution("a2").Obj()
 	aEgress := makeExecution("a3").Network(allow).Obj()
 	other := makeExecution("b1").Obj()
 	other.Spec.TaskRef.Name = "another-task"
-	if NetworkPolicyName(a1) != NetworkPolicyName(a2) || NetworkKey(a1) != NetworkKey(a2) {
-		t.Errorf("two calls of a task behind the same walls: policies %s and %s", NetworkPolicyName(a1), NetworkPolicyName(a2))
+	defaulted := makeExecution("a4").Network(toolgatev1alpha1.NetworkSpec{Mode: toolgatev1alpha1.NetworkNone}).Obj()
+	for _, same := range []*toolgatev1alpha1.Execution{a2, other, defaulted} {
+		if NetworkPolicyName(a1) != NetworkPolicyName(same) || NetworkKey(a1) != NetworkKey(same) {
+			t.Errorf("%s and %s run behind the same walls but get policies %s and %s", a1.Name, same.Name, NetworkPolicyName(a1), NetworkPolicyName(same))
+		}
 	}
 	if NetworkPolicyName(a1) == NetworkPolicyName(aEgress) || NetworkKey(a1) == NetworkKey(aEgress) {
 		t.Errorf("a call with egress shares the policy of a call without: %s", NetworkPolicyName(a1))
 	}
-	if NetworkPolicyName(a1) == NetworkPolicyName(other) {
-		t.Errorf("two tasks share the policy %s", NetworkPolicyName(a1))
+	pods := map[string]*batchv1.Job{}
+	policies := map[string]*networkingv1.NetworkPolicy{}
+	for _, exec := range []*toolgatev1alpha1.Execution{a1, aEgress} {
+		job, err := BuildJob(exec, "runner:test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		np, err := BuildNetworkPolicy(exec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods[exec.Name], policies[exec.Name] = job, np
 	}
-	deny, err := BuildNetworkPolicy(a1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	egressJob, err := BuildJob(aEgress, "runner:test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	selector, err := metav1.LabelSelectorAsSelector(&deny.Spec.PodSelector)
-	if err != nil || selector.Matches(labels.Set(egressJob.Spec.Template.Labels)) {
-		t.Errorf("the deny-all policy selects the pod of a call with egress (%v)", err)
+	for policyOf, np := range policies {
+		selector, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for podOf, job := range pods {
+			if got := selector.Matches(labels.Set(job.Spec.Template.Labels)); got != (policyOf == podOf) {
+				t.Errorf("the policy of %s selects the pod of %s: %t", policyOf, podOf, got)
+			}
+		}
 	}
 }
 

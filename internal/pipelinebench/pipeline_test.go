@@ -90,8 +90,13 @@ func TestPipeline(t *testing.T) {
 	var direct, viaIntent, freshLists []time.Duration
 	for i := range *latencyRuns {
 		direct = append(direct, b.directJob(t, fmt.Sprintf("direct-%d", i)))
-		freshLists = append(freshLists, b.freshList(t))
 		viaIntent = append(viaIntent, b.intent(t, fmt.Sprintf("lat-%d", i%10), true))
+	}
+	// (1b) on its own: a consistent LIST just before an intent would make the
+	// intent's own decision wait for the next progress notification.
+	for i := range *latencyRuns {
+		b.directJob(t, fmt.Sprintf("direct-list-%d", i))
+		freshLists = append(freshLists, b.freshList(t))
 	}
 
 	// (4): the writes before an allowed intent's Job exists, one intent at a time on

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
@@ -49,7 +50,7 @@ func (r *listReader) apply(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.policies = append(r.policies, v1.ToolPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: "uid-" + "name", Generation: 1},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name), Generation: 1},
 		Spec:       v1.ToolPolicySpec{},
 	})
 }

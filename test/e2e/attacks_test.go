@@ -790,29 +790,35 @@ exit 5
 		Expect(workspaceFiles(ctx, ns, claim, "slow.txt")).To(HaveKeyWithValue("slow.txt", "started\n"), "the cancelled call finished")
 	})
 
-	It("8: runs nothing behind a NetworkPolicy, and reads no Job, that a namespace editor planted under the name of the task's or the Execution's", func(ctx SpecContext) {
+	It("8: runs nothing behind a NetworkPolicy, and reads no Job, that a namespace editor planted under the name of the call's fence or Job", func(ctx SpecContext) {
 		newTask(ctx, "innocent")
-		// The task's NetworkPolicy for calls without network, which its calls run behind.
+		// The namespace's NetworkPolicy for calls without network, which the call runs behind.
 		name := executor.NetworkPolicyName(&toolgatev1alpha1.Execution{Spec: toolgatev1alpha1.ExecutionSpec{
 			TaskRef: toolgatev1alpha1.LocalObjectReference{Name: "innocent"},
 			Sandbox: toolgatev1alpha1.SandboxProfile{Network: toolgatev1alpha1.NetworkSpec{Mode: toolgatev1alpha1.NetworkNone}},
 		}})
-		By("eddie, with the built-in edit role, plants a NetworkPolicy that selects nothing, named as the task's will be")
-		decoy := &networkingv1.NetworkPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: networkingv1.NetworkPolicySpec{
-				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"selects": "nothing"}},
-				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
-			},
+		By("eddie, with the built-in edit role, makes the call's fence select nothing: he plants it, or changes the one earlier calls made")
+		decoy := &networkingv1.NetworkPolicy{}
+		selectsNothing := networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"selects": "nothing"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 		}
-		Expect(as(eddie).Create(ctx, decoy)).To(Succeed())
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, decoy)
+		if apierrors.IsNotFound(err) {
+			decoy = &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: selectsNothing}
+			Expect(as(eddie).Create(ctx, decoy)).To(Succeed())
+		} else {
+			Expect(err).To(Succeed())
+			decoy.Spec = selectsNothing
+			Expect(as(eddie).Update(ctx, decoy)).To(Succeed())
+		}
 
 		intent := observedIntent(ctx, propose(ctx, rita, "innocent", 0, "sh mark.sh fenced.txt", ""))
 		Expect(intent.Status.Decision.Action).To(Equal(toolgatev1alpha1.DecisionAllow))
 		exec := executionOf(ctx, intent)
 		Expect(exec.Status.Phase).To(Equal(toolgatev1alpha1.ExecutionFailed))
 		Expect(exec.Status.ErrorKind).To(Equal(toolgatev1alpha1.ErrorException))
-		Expect(exec.Status.Message).To(ContainSubstring("NetworkPolicy " + name + " in namespace " + ns + " already exists and is not AgentTask innocent's"))
+		Expect(exec.Status.Message).To(ContainSubstring("NetworkPolicy " + name + " in namespace " + ns + " is not the one toolgate makes for these network walls"))
 		Expect(exec.Status.JobName).To(BeEmpty())
 		Expect(warningNotes(ctx, ns, "Execution", exec.Name, controller.EventObjectInTheWay)).To(ContainElement(ContainSubstring("NetworkPolicy " + name)))
 		Expect(intent.Status.Observation.Outcome).NotTo(Equal(toolgatev1alpha1.OutcomeSucceeded))
