@@ -122,31 +122,24 @@ const (
 // and after taskSummaryDelay for a change or a deletion.
 var enqueueTaskOfIntent = handler.TypedFuncs[client.Object, reconcile.Request]{
 	CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		if req, ok := taskOfIntent(e.Object); ok {
-			q.AddAfter(req, taskCountDelay)
-		}
+		addTaskOf(q, e.Object, taskCountDelay)
 	},
 	UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		if req, ok := taskOfIntent(e.ObjectNew); ok {
-			q.AddAfter(req, taskSummaryDelay)
-		}
+		addTaskOf(q, e.ObjectNew, taskSummaryDelay)
 	},
 	DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		if req, ok := taskOfIntent(e.Object); ok {
-			q.AddAfter(req, taskSummaryDelay)
-		}
+		addTaskOf(q, e.Object, taskSummaryDelay)
 	},
 	GenericFunc: func(_ context.Context, e event.TypedGenericEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		if req, ok := taskOfIntent(e.Object); ok {
-			q.AddAfter(req, taskSummaryDelay)
-		}
+		addTaskOf(q, e.Object, taskSummaryDelay)
 	},
 }
 
-func taskOfIntent(o client.Object) (reconcile.Request, bool) {
+// addTaskOf queues the task of intent o after delay.
+func addTaskOf(q workqueue.TypedRateLimitingInterface[reconcile.Request], o client.Object, delay time.Duration) {
 	in, ok := o.(*v1.ToolIntent)
 	if !ok {
-		return reconcile.Request{}, false
+		return
 	}
-	return reconcile.Request{NamespacedName: client.ObjectKey{Namespace: in.Namespace, Name: in.Spec.TaskRef.Name}}, true
+	q.AddAfter(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: in.Namespace, Name: in.Spec.TaskRef.Name}}, delay)
 }
