@@ -188,6 +188,9 @@ type intentRun struct {
 	// written is the status as this reconcile last wrote it (nil: not yet), so the
 	// status write that ends the reconcile is made only when something changed since.
 	written *v1.ToolIntentStatus
+	// recorded and observed count the steps and metric observations that written
+	// recorded.
+	recorded, observed int
 }
 
 func (s *intentRun) record(reason string, warning bool, related runtime.Object, format string, args ...any) {
@@ -214,23 +217,31 @@ func (r *ToolIntentReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 
 	run := &intentRun{intent: intent.DeepCopy(), read: intent, now: r.Now(), began: began}
 	result, err := r.reconcile(ctx, run)
-	if err != nil {
+	// failed: the last status this reconcile meant to write is not recorded (the
+	// reconcile or the write failed, or the write conflicted).
+	failed := err != nil
+	if !failed {
+		last := &intent.Status
 		if run.written != nil {
-			// What the write recorded (a decision) is audited, whatever failed after.
-			r.emit(log, run)
+			last = run.written
 		}
-		return ctrl.Result{}, err
-	}
-	last := &intent.Status
-	if run.written != nil {
-		last = run.written
-	}
-	if !equality.Semantic.DeepEqual(*last, run.intent.Status) {
-		if conflict, err := r.writeStatus(ctx, run); err != nil || conflict {
-			return ctrl.Result{RequeueAfter: time.Second}, err
+		if !equality.Semantic.DeepEqual(*last, run.intent.Status) {
+			var conflict bool
+			conflict, err = r.writeStatus(ctx, run)
+			if failed = err != nil || conflict; conflict {
+				result = ctrl.Result{RequeueAfter: time.Second}
+			}
 		}
+	}
+	if failed {
+		// Only what a write recorded is audited: a decision written with the
+		// Execution's name stays audited whatever failed after it.
+		run.steps, run.observe = run.steps[:run.recorded], run.observe[:run.observed]
 	}
 	r.emit(log, run)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	return result, nil
 }
 
@@ -251,6 +262,7 @@ func (r *ToolIntentReconciler) writeStatus(ctx context.Context, run *intentRun) 
 	}
 	reachedRecorded(before, run.intent)
 	run.written = run.intent.Status.DeepCopy()
+	run.recorded, run.observed = len(run.steps), len(run.observe)
 	return false, nil
 }
 
