@@ -390,3 +390,49 @@ func TestExecutionForeignJobIsNotItsResult(t *testing.T) {
 		t.Errorf("Jobs = %d, want only the foreign one", len(jobs))
 	}
 }
+
+// TestExecutionJobFromBeforeTheNetworkLabel: a call whose Job an earlier toolgate made,
+// before pods were fenced by toolgate.dev/network (its pod runs behind the
+// NetworkPolicy made for it then), is observed to its end: it is neither refused for
+// the label its Job lacks nor given the shared fence, which would not select its pod.
+func TestExecutionJobFromBeforeTheNetworkLabel(t *testing.T) {
+	ns := env.Namespace(t)
+	startChainExecutionManager(t, time.Minute)
+	exec := newExecution(ns, "legacy")
+	// The intent has not named the Execution yet: it waits while its Job is put in
+	// place as the earlier version left it.
+	intent := createIntentFor(t, exec)
+	ownBy(t, exec, intent)
+	createBareExecution(t, exec)
+	job, err := executor.BuildJob(exec, testRunnerImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(job.Labels, executor.LabelNetwork)
+	delete(job.Spec.Template.Labels, executor.LabelNetwork)
+	ownBy(t, job, exec)
+	if err := env.Client.Create(t.Context(), job); err != nil {
+		t.Fatal(err)
+	}
+	exec.Status = v1.ExecutionStatus{Phase: v1.ExecutionPending, JobName: job.Name}
+	if err := env.Client.Status().Update(t.Context(), exec); err != nil {
+		t.Fatal(err)
+	}
+	intent.Status.ExecutionRef = exec.Name
+	if err := env.Client.Status().Update(t.Context(), intent); err != nil {
+		t.Fatal(err)
+	}
+
+	pod := createJobPod(t, job)
+	result := runner.EncodeResult(runner.Result{ExitCode: 0, DurationMs: 5, UID: 65532, ReadOnlyRoot: true})
+	setPodStatus(t, pod, corev1.PodSucceeded, terminated(0, string(result)))
+	done := waitForPhase(t, ns, "legacy", v1.ExecutionSucceeded)
+	if done.Status.JobName != job.Name {
+		t.Errorf("status = %+v, want the earlier Job's result", done.Status)
+	}
+	fence := &networkingv1.NetworkPolicy{}
+	err = env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: executor.NetworkPolicyName(exec)}, fence)
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("the shared fence was made for a pod it does not select (%v)", err)
+	}
+}

@@ -24,7 +24,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -37,11 +36,9 @@ const maxAgents = 100
 // directory and returns the binary's path.
 func buildManager(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "manager")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/manager")
-	cmd.Dir = testenv.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/manager: %v\n%s", err, out)
+	bin, err := testenv.BuildManager(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
@@ -92,16 +89,8 @@ func (b *bench) scale(t *testing.T, env *testenv.Env, bin string, tasks, perTask
 	b.clearNamespace(t, b.ns)
 
 	dir := t.TempDir()
-	admin, err := env.AddUser(envtest.User{Name: "pipelinebench-admin", Groups: []string{"system:masters"}}, env.Config)
+	kubeconfig, err := env.AdminKubeconfig("pipelinebench-admin", dir)
 	if err != nil {
-		t.Fatalf("adding the admin user: %v", err)
-	}
-	kc, err := admin.KubeConfig()
-	if err != nil {
-		t.Fatalf("the admin's kubeconfig: %v", err)
-	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	metricsAddr, pprofAddr := freeAddr(t), freeAddr(t)

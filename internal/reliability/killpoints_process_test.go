@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/failpoint"
@@ -44,22 +42,12 @@ func failpointManager(t *testing.T, dir string) managerBinary {
 			return built
 		}
 	}
-	bin := filepath.Join(dir, "manager")
-	cmd := exec.Command("go", "build", "-tags", "failpoints", "-o", bin, "./cmd/manager")
-	cmd.Dir = testenv.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags failpoints ./cmd/manager: %v\n%s", err, out)
-	}
-	admin, err := env.AddUser(envtest.User{Name: "reliability-admin", Groups: []string{"system:masters"}}, env.Config)
+	bin, err := testenv.BuildManager(dir, "failpoints")
 	if err != nil {
-		t.Fatalf("adding the admin user: %v", err)
+		t.Fatal(err)
 	}
-	kc, err := admin.KubeConfig()
+	path, err := env.AdminKubeconfig("reliability-admin", dir)
 	if err != nil {
-		t.Fatalf("the admin's kubeconfig: %v", err)
-	}
-	path := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(path, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	built = managerBinary{path: bin, kubeconfig: path}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -230,4 +231,35 @@ func RunManager(t *testing.T, mgr manager.Manager) {
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		t.Fatal("manager cache did not sync")
 	}
+}
+
+// BuildManager builds cmd/manager with the given build tags into dir and returns the
+// binary's path, for tests that run the controller as its own process.
+func BuildManager(dir string, tags ...string) (string, error) {
+	bin := filepath.Join(dir, "manager")
+	args := []string{"build"}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.Command("go", append(args, "-o", bin, "./cmd/manager")...)
+	cmd.Dir = RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(cmd.Args[1:], " "), err, out)
+	}
+	return bin, nil
+}
+
+// AdminKubeconfig adds a user of system:masters named name to the control plane and
+// writes its kubeconfig into dir, for a controller run as its own process.
+func (e *Env) AdminKubeconfig(name, dir string) (string, error) {
+	admin, err := e.AddUser(envtest.User{Name: name, Groups: []string{"system:masters"}}, e.Config)
+	if err != nil {
+		return "", fmt.Errorf("adding the admin user %s: %w", name, err)
+	}
+	kc, err := admin.KubeConfig()
+	if err != nil {
+		return "", fmt.Errorf("the kubeconfig of %s: %w", name, err)
+	}
+	path := filepath.Join(dir, "kubeconfig")
+	return path, os.WriteFile(path, kc, 0o600)
 }
