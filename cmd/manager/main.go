@@ -4,6 +4,7 @@ package main
 import (
 	"crypto/tls"
 	"flag"
+	"fmt"
 	"os"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,6 +42,7 @@ func main() {
 	flag.IntVar(&opts.Workers.Execution, "execution-workers", controller.DefaultWorkers.Execution, "Executions reconciled at once (the chain check, the Job, the result).")
 	flag.IntVar(&opts.Workers.Approval, "approval-workers", controller.DefaultWorkers.Approval, "Approvals reconciled at once.")
 	flag.IntVar(&opts.Workers.Task, "task-workers", controller.DefaultWorkers.Task, "AgentTasks reconciled at once (their status and agent loop; a model turn waits for its endpoint).")
+	flag.DurationVar(&opts.SpentJobTTL, "spent-job-ttl", controller.DefaultSpentJobTTL, "How long a call's Job and pod are kept once its Execution holds the whole result (the exit code and all the output); the Job of a call whose output was truncated, or that ended without a result, is kept a day (its full log, or why it failed, is only there). Must be positive.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -57,6 +59,10 @@ func main() {
 		os.Exit(1)
 	}
 	opts.ModelEndpoints = endpoints
+	if opts.SpentJobTTL <= 0 {
+		setupLog.Error(fmt.Errorf("got %s", opts.SpentJobTTL), "--spent-job-ttl must be positive, for example 1m")
+		os.Exit(1)
+	}
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme: scheme,

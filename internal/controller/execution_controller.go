@@ -55,6 +55,10 @@ const (
 // it before it is refused (see authorize).
 const defaultChainGrace = time.Minute
 
+// errStaleExecution: the cached Execution is behind the API server's; the reconcile
+// is retried once the cache caught up.
+var errStaleExecution = errors.New("stale Execution")
+
 // chainRecheck is how often a waiting Execution looks at its intent again; the
 // ToolIntent watch usually wakes it sooner.
 const chainRecheck = 2 * time.Second
@@ -98,7 +102,7 @@ func refuse(reason, format string, args ...any) *refusal {
 // +kubebuilder:rbac:groups=toolgate.dev,resources=executions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=executions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=toolintents;approvals,verbs=get;list;watch
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
@@ -179,10 +183,13 @@ func (r *ExecutionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.Get(ctx, req.NamespacedName, exec); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	// A finished Execution is final: its Job is deleted later by its TTL, and that
-	// is not an abort.
-	if !exec.DeletionTimestamp.IsZero() || executor.IsFinished(&exec.Status) {
+	if !exec.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
+	}
+	// A finished Execution is final: its Job is deleted once spent (reapSpentJob)
+	// or by its TTL, and that is not an abort.
+	if executor.IsFinished(&exec.Status) {
+		return r.reapSpentJob(ctx, exec)
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues(
 		"execution", klog.KObj(exec),
@@ -214,7 +221,10 @@ func (r *ExecutionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	if obs.BuildError == nil {
 		var err error
-		if obs, createdJob, err = r.observe(ctx, exec); err != nil {
+		if obs, createdJob, err = r.observe(ctx, exec); errors.Is(err, errStaleExecution) {
+			log.V(1).Info("not making the Job yet", "why", err.Error())
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		} else if err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -466,6 +476,41 @@ func jobInTheWay(exec *toolgatev1alpha1.Execution, job *batchv1.Job) *refusal {
 	return nil
 }
 
+// reapSpentJob deletes the Job (and, through the garbage collector, the pod) of a
+// finished Execution that holds the whole result, Options.SpentJobTTL after it
+// finished: every call would otherwise leave a pod on its node and in etcd, and a Job
+// and a pod in this controller's cache, for the Job's day-long TTL. The Job is this
+// Execution's only if the Execution controls it, and is deleted only with its UID.
+//
+// A deleted Job's name is free again, and the name is what keeps a controller that
+// lags from creating a Job twice; ensureJob therefore reads an Execution older than
+// the TTL from the API server before it makes its Job.
+func (r *ExecutionReconciler) reapSpentJob(ctx context.Context, exec *toolgatev1alpha1.Execution) (ctrl.Result, error) {
+	if !executor.HoldsWholeResult(&exec.Status) {
+		return ctrl.Result{}, nil
+	}
+	if wait := executor.FinishedAt(&exec.Status).Add(r.Options.spentJobTTL()).Sub(r.Now()); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	job := &batchv1.Job{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Status.JobName}, job); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(job, exec) || !job.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &job.UID})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Gone already, or a new object of that name that is not this Job.
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("deleting the spent Job %s: %w", job.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("deleted the spent Job: the Execution holds its whole result", "execution", klog.KObj(exec), "job", job.Name)
+	return ctrl.Result{}, nil
+}
+
 // ensureJob returns the Execution's Job, creating it unless one was created before
 // (then a missing Job was deleted, and is not created again). The Job's name is
 // deterministic, so a controller that restarted between creating the Job and
@@ -489,6 +534,19 @@ func (r *ExecutionReconciler) ensureJob(ctx context.Context, exec *toolgatev1alp
 			return nil, false, err
 		}
 		return nil, false, nil
+	}
+	if time.Since(exec.CreationTimestamp.Time) >= r.Options.spentJobTTL() {
+		// An Execution this old may have had its Job made, recorded, finished and
+		// reaped while this cache lagged (another replica's, or this one's before a
+		// restart), and the free name would not stop a second run: only the API
+		// server's copy says that it never had a Job.
+		current := &toolgatev1alpha1.Execution{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(exec), current); err != nil {
+			return nil, false, err
+		}
+		if current.UID != exec.UID || current.Status.JobName != "" || executor.IsFinished(&current.Status) {
+			return nil, false, fmt.Errorf("%w: Execution %s/%s has moved on in the API server; waiting for the cache", errStaleExecution, exec.Namespace, exec.Name)
+		}
 	}
 	if err := controllerutil.SetControllerReference(exec, job, r.Scheme); err != nil {
 		return nil, false, err

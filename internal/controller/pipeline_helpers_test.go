@@ -77,11 +77,19 @@ type pipelineEnv struct {
 	clock *testClock
 }
 
-func startPipeline(t *testing.T) *pipelineEnv {
+// startPipeline starts every reconciler with testOptions, changed by tune.
+func startPipeline(t *testing.T, tune ...func(*Options)) *pipelineEnv {
 	t.Helper()
 	p := &pipelineEnv{t: t, ns: env.Namespace(t), logs: &podLogs{}, clock: &testClock{}}
+	tuned := func(opts Options) Options {
+		for _, f := range tune {
+			f(&opts)
+		}
+		return opts
+	}
 	withClock := func(setup func(ctrl.Manager, Options) error) func(ctrl.Manager, Options) error {
 		return func(mgr ctrl.Manager, opts Options) error {
+			opts = tuned(opts)
 			opts.Now = p.clock.Now
 			return setup(mgr, opts)
 		}
@@ -93,7 +101,7 @@ func startPipeline(t *testing.T) *pipelineEnv {
 		withClock(setupApproval),
 		setupPolicies,
 		func(mgr ctrl.Manager, opts Options) error {
-			r, err := newExecutionReconciler(mgr, opts)
+			r, err := newExecutionReconciler(mgr, tuned(opts))
 			if err != nil {
 				return err
 			}

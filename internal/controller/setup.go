@@ -42,6 +42,21 @@ type Options struct {
 	Now func() time.Time
 	// Workers is how many objects of each kind reconcile at once.
 	Workers Workers
+	// SpentJobTTL is how long a call's Job and pod are kept once its Execution holds
+	// the whole result (executor.HoldsWholeResult); zero means DefaultSpentJobTTL.
+	SpentJobTTL time.Duration
+}
+
+// DefaultSpentJobTTL keeps a spent Job a minute: long enough to look at its pod
+// after a call, short enough that neither the cluster nor the controller's cache
+// keeps a pod per call (a day of calls would be a day of pods).
+const DefaultSpentJobTTL = time.Minute
+
+func (o Options) spentJobTTL() time.Duration {
+	if o.SpentJobTTL > 0 {
+		return o.SpentJobTTL
+	}
+	return DefaultSpentJobTTL
 }
 
 // Workers is how many objects of each kind reconcile at once; zero means the

@@ -67,7 +67,9 @@ const (
 	// covers pod start-up (the deadline counts from the Job's start) and the result.
 	DeadlineGraceSeconds = 60
 	// JobTTLSeconds is how long a finished Job (and its pod, with the full log) is
-	// kept before Kubernetes deletes it. The Execution's status keeps the result.
+	// kept before Kubernetes deletes it, when its Execution does not hold the whole
+	// result (HoldsWholeResult); a spent Job goes much sooner (the controller's
+	// --spent-job-ttl). The Execution's status keeps the result.
 	JobTTLSeconds = 24 * 60 * 60
 )
 

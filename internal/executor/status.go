@@ -78,6 +78,26 @@ func IsFinished(status *toolgatev1alpha1.ExecutionStatus) bool {
 	return meta.IsStatusConditionTrue(status.Conditions, toolgatev1alpha1.ConditionComplete)
 }
 
+// HoldsWholeResult reports whether a finished Execution's status holds everything its
+// Job's pod has to tell: the Job ran, the runner reported the tool's exit code, and
+// the whole output was captured. The pod's log is then a copy of the status, and the
+// Job and its pod are spent (ExecutionReconciler reaps them). A call whose output was
+// truncated keeps its Job for JobTTLSeconds, since the full output is only in the
+// pod's log, and so does one that ended without a result: its pod says why.
+func HoldsWholeResult(status *toolgatev1alpha1.ExecutionStatus) bool {
+	return IsFinished(status) && status.JobName != "" && status.ExitCode != nil && !status.Truncated
+}
+
+// FinishedAt is when status became final (its Complete condition turned True), or
+// the zero time when it is not final.
+func FinishedAt(status *toolgatev1alpha1.ExecutionStatus) time.Time {
+	c := meta.FindStatusCondition(status.Conditions, toolgatev1alpha1.ConditionComplete)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return time.Time{}
+	}
+	return c.LastTransitionTime.Time
+}
+
 // Project computes the Execution's status from what was observed. It is rebuilt from
 // the world every time; only the conditions of the current status are carried over,
 // so that LastTransitionTime moves only on a real change. now stamps a condition that

@@ -370,3 +370,35 @@ func TestTruncateMessage(t *testing.T) {
 		t.Error("truncateMessage cut inside a rune")
 	}
 }
+
+func TestHoldsWholeResult(t *testing.T) {
+	finished := func(mutate func(*toolgatev1alpha1.ExecutionStatus)) *toolgatev1alpha1.ExecutionStatus {
+		st := &toolgatev1alpha1.ExecutionStatus{
+			JobName: "j", ExitCode: ptr.To[int32](3),
+			Conditions: []metav1.Condition{{Type: toolgatev1alpha1.ConditionComplete, Status: metav1.ConditionTrue, LastTransitionTime: metav1.Now()}},
+		}
+		if mutate != nil {
+			mutate(st)
+		}
+		return st
+	}
+	for name, tc := range map[string]struct {
+		status *toolgatev1alpha1.ExecutionStatus
+		want   bool
+	}{
+		"an exit code and all the output": {finished(nil), true},
+		"output truncated":                {finished(func(st *toolgatev1alpha1.ExecutionStatus) { st.Truncated = true }), false},
+		"no result from the runner":       {finished(func(st *toolgatev1alpha1.ExecutionStatus) { st.ExitCode = nil }), false},
+		"never got a Job":                 {finished(func(st *toolgatev1alpha1.ExecutionStatus) { st.JobName = "" }), false},
+		"not finished": {finished(func(st *toolgatev1alpha1.ExecutionStatus) {
+			st.Conditions[0].Status = metav1.ConditionFalse
+		}), false},
+	} {
+		if got := HoldsWholeResult(tc.status); got != tc.want {
+			t.Errorf("%s: HoldsWholeResult = %v, want %v", name, got, tc.want)
+		}
+		if FinishedAt(tc.status).IsZero() == IsFinished(tc.status) {
+			t.Errorf("%s: FinishedAt disagrees with IsFinished", name)
+		}
+	}
+}

@@ -249,6 +249,14 @@ func newBench(t *testing.T, env *testenv.Env) *bench {
 			return
 		}
 		b.jobs.mark(job.Name, now)
+	}, DeleteFunc: func(obj any) {
+		// The garbage collector (envtest runs none): the controller deletes a spent
+		// Job with background propagation, which leaves its pod to the collector.
+		if job, ok := obj.(*batchv1.Job); ok && job.Labels[executor.LabelExecution] != "" {
+			go func() {
+				_ = b.c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(job.Namespace), client.MatchingLabels{executor.LabelExecution: job.Labels[executor.LabelExecution]})
+			}()
+		}
 	}}); err != nil {
 		t.Fatal(err)
 	}
