@@ -224,16 +224,19 @@ func trimCachedIntent(obj any) (any, error) {
 	return trimCached(obj)
 }
 
-// trimCachedExecution keeps of a finished Execution what its intent reads to write
-// the observation (pipeline.FromExecution): the status, its references, tool and
-// limits. A finished Execution is final (its reconcile returns at once), so the
-// sandbox, walls and input it ran with are never read from the cache again.
+// trimCachedExecution keeps of a finished Execution its references, tool, limits
+// and status without the output. A finished Execution is final (its reconcile only
+// reaps its spent Job), so the sandbox, walls and input it ran with are never read
+// from the cache again, and its output is read once, by its intent, from the API
+// server (ToolIntentReconciler.observe): kept here, every call's output would be
+// held twice, in its Execution and in its intent's observation.
 func trimCachedExecution(obj any) (any, error) {
 	if exec, ok := obj.(*v1.Execution); ok && executor.IsFinished(&exec.Status) {
 		exec.Spec = v1.ExecutionSpec{
 			IntentRef: exec.Spec.IntentRef, TaskRef: exec.Spec.TaskRef, Tool: exec.Spec.Tool,
 			TimeoutSeconds: exec.Spec.TimeoutSeconds, MaxOutputBytes: exec.Spec.MaxOutputBytes,
 		}
+		exec.Status.Output = ""
 	}
 	return trimCached(obj)
 }

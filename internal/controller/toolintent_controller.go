@@ -880,6 +880,12 @@ func (r *ToolIntentReconciler) observe(ctx context.Context, run *intentRun) erro
 		}
 		return nil
 	}
+	// The cache keeps no finished Execution's output (trimCachedExecution).
+	if r.APIReader != nil {
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(exec), exec); err != nil {
+			return err
+		}
+	}
 	obs := pipeline.FromExecution(exec, run.now)
 	setCondition(intent, v1.ConditionExecuted, true, v1.ReasonExecutionFinished, fmt.Sprintf("Execution %s finished: %s", exec.Name, obs.Outcome))
 	duration := float64(exec.Status.DurationMillis) / 1000

@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -277,6 +278,21 @@ var _ = Describe("Executions on a real cluster", func() {
 
 		cat := run(ctx, ns, claim, bash("cat", "cat notes/hello.txt"))
 		Expect(cat.Status.Output).To(ContainSubstring("hello\ncluster\n"))
+	})
+
+	It("deletes a spent Job and its pod, and keeps the record", func(ctx SpecContext) {
+		e := run(ctx, ns, claim, bash("spent", "echo spent"))
+		Expect(e.Status.JobName).NotTo(BeEmpty())
+		Expect(e.Status.PodName).NotTo(BeEmpty())
+		// The Execution holds the whole result, so the Job goes --spent-job-ttl (a
+		// minute) after it finished, and the garbage collector takes its pod.
+		Eventually(func(g Gomega) {
+			g.Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: e.Status.JobName}, &batchv1.Job{}))).To(BeTrue(), "Job %s still exists", e.Status.JobName)
+			g.Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: e.Status.PodName}, &corev1.Pod{}))).To(BeTrue(), "pod %s still exists", e.Status.PodName)
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(e), e)).To(Succeed())
+		Expect(e.Status.Output).To(Equal("spent\n"))
+		Expect(exitCode(e)).To(Equal(int32(0)))
 	})
 
 	It("deletes the Job with the Execution", func(ctx SpecContext) {

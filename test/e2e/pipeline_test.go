@@ -146,9 +146,21 @@ var _ = Describe("The pipeline on a real cluster", func() {
 		Expect(rm.Status.ExecutionRef).To(BeEmpty())
 		Expect(jobsOf(ctx, ns, rm.Name)).To(BeEmpty())
 
+		// One Job per executed intent (run, read, edit, run), each recorded by its
+		// Execution; a spent one may be deleted already (--spent-job-ttl).
+		var execs toolgatev1alpha1.ExecutionList
+		Expect(k8s.List(ctx, &execs, client.InNamespace(ns))).To(Succeed())
+		recorded := map[string]bool{}
+		for _, e := range execs.Items {
+			Expect(e.Status.JobName).NotTo(BeEmpty(), "Execution %s recorded no Job", e.Name)
+			recorded[e.Status.JobName] = true
+		}
+		Expect(recorded).To(HaveLen(4), "one Job per executed intent: run, read, edit, run")
 		var jobs batchv1.JobList
 		Expect(k8s.List(ctx, &jobs, client.InNamespace(ns))).To(Succeed())
-		Expect(jobs.Items).To(HaveLen(4), "one Job per executed intent: run, read, edit, run")
+		for _, j := range jobs.Items {
+			Expect(recorded).To(HaveKey(j.Name), "Job %s is no executed intent's", j.Name)
+		}
 	})
 })
 
