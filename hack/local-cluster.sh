@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A single-node Kubernetes cluster on this machine, built from source: kube-apiserver,
 # kube-controller-manager, kube-scheduler, kube-proxy, kubelet and kubectl from
-# k8s.io/kubernetes, etcd from go.etcd.io/etcd, containerd and runc from the
-# distribution's packages. Nothing prebuilt is downloaded and no image is pulled:
+# k8s.io/kubernetes, etcd from go.etcd.io/etcd, kube-router's firewall (which enforces
+# NetworkPolicy) from github.com/cloudnativelabs/kube-router, containerd, runc,
+# iptables and ipset from the distribution's packages. Nothing prebuilt is downloaded and no image is pulled:
 # images are built locally (hack/ocibuild) and imported into containerd.
 #
 # Usage:
@@ -25,10 +26,12 @@
 #   ETCD_VERSION         etcd version (default 3.7.3)
 #   POD_CIDR             pod addresses (default 10.244.0.0/24)
 #   SERVICE_CIDR         service addresses (default 10.96.0.0/24)
+#   KUBE_ROUTER_VERSION  kube-router version (default v2.1.0)
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-3.7.3}"
+KUBE_ROUTER_VERSION="${KUBE_ROUTER_VERSION:-v2.1.0}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 STATE="${LOCAL_CLUSTER_STATE:-/var/lib/toolgate-local-cluster}"
 POD_CIDR="${POD_CIDR:-10.244.0.0/24}"
@@ -131,6 +134,24 @@ cmd_build() {
   build_kubernetes
   build_pause
   build_localpv
+  build_kube_router
+}
+
+kube_router_bin() { echo "${ROOT}/bin/kube-router-${KUBE_ROUTER_VERSION}"; }
+
+# build_kube_router builds kube-router from its module. Only its firewall runs here
+# (its router and service proxy are off): it turns NetworkPolicies into iptables rules
+# and ipsets, and rejects what no policy allows.
+build_kube_router() {
+  local out tmp
+  out="$(kube_router_bin)"
+  [ -x "${out}" ] && return
+  log "building kube-router ${KUBE_ROUTER_VERSION} from source (a few minutes cold)"
+  tmp="$(mktemp -d)"
+  (cd "${tmp}" && GOBIN="${tmp}" CGO_ENABLED=0 GOFLAGS= nice -n 10 \
+    go install "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@${KUBE_ROUTER_VERSION}")
+  mv "${tmp}/kube-router" "${out}"
+  rm -rf "${tmp}"
 }
 
 # build_pause compiles the pod sandbox's pause process from the kubernetes module's
@@ -166,6 +187,8 @@ install_packages() {
   command -v jq >/dev/null || want+=(jq)
   command -v openssl >/dev/null || want+=(openssl)
   command -v nft >/dev/null || want+=(nftables)
+  command -v iptables >/dev/null || want+=(iptables)
+  command -v ipset >/dev/null || want+=(ipset)
   command -v gcc >/dev/null || want+=(gcc libc6-dev)
   [ "${#want[@]}" -eq 0 ] && return
   log "installing ${want[*]} from the distribution's packages"
@@ -441,6 +464,18 @@ cmd_up() {
   start localpv "${ROOT}/bin/localpv" --kubeconfig "${STATE}/localpv.kubeconfig" \
     --root "${STATE}/volumes" --node "${NODE_NAME}"
   wait_for "node ${NODE_NAME}" 120 kc wait --for=condition=Ready "node/${NODE_NAME}" --timeout=1s
+  # NetworkPolicy is enforced by kube-router's firewall: the CNI bridge enforces none.
+  # Pods on the bridge talk to each other through it, so their packets pass iptables
+  # only with bridge-nf-call-iptables on. It runs with the admin's credentials: this is
+  # a test cluster (a real deployment gives it a ClusterRole to read pods, namespaces,
+  # nodes and NetworkPolicies).
+  sysctl -qw net.bridge.bridge-nf-call-iptables=1
+  start kube-router "$(kube_router_bin)" \
+    --kubeconfig "${STATE}/admin.kubeconfig" --hostname-override "${NODE_NAME}" \
+    --run-firewall=true --run-router=false --run-service-proxy=false --enable-cni=false \
+    --enable-ibgp=false --enable-pod-egress=false --service-cluster-ip-range "${SERVICE_CIDR}" \
+    --health-port 0 --metrics-port 0
+  wait_for "kube-router's firewall" 60 iptables -S KUBE-ROUTER-FORWARD
   print_usage
 }
 
@@ -468,7 +503,7 @@ cmd_load() {
 
 cmd_status() {
   local name
-  for name in containerd etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy localpv; do
+  for name in containerd etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kube-router localpv; do
     if running "${name}"; then
       printf '%-24s running (pid %s)\n' "${name}" "$(cat "${STATE}/pids/${name}")"
     else
@@ -488,6 +523,20 @@ cmd_logs() {
   if running kube-apiserver; then
     kc get nodes,pods,jobs,pvc,pv,events -A -o wide >"${dest}/cluster-objects.txt" 2>&1 || true
   fi
+}
+
+# clean_kube_router removes what kube-router's firewall made: the jumps to its chains,
+# its chains and its ipsets; nothing else of the host's iptables is touched. (Its own
+# --cleanup-config also tears down IPVS, which this kernel lacks, and crashes.)
+clean_kube_router() {
+  command -v iptables-save >/dev/null || return 0
+  local ours='KUBE-ROUTER-|KUBE-POD-FW-|KUBE-NWPLCY-' set
+  if iptables-save | grep -qE "${ours}"; then
+    iptables-save | grep -vE "${ours}" | iptables-restore
+  fi
+  for set in $(ipset list -n 2>/dev/null | grep -E '^KUBE-(SRC|DST)-'); do
+    ipset destroy "${set}" 2>/dev/null || true
+  done
 }
 
 cmd_down() {
@@ -510,6 +559,8 @@ cmd_down() {
   fi
   stop kubelet
   stop kube-proxy
+  stop kube-router
+  clean_kube_router
   if [ -x "$(assets_dir)/kube-proxy" ]; then
     "$(assets_dir)/kube-proxy" --cleanup --proxy-mode nftables >/dev/null 2>&1 || true
   fi

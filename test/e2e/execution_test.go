@@ -34,6 +34,7 @@ type execution struct {
 	timeoutSeconds int32
 	maxOutputBytes int32
 	baseline       string
+	network        toolgatev1alpha1.NetworkSpec // the sandbox's; the zero value is None
 }
 
 // run creates the Execution and waits until it is Complete.
@@ -60,6 +61,7 @@ func run(ctx context.Context, ns, claim string, e execution) *toolgatev1alpha1.E
 			Sandbox: toolgatev1alpha1.SandboxProfile{
 				Image:              workspaceImage,
 				WorkspaceClaimName: claim,
+				Network:            e.network,
 			},
 		},
 	}
