@@ -454,8 +454,8 @@ cmd_up() {
     --config "${STATE}/kubelet/config.yaml" --kubeconfig "${STATE}/kubelet.kubeconfig" \
     --root-dir "${STATE}/kubelet" --cert-dir "${STATE}/kubelet/pki" \
     --hostname-override "${NODE_NAME}" --node-ip "${ip}"
-  # nftables mode: this machine has no iptables. A conntrack setting of 0 leaves that
-  # sysctl as it is.
+  # nftables mode: kube-proxy keeps its rules in its own nftables table, apart from
+  # kube-router's iptables chains. A conntrack setting of 0 leaves that sysctl as it is.
   start kube-proxy "${assets}/kube-proxy" \
     --kubeconfig "${STATE}/kube-proxy.kubeconfig" --proxy-mode nftables \
     --hostname-override "${NODE_NAME}" --cluster-cidr "${POD_CIDR}" \
@@ -469,6 +469,9 @@ cmd_up() {
   # only with bridge-nf-call-iptables on. It runs with the admin's credentials: this is
   # a test cluster (a real deployment gives it a ClusterRole to read pods, namespaces,
   # nodes and NetworkPolicies).
+  [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ] || modprobe br_netfilter 2>/dev/null ||
+    die "no net.bridge.bridge-nf-call-iptables: this kernel needs br_netfilter (CONFIG_BRIDGE_NETFILTER) for NetworkPolicy"
+  cat /proc/sys/net/bridge/bridge-nf-call-iptables >"${STATE}/bridge-nf-call-iptables" # down restores it
   sysctl -qw net.bridge.bridge-nf-call-iptables=1
   start kube-router "$(kube_router_bin)" \
     --kubeconfig "${STATE}/admin.kubeconfig" --hostname-override "${NODE_NAME}" \
@@ -530,11 +533,13 @@ cmd_logs() {
 # --cleanup-config also tears down IPVS, which this kernel lacks, and crashes.)
 clean_kube_router() {
   command -v iptables-save >/dev/null || return 0
-  local ours='KUBE-ROUTER-|KUBE-POD-FW-|KUBE-NWPLCY-' set
-  if iptables-save | grep -qE "${ours}"; then
-    iptables-save | grep -vE "${ours}" | iptables-restore
+  local ours='KUBE-ROUTER-|KUBE-POD-FW-|KUBE-NWPLCY-' rules set
+  # One dump, filtered and restored: nothing is lost to a second read.
+  rules="$(iptables-save)"
+  if grep -qE "${ours}" <<<"${rules}"; then
+    grep -vE "${ours}" <<<"${rules}" | iptables-restore
   fi
-  for set in $(ipset list -n 2>/dev/null | grep -E '^KUBE-(SRC|DST)-'); do
+  for set in $(ipset list -n 2>/dev/null | grep -E '^KUBE-(SRC|DST)-' || true); do
     ipset destroy "${set}" 2>/dev/null || true
   done
 }
@@ -560,7 +565,10 @@ cmd_down() {
   stop kubelet
   stop kube-proxy
   stop kube-router
-  clean_kube_router
+  clean_kube_router || log "could not remove kube-router's iptables rules; see iptables-save"
+  if [ -f "${STATE}/bridge-nf-call-iptables" ]; then
+    sysctl -qw "net.bridge.bridge-nf-call-iptables=$(cat "${STATE}/bridge-nf-call-iptables")" || true
+  fi
   if [ -x "$(assets_dir)/kube-proxy" ]; then
     "$(assets_dir)/kube-proxy" --cleanup --proxy-mode nftables >/dev/null 2>&1 || true
   fi

@@ -54,6 +54,9 @@ func TestProjectFileDescribesTheCRDs(t *testing.T) {
 			t.Errorf("PROJECT resource %s: group %s.%s, version %s, crdVersion %s, controller %v, path %s",
 				r.Kind, r.Group, r.Domain, r.Version, r.API.CRDVersion, r.Controller, r.Path)
 		}
+		if described[r.Kind+scope(r.API.Namespaced)] {
+			t.Errorf("PROJECT lists %s twice", r.Kind)
+		}
 		described[r.Kind+scope(r.API.Namespaced)] = true
 	}
 

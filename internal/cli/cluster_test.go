@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -452,6 +454,20 @@ func TestOutputSaysWhereTheOutputIs(t *testing.T) {
 	code, _, errOut = kubectl(t, adminUser, ns, "", "output", "fix-tests-push")
 	if code != 1 || !strings.Contains(errOut, "ToolIntent fix-tests-push has no output: it ended Denied without executing") {
 		t.Fatalf("output of a denied intent: exit %d, %q", code, errOut)
+	}
+
+	// A spent call's pod was reaped: its Execution holds the whole output.
+	read := executions[0].DeepCopy()
+	const whole = "{\"name\": \"app\"}\n"
+	read.Status.Output = whole
+	sum := sha256.Sum256([]byte(read.Status.Output))
+	read.Status.OutputSHA256, read.Status.StdoutBytes = hex.EncodeToString(sum[:]), int64(len(read.Status.Output))
+	read.Status.Sandbox = &v1.ObservedSandbox{UID: 65532, ReadOnlyRootFilesystem: true}
+	read.Status.Conditions = []metav1.Condition{{Type: v1.ConditionComplete, Status: metav1.ConditionTrue, Reason: v1.ReasonJobSucceeded, Message: "the tool succeeded", LastTransitionTime: metav1.Now()}}
+	record(t, byName["fix-tests-read"], read)
+	code, out, errOut := kubectl(t, adminUser, ns, "", "output", "fix-tests-read")
+	if code != 0 || out != whole || !strings.Contains(errOut, "printing it from the Execution") {
+		t.Fatalf("output of a reaped call: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
 

@@ -29,9 +29,12 @@ func newOutputCommand(o *Options) *cobra.Command {
 		Use:   "output INTENT",
 		Short: "Print the full output of an intent's execution from its pod's log",
 		Long: `Print the full output of the intent's execution: the log of the tool container
-of the Job's pod, read through the pods/log API while the pod exists. When the pod
-is gone, say so and where else the output is: the workspace copy (the Execution's
-artifactPath) and the head and tail kept in the Execution's status.`,
+of the Job's pod, read through the pods/log API while the pod exists. A call whose
+Execution holds its whole output loses its Job and pod a minute after it finished
+(the controller's --spent-job-ttl); its output is then printed from the Execution's
+status, where secrets are masked. When the pod of any other call is gone, say so and
+where else the output is: the workspace copy (the Execution's artifactPath) and the
+head and tail kept in the Execution's status.`,
 		Example: `  kubectl toolgate output fix-tests-x7k2p -n team-a > test-output.txt`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -68,6 +71,12 @@ artifactPath) and the head and tail kept in the Execution's status.`,
 			}
 			stream, err := c.kube.CoreV1().Pods(c.namespace).GetLogs(pod, &corev1.PodLogOptions{Container: executor.ToolContainerName}).Stream(ctx)
 			if err != nil {
+				if apierrors.IsNotFound(err) && executor.HoldsWholeResult(&exec.Status) {
+					// A spent Job was reaped: the Execution holds all the pod had.
+					fmt.Fprintf(o.Streams.ErrOut, "the pod %s was deleted once the Execution %s held the whole output; printing it from the Execution (secrets masked)\n", pod, exec.Name)
+					_, err := io.WriteString(o.Streams.Out, exec.Status.Output)
+					return err
+				}
 				if apierrors.IsNotFound(err) {
 					return fmt.Errorf("the pod %s of Job %s is gone, and its log with it. %s", pod, orDash(exec.Status.JobName), elsewhere(exec))
 				}

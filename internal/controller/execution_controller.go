@@ -477,16 +477,19 @@ func jobInTheWay(exec *toolgatev1alpha1.Execution, job *batchv1.Job) *refusal {
 }
 
 // reapSpentJob deletes the Job (and, through the garbage collector, the pod) of a
-// finished Execution that holds the whole result, Options.SpentJobTTL after it
-// finished: every call would otherwise leave a pod on its node and in etcd, and a Job
-// and a pod in this controller's cache, for the Job's day-long TTL. The Job is this
-// Execution's only if the Execution controls it, and is deleted only with its UID.
+// finished Execution that holds the whole result (executor.HoldsWholeResult),
+// Options.SpentJobTTL after it finished: every call would otherwise leave a pod on
+// its node and in etcd, and a Job and a pod in this controller's cache, for the Job's
+// day-long TTL. The Job is this Execution's only if the Execution controls it, and is
+// deleted only with its UID. The cache keeps no finished Execution's output
+// (trimCachedExecution), so whether the status holds the whole result is read off the
+// API server's copy, once per reaped call.
 //
 // A deleted Job's name is free again, and the name is what keeps a controller that
-// lags from creating a Job twice; ensureJob therefore reads an Execution older than
-// the TTL from the API server before it makes its Job.
+// lags from creating a Job twice; ensureJob therefore reads an old Execution from the
+// API server before it makes its Job.
 func (r *ExecutionReconciler) reapSpentJob(ctx context.Context, exec *toolgatev1alpha1.Execution) (ctrl.Result, error) {
-	if !executor.HoldsWholeResult(&exec.Status) {
+	if exec.Status.JobName == "" {
 		return ctrl.Result{}, nil
 	}
 	if wait := executor.FinishedAt(&exec.Status).Add(r.Options.spentJobTTL()).Sub(r.Now()); wait > 0 {
@@ -497,6 +500,13 @@ func (r *ExecutionReconciler) reapSpentJob(ctx context.Context, exec *toolgatev1
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !metav1.IsControlledBy(job, exec) || !job.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	current := &toolgatev1alpha1.Execution{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(exec), current); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if current.UID != exec.UID || !executor.HoldsWholeResult(&current.Status) {
 		return ctrl.Result{}, nil
 	}
 	err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &job.UID})
@@ -535,13 +545,16 @@ func (r *ExecutionReconciler) ensureJob(ctx context.Context, exec *toolgatev1alp
 		}
 		return nil, false, nil
 	}
-	if time.Since(exec.CreationTimestamp.Time) >= r.Options.spentJobTTL() {
+	if r.Now().Sub(exec.CreationTimestamp.Time) >= r.Options.spentJobTTL()/2 {
 		// An Execution this old may have had its Job made, recorded, finished and
 		// reaped while this cache lagged (another replica's, or this one's before a
 		// restart), and the free name would not stop a second run: only the API
-		// server's copy says that it never had a Job.
+		// server's copy says that it never had a Job. Half the TTL leaves a margin
+		// for the clocks of this process and of the API server.
 		current := &toolgatev1alpha1.Execution{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(exec), current); err != nil {
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(exec), current); apierrors.IsNotFound(err) {
+			return nil, false, fmt.Errorf("%w: Execution %s/%s is gone from the API server", errStaleExecution, exec.Namespace, exec.Name)
+		} else if err != nil {
 			return nil, false, err
 		}
 		if current.UID != exec.UID || current.Status.JobName != "" || executor.IsFinished(&current.Status) {

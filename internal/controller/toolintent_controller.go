@@ -880,11 +880,20 @@ func (r *ToolIntentReconciler) observe(ctx context.Context, run *intentRun) erro
 		}
 		return nil
 	}
-	// The cache keeps no finished Execution's output (trimCachedExecution).
+	// The cache keeps no finished Execution's output (trimCachedExecution): the
+	// observation is made from the API server's copy, once it is that Execution,
+	// finished; otherwise the watch brings the change (a delete, the cache catching up).
 	if r.APIReader != nil {
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(exec), exec); err != nil {
+		current := &v1.Execution{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(exec), current); apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
 			return err
 		}
+		if current.UID != exec.UID || !executor.IsFinished(&current.Status) {
+			return nil
+		}
+		exec = current
 	}
 	obs := pipeline.FromExecution(exec, run.now)
 	setCondition(intent, v1.ConditionExecuted, true, v1.ReasonExecutionFinished, fmt.Sprintf("Execution %s finished: %s", exec.Name, obs.Outcome))

@@ -79,13 +79,20 @@ func IsFinished(status *toolgatev1alpha1.ExecutionStatus) bool {
 }
 
 // HoldsWholeResult reports whether a finished Execution's status holds everything its
-// Job's pod has to tell: the Job ran, the runner reported the tool's exit code, and
-// the whole output was captured. The pod's log is then a copy of the status, and the
-// Job and its pod are spent (ExecutionReconciler reaps them). A call whose output was
-// truncated keeps its Job for JobTTLSeconds, since the full output is only in the
-// pod's log, and so does one that ended without a result: its pod says why.
+// Job's pod has to tell: the runner's trusted result (an exit code, the observed
+// sandbox, the size and hash of the output) and, byte for byte, that output. The
+// pod's log then holds nothing more, and the Job and its pod are spent
+// (ExecutionReconciler reaps them). Anything less keeps the Job for JobTTLSeconds,
+// because its pod holds what the status does not: output that was truncated, not read
+// whole from the log, or changed by masking; or, for a call that ended without a
+// result the runner can be trusted for, why.
 func HoldsWholeResult(status *toolgatev1alpha1.ExecutionStatus) bool {
-	return IsFinished(status) && status.JobName != "" && status.ExitCode != nil && !status.Truncated
+	if !IsFinished(status) || status.JobName == "" || status.ExitCode == nil || status.Truncated ||
+		status.Sandbox == nil || status.OutputSHA256 == "" {
+		return false
+	}
+	sum := sha256.Sum256([]byte(status.Output))
+	return hex.EncodeToString(sum[:]) == status.OutputSHA256 && int64(len(status.Output)) == status.StdoutBytes+status.StderrBytes
 }
 
 // FinishedAt is when status became final (its Complete condition turned True), or

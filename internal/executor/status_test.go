@@ -371,33 +371,38 @@ func TestTruncateMessage(t *testing.T) {
 	}
 }
 
+// HoldsWholeResult is read off what Project makes of real observations: only a
+// trusted result whose whole output is in the status lets the Job go.
 func TestHoldsWholeResult(t *testing.T) {
-	finished := func(mutate func(*toolgatev1alpha1.ExecutionStatus)) *toolgatev1alpha1.ExecutionStatus {
-		st := &toolgatev1alpha1.ExecutionStatus{
-			JobName: "j", ExitCode: ptr.To[int32](3),
-			Conditions: []metav1.Condition{{Type: toolgatev1alpha1.ConditionComplete, Status: metav1.ConditionTrue, LastTransitionTime: metav1.Now()}},
-		}
-		if mutate != nil {
-			mutate(st)
-		}
-		return st
+	const out = "hello world\n"
+	ok := runner.Result{ExitCode: 0, StdoutBytes: 12, OutputSHA256: sha(out), UID: 65532, ReadOnlyRoot: true}
+	failed := runner.Result{ExitCode: 3, StdoutBytes: 12, OutputSHA256: sha(out), UID: 65532}
+	secret := "token=s3cr3tvalue123456\n"
+	masked := runner.Result{ExitCode: 0, StdoutBytes: int64(len(secret)), OutputSHA256: sha(secret), UID: 65532}
+	big := strings.Repeat("x", 2000)
+	truncated := runner.Result{ExitCode: 0, StdoutBytes: 2000, OutputSHA256: sha(big), Truncated: true, UID: 65532}
+	whole := func(res runner.Result, text string) Observation {
+		return Observation{Job: testJob(), Pod: makePod().Terminated(0, resultJSON(res)).Obj(), Log: LogText{Head: []byte(text), Total: int64(len(text))}}
 	}
 	for name, tc := range map[string]struct {
-		status *toolgatev1alpha1.ExecutionStatus
-		want   bool
+		obs  Observation
+		want bool
 	}{
-		"an exit code and all the output": {finished(nil), true},
-		"output truncated":                {finished(func(st *toolgatev1alpha1.ExecutionStatus) { st.Truncated = true }), false},
-		"no result from the runner":       {finished(func(st *toolgatev1alpha1.ExecutionStatus) { st.ExitCode = nil }), false},
-		"never got a Job":                 {finished(func(st *toolgatev1alpha1.ExecutionStatus) { st.JobName = "" }), false},
-		"not finished": {finished(func(st *toolgatev1alpha1.ExecutionStatus) {
-			st.Conditions[0].Status = metav1.ConditionFalse
-		}), false},
+		"success, the whole output read":           {whole(ok, out), true},
+		"a failing tool, the whole output read":    {Observation{Job: testJob(), Pod: makePod().Terminated(int32(runner.ProcessExitCode(failed)), resultJSON(failed)).Obj(), Log: LogText{Head: []byte(out), Total: 12}}, true},
+		"the log could not be read":                {Observation{Job: testJob(), Pod: makePod().Terminated(0, resultJSON(ok)).Obj(), Log: LogText{Err: "the log could not be read: boom", Total: 12}}, false},
+		"the log does not match the runner's hash": {whole(ok, "hello wor"), false},
+		"the output was masked":                    {whole(masked, secret), false},
+		"the output was truncated":                 {Observation{Job: testJob(), Pod: makePod().Terminated(0, resultJSON(truncated)).Obj(), Log: LogText{Head: []byte(big[:1000]), Tail: []byte(big[1000:]), Total: 2000}}, false},
+		"no result from the runner":                {Observation{Job: testJob(), Pod: makePod().Terminated(0, "not json").Obj(), Log: LogText{Head: []byte(out), Total: 12}}, false},
+		"a forged result (exit code contradicts)":  {Observation{Job: testJob(), Pod: makePod().Terminated(7, resultJSON(ok)).Obj(), Log: LogText{Head: []byte(out), Total: 12}}, false},
+		"still running":                            {Observation{Job: testJob(), Pod: makePod().Running().Obj()}, false},
 	} {
-		if got := HoldsWholeResult(tc.status); got != tc.want {
-			t.Errorf("%s: HoldsWholeResult = %v, want %v", name, got, tc.want)
+		st := Project(makeExecution("e1").Obj(), tc.obs, now)
+		if got := HoldsWholeResult(&st); got != tc.want {
+			t.Errorf("%s: HoldsWholeResult = %v, want %v (status %+v)", name, got, tc.want, st)
 		}
-		if FinishedAt(tc.status).IsZero() == IsFinished(tc.status) {
+		if FinishedAt(&st).IsZero() == IsFinished(&st) {
 			t.Errorf("%s: FinishedAt disagrees with IsFinished", name)
 		}
 	}

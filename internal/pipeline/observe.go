@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/mask"
 )
 
@@ -109,7 +110,11 @@ func artifact(exec *v1.Execution) string {
 	if exec.Status.ArtifactPath != "" {
 		where = append(where, "read_file "+exec.Status.ArtifactPath)
 	}
-	if exec.Status.LogRef != "" {
+	switch {
+	case executor.HoldsWholeResult(&exec.Status):
+		// The status holds all of it; the Job and its pod are spent and soon deleted.
+		where = append(where, "the Execution "+exec.Name+" (status.output)")
+	case exec.Status.LogRef != "":
 		where = append(where, "the log of "+exec.Status.LogRef+" (kubectl logs, while the Job exists)")
 	}
 	if len(where) == 0 {

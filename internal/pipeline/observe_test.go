@@ -132,6 +132,15 @@ func TestFromExecution(t *testing.T) {
 			},
 		},
 		{
+			name: "whole output: the Execution holds it, not the pod's log (the Job is reaped)",
+			exec: makeExecution("x").succeeded().exitCode(0).output("all of it\n").logRef("team-a/x-abcde").whole("x").obj(),
+			want: v1.Observation{
+				Outcome: v1.OutcomeSucceeded, Executed: true, ExitCode: ptr[int32](0),
+				Artifact: "the Execution x (status.output)",
+				Summary:  "[exit code: 0]\nall of it\n",
+			},
+		},
+		{
 			name: "truncated with only the log",
 			exec: makeExecution("x").failed(v1.ErrorExitCode, "").exitCode(1).output("a\n").truncated(50000, 0).logRef("team-a/x-abcde").obj(),
 			want: v1.Observation{

@@ -252,6 +252,9 @@ func newBench(t *testing.T, env *testenv.Env) *bench {
 	}, DeleteFunc: func(obj any) {
 		// The garbage collector (envtest runs none): the controller deletes a spent
 		// Job with background propagation, which leaves its pod to the collector.
+		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
 		if job, ok := obj.(*batchv1.Job); ok && job.Labels[executor.LabelExecution] != "" {
 			go func() {
 				_ = b.c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(job.Namespace), client.MatchingLabels{executor.LabelExecution: job.Labels[executor.LabelExecution]})

@@ -62,14 +62,15 @@ type managerProcess struct {
 	err    error // cmd.Wait's result, set before exited is closed
 }
 
-// startProcess runs the manager binary with the test's images, no metrics or probe
-// ports, and TOOLGATE_FAILPOINT=failpointSpec when it is not empty. Its stderr (the
+// startProcess runs the manager binary with the test's images, spentJobTTL, no
+// metrics or probe ports, and TOOLGATE_FAILPOINT=failpointSpec when it is not empty. Its stderr (the
 // controller's log) is kept for panics and shown with -v when the test fails.
 func startProcess(t *testing.T, m managerBinary, failpointSpec string) *managerProcess {
 	t.Helper()
 	cmd := exec.Command(m.path,
 		"--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--runner-image="+testRunnerImage, "--default-sandbox-image="+testSandboxImage)
+		"--runner-image="+testRunnerImage, "--default-sandbox-image="+testSandboxImage,
+		"--spent-job-ttl="+spentJobTTL.String())
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "KUBECONFIG=") && !strings.HasPrefix(kv, failpoint.EnvVar+"=") {
 			cmd.Env = append(cmd.Env, kv)

@@ -210,14 +210,22 @@ func wantNoViolations(t *testing.T, r *Recorder) {
 
 func runtimeRaw(s string) runtime.RawExtension { return runtime.RawExtension{Raw: []byte(s)} }
 
-// startManager runs every toolgate reconciler in this process against cfg, watching
-// only ns, until ctx ends or the test ends. Leader election is off: split-brain tests
-// start two.
+// spentJobTTL is short here, so that spent Jobs are reaped while the faults go on:
+// a lagging cache that made a reaped call's Job again would run it twice, which the
+// History catches (at most one Job per intent, ever).
+const spentJobTTL = 200 * time.Millisecond
+
+// startManager runs every toolgate reconciler in this process against cfg, with the
+// cache cmd/manager runs with (its selectors and trimmed objects) watching only ns,
+// until ctx ends or the test ends. Leader election is off: split-brain tests start
+// two.
 func startManager(t *testing.T, ctx context.Context, cfg *rest.Config, ns string) {
 	t.Helper()
+	cacheOpts := controller.CacheOptions()
+	cacheOpts.DefaultNamespaces = map[string]cache.Config{ns: {}}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 env.Scheme,
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -225,7 +233,7 @@ func startManager(t *testing.T, ctx context.Context, cfg *rest.Config, ns string
 	if err != nil {
 		t.Fatalf("creating manager: %v", err)
 	}
-	opts := controller.Options{RunnerImage: testRunnerImage, DefaultSandboxImage: testSandboxImage}
+	opts := controller.Options{RunnerImage: testRunnerImage, DefaultSandboxImage: testSandboxImage, SpentJobTTL: spentJobTTL}
 	if err := controller.SetupWithManager(mgr, opts); err != nil {
 		t.Fatalf("setting up the controller: %v", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/executor"
 )
 
 // The seeds' story, through the whole pipeline: an external agent (the spec) proposes
@@ -150,16 +151,18 @@ var _ = Describe("The pipeline on a real cluster", func() {
 		// Execution; a spent one may be deleted already (--spent-job-ttl).
 		var execs toolgatev1alpha1.ExecutionList
 		Expect(k8s.List(ctx, &execs, client.InNamespace(ns))).To(Succeed())
-		recorded := map[string]bool{}
+		finished := map[string]time.Time{} // by Job name
 		for _, e := range execs.Items {
 			Expect(e.Status.JobName).NotTo(BeEmpty(), "Execution %s recorded no Job", e.Name)
-			recorded[e.Status.JobName] = true
+			finished[e.Status.JobName] = executor.FinishedAt(&e.Status)
 		}
-		Expect(recorded).To(HaveLen(4), "one Job per executed intent: run, read, edit, run")
+		Expect(finished).To(HaveLen(4), "one Job per executed intent: run, read, edit, run")
 		var jobs batchv1.JobList
 		Expect(k8s.List(ctx, &jobs, client.InNamespace(ns))).To(Succeed())
 		for _, j := range jobs.Items {
-			Expect(recorded).To(HaveKey(j.Name), "Job %s is no executed intent's", j.Name)
+			Expect(finished).To(HaveKey(j.Name), "Job %s is no executed intent's", j.Name)
+			// A Job made after its call finished would be a second run.
+			Expect(j.CreationTimestamp.Time).NotTo(BeTemporally(">", finished[j.Name]), "Job %s was made after its call finished", j.Name)
 		}
 	})
 })
