@@ -27,19 +27,25 @@ func (p *pipelineEnv) jobExists(name string) bool {
 	return err == nil
 }
 
+// runSpentCall runs task t's call t-t0-0 (a read_file) to a whole result of output
+// and waits until its spent Job was deleted.
+func (p *pipelineEnv) runSpentCall(output string) {
+	p.t.Helper()
+	p.propose("t", 0, 0, v1.ToolReadFile, `{"path":"a.txt"}`)
+	p.runJob("t-t0-0", runner.Result{ExitCode: 0}, output)
+	p.observed("t-t0-0")
+	p.eventually("the spent Job deleted", func() (bool, string) {
+		return !p.jobExists("t-t0-0"), "the Job still exists"
+	})
+}
+
 // A call whose Execution holds its whole result (exit code and all the output) loses
 // its Job once the spent-Job TTL passed; the record stays. One whose output was
 // truncated keeps its Job: the full output is only in its pod's log.
 func TestSpentJobIsReaped(t *testing.T) {
 	p := startPipeline(t, spentJobTTL)
 	p.task("t", v1.ModeEdit)
-
-	p.propose("t", 0, 0, v1.ToolReadFile, `{"path":"a.txt"}`)
-	p.runJob("t-t0-0", runner.Result{ExitCode: 0}, "whole\n")
-	p.observed("t-t0-0")
-	p.eventually("the spent Job deleted", func() (bool, string) {
-		return !p.jobExists("t-t0-0"), "the Job still exists"
-	})
+	p.runSpentCall("whole\n")
 	exec := getExecution(t, p.ns, "t-t0-0")
 	if !executor.HoldsWholeResult(&exec.Status) || exec.Status.Output != "whole\n" || exec.Status.JobName != "t-t0-0" {
 		t.Fatalf("the Execution lost its record with its Job: %+v", exec.Status)
@@ -77,12 +83,7 @@ func (c laggingCache) Get(ctx context.Context, key client.ObjectKey, obj client.
 func TestSpentJobIsNotMadeAgainByALaggingCache(t *testing.T) {
 	p := startPipeline(t, spentJobTTL)
 	p.task("t", v1.ModeEdit)
-	p.propose("t", 0, 0, v1.ToolReadFile, `{"path":"a.txt"}`)
-	p.runJob("t-t0-0", runner.Result{ExitCode: 0}, "ran once\n")
-	p.observed("t-t0-0")
-	p.eventually("the spent Job deleted", func() (bool, string) {
-		return !p.jobExists("t-t0-0"), "the Job still exists"
-	})
+	p.runSpentCall("ran once\n")
 
 	stale := getExecution(t, p.ns, "t-t0-0")
 	stale.Status = v1.ExecutionStatus{} // as it was before its Job was made
