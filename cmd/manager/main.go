@@ -20,49 +20,80 @@ import (
 	"github.com/toolgate/toolgate/internal/controller"
 )
 
-func main() {
+// config is what the command line sets.
+type config struct {
+	metricsAddr, probeAddr, pprofAddr string
+	enableLeaderElection              bool
+	secureMetrics                     bool
+	opts                              controller.Options
+	zap                               zap.Options
+}
+
+// parseFlags reads args into a config, and refuses a value the controller could
+// not run with, naming the flag.
+func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	var (
-		metricsAddr, probeAddr, pprofAddr string
-		enableLeaderElection              bool
-		secureMetrics                     bool
-		opts                              controller.Options
-		modelEndpoints                    string
+		c              = config{zap: zap.Options{Development: false}}
+		modelEndpoints string
 	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
-	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address Go's pprof endpoints (/debug/pprof/) bind to, for profiling the controller; 0 (the default) disables them.")
-	flag.BoolVar(&enableLeaderElection, "leader-elect", false, "Elect a leader so that only one replica reconciles at a time.")
-	flag.BoolVar(&secureMetrics, "metrics-secure", false, "Serve metrics over HTTPS with authentication and authorization.")
-	flag.StringVar(&opts.RunnerImage, "runner-image", "toolgate/runner:dev", "Image holding the runner binary, copied into every Execution's pod by an init container.")
-	flag.StringVar(&opts.DefaultSandboxImage, "default-sandbox-image", "toolgate/workspace:dev", "Image tools run in when a task names none.")
-	flag.StringVar(&opts.ControllerIdentity, "controller-identity", controller.DefaultControllerIdentity, "Kubernetes user the controller runs as; the agent loop names it in spec.requestedBy of the ToolIntents it creates. Change it together with config/admission.")
-	flag.StringVar(&modelEndpoints, "model-endpoints", agent.DefaultEndpoints, "Comma-separated model endpoints a task's spec.agent.model.baseURL may name; the controller sends API keys only there. "+
+	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
+	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
+	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "0", "Address Go's pprof endpoints (/debug/pprof/) bind to, for profiling the controller; 0 (the default) disables them.")
+	fs.BoolVar(&c.enableLeaderElection, "leader-elect", false, "Elect a leader so that only one replica reconciles at a time.")
+	fs.BoolVar(&c.secureMetrics, "metrics-secure", false, "Serve metrics over HTTPS with authentication and authorization.")
+	fs.StringVar(&c.opts.RunnerImage, "runner-image", "toolgate/runner:dev", "Image holding the runner binary, copied into every Execution's pod by an init container.")
+	fs.StringVar(&c.opts.DefaultSandboxImage, "default-sandbox-image", "toolgate/workspace:dev", "Image tools run in when a task names none.")
+	fs.StringVar(&c.opts.ControllerIdentity, "controller-identity", controller.DefaultControllerIdentity, "Kubernetes user the controller runs as; the agent loop names it in spec.requestedBy of the ToolIntents it creates. Change it together with config/admission.")
+	fs.StringVar(&modelEndpoints, "model-endpoints", agent.DefaultEndpoints, "Comma-separated model endpoints a task's spec.agent.model.baseURL may name; the controller sends API keys only there. "+
 		"An entry scheme://host[:port][/path] allows a baseURL of the same scheme, host (no wildcards) and port (omitted: the scheme's; *: any) whose path is the entry's or below it. A production install names exactly its endpoints.")
-	flag.IntVar(&opts.Workers.Intent, "intent-workers", controller.DefaultWorkers.Intent, "ToolIntents reconciled at once (validation and the policy decision).")
-	flag.IntVar(&opts.Workers.Execution, "execution-workers", controller.DefaultWorkers.Execution, "Executions reconciled at once (the chain check, the Job, the result).")
-	flag.IntVar(&opts.Workers.Approval, "approval-workers", controller.DefaultWorkers.Approval, "Approvals reconciled at once.")
-	flag.IntVar(&opts.Workers.Task, "task-workers", controller.DefaultWorkers.Task, "AgentTasks reconciled at once (their status and agent loop; a model turn waits for its endpoint).")
-	flag.DurationVar(&opts.SpentJobTTL, "spent-job-ttl", controller.DefaultSpentJobTTL, "How long a call's Job and pod are kept once its Execution holds the whole result (the exit code and all the output); the Job of a call whose output was truncated, or that ended without a result, is kept a day (its full log, or why it failed, is only there). Must be positive.")
-	zapOpts := zap.Options{Development: false}
-	zapOpts.BindFlags(flag.CommandLine)
-	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	workers := []struct {
+		n          *int
+		name, help string
+		def        int
+	}{
+		{&c.opts.Workers.Intent, "intent-workers", "ToolIntents reconciled at once (validation and the policy decision).", controller.DefaultWorkers.Intent},
+		{&c.opts.Workers.Execution, "execution-workers", "Executions reconciled at once (the chain check, the Job, the result).", controller.DefaultWorkers.Execution},
+		{&c.opts.Workers.Approval, "approval-workers", "Approvals reconciled at once.", controller.DefaultWorkers.Approval},
+		{&c.opts.Workers.Task, "task-workers", "AgentTasks reconciled at once (their status and agent loop; a model turn waits for its endpoint).", controller.DefaultWorkers.Task},
+	}
+	for _, w := range workers {
+		fs.IntVar(w.n, w.name, w.def, w.help)
+	}
+	fs.DurationVar(&c.opts.SpentJobTTL, "spent-job-ttl", controller.DefaultSpentJobTTL, "How long a call's Job and pod are kept once its Execution holds the whole result (the exit code and all the output); the Job of a call whose output was truncated, or that ended without a result, is kept a day (its full log, or why it failed, is only there). Must be positive.")
+	c.zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	endpoints, err := agent.ParseEndpoints(modelEndpoints)
+	if err != nil {
+		return config{}, fmt.Errorf("--model-endpoints: %w", err)
+	}
+	c.opts.ModelEndpoints = endpoints
+	for _, w := range workers {
+		if *w.n < 1 {
+			return config{}, fmt.Errorf("--%s must be at least 1, got %d", w.name, *w.n)
+		}
+	}
+	if c.opts.SpentJobTTL <= 0 {
+		return config{}, fmt.Errorf("--spent-job-ttl must be positive, for example 1m; got %s", c.opts.SpentJobTTL)
+	}
+	return c, nil
+}
+
+func main() {
+	c, err := parseFlags(flag.CommandLine, os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	metricsAddr, probeAddr, pprofAddr := c.metricsAddr, c.probeAddr, c.pprofAddr
+	enableLeaderElection, secureMetrics, opts := c.enableLeaderElection, c.secureMetrics, c.opts
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&c.zap)))
 	setupLog := ctrl.Log.WithName("setup")
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(toolgatev1alpha1.AddToScheme(scheme))
-
-	endpoints, err := agent.ParseEndpoints(modelEndpoints)
-	if err != nil {
-		setupLog.Error(err, "invalid --model-endpoints")
-		os.Exit(1)
-	}
-	opts.ModelEndpoints = endpoints
-	if opts.SpentJobTTL <= 0 {
-		setupLog.Error(fmt.Errorf("got %s", opts.SpentJobTTL), "--spent-job-ttl must be positive, for example 1m")
-		os.Exit(1)
-	}
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme: scheme,

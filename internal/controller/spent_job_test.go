@@ -93,18 +93,29 @@ func TestSpentJobIsNotMadeAgainByALaggingCache(t *testing.T) {
 		Client: laggingCache{Client: env.Client, stale: stale}, APIReader: env.Client, Scheme: env.Scheme,
 		Options: opts, Logs: p.logs, Recorder: events.NewFakeRecorder(100), Now: time.Now,
 	}
-	res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(stale)})
-	if err != nil {
-		t.Fatalf("reconcile: %v", err)
+	noSecondJob := func(when string) {
+		t.Helper()
+		res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(stale)})
+		if err != nil {
+			t.Fatalf("%s: reconcile: %v", when, err)
+		}
+		if res.RequeueAfter <= 0 {
+			t.Fatalf("%s: a reconcile from a stale Execution must wait for the cache: %+v", when, res)
+		}
+		var jobs batchv1.JobList
+		if err := env.Client.List(t.Context(), &jobs, client.InNamespace(p.ns), client.MatchingLabels{executor.LabelExecution: stale.Name}); err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs.Items) != 0 {
+			t.Fatalf("%s: a finished call got a second Job from a lagging cache: %s", when, jobs.Items[0].Name)
+		}
 	}
-	if res.RequeueAfter <= 0 {
-		t.Fatalf("a reconcile from a stale Execution must wait for the cache: %+v", res)
-	}
-	var jobs batchv1.JobList
-	if err := env.Client.List(t.Context(), &jobs, client.InNamespace(p.ns), client.MatchingLabels{executor.LabelExecution: stale.Name}); err != nil {
+	noSecondJob("the Execution finished in the API server")
+
+	// The Execution is gone from the API server while the cache still shows it.
+	if err := env.Client.Delete(t.Context(), getExecution(t, p.ns, stale.Name)); err != nil {
 		t.Fatal(err)
 	}
-	if len(jobs.Items) != 0 {
-		t.Fatalf("a finished call got a second Job from a lagging cache: %s", jobs.Items[0].Name)
-	}
+	p.eventually("the Execution deleted", func() (bool, string) { return !p.executionExists(stale.Name), "it still exists" })
+	noSecondJob("the Execution deleted")
 }

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/controller"
+)
+
+func parse(args ...string) (config, error) {
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return parseFlags(fs, args)
+}
+
+// The tuning flags reach the controller's Options; without them, the defaults do.
+func TestFlagsReachTheOptions(t *testing.T) {
+	c, err := parse("--intent-workers=3", "--execution-workers=4", "--approval-workers=1", "--task-workers=5", "--spent-job-ttl=90s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (controller.Workers{Intent: 3, Execution: 4, Approval: 1, Task: 5}); c.opts.Workers != want {
+		t.Errorf("workers %+v, want %+v", c.opts.Workers, want)
+	}
+	if c.opts.SpentJobTTL != 90*time.Second {
+		t.Errorf("spent-job TTL %s, want 90s", c.opts.SpentJobTTL)
+	}
+	c, err = parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.opts.Workers != controller.DefaultWorkers || c.opts.SpentJobTTL != controller.DefaultSpentJobTTL {
+		t.Errorf("defaults: workers %+v, spent-job TTL %s", c.opts.Workers, c.opts.SpentJobTTL)
+	}
+}
+
+// A value the controller cannot run with is refused, naming the flag, instead of
+// silently becoming a default.
+func TestFlagsRefuseBadValues(t *testing.T) {
+	for args, want := range map[string]string{
+		"--spent-job-ttl=0":                 "--spent-job-ttl must be positive",
+		"--spent-job-ttl=-1m":               "--spent-job-ttl must be positive",
+		"--intent-workers=0":                "--intent-workers must be at least 1, got 0",
+		"--execution-workers=-2":            "--execution-workers must be at least 1, got -2",
+		"--task-workers=0":                  "--task-workers must be at least 1",
+		"--model-endpoints=ftp://x.example": "--model-endpoints",
+	} {
+		if _, err := parse(args); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one containing %q", args, err, want)
+		}
+	}
+}
