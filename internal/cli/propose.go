@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
@@ -46,11 +45,10 @@ func BuildProposal(task *v1.AgentTask, existing []v1.ToolIntent, tool v1.ToolNam
 	// Owned by its task from the start, as the controller would adopt it: one write
 	// less on the call's path to its Job. blockOwnerDeletion stays unset, which a
 	// proposer may set without the right to update the task's finalizers.
-	owner := metav1.OwnerReference{
-		APIVersion: v1.GroupVersion.String(), Kind: "AgentTask", Name: task.Name, UID: task.UID, Controller: ptr.To(true),
-	}
+	owner := metav1.NewControllerRef(task, v1.GroupVersion.WithKind("AgentTask"))
+	owner.BlockOwnerDeletion = nil
 	return &v1.ToolIntent{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: task.Name + "-", Namespace: task.Namespace, OwnerReferences: []metav1.OwnerReference{owner}},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: task.Name + "-", Namespace: task.Namespace, OwnerReferences: []metav1.OwnerReference{*owner}},
 		Spec: v1.ToolIntentSpec{
 			TaskRef:           v1.LocalObjectReference{Name: task.Name},
 			Turn:              turn,

@@ -205,15 +205,8 @@ func (r *AgentTaskReconciler) stopRunningCalls(ctx context.Context, task *v1.Age
 		running = true
 		job := &batchv1.Job{}
 		key := client.ObjectKey{Namespace: exec.Namespace, Name: executor.JobName(exec)}
-		if err := r.Get(ctx, key, job); apierrors.IsNotFound(err) {
-			// The cache may not show a Job created a moment ago.
-			err = r.APIReader.Get(ctx, key, job)
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			if err != nil {
-				return false, err
-			}
+		if err := getFresh(ctx, r.Client, r.APIReader, key, job); apierrors.IsNotFound(err) {
+			continue
 		} else if err != nil {
 			return false, err
 		}

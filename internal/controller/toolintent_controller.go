@@ -365,12 +365,16 @@ func (r *ToolIntentReconciler) adopt(ctx context.Context, intent *v1.ToolIntent,
 	return r.Patch(ctx, intent, patch)
 }
 
-// getFresh reads from the cache and confirms a NotFound with the API server, because
-// the cache may not have seen an object created a moment ago.
 func (r *ToolIntentReconciler) getFresh(ctx context.Context, key client.ObjectKey, obj client.Object) error {
-	err := r.Get(ctx, key, obj)
-	if apierrors.IsNotFound(err) && r.APIReader != nil {
-		return r.APIReader.Get(ctx, key, obj)
+	return getFresh(ctx, r.Client, r.APIReader, key, obj)
+}
+
+// getFresh reads obj from cached and confirms a NotFound with api (when there is
+// one), because the cache may not have seen an object created a moment ago.
+func getFresh(ctx context.Context, cached, api client.Reader, key client.ObjectKey, obj client.Object) error {
+	err := cached.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) && api != nil {
+		return api.Get(ctx, key, obj)
 	}
 	return err
 }

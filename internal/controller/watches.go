@@ -52,8 +52,11 @@ var taskEndingChanged = predicate.TypedFuncs[client.Object]{
 	},
 }
 
-// intentChainChanged passes an intent change its Execution's chain check reads
-// (pipeline.CheckChain): the Execution it names, its decision, its approval.
+// intentChainChanged passes the intent changes a pending chain check
+// (pipeline.CheckChain, ErrChainPending) waits for: the Execution it names, its
+// decision, its approval. The other fields the check reads (deletion, validation,
+// observation) can only break a chain; that is found by the check before the Job and
+// by the chainRecheck of a waiting Execution, not by this watch.
 var intentChainChanged = predicate.TypedFuncs[client.Object]{
 	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
 		old, oldOK := e.ObjectOld.(*v1.ToolIntent)
