@@ -18,15 +18,16 @@ BENCH_INTENTS ?= 1000
 BENCH_TASKS ?= 100
 BENCH_PERTASK ?= 100
 
-# Images built without a container engine (hack/ocibuild) and the local cluster.
+# Images built without a container engine (hack/ocibuild) and the kind cluster.
 WORKSPACE_IMG ?= toolgate/workspace:dev
 IMAGES_DIR ?= $(LOCALBIN)/images
 BUSYBOX ?= $(shell command -v busybox 2>/dev/null || echo /bin/busybox)
 # The bash tool runs commands with bash only (the shell the policy classifies them
 # for), so the workspace image carries a static bash beside busybox.
 BASH_STATIC ?= /bin/bash-static
-LOCAL_CLUSTER_STATE ?= /var/lib/toolgate-local-cluster
-LOCAL_KUBECONFIG ?= $(LOCAL_CLUSTER_STATE)/admin.kubeconfig
+KIND_STATE ?= /var/lib/toolgate-kind
+export KIND_STATE
+KIND_KUBECONFIG ?= $(KIND_STATE)/kubeconfig
 E2E_TIMEOUT ?= 30m
 
 .PHONY: all
@@ -84,18 +85,18 @@ bench-pipeline: envtest-assets ## Run the pipeline benchmark (envtest, the whole
 test-e2e: ## Run the e2e suite against the cluster KUBECONFIG names; without KUBECONFIG, on the local cluster (brought up, images loaded, toolgate deployed).
 	@if [ -z "$$KUBECONFIG" ]; then $(MAKE) --no-print-directory local-deploy; fi
 	@rm -rf test/e2e/logs
-	KUBECONFIG="$${KUBECONFIG:-$(LOCAL_KUBECONFIG)}" PATH="$(ENVTEST_ASSETS):$$PATH" \
+	KUBECONFIG="$${KUBECONFIG:-$(KIND_KUBECONFIG)}" PATH="$(ENVTEST_ASSETS):$$PATH" \
 	  go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v -ginkgo.v || { \
-	  if [ -z "$$KUBECONFIG" ]; then hack/local-cluster.sh logs test/e2e/logs; fi; \
+	  if [ -z "$$KUBECONFIG" ]; then hack/kind.sh logs test/e2e/logs; fi; \
 	  echo "e2e failed: logs are in test/e2e/logs/"; exit 1; }
 
-.PHONY: cluster-up
-cluster-up: ## Build (cached) and start a single-node Kubernetes on this machine (root; see docs/local-cluster.md).
-	hack/local-cluster.sh up
+.PHONY: kind-up
+kind-up: ## Build (cached) and create the kind cluster, NetworkPolicy enforced (root; see docs/kind.md).
+	hack/kind.sh up
 
-.PHONY: cluster-down
-cluster-down: ## Stop the local cluster and remove its state.
-	hack/local-cluster.sh down
+.PHONY: kind-down
+kind-down: ## Delete the kind cluster.
+	hack/kind.sh down
 
 .PHONY: images
 images: build ## Build the controller, runner and workspace images as OCI archives in bin/images/ (no container engine needed).
@@ -109,17 +110,17 @@ images: build ## Build the controller, runner and workspace images as OCI archiv
 	$(LOCALBIN)/ocibuild -tag $(WORKSPACE_IMG) -o $(IMAGES_DIR)/workspace.tar -busybox $(BUSYBOX) -file $(BASH_STATIC)=/bin/bash:0755 -dir /workspace:0775 -workdir /workspace -entrypoint /bin/sh
 
 .PHONY: images-load
-images-load: ## Import the images of bin/images/ into the local cluster's containerd.
-	hack/local-cluster.sh load $(IMAGES_DIR)/controller.tar $(IMAGES_DIR)/runner.tar $(IMAGES_DIR)/workspace.tar
+images-load: ## Load the images of bin/images/ into the kind cluster's node.
+	hack/kind.sh load $(IMAGES_DIR)/controller.tar $(IMAGES_DIR)/runner.tar $(IMAGES_DIR)/workspace.tar
 
 .PHONY: local-deploy
-local-deploy: cluster-up images images-load ## Local cluster up, images loaded, toolgate deployed (and restarted on new images).
-	KUBECONFIG=$(LOCAL_KUBECONFIG) PATH="$(ENVTEST_ASSETS):$$PATH" $(MAKE) --no-print-directory deploy
-	KUBECONFIG=$(LOCAL_KUBECONFIG) $(ENVTEST_ASSETS)/kubectl -n toolgate-system rollout restart deployment/toolgate-controller-manager
-	KUBECONFIG=$(LOCAL_KUBECONFIG) $(ENVTEST_ASSETS)/kubectl -n toolgate-system rollout status deployment/toolgate-controller-manager --timeout=3m
+local-deploy: kind-up images images-load ## kind cluster up, images loaded, toolgate deployed (and restarted on new images).
+	KUBECONFIG=$(KIND_KUBECONFIG) PATH="$(ENVTEST_ASSETS):$$PATH" $(MAKE) --no-print-directory deploy
+	KUBECONFIG=$(KIND_KUBECONFIG) $(ENVTEST_ASSETS)/kubectl -n toolgate-system rollout restart deployment/toolgate-controller-manager
+	KUBECONFIG=$(KIND_KUBECONFIG) $(ENVTEST_ASSETS)/kubectl -n toolgate-system rollout status deployment/toolgate-controller-manager --timeout=3m
 
 .PHONY: demo
-demo: ## From a fresh machine: build, local cluster up, deploy, then walk a sample task through an approval.
+demo: ## From a fresh machine: build, kind cluster up, deploy, then walk a sample task through an approval.
 	hack/demo.sh
 
 ##@ Build

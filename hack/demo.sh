@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make demo: takes a fresh machine to toolgate running on the local cluster, then
+# make demo: takes a fresh machine to toolgate running on the kind cluster (hack/kind.sh), then
 # walks a sample task (hack/demo/sample.yaml) through the pipeline, playing an
 # external agent that proposes tool calls as ToolIntents:
 #
@@ -9,7 +9,7 @@
 #   4. bash `sh test.sh`      Allow                            runs, exit code 0
 #   5. bash `rm -rf /workspace`  Deny (no-recursive-delete)    nothing runs
 #
-# and prints the timeline. It must run as root (the local cluster does).
+# and prints the timeline. It must run as root (hack/kind.sh does).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,7 +17,6 @@ cd "${ROOT}"
 NS=toolgate-demo
 TASK=fix-the-test
 LOGS="${ROOT}/bin/demo-logs"
-STATE="${LOCAL_CLUSTER_STATE:-/var/lib/toolgate-local-cluster}"
 mkdir -p "${LOGS}"
 STARTED=$(date +%s)
 
@@ -44,9 +43,9 @@ step() {
   fi
 }
 
-say "1/5 building images, the local cluster (cold: about 15 minutes), deploying toolgate"
+say "1/5 building images, the kind cluster (cold: about 20 minutes), deploying toolgate"
 step local-deploy make --no-print-directory local-deploy
-export KUBECONFIG="${STATE}/admin.kubeconfig"
+export KUBECONFIG="$(hack/kind.sh kubeconfig)"
 export PATH="$(ls -d "${ROOT}"/bin/k8s/*/ | tail -n 1):${PATH}"
 ME="$(kubectl auth whoami -o jsonpath='{.status.userInfo.username}')"
 
@@ -148,4 +147,4 @@ say "timeline"
 kubectl -n "${NS}" get toolintents -o custom-columns='INTENT:.metadata.name,TOOL:.spec.tool,DECISION:.status.decision.action,RULE:.status.decision.rule,APPROVAL:.status.approvalRef,EXECUTION:.status.executionRef,OUTCOME:.status.observation.outcome,EXIT:.status.observation.exitCode'
 echo
 kubectl -n "${NS}" get events --sort-by=.metadata.creationTimestamp -o custom-columns='TIME:.metadata.creationTimestamp,OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message' | grep -v seed-workspace
-say "done. KUBECONFIG=${KUBECONFIG}; 'make cluster-down' removes the cluster"
+say "done. KUBECONFIG=${KUBECONFIG}; 'make kind-down' deletes the cluster"

@@ -161,6 +161,7 @@ type SandboxSpec struct {
 
 // NetworkSpec is the egress an Execution gets.
 // +kubebuilder:validation:XValidation:rule="self.mode == 'AllowList' || !has(self.egress) || size(self.egress) == 0",message="network.egress is only allowed with network.mode AllowList"
+// +kubebuilder:validation:XValidation:rule="self.mode == 'AllowList' || !has(self.clusterDNS) || !self.clusterDNS",message="network.clusterDNS is only allowed with network.mode AllowList"
 type NetworkSpec struct {
 	// mode is None (default: all egress denied) or AllowList.
 	// +optional
@@ -171,6 +172,15 @@ type NetworkSpec struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=32
 	Egress []EgressRule `json:"egress,omitempty"`
+	// clusterDNS allows DNS queries (UDP and TCP port 53) to the cluster's DNS
+	// server, the kube-system pods labelled k8s-app=kube-dns (as CoreDNS is
+	// deployed), so that the call can resolve names; only with mode AllowList. The
+	// DNS Service's address is no egress destination of its own: connections to a
+	// Service reach its pods, and NetworkPolicy is enforced on the pods' addresses.
+	// Resolving a name lets the call reach nothing: what it connects to must still
+	// be listed in egress.
+	// +optional
+	ClusterDNS bool `json:"clusterDNS,omitempty"`
 }
 
 // EgressRule allows traffic to one CIDR block, optionally on some ports only.

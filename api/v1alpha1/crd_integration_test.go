@@ -147,6 +147,9 @@ func TestAgentTaskValidation(t *testing.T) {
 		{"egress without allow-list", func(a *v1.AgentTask) {
 			a.Spec.Sandbox.Network.Egress = []v1.EgressRule{{CIDR: "10.0.0.0/8"}}
 		}, "network.egress is only allowed with network.mode AllowList"},
+		{"cluster DNS without allow-list", func(a *v1.AgentTask) {
+			a.Spec.Sandbox.Network.ClusterDNS = true
+		}, "network.clusterDNS is only allowed with network.mode AllowList"},
 		{"default timeout above max", func(a *v1.AgentTask) {
 			a.Spec.Budgets.DefaultTimeoutSeconds = 700
 			a.Spec.Budgets.MaxTimeoutSeconds = 600

@@ -1,11 +1,11 @@
-// Command localpv is the volume provisioner of the single-node cluster that
-// hack/local-cluster.sh starts. It makes the StorageClass toolgate-local the default,
+// Command localpv is the volume provisioner of the kind cluster that hack/kind.sh
+// creates (the node image's default storage). It makes the StorageClass toolgate-local the default,
 // gives every pending claim of that class a directory on this node as a `local`
 // PersistentVolume bound to the claim, and removes the directory and the volume when
 // the claim is deleted. `local` (not hostPath) volumes are used because the kubelet
 // applies a pod's fsGroup to them, so a non-root sandbox can write its workspace.
 //
-//	localpv --kubeconfig FILE --root DIR --node NAME
+//	localpv [--kubeconfig FILE] --root DIR --node NAME
 package main
 
 import (
@@ -46,13 +46,13 @@ type Provisioner struct {
 }
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "Kubeconfig of the cluster (required).")
+	kubeconfig := flag.String("kubeconfig", "", "Kubeconfig of the cluster (default: the pod's in-cluster credentials).")
 	root := flag.String("root", "", "Folder the volumes' directories are made in (required).")
 	node := flag.String("node", "", "Name of the node the volumes are on (required).")
 	interval := flag.Duration("interval", time.Second, "How often claims and volumes are checked.")
 	flag.Parse()
-	if *kubeconfig == "" || *root == "" || *node == "" {
-		fmt.Fprintln(os.Stderr, "localpv: --kubeconfig, --root and --node are required")
+	if *root == "" || *node == "" {
+		fmt.Fprintln(os.Stderr, "localpv: --root and --node are required")
 		os.Exit(2)
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)

@@ -334,9 +334,9 @@ func containerSecurityContext() *corev1.SecurityContext {
 // of the namespace behind the same network walls, NetworkPolicyName): no ingress at
 // all, and no egress unless the sandbox's network mode is AllowList, in which case
 // exactly the listed CIDRs (on the listed TCP ports, or every port when none are
-// listed). It selects pods by LabelNetwork alone: a pod is selected only by the
-// policy made from its own network spec, so no policy widens another's rules. Note
-// that an allow-list must include the cluster DNS service to resolve names.
+// listed), and the cluster's DNS pods when clusterDNS is set. It selects pods by
+// LabelNetwork alone: a pod is selected only by the policy made from its own network
+// spec, so no policy widens another's rules.
 func BuildNetworkPolicy(exec *toolgatev1alpha1.Execution) (*networkingv1.NetworkPolicy, error) {
 	network := exec.Spec.Sandbox.Network
 	var egress []networkingv1.NetworkPolicyEgressRule
@@ -344,6 +344,9 @@ func BuildNetworkPolicy(exec *toolgatev1alpha1.Execution) (*networkingv1.Network
 	case "", toolgatev1alpha1.NetworkNone:
 		if len(network.Egress) > 0 {
 			return nil, fmt.Errorf("spec.sandbox.network.egress lists %d destinations but network.mode is %q: egress is only allowed with mode AllowList", len(network.Egress), network.Mode)
+		}
+		if network.ClusterDNS {
+			return nil, fmt.Errorf("spec.sandbox.network.clusterDNS is true but network.mode is %q: cluster DNS is only allowed with mode AllowList", network.Mode)
 		}
 	case toolgatev1alpha1.NetworkAllowList:
 		for i, rule := range network.Egress {
@@ -360,6 +363,9 @@ func BuildNetworkPolicy(exec *toolgatev1alpha1.Execution) (*networkingv1.Network
 				})
 			}
 			egress = append(egress, r)
+		}
+		if network.ClusterDNS {
+			egress = append(egress, clusterDNSRule())
 		}
 	default:
 		return nil, fmt.Errorf("spec.sandbox.network.mode %q is not None or AllowList", network.Mode)
@@ -379,4 +385,22 @@ func BuildNetworkPolicy(exec *toolgatev1alpha1.Execution) (*networkingv1.Network
 			Egress:      egress,
 		},
 	}, nil
+}
+
+// clusterDNSRule allows DNS (UDP and TCP port 53) to the cluster's DNS pods: the
+// kube-system pods labelled k8s-app=kube-dns, the label CoreDNS is deployed with by
+// kubeadm and most distributions. Pods, not the Service's address: a connection to
+// the Service is translated to a pod's address before NetworkPolicy sees it.
+func clusterDNSRule() networkingv1.NetworkPolicyEgressRule {
+	port := intstr.FromInt32(53)
+	return networkingv1.NetworkPolicyEgressRule{
+		To: []networkingv1.NetworkPolicyPeer{{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: metav1.NamespaceSystem}},
+			PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
+		}},
+		Ports: []networkingv1.NetworkPolicyPort{
+			{Protocol: ptr.To(corev1.ProtocolUDP), Port: &port},
+			{Protocol: ptr.To(corev1.ProtocolTCP), Port: &port},
+		},
+	}
 }

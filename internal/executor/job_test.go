@@ -144,10 +144,9 @@ func TestBuildNetworkPolicyGolden(t *testing.T) {
 		{"none", makeExecution("fix-bug-t3-0").Tool(toolgatev1alpha1.ToolBash, `{"command":"ls"}`).Obj()},
 		{"allowlist", makeExecution("fix-bug-t3-1").Tool(toolgatev1alpha1.ToolBash, `{"command":"go mod download"}`).
 			Network(toolgatev1alpha1.NetworkSpec{Mode: toolgatev1alpha1.NetworkAllowList, Egress: []toolgatev1alpha1.EgressRule{
-				{CIDR: "10.96.0.10/32", Ports: []int32{53}},
 				{CIDR: "203.0.113.0/24", Ports: []int32{443, 80}},
 				{CIDR: "198.51.100.7/32"},
-			}}).Obj()},
+			}, ClusterDNS: true}).Obj()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -289,6 +288,7 @@ func TestBuildErrors(t *testing.T) {
 	}{
 		{"egress without AllowList", toolgatev1alpha1.NetworkSpec{Mode: toolgatev1alpha1.NetworkNone, Egress: []toolgatev1alpha1.EgressRule{{CIDR: "10.0.0.0/8"}}}, "only allowed with mode AllowList"},
 		{"bad CIDR", toolgatev1alpha1.NetworkSpec{Mode: toolgatev1alpha1.NetworkAllowList, Egress: []toolgatev1alpha1.EgressRule{{CIDR: "10.0.0.0/8"}, {CIDR: "example.com"}}}, "egress[1].cidr"},
+		{"cluster DNS without AllowList", toolgatev1alpha1.NetworkSpec{ClusterDNS: true}, "clusterDNS is true but network.mode"},
 		{"unknown mode", toolgatev1alpha1.NetworkSpec{Mode: "Open"}, "spec.sandbox.network.mode"},
 	}
 	for _, tt := range netTests {

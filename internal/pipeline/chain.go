@@ -174,7 +174,7 @@ func checkWalls(exec *v1.Execution, walls *v1.SandboxWalls) error {
 	if walls.ReadOnlyWorkspace && !exec.Spec.Sandbox.ReadOnlyWorkspace {
 		return fmt.Errorf("the decision walls the workspace read-only, but spec.sandbox.readOnlyWorkspace is false")
 	}
-	if network := exec.Spec.Sandbox.Network; walls.NoNetwork && ((network.Mode != "" && network.Mode != v1.NetworkNone) || len(network.Egress) > 0) {
+	if network := exec.Spec.Sandbox.Network; walls.NoNetwork && ((network.Mode != "" && network.Mode != v1.NetworkNone) || len(network.Egress) > 0 || network.ClusterDNS) {
 		return fmt.Errorf("the decision walls off the network, but spec.sandbox.network allows egress")
 	}
 	return nil

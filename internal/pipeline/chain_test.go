@@ -141,6 +141,12 @@ func TestCheckChain(t *testing.T) {
 			e.Spec.Sandbox.Network = v1.NetworkSpec{Mode: v1.NetworkAllowList, Egress: []v1.EgressRule{{CIDR: "0.0.0.0/0"}}}
 			return i, nil
 		}},
+		{name: "network wall, cluster DNS open", link: "spec", want: "allows egress", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
+			i.Status.Decision.Walls = &v1.SandboxWalls{NoNetwork: true}
+			e.Spec.Walls = &v1.SandboxWalls{NoNetwork: true}
+			e.Spec.Sandbox.Network = v1.NetworkSpec{Mode: v1.NetworkNone, ClusterDNS: true}
+			return i, nil
+		}},
 		// The sandbox is the one the decision recorded (DecideSandbox), never the
 		// task's as it is when the Execution appears.
 		{name: "another image", link: "sandbox", want: "image evil:latest", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {

@@ -111,5 +111,9 @@ func networkText(n v1.NetworkSpec) string {
 	if n.Mode == "" || n.Mode == v1.NetworkNone {
 		return "None"
 	}
-	return fmt.Sprintf("%s with %d egress rules", n.Mode, len(n.Egress))
+	text := fmt.Sprintf("%s with %d egress rules", n.Mode, len(n.Egress))
+	if n.ClusterDNS {
+		text += " and cluster DNS"
+	}
+	return text
 }

@@ -653,10 +653,11 @@ exit 5
 		expectForbidden(as(eddie).Create(ctx, forged.DeepCopy()), `User "eddie" cannot create resource "executions"`)
 
 		By("the admin, past admission, gets no Job: the chain check refuses it")
-		Expect(k8s.Create(ctx, forged)).To(Succeed())
+		admin := asMastersAdmin(ctx)
+		Expect(admin.Create(ctx, forged)).To(Succeed())
 		unowned := forged.DeepCopy()
 		unowned.ObjectMeta = metav1.ObjectMeta{Name: "direct-owned-by-nobody", Namespace: ns}
-		Expect(k8s.Create(ctx, unowned)).To(Succeed())
+		Expect(admin.Create(ctx, unowned)).To(Succeed())
 		for _, e := range []struct {
 			exec *toolgatev1alpha1.Execution
 			why  string
@@ -688,7 +689,7 @@ exit 5
 			ObjectMeta: metav1.ObjectMeta{Name: original.Name + "-again", Namespace: ns, OwnerReferences: original.OwnerReferences},
 			Spec:       *original.Spec.DeepCopy(),
 		}
-		Expect(k8s.Create(ctx, replay)).To(Succeed())
+		Expect(admin.Create(ctx, replay)).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(replay), replay)).To(Succeed())
 			g.Expect(replay.Status.Phase).To(Equal(toolgatev1alpha1.ExecutionFailed))

@@ -41,6 +41,19 @@ const controllerServiceAccount = "system:serviceaccount:" + controllerNamespace 
 // controller's namespace in.
 var controllerGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + controllerNamespace}
 
+// mastersGroup is the group the admission policies exempt: a controller run outside
+// the cluster with an admin's credentials (make run) must be able to write what the
+// controller writes. kubeadm's admin kubeconfig (kind's) is in kubeadm:cluster-admins,
+// not in it; that user, bound to cluster-admin, may impersonate it.
+const mastersGroup = "system:masters"
+
+// asMastersAdmin is the suite's own user acting as a member of mastersGroup, for the
+// attacks that an admin past admission makes.
+func asMastersAdmin(ctx context.Context) client.Client {
+	GinkgoHelper()
+	return actingAs(whoAmI(ctx), mastersGroup)
+}
+
 var setLoggerOnce sync.Once
 
 // actingAs returns an uncached client whose requests the API server takes for

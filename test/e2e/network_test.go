@@ -41,7 +41,26 @@ func probeScript(targets ...target) string {
 	for _, t := range targets {
 		fmt.Fprintf(&b, "probe %s %s %d\n", t.name, t.host, t.port)
 	}
+	// And one name through the cluster's DNS (UDP): busybox nslookup says "Connection
+	// refused" when the query is answered with the ICMP port-unreachable a REJECT
+	// rule sends, and "connection timed out" alone when nothing answered.
+	b.WriteString(`out=$(nslookup ` + dnsName + ` 2>&1); rc=$?; ` +
+		`if [ $rc -eq 0 ]; then echo "` + dnsProbe + ` resolved: $(echo "$out" | sed -n '/^Name:/,$ s/^Address: *//p' | head -n 1)"; ` +
+		`else echo "` + dnsProbe + ` failed: rc=$rc $(echo "$out" | tr '\n' ' ')"; fi` + "\n")
 	return b.String()
+}
+
+// dnsName is the name probeScript resolves (the kubernetes Service's), and dnsProbe
+// the name of its line.
+const (
+	dnsName  = "kubernetes.default.svc.cluster.local"
+	dnsProbe = "dns"
+)
+
+// expectResolved checks that the DNS probe resolved dnsName to address.
+func expectResolved(output, address string) {
+	GinkgoHelper()
+	Expect(probeLine(output, dnsProbe)).To(Equal(dnsProbe+" resolved: "+address), "whole output:\n%s", output)
 }
 
 // probeLine returns the line probeScript printed for target name.
@@ -178,6 +197,7 @@ var _ = Describe("The sandbox's network on a real cluster", Ordered, func() {
 		expectConnected(out, api.name, "")
 		expectConnected(out, kubelet.name, "")
 		expectConnected(out, svc.name, "")
+		expectResolved(out, svc.host)
 	})
 
 	It("refuses every connection of a call whose network is None", func(ctx SpecContext) {
@@ -185,6 +205,7 @@ var _ = Describe("The sandbox's network on a real cluster", Ordered, func() {
 		for _, t := range all {
 			expectRefused(out, t.name)
 		}
+		expectRefused(out, dnsProbe)
 	})
 
 	It("lets a call with an egress allow-list reach exactly the listed destination", func(ctx SpecContext) {
@@ -194,6 +215,22 @@ var _ = Describe("The sandbox's network on a real cluster", Ordered, func() {
 		}
 		out := sandboxedProbe(ctx, ns, claim, "net-allow", network, all...)
 		expectConnected(out, a.name, "reply-a")
+		for _, t := range []target{aOther, b, api, kubelet, svc} {
+			expectRefused(out, t.name)
+		}
+		expectRefused(out, dnsProbe)
+	})
+
+	It("resolves names through the cluster's DNS only when the allow-list includes it, and reaches no more", func(ctx SpecContext) {
+		network := toolgatev1alpha1.NetworkSpec{
+			Mode:       toolgatev1alpha1.NetworkAllowList,
+			Egress:     []toolgatev1alpha1.EgressRule{{CIDR: a.host + "/32", Ports: []int32{int32(a.port)}}},
+			ClusterDNS: true,
+		}
+		out := sandboxedProbe(ctx, ns, claim, "net-dns", network, all...)
+		expectResolved(out, svc.host)
+		expectConnected(out, a.name, "reply-a")
+		// The name it resolved is not a destination it may reach.
 		for _, t := range []target{aOther, b, api, kubelet, svc} {
 			expectRefused(out, t.name)
 		}

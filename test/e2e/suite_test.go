@@ -2,8 +2,8 @@
 
 // Package e2e tests toolgate on a real cluster: whatever cluster KUBECONFIG names,
 // with toolgate deployed (config/default) and its images available to the nodes.
-// `make test-e2e` without KUBECONFIG brings up the local cluster
-// (hack/local-cluster.sh), loads the images and deploys toolgate first.
+// `make test-e2e` without KUBECONFIG brings up the kind cluster (hack/kind.sh), loads
+// the images and deploys toolgate first.
 //
 // Each spec runs in its own namespace with its own workspace claim, and talks to
 // the API through an uncached client; `kubectl` (on PATH) is used where a person
