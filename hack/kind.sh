@@ -58,7 +58,7 @@ kc() { "$(assets_dir)/kubectl" --kubeconfig "$(kubeconfig_path)" "$@"; }
 
 have_version() {
   # $1 binary, $2 expected version substring
-  [ -x "$1" ] && "$1" --version 2>/dev/null | grep -q -- "$2"
+  [ -x "$1" ] && "$1" --version 2>/dev/null | grep -- "$2" >/dev/null
 }
 
 # ---------------------------------------------------------------------------------
@@ -141,10 +141,10 @@ build_kubernetes() {
   for c in kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet; do
     have_version "${assets}/${c}" "v${K8S_VERSION}" || missing+=("${c}")
   done
-  if ! { [ -x "${assets}/kubeadm" ] && "${assets}/kubeadm" version -o short 2>/dev/null | grep -q "v${K8S_VERSION}"; }; then
+  if ! { [ -x "${assets}/kubeadm" ] && "${assets}/kubeadm" version -o short 2>/dev/null | grep "v${K8S_VERSION}" >/dev/null; }; then
     missing+=(kubeadm)
   fi
-  if ! { [ -x "${assets}/kubectl" ] && "${assets}/kubectl" version --client 2>/dev/null | grep -q "v${K8S_VERSION}"; }; then
+  if ! { [ -x "${assets}/kubectl" ] && "${assets}/kubectl" version --client 2>/dev/null | grep "v${K8S_VERSION}" >/dev/null; }; then
     missing+=(kubectl)
   fi
   if [ "${#missing[@]}" -eq 0 ]; then return; fi
@@ -238,7 +238,7 @@ build_binaries() {
 # kubeadm looks for and nothing is pulled.
 kubeadm_image() {
   "$(assets_dir)/kubeadm" config images list --kubernetes-version "v${K8S_VERSION}" 2>/dev/null |
-    awk -v n="/$1:" 'index($0, n) {print; exit}'
+    awk -v n="/$1:" 'index($0, n) && !found {print; found = 1}'
 }
 
 # stamp FILE INPUTS...: true when FILE records exactly the checksums of INPUTS (the
@@ -378,7 +378,7 @@ cmd_build() {
 # ---------------------------------------------------------------------------------
 # The cluster.
 
-cluster_exists() { kind_ get clusters 2>/dev/null | grep -qx "${CLUSTER}"; }
+cluster_exists() { kind_ get clusters 2>/dev/null | grep -x "${CLUSTER}" >/dev/null; }
 
 cmd_up() {
   [ "$(id -u)" -eq 0 ] || die "run as root: it may install packages and start dockerd"
