@@ -82,7 +82,7 @@ bench-pipeline: envtest-assets ## Run the pipeline benchmark (envtest, the whole
 	TOOLGATE_BENCH_INTENTS="$(BENCH_INTENTS)" TOOLGATE_BENCH_TASKS="$(BENCH_TASKS)" TOOLGATE_BENCH_PERTASK="$(BENCH_PERTASK)" KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test -tags pipelinebench ./internal/pipelinebench/ -run '^TestPipeline$$' -count=1 -v -timeout 60m
 
 .PHONY: test-e2e
-test-e2e: ## Run the e2e suite against the cluster KUBECONFIG names; without KUBECONFIG, on the local cluster (brought up, images loaded, toolgate deployed).
+test-e2e: ## Run the e2e suite against the cluster KUBECONFIG names; without KUBECONFIG, on the kind cluster (brought up, images loaded, toolgate deployed).
 	@if [ -z "$$KUBECONFIG" ]; then $(MAKE) --no-print-directory local-deploy; fi
 	@rm -rf test/e2e/logs
 	KUBECONFIG="$${KUBECONFIG:-$(KIND_KUBECONFIG)}" PATH="$(ENVTEST_ASSETS):$$PATH" \

@@ -115,7 +115,8 @@ stop_docker() {
   local pidfile="${STATE}/dockerd.pid" pid i
   [ -f "${pidfile}" ] || return 0
   pid="$(cat "${pidfile}")"
-  if kill -0 "${pid}" 2>/dev/null; then
+  # The pid file may outlive its dockerd (a reboot): only a dockerd is stopped.
+  if [ "$(cat "/proc/${pid}/comm" 2>/dev/null)" = dockerd ]; then
     log "stopping the dockerd this script started (pid ${pid})"
     kill -TERM "${pid}" 2>/dev/null || true
     for ((i = 0; i < 300; i++)); do
@@ -316,13 +317,22 @@ build_node_image() {
   assets="$(assets_dir)"
   kmod="$(cd "${ROOT}" && go mod download -json "sigs.k8s.io/kind@${KIND_VERSION}" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
   [ -d "${kmod}/images/base/files" ] || die "cannot find kind's node files in ${kmod}/images/base/files"
-  inputs=("${assets}/kubelet" "${assets}/kubeadm" "${assets}/kubectl" "${ROOT}"/hack/kind/node/* "${IMAGES}"/*.tar)
+  local node_images=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd pause coredns localpv) c
+  # What the image is made of: a change to any of it makes it again.
+  inputs=("${assets}/kubelet" "${assets}/kubeadm" "${assets}/kubectl" "${ROOT}"/hack/kind/node/*)
+  for c in "${node_images[@]}"; do inputs+=("${IMAGES}/${c}.tar"); done
+  echo "kind ${KIND_VERSION} debian ${DEBIAN_SUITE}" >"${IMAGES}/node.versions"
+  inputs+=("${IMAGES}/node.versions")
   if docker_ image inspect "${NODE_IMAGE_TAG}" >/dev/null 2>&1 && current "${IMAGES}/node.sum" "${inputs[@]}"; then
     return
   fi
   log "building the node image ${NODE_IMAGE_TAG}"
   local ctx
   ctx="$(mktemp -d)"
+  # However the build ends, no build container, build images or build folder
+  # (gigabytes) are left behind.
+  NODE_BUILD_DIR="${ctx}"
+  trap 'remove_node_build "${NODE_BUILD_DIR}"' EXIT
   mmdebstrap --quiet --variant=minbase \
     --include=systemd,systemd-sysv,dbus,containerd,runc,containernetworking-plugins,iptables,nftables,conntrack,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,bash,ca-certificates,jq,procps \
     "${DEBIAN_SUITE}" "${ctx}/rootfs.tar"
@@ -333,10 +343,7 @@ build_node_image() {
   cp "${assets}/kubelet" "${assets}/kubeadm" "${assets}/kubectl" "${ctx}/"
   cp "${ROOT}"/hack/kind/node/* "${ctx}/"
   mkdir -p "${ctx}/images"
-  local c
-  for c in kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd pause coredns localpv; do
-    cp "${IMAGES}/${c}.tar" "${ctx}/images/"
-  done
+  for c in "${node_images[@]}"; do cp "${IMAGES}/${c}.tar" "${ctx}/images/"; done
   sed -e "s|@PAUSE_IMAGE@|$(kubeadm_image pause)|" "${ROOT}/hack/kind/node/containerd.toml" >"${ctx}/containerd.toml"
   sed -e "s|@LOCALPV_IMAGE@|${LOCALPV_IMAGE}|" "${ROOT}/hack/kind/node/default-storage.yaml" >"${ctx}/default-storage.yaml"
   echo "v${K8S_VERSION}" >"${ctx}/version"
@@ -358,11 +365,16 @@ build_node_image() {
   docker_ commit \
     -c 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' -c 'CMD []' \
     toolgate-kind-build "${NODE_IMAGE_TAG}" >/dev/null
-  docker_ rm -f toolgate-kind-build >/dev/null
-  docker_ rmi toolgate/kind-node:build toolgate/kind-rootfs:build >/dev/null 2>&1 || true
-  rm -rf "${ctx}"
-  mkdir -p "${STATE}"
+  remove_node_build "${ctx}"
+  trap - EXIT
   record "${IMAGES}/node.sum" "${inputs[@]}"
+}
+
+# remove_node_build DIR removes what build_node_image makes on its way.
+remove_node_build() {
+  docker_ rm -f toolgate-kind-build >/dev/null 2>&1 || true
+  docker_ rmi toolgate/kind-node:build toolgate/kind-rootfs:build >/dev/null 2>&1 || true
+  [ -z "${1:-}" ] || rm -rf "$1"
 }
 
 cmd_build() {
@@ -392,7 +404,7 @@ cmd_up() {
       --config "${ROOT}/hack/kind/cluster.yaml" --kubeconfig "$(kubeconfig_path)" --wait 0s
   fi
   kind_ export kubeconfig --name "${CLUSTER}" --kubeconfig "$(kubeconfig_path)" >/dev/null 2>&1
-  log "installing kube-router's firewall"
+  log "installing the pod network and kube-router's firewall"
   kind_ load image-archive --name "${CLUSTER}" "${IMAGES}/kube-router.tar"
   sed "s|image: toolgate/kube-router:.*|image: ${KUBE_ROUTER_IMAGE}|" "${ROOT}/hack/kind/kube-router.yaml" | kc apply -f - >/dev/null
   kc -n kube-system rollout status daemonset/kube-router --timeout=3m >/dev/null
@@ -437,7 +449,10 @@ cmd_logs() {
 cmd_down() {
   if command -v docker >/dev/null && docker_ info >/dev/null 2>&1; then
     go_install "$(kind_bin)" "sigs.k8s.io/kind@${KIND_VERSION}"
-    if cluster_exists; then kind_ delete cluster --name "${CLUSTER}"; fi
+    if cluster_exists; then
+      kind_ delete cluster --name "${CLUSTER}" || log "could not delete cluster ${CLUSTER}: see 'docker ps -a'"
+    fi
+    remove_node_build
   fi
   stop_docker
   rm -f "$(kubeconfig_path)"

@@ -177,8 +177,11 @@ type NetworkSpec struct {
 	// deployed), so that the call can resolve names; only with mode AllowList. The
 	// DNS Service's address is no egress destination of its own: connections to a
 	// Service reach its pods, and NetworkPolicy is enforced on the pods' addresses.
-	// Resolving a name lets the call reach nothing: what it connects to must still
-	// be listed in egress.
+	// Resolving a name opens no connection: what the call connects to must still be
+	// listed in egress. But DNS is a channel out: a cluster DNS server that forwards
+	// names it does not serve (CoreDNS does by default) carries whatever the call
+	// puts in the names it looks up, and answers tell it the cluster's Service
+	// names. Allow it where the task's egress is already trusted to reach out.
 	// +optional
 	ClusterDNS bool `json:"clusterDNS,omitempty"`
 }

@@ -158,6 +158,9 @@ func RenderApprovalRequest(w io.Writer, a *v1.Approval, now time.Time) error {
 		rule = fmt.Sprintf("%s rule %s (generation %d)", r.Policy, r.Rule, r.PolicyGeneration)
 	}
 	line("Runs behind", "%s", wallsLine(r.Walls))
+	if r.Sandbox != nil {
+		line("Network", "%s", networkLine(r.Sandbox.Profile.Network))
+	}
 	line("Asked by", "%s", rule)
 	if r.Reason != "" {
 		line("Rule's reason", "%s", mask.Secrets(r.Reason))

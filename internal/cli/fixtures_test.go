@@ -156,6 +156,12 @@ func fixtureTask(ns string) (*v1.AgentTask, []v1.ToolIntent, []v1.Approval, []v1
 			a.Spec.Request.Reason = "no rule matched; Edit mode asks a human for build calls"
 			a.Spec.Request.ProposerReason = "check that it compiles"
 			a.Spec.Approvers = &v1.Approvers{Users: []string{"alice", "bob"}, Groups: []string{"sre"}}
+			a.Spec.Request.Sandbox = &v1.DecidedSandbox{TaskUID: "uid-fix-tests", Profile: v1.SandboxProfile{
+				Image: "toolgate/workspace:dev", WorkspaceClaimName: "fix-tests-workspace",
+				Network: v1.NetworkSpec{Mode: v1.NetworkAllowList, ClusterDNS: true, Egress: []v1.EgressRule{
+					{CIDR: "203.0.113.0/24", Ports: []int32{443}}, {CIDR: "198.51.100.7/32"},
+				}},
+			}}
 			a.Status.State = v1.ApprovalStatePending
 		}),
 	}

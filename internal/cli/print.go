@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -93,6 +94,33 @@ func wallsLine(w *v1.SandboxWalls) string {
 		text += " (" + w.Reason + ")"
 	}
 	return text
+}
+
+// networkLine says what the call's sandbox may reach, for the person deciding it:
+// every destination, and the cluster DNS with what it lets out.
+func networkLine(n v1.NetworkSpec) string {
+	if n.Mode == "" || n.Mode == v1.NetworkNone {
+		return "none: all egress denied"
+	}
+	var parts []string
+	for _, rule := range n.Egress {
+		ports := "every port"
+		if len(rule.Ports) > 0 {
+			ps := make([]string, len(rule.Ports))
+			for i, p := range rule.Ports {
+				ps[i] = strconv.Itoa(int(p))
+			}
+			ports = "TCP " + strings.Join(ps, ",")
+		}
+		parts = append(parts, rule.CIDR+" ("+ports+")")
+	}
+	if n.ClusterDNS {
+		parts = append(parts, "the cluster DNS (a name the call looks up can carry data out when the DNS server forwards it)")
+	}
+	if len(parts) == 0 {
+		return string(n.Mode) + " of nothing: all egress denied"
+	}
+	return string(n.Mode) + ": " + strings.Join(parts, "; ")
 }
 
 // oneLine cuts s to n runes on one line, for tables.
