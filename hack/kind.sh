@@ -82,7 +82,7 @@ docker_() { docker "$@"; }
 
 # lacks_sys_resource is true on hosts whose capability bounding set has no
 # CAP_SYS_RESOURCE (bit 24): there `docker run --privileged` fails unless dockerd's
-# runtime drops that capability (hack/kind/runc-without-sys-resource).
+# runtime drops that capability (hack/runc-without-sys-resource).
 lacks_sys_resource() {
   local bnd
   bnd="$(awk '/^CapBnd:/ {print $2}' /proc/self/status)"
@@ -97,8 +97,9 @@ ensure_docker() {
   mkdir -p "${STATE}"
   local args=(--iptables=false --ip-masq=false)
   if lacks_sys_resource; then
-    log "this host's capability bounding set lacks CAP_SYS_RESOURCE: dockerd runs containers through hack/kind/runc-without-sys-resource"
-    args+=(--add-runtime "toolgate-runc=${ROOT}/hack/kind/runc-without-sys-resource" --default-runtime toolgate-runc)
+    log "this host's capability bounding set lacks CAP_SYS_RESOURCE: dockerd runs containers through hack/runc-without-sys-resource"
+    (cd "${ROOT}" && CGO_ENABLED=0 go build -o "${ROOT}/bin/runc-without-sys-resource" ./hack/runc-without-sys-resource)
+    args+=(--add-runtime "toolgate-runc=${ROOT}/bin/runc-without-sys-resource" --default-runtime toolgate-runc)
   fi
   log "starting dockerd (log: ${STATE}/dockerd.log)"
   nohup dockerd "${args[@]}" >"${STATE}/dockerd.log" 2>&1 </dev/null &
