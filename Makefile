@@ -86,9 +86,15 @@ test-e2e: ## Run the e2e suite against the cluster KUBECONFIG names; without KUB
 	@if [ -z "$$KUBECONFIG" ]; then $(MAKE) --no-print-directory local-deploy; fi
 	@rm -rf test/e2e/logs
 	KUBECONFIG="$${KUBECONFIG:-$(KIND_KUBECONFIG)}" PATH="$(ENVTEST_ASSETS):$$PATH" \
-	  go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v -ginkgo.v || { \
+	  go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v -ginkgo.v -ginkgo.label-filter='!bench' || { \
 	  if [ -z "$$KUBECONFIG" ]; then hack/kind.sh logs test/e2e/logs; fi; \
 	  echo "e2e failed: logs are in test/e2e/logs/"; exit 1; }
+
+.PHONY: bench-e2e
+bench-e2e: ## Measure a tool call's latency on the cluster (intent to observation, beside kubectl exec; docs/benchmarks.md); without KUBECONFIG, on the kind cluster.
+	@if [ -z "$$KUBECONFIG" ]; then $(MAKE) --no-print-directory local-deploy; fi
+	KUBECONFIG="$${KUBECONFIG:-$(KIND_KUBECONFIG)}" PATH="$(ENVTEST_ASSETS):$$PATH" \
+	  go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v -ginkgo.label-filter=bench
 
 .PHONY: kind-up
 kind-up: ## Build (cached) and create the kind cluster, NetworkPolicy enforced (root; see docs/kind.md).
