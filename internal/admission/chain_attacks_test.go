@@ -162,13 +162,20 @@ func patchTask(t *testing.T, user, ns, name string, spec map[string]any) {
 
 // observed waits for the intent's observation and checks its outcome, whether
 // anything was executed, and that its summary says each of want. A call that must
-// not run fails as soon as it has an Execution.
+// not run fails as soon as its Execution runs (has a Job), and when its observation
+// still names an Execution. (An intent names its Execution before creating it, so a
+// name alone, ExecutionRequested, is no run: the create may still find the name
+// taken by an object that is not the intent's, and clear it.)
 func observed(t *testing.T, intent *v1.ToolIntent, outcome v1.Outcome, executed bool, want ...string) *v1.ToolIntent {
 	t.Helper()
+	runs := func(i *v1.ToolIntent) bool {
+		c := meta.FindStatusCondition(i.Status.Conditions, v1.ConditionExecuted)
+		return c != nil && c.Reason == v1.ReasonExecutionCreated
+	}
 	got := waitFor(t, intent, "an observation", func(i *v1.ToolIntent) bool {
-		return i.Status.Observation != nil || (!executed && i.Status.ExecutionRef != "")
+		return i.Status.Observation != nil || (!executed && runs(i))
 	})
-	if !executed && got.Status.ExecutionRef != "" {
+	if !executed && (runs(got) || got.Status.ExecutionRef != "") {
 		t.Fatalf("intent %s runs as Execution %s; want it to end %s with nothing executed (conditions %+v)", got.Name, got.Status.ExecutionRef, outcome, got.Status.Conditions)
 	}
 	obs := got.Status.Observation
