@@ -78,7 +78,6 @@ install_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null
 }
 
-docker_() { docker "$@"; }
 
 # lacks_sys_resource is true on hosts whose capability bounding set has no
 # CAP_SYS_RESOURCE (bit 24): there `docker run --privileged` fails unless dockerd's
@@ -93,7 +92,7 @@ lacks_sys_resource() {
 # iptables management (the cluster needs no NAT: nothing it runs leaves the machine)
 # and, where the host lacks CAP_SYS_RESOURCE, with the runtime wrapper as default.
 ensure_docker() {
-  if docker_ info >/dev/null 2>&1; then return; fi
+  if docker info >/dev/null 2>&1; then return; fi
   mkdir -p "${STATE}"
   local args=(--iptables=false --ip-masq=false)
   if lacks_sys_resource; then
@@ -106,7 +105,7 @@ ensure_docker() {
   echo $! >"${STATE}/dockerd.pid"
   local i
   for ((i = 0; i < 60; i++)); do
-    docker_ info >/dev/null 2>&1 && return
+    docker info >/dev/null 2>&1 && return
     sleep 1
   done
   die "dockerd is not up after 60s; see ${STATE}/dockerd.log"
@@ -261,13 +260,13 @@ record() {
 # (kube-proxy's nftables mode, kube-router's iptables and ipsets): Debian's essential
 # packages with iptables, ipset, nftables and conntrack.
 build_netbase() {
-  if docker_ image inspect "${NETBASE_TAG}" >/dev/null 2>&1; then return; fi
+  if docker image inspect "${NETBASE_TAG}" >/dev/null 2>&1; then return; fi
   log "building ${NETBASE_TAG} from Debian's packages (mmdebstrap)"
   local tmp
   tmp="$(mktemp -d)"
   mmdebstrap --quiet --variant=essential --include=iptables,ipset,nftables,conntrack,kmod,ca-certificates \
     "${DEBIAN_SUITE}" "${tmp}/rootfs.tar"
-  docker_ import "${tmp}/rootfs.tar" "${NETBASE_TAG}" >/dev/null
+  docker import "${tmp}/rootfs.tar" "${NETBASE_TAG}" >/dev/null
   rm -rf "${tmp}"
 }
 
@@ -278,13 +277,13 @@ netbase_image() {
   current "${tar}.sum" "${bin}" && [ -f "${tar}" ] && return
   ctx="$(mktemp -d)"
   cp "${bin}" "${ctx}/program"
-  docker_ build -q -t "${tag}" -f - "${ctx}" >/dev/null <<DOCKERFILE
+  docker build -q -t "${tag}" -f - "${ctx}" >/dev/null <<DOCKERFILE
 FROM ${NETBASE_TAG}
 COPY program ${dest}
 ENTRYPOINT ["${dest}"]
 DOCKERFILE
   rm -rf "${ctx}"
-  docker_ save -o "${tar}" "${tag}"
+  docker save -o "${tar}" "${tag}"
   record "${tar}.sum" "${bin}"
 }
 
@@ -324,7 +323,7 @@ build_node_image() {
   for c in "${node_images[@]}"; do inputs+=("${IMAGES}/${c}.tar"); done
   echo "kind ${KIND_VERSION} debian ${DEBIAN_SUITE}" >"${IMAGES}/node.versions"
   inputs+=("${IMAGES}/node.versions")
-  if docker_ image inspect "${NODE_IMAGE_TAG}" >/dev/null 2>&1 && current "${IMAGES}/node.sum" "${inputs[@]}"; then
+  if docker image inspect "${NODE_IMAGE_TAG}" >/dev/null 2>&1 && current "${IMAGES}/node.sum" "${inputs[@]}"; then
     return
   fi
   log "building the node image ${NODE_IMAGE_TAG}"
@@ -337,7 +336,7 @@ build_node_image() {
   mmdebstrap --quiet --variant=minbase \
     --include=systemd,systemd-sysv,dbus,containerd,runc,containernetworking-plugins,iptables,nftables,conntrack,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,bash,ca-certificates,jq,procps \
     "${DEBIAN_SUITE}" "${ctx}/rootfs.tar"
-  docker_ import "${ctx}/rootfs.tar" toolgate/kind-rootfs:build >/dev/null
+  docker import "${ctx}/rootfs.tar" toolgate/kind-rootfs:build >/dev/null
   rm -f "${ctx}/rootfs.tar"
   cp -r "${kmod}/images/base/files" "${ctx}/files"
   chmod -R u+w "${ctx}/files"
@@ -348,14 +347,14 @@ build_node_image() {
   sed -e "s|@PAUSE_IMAGE@|$(kubeadm_image pause)|" "${ROOT}/hack/kind/node/containerd.toml" >"${ctx}/containerd.toml"
   sed -e "s|@LOCALPV_IMAGE@|${LOCALPV_IMAGE}|" "${ROOT}/hack/kind/node/default-storage.yaml" >"${ctx}/default-storage.yaml"
   echo "v${K8S_VERSION}" >"${ctx}/version"
-  docker_ build -q -t toolgate/kind-node:build -f "${ctx}/Dockerfile" "${ctx}" >/dev/null
+  docker build -q -t toolgate/kind-node:build -f "${ctx}/Dockerfile" "${ctx}" >/dev/null
   # The images go into containerd's store the way kind's own image build puts them:
   # a build container runs containerd, and the result is committed.
-  docker_ rm -f toolgate-kind-build >/dev/null 2>&1 || true
-  docker_ run -d --name toolgate-kind-build --privileged --entrypoint sleep toolgate/kind-node:build infinity >/dev/null
+  docker rm -f toolgate-kind-build >/dev/null 2>&1 || true
+  docker run -d --name toolgate-kind-build --privileged --entrypoint sleep toolgate/kind-node:build infinity >/dev/null
   # (The Dockerfile's entrypoint, environment and stop signal carry over; the build
   # container's `sleep` is replaced by the entrypoint again.)
-  docker_ exec toolgate-kind-build bash -euc '
+  docker exec toolgate-kind-build bash -euc '
     containerd >/tmp/containerd.log 2>&1 &
     for i in $(seq 1 60); do ctr version >/dev/null 2>&1 && break; sleep 1; done
     for tar in /kind/images/*.tar; do
@@ -363,7 +362,7 @@ build_node_image() {
     done
     kill %1; wait || true
     rm -rf /kind/images /tmp/containerd.log'
-  docker_ commit \
+  docker commit \
     -c 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' -c 'CMD []' \
     toolgate-kind-build "${NODE_IMAGE_TAG}" >/dev/null
   remove_node_build "${ctx}"
@@ -373,8 +372,8 @@ build_node_image() {
 
 # remove_node_build DIR removes what build_node_image makes on its way.
 remove_node_build() {
-  docker_ rm -f toolgate-kind-build >/dev/null 2>&1 || true
-  docker_ rmi toolgate/kind-node:build toolgate/kind-rootfs:build >/dev/null 2>&1 || true
+  docker rm -f toolgate-kind-build >/dev/null 2>&1 || true
+  docker rmi toolgate/kind-node:build toolgate/kind-rootfs:build >/dev/null 2>&1 || true
   [ -z "${1:-}" ] || rm -rf "$1"
 }
 
@@ -412,7 +411,7 @@ cmd_up() {
   # Its pod runs before its rules exist: wait for its chain in the node.
   local i
   for ((i = 0; i < 60; i++)); do
-    docker_ exec "${CLUSTER}-control-plane" iptables -S KUBE-ROUTER-FORWARD >/dev/null 2>&1 && break
+    docker exec "${CLUSTER}-control-plane" iptables -S KUBE-ROUTER-FORWARD >/dev/null 2>&1 && break
     sleep 1
   done
   ((i < 60)) || die "kube-router's firewall made no rules in 60s: kubectl -n kube-system logs daemonset/kube-router"
@@ -448,7 +447,7 @@ cmd_logs() {
 }
 
 cmd_down() {
-  if command -v docker >/dev/null && docker_ info >/dev/null 2>&1; then
+  if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
     go_install "$(kind_bin)" "sigs.k8s.io/kind@${KIND_VERSION}"
     if cluster_exists; then
       kind_ delete cluster --name "${CLUSTER}" || log "could not delete cluster ${CLUSTER}: see 'docker ps -a'"

@@ -157,6 +157,10 @@ func TestCheckChain(t *testing.T) {
 			e.Spec.Sandbox.Network.Egress = []v1.EgressRule{{CIDR: "0.0.0.0/0"}}
 			return i, nil
 		}},
+		{name: "cluster DNS opened", link: "sandbox", want: "AllowList with 0 egress rules and cluster DNS", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
+			e.Spec.Sandbox.Network = v1.NetworkSpec{Mode: v1.NetworkAllowList, ClusterDNS: true}
+			return i, nil
+		}},
 		{name: "another workspace claim", link: "sandbox", want: "workspace someone-elses", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
 			e.Spec.Sandbox.WorkspaceClaimName = "someone-elses"
 			return i, nil

@@ -45,6 +45,14 @@ func TestDecideSandbox(t *testing.T) {
 				Profile: v1.SandboxProfile{Image: defaultImage, WorkspaceClaimName: "fix-workspace", ReadOnlyWorkspace: true, Network: v1.NetworkSpec{Mode: v1.NetworkNone}}},
 		},
 		{
+			name: "walls: cluster DNS replaced by None too",
+			task: makeTask("fix").uid("u1").sandbox(v1.SandboxSpec{Network: v1.NetworkSpec{Mode: v1.NetworkAllowList, ClusterDNS: true,
+				Egress: []v1.EgressRule{{CIDR: "10.0.0.0/8"}}}}).obj(),
+			walls: &v1.SandboxWalls{NoNetwork: true},
+			want: v1.DecidedSandbox{TaskUID: "u1", TimeoutSeconds: 90, MaxOutputBytes: 32768,
+				Profile: v1.SandboxProfile{Image: defaultImage, WorkspaceClaimName: "fix-workspace", Network: v1.NetworkSpec{Mode: v1.NetworkNone}}},
+		},
+		{
 			name:  "a read-only mount wall alone keeps the task's egress",
 			task:  makeTask("fix").uid("u1").sandbox(v1.SandboxSpec{Network: egress}).obj(),
 			walls: &v1.SandboxWalls{ReadOnlyWorkspace: true},

@@ -461,6 +461,9 @@ func TestFingerprintWithSandbox(t *testing.T) {
 		"egress": func(s *v1alpha1.DecidedSandbox) {
 			s.Profile.Network = v1alpha1.NetworkSpec{Mode: v1alpha1.NetworkAllowList, Egress: []v1alpha1.EgressRule{{CIDR: "0.0.0.0/0"}}}
 		},
+		// The same destinations, and DNS out on top: an approved call's fingerprint
+		// does not carry over to one that may also send names to the cluster DNS.
+		"cluster DNS":     func(s *v1alpha1.DecidedSandbox) { s.Profile.Network.ClusterDNS = true },
 		"workspace claim": func(s *v1alpha1.DecidedSandbox) { s.Profile.WorkspaceClaimName = "someone-elses" },
 		"read-only mount": func(s *v1alpha1.DecidedSandbox) { s.Profile.ReadOnlyWorkspace = true },
 		"resources": func(s *v1alpha1.DecidedSandbox) {
