@@ -157,7 +157,30 @@ type SandboxSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Network NetworkSpec `json:"network,omitempty"`
+
+	// isolation says where each call runs. PerCall (the default) runs every call in
+	// a pod of its own, a Job made for it: nothing of one call outlives it, at about
+	// three seconds of pod start per call. Session keeps warm session pods for the
+	// task, one per sandbox a call is decided to run in (the task's, and the
+	// read-only one with no network that read-only calls get), and runs each call in
+	// one of them as a fresh process: a call takes a fraction of a second, every
+	// process it started is killed when it ends, and the pod's walls are the same
+	// as a Job's. What a session shares between calls is its pod: its /tmp and the
+	// kernel's view of one long-lived container.
+	// +optional
+	Isolation SandboxIsolation `json:"isolation,omitempty"`
 }
+
+// SandboxIsolation says whether calls run in a pod each or in the task's sessions.
+// +kubebuilder:validation:Enum=PerCall;Session
+type SandboxIsolation string
+
+const (
+	// IsolationPerCall runs each call as a Job of its own (the default).
+	IsolationPerCall SandboxIsolation = "PerCall"
+	// IsolationSession runs each call in a warm session pod of the task.
+	IsolationSession SandboxIsolation = "Session"
+)
 
 // NetworkSpec is the egress an Execution gets.
 // +kubebuilder:validation:XValidation:rule="self.mode == 'AllowList' || !has(self.egress) || size(self.egress) == 0",message="network.egress is only allowed with network.mode AllowList"

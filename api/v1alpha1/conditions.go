@@ -119,6 +119,12 @@ const (
 	ReasonJobPending = "JobPending"
 	// ReasonJobRunning: the tool is running.
 	ReasonJobRunning = "JobRunning"
+	// ReasonSessionPending: the call waits for its session pod to take it (isolation
+	// Session); the message says what the session waits for.
+	ReasonSessionPending = "SessionPending"
+	// ReasonSessionRunning: the call was delivered to its session pod and runs. A
+	// finished call in a session ends JobSucceeded or JobFailed, as in a Job.
+	ReasonSessionRunning = "SessionRunning"
 	// ReasonJobInvalid: the Execution could not be turned into a Job; the message
 	// names the field. Nothing ran.
 	ReasonJobInvalid = "JobInvalid"

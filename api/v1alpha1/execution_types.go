@@ -73,6 +73,10 @@ type SandboxProfile struct {
 	// readOnlyWorkspace mounts the workspace read-only: set by the walls.
 	// +optional
 	ReadOnlyWorkspace bool `json:"readOnlyWorkspace,omitempty"`
+	// isolation is the task's: Session runs the call in the task's session pod of
+	// this profile, PerCall (or empty) in a Job of its own.
+	// +optional
+	Isolation SandboxIsolation `json:"isolation,omitempty"`
 }
 
 // SandboxWalls are restrictions the decision puts on a call's sandbox, tighter than
@@ -187,9 +191,14 @@ type ExecutionStatus struct {
 	// jobName of the Job running the invocation.
 	// +optional
 	JobName string `json:"jobName,omitempty"`
-	// podName of the Job's pod.
+	// podName of the pod that ran the call: the Job's pod, or the session pod.
 	// +optional
 	PodName string `json:"podName,omitempty"`
+	// sessionName is the session pod the call was delivered to (isolation Session),
+	// recorded before the call starts; empty for a call run as a Job.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	SessionName string `json:"sessionName,omitempty"`
 	// startTime of the tool.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`

@@ -60,6 +60,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		fs.IntVar(w.n, w.name, w.def, w.help)
 	}
 	fs.DurationVar(&c.opts.SpentJobTTL, "spent-job-ttl", controller.DefaultSpentJobTTL, "How long a call's Job and pod are kept once its Execution holds the whole result (the exit code and all the output); the Job of a call whose output was truncated, or that ended without a result, is kept a day (its full log, or why it failed, is only there). Must be positive.")
+	fs.DurationVar(&c.opts.SessionIdleTimeout, "session-idle-timeout", controller.DefaultSessionIdleTimeout, "How long the session pods of a task with isolation Session stay up with no call; the next call starts them again. Must be positive.")
 	c.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -73,6 +74,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		if *w.n < 1 {
 			return config{}, fmt.Errorf("--%s must be at least 1, got %d", w.name, *w.n)
 		}
+	}
+	if c.opts.SessionIdleTimeout <= 0 {
+		return config{}, fmt.Errorf("--session-idle-timeout must be positive, for example 10m; got %s", c.opts.SessionIdleTimeout)
 	}
 	if c.opts.SpentJobTTL <= 0 {
 		return config{}, fmt.Errorf("--spent-job-ttl must be positive, for example 1m; got %s", c.opts.SpentJobTTL)

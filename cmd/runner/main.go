@@ -3,6 +3,8 @@
 //
 //	runner [-workspace DIR] [-termination-log PATH]
 //	runner install DEST
+//	runner session
+//	runner exec
 //
 // The Invocation is read as JSON from TOOLGATE_INVOCATION (required). The workspace
 // root is -workspace, else TOOLGATE_WORKSPACE, else /workspace; the Result goes to
@@ -14,7 +16,8 @@
 // failed (the tool's exit code is in the Result), 1 when no Result could be written
 // (runner.ProcessExitCode). On SIGTERM or SIGINT the tool's process group is killed
 // and the Result is still written. The second form copies the runner binary to DEST,
-// for the Job's init container.
+// for the Job's init container. The last two run a session pod and one call in it
+// (internal/runner/session.go); exec takes the workspace from TOOLGATE_WORKSPACE.
 package main
 
 import (
@@ -36,9 +39,17 @@ const (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == installCommand {
-		runInstall(os.Args[2:])
-		return
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case installCommand:
+			runInstall(os.Args[2:])
+			return
+		case runner.SessionCommand:
+			runSession()
+			return
+		case runner.ExecCommand:
+			os.Exit(runExec(envOr(workspaceEnv, runner.WorkspaceRoot), os.Stdin, os.Stdout, os.Stderr))
+		}
 	}
 	workspace := flag.String("workspace", envOr(workspaceEnv, runner.WorkspaceRoot), "Workspace root every tool path is confined to (env "+workspaceEnv+").")
 	terminationLog := flag.String("termination-log", envOr(terminationLogEnv, runner.TerminationMessagePath), "File the JSON result is written to (env "+terminationLogEnv+").")

@@ -58,6 +58,8 @@ const (
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods/exec,verbs=create;get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // AgentTaskReconciler provisions a task's workspace, rebuilds its status from its
@@ -155,6 +157,10 @@ func (r *AgentTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		r.emit(log, task, before, created)
 	}
 	r.reportTurn(ctx, task, step)
+	sessionsWait, err := r.keepSessions(ctx, task, status)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if why, ended := taskEnded(task, status); ended {
 		running, err := r.stopRunningCalls(ctx, task, why)
 		if err != nil {
@@ -167,7 +173,119 @@ func (r *AgentTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			return ctrl.Result{RequeueAfter: stopRecheck}, nil
 		}
 	}
-	return ctrl.Result{RequeueAfter: step.retryAfter}, nil
+	return ctrl.Result{RequeueAfter: soonest(step.retryAfter, sessionsWait)}, nil
+}
+
+// soonest is the shorter of two waits, a zero wait being none.
+func soonest(a, b time.Duration) time.Duration {
+	if a <= 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
+}
+
+// keepSessions keeps the task's session pods (isolation Session): while the task is
+// Ready and has had a call within the idle timeout (or was created within it), its
+// two warm sessions (pipeline.SessionProfiles) exist; a session with no call for
+// the idle timeout is deleted, as is every session once the task ended (which stops
+// the calls in them), was set to PerCall, or is not Ready. It returns when to look
+// again: when the sessions would go idle.
+func (r *AgentTaskReconciler) keepSessions(ctx context.Context, task *v1.AgentTask, status v1.AgentTaskStatus) (time.Duration, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(task.Namespace), client.HasLabels{executor.LabelSession}); err != nil {
+		return 0, err
+	}
+	own := map[string]*corev1.Pod{}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if owner := metav1.GetControllerOf(pod); owner != nil && owner.UID == task.UID && pod.DeletionTimestamp.IsZero() {
+			own[pod.Name] = pod
+		}
+	}
+	stopAll := func() error {
+		for _, pod := range own {
+			if err := deleteSessionPod(ctx, r.Client, pod); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	_, ended := taskEnded(task, status)
+	if ended || task.Spec.Sandbox.Isolation != v1.IsolationSession || !meta.IsStatusConditionTrue(status.Conditions, v1.ConditionReady) {
+		return 0, stopAll()
+	}
+
+	// A session's last use is the last start or end of a call in it; the task's is
+	// the latest of its sessions' and its own creation.
+	var execs v1.ExecutionList
+	if err := r.List(ctx, &execs, client.InNamespace(task.Namespace), client.MatchingFields{IndexExecutionTask: task.Name}); err != nil {
+		return 0, err
+	}
+	lastUse, busy := map[string]time.Time{}, map[string]bool{}
+	taskLast := task.CreationTimestamp.Time
+	for i := range execs.Items {
+		exec := &execs.Items[i]
+		if !executor.IsSession(exec.Spec.Sandbox) && exec.Status.SessionName == "" {
+			continue
+		}
+		name := exec.Status.SessionName
+		if name == "" {
+			name = executor.ExecutionSession(exec)
+		}
+		used := exec.CreationTimestamp.Time
+		if finished := executor.FinishedAt(&exec.Status); finished.After(used) {
+			used = finished
+		}
+		if !executor.IsFinished(&exec.Status) {
+			busy[name] = true
+		}
+		if used.After(lastUse[name]) {
+			lastUse[name] = used
+		}
+		if used.After(taskLast) {
+			taskLast = used
+		}
+	}
+	idle := r.Options.sessionIdleTimeout()
+	now := r.Now()
+	if now.Sub(taskLast) >= idle && len(busy) == 0 {
+		return 0, stopAll()
+	}
+	profiles, err := pipeline.SessionProfiles(task, r.Options.DefaultSandboxImage)
+	if err != nil {
+		return 0, nil // the task's calls say what is wrong with its sandbox
+	}
+	warm := map[string]bool{}
+	for _, profile := range profiles {
+		name := executor.SessionName(task.Name, profile)
+		warm[name] = true
+		if _, ok := own[name]; ok {
+			continue
+		}
+		if refused, err := startSession(ctx, r.Client, r.APIReader, r.Scheme, task, profile, r.Options.RunnerImage); err != nil {
+			return 0, err
+		} else if refused != nil {
+			ctrl.LoggerFrom(ctx).Info("not starting a warm session", "why", refused.Error())
+		}
+	}
+	wait := taskLast.Add(idle).Sub(now)
+	for name, pod := range own {
+		last := lastUse[name]
+		if pod.CreationTimestamp.After(last) {
+			last = pod.CreationTimestamp.Time
+		}
+		if warm[name] || busy[name] {
+			continue
+		}
+		if left := last.Add(idle).Sub(now); left > 0 {
+			wait = min(wait, left)
+			continue
+		}
+		if err := deleteSessionPod(ctx, r.Client, pod); err != nil {
+			return 0, err
+		}
+	}
+	return max(wait, time.Second), nil
 }
 
 // taskEnded reports whether the task has ended (cancelled, failed or succeeded), and

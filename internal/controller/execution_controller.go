@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
@@ -83,6 +85,8 @@ type ExecutionReconciler struct {
 	// ChainGrace bounds how long a new Execution waits for its ToolIntent to record
 	// it (default one minute).
 	ChainGrace time.Duration
+	// sessions delivers the calls of tasks with isolation Session.
+	sessions *sessionCalls
 }
 
 // refusal is why an Execution is not run (or its Job not read), with the reason of
@@ -115,6 +119,10 @@ func newExecutionReconciler(mgr ctrl.Manager, opts Options) (*ExecutionReconcile
 	if err != nil {
 		return nil, fmt.Errorf("creating the clientset that reads pod logs: %w", err)
 	}
+	var sessionExec executor.SessionExecutor = executor.PodExec{Config: mgr.GetConfig(), Clientset: clientset}
+	if opts.SessionExecutor != nil {
+		sessionExec = opts.SessionExecutor
+	}
 	return &ExecutionReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
@@ -123,6 +131,7 @@ func newExecutionReconciler(mgr ctrl.Manager, opts Options) (*ExecutionReconcile
 		Logs:      executor.PodLogReader{Clientset: clientset},
 		Recorder:  mgr.GetEventRecorder("toolgate-execution"),
 		Now:       time.Now,
+		sessions:  newSessionCalls(sessionExec, time.Now),
 	}, nil
 }
 
@@ -147,6 +156,8 @@ func (r *ExecutionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToExecution)).
 		Watches(&toolgatev1alpha1.ToolIntent{}, handler.EnqueueRequestsFromMapFunc(intentToExecution), builder.WithPredicates(intentChainChanged)).
 		Watches(&networkingv1.NetworkPolicy{}, handler.EnqueueRequestsFromMapFunc(r.executionsBehind), builder.WithPredicates(fenceChanged)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.executionsOfSession)).
+		WatchesRawSource(source.Channel(r.sessions.wake, &handler.EnqueueRequestForObject{})).
 		Named("execution").
 		Complete(r)
 }
@@ -200,6 +211,9 @@ func (r *ExecutionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		"approval", exec.Spec.ApprovalRef,
 	)
 	ctx = ctrl.LoggerInto(ctx, log)
+	if executor.IsSession(exec.Spec.Sandbox) && exec.Status.JobName == "" {
+		return r.reconcileSession(ctx, exec)
+	}
 
 	var (
 		obs        executor.Observation
@@ -360,7 +374,7 @@ func (r *ExecutionReconciler) observe(ctx context.Context, exec *toolgatev1alpha
 	// NetworkPolicies wakes the calls behind it, executionsBehind). A Job made before
 	// pods were fenced by LabelNetwork runs behind the NetworkPolicy made for it then.
 	if r.fencedByNetworkKey(ctx, exec, obs.JobCreated) {
-		if refused, err := r.ensureNetworkPolicy(ctx, policy); err != nil {
+		if refused, err := ensureNetworkPolicy(ctx, r.Client, r.APIReader, policy); err != nil {
 			return obs, false, err
 		} else if refused != nil {
 			return executor.Observation{BuildError: refused}, false, nil
@@ -391,34 +405,6 @@ func (r *ExecutionReconciler) observe(ctx context.Context, exec *toolgatev1alpha
 		obs.Log = executor.ReadOutput(ctx, r.Logs, obs.Pod.Namespace, obs.Pod.Name, total, exec.Spec.MaxOutputBytes)
 	}
 	return obs, createdJob, nil
-}
-
-// ensureNetworkPolicy makes sure the NetworkPolicy that fences the Execution's pod
-// exists: the namespace's policy for its network walls (executor.NetworkPolicyName),
-// made by the first call behind those walls. One found by name (or AlreadyExists)
-// counts only when its spec is what BuildNetworkPolicy makes: it then fences the pod
-// exactly as the controller's own would, whoever made it. A policy of the name that
-// selects nothing, or allows more, would leave the pod unfenced: a refusal.
-func (r *ExecutionReconciler) ensureNetworkPolicy(ctx context.Context, policy *networkingv1.NetworkPolicy) (*refusal, error) {
-	key := client.ObjectKeyFromObject(policy)
-	existing := &networkingv1.NetworkPolicy{}
-	err := r.Get(ctx, key, existing)
-	if err == nil {
-		return policyInTheWay(policy, existing), nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return nil, err
-	}
-	if err := r.Create(ctx, policy); err != nil {
-		if !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("creating NetworkPolicy %s: %w", policy.Name, err)
-		}
-		if err := r.APIReader.Get(ctx, key, existing); err != nil {
-			return nil, err
-		}
-		return policyInTheWay(policy, existing), nil
-	}
-	return nil, nil
 }
 
 // policyInTheWay refuses an existing NetworkPolicy whose spec is not the one
@@ -643,4 +629,168 @@ func (r *ExecutionReconciler) recordSteps(log logr.Logger, exec *toolgatev1alpha
 		step(eventType, EventFinished, note, "pod", after.PodName, "exitCode", exitCode, "errorKind", after.ErrorKind,
 			"durationMillis", after.DurationMillis, "outputBytes", after.StdoutBytes+after.StderrBytes, "truncated", after.Truncated)
 	}
+}
+
+// reconcileSession moves a call of a session (isolation Session) forward: the chain
+// is checked as for a Job; then the call waits for its session pod to take calls
+// (starting it when there is none, replacing it when it died); then the session and
+// the start are recorded, and only once that write succeeded is the call delivered
+// (sessionCalls.deliver), so that a controller that restarts or lags never delivers
+// a call twice: it finds the record, and a call recorded but not in this process's
+// memory is lost, never run again. Its run, when it ends, wakes this reconcile
+// and is projected into the status like a Job's terminated pod.
+func (r *ExecutionReconciler) reconcileSession(ctx context.Context, exec *toolgatev1alpha1.Execution) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("session", executor.ExecutionSession(exec))
+	var (
+		obs     executor.Observation
+		refused *refusal
+		deliver string
+		requeue time.Duration
+	)
+	switch {
+	case exec.Status.SessionName != "":
+		run, inFlight := r.sessions.run(exec.UID)
+		if run == nil && inFlight {
+			return ctrl.Result{}, nil // its end wakes this reconcile
+		}
+		obs.Session = &executor.SessionObservation{Name: exec.Status.SessionName, Started: exec.Status.StartTime, Run: run}
+		if run != nil {
+			// A task that ended stops its sessions, and the calls in them.
+			done, why, err := r.taskEnded(ctx, exec)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if done {
+				obs.Session.Stopped = fmt.Sprintf("its AgentTask %s ended (%s)", exec.Spec.TaskRef.Name, why)
+			}
+		}
+		if run == nil {
+			obs.Session.Lost = fmt.Sprintf("the call was delivered to session pod %s by a controller that is gone (it restarted, or lost its lead), and its result with it; the call's stream closed, which stops it in the session, and it is not run again; whether it changed anything is unknown", exec.Status.SessionName)
+		}
+	case r.sessions.known(exec.UID):
+		return ctrl.Result{}, nil // delivered a moment ago; the cache has not caught up
+	default:
+		wait, why, err := r.authorize(ctx, exec)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+		if refused = why; refused == nil {
+			var waiting string
+			if waiting, refused, err = r.readySession(ctx, exec); err != nil {
+				return ctrl.Result{}, err
+			}
+			name := executor.ExecutionSession(exec)
+			switch {
+			case refused != nil:
+			case waiting != "":
+				obs.Session = &executor.SessionObservation{Name: name, Waiting: waiting}
+				requeue = sessionRecheck
+			default:
+				obs.Session = &executor.SessionObservation{Name: name, Started: ptr.To(metav1.NewTime(r.Now()))}
+				deliver = name
+			}
+		}
+		if refused != nil {
+			obs = executor.Observation{BuildError: refused}
+		}
+	}
+	status := executor.Project(exec, obs, r.Now())
+	if equality.Semantic.DeepEqual(status, exec.Status) {
+		return ctrl.Result{RequeueAfter: requeue}, nil
+	}
+	before := exec.Status.DeepCopy()
+	exec.Status = status
+	if err := r.Status().Update(ctx, exec); err != nil {
+		if apierrors.IsConflict(err) {
+			log.V(2).Info("status write conflicted; requeueing")
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if deliver != "" {
+		if err := r.sessions.deliver(ctx, exec, deliver); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if executor.IsFinished(&exec.Status) {
+		r.sessions.forget(exec.UID)
+		failpoint.Reached(failpoint.ResultRead)
+	}
+	r.recordSteps(log, exec, before, nil, false, refused)
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// readySession returns "" when the Execution's session pod takes calls, else why
+// the call waits: the session is started when it does not exist, and replaced when
+// it died. A pod under the session's name that is not the task's session is a
+// refusal. The NetworkPolicy of the call's walls is made first, as for a Job.
+func (r *ExecutionReconciler) readySession(ctx context.Context, exec *toolgatev1alpha1.Execution) (string, *refusal, error) {
+	task := &toolgatev1alpha1.AgentTask{}
+	if err := getFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.TaskRef.Name}, task); apierrors.IsNotFound(err) {
+		return "", refuse(EventChainBroken, "AgentTask %s is gone: its session cannot be started", exec.Spec.TaskRef.Name), nil
+	} else if err != nil {
+		return "", nil, err
+	}
+	name := executor.ExecutionSession(exec)
+	pod := &corev1.Pod{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: name}, pod)
+	if apierrors.IsNotFound(err) {
+		refused, err := startSession(ctx, r.Client, r.APIReader, r.Scheme, task, exec.Spec.Sandbox, r.Options.RunnerImage)
+		if err != nil || refused != nil {
+			return "", refused, err
+		}
+		return fmt.Sprintf("session pod %s is starting", name), nil, nil
+	} else if err != nil {
+		return "", nil, err
+	}
+	if refused, err := sessionInTheWay(pod, task, exec.Spec.Sandbox); errors.Is(err, errEarlierTask) {
+		return fmt.Sprintf("session pod %s: %v", name, err), nil, nil
+	} else if err != nil || refused != nil {
+		return "", refused, err
+	}
+	if ended, why := executor.SessionEnded(pod); ended && pod.DeletionTimestamp.IsZero() {
+		if err := deleteSessionPod(ctx, r.Client, pod); err != nil {
+			return "", nil, err
+		}
+		return why + "; a new session is started for this call", nil, nil
+	}
+	if ready, why := executor.SessionReady(pod); !ready {
+		return why, nil, nil
+	}
+	// The policy made before the pod may have been deleted since: the call still
+	// runs only behind it.
+	policy, err := executor.BuildNetworkPolicy(exec)
+	if err != nil {
+		return "", refuse(EventChainBroken, "%s", err), nil
+	}
+	refused, err := ensureNetworkPolicy(ctx, r.Client, r.APIReader, policy)
+	return "", refused, err
+}
+
+// executionsOfSession maps a session pod to the unfinished Executions of its task
+// that wait for it or run in it, so that a session that became ready, or died, is
+// seen at once.
+func (r *ExecutionReconciler) executionsOfSession(ctx context.Context, obj client.Object) []reconcile.Request {
+	if _, ok := obj.GetLabels()[executor.LabelSession]; !ok {
+		return nil
+	}
+	owner := metav1.GetControllerOf(obj)
+	if owner == nil || owner.Kind != "AgentTask" {
+		return nil
+	}
+	var execs toolgatev1alpha1.ExecutionList
+	if err := r.List(ctx, &execs, client.InNamespace(obj.GetNamespace()), client.MatchingFields{IndexExecutionTask: owner.Name}); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range execs.Items {
+		exec := &execs.Items[i]
+		if !executor.IsFinished(&exec.Status) && executor.IsSession(exec.Spec.Sandbox) && executor.ExecutionSession(exec) == obj.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(exec)})
+		}
+	}
+	return out
 }

@@ -45,6 +45,19 @@ type Options struct {
 	// SpentJobTTL is how long a call's Job and pod are kept once its Execution holds
 	// the whole result (executor.HoldsWholeResult); zero means DefaultSpentJobTTL.
 	SpentJobTTL time.Duration
+	// SessionIdleTimeout is how long a task's sessions stay up with no call; zero
+	// means DefaultSessionIdleTimeout.
+	SessionIdleTimeout time.Duration
+	// SessionExecutor delivers calls to session pods; nil means pods/exec through
+	// the API server (executor.PodExec). Tests without a kubelet replace it.
+	SessionExecutor executor.SessionExecutor
+}
+
+func (o Options) sessionIdleTimeout() time.Duration {
+	if o.SessionIdleTimeout > 0 {
+		return o.SessionIdleTimeout
+	}
+	return DefaultSessionIdleTimeout
 }
 
 // DefaultSpentJobTTL keeps a spent Job a minute: long enough to look at its pod
@@ -142,7 +155,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 }
 
 // CacheOptions limit what the manager's cache watches and holds. Only the Jobs, Pods
-// and NetworkPolicies toolgate created are cached: caching every pod of a large
+// (of Jobs and sessions) and NetworkPolicies toolgate created are cached: caching every pod of a large
 // cluster would cost memory for nothing. Only the Secrets labelled
 // LabelModelCredentials=true are cached, and the agent loop reads API keys through
 // the cache: any other Secret is invisible to the controller's reads, whatever its
@@ -160,11 +173,16 @@ func CacheOptions() cache.Options {
 	if err != nil {
 		panic(err)
 	}
+	// Job pods and session pods both name their task.
+	tasks, err := labels.NewRequirement(executor.LabelTask, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
 	byLabel := labels.NewSelector().Add(*ours)
 	return cache.Options{
 		DefaultTransform: trimCached,
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:                 {Label: byLabel, Transform: trimCachedPod},
+			&corev1.Pod{}:                 {Label: labels.NewSelector().Add(*tasks), Transform: trimCachedPod},
 			&batchv1.Job{}:                {Label: byLabel, Transform: trimCachedJob},
 			&networkingv1.NetworkPolicy{}: {Label: labels.NewSelector().Add(*fences)},
 			&corev1.Secret{}:              {Label: labels.NewSelector().Add(*credentials)},

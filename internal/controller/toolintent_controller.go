@@ -877,10 +877,14 @@ func (r *ToolIntentReconciler) observe(ctx context.Context, run *intentRun) erro
 		return err
 	}
 	if !executor.IsFinished(&exec.Status) {
-		if c := meta.FindStatusCondition(intent.Status.Conditions, v1.ConditionExecuted); c != nil && c.Reason == v1.ReasonExecutionRequested && exec.Status.JobName != "" {
+		if c := meta.FindStatusCondition(intent.Status.Conditions, v1.ConditionExecuted); c != nil && c.Reason == v1.ReasonExecutionRequested && (exec.Status.JobName != "" || exec.Status.SessionName != "") {
 			// Recorded from here on, a missing Execution was deleted, never one to
 			// create (the call may have run).
-			setCondition(intent, v1.ConditionExecuted, false, v1.ReasonExecutionCreated, fmt.Sprintf("Execution %s runs as Job %s", exec.Name, exec.Status.JobName))
+			where := "as Job " + exec.Status.JobName
+			if exec.Status.JobName == "" {
+				where = "in session pod " + exec.Status.SessionName
+			}
+			setCondition(intent, v1.ConditionExecuted, false, v1.ReasonExecutionCreated, fmt.Sprintf("Execution %s runs %s", exec.Name, where))
 		}
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/pipeline"
 )
 
@@ -79,8 +80,9 @@ var taskSummaryChanged = predicate.TypedFuncs[client.Object]{
 	},
 }
 
-// executionGotJob passes an Execution that got its Job: the moment
-// its task, if it has ended, must stop it (AgentTaskReconciler.stopRunningCalls).
+// executionGotJob passes an Execution that got its Job or its session: the moment
+// its task, if it has ended, must stop it (AgentTaskReconciler.stopRunningCalls);
+// and a session call that finished, which moves the session's idle timeout.
 var executionGotJob = predicate.TypedFuncs[client.Object]{
 	// A new Execution has no Job yet; waking the task for it would count the new
 	// call now, a status write on the path to its Job (see taskCountDelay).
@@ -89,7 +91,9 @@ var executionGotJob = predicate.TypedFuncs[client.Object]{
 	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
 		old, oldOK := e.ObjectOld.(*v1.Execution)
 		now, nowOK := e.ObjectNew.(*v1.Execution)
-		return !oldOK || !nowOK || old.Status.JobName != now.Status.JobName
+		return !oldOK || !nowOK || old.Status.JobName != now.Status.JobName || old.Status.SessionName != now.Status.SessionName ||
+			// A session's last use moves its idle timeout (keepSessions).
+			(now.Status.SessionName != "" && executor.IsFinished(&now.Status) != executor.IsFinished(&old.Status))
 	},
 }
 

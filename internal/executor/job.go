@@ -136,7 +136,10 @@ func FindLabels(exec *toolgatev1alpha1.Execution) map[string]string {
 // NetworkKey identifies the network walls an Execution runs behind: a digest of its
 // sandbox's network spec. Pods with the same key are fenced by the same rules.
 func NetworkKey(exec *toolgatev1alpha1.Execution) string {
-	network := exec.Spec.Sandbox.Network
+	return networkKey(exec.Spec.Sandbox.Network)
+}
+
+func networkKey(network toolgatev1alpha1.NetworkSpec) string {
 	if network.Mode == "" {
 		network.Mode = toolgatev1alpha1.NetworkNone // the API's default: the same walls
 	}
@@ -156,7 +159,11 @@ func NetworkKey(exec *toolgatev1alpha1.Execution) string {
 // path to its Job). It has no owner: deleting a task or a call never removes the
 // fence of another call's pod that is still running, or shutting down.
 func NetworkPolicyName(exec *toolgatev1alpha1.Execution) string {
-	return "toolgate-net-" + NetworkKey(exec)
+	return networkPolicyName(exec.Spec.Sandbox.Network)
+}
+
+func networkPolicyName(network toolgatev1alpha1.NetworkSpec) string {
+	return "toolgate-net-" + networkKey(network)
 }
 
 // labelValue returns name when it is a valid label value. Intent and task names may be
@@ -231,41 +238,11 @@ func BuildJob(exec *toolgatev1alpha1.Execution, runnerImage string) (*batchv1.Jo
 	if err != nil {
 		return nil, fmt.Errorf("encoding the runner's invocation: %w", err)
 	}
-	resources := exec.Spec.Sandbox.Resources
-	if len(resources.Requests) == 0 && len(resources.Limits) == 0 {
-		resources = DefaultResources()
-	}
 	labels := Labels(exec)
-
-	toolContainer := corev1.Container{
-		Name:       ToolContainerName,
-		Image:      exec.Spec.Sandbox.Image,
-		Command:    []string{RunnerPath},
-		WorkingDir: runner.WorkspaceRoot,
+	pod := sandboxPodSpec(exec.Spec.Sandbox, runnerImage, []string{RunnerPath},
 		// Only the invocation: the tool's environment is in it, and the runner sets
 		// it for the tool alone.
-		Env:                      []corev1.EnvVar{{Name: runner.InvocationEnv, Value: string(invocation)}},
-		Resources:                resources,
-		TerminationMessagePath:   runner.TerminationMessagePath,
-		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-		SecurityContext:          containerSecurityContext(),
-		VolumeMounts: []corev1.VolumeMount{
-			{Name: volumeWorkspace, MountPath: runner.WorkspaceRoot, ReadOnly: exec.Spec.Sandbox.ReadOnlyWorkspace},
-			{Name: volumeRunner, MountPath: RunnerDir, ReadOnly: true},
-			{Name: volumeTmp, MountPath: TmpDir},
-		},
-	}
-	installContainer := corev1.Container{
-		Name:                     InstallContainerName,
-		Image:                    runnerImage,
-		Command:                  []string{RunnerImageBinary, "install", RunnerPath},
-		Resources:                installResources(),
-		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
-		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		SecurityContext:          containerSecurityContext(),
-		VolumeMounts:             []corev1.VolumeMount{{Name: volumeRunner, MountPath: RunnerDir}},
-	}
-
+		[]corev1.EnvVar{{Name: runner.InvocationEnv, Value: string(invocation)}})
 	job := &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -282,42 +259,81 @@ func BuildJob(exec *toolgatev1alpha1.Execution, runnerImage string) (*batchv1.Jo
 			TTLSecondsAfterFinished: ptr.To[int32](JobTTLSeconds),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(labels)},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                corev1.RestartPolicyNever,
-					AutomountServiceAccountToken: ptr.To(false),
-					EnableServiceLinks:           ptr.To(false),
-					RuntimeClassName:             exec.Spec.Sandbox.RuntimeClassName,
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot: ptr.To(true),
-						RunAsUser:    ptr.To(SandboxUID),
-						RunAsGroup:   ptr.To(SandboxGID),
-						FSGroup:      ptr.To(SandboxGID),
-						// Re-owning a large workspace on every mount would slow every
-						// tool call; only a workspace whose root is not ours is walked.
-						FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
-						SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					InitContainers: []corev1.Container{installContainer},
-					Containers:     []corev1.Container{toolContainer},
-					Volumes: []corev1.Volume{
-						{Name: volumeWorkspace, VolumeSource: corev1.VolumeSource{
-							PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
-								ClaimName: exec.Spec.Sandbox.WorkspaceClaimName,
-								ReadOnly:  exec.Spec.Sandbox.ReadOnlyWorkspace,
-							},
-						}},
-						{Name: volumeRunner, VolumeSource: corev1.VolumeSource{
-							EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("256Mi"))},
-						}},
-						{Name: volumeTmp, VolumeSource: corev1.VolumeSource{
-							EmptyDir: &corev1.EmptyDirVolumeSource{},
-						}},
-					},
-				},
+				Spec:       pod,
 			},
 		},
 	}
 	return job, nil
+}
+
+// sandboxPodSpec is the pod every call runs in, as a Job's pod or as a session: no
+// service-account token, non-root, a read-only root filesystem, every capability
+// dropped, seccomp RuntimeDefault, the profile's resources (or DefaultResources),
+// the runner injected by an init container, and the workspace mounted (read-only
+// when the profile says so). The tool container runs command with env.
+func sandboxPodSpec(profile toolgatev1alpha1.SandboxProfile, runnerImage string, command []string, env []corev1.EnvVar) corev1.PodSpec {
+	resources := profile.Resources
+	if len(resources.Requests) == 0 && len(resources.Limits) == 0 {
+		resources = DefaultResources()
+	}
+	toolContainer := corev1.Container{
+		Name:                     ToolContainerName,
+		Image:                    profile.Image,
+		Command:                  command,
+		WorkingDir:               runner.WorkspaceRoot,
+		Env:                      env,
+		Resources:                resources,
+		TerminationMessagePath:   runner.TerminationMessagePath,
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		SecurityContext:          containerSecurityContext(),
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: volumeWorkspace, MountPath: runner.WorkspaceRoot, ReadOnly: profile.ReadOnlyWorkspace},
+			{Name: volumeRunner, MountPath: RunnerDir, ReadOnly: true},
+			{Name: volumeTmp, MountPath: TmpDir},
+		},
+	}
+	installContainer := corev1.Container{
+		Name:                     InstallContainerName,
+		Image:                    runnerImage,
+		Command:                  []string{RunnerImageBinary, "install", RunnerPath},
+		Resources:                installResources(),
+		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          containerSecurityContext(),
+		VolumeMounts:             []corev1.VolumeMount{{Name: volumeRunner, MountPath: RunnerDir}},
+	}
+	return corev1.PodSpec{
+		RestartPolicy:                corev1.RestartPolicyNever,
+		AutomountServiceAccountToken: ptr.To(false),
+		EnableServiceLinks:           ptr.To(false),
+		RuntimeClassName:             profile.RuntimeClassName,
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot: ptr.To(true),
+			RunAsUser:    ptr.To(SandboxUID),
+			RunAsGroup:   ptr.To(SandboxGID),
+			FSGroup:      ptr.To(SandboxGID),
+			// Re-owning a large workspace on every mount would slow every
+			// tool call; only a workspace whose root is not ours is walked.
+			FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+			SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		InitContainers: []corev1.Container{installContainer},
+		Containers:     []corev1.Container{toolContainer},
+		Volumes: []corev1.Volume{
+			{Name: volumeWorkspace, VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+					ClaimName: profile.WorkspaceClaimName,
+					ReadOnly:  profile.ReadOnlyWorkspace,
+				},
+			}},
+			{Name: volumeRunner, VolumeSource: corev1.VolumeSource{
+				EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("256Mi"))},
+			}},
+			{Name: volumeTmp, VolumeSource: corev1.VolumeSource{
+				EmptyDir: &corev1.EmptyDirVolumeSource{},
+			}},
+		},
+	}
 }
 
 func containerSecurityContext() *corev1.SecurityContext {
@@ -338,7 +354,13 @@ func containerSecurityContext() *corev1.SecurityContext {
 // LabelNetwork alone: a pod is selected only by the policy made from its own network
 // spec, so no policy widens another's rules.
 func BuildNetworkPolicy(exec *toolgatev1alpha1.Execution) (*networkingv1.NetworkPolicy, error) {
-	network := exec.Spec.Sandbox.Network
+	return BuildProfileNetworkPolicy(exec.Namespace, exec.Spec.Sandbox)
+}
+
+// BuildProfileNetworkPolicy is BuildNetworkPolicy for the pods of a sandbox profile
+// in namespace (a session's pod has no Execution of its own).
+func BuildProfileNetworkPolicy(namespace string, profile toolgatev1alpha1.SandboxProfile) (*networkingv1.NetworkPolicy, error) {
+	network := profile.Network
 	var egress []networkingv1.NetworkPolicyEgressRule
 	switch network.Mode {
 	case "", toolgatev1alpha1.NetworkNone:
@@ -373,12 +395,12 @@ func BuildNetworkPolicy(exec *toolgatev1alpha1.Execution) (*networkingv1.Network
 	return &networkingv1.NetworkPolicy{
 		TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      NetworkPolicyName(exec),
-			Namespace: exec.Namespace,
-			Labels:    map[string]string{LabelNetwork: NetworkKey(exec)},
+			Name:      networkPolicyName(network),
+			Namespace: namespace,
+			Labels:    map[string]string{LabelNetwork: networkKey(network)},
 		},
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelNetwork: NetworkKey(exec)}},
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelNetwork: networkKey(network)}},
 			// Both types with no ingress rules and only the allowed egress rules:
 			// everything else is denied.
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},

@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/internal/mask"
+	"github.com/toolgate/toolgate/internal/runner"
 )
 
 // LogText is what was read of the tool container's log, which is the tool's whole
@@ -22,16 +23,11 @@ type LogText struct {
 	Err string
 }
 
-// cutMarkerMax bounds the length of the marker put where output was cut, so that head,
-// marker and tail together stay within maxOutputBytes.
-const cutMarkerMax = 64
-
 // Budgets splits maxOutputBytes into the bytes kept from the head and from the tail of
-// an output that does not fit, leaving room for the marker between them.
+// an output that does not fit, leaving room for the marker between them: the
+// runner's split (a session call's runner sends exactly these).
 func Budgets(maxOutputBytes int32) (head, tail int) {
-	room := max(int(maxOutputBytes)-cutMarkerMax, 2)
-	head = room / 2
-	return head, room - head
+	return runner.OutputBudgets(maxOutputBytes)
 }
 
 // ComposeOutput returns the output for the Execution's status: the whole log when it

@@ -38,6 +38,9 @@ type Observation struct {
 	// Log is what was read of the tool container's log; only looked at when the tool
 	// container terminated.
 	Log LogText
+	// Session is set for a call of a session (isolation Session) instead of Job, Pod
+	// and Log.
+	Session *SessionObservation
 }
 
 // ToolTermination returns the tool container's terminated state, or nil while it has
@@ -138,6 +141,9 @@ func project(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1.Execut
 		st.ErrorKind = toolgatev1alpha1.ErrorException
 		st.Message = "not run: " + obs.BuildError.Error()
 		return toolgatev1alpha1.ReasonJobInvalid
+	}
+	if obs.Session != nil {
+		return projectSession(st, exec, obs)
 	}
 	job, pod := obs.Job, obs.Pod
 	if job != nil || obs.JobCreated {

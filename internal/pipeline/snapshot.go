@@ -50,6 +50,7 @@ func DecideSandbox(task *v1.AgentTask, val *v1.Validation, walls *v1.SandboxWall
 			RuntimeClassName:   task.Spec.Sandbox.RuntimeClassName,
 			Network:            *task.Spec.Sandbox.Network.DeepCopy(),
 			WorkspaceClaimName: WorkspaceClaimName(task),
+			Isolation:          task.Spec.Sandbox.Isolation,
 		},
 		TimeoutSeconds: val.TimeoutSeconds,
 		MaxOutputBytes: maxOut,
@@ -116,4 +117,21 @@ func networkText(n v1.NetworkSpec) string {
 		text += " and cluster DNS"
 	}
 	return text
+}
+
+// SessionProfiles are the sandboxes a task's calls are decided to run in most: the
+// task's own (the calls that write or reach the network, as far as the task allows)
+// and the read-only one with no network that every call allowed as read-only gets
+// (policy.Walls). A task with isolation Session keeps a warm session for
+// each; a call decided into another sandbox gets a session of its own on demand.
+func SessionProfiles(task *v1.AgentTask, defaultImage string) ([]v1.SandboxProfile, error) {
+	var profiles []v1.SandboxProfile
+	for _, walls := range []*v1.SandboxWalls{nil, {ReadOnlyWorkspace: true, NoNetwork: true}} {
+		s, err := DecideSandbox(task, &v1.Validation{}, walls, defaultImage)
+		if err != nil {
+			return nil, err
+		}
+		profiles = append(profiles, s.Profile)
+	}
+	return profiles, nil
 }

@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,12 @@ import (
 // reach the whole internet, so a command the classifier misjudged fails instead of
 // writing.
 var _ = Describe("The sandbox of a call allowed as read-only", func() {
+	for _, isolation := range []toolgatev1alpha1.SandboxIsolation{toolgatev1alpha1.IsolationPerCall, toolgatev1alpha1.IsolationSession} {
+		Context("with isolation "+string(isolation), func() { readOnlyWallSpecs(isolation) })
+	}
+})
+
+func readOnlyWallSpecs(isolation toolgatev1alpha1.SandboxIsolation) {
 	const (
 		task  = "walls"
 		notes = "original notes\n"
@@ -55,7 +62,7 @@ var _ = Describe("The sandbox of a call allowed as read-only", func() {
 				Goal:      "Read the notes.",
 				Mode:      toolgatev1alpha1.ModeEdit,
 				Workspace: toolgatev1alpha1.WorkspaceSpec{ExistingClaim: claim},
-				Sandbox: toolgatev1alpha1.SandboxSpec{Network: toolgatev1alpha1.NetworkSpec{
+				Sandbox: toolgatev1alpha1.SandboxSpec{Isolation: isolation, Network: toolgatev1alpha1.NetworkSpec{
 					Mode: toolgatev1alpha1.NetworkAllowList, Egress: []toolgatev1alpha1.EgressRule{{CIDR: "0.0.0.0/0"}},
 				}},
 				Agent: toolgatev1alpha1.AgentSpec{External: &toolgatev1alpha1.ExternalAgent{Description: "the e2e suite", Proposers: toolgatev1alpha1.Proposers{Users: []string{me}}}},
@@ -91,6 +98,7 @@ var _ = Describe("The sandbox of a call allowed as read-only", func() {
 		Expect(read.Status.Observation.Summary).To(ContainSubstring("workspace-read-only"))
 
 		exec := executionOf(ctx, read)
+		Expect(exec.Status.SessionName != "").To(Equal(isolation == toolgatev1alpha1.IsolationSession), "ran in session %q", exec.Status.SessionName)
 		Expect(exec.Spec.Walls).To(Equal(d.Walls))
 		Expect(exec.Spec.Sandbox.ReadOnlyWorkspace).To(BeTrue())
 		Expect(exec.Spec.Sandbox.Network).To(Equal(toolgatev1alpha1.NetworkSpec{Mode: toolgatev1alpha1.NetworkNone}))
@@ -109,6 +117,12 @@ var _ = Describe("The sandbox of a call allowed as read-only", func() {
 		Expect(egressRules(ctx, exec)).To(HaveLen(1))
 	})
 
+	if isolation == toolgatev1alpha1.IsolationSession {
+		// The next spec plays the misjudging classifier with an Execution of no task,
+		// and a session belongs to a task: the read-only session's mount is checked by
+		// the spec above.
+		return
+	}
 	It("stops a command misjudged as read-only: the write fails with Read-only file system and the file is unchanged", func(ctx SpecContext) {
 		// No command the classifier calls read-only writes in this image: the hole
 		// the walls exist for (a read-only git command made to run a program by a
@@ -160,7 +174,7 @@ var _ = Describe("The sandbox of a call allowed as read-only", func() {
 		Expect(exitCode(check)).To(BeZero())
 		Expect(check.Status.Output).To(Equal(notes), "the misjudged command changed notes.txt")
 	})
-})
+}
 
 // intentName is the deterministic name of the intent of that turn, as an agent names it.
 func intentName(task string, turn int32) string {
@@ -176,19 +190,32 @@ func executionOf(ctx SpecContext, intent *toolgatev1alpha1.ToolIntent) *toolgate
 	return exec
 }
 
-// workspaceMountReadOnly says whether the Execution's Job mounts the workspace
-// read-only, in the claim and in the tool's container.
-func workspaceMountReadOnly(ctx SpecContext, exec *toolgatev1alpha1.Execution) bool {
+// callPod is the spec and labels of the pod the Execution ran in: its Job's pod, or
+// the session pod it was delivered to.
+func callPod(ctx SpecContext, exec *toolgatev1alpha1.Execution) (corev1.PodSpec, map[string]string) {
 	GinkgoHelper()
+	if exec.Status.SessionName != "" {
+		var pod corev1.Pod
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Status.SessionName}, &pod)).To(Succeed())
+		return pod.Spec, pod.Labels
+	}
 	var job batchv1.Job
 	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: executor.JobName(exec)}, &job)).To(Succeed())
+	return job.Spec.Template.Spec, job.Spec.Template.Labels
+}
+
+// workspaceMountReadOnly says whether the pod the Execution ran in mounts the
+// workspace read-only, in the claim and in the tool's container.
+func workspaceMountReadOnly(ctx SpecContext, exec *toolgatev1alpha1.Execution) bool {
+	GinkgoHelper()
+	spec, _ := callPod(ctx, exec)
 	readOnly := true
-	for _, v := range job.Spec.Template.Spec.Volumes {
+	for _, v := range spec.Volumes {
 		if v.PersistentVolumeClaim != nil {
 			readOnly = readOnly && v.PersistentVolumeClaim.ReadOnly
 		}
 	}
-	for _, c := range job.Spec.Template.Spec.Containers {
+	for _, c := range spec.Containers {
 		for _, m := range c.VolumeMounts {
 			if m.MountPath == "/workspace" {
 				readOnly = readOnly && m.ReadOnly
@@ -198,16 +225,15 @@ func workspaceMountReadOnly(ctx SpecContext, exec *toolgatev1alpha1.Execution) b
 	return readOnly
 }
 
-// egressRules are the egress rules of the NetworkPolicy that fences the Execution's
-// pod (its task's, for its walls), which governs egress: none means every
-// destination is denied.
+// egressRules are the egress rules of the NetworkPolicy that fences the pod the
+// Execution ran in (its task's, for its walls), which governs egress: none means
+// every destination is denied.
 func egressRules(ctx SpecContext, exec *toolgatev1alpha1.Execution) []networkingv1.NetworkPolicyEgressRule {
 	GinkgoHelper()
 	var np networkingv1.NetworkPolicy
 	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: executor.NetworkPolicyName(exec)}, &np)).To(Succeed())
 	Expect(np.Spec.PolicyTypes).To(ContainElement(networkingv1.PolicyTypeEgress))
-	var job batchv1.Job
-	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: executor.JobName(exec)}, &job)).To(Succeed())
-	Expect(np.Spec.PodSelector.MatchLabels).To(HaveKeyWithValue(executor.LabelNetwork, job.Spec.Template.Labels[executor.LabelNetwork]), "the NetworkPolicy does not select the call's pod")
+	_, labels := callPod(ctx, exec)
+	Expect(np.Spec.PodSelector.MatchLabels).To(HaveKeyWithValue(executor.LabelNetwork, labels[executor.LabelNetwork]), "the NetworkPolicy does not select the call's pod")
 	return np.Spec.Egress
 }

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/runner"
+)
+
+// inheritedPause is how often the session's PID 1 looks for processes a dead call
+// left behind.
+const inheritedPause = 100 * time.Millisecond
+
+// runSession is `runner session`, the PID 1 of a session pod (see
+// internal/runner/session.go). It never returns. It ignores SIGTERM, SIGINT, SIGHUP
+// and SIGQUIT: a call's tool runs as the same uid and could otherwise end the
+// session; the kubelet stops the pod with SIGKILL after its short grace period.
+func runSession() {
+	if err := runner.MakeNonDumpable(); err != nil {
+		fmt.Fprintf(os.Stderr, "toolgate runner: %v\n", err)
+		os.Exit(1)
+	}
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	fmt.Fprintln(os.Stderr, "toolgate runner: session ready")
+	runner.KillInherited("/proc", os.Getpid(), inheritedPause, nil)
+}
+
+// runExec is `runner exec`: one call delivered into a session pod. It returns the
+// process's exit code.
+func runExec(workspace string, stdin io.Reader, stdout, stderr io.Writer) int {
+	res, output := execCall(workspace, stdin)
+	if _, err := stdout.Write(output); err != nil {
+		fmt.Fprintf(stderr, "toolgate runner: cannot send the output: %v\n", err)
+		return runner.ExitNoResult
+	}
+	// The Result is the last thing sent.
+	if _, err := stderr.Write(runner.EncodeResult(res)); err != nil {
+		return runner.ExitNoResult
+	}
+	return runner.ProcessExitCode(res)
+}
+
+// execCall runs the call read from stdin and returns its Result and the output to
+// send; every process of the call is gone when it returns.
+func execCall(workspace string, stdin io.Reader) (res runner.Result, output []byte) {
+	dumpErr := runner.MakeNonDumpable()
+	subreaperErr := runner.BecomeSubreaper()
+	in := bufio.NewReaderSize(stdin, 64<<10)
+	line, err := runner.ReadInvocationLine(in)
+	if err != nil {
+		return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: " + err.Error(), UID: os.Getuid()}, nil
+	}
+	maxOutput := runner.InvocationMaxOutput(line)
+	capture := runner.NewCapture(maxOutput)
+
+	// The end of stdin stops the call: nobody is left to read its result.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	go func() {
+		_, _ = io.Copy(io.Discard, in)
+		cancel(fmt.Errorf("the controller's stream of the call closed"))
+	}()
+	res = func() (res runner.Result) {
+		defer func() {
+			if p := recover(); p != nil {
+				res = runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: fmt.Sprintf("runner panicked: %v", p), UID: os.Getuid()}
+			}
+		}()
+		return runner.Run(ctx, runner.Config{WorkspaceRoot: workspace, Log: capture, Environ: os.Environ()}, line)
+	}()
+	switch {
+	case dumpErr != nil:
+		untrusted(&res, fmt.Errorf("the runner could not shield itself from the tool (%v)", dumpErr))
+	case subreaperErr != nil:
+		untrusted(&res, fmt.Errorf("the runner could not keep the tool's orphans below it (%v)", subreaperErr))
+	}
+	if err := runner.Sweep("/proc", runner.DefaultSweepBound); err != nil {
+		untrusted(&res, err)
+	}
+	return res, capture.Bytes(maxOutput)
+}

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/runner"
+)
+
+// sessionCall runs `runner exec` on ws as the controller delivers a call to a
+// session pod: the invocation as stdin's first line, stdin kept open until the
+// runner exits (unless hangUp closes it earlier).
+type sessionCall struct {
+	stdout, stderr []byte
+	exitCode       int
+	res            runner.Result
+}
+
+func execInSession(t *testing.T, ws string, inv runner.Invocation, hangUp <-chan struct{}) sessionCall {
+	t.Helper()
+	line, err := json.Marshal(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(runnerBin, runner.ExecCommand)
+	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin"}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stdin.Write(append(line, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		select {
+		case <-hangUp:
+		case <-exited:
+		}
+		_ = stdin.Close()
+	}()
+	err = cmd.Wait()
+	close(exited)
+	out := sessionCall{stdout: stdout.Bytes(), stderr: stderr.Bytes(), exitCode: cmd.ProcessState.ExitCode()}
+	if err != nil && out.exitCode < 0 {
+		t.Fatalf("runner exec: %v", err)
+	}
+	if out.res, err = runner.DecodeResult(out.stderr); err != nil {
+		t.Fatalf("stderr is not the Result: %v\n%s", err, out.stderr)
+	}
+	if want := runner.ProcessExitCode(out.res); out.exitCode != want {
+		t.Errorf("runner exited %d, its Result says %d", out.exitCode, want)
+	}
+	return out
+}
+
+func bashInvocation(name, command string, maxOutput int32) runner.Invocation {
+	input, _ := json.Marshal(map[string]any{"command": command})
+	return runner.Invocation{ExecutionName: name, Tool: "bash", Input: input, TimeoutSeconds: 30, MaxOutputBytes: maxOutput}
+}
+
+func TestSessionExecRunsACallAndReportsOnStderr(t *testing.T) {
+	ws, _ := newWorkspace(t, map[string]string{"a.txt": "hello\n"})
+	o := execInSession(t, ws, bashInvocation("call-1", "cat a.txt; echo oops >&2; exit 4", 4096), nil)
+	if string(o.stdout) != "hello\noops\n" {
+		t.Errorf("stdout %q, want the call's combined output", o.stdout)
+	}
+	if o.res.ExitCode != 4 || o.res.ErrorKind != runner.KindExitCode {
+		t.Errorf("result %+v, want exit code 4", o.res)
+	}
+	if o.res.OutputSHA256 != sha256Hex(o.stdout) || o.res.StdoutBytes+o.res.StderrBytes != int64(len(o.stdout)) {
+		t.Errorf("result's output size and hash do not describe what was sent: %+v", o.res)
+	}
+	if got := readFile(t, filepath.Join(ws, runner.ArtifactDir, "call-1", "output.log")); got != "hello\noops\n" {
+		t.Errorf("artifact %q", got)
+	}
+}
+
+func TestSessionExecSendsHeadAndTailOfLongOutput(t *testing.T) {
+	ws, _ := newWorkspace(t, nil)
+	const maxOutput = 1000
+	o := execInSession(t, ws, bashInvocation("call-long", `i=0; while [ $i -lt 2000 ]; do printf '%05d\n' $i; i=$((i+1)); done`, maxOutput), nil)
+	head, tail := runner.OutputBudgets(maxOutput)
+	if len(o.stdout) != head+tail {
+		t.Fatalf("sent %d bytes, want head %d + tail %d", len(o.stdout), head, tail)
+	}
+	var full strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&full, "%05d\n", i)
+	}
+	want := full.String()
+	if got := string(o.stdout[:head]); got != want[:head] {
+		t.Errorf("head %q", got)
+	}
+	if got := string(o.stdout[head:]); got != want[len(want)-tail:] {
+		t.Errorf("tail %q", got)
+	}
+	if !o.res.Truncated || o.res.StdoutBytes != int64(len(want)) || o.res.OutputSHA256 != sha256Hex([]byte(want)) {
+		t.Errorf("result %+v does not describe the whole output", o.res)
+	}
+}
+
+// A call's processes never outlive it, even the ones it detached: the next call of
+// the session starts with none of them.
+func TestSessionExecKillsWhatTheCallLeftBehind(t *testing.T) {
+	ws, _ := newWorkspace(t, nil)
+	o := execInSession(t, ws, bashInvocation("call-bg", `(setsid sleep 300 & echo $! > detached.pid) ; nohup sleep 300 > /dev/null 2>&1 & echo $! > nohup.pid; echo left`, 4096), nil)
+	if o.res.ErrorKind != "" {
+		t.Fatalf("result %+v", o.res)
+	}
+	for _, name := range []string{"detached.pid", "nohup.pid"} {
+		pid := readPid(t, filepath.Join(ws, name))
+		if alive(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("%s (pid %d) outlived its call", name, pid)
+		}
+	}
+}
+
+// The end of stdin (the controller gone) stops the call, which reports itself
+// stopped, and kills its processes.
+func TestSessionExecStopsWhenItsStreamCloses(t *testing.T) {
+	ws, _ := newWorkspace(t, nil)
+	hangUp := make(chan struct{})
+	go func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, err := os.Stat(filepath.Join(ws, "sleeper.pid")); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		close(hangUp)
+	}()
+	start := time.Now()
+	o := execInSession(t, ws, bashInvocation("call-hangup", `sleep 300 & echo $! > sleeper.pid; wait`, 4096), hangUp)
+	if time.Since(start) > 20*time.Second {
+		t.Errorf("the call ran %s after its stream closed", time.Since(start))
+	}
+	if o.res.ErrorKind != runner.KindTimeout {
+		t.Errorf("result %+v, want the call stopped", o.res)
+	}
+	if pid := readPid(t, filepath.Join(ws, "sleeper.pid")); alive(pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		t.Errorf("the call's sleep (pid %d) outlived its stream", pid)
+	}
+}
+
+func TestSessionExecRefusesABadInvocationLine(t *testing.T) {
+	ws, _ := newWorkspace(t, nil)
+	cmd := exec.Command(runnerBin, runner.ExecCommand)
+	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + ws}
+	cmd.Stdin = strings.NewReader(`{"tool":"bash"`) // no end of line: stdin ends first
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	_ = cmd.Run()
+	res, err := runner.DecodeResult(stderr.Bytes())
+	if err != nil {
+		t.Fatalf("stderr is not a Result: %v: %q", err, stderr.String())
+	}
+	if res.ErrorKind != runner.KindException || !strings.Contains(res.Message, "stdin ended before") || cmd.ProcessState.ExitCode() != runner.ExitFailed {
+		t.Errorf("result %+v exit %d", res, cmd.ProcessState.ExitCode())
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("stdout %q", stdout.String())
+	}
+}
+
+// The session's PID 1 kills every process it inherits: what a dead call's runner
+// left behind. Here the test process plays PID 1 for a child it is made the parent of.
+func TestKillInheritedKillsOrphansOfTheSession(t *testing.T) {
+	cmd := exec.Command("sleep", "300")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { runner.KillInherited("/proc", os.Getpid(), 20*time.Millisecond, stop); close(done) }()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err := <-waited:
+		t.Logf("the inherited process ended: %v", err)
+	case <-time.After(5 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Error("the inherited process was not killed")
+	}
+	close(stop)
+	<-done
+}

@@ -1,0 +1,367 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/executor"
+	"github.com/toolgate/toolgate/internal/pipeline"
+)
+
+// envtest has no kubelet, so neither session pods nor pods/exec exist here: the
+// tests below play the kubelet (a session pod is marked running once created) and
+// deliver each exec to the real runner binary, run as `runner exec` on a real
+// folder standing for the task's workspace claim. test/e2e delivers through the
+// API server into real session pods.
+
+var (
+	buildRunnerOnce sync.Once
+	runnerBinary    string
+	buildRunnerErr  error
+)
+
+func testRunnerBinary(t *testing.T) string {
+	t.Helper()
+	buildRunnerOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "toolgate-runner-")
+		if err != nil {
+			buildRunnerErr = err
+			return
+		}
+		runnerBinary = filepath.Join(dir, "runner")
+		build := exec.Command("go", "build", "-o", runnerBinary, "../../cmd/runner")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			buildRunnerErr = fmt.Errorf("building the runner: %v\n%s", err, out)
+		}
+	})
+	if buildRunnerErr != nil {
+		t.Fatal(buildRunnerErr)
+	}
+	return runnerBinary
+}
+
+// localSessions is the kubelet and pods/exec of these tests: each session pod's
+// workspace claim is a folder, and an exec runs the runner there while the pod
+// lives; the stream breaks when the pod is deleted or fails, as the real one does.
+type localSessions struct {
+	t      *testing.T
+	runner string
+	root   string
+	mu     sync.Mutex
+	execs  []string // pods exec'd into, in order
+}
+
+func (l *localSessions) workspace(claim string) string {
+	dir := filepath.Join(l.root, claim)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		l.t.Fatal(err)
+	}
+	return dir
+}
+
+func (l *localSessions) Exec(ctx context.Context, namespace, name string, stdin io.Reader, stdout, stderr io.Writer) (int32, error) {
+	pod := &corev1.Pod{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod); err != nil {
+		return 0, fmt.Errorf("pod %s: %w", name, err)
+	}
+	if ready, why := executor.SessionReady(pod); !ready {
+		return 0, fmt.Errorf("container not running: %s", why)
+	}
+	l.mu.Lock()
+	l.execs = append(l.execs, name)
+	l.mu.Unlock()
+	claim := pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName
+	cmd := exec.CommandContext(ctx, l.runner, "exec")
+	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + l.workspace(claim), "PATH=/usr/bin:/bin"}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// Copied by hand: exec.Cmd would wait for a Stdin reader that the controller
+	// keeps open for the whole call.
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	go func() { _, _ = io.Copy(in, stdin); _ = in.Close() }()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		select {
+		case err := <-done:
+			if cmd.ProcessState != nil && cmd.ProcessState.ExitCode() >= 0 {
+				return int32(cmd.ProcessState.ExitCode()), nil
+			}
+			return 0, err
+		case <-time.After(50 * time.Millisecond):
+			current := &corev1.Pod{}
+			err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(pod), current)
+			if apierrors.IsNotFound(err) || (err == nil && (current.UID != pod.UID || current.DeletionTimestamp != nil || current.Status.Phase == corev1.PodFailed)) {
+				_ = cmd.Process.Kill()
+				waitErr := <-done
+				return 0, fmt.Errorf("error reading from error stream: connection reset: pod %s ended (%v)", name, waitErr)
+			}
+		}
+	}
+}
+
+func (l *localSessions) delivered() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.execs...)
+}
+
+// playKubelet marks every session pod of the namespace running once it exists, until
+// the test ends.
+func playKubelet(t *testing.T, ns string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			var pods corev1.PodList
+			if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{executor.LabelSession}); err == nil {
+				for i := range pods.Items {
+					pod := &pods.Items[i]
+					if (pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending) && pod.DeletionTimestamp == nil {
+						pod.Status.Phase = corev1.PodRunning
+						pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: executor.ToolContainerName, State: running()}}
+						_ = env.Client.Status().Update(ctx, pod)
+					}
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+}
+
+func startSessionPipeline(t *testing.T, tune ...func(*Options)) (*pipelineEnv, *localSessions) {
+	t.Helper()
+	l := &localSessions{t: t, runner: testRunnerBinary(t), root: t.TempDir()}
+	p := startPipeline(t, append([]func(*Options){func(o *Options) { o.SessionExecutor = l }}, tune...)...)
+	playKubelet(t, p.ns)
+	return p, l
+}
+
+func sessionTask(mutate ...func(*v1.AgentTask)) func(*v1.AgentTask) {
+	return func(task *v1.AgentTask) {
+		task.Spec.Sandbox.Isolation = v1.IsolationSession
+		for _, m := range mutate {
+			m(task)
+		}
+	}
+}
+
+func sessionPods(t *testing.T, ns string) map[string]*corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	if err := env.Client.List(t.Context(), &pods, client.InNamespace(ns), client.HasLabels{executor.LabelSession}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*corev1.Pod{}
+	for i := range pods.Items {
+		if pods.Items[i].DeletionTimestamp == nil {
+			out[pods.Items[i].Name] = &pods.Items[i]
+		}
+	}
+	return out
+}
+
+func TestSessionTaskKeepsTwoWarmSessionsWithTheWallsOfAJob(t *testing.T) {
+	p, _ := startSessionPipeline(t)
+	task := p.task("warm", v1.ModeAuto, sessionTask())
+	profiles, err := pipeline.SessionProfiles(p.getTask("warm"), testSandboxImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.eventually("two warm sessions", func() (bool, string) {
+		return len(sessionPods(t, p.ns)) == 2, fmt.Sprint(len(sessionPods(t, p.ns)))
+	})
+	pods := sessionPods(t, p.ns)
+	for i, profile := range profiles {
+		name := executor.SessionName(task.Name, profile)
+		pod := pods[name]
+		if pod == nil {
+			t.Fatalf("no session pod %s for profile %d (%+v); have %v", name, i, profile, pods)
+		}
+		if owner := metav1.GetControllerOf(pod); owner == nil || owner.Kind != "AgentTask" || owner.Name != "warm" {
+			t.Errorf("session %s owner %+v", name, pod.OwnerReferences)
+		}
+		// The same walls as a Job's pod for the profile: only the tool's command, its
+		// environment and the grace period differ.
+		job, err := executor.BuildJob(&v1.Execution{
+			ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: p.ns},
+			Spec:       v1.ExecutionSpec{Sandbox: profile, TimeoutSeconds: 1, MaxOutputBytes: 256, Input: runtime.RawExtension{Raw: []byte(`{}`)}},
+		}, testRunnerImage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := job.Spec.Template.Spec
+		want.Containers[0].Command = []string{executor.RunnerPath, "session"}
+		want.Containers[0].Env = nil
+		got := pod.Spec
+		if got.TerminationGracePeriodSeconds == nil || *got.TerminationGracePeriodSeconds != executor.SessionGraceSeconds {
+			t.Errorf("grace period %v", got.TerminationGracePeriodSeconds)
+		}
+		if *got.AutomountServiceAccountToken || !*got.SecurityContext.RunAsNonRoot || !*got.Containers[0].SecurityContext.ReadOnlyRootFilesystem ||
+			got.Containers[0].SecurityContext.Capabilities.Drop[0] != "ALL" || got.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("session %s lost a wall: %+v", name, got)
+		}
+		if got.Volumes[0].PersistentVolumeClaim.ReadOnly != profile.ReadOnlyWorkspace || got.Containers[0].VolumeMounts[0].ReadOnly != profile.ReadOnlyWorkspace {
+			t.Errorf("session %s workspace read-only %v, profile says %v", name, got.Volumes[0].PersistentVolumeClaim.ReadOnly, profile.ReadOnlyWorkspace)
+		}
+		if got.Containers[0].Image != want.Containers[0].Image || got.Containers[0].Command[1] != "session" {
+			t.Errorf("session %s container %+v", name, got.Containers[0])
+		}
+		if pod.Labels[executor.LabelNetwork] != executor.NetworkKey(&v1.Execution{Spec: v1.ExecutionSpec{Sandbox: profile}}) {
+			t.Errorf("session %s is not behind its profile's NetworkPolicy: %v", name, pod.Labels)
+		}
+	}
+}
+
+func TestSessionCallsRunInTheirSessionsWithoutJobs(t *testing.T) {
+	p, l := startSessionPipeline(t)
+	p.task("s", v1.ModeAuto, sessionTask())
+	ws := l.workspace("s-workspace")
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("first line\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.propose("s", 0, 0, v1.ToolReadFile, `{"path":"notes.txt"}`)
+	read := p.observed("s-t0-0")
+	if obs := read.Status.Observation; obs.Outcome != v1.OutcomeSucceeded || !strings.Contains(obs.Summary, "first line") {
+		t.Fatalf("read_file observation: %+v", obs)
+	}
+	exec := getExecution(t, p.ns, "s-t0-0")
+	if exec.Status.JobName != "" || exec.Status.SessionName == "" || exec.Status.PodName != exec.Status.SessionName {
+		t.Fatalf("read_file ran as job %q in session %q (pod %q)", exec.Status.JobName, exec.Status.SessionName, exec.Status.PodName)
+	}
+	if exec.Status.SessionName != executor.ExecutionSession(exec) || !exec.Spec.Sandbox.ReadOnlyWorkspace {
+		t.Fatalf("a read-only call ran in %s, not its read-only session %s", exec.Status.SessionName, executor.ExecutionSession(exec))
+	}
+	if exec.Status.Sandbox == nil || exec.Status.OutputSHA256 == "" || exec.Status.ExitCode == nil {
+		t.Fatalf("the runner's result is not in the status: %+v", exec.Status)
+	}
+
+	p.propose("s", 1, 0, v1.ToolBash, `{"command":"echo written > out.txt && cat out.txt"}`)
+	write := p.observed("s-t1-0")
+	if obs := write.Status.Observation; obs.Outcome != v1.OutcomeSucceeded || !strings.Contains(obs.Summary, "written") {
+		t.Fatalf("bash observation: %+v", obs)
+	}
+	writeExec := getExecution(t, p.ns, "s-t1-0")
+	if writeExec.Spec.Sandbox.ReadOnlyWorkspace || writeExec.Status.SessionName == exec.Status.SessionName {
+		t.Fatalf("a writing call ran in session %s (read-only %v)", writeExec.Status.SessionName, writeExec.Spec.Sandbox.ReadOnlyWorkspace)
+	}
+	if got, err := os.ReadFile(filepath.Join(ws, "out.txt")); err != nil || string(got) != "written\n" {
+		t.Fatalf("the workspace holds %q (%v)", got, err)
+	}
+	var jobs batchv1.JobList
+	if err := env.Client.List(t.Context(), &jobs, client.InNamespace(p.ns)); err != nil || len(jobs.Items) != 0 {
+		t.Fatalf("Jobs were created for session calls: %d (%v)", len(jobs.Items), err)
+	}
+	if got := l.delivered(); len(got) != 2 {
+		t.Fatalf("delivered %v, want each call once", got)
+	}
+}
+
+// A session pod that dies while a call runs gives that call an Exception that says
+// so; the call is not run again, and the next call gets a new session.
+func TestSessionThatDiesMidCallFailsTheCallAndIsReplaced(t *testing.T) {
+	p, l := startSessionPipeline(t)
+	p.task("d", v1.ModeAuto, sessionTask())
+	p.propose("d", 0, 0, v1.ToolBash, `{"command":"touch started; sleep 30"}`)
+	ws := l.workspace("d-workspace")
+	p.eventually("the call started", func() (bool, string) {
+		_, err := os.Stat(filepath.Join(ws, "started"))
+		return err == nil, fmt.Sprint(err)
+	})
+	exec := getExecution(t, p.ns, "d-t0-0")
+	pod := &corev1.Pod{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: exec.Status.SessionName}, pod); err != nil {
+		t.Fatal(err)
+	}
+	oldUID := pod.UID
+	pod.Status.Phase = corev1.PodFailed
+	pod.Status.Reason = "OOMKilled"
+	if err := env.Client.Status().Update(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	p.observed("d-t0-0")
+	exec = getExecution(t, p.ns, "d-t0-0")
+	if exec.Status.ErrorKind != v1.ErrorException {
+		t.Fatalf("error kind %q, want Exception: %s", exec.Status.ErrorKind, exec.Status.Message)
+	}
+	mustContain(t, "message", exec.Status.Message, "session pod "+exec.Status.SessionName, "not run again")
+
+	p.propose("d", 1, 0, v1.ToolBash, `{"command":"echo again > again.txt"}`)
+	again := p.observed("d-t1-0")
+	if again.Status.Observation.Outcome != v1.OutcomeSucceeded {
+		t.Fatalf("the next call: %+v", again.Status.Observation)
+	}
+	next := getExecution(t, p.ns, "d-t1-0")
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: next.Status.SessionName}, pod); err != nil {
+		t.Fatal(err)
+	}
+	if pod.UID == oldUID {
+		t.Fatalf("the next call ran in the dead session pod")
+	}
+	if n := strings.Count(strings.Join(l.delivered(), ","), exec.Status.SessionName); n != 2 {
+		t.Fatalf("deliveries %v: want the dead call once and the next once", l.delivered())
+	}
+}
+
+// A task that ends stops its sessions: the call in flight is Aborted, the session
+// pods are deleted.
+func TestSessionsEndWithTheirTask(t *testing.T) {
+	p, l := startSessionPipeline(t)
+	p.task("e", v1.ModeAuto, sessionTask())
+	p.propose("e", 0, 0, v1.ToolBash, `{"command":"touch started; sleep 30"}`)
+	ws := l.workspace("e-workspace")
+	p.eventually("the call started", func() (bool, string) {
+		_, err := os.Stat(filepath.Join(ws, "started"))
+		return err == nil, fmt.Sprint(err)
+	})
+	task := p.getTask("e")
+	task.Spec.Cancel = true
+	if err := env.Client.Update(t.Context(), task); err != nil {
+		t.Fatal(err)
+	}
+	p.observed("e-t0-0")
+	exec := getExecution(t, p.ns, "e-t0-0")
+	if exec.Status.ErrorKind != v1.ErrorAborted {
+		t.Fatalf("error kind %q: %s", exec.Status.ErrorKind, exec.Status.Message)
+	}
+	mustContain(t, "message", exec.Status.Message, "AgentTask e ended", "Cancelled", "whether the call changed anything is unknown")
+	p.eventually("no session left", func() (bool, string) {
+		return len(sessionPods(t, p.ns)) == 0, fmt.Sprint(len(sessionPods(t, p.ns)))
+	})
+}
+
+// Sessions idle for the idle timeout are deleted; the next call starts one again.
+func TestIdleSessionsStopAndComeBack(t *testing.T) {
+	p, _ := startSessionPipeline(t, func(o *Options) { o.SessionIdleTimeout = 2 * time.Second })
+	p.task("i", v1.ModeAuto, sessionTask())
+	p.eventually("no session once idle", func() (bool, string) {
+		n := len(sessionPods(t, p.ns))
+		return n == 0, fmt.Sprint(n)
+	})
+	p.propose("i", 0, 0, v1.ToolBash, `{"command":"echo back"}`)
+	if obs := p.observed("i-t0-0").Status.Observation; obs.Outcome != v1.OutcomeSucceeded {
+		t.Fatalf("observation %+v", obs)
+	}
+}

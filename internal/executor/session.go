@@ -1,0 +1,233 @@
+package executor
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/runner"
+)
+
+// A session is a warm pod of one task for one sandbox profile (isolation Session):
+// every call of the task decided to run in that profile is delivered to it by the
+// controller through pods/exec, as `runner exec` (internal/runner/session.go). Its
+// name is deterministic, from the task and the profile, so that every call of a
+// profile finds the same pod and two creators make one.
+
+// SessionPrefix starts the name of every session pod; the admission policy of
+// config/admission/sessions.yaml keeps the name, and exec into such a pod, to the
+// controller.
+const SessionPrefix = "toolgate-session-"
+
+// LabelSession marks a session pod; its value is the session's key (SessionKey).
+const LabelSession = "toolgate.dev/session"
+
+// SessionGraceSeconds is a session pod's termination grace period: its PID 1
+// ignores SIGTERM (a call's tool could send it one), so the kubelet's SIGKILL ends
+// it, and a call in flight has no result to save: it ends as an Exception anyway.
+const SessionGraceSeconds = 1
+
+// ExecCommand is the command the controller execs in a session pod's tool
+// container, and the only one config/admission/sessions.yaml lets it exec.
+var ExecCommand = []string{RunnerPath, runner.ExecCommand}
+
+// IsSession reports whether the profile runs its calls in a session.
+func IsSession(profile toolgatev1alpha1.SandboxProfile) bool {
+	return profile.Isolation == toolgatev1alpha1.IsolationSession
+}
+
+// SessionKey identifies a task's session for a profile: a digest of the task's name
+// and the whole profile, so that a call runs only in a session whose pod was built
+// from exactly its sandbox.
+func SessionKey(task string, profile toolgatev1alpha1.SandboxProfile) string {
+	spec, err := json.Marshal(profile)
+	if err != nil {
+		panic(err) // a struct of strings, numbers and quantities always marshals
+	}
+	sum := sha256.Sum256(append(append([]byte(task), 0), spec...))
+	// 80 bits: the name stays short, and a collision needs a second profile of the
+	// same task made to collide, which buys nothing the task's owner does not have.
+	return hex.EncodeToString(sum[:10])
+}
+
+// SessionName is the name of the task's session pod for a profile.
+func SessionName(task string, profile toolgatev1alpha1.SandboxProfile) string {
+	return SessionPrefix + SessionKey(task, profile)
+}
+
+// ExecutionSession is the session pod an Execution runs in.
+func ExecutionSession(exec *toolgatev1alpha1.Execution) string {
+	return SessionName(exec.Spec.TaskRef.Name, exec.Spec.Sandbox)
+}
+
+// SessionLabels are the labels of a task's session pod: the task, the session's key
+// and the network walls the profile's NetworkPolicy selects.
+func SessionLabels(task string, profile toolgatev1alpha1.SandboxProfile) map[string]string {
+	return map[string]string{
+		LabelTask:    labelValue(task),
+		LabelSession: SessionKey(task, profile),
+		LabelNetwork: networkKey(profile.Network),
+	}
+}
+
+// BuildSessionPod returns the session pod of task for profile: the walls of a Job's
+// pod (sandboxPodSpec), its PID 1 `runner session`, and a short grace period. It has
+// no deadline: it lives until the task ends or the session is idle. The caller sets
+// the task as its controller.
+func BuildSessionPod(namespace, task string, profile toolgatev1alpha1.SandboxProfile, runnerImage string) (*corev1.Pod, error) {
+	switch {
+	case runnerImage == "":
+		return nil, fmt.Errorf("the controller has no runner image: start it with --runner-image")
+	case profile.Image == "":
+		return nil, fmt.Errorf("spec.sandbox.image is empty: the Execution must name the image its tool runs in")
+	case profile.WorkspaceClaimName == "":
+		return nil, fmt.Errorf("spec.sandbox.workspaceClaimName is empty: the Execution must name the workspace claim to mount")
+	}
+	spec := sandboxPodSpec(profile, runnerImage, []string{RunnerPath, runner.SessionCommand}, nil)
+	spec.TerminationGracePeriodSeconds = ptr.To[int64](SessionGraceSeconds)
+	return &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      SessionName(task, profile),
+			Namespace: namespace,
+			Labels:    maps.Clone(SessionLabels(task, profile)),
+		},
+		Spec: spec,
+	}, nil
+}
+
+// SessionReady says whether a session pod takes calls: running, its tool container
+// started and not terminated, and not being deleted. Otherwise it says why not.
+func SessionReady(pod *corev1.Pod) (bool, string) {
+	if pod.DeletionTimestamp != nil {
+		return false, fmt.Sprintf("session pod %s is being deleted", pod.Name)
+	}
+	if ended, why := SessionEnded(pod); ended {
+		return false, why
+	}
+	tool := containerStatus(pod, ToolContainerName, false)
+	if pod.Status.Phase == corev1.PodRunning && tool != nil && tool.State.Running != nil {
+		return true, ""
+	}
+	install := containerStatus(pod, InstallContainerName, true)
+	return false, fmt.Sprintf("session pod %s is starting: %s", pod.Name, waitingMessage(nil, pod, install, tool))
+}
+
+// SessionEnded says whether a session pod is dead (it never runs a call again and is
+// replaced), and why.
+func SessionEnded(pod *corev1.Pod) (bool, string) {
+	if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+		return true, fmt.Sprintf("session pod %s ended (%s%s)", pod.Name, pod.Status.Phase, reasonSuffix(pod.Status.Reason))
+	}
+	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range statuses {
+			if t := cs.State.Terminated; t != nil && (cs.Name == ToolContainerName || t.ExitCode != 0) {
+				return true, fmt.Sprintf("session pod %s: container %s exited %d%s", pod.Name, cs.Name, t.ExitCode, reasonSuffix(t.Reason))
+			}
+		}
+	}
+	return false, ""
+}
+
+// SessionRun is one call's run in a session, as the controller received it.
+type SessionRun struct {
+	// StartedAt and FinishedAt bound the exec.
+	StartedAt, FinishedAt time.Time
+	// ExitCode is the exit code of `runner exec`.
+	ExitCode int32
+	// Result is what the runner wrote on stderr: its Result, last.
+	Result []byte
+	// Output is what it sent on stdout (runner.Capture).
+	Output []byte
+	// Err is set when the exec itself failed: no connection, or the stream broke
+	// (the session pod died, or the controller's connection did); nothing the call
+	// sent is then trusted.
+	Err error
+}
+
+// SessionObservation is what the controller knows of a call delivered (or to be
+// delivered) to a session.
+type SessionObservation struct {
+	// Name is the session pod.
+	Name string
+	// Waiting says why the call has not been delivered yet (the session is starting
+	// or being replaced); empty once it was.
+	Waiting string
+	// Started is when the call was delivered, as recorded before it was.
+	Started *metav1.Time
+	// Run is the call's finished run; nil while it runs.
+	Run *SessionRun
+	// Lost says why the run's result will never come (the controller that delivered
+	// it is gone); set only with Run nil.
+	Lost string
+	// Stopped says why the session was stopped (its task ended), when it was: a run
+	// that then ended without a trusted result was aborted.
+	Stopped string
+}
+
+// projectSession fills st from a session call and returns the Complete reason.
+func projectSession(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1.Execution, obs Observation) string {
+	s := obs.Session
+	st.SessionName, st.PodName = s.Name, s.Name
+	failed := func(kind toolgatev1alpha1.ErrorKind, msg string) string {
+		st.Phase, st.ErrorKind, st.Message = toolgatev1alpha1.ExecutionFailed, kind, msg
+		return toolgatev1alpha1.ReasonJobFailed
+	}
+	switch {
+	case s.Started == nil:
+		st.SessionName, st.PodName = "", ""
+		st.Phase, st.Message = toolgatev1alpha1.ExecutionPending, s.Waiting
+		return toolgatev1alpha1.ReasonSessionPending
+	case s.Run == nil && s.Lost != "":
+		st.StartTime = s.Started
+		return failed(toolgatev1alpha1.ErrorException, s.Lost)
+	case s.Run == nil:
+		st.StartTime = s.Started
+		st.Phase = toolgatev1alpha1.ExecutionRunning
+		return toolgatev1alpha1.ReasonSessionRunning
+	case s.Run.Err != nil && s.Stopped != "":
+		st.StartTime = s.Started
+		st.CompletionTime = ptr.To(metav1.NewTime(s.Run.FinishedAt))
+		return failed(toolgatev1alpha1.ErrorAborted, fmt.Sprintf("session pod %s was stopped while the call ran, because %s; whether the call changed anything is unknown", s.Name, s.Stopped))
+	case s.Run.Err != nil:
+		st.StartTime = s.Started
+		st.CompletionTime = ptr.To(metav1.NewTime(s.Run.FinishedAt))
+		return failed(toolgatev1alpha1.ErrorException, fmt.Sprintf("the call's stream from session pod %s broke before the runner reported (%v): the session pod ended, or the connection to it did; whether the call changed anything is unknown, and it is not run again", s.Name, s.Run.Err))
+	}
+	run := s.Run
+	headBudget, _ := Budgets(exec.Spec.MaxOutputBytes)
+	log := LogText{Head: run.Output, Total: -1}
+	if res, err := runner.DecodeResult(run.Result); err == nil {
+		log.Total = TotalOutputBytes(res)
+		if log.Total > int64(exec.Spec.MaxOutputBytes) && len(run.Output) > headBudget {
+			// The runner sent exactly the head budget, then the tail.
+			log.Head, log.Tail = run.Output[:headBudget], run.Output[headBudget:]
+		}
+	}
+	terminated := &corev1.ContainerStateTerminated{
+		ExitCode:   run.ExitCode,
+		Message:    string(run.Result),
+		StartedAt:  *s.Started,
+		FinishedAt: metav1.NewTime(run.FinishedAt),
+	}
+	obs.Log = log
+	reason := projectTerminated(st, exec, obs, terminated, false, "")
+	if st.Sandbox == nil {
+		// No trusted result: say where the call ran, and why it was cut short.
+		if s.Stopped != "" {
+			st.ErrorKind = toolgatev1alpha1.ErrorAborted
+			st.Message = fmt.Sprintf("session pod %s was stopped while the call ran, because %s; whether the call changed anything is unknown (%s)", s.Name, s.Stopped, st.Message)
+		} else {
+			st.Message = appendNote(st.Message, "in session pod "+s.Name)
+		}
+	}
+	return reason
+}

@@ -1,0 +1,179 @@
+package runner
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+	"time"
+)
+
+// A session pod (isolation Session) runs the runner twice over, with this contract:
+//
+//   - `runner session` is the container's PID 1. It runs no tool: it keeps the
+//     container alive, reaps the processes it inherits, and kills each of them at
+//     once (KillInherited). A process is inherited by PID 1 only when the call's
+//     runner that it lived under has died (each call's runner is the subreaper of
+//     everything its tool starts), so nothing of a call outlives its runner.
+//   - `runner exec` runs one call, exec'd into the container by the controller
+//     (pods/exec). The Invocation is the first line of stdin (compact JSON, at most
+//     MaxInvocationBytes); stdin stays open for the whole call, and its end (the
+//     controller or its connection gone) stops the call as a timeout does. stdout
+//     carries the call's output once the call ended: all of it when it is at most
+//     MaxOutputBytes, else exactly its first head and last tail bytes
+//     (OutputBudgets). stderr carries the Result as compact JSON, last. The exit
+//     code is ProcessExitCode, as in a Job. Before the Result is written every
+//     descendant of the runner is killed (Sweep).
+//   - Both mark themselves non-dumpable (MakeNonDumpable), so that a process of the
+//     same uid (a call's tool) can neither ptrace them nor open their /proc files:
+//     a call's invocation, output and Result are out of reach of other processes.
+
+// SessionCommand and ExecCommand are the runner's first argument in a session pod.
+const (
+	SessionCommand = "session"
+	ExecCommand    = "exec"
+)
+
+// MaxInvocationBytes bounds the invocation line `runner exec` reads from stdin; an
+// Execution's spec is far smaller.
+const MaxInvocationBytes = 4 << 20
+
+// cutMarkerMax bounds the length of the marker the controller puts where output was
+// cut, so that head, marker and tail together stay within maxOutputBytes.
+const cutMarkerMax = 64
+
+// OutputBudgets splits maxOutputBytes into the bytes kept from the head and from the
+// tail of an output that does not fit, leaving room for the cut marker. The runner
+// of a session call sends exactly these; the controller shows them.
+func OutputBudgets(maxOutputBytes int32) (head, tail int) {
+	room := max(int(maxOutputBytes)-cutMarkerMax, 2)
+	head = room / 2
+	return head, room - head
+}
+
+// prSetDumpable is PR_SET_DUMPABLE of prctl(2).
+const prSetDumpable = 4
+
+// MakeNonDumpable makes the calling process non-dumpable: its /proc/PID files are
+// owned by root and ptrace by a process of the same uid is refused, so other
+// processes of the sandbox user cannot read or change its memory or descriptors.
+// A program the process executes is dumpable again, as usual.
+func MakeNonDumpable() error {
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0); errno != 0 {
+		return fmt.Errorf("prctl(PR_SET_DUMPABLE, 0): %w", errno)
+	}
+	return nil
+}
+
+// ReadInvocationLine reads the invocation, the first line of r, without reading past
+// it; the rest of r is the call's lifeline.
+func ReadInvocationLine(r *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > MaxInvocationBytes {
+			return nil, fmt.Errorf("the invocation on stdin is longer than %d bytes", MaxInvocationBytes)
+		}
+		switch {
+		case err == nil:
+			return line[:len(line)-1], nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			return nil, fmt.Errorf("stdin ended before the invocation's line did (%d bytes read)", len(line))
+		default:
+			return nil, fmt.Errorf("reading the invocation from stdin: %w", err)
+		}
+	}
+}
+
+// InvocationMaxOutput is the invocation's maxOutputBytes, or 0 when it cannot be
+// read (Run then fails the call, and its output is only the runner's message).
+func InvocationMaxOutput(invocationJSON []byte) int32 {
+	var inv struct {
+		MaxOutputBytes int32 `json:"maxOutputBytes"`
+	}
+	if json.Unmarshal(invocationJSON, &inv) != nil {
+		return 0
+	}
+	return inv.MaxOutputBytes
+}
+
+// Capture keeps what a session call sends of its output: the first maxOutputBytes
+// bytes and the last tail budget bytes, whatever the output's length.
+type Capture struct {
+	max        int
+	head       []byte
+	tail       []byte // a ring of the last tailBudget bytes
+	tailBudget int
+	next       int // where the ring writes next, once full
+	total      int64
+}
+
+// NewCapture returns a Capture for an invocation's maxOutputBytes.
+func NewCapture(maxOutputBytes int32) *Capture {
+	_, tail := OutputBudgets(maxOutputBytes)
+	return &Capture{max: max(int(maxOutputBytes), 0), tailBudget: tail}
+}
+
+// Write keeps p's bytes in the head and the ring; it never fails.
+func (c *Capture) Write(p []byte) (int, error) {
+	c.total += int64(len(p))
+	if room := c.max - len(c.head); room > 0 {
+		c.head = append(c.head, p[:min(room, len(p))]...)
+	}
+	q := p
+	if len(q) > c.tailBudget {
+		q = q[len(q)-c.tailBudget:]
+	}
+	for len(q) > 0 {
+		if len(c.tail) < c.tailBudget {
+			n := min(c.tailBudget-len(c.tail), len(q))
+			c.tail = append(c.tail, q[:n]...)
+			q = q[n:]
+			continue
+		}
+		n := copy(c.tail[c.next:], q)
+		c.next = (c.next + n) % c.tailBudget
+		q = q[n:]
+	}
+	return len(p), nil
+}
+
+// Bytes is what the runner sends: the whole output when it fits in maxOutputBytes,
+// else its first head budget bytes followed by its last tail budget bytes.
+func (c *Capture) Bytes(maxOutputBytes int32) []byte {
+	if c.total <= int64(c.max) {
+		return c.head
+	}
+	headBudget, _ := OutputBudgets(maxOutputBytes)
+	out := append([]byte(nil), c.head[:min(headBudget, len(c.head))]...)
+	out = append(out, c.tail[c.next:]...)
+	return append(out, c.tail[:c.next]...)
+}
+
+// KillInherited is the session's PID 1 loop: every pause, it kills (SIGKILL) every
+// live child of parent (the caller's pid) and reaps its exited children. As the
+// namespace's PID 1, the only processes the session is the parent of are those a
+// dead call's runner left behind (a call's runner is exec'd from outside the
+// namespace, so it is no child of PID 1). It returns when stop is closed.
+func KillInherited(procRoot string, parent int, pause time.Duration, stop <-chan struct{}) {
+	for {
+		if procs, err := readProcs(procRoot); err == nil {
+			for _, p := range procs {
+				if p.ppid == parent && p.pid != parent && p.state != 'Z' && p.state != 'X' {
+					_ = syscall.Kill(p.pid, syscall.SIGKILL)
+				}
+			}
+		}
+		reapChildren()
+		select {
+		case <-stop:
+			return
+		case <-time.After(pause):
+		}
+	}
+}
