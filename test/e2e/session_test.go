@@ -1,0 +1,164 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/executor"
+)
+
+// Sessions (isolation Session) on the real cluster: the task's warm pods, calls
+// delivered through the API server's pods/exec, and the walls that must hold there as
+// they do in a Job.
+var _ = Describe("A task's sessions", func() {
+	const task = "session"
+	var ns, me string
+
+	BeforeEach(func(ctx SpecContext) {
+		ns = newNamespace(ctx)
+		claim := newWorkspace(ctx, ns)
+		me = whoAmI(ctx)
+		seedWorkspace(ctx, ns, claim, map[string]string{"notes.txt": "session notes\n"})
+		Expect(k8s.Create(ctx, &toolgatev1alpha1.ToolPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "session", Namespace: ns},
+			Spec: toolgatev1alpha1.ToolPolicySpec{Rules: []toolgatev1alpha1.PolicyRule{{
+				Name: "shell", Action: toolgatev1alpha1.RuleAllow,
+				Match:  toolgatev1alpha1.RuleMatch{Tools: []toolgatev1alpha1.ToolName{toolgatev1alpha1.ToolBash}},
+				Reason: "The spec's commands are its own.",
+			}}},
+		})).To(Succeed())
+		Expect(k8s.Create(ctx, &toolgatev1alpha1.AgentTask{
+			ObjectMeta: metav1.ObjectMeta{Name: task, Namespace: ns},
+			Spec: toolgatev1alpha1.AgentTaskSpec{
+				Goal: "Work in a session.", Mode: toolgatev1alpha1.ModeEdit,
+				Workspace: toolgatev1alpha1.WorkspaceSpec{ExistingClaim: claim},
+				Sandbox:   toolgatev1alpha1.SandboxSpec{Isolation: toolgatev1alpha1.IsolationSession},
+				Agent:     toolgatev1alpha1.AgentSpec{External: &toolgatev1alpha1.ExternalAgent{Description: "the e2e suite", Proposers: toolgatev1alpha1.Proposers{Users: []string{me}}}},
+				Budgets:   toolgatev1alpha1.Budgets{MaxTurns: 50, MaxIntents: 50},
+			},
+		})).To(Succeed())
+	})
+
+	turn := int32(0)
+	propose := func(ctx SpecContext, command string) (*toolgatev1alpha1.ToolIntent, *toolgatev1alpha1.Execution) {
+		GinkgoHelper()
+		turn++
+		raw, err := json.Marshal(map[string]string{"command": command})
+		Expect(err).NotTo(HaveOccurred())
+		intent := &toolgatev1alpha1.ToolIntent{
+			ObjectMeta: metav1.ObjectMeta{Name: intentName(task, turn), Namespace: ns},
+			Spec: toolgatev1alpha1.ToolIntentSpec{
+				TaskRef: toolgatev1alpha1.LocalObjectReference{Name: task}, Turn: turn,
+				Tool: toolgatev1alpha1.ToolBash, Input: runtime.RawExtension{Raw: raw}, RequestedBy: me,
+			},
+		}
+		Expect(k8s.Create(ctx, intent)).To(Succeed())
+		intent = observedIntent(ctx, intent)
+		return intent, executionOf(ctx, intent)
+	}
+	sessionPod := func(ctx SpecContext, exec *toolgatev1alpha1.Execution) *corev1.Pod {
+		GinkgoHelper()
+		Expect(exec.Status.SessionName).To(HavePrefix(executor.SessionPrefix), "the call ran as Job %q, not in a session", exec.Status.JobName)
+		pod := &corev1.Pod{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: exec.Status.SessionName}, pod)).To(Succeed())
+		return pod
+	}
+
+	It("runs calls in warm pods with a Job's walls: no token, non-root, read-only root, a read-only workspace for read-only calls", func(ctx SpecContext) {
+		By("the two warm sessions start with the task")
+		Eventually(func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{executor.LabelSession})).To(Succeed())
+			running := 0
+			for _, p := range pods.Items {
+				if p.Status.Phase == corev1.PodRunning {
+					running++
+				}
+			}
+			g.Expect(running).To(Equal(2))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+
+		intent, exec := propose(ctx, "id -u; if test -e /var/run/secrets/kubernetes.io/serviceaccount/token; then echo sa-mounted; else echo sa-absent; fi; "+
+			"if touch /rootfs-probe 2>/dev/null; then echo root-writable; else echo root-read-only; fi; echo made > made.txt; cat made.txt")
+		obs := intent.Status.Observation
+		Expect(obs.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), obs.Summary)
+		Expect(obs.Summary).To(ContainSubstring("65532\nsa-absent\nroot-read-only\nmade"))
+		Expect(exec.Status.JobName).To(BeEmpty())
+		Expect(exec.Status.Sandbox).To(Equal(&toolgatev1alpha1.ObservedSandbox{UID: 65532, ReadOnlyRootFilesystem: true}))
+		rw := sessionPod(ctx, exec)
+		Expect(*rw.Spec.AutomountServiceAccountToken).To(BeFalse())
+		Expect(rw.Spec.Containers[0].SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
+		Expect(workspaceMountReadOnly(ctx, exec)).To(BeFalse())
+
+		By("a read-only call runs in the read-only session, which cannot write the workspace")
+		intent, exec = propose(ctx, "cat notes.txt; if test -w /workspace; then echo workspace-writable; else echo workspace-read-only; fi")
+		Expect(intent.Status.Decision.Walls).NotTo(BeNil())
+		Expect(intent.Status.Observation.Summary).To(ContainSubstring("session notes\nworkspace-read-only"))
+		ro := sessionPod(ctx, exec)
+		Expect(ro.Name).NotTo(Equal(rw.Name))
+		Expect(workspaceMountReadOnly(ctx, exec)).To(BeTrue())
+		Expect(egressRules(ctx, exec)).To(BeEmpty())
+
+		By("nobody but the controller execs into a session pod")
+		out, err := kubectl(ctx, "-n", ns, "exec", rw.Name, "-c", "tool", "--", "/toolgate-runner/runner", "exec")
+		Expect(err).To(HaveOccurred(), "kubectl exec into the session pod worked: %s", out)
+		Expect(err.Error()).To(ContainSubstring("sessions.toolgate.dev"))
+		Expect(err.Error()).To(ContainSubstring("may not exec into pod " + ns + "/" + rw.Name))
+	})
+
+	It("kills what a call left behind before the next call runs", func(ctx SpecContext) {
+		intent, first := propose(ctx, "sleep 300 > /dev/null 2>&1 & echo $! > left.pid; (setsid sleep 301 > /dev/null 2>&1 &); echo started")
+		Expect(intent.Status.Observation.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), intent.Status.Observation.Summary)
+		intent, second := propose(ctx, "if kill -0 $(cat left.pid) 2>/dev/null; then echo alive; else echo gone; fi > check.txt; ps -o pid,args | grep 'sleep 30[01]' > ps.txt; cat check.txt ps.txt")
+		Expect(second.Status.SessionName).To(Equal(first.Status.SessionName), "both calls must run in the same session")
+		Expect(intent.Status.Observation.Summary).To(ContainSubstring("gone"))
+		Expect(intent.Status.Observation.Summary).NotTo(ContainSubstring("sleep 30"))
+	})
+
+	It("fails the call of a session pod that dies mid-call with a clear Exception, and starts a fresh session for the next", func(ctx SpecContext) {
+		raw, err := json.Marshal(map[string]string{"command": "echo begun > begun.txt; sleep 120"})
+		Expect(err).NotTo(HaveOccurred())
+		turn++
+		intent := &toolgatev1alpha1.ToolIntent{
+			ObjectMeta: metav1.ObjectMeta{Name: intentName(task, turn), Namespace: ns},
+			Spec: toolgatev1alpha1.ToolIntentSpec{
+				TaskRef: toolgatev1alpha1.LocalObjectReference{Name: task}, Turn: turn,
+				Tool: toolgatev1alpha1.ToolBash, Input: runtime.RawExtension{Raw: raw}, RequestedBy: me,
+			},
+		}
+		Expect(k8s.Create(ctx, intent)).To(Succeed())
+		exec := &toolgatev1alpha1.Execution{}
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: intent.Name}, exec)).To(Succeed())
+			g.Expect(exec.Status.Phase).To(Equal(toolgatev1alpha1.ExecutionRunning))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+		dead := sessionPod(ctx, exec)
+		time.Sleep(time.Second) // the tool is past its first line
+		Expect(k8s.Delete(ctx, dead)).To(Succeed())
+
+		intent = observedIntent(ctx, intent)
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(exec), exec)).To(Succeed())
+		Expect(exec.Status.ErrorKind).To(Equal(toolgatev1alpha1.ErrorException), exec.Status.Message)
+		Expect(exec.Status.Message).To(ContainSubstring("session pod " + dead.Name))
+		Expect(intent.Status.Observation.Outcome).NotTo(Equal(toolgatev1alpha1.OutcomeSucceeded))
+
+		next, nextExec := propose(ctx, "echo after > after.txt; cat after.txt")
+		Expect(next.Status.Observation.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), next.Status.Observation.Summary)
+		fresh := sessionPod(ctx, nextExec)
+		Expect(fresh.Name).To(Equal(dead.Name))
+		Expect(fresh.UID).NotTo(Equal(dead.UID), "the next call ran in the dead session")
+		GinkgoWriter.Println(strings.TrimSpace(fmt.Sprintf("dead call: %s", exec.Status.Message)))
+	})
+})
