@@ -471,6 +471,47 @@ func TestOutputSaysWhereTheOutputIs(t *testing.T) {
 	}
 }
 
+// A call of a session has no log of its own: the output is the Execution's when it
+// holds all of it, and otherwise the command says where it is, never the session
+// pod's log (which is not the call's).
+func TestOutputOfASessionCall(t *testing.T) {
+	ns := testNamespace(t)
+	task, intents, _, executions := fixtureTask(ns)
+	record(t, task)
+	read := executions[0].DeepCopy()
+	const whole = "{\"name\": \"app\"}\n"
+	read.Status.JobName, read.Status.PodName, read.Status.SessionName = "", "toolgate-session-0123456789abcdef0123", "toolgate-session-0123456789abcdef0123"
+	read.Status.Output = whole
+	sum := sha256.Sum256([]byte(whole))
+	read.Status.OutputSHA256, read.Status.StdoutBytes = hex.EncodeToString(sum[:]), int64(len(whole))
+	read.Status.Sandbox = &v1.ObservedSandbox{UID: 65532, ReadOnlyRootFilesystem: true}
+	read.Status.Conditions = []metav1.Condition{{Type: v1.ConditionComplete, Status: metav1.ConditionTrue, Reason: v1.ReasonJobSucceeded, Message: "the tool succeeded", LastTransitionTime: metav1.Now()}}
+	var intent *v1.ToolIntent
+	for i := range intents {
+		if intents[i].Name == "fix-tests-read" {
+			intent = &intents[i]
+		}
+	}
+	record(t, intent, read)
+	code, out, errOut := kubectl(t, adminUser, ns, "", "output", "fix-tests-read")
+	if code != 0 || out != whole {
+		t.Fatalf("output of a session call: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+
+	cut := &v1.Execution{}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(read), cut); err != nil {
+		t.Fatal(err)
+	}
+	cut.Status.Truncated = true
+	if err := env.Client.Status().Update(t.Context(), cut); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = kubectl(t, adminUser, ns, "", "output", "fix-tests-read")
+	if code != 1 || !strings.Contains(errOut, "ran in session pod toolgate-session-0123456789abcdef0123, which keeps no log of a call") {
+		t.Fatalf("output of a cut session call: exit %d, stderr %q", code, errOut)
+	}
+}
+
 func TestPendingApprovalsAreListedOldestFirst(t *testing.T) {
 	ns := testNamespace(t)
 	for _, name := range []string{"first", "second", "third"} {

@@ -27,14 +27,16 @@ func elsewhere(exec *v1.Execution) string {
 func newOutputCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "output INTENT",
-		Short: "Print the full output of an intent's execution from its pod's log",
+		Short: "Print the full output of an intent's execution from its pod's log, or from the Execution",
 		Long: `Print the full output of the intent's execution: the log of the tool container
 of the Job's pod, read through the pods/log API while the pod exists. A call whose
 Execution holds its whole output loses its Job and pod a minute after it finished
 (the controller's --spent-job-ttl); its output is then printed from the Execution's
 status, where secrets are masked. When the pod of any other call is gone, say so and
 where else the output is: the workspace copy (the Execution's artifactPath) and the
-head and tail kept in the Execution's status.`,
+head and tail kept in the Execution's status. A call that ran in a session (isolation
+Session) has no log of its own: its output is printed from the Execution when it
+holds all of it, else the command says where the rest is.`,
 		Example: `  kubectl toolgate output fix-tests-x7k2p -n team-a > test-output.txt`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -64,6 +66,18 @@ head and tail kept in the Execution's status.`,
 					return fmt.Errorf("the Execution %s of ToolIntent %s is gone, and its Job and pod with it", ref, intent.Name)
 				}
 				return apiError(err)
+			}
+			if session := exec.Status.SessionName; session != "" {
+				// A call of a session leaves no log of its own: its output came back on
+				// the exec stream, into the Execution and the workspace copy.
+				if executor.HoldsWholeOutput(&exec.Status) {
+					_, err := io.WriteString(o.Streams.Out, exec.Status.Output)
+					return err
+				}
+				if !executor.IsFinished(&exec.Status) {
+					return fmt.Errorf("the Execution %s runs in session pod %s (phase %s); its output is known once it finished: try again then", exec.Name, session, orDash(string(exec.Status.Phase)))
+				}
+				return fmt.Errorf("the Execution %s ran in session pod %s, which keeps no log of a call, and its status does not hold the whole output (cut, masked or missing). %s", exec.Name, session, elsewhere(exec))
 			}
 			pod := exec.Status.PodName
 			if pod == "" {

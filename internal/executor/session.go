@@ -203,6 +203,13 @@ func projectSession(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1
 		return failed(toolgatev1alpha1.ErrorException, fmt.Sprintf("the call's stream from session pod %s broke before the runner reported (%v): the session pod ended, or the connection to it did; whether the call changed anything is unknown, and it is not run again", s.Name, s.Run.Err))
 	}
 	run := s.Run
+	if len(run.Result) == 0 && s.Stopped == "" {
+		st.StartTime = s.Started
+		st.CompletionTime = ptr.To(metav1.NewTime(run.FinishedAt))
+		st.ExitCode = ptr.To(run.ExitCode)
+		st.Output, st.Truncated = ComposeOutput(LogText{Head: run.Output, Total: -1}, exec.Spec.MaxOutputBytes)
+		return failed(toolgatev1alpha1.ErrorException, fmt.Sprintf("the runner in session pod %s exited %d%s without sending its result: it was killed (the tool can signal it, or the pod was stopped), so whether the tool ran to its end, and what it changed, is unknown; the call is not run again", s.Name, run.ExitCode, signalSuffix(run.ExitCode)))
+	}
 	headBudget, _ := Budgets(exec.Spec.MaxOutputBytes)
 	log := LogText{Head: run.Output, Total: -1}
 	if res, err := runner.DecodeResult(run.Result); err == nil {

@@ -90,7 +90,14 @@ func IsFinished(status *toolgatev1alpha1.ExecutionStatus) bool {
 // whole from the log, or changed by masking; or, for a call that ended without a
 // result the runner can be trusted for, why.
 func HoldsWholeResult(status *toolgatev1alpha1.ExecutionStatus) bool {
-	if !IsFinished(status) || status.JobName == "" || status.ExitCode == nil || status.Truncated ||
+	return status.JobName != "" && HoldsWholeOutput(status)
+}
+
+// HoldsWholeOutput reports whether a finished Execution's status holds the runner's
+// trusted result and, byte for byte, the call's whole output: nothing of it is cut,
+// masked or missing.
+func HoldsWholeOutput(status *toolgatev1alpha1.ExecutionStatus) bool {
+	if !IsFinished(status) || status.ExitCode == nil || status.Truncated ||
 		status.Sandbox == nil || status.OutputSHA256 == "" {
 		return false
 	}

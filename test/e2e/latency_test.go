@@ -61,15 +61,34 @@ var _ = Describe("Tool call latency", Label("bench"), func() {
 				Reason: "The test script only reads the workspace.",
 			}}},
 		})).To(Succeed())
-		Expect(k8s.Create(ctx, &toolgatev1alpha1.AgentTask{
-			ObjectMeta: metav1.ObjectMeta{Name: task, Namespace: ns},
-			Spec: toolgatev1alpha1.AgentTaskSpec{
-				Goal: "Measure.", Mode: toolgatev1alpha1.ModeEdit,
-				Workspace: toolgatev1alpha1.WorkspaceSpec{ExistingClaim: claim},
-				Agent:     toolgatev1alpha1.AgentSpec{External: &toolgatev1alpha1.ExternalAgent{Description: "the latency benchmark", Proposers: toolgatev1alpha1.Proposers{Users: []string{me}}}},
-				Budgets:   toolgatev1alpha1.Budgets{MaxTurns: 200, MaxIntents: 200},
-			},
-		})).To(Succeed())
+		isolations := []toolgatev1alpha1.SandboxIsolation{toolgatev1alpha1.IsolationSession, toolgatev1alpha1.IsolationPerCall}
+		taskOf := func(isolation toolgatev1alpha1.SandboxIsolation) string {
+			return task + "-" + strings.ToLower(string(isolation))
+		}
+		for _, isolation := range isolations {
+			Expect(k8s.Create(ctx, &toolgatev1alpha1.AgentTask{
+				ObjectMeta: metav1.ObjectMeta{Name: taskOf(isolation), Namespace: ns},
+				Spec: toolgatev1alpha1.AgentTaskSpec{
+					Goal: "Measure.", Mode: toolgatev1alpha1.ModeEdit,
+					Workspace: toolgatev1alpha1.WorkspaceSpec{ExistingClaim: claim},
+					Sandbox:   toolgatev1alpha1.SandboxSpec{Isolation: isolation},
+					Agent:     toolgatev1alpha1.AgentSpec{External: &toolgatev1alpha1.ExternalAgent{Description: "the latency benchmark", Proposers: toolgatev1alpha1.Proposers{Users: []string{me}}}},
+					Budgets:   toolgatev1alpha1.Budgets{MaxTurns: 200, MaxIntents: 200},
+				},
+			})).To(Succeed())
+		}
+		By("waiting for the session task's warm sessions")
+		Eventually(func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{"toolgate.dev/session"})).To(Succeed())
+			running := 0
+			for _, p := range pods.Items {
+				if p.Status.Phase == corev1.PodRunning {
+					running++
+				}
+			}
+			g.Expect(running).To(Equal(2))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 
 		By("the floor: kubectl exec into a running pod with the workspace")
 		pod := &corev1.Pod{
@@ -104,8 +123,10 @@ var _ = Describe("Tool call latency", Label("bench"), func() {
 		}
 
 		turn := int32(0)
+		var isolation toolgatev1alpha1.SandboxIsolation
 		call := func(tool toolgatev1alpha1.ToolName, input map[string]any, want string) latency {
 			GinkgoHelper()
+			task := taskOf(isolation)
 			raw, err := json.Marshal(input)
 			Expect(err).NotTo(HaveOccurred())
 			var samples []time.Duration
@@ -154,13 +175,15 @@ var _ = Describe("Tool call latency", Label("bench"), func() {
 		}
 		var report strings.Builder
 		fmt.Fprintf(&report, "%d sequential calls each, intent created to Observed, beside kubectl exec of the same command:\n", latencySamples)
-		fmt.Fprintf(&report, "| call | p50 | p99 | kubectl exec p50 | kubectl exec p99 | p50 / exec p50 |\n|---|---|---|---|---|---|\n")
+		fmt.Fprintf(&report, "| call | isolation | p50 | p99 | kubectl exec p50 | kubectl exec p99 | p50 / exec p50 |\n|---|---|---|---|---|---|---|\n")
 		for _, r := range rows {
-			By("measuring " + r.name)
-			got, base := r.measure(), floor(r.command)
-			fmt.Fprintf(&report, "| %s | %d ms | %d ms | %d ms | %d ms | %.1f× |\n", r.name,
-				got.p50.Milliseconds(), got.p99.Milliseconds(), base.p50.Milliseconds(), base.p99.Milliseconds(),
-				float64(got.p50)/float64(base.p50))
+			for _, isolation = range isolations {
+				By("measuring " + r.name + " with isolation " + string(isolation))
+				got, base := r.measure(), floor(r.command)
+				fmt.Fprintf(&report, "| %s | %s | %d ms | %d ms | %d ms | %d ms | %.1f× |\n", r.name, isolation,
+					got.p50.Milliseconds(), got.p99.Milliseconds(), base.p50.Milliseconds(), base.p99.Milliseconds(),
+					float64(got.p50)/float64(base.p50))
+			}
 		}
 		AddReportEntry("tool call latency", report.String())
 		GinkgoWriter.Print(report.String())
