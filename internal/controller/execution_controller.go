@@ -32,6 +32,7 @@ import (
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/failpoint"
 	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/runner"
 )
 
 // Event reasons of the Execution controller, one per step.
@@ -654,8 +655,9 @@ func (r *ExecutionReconciler) reconcileSession(ctx context.Context, exec *toolga
 			return ctrl.Result{}, nil // its end wakes this reconcile
 		}
 		obs.Session = &executor.SessionObservation{Name: exec.Status.SessionName, Started: exec.Status.StartTime, Run: run}
-		if run != nil {
-			// A task that ended stops its sessions, and the calls in them.
+		if run != nil && (run.Err != nil || len(run.Result) == 0 || (run.ExitCode != runner.ExitSucceeded && run.ExitCode != runner.ExitFailed)) {
+			// A run cut short may have been stopped by its task's end, which stops
+			// the task's sessions and the calls in them.
 			done, why, err := r.taskEnded(ctx, exec)
 			if err != nil {
 				return ctrl.Result{}, err

@@ -71,7 +71,9 @@ func (c *testClock) advance(d time.Duration) {
 // pipelineEnv is the whole controller (every reconciler) against the shared control
 // plane, with the kubelet's part played by the test.
 type pipelineEnv struct {
-	t     *testing.T
+	t *testing.T
+	// stop stops the pipeline's manager before the test ends.
+	stop  func()
 	ns    string
 	logs  *podLogs
 	clock *testClock
@@ -80,7 +82,14 @@ type pipelineEnv struct {
 // startPipeline starts every reconciler with testOptions, changed by tune.
 func startPipeline(t *testing.T, tune ...func(*Options)) *pipelineEnv {
 	t.Helper()
-	p := &pipelineEnv{t: t, ns: env.Namespace(t), logs: &podLogs{}, clock: &testClock{}}
+	return startPipelineIn(t, env.Namespace(t), tune...)
+}
+
+// startPipelineIn is startPipeline on an existing namespace: a controller started
+// again where another one ran.
+func startPipelineIn(t *testing.T, ns string, tune ...func(*Options)) *pipelineEnv {
+	t.Helper()
+	p := &pipelineEnv{t: t, ns: ns, logs: &podLogs{}, clock: &testClock{}}
 	tuned := func(opts Options) Options {
 		for _, f := range tune {
 			f(&opts)
@@ -94,7 +103,7 @@ func startPipeline(t *testing.T, tune ...func(*Options)) *pipelineEnv {
 			return setup(mgr, opts)
 		}
 	}
-	startManager(t,
+	_, p.stop = startManager(t,
 		setupIndexes,
 		withClock(setupAgentTask),
 		withClock(setupToolIntent),

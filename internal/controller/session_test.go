@@ -365,3 +365,32 @@ func TestIdleSessionsStopAndComeBack(t *testing.T) {
 		t.Fatalf("observation %+v", obs)
 	}
 }
+
+// A controller that restarts while a call runs in a session loses the call's
+// stream, which stops the call; the next controller ends it as an Exception that
+// says so, and never delivers it again.
+func TestACallInFlightWhenTheControllerRestartsIsNeverRunAgain(t *testing.T) {
+	p, l := startSessionPipeline(t)
+	p.task("r", v1.ModeAuto, sessionTask())
+	p.propose("r", 0, 0, v1.ToolBash, `{"command":"echo run >> runs.txt; sleep 30"}`)
+	ws := l.workspace("r-workspace")
+	p.eventually("the call started", func() (bool, string) {
+		_, err := os.Stat(filepath.Join(ws, "runs.txt"))
+		return err == nil, fmt.Sprint(err)
+	})
+	p.stop()
+
+	again := startPipelineIn(t, p.ns, func(o *Options) { o.SessionExecutor = l })
+	again.observed("r-t0-0")
+	exec := getExecution(t, p.ns, "r-t0-0")
+	if exec.Status.ErrorKind != v1.ErrorException {
+		t.Fatalf("error kind %q: %s", exec.Status.ErrorKind, exec.Status.Message)
+	}
+	mustContain(t, "message", exec.Status.Message, "delivered to session pod "+exec.Status.SessionName+" by a controller that is gone", "not run again")
+	if got, err := os.ReadFile(filepath.Join(ws, "runs.txt")); err != nil || string(got) != "run\n" {
+		t.Fatalf("the call ran %q (%v), want once", got, err)
+	}
+	if n := len(l.delivered()); n != 1 {
+		t.Fatalf("delivered %d times", n)
+	}
+}

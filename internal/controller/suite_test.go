@@ -34,12 +34,13 @@ func testOptions() Options {
 }
 
 // startManager starts a manager against the shared control plane with only the given
-// setup functions (for example setupExecution) and stops it when the test ends.
+// setup functions (for example setupExecution) and stops it when the test ends, or
+// when the returned stop is called.
 // It runs with the production cache (CacheOptions). Metrics and probes are off so
 // that managers of parallel tests do not fight over ports; controller name
 // validation is off because every test registers the same controllers again in one
 // process.
-func startManager(t *testing.T, setups ...func(ctrl.Manager, Options) error) ctrl.Manager {
+func startManager(t *testing.T, setups ...func(ctrl.Manager, Options) error) (ctrl.Manager, func()) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: env.Scheme,
@@ -58,6 +59,6 @@ func startManager(t *testing.T, setups ...func(ctrl.Manager, Options) error) ctr
 			t.Fatalf("setting up controller: %v", err)
 		}
 	}
-	testenv.RunManager(t, mgr)
-	return mgr
+	stop := testenv.RunManager(t, mgr)
+	return mgr, stop
 }

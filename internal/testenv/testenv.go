@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -215,22 +216,27 @@ func Main(m *testing.M, env **Env, setup func() error, opts ...Option) int {
 	return m.Run()
 }
 
-// RunManager starts mgr until the test ends (then stops it and reports an error it
-// exited with) and waits for its cache to sync.
-func RunManager(t *testing.T, mgr manager.Manager) {
+// RunManager starts mgr until the test ends, or until stop is called (then stops it
+// and reports an error it exited with), and waits for its cache to sync.
+func RunManager(t *testing.T, mgr manager.Manager) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager exited with an error: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager exited with an error: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		t.Fatal("manager cache did not sync")
 	}
+	return stop
 }
 
 // BuildManager builds cmd/manager with the given build tags into dir and returns the
