@@ -25,6 +25,17 @@ func TestRenderTrace(t *testing.T) {
 	}
 	golden(t, "trace.json", data.Bytes())
 
+	// A call that ran in a session names it.
+	session := executions[0].DeepCopy()
+	session.Status.JobName, session.Status.SessionName = "", "toolgate-session-0123456789abcdef0123"
+	var sessionText bytes.Buffer
+	if err := RenderTrace(&sessionText, BuildTrace(task, intents, approvals, append([]v1.Execution{*session}, executions[1:]...))); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(sessionText.String(), ", session toolgate-session-0123456789abcdef0123") {
+		t.Errorf("the trace does not name the call's session:\n%s", sessionText.String())
+	}
+
 	// Secrets in the input and the reason never reach the output, in either form.
 	for _, out := range []string{text.String(), data.String()} {
 		for _, secret := range []string{"abcdef123456", "hunter2hunter2"} {

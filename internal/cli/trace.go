@@ -93,6 +93,7 @@ type ExecutionTrace struct {
 	Name           string            `json:"name"`
 	Phase          v1.ExecutionPhase `json:"phase,omitempty"`
 	JobName        string            `json:"jobName,omitempty"`
+	SessionName    string            `json:"sessionName,omitempty"`
 	PodName        string            `json:"podName,omitempty"`
 	ExitCode       *int32            `json:"exitCode,omitempty"`
 	DurationMillis int64             `json:"durationMillis,omitempty"`
@@ -247,6 +248,7 @@ func executionTrace(e *v1.Execution) *ExecutionTrace {
 		Name:           e.Name,
 		Phase:          st.Phase,
 		JobName:        st.JobName,
+		SessionName:    st.SessionName,
 		PodName:        st.PodName,
 		ExitCode:       st.ExitCode,
 		DurationMillis: st.DurationMillis,
@@ -370,6 +372,9 @@ func renderIntent(b *strings.Builder, it IntentTrace) {
 		text := fmt.Sprintf("%s: %s", e.Name, orDash(string(e.Phase)))
 		if e.JobName != "" {
 			text += ", job " + e.JobName
+		}
+		if e.SessionName != "" {
+			text += ", session " + e.SessionName
 		}
 		if e.ExitCode != nil {
 			text += fmt.Sprintf(", exit code %d", *e.ExitCode)
