@@ -51,6 +51,14 @@ func runExec(workspace string, stdin io.Reader, stdout, stderr io.Writer) int {
 func execCall(workspace string, stdin io.Reader) (res runner.Result, output []byte) {
 	dumpErr := runner.MakeNonDumpable()
 	subreaperErr := runner.BecomeSubreaper()
+	// In a session pod, nothing but its PID 1 and this runner may be alive while the
+	// call runs, before the tool starts and after it ended (runner.KillOthers).
+	inSession := runner.InSession("/proc")
+	if inSession {
+		if err := runner.KillOthers("/proc", runner.DefaultSweepBound); err != nil {
+			return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: the session is not clean: " + err.Error(), UID: os.Getuid()}, nil
+		}
+	}
 	in := bufio.NewReaderSize(stdin, 64<<10)
 	line, err := runner.ReadInvocationLine(in)
 	if err != nil {
@@ -82,6 +90,10 @@ func execCall(workspace string, stdin io.Reader) (res runner.Result, output []by
 	}
 	if err := runner.Sweep("/proc", runner.DefaultSweepBound); err != nil {
 		untrusted(&res, err)
+	} else if inSession {
+		if err := runner.KillOthers("/proc", runner.DefaultSweepBound); err != nil {
+			untrusted(&res, err)
+		}
 	}
 	return res, capture.Bytes(maxOutput)
 }

@@ -667,7 +667,7 @@ func (r *ExecutionReconciler) reconcileSession(ctx context.Context, exec *toolga
 			}
 		}
 		if run == nil {
-			obs.Session.Lost = fmt.Sprintf("the call was delivered to session pod %s by a controller that is gone (it restarted, or lost its lead), and its result with it; the call's stream closed, which stops it in the session, and it is not run again; whether it changed anything is unknown", exec.Status.SessionName)
+			obs.Session.Lost = fmt.Sprintf("the call was delivered to session pod %s by a controller that is gone (it restarted, or lost its lead), and its result with it; the call's stream closed, which stops it in the session, and it is not run again; whether it changed anything is unknown, and the session is replaced before the next call", exec.Status.SessionName)
 		}
 	case r.sessions.known(exec.UID):
 		return ctrl.Result{}, nil // delivered a moment ago; the cache has not caught up
@@ -720,9 +720,29 @@ func (r *ExecutionReconciler) reconcileSession(ctx context.Context, exec *toolga
 	if executor.IsFinished(&exec.Status) {
 		r.sessions.forget(exec.UID)
 		failpoint.Reached(failpoint.ResultRead)
+		if obs.Session != nil && executor.SessionTainted(&exec.Status) {
+			if err := r.retireSession(ctx, exec.Namespace, exec.Status.SessionName); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
 	}
 	r.recordSteps(log, exec, before, nil, false, refused)
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// retireSession deletes a session pod that ran a call which ended without a
+// trusted result: the call may have stopped or killed its runner, and what it left
+// running must not see the next call. The next call starts a new session.
+func (r *ExecutionReconciler) retireSession(ctx context.Context, namespace, name string) error {
+	pod := &corev1.Pod{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !pod.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	ctrl.LoggerFrom(ctx).Info("replacing the session: a call in it ended without a trusted result", "pod", name)
+	return deleteSessionPod(ctx, r.Client, pod)
 }
 
 // readySession returns "" when the Execution's session pod takes calls, else why

@@ -393,4 +393,10 @@ func TestACallInFlightWhenTheControllerRestartsIsNeverRunAgain(t *testing.T) {
 	if n := len(l.delivered()); n != 1 {
 		t.Fatalf("delivered %d times", n)
 	}
+	// What the lost call left running must not see the next call: its session goes.
+	again.eventually("the session is replaced", func() (bool, string) {
+		pod := &corev1.Pod{}
+		err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: exec.Status.SessionName}, pod)
+		return apierrors.IsNotFound(err) || (err == nil && pod.DeletionTimestamp != nil), fmt.Sprint(err)
+	})
 }

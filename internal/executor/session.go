@@ -200,7 +200,7 @@ func projectSession(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1
 	case s.Run.Err != nil:
 		st.StartTime = s.Started
 		st.CompletionTime = ptr.To(metav1.NewTime(s.Run.FinishedAt))
-		return failed(toolgatev1alpha1.ErrorException, fmt.Sprintf("the call's stream from session pod %s broke before the runner reported (%v): the session pod ended, or the connection to it did; whether the call changed anything is unknown, and it is not run again", s.Name, s.Run.Err))
+		return failed(toolgatev1alpha1.ErrorException, fmt.Sprintf("the call's stream from session pod %s broke before the runner reported (%v): the session pod ended, or the connection to it did; whether the call changed anything is unknown, it is not run again, and the session is replaced before the next call", s.Name, s.Run.Err))
 	}
 	run := s.Run
 	if len(run.Result) == 0 && s.Stopped == "" {
@@ -208,7 +208,7 @@ func projectSession(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1
 		st.CompletionTime = ptr.To(metav1.NewTime(run.FinishedAt))
 		st.ExitCode = ptr.To(run.ExitCode)
 		st.Output, st.Truncated = ComposeOutput(LogText{Head: run.Output, Total: -1}, exec.Spec.MaxOutputBytes)
-		return failed(toolgatev1alpha1.ErrorException, fmt.Sprintf("the runner in session pod %s exited %d%s without sending its result: it was killed (the tool can signal it, or the pod was stopped), so whether the tool ran to its end, and what it changed, is unknown; the call is not run again", s.Name, run.ExitCode, signalSuffix(run.ExitCode)))
+		return failed(toolgatev1alpha1.ErrorException, fmt.Sprintf("the runner in session pod %s exited %d%s without sending its result: it was killed (the tool can signal it, or the pod was stopped), so whether the tool ran to its end, and what it changed, is unknown; the call is not run again, and the session is replaced before the next call", s.Name, run.ExitCode, signalSuffix(run.ExitCode)))
 	}
 	headBudget, _ := Budgets(exec.Spec.MaxOutputBytes)
 	log := LogText{Head: run.Output, Total: -1}
@@ -233,8 +233,16 @@ func projectSession(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1
 			st.ErrorKind = toolgatev1alpha1.ErrorAborted
 			st.Message = fmt.Sprintf("session pod %s was stopped while the call ran, because %s; whether the call changed anything is unknown (%s)", s.Name, s.Stopped, st.Message)
 		} else {
-			st.Message = appendNote(st.Message, "in session pod "+s.Name)
+			st.Message = appendNote(st.Message, "in session pod "+s.Name+", which is replaced before the next call")
 		}
 	}
 	return reason
+}
+
+// SessionTainted reports whether a finished session call leaves its session
+// untrusted: it ended without the runner's trusted result (its runner was stopped,
+// killed or lost), so processes of it may still run there. Such a session is
+// replaced before its next call.
+func SessionTainted(status *toolgatev1alpha1.ExecutionStatus) bool {
+	return status.SessionName != "" && IsFinished(status) && status.Sandbox == nil && status.ErrorKind != toolgatev1alpha1.ErrorAborted
 }

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -175,5 +178,56 @@ func KillInherited(procRoot string, parent int, pause time.Duration, stop <-chan
 			return
 		case <-time.After(pause):
 		}
+	}
+}
+
+// InSession reports whether the caller runs in a session pod's PID namespace: its
+// PID 1 is `runner session` of this same binary. Only then may KillOthers kill the
+// whole namespace; elsewhere (a test, a runner started by hand) its PID 1 is
+// another program's.
+func InSession(procRoot string) bool {
+	cmdline, err := os.ReadFile(filepath.Join(procRoot, "1", "cmdline"))
+	if err != nil {
+		return false
+	}
+	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	if len(args) != 2 || args[1] != SessionCommand {
+		return false
+	}
+	init, err1 := os.Stat(filepath.Join(procRoot, "1", "exe"))
+	self, err2 := os.Stat(filepath.Join(procRoot, "self", "exe"))
+	return err1 == nil && err2 == nil && os.SameFile(init, self)
+}
+
+// KillOthers SIGKILLs every process of the session but its PID 1 and the caller, and
+// returns once none is left, or an error naming the survivors after bound. A call's
+// runner runs it before the tool starts and after it ends: calls of a session run
+// one at a time, so anything else alive is what an earlier call left (a runner it
+// stopped, or orphans it kept forking), and none of it may see or touch this call.
+// kill(-1) reaches every process of the namespace the caller may signal (all of
+// them: one uid), and also one forked between two reads of /proc.
+func KillOthers(procRoot string, bound time.Duration) error {
+	self := os.Getpid()
+	deadline := time.Now().Add(bound)
+	for {
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+		reapChildren()
+		procs, err := readProcs(procRoot)
+		if err != nil {
+			return err
+		}
+		var left []proc
+		for _, p := range procs {
+			if p.pid != 1 && p.pid != self && p.state != 'Z' && p.state != 'X' {
+				left = append(left, p)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d process(es) of earlier calls could not be killed within %s: %s", len(left), bound, describe(left))
+		}
+		time.Sleep(sweepPause)
 	}
 }

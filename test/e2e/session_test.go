@@ -127,6 +127,30 @@ var _ = Describe("A task's sessions", func() {
 		Expect(intent.Status.Observation.Summary).NotTo(ContainSubstring("sleep 30"))
 	})
 
+	It("replaces a session whose call stopped its own runner, so what it left running never sees the next call", func(ctx SpecContext) {
+		// The attack: keep a process alive after the call by stopping the runner that
+		// would kill it (same uid), then let it write into the workspace.
+		raw, err := json.Marshal(map[string]any{"command": "nohup sh -c 'while :; do echo tick >> ticks.txt; sleep 0.2; done' > /dev/null 2>&1 & kill -STOP $PPID", "timeoutMs": 2000})
+		Expect(err).NotTo(HaveOccurred())
+		turn++
+		intent := &toolgatev1alpha1.ToolIntent{
+			ObjectMeta: metav1.ObjectMeta{Name: intentName(task, turn), Namespace: ns},
+			Spec: toolgatev1alpha1.ToolIntentSpec{
+				TaskRef: toolgatev1alpha1.LocalObjectReference{Name: task}, Turn: turn,
+				Tool: toolgatev1alpha1.ToolBash, Input: runtime.RawExtension{Raw: raw}, RequestedBy: me,
+			},
+		}
+		Expect(k8s.Create(ctx, intent)).To(Succeed())
+		intent = observedIntent(ctx, intent)
+		stopped := executionOf(ctx, intent)
+		Expect(stopped.Status.ErrorKind).To(Equal(toolgatev1alpha1.ErrorException), stopped.Status.Message)
+		Expect(stopped.Status.Message).To(ContainSubstring("replaced before the next call"))
+
+		_, next := propose(ctx, "echo next > next.txt; sleep 2; wc -l < ticks.txt > count1.txt; sleep 1; wc -l < ticks.txt > count2.txt; cmp count1.txt count2.txt && echo no-ticks")
+		Expect(next.Status.SessionName).To(Equal(stopped.Status.SessionName))
+		Expect(next.Status.Output).To(ContainSubstring("no-ticks"), "a process of the earlier call still writes into the workspace")
+	})
+
 	It("fails the call of a session pod that dies mid-call with a clear Exception, and starts a fresh session for the next", func(ctx SpecContext) {
 		raw, err := json.Marshal(map[string]string{"command": "echo begun > begun.txt; sleep 120"})
 		Expect(err).NotTo(HaveOccurred())
