@@ -130,7 +130,7 @@ var _ = Describe("A task's sessions", func() {
 	It("replaces a session whose call stopped its own runner, so what it left running never sees the next call", func(ctx SpecContext) {
 		// The attack: keep a process alive after the call by stopping the runner that
 		// would kill it (same uid), then let it write into the workspace.
-		raw, err := json.Marshal(map[string]any{"command": "nohup sh -c 'while :; do echo tick >> ticks.txt; sleep 0.2; done' > /dev/null 2>&1 & kill -STOP $PPID", "timeoutMs": 2000})
+		raw, err := json.Marshal(map[string]any{"command": "(while :; do echo tick >> ticks.txt; sleep 0.2; done) > /dev/null 2>&1 & sleep 1; kill -STOP $PPID", "timeoutMs": 2000})
 		Expect(err).NotTo(HaveOccurred())
 		turn++
 		intent := &toolgatev1alpha1.ToolIntent{
@@ -146,8 +146,9 @@ var _ = Describe("A task's sessions", func() {
 		Expect(stopped.Status.ErrorKind).To(Equal(toolgatev1alpha1.ErrorException), stopped.Status.Message)
 		Expect(stopped.Status.Message).To(ContainSubstring("replaced before the next call"))
 
-		_, next := propose(ctx, "echo next > next.txt; sleep 2; wc -l < ticks.txt > count1.txt; sleep 1; wc -l < ticks.txt > count2.txt; cmp count1.txt count2.txt && echo no-ticks")
+		_, next := propose(ctx, "echo next > next.txt; test -s ticks.txt && echo the-earlier-call-ticked; wc -l < ticks.txt > count1.txt; sleep 1; wc -l < ticks.txt > count2.txt; cmp count1.txt count2.txt && echo no-ticks")
 		Expect(next.Status.SessionName).To(Equal(stopped.Status.SessionName))
+		Expect(next.Status.Output).To(ContainSubstring("the-earlier-call-ticked"), "the attack never ran: %s", next.Status.Output)
 		Expect(next.Status.Output).To(ContainSubstring("no-ticks"), "a process of the earlier call still writes into the workspace")
 	})
 
