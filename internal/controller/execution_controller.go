@@ -243,19 +243,9 @@ func (r *ExecutionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			return ctrl.Result{}, err
 		}
 	}
-	status := executor.Project(exec, obs, r.Now())
-	if equality.Semantic.DeepEqual(status, exec.Status) {
-		return ctrl.Result{}, nil
-	}
-	before := exec.Status.DeepCopy()
-	exec.Status = status
-	if err := r.Status().Update(ctx, exec); err != nil {
-		if apierrors.IsConflict(err) {
-			// Someone else wrote first; the watch brings the new version back.
-			log.V(2).Info("status write conflicted; requeueing")
-			return ctrl.Result{RequeueAfter: time.Second}, nil
-		}
-		return ctrl.Result{}, err
+	before, conflicted, err := r.writeStatus(ctx, log, exec, obs)
+	if err != nil || conflicted || before == nil {
+		return conflictRequeue(conflicted), err
 	}
 	if executor.IsFinished(&exec.Status) {
 		failpoint.Reached(failpoint.ResultRead)
@@ -264,6 +254,36 @@ func (r *ExecutionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	errors.As(obs.BuildError, &refused)
 	r.recordSteps(log, exec, before, obs.Job, createdJob, refused)
 	return ctrl.Result{}, nil
+}
+
+// writeStatus projects obs into the Execution's status and writes it when it
+// changed. It returns the status before the write, nil when there was nothing to
+// write, and whether the write conflicted (someone else wrote first: the watch
+// brings the new version back, and nothing that follows a write may happen).
+func (r *ExecutionReconciler) writeStatus(ctx context.Context, log logr.Logger, exec *toolgatev1alpha1.Execution, obs executor.Observation) (*toolgatev1alpha1.ExecutionStatus, bool, error) {
+	status := executor.Project(exec, obs, r.Now())
+	if equality.Semantic.DeepEqual(status, exec.Status) {
+		return nil, false, nil
+	}
+	before := exec.Status.DeepCopy()
+	exec.Status = status
+	if err := r.Status().Update(ctx, exec); err != nil {
+		if apierrors.IsConflict(err) {
+			log.V(2).Info("status write conflicted; requeueing")
+			return nil, true, nil
+		}
+		return nil, false, err
+	}
+	return before, false, nil
+}
+
+// conflictRequeue is the result of a reconcile that wrote nothing: a second later
+// after a conflict, else none.
+func conflictRequeue(conflicted bool) ctrl.Result {
+	if conflicted {
+		return ctrl.Result{RequeueAfter: time.Second}
+	}
+	return ctrl.Result{}
 }
 
 // authorize checks, before the Execution gets a Job, that it is the one invocation
@@ -699,18 +719,12 @@ func (r *ExecutionReconciler) reconcileSession(ctx context.Context, exec *toolga
 			obs = executor.Observation{BuildError: refused}
 		}
 	}
-	status := executor.Project(exec, obs, r.Now())
-	if equality.Semantic.DeepEqual(status, exec.Status) {
-		return ctrl.Result{RequeueAfter: requeue}, nil
+	before, conflicted, err := r.writeStatus(ctx, log, exec, obs)
+	if err != nil || conflicted {
+		return conflictRequeue(conflicted), err
 	}
-	before := exec.Status.DeepCopy()
-	exec.Status = status
-	if err := r.Status().Update(ctx, exec); err != nil {
-		if apierrors.IsConflict(err) {
-			log.V(2).Info("status write conflicted; requeueing")
-			return ctrl.Result{RequeueAfter: time.Second}, nil
-		}
-		return ctrl.Result{}, err
+	if before == nil {
+		return ctrl.Result{RequeueAfter: requeue}, nil
 	}
 	if deliver != "" {
 		if err := r.sessions.deliver(ctx, exec, deliver); err != nil {

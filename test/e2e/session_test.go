@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -52,10 +50,11 @@ var _ = Describe("A task's sessions", func() {
 	})
 
 	turn := int32(0)
-	propose := func(ctx SpecContext, command string) (*toolgatev1alpha1.ToolIntent, *toolgatev1alpha1.Execution) {
+	// create proposes a bash call of the next turn and returns at once.
+	create := func(ctx SpecContext, input map[string]any) *toolgatev1alpha1.ToolIntent {
 		GinkgoHelper()
 		turn++
-		raw, err := json.Marshal(map[string]string{"command": command})
+		raw, err := json.Marshal(input)
 		Expect(err).NotTo(HaveOccurred())
 		intent := &toolgatev1alpha1.ToolIntent{
 			ObjectMeta: metav1.ObjectMeta{Name: intentName(task, turn), Namespace: ns},
@@ -65,7 +64,12 @@ var _ = Describe("A task's sessions", func() {
 			},
 		}
 		Expect(k8s.Create(ctx, intent)).To(Succeed())
-		intent = observedIntent(ctx, intent)
+		return intent
+	}
+	// propose proposes a bash command and waits for its observation.
+	propose := func(ctx SpecContext, command string) (*toolgatev1alpha1.ToolIntent, *toolgatev1alpha1.Execution) {
+		GinkgoHelper()
+		intent := observedIntent(ctx, create(ctx, map[string]any{"command": command}))
 		return intent, executionOf(ctx, intent)
 	}
 	sessionPod := func(ctx SpecContext, exec *toolgatev1alpha1.Execution) *corev1.Pod {
@@ -130,18 +134,7 @@ var _ = Describe("A task's sessions", func() {
 	It("replaces a session whose call stopped its own runner, so what it left running never sees the next call", func(ctx SpecContext) {
 		// The attack: keep a process alive after the call by stopping the runner that
 		// would kill it (same uid), then let it write into the workspace.
-		raw, err := json.Marshal(map[string]any{"command": "(while :; do echo tick >> ticks.txt; sleep 0.2; done) > /dev/null 2>&1 & sleep 1; kill -STOP $PPID", "timeoutMs": 2000})
-		Expect(err).NotTo(HaveOccurred())
-		turn++
-		intent := &toolgatev1alpha1.ToolIntent{
-			ObjectMeta: metav1.ObjectMeta{Name: intentName(task, turn), Namespace: ns},
-			Spec: toolgatev1alpha1.ToolIntentSpec{
-				TaskRef: toolgatev1alpha1.LocalObjectReference{Name: task}, Turn: turn,
-				Tool: toolgatev1alpha1.ToolBash, Input: runtime.RawExtension{Raw: raw}, RequestedBy: me,
-			},
-		}
-		Expect(k8s.Create(ctx, intent)).To(Succeed())
-		intent = observedIntent(ctx, intent)
+		intent := observedIntent(ctx, create(ctx, map[string]any{"command": "(while :; do echo tick >> ticks.txt; sleep 0.2; done) > /dev/null 2>&1 & sleep 1; kill -STOP $PPID", "timeoutMs": 2000}))
 		stopped := executionOf(ctx, intent)
 		Expect(stopped.Status.ErrorKind).To(Equal(toolgatev1alpha1.ErrorException), stopped.Status.Message)
 		Expect(stopped.Status.Message).To(ContainSubstring("replaced before the next call"))
@@ -153,17 +146,7 @@ var _ = Describe("A task's sessions", func() {
 	})
 
 	It("fails the call of a session pod that dies mid-call with a clear Exception, and starts a fresh session for the next", func(ctx SpecContext) {
-		raw, err := json.Marshal(map[string]string{"command": "echo begun > begun.txt; sleep 120"})
-		Expect(err).NotTo(HaveOccurred())
-		turn++
-		intent := &toolgatev1alpha1.ToolIntent{
-			ObjectMeta: metav1.ObjectMeta{Name: intentName(task, turn), Namespace: ns},
-			Spec: toolgatev1alpha1.ToolIntentSpec{
-				TaskRef: toolgatev1alpha1.LocalObjectReference{Name: task}, Turn: turn,
-				Tool: toolgatev1alpha1.ToolBash, Input: runtime.RawExtension{Raw: raw}, RequestedBy: me,
-			},
-		}
-		Expect(k8s.Create(ctx, intent)).To(Succeed())
+		intent := create(ctx, map[string]any{"command": "echo begun > begun.txt; sleep 120"})
 		exec := &toolgatev1alpha1.Execution{}
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: intent.Name}, exec)).To(Succeed())
@@ -184,6 +167,5 @@ var _ = Describe("A task's sessions", func() {
 		fresh := sessionPod(ctx, nextExec)
 		Expect(fresh.Name).To(Equal(dead.Name))
 		Expect(fresh.UID).NotTo(Equal(dead.UID), "the next call ran in the dead session")
-		GinkgoWriter.Println(strings.TrimSpace(fmt.Sprintf("dead call: %s", exec.Status.Message)))
 	})
 })
