@@ -24,6 +24,12 @@ const (
 	ToolGlob      ToolName = "glob"
 	ToolGrep      ToolName = "grep"
 	ToolListDir   ToolName = "list_dir"
+	// The background-job tools act on the task's background jobs (bash with
+	// runInBackground in a Session task); the controller answers them from its
+	// record of the jobs, and they run in no sandbox.
+	ToolJobOutput ToolName = "job_output"
+	ToolJobList   ToolName = "job_list"
+	ToolJobKill   ToolName = "job_kill"
 )
 
 // DecisionAction is what the policy engine decided for an intent.

@@ -100,6 +100,9 @@ const (
 	ReasonExecutionCreated = "ExecutionCreated"
 	// ReasonExecutionFinished: the Execution finished; see the observation outcome.
 	ReasonExecutionFinished = "ExecutionFinished"
+	// ReasonBackgroundStarted: the Execution is a background job that started; the
+	// observation says so, and the job runs on (job_output, job_kill).
+	ReasonBackgroundStarted = "BackgroundJobStarted"
 	// ReasonNotExecuted: nothing was executed for this intent.
 	ReasonNotExecuted = "NotExecuted"
 	// ReasonObservationWritten: the observation is written.
@@ -125,6 +128,10 @@ const (
 	// ReasonSessionRunning: the call was delivered to its session pod and runs. A
 	// finished call in a session ends JobSucceeded or JobFailed, as in a Job.
 	ReasonSessionRunning = "SessionRunning"
+	// ReasonJobToolAnswered: a background-job tool (job_output, job_list, job_kill)
+	// was answered by the controller from its record of the task's jobs; no
+	// sandbox ran.
+	ReasonJobToolAnswered = "JobToolAnswered"
 	// ReasonJobInvalid: the Execution could not be turned into a Job; the message
 	// names the field. Nothing ran.
 	ReasonJobInvalid = "JobInvalid"

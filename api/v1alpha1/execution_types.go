@@ -199,6 +199,11 @@ type ExecutionStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	SessionName string `json:"sessionName,omitempty"`
+	// background is set once a background job (bash with runInBackground) started
+	// in its session: its intent is observed then, and the Execution runs on until
+	// the job ends, is killed (job_kill) or its task ends.
+	// +optional
+	Background *BackgroundStatus `json:"background,omitempty"`
 	// startTime of the tool.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
@@ -253,6 +258,18 @@ type ExecutionStatus struct {
 	// container, as evidence that the sandbox held.
 	// +optional
 	Sandbox *ObservedSandbox `json:"sandbox,omitempty"`
+}
+
+// BackgroundStatus is the record of a background job.
+type BackgroundStatus struct {
+	// startedAt is when the job's runner reported it started.
+	// +required
+	StartedAt metav1.Time `json:"startedAt"`
+	// stoppedBy says who stopped the job before it ended by itself: the job_kill
+	// intent, or the task's end.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	StoppedBy string `json:"stoppedBy,omitempty"`
 }
 
 // ObservedSandbox is what the runner saw of its own container.

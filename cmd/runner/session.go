@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -34,7 +35,7 @@ func runSession() {
 // runExec is `runner exec`: one call delivered into a session pod. It returns the
 // process's exit code.
 func runExec(workspace string, stdin io.Reader, stdout, stderr io.Writer) int {
-	res, output := execCall(workspace, stdin)
+	res, output := execCall(workspace, stdin, stdout, stderr)
 	if _, err := stdout.Write(output); err != nil {
 		fmt.Fprintf(stderr, "toolgate runner: cannot send the output: %v\n", err)
 		return runner.ExitNoResult
@@ -46,26 +47,42 @@ func runExec(workspace string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return runner.ProcessExitCode(res)
 }
 
-// execCall runs the call read from stdin and returns its Result and the output to
-// send; every process of the call is gone when it returns.
-func execCall(workspace string, stdin io.Reader) (res runner.Result, output []byte) {
+// execCall runs the call read from stdin and returns its Result and the output still
+// to send (a background job's went to stdout as it came); every process of the call
+// is gone when it returns.
+func execCall(workspace string, stdin io.Reader, stdout, stderr io.Writer) (res runner.Result, output []byte) {
 	dumpErr := runner.MakeNonDumpable()
 	subreaperErr := runner.BecomeSubreaper()
-	// In a session pod, nothing but its PID 1 and this runner may be alive while the
-	// call runs, before the tool starts and after it ended (runner.KillOthers).
-	inSession := runner.InSession("/proc")
-	if inSession {
-		if err := runner.KillOthers("/proc", runner.DefaultSweepBound); err != nil {
-			return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: the session is not clean: " + err.Error(), UID: os.Getuid()}, nil
-		}
-	}
 	in := bufio.NewReaderSize(stdin, 64<<10)
 	line, err := runner.ReadInvocationLine(in)
 	if err != nil {
 		return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: " + err.Error(), UID: os.Getuid()}, nil
 	}
-	maxOutput := runner.InvocationMaxOutput(line)
+	maxOutput, background, spare := runner.SessionInvocation(line)
+	// In a session pod, nothing but its PID 1, this runner and the session's
+	// background jobs may be alive while the call runs, before the tool starts and
+	// after it ended (runner.KillOthers).
+	inSession := runner.InSession("/proc")
+	if inSession {
+		if err := runner.KillOthers("/proc", runner.DefaultSweepBound, spare); err != nil {
+			return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: the session is not clean: " + err.Error(), UID: os.Getuid()}, nil
+		}
+	}
 	capture := runner.NewCapture(maxOutput)
+	var log io.Writer = capture
+	if background {
+		// A background job: say it started, with what identifies its runner, then
+		// send its output as it comes (the controller keeps head and tail).
+		start, err := runner.ProcessStart("/proc", os.Getpid())
+		if err != nil {
+			return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: cannot read the runner's own start time: " + err.Error(), UID: os.Getuid()}, nil
+		}
+		started, _ := json.Marshal(runner.Started{Started: runner.Process{PID: os.Getpid(), Start: start}})
+		if _, err := stderr.Write(append(started, '\n')); err != nil {
+			return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: cannot report the job's start: " + err.Error(), UID: os.Getuid()}, nil
+		}
+		log = stdout
+	}
 
 	// The end of stdin stops the call: nobody is left to read its result.
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -80,7 +97,7 @@ func execCall(workspace string, stdin io.Reader) (res runner.Result, output []by
 				res = runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: fmt.Sprintf("runner panicked: %v", p), UID: os.Getuid()}
 			}
 		}()
-		return runner.Run(ctx, runner.Config{WorkspaceRoot: workspace, Log: capture, Environ: os.Environ()}, line)
+		return runner.Run(ctx, runner.Config{WorkspaceRoot: workspace, Log: log, Environ: os.Environ()}, line)
 	}()
 	switch {
 	case dumpErr != nil:
@@ -90,10 +107,15 @@ func execCall(workspace string, stdin io.Reader) (res runner.Result, output []by
 	}
 	if err := runner.Sweep("/proc", runner.DefaultSweepBound); err != nil {
 		untrusted(&res, err)
-	} else if inSession {
-		if err := runner.KillOthers("/proc", runner.DefaultSweepBound); err != nil {
+	} else if inSession && !background {
+		// A background job ends while other calls may run: it kills only what is
+		// below it (Sweep).
+		if err := runner.KillOthers("/proc", runner.DefaultSweepBound, spare); err != nil {
 			untrusted(&res, err)
 		}
+	}
+	if background {
+		return res, nil
 	}
 	return res, capture.Bytes(maxOutput)
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,4 +202,74 @@ func TestKillInheritedKillsOrphansOfTheSession(t *testing.T) {
 	}
 	close(stop)
 	<-done
+}
+
+// A background job (Invocation.Background): the runner's first line on stderr says
+// it started and names the runner (pid and start time, as later calls spare it); its
+// output comes on stdout as it is produced, not at the end; the end of its stream
+// stops it, kills what it started, and the Result, last on stderr, says why.
+func TestSessionExecRunsABackgroundJob(t *testing.T) {
+	ws, _ := newWorkspace(t, nil)
+	inv := bashInvocation("job-1", `echo one; sleep 300 & echo $! > sleeper.pid; echo two; wait`, 4096)
+	inv.Background = true
+	line, _ := json.Marshal(inv)
+	cmd := exec.Command(runnerBin, runner.ExecCommand)
+	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin"}
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	if _, err := stdin.Write(append(line, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	errLines := bufio.NewReader(stderr)
+	first, err := errLines.ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("no first line on stderr: %v", err)
+	}
+	var started runner.Started
+	if err := json.Unmarshal(first, &started); err != nil || started.Started.PID != cmd.Process.Pid {
+		t.Fatalf("first stderr line %q: want the runner's own pid %d (%v)", first, cmd.Process.Pid, err)
+	}
+	if start, err := runner.ProcessStart("/proc", cmd.Process.Pid); err != nil || start != started.Started.Start {
+		t.Errorf("reported start %d, /proc says %d (%v)", started.Started.Start, start, err)
+	}
+	// The output arrives while the job runs.
+	got := make([]byte, 0, 64)
+	buf := make([]byte, 64)
+	deadline := time.Now().Add(10 * time.Second)
+	for !bytes.Contains(got, []byte("two\n")) && time.Now().Before(deadline) {
+		n, err := stdout.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	if string(got) != "one\ntwo\n" {
+		t.Fatalf("streamed output %q, want one and two while the job runs", got)
+	}
+	sleeper := readPid(t, filepath.Join(ws, "sleeper.pid"))
+	if !alive(sleeper) {
+		t.Fatalf("the job's sleep (pid %d) is not running", sleeper)
+	}
+	_ = stdin.Close() // job_kill, or the task's end
+	rest, _ := io.ReadAll(errLines)
+	_ = cmd.Wait()
+	res, err := runner.DecodeResult(bytes.TrimSpace(rest))
+	if err != nil {
+		t.Fatalf("the rest of stderr is not the Result: %v\n%s", err, rest)
+	}
+	if res.ErrorKind != runner.KindTimeout || !strings.Contains(res.Message, "the controller's stream of the call closed") {
+		t.Errorf("result %+v, want the job stopped by its stream's end, saying so", res)
+	}
+	if res.StdoutBytes != int64(len("one\ntwo\n")) {
+		t.Errorf("result counts %d bytes of output, want %d", res.StdoutBytes, len("one\ntwo\n"))
+	}
+	if alive(sleeper) {
+		_ = syscall.Kill(sleeper, syscall.SIGKILL)
+		t.Errorf("the job's sleep (pid %d) outlived the job", sleeper)
+	}
 }

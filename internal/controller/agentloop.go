@@ -293,7 +293,7 @@ func providerOf(baseURL string) string {
 
 // modelTools are the task's visible tools as offered to the model.
 func modelTools(task *v1.AgentTask) []agent.Tool {
-	visible := tools.Visible(task.Spec.Mode, task.Spec.Tools)
+	visible := tools.Visible(task.Spec.Mode, task.Spec.Tools, task.Spec.Sandbox.Isolation)
 	out := make([]agent.Tool, 0, len(visible))
 	for _, t := range visible {
 		out = append(out, agent.Tool{Name: string(t.Name), Description: t.Description, Schema: t.Schema})

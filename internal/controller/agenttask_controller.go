@@ -188,8 +188,9 @@ func soonest(a, b time.Duration) time.Duration {
 // Ready and has had a call within the idle timeout (or was created within it), its
 // two warm sessions (pipeline.SessionProfiles) exist; a session with no call for
 // the idle timeout is deleted, as is every session once the task ended (which stops
-// the calls in them), was set to PerCall, or is not Ready. It returns when to look
-// again: when the sessions would go idle.
+// the calls in them, background jobs too), and every session with no call in it
+// when the task was set to PerCall or is not Ready. It returns when to look again:
+// when the sessions would go idle.
 func (r *AgentTaskReconciler) keepSessions(ctx context.Context, task *v1.AgentTask, status v1.AgentTaskStatus) (time.Duration, error) {
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(task.Namespace), client.HasLabels{executor.LabelSession}); err != nil {
@@ -202,21 +203,9 @@ func (r *AgentTaskReconciler) keepSessions(ctx context.Context, task *v1.AgentTa
 			own[pod.Name] = pod
 		}
 	}
-	stopAll := func() error {
-		for _, pod := range own {
-			if err := deleteSessionPod(ctx, r.Client, pod); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	_, ended := taskEnded(task, status)
-	if ended || task.Spec.Sandbox.Isolation != v1.IsolationSession || !meta.IsStatusConditionTrue(status.Conditions, v1.ConditionReady) {
-		return 0, stopAll()
-	}
-
 	// A session's last use is the last start or end of a call in it; the task's is
-	// the latest of its sessions' and its own creation.
+	// the latest of its sessions' and its own creation. A session with an
+	// unfinished call (a background job's too) is busy.
 	var execs v1.ExecutionList
 	if err := r.List(ctx, &execs, client.InNamespace(task.Namespace), client.MatchingFields{IndexExecutionTask: task.Name}); err != nil {
 		return 0, err
@@ -246,10 +235,33 @@ func (r *AgentTaskReconciler) keepSessions(ctx context.Context, task *v1.AgentTa
 			taskLast = used
 		}
 	}
+	// stop deletes the sessions; but for a task that ended, not those with calls in
+	// them: a task that is not Ready for a while (its model unavailable), or was set
+	// to PerCall, lets its calls end first.
+	stop := func(ended bool) error {
+		for name, pod := range own {
+			if busy[name] && !ended {
+				continue
+			}
+			if err := deleteSessionPod(ctx, r.Client, pod); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if _, ended := taskEnded(task, status); ended {
+		return 0, stop(true)
+	}
+	if task.Spec.Sandbox.Isolation != v1.IsolationSession || !meta.IsStatusConditionTrue(status.Conditions, v1.ConditionReady) {
+		if len(busy) > 0 {
+			return sessionRecheck, stop(false)
+		}
+		return 0, stop(false)
+	}
 	idle := r.Options.sessionIdleTimeout()
 	now := r.Now()
 	if now.Sub(taskLast) >= idle && len(busy) == 0 {
-		return 0, stopAll()
+		return 0, stop(false)
 	}
 	profiles, err := pipeline.SessionProfiles(task, r.Options.DefaultSandboxImage)
 	if err != nil {

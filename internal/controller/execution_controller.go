@@ -33,6 +33,7 @@ import (
 	"github.com/toolgate/toolgate/internal/failpoint"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/tools"
 )
 
 // Event reasons of the Execution controller, one per step.
@@ -192,10 +193,14 @@ func intentToExecution(_ context.Context, obj client.Object) []reconcile.Request
 // the Job, its pod and the runner's result into the status, written once.
 func (r *ExecutionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	exec := &toolgatev1alpha1.Execution{}
-	if err := r.Get(ctx, req.NamespacedName, exec); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if err := r.Get(ctx, req.NamespacedName, exec); apierrors.IsNotFound(err) {
+		r.sessions.gone(req.NamespacedName)
+		return ctrl.Result{}, nil
+	} else if err != nil {
+		return ctrl.Result{}, err
 	}
 	if !exec.DeletionTimestamp.IsZero() {
+		r.sessions.gone(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	// A finished Execution is final: its Job is deleted once spent (reapSpentJob)
@@ -212,6 +217,9 @@ func (r *ExecutionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		"approval", exec.Spec.ApprovalRef,
 	)
 	ctx = ctrl.LoggerInto(ctx, log)
+	if t, ok := tools.Lookup(exec.Spec.Tool); ok && t.JobTool {
+		return r.reconcileJobTool(ctx, exec)
+	}
 	if executor.IsSession(exec.Spec.Sandbox) && exec.Status.JobName == "" {
 		return r.reconcileSession(ctx, exec)
 	}
@@ -671,11 +679,31 @@ func (r *ExecutionReconciler) reconcileSession(ctx context.Context, exec *toolga
 	switch {
 	case exec.Status.SessionName != "":
 		run, inFlight := r.sessions.run(exec.UID)
+		obs.Session = &executor.SessionObservation{Name: exec.Status.SessionName, Started: exec.Status.StartTime, Run: run, Background: exec.Status.Background}
 		if run == nil && inFlight {
-			return ctrl.Result{}, nil // its end wakes this reconcile
+			// Its end wakes this reconcile. A call whose task ended is stopped here
+			// (the task's end deletes its sessions, which wakes it).
+			// (Read from the cache: a call stopped a moment late loses nothing.)
+			task := &toolgatev1alpha1.AgentTask{}
+			if err := r.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.TaskRef.Name}, task); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, err
+			} else if done, why := pipeline.TaskFinished(task); err == nil && done {
+				r.sessions.stop(exec.UID, fmt.Sprintf("its AgentTask %s ended (%s)", exec.Spec.TaskRef.Name, why))
+				return ctrl.Result{}, nil
+			}
+			// A background job is recorded started once its runner said so: its
+			// intent is observed then.
+			if exec.Status.Background != nil || r.sessions.job(exec.UID).startedAt().IsZero() {
+				return ctrl.Result{}, nil
+			}
+			obs.Session.Background = &toolgatev1alpha1.BackgroundStatus{StartedAt: metav1.NewTime(r.sessions.job(exec.UID).startedAt())}
+			break
 		}
-		obs.Session = &executor.SessionObservation{Name: exec.Status.SessionName, Started: exec.Status.StartTime, Run: run}
-		if run != nil && (run.Err != nil || len(run.Result) == 0 || (run.ExitCode != runner.ExitSucceeded && run.ExitCode != runner.ExitFailed)) {
+		if run != nil && obs.Session.Background == nil && !run.JobStartedAt.IsZero() {
+			obs.Session.Background = &toolgatev1alpha1.BackgroundStatus{StartedAt: metav1.NewTime(run.JobStartedAt)}
+		}
+		obs.Session.Stopped = r.sessions.stoppedBy(exec.UID)
+		if run != nil && obs.Session.Stopped == "" && (run.Err != nil || len(run.Result) == 0 || (run.ExitCode != runner.ExitSucceeded && run.ExitCode != runner.ExitFailed)) {
 			// A run cut short may have been stopped by its task's end, which stops
 			// the task's sessions and the calls in them.
 			done, why, err := r.taskEnded(ctx, exec)
@@ -727,9 +755,7 @@ func (r *ExecutionReconciler) reconcileSession(ctx context.Context, exec *toolga
 		return ctrl.Result{RequeueAfter: requeue}, nil
 	}
 	if deliver != "" {
-		if err := r.sessions.deliver(ctx, exec, deliver); err != nil {
-			return ctrl.Result{}, err
-		}
+		r.sessions.deliver(ctx, exec, deliver)
 	}
 	if executor.IsFinished(&exec.Status) {
 		r.sessions.forget(exec.UID)

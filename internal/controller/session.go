@@ -22,6 +22,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
+	"github.com/toolgate/toolgate/internal/runner"
 )
 
 // DefaultSessionIdleTimeout is how long a task's sessions stay up with no call.
@@ -42,21 +43,93 @@ const sessionExecGrace = 30 * time.Second
 // sessionCalls delivers calls to session pods and keeps each call's run until the
 // Execution reconciler recorded it. A session runs one call at a time: calls of one
 // session share its uid and pod, and two at once could reach each other's
-// processes. The runs live in this process only: a controller that restarts loses
-// the calls in flight, whose streams close (which stops them in their sessions), and
-// the reconciler ends them as Exceptions (never runs them again).
+// processes. A background job holds its session's turn only until its runner
+// reported it started; it then runs beside the session's later calls, which spare
+// it (runner.KillOthers). The runs live in this process only: a controller that
+// restarts loses the calls in flight, whose streams close (which stops them in their
+// sessions, background jobs too), and the reconciler ends them as Exceptions (never
+// runs them again).
 type sessionCalls struct {
 	exec executor.SessionExecutor
-	// wake is the Execution controller's source: a finished run is sent here.
+	// wake is the Execution controller's source: a finished run, or a background
+	// job that started, is sent here.
 	wake chan event.GenericEvent
 	now  func() time.Time
 
 	mu       sync.Mutex
-	inFlight map[types.UID]bool
+	inFlight map[types.UID]*sessionCall
 	done     map[types.UID]*executor.SessionRun
+	// doneOf names each done run's Execution, so that the run of one deleted
+	// before it was recorded is dropped (gone).
+	doneOf map[types.NamespacedName]types.UID
+	// stopped keeps why the controller stopped a call (stop), until its end is
+	// recorded.
+	stopped map[types.UID]string
 	// sessions holds a turn of each session pod (namespace/name) with calls queued
 	// or running; a session's entry goes when its last call did.
 	sessions map[string]*sessionTurn
+}
+
+// sessionCall is a call in flight.
+type sessionCall struct {
+	// exec is the Execution; pod is the session pod's namespace/name.
+	exec types.NamespacedName
+	pod  string
+	// hangUp closes the call's stdin, which stops it in its session: the runner
+	// stops the tool, kills what it started and reports. cancel ends the exec
+	// itself, sessionStopGrace later, for a runner that does not.
+	hangUp   chan struct{}
+	hangOnce sync.Once
+	cancel   context.CancelCauseFunc
+	// job is set for a background job.
+	job *liveJob
+}
+
+// sessionStopGrace is how long a call whose stdin was closed (stop) has to report
+// before its exec is cut: the runner's kill grace and sweep take a few seconds.
+const sessionStopGrace = 15 * time.Second
+
+// end stops the call: its stdin closes at once, its exec is cut after
+// sessionStopGrace.
+func (c *sessionCall) end(why string) {
+	c.hangOnce.Do(func() {
+		close(c.hangUp)
+		time.AfterFunc(sessionStopGrace, func() { c.cancel(errors.New(why)) })
+	})
+}
+
+// liveJob is a background job's runner and output, as its stream brings them.
+type liveJob struct {
+	mu        sync.Mutex
+	out       *runner.Capture
+	maxOutput int32
+	runner    *runner.Process // set once the runner reported the job started
+	started   time.Time
+}
+
+// startedAt is when the job's runner reported it started; zero before, and for no
+// job.
+func (j *liveJob) startedAt() time.Time {
+	if j == nil {
+		return time.Time{}
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.started
+}
+
+// snapshot is the job's output so far (head and tail, as a Run's Output) and its
+// whole length.
+func (j *liveJob) snapshot() ([]byte, int64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]byte(nil), j.out.Bytes(j.maxOutput)...), j.out.Total()
+}
+
+func (j *liveJob) Write(p []byte) (int, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.out.Write(p)
 }
 
 type sessionTurn struct {
@@ -69,8 +142,10 @@ func newSessionCalls(exec executor.SessionExecutor, now func() time.Time) *sessi
 		exec:     exec,
 		wake:     make(chan event.GenericEvent, 1024),
 		now:      now,
-		inFlight: map[types.UID]bool{},
+		inFlight: map[types.UID]*sessionCall{},
 		done:     map[types.UID]*executor.SessionRun{},
+		doneOf:   map[types.NamespacedName]types.UID{},
+		stopped:  map[types.UID]string{},
 		sessions: map[string]*sessionTurn{},
 	}
 }
@@ -79,21 +154,103 @@ func newSessionCalls(exec executor.SessionExecutor, now func() time.Time) *sessi
 func (s *sessionCalls) known(uid types.UID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.inFlight[uid] || s.done[uid] != nil
+	return s.inFlight[uid] != nil || s.done[uid] != nil
 }
 
 // run returns the call's finished run, or nil and whether it is still in flight.
 func (s *sessionCalls) run(uid types.UID) (*executor.SessionRun, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.done[uid], s.inFlight[uid]
+	return s.done[uid], s.inFlight[uid] != nil
+}
+
+// stoppedBy says why the controller stopped the call, or "".
+func (s *sessionCalls) stoppedBy(uid types.UID) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopped[uid]
+}
+
+// job returns the background job's live record, nil when the call is no
+// background job in flight here.
+func (s *sessionCalls) job(uid types.UID) *liveJob {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.inFlight[uid]; c != nil {
+		return c.job
+	}
+	return nil
 }
 
 // forget drops a recorded run.
 func (s *sessionCalls) forget(uid types.UID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if run := s.done[uid]; run != nil {
+		for name, u := range s.doneOf {
+			if u == uid {
+				delete(s.doneOf, name)
+			}
+		}
+	}
 	delete(s.done, uid)
+	delete(s.stopped, uid)
+}
+
+// stop ends a call in flight: its stream closes, which stops the tool (and a
+// background job's whole tree), and its run records why. It reports whether the
+// call was in flight here.
+func (s *sessionCalls) stop(uid types.UID, why string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.inFlight[uid]
+	if c == nil {
+		return false
+	}
+	if _, already := s.stopped[uid]; !already {
+		s.stopped[uid] = why
+	}
+	c.end(why)
+	return true
+}
+
+// gone stops the call of an Execution that was deleted, and drops its run: nobody
+// is left to record it.
+func (s *sessionCalls) gone(name types.NamespacedName) {
+	s.mu.Lock()
+	var calls []*sessionCall
+	for _, c := range s.inFlight {
+		if c.exec == name {
+			calls = append(calls, c)
+		}
+	}
+	if uid, ok := s.doneOf[name]; ok {
+		delete(s.doneOf, name)
+		delete(s.done, uid)
+		delete(s.stopped, uid)
+	}
+	s.mu.Unlock()
+	for _, c := range calls {
+		c.end(fmt.Sprintf("its Execution %s was deleted", name.Name))
+	}
+}
+
+// spares lists the runners of the pod's started background jobs.
+func (s *sessionCalls) spares(pod string) []runner.Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []runner.Process
+	for _, c := range s.inFlight {
+		if c.pod != pod || c.job == nil {
+			continue
+		}
+		c.job.mu.Lock()
+		if c.job.runner != nil {
+			out = append(out, *c.job.runner)
+		}
+		c.job.mu.Unlock()
+	}
+	return out
 }
 
 func (s *sessionCalls) acquire(key string) *sessionTurn {
@@ -120,52 +277,84 @@ func (s *sessionCalls) release(key string, t *sessionTurn) {
 
 // deliver starts the call in its session pod, in the background: ctx is the
 // controller's, whose end closes the call's stream.
-func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod string) error {
-	invocation, err := json.Marshal(executor.BuildInvocation(exec))
-	if err != nil {
-		return fmt.Errorf("encoding the runner's invocation: %w", err)
+func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod string) {
+	inv := executor.BuildInvocation(exec)
+	key := exec.Namespace + "/" + pod
+	callCtx, cancel := context.WithCancelCause(ctx)
+	call := &sessionCall{exec: client.ObjectKeyFromObject(exec), pod: key, hangUp: make(chan struct{}), cancel: cancel}
+	if inv.Background {
+		call.job = &liveJob{out: runner.NewCapture(inv.MaxOutputBytes), maxOutput: inv.MaxOutputBytes}
 	}
 	s.mu.Lock()
-	if s.inFlight[exec.UID] || s.done[exec.UID] != nil {
+	if s.inFlight[exec.UID] != nil || s.done[exec.UID] != nil {
 		s.mu.Unlock()
-		return nil
+		cancel(nil)
+		return
 	}
-	s.inFlight[exec.UID] = true
+	s.inFlight[exec.UID] = call
 	s.mu.Unlock()
 	wake := &v1.Execution{ObjectMeta: metav1.ObjectMeta{Namespace: exec.Namespace, Name: exec.Name}}
 	uid, namespace, timeout := exec.UID, exec.Namespace, time.Duration(exec.Spec.TimeoutSeconds)*time.Second+sessionExecGrace
 	maxOutput := int(exec.Spec.MaxOutputBytes)
-	go func() {
-		key := namespace + "/" + pod
-		turn := s.acquire(key)
-		run := s.runCall(ctx, namespace, pod, invocation, maxOutput, timeout)
-		s.release(key, turn)
-		s.mu.Lock()
-		delete(s.inFlight, uid)
-		s.done[uid] = run
-		s.mu.Unlock()
+	notify := func() {
 		select {
 		case s.wake <- event.GenericEvent{Object: wake}:
 		case <-ctx.Done():
 		}
+	}
+	go func() {
+		defer cancel(nil)
+		turn := s.acquire(key)
+		var releaseOnce sync.Once
+		release := func() { releaseOnce.Do(func() { s.release(key, turn) }) }
+		// The spared jobs are read once the turn is held: no job starts without it.
+		inv.Spare = s.spares(key)
+		invocation, err := json.Marshal(inv)
+		var run *executor.SessionRun
+		switch {
+		case err != nil:
+			run = &executor.SessionRun{StartedAt: s.now(), FinishedAt: s.now(), Err: fmt.Errorf("encoding the runner's invocation: %w", err)}
+		case call.job != nil:
+			stderr := &startedWriter{rest: boundedBuffer{limit: maxResultBytes}, started: func(p runner.Process) {
+				call.job.mu.Lock()
+				call.job.runner, call.job.started = &p, s.now()
+				call.job.mu.Unlock()
+				release() // later calls run beside the job, and spare it
+				notify()
+			}}
+			run = s.runCall(callCtx, call.hangUp, namespace, pod, invocation, call.job, stderr, timeout)
+			run.Output, _ = call.job.snapshot()
+			run.Result, run.JobStartedAt = bytes.TrimSpace(stderr.rest.Bytes()), call.job.startedAt()
+		default:
+			stdout, stderr := &boundedBuffer{limit: maxOutput + 1}, &boundedBuffer{limit: maxResultBytes}
+			run = s.runCall(callCtx, call.hangUp, namespace, pod, invocation, stdout, stderr, timeout)
+			run.Output, run.Result = stdout.Bytes(), bytes.TrimSpace(stderr.Bytes())
+		}
+		release()
+		s.mu.Lock()
+		delete(s.inFlight, uid)
+		s.done[uid], s.doneOf[call.exec] = run, uid
+		s.mu.Unlock()
+		notify()
 	}()
-	return nil
 }
 
 // runCall execs the runner with the invocation as stdin's first line, stdin held
-// open until the exec returns: its end is the call's end.
-func (s *sessionCalls) runCall(ctx context.Context, namespace, pod string, invocation []byte, maxOutput int, timeout time.Duration) *executor.SessionRun {
+// open until the exec returns or hangUp closes: its end is the call's end. It
+// returns once the exec did: nothing writes to stdout or stderr after.
+func (s *sessionCalls) runCall(ctx context.Context, hangUp <-chan struct{}, namespace, pod string, invocation []byte, stdout, stderr io.Writer, timeout time.Duration) *executor.SessionRun {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	stdinR, stdinW := io.Pipe()
 	defer func() { _ = stdinR.Close() }() // a write the exec never read returns
 	go func() {
 		_, _ = stdinW.Write(append(invocation, '\n'))
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-hangUp:
+		}
 		_ = stdinW.Close()
 	}()
-	stdout := &boundedBuffer{limit: maxOutput + 1}
-	stderr := &boundedBuffer{limit: maxResultBytes}
 	run := &executor.SessionRun{StartedAt: s.now()}
 	code, err := s.exec.Exec(ctx, namespace, pod, stdinR, stdout, stderr)
 	cancel()
@@ -174,7 +363,6 @@ func (s *sessionCalls) runCall(ctx context.Context, namespace, pod string, invoc
 	if err == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		run.Err = fmt.Errorf("the call ran past its timeout and the session's grace of %s", sessionExecGrace)
 	}
-	run.Output, run.Result = stdout.Bytes(), bytes.TrimSpace(stderr.Bytes())
 	return run
 }
 
@@ -189,6 +377,43 @@ func (b *boundedBuffer) Write(p []byte) (int, error) {
 		b.Buffer.Write(p[:min(room, len(p))])
 	}
 	return len(p), nil
+}
+
+// startedWriter is a background job's stderr: its first line, when it is the
+// runner's runner.Started, reports the job's runner; the rest is the Result.
+type startedWriter struct {
+	line    []byte
+	done    bool
+	rest    boundedBuffer
+	started func(runner.Process)
+}
+
+func (w *startedWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	if !w.done {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			if len(w.line)+len(p) > maxResultBytes {
+				// No runner's line is this long: it is the Result.
+				w.done = true
+				_, _ = w.rest.Write(w.line)
+				_, _ = w.rest.Write(p)
+				return n, nil
+			}
+			w.line = append(w.line, p...)
+			return n, nil
+		}
+		w.line, p = append(w.line, p[:i]...), p[i+1:]
+		w.done = true
+		var st runner.Started
+		if json.Unmarshal(w.line, &st) == nil && st.Started.PID > 0 {
+			w.started(st.Started)
+		} else {
+			_, _ = w.rest.Write(append(w.line, '\n'))
+		}
+	}
+	_, _ = w.rest.Write(p)
+	return n, nil
 }
 
 // ensureNetworkPolicy makes sure the NetworkPolicy that fences a sandbox's pods

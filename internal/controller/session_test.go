@@ -7,8 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -399,4 +401,116 @@ func TestACallInFlightWhenTheControllerRestartsIsNeverRunAgain(t *testing.T) {
 		err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: exec.Status.SessionName}, pod)
 		return apierrors.IsNotFound(err) || (err == nil && pod.DeletionTimestamp != nil), fmt.Sprint(err)
 	})
+}
+
+// A background job (bash runInBackground) is observed as started at once and runs
+// on beside the task's next calls; job_output shows its output so far and job_list
+// lists it; another task can neither read nor kill it; job_kill stops its whole
+// tree, and the task's end stops the rest.
+func TestBackgroundJobsRunOnUntilKilledOrTheTaskEnds(t *testing.T) {
+	p, l := startSessionPipeline(t)
+	p.task("b", v1.ModeAuto, sessionTask())
+	p.task("other", v1.ModeAuto, sessionTask())
+	ws := l.workspace("b-workspace")
+	p.propose("b", 0, 0, v1.ToolBash, `{"command":"echo $$ > job.pid; echo tick; sleep 300","runInBackground":true}`)
+	started := p.observed("b-t0-0").Status.Observation
+	if started.Outcome != v1.OutcomeSucceeded || !strings.Contains(started.Summary, "[background job started: b-t0-0]") {
+		t.Fatalf("the background call's observation: %+v", started)
+	}
+	job := getExecution(t, p.ns, "b-t0-0")
+	if executor.IsFinished(&job.Status) || job.Status.Background == nil || job.Status.Phase != v1.ExecutionRunning {
+		t.Fatalf("the job's Execution: %+v", job.Status)
+	}
+	jobPid := 0
+	p.eventually("the job wrote its pid", func() (bool, string) {
+		b, err := os.ReadFile(filepath.Join(ws, "job.pid"))
+		jobPid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return jobPid > 0, fmt.Sprint(err)
+	})
+
+	// It survives its call, and the next calls run while it does.
+	p.propose("b", 1, 0, v1.ToolBash, `{"command":"kill -0 $(cat job.pid) && echo alive"}`)
+	if obs := p.observed("b-t1-0").Status.Observation; obs.Outcome != v1.OutcomeSucceeded || !strings.Contains(obs.Summary, "alive") {
+		t.Fatalf("the job did not outlive its call: %+v", obs)
+	}
+	p.propose("b", 2, 0, v1.ToolJobOutput, `{"job":"b-t0-0"}`)
+	out := p.observed("b-t2-0").Status.Observation
+	mustContain(t, "job_output", out.Summary, "[job b-t0-0: running since", "tick")
+	if answered := getExecution(t, p.ns, "b-t2-0"); answered.Status.SessionName != "" || answered.Status.JobName != "" {
+		t.Errorf("job_output ran in a sandbox: %+v", answered.Status)
+	}
+	p.propose("b", 3, 0, v1.ToolJobList, `{}`)
+	mustContain(t, "job_list", p.observed("b-t3-0").Status.Observation.Summary, "b-t0-0\trunning\techo $$ > job.pid; echo tick; sleep 300")
+
+	// Another task of the namespace learns nothing of it and cannot stop it.
+	p.propose("other", 0, 0, v1.ToolJobOutput, `{"job":"b-t0-0"}`)
+	p.propose("other", 0, 1, v1.ToolJobKill, `{"job":"b-t0-0"}`)
+	p.propose("other", 0, 2, v1.ToolJobOutput, `{"job":"b-t1-0"}`)
+	for _, name := range []string{"other-t0-0", "other-t0-1", "other-t0-2"} {
+		obs := p.observed(name).Status.Observation
+		if obs.Outcome != v1.OutcomeFailed || strings.Contains(obs.Summary, "tick") {
+			t.Errorf("%s: %+v", name, obs)
+		}
+		mustContain(t, name, obs.Summary, "AgentTask other has no background job of that id")
+	}
+	if syscall.Kill(jobPid, 0) != nil {
+		t.Fatal("another task's job_kill stopped the job")
+	}
+
+	p.propose("b", 4, 0, v1.ToolJobKill, `{"job":"b-t0-0"}`)
+	mustContain(t, "job_kill", p.observed("b-t4-0").Status.Observation.Summary, "job b-t0-0 was stopped")
+	job = getExecution(t, p.ns, "b-t0-0")
+	if !executor.IsFinished(&job.Status) || job.Status.ErrorKind != v1.ErrorAborted || job.Status.Background == nil {
+		t.Fatalf("the killed job's Execution: %+v", job.Status)
+	}
+	mustContain(t, "the killed job's message", job.Status.Message, "ToolIntent b-t4-0 (job_kill) stopped it")
+	mustContain(t, "the killed job's record", job.Status.Background.StoppedBy, "b-t4-0")
+	mustContain(t, "the killed job's output", job.Status.Output, "tick")
+	if syscall.Kill(jobPid, 0) == nil {
+		t.Fatalf("the job's shell (pid %d) outlived job_kill", jobPid)
+	}
+	p.propose("b", 5, 0, v1.ToolJobOutput, `{"job":"b-t0-0"}`)
+	mustContain(t, "job_output of an ended job", p.observed("b-t5-0").Status.Observation.Summary, "[job b-t0-0: ended, exit code 124 (Aborted", "tick")
+	p.propose("b", 5, 1, v1.ToolJobKill, `{"job":"b-t0-0"}`)
+	mustContain(t, "job_kill of an ended job", p.observed("b-t5-1").Status.Observation.Summary, "had already ended, nothing was stopped")
+
+	// The task's end stops the jobs still running.
+	p.propose("b", 6, 0, v1.ToolBash, `{"command":"echo $$ > second.pid; sleep 300","runInBackground":true}`)
+	p.observed("b-t6-0")
+	second := 0
+	p.eventually("the second job wrote its pid", func() (bool, string) {
+		b, err := os.ReadFile(filepath.Join(ws, "second.pid"))
+		second, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return second > 0, fmt.Sprint(err)
+	})
+	task := p.getTask("b")
+	task.Spec.Cancel = true
+	if err := env.Client.Update(t.Context(), task); err != nil {
+		t.Fatal(err)
+	}
+	p.eventually("the second job ended with its task", func() (bool, string) {
+		e := getExecution(t, p.ns, "b-t6-0")
+		return executor.IsFinished(&e.Status), e.Status.Message
+	})
+	job = getExecution(t, p.ns, "b-t6-0")
+	if job.Status.ErrorKind != v1.ErrorAborted {
+		t.Fatalf("the second job: %+v", job.Status)
+	}
+	mustContain(t, "the second job's message", job.Status.Message, "AgentTask b ended")
+	if syscall.Kill(second, 0) == nil {
+		t.Fatalf("the second job (pid %d) outlived its task", second)
+	}
+}
+
+// A PerCall task has no background jobs: the call fails validation, saying why,
+// and nothing runs.
+func TestBackgroundJobsNeedASession(t *testing.T) {
+	p := startPipeline(t)
+	p.task("pc", v1.ModeAuto)
+	p.propose("pc", 0, 0, v1.ToolBash, `{"command":"sleep 300","runInBackground":true}`)
+	obs := p.observed("pc-t0-0").Status.Observation
+	if obs.Outcome != v1.OutcomeValidationFailed || obs.Executed {
+		t.Fatalf("observation %+v", obs)
+	}
+	mustContain(t, "summary", obs.Summary, "spec.input.runInBackground", "isolation: Session")
 }

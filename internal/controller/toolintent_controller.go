@@ -886,6 +886,12 @@ func (r *ToolIntentReconciler) observe(ctx context.Context, run *intentRun) erro
 			}
 			setCondition(intent, v1.ConditionExecuted, false, v1.ReasonExecutionCreated, fmt.Sprintf("Execution %s runs %s", exec.Name, where))
 		}
+		if exec.Status.Background != nil {
+			// A background job that started: the call's result is that it did.
+			obs := pipeline.FromBackgroundStart(exec, run.now)
+			setCondition(intent, v1.ConditionExecuted, true, v1.ReasonBackgroundStarted, fmt.Sprintf("Execution %s runs on as a background job in session pod %s", exec.Name, exec.Status.SessionName))
+			r.finish(run, obs)
+		}
 		return nil
 	}
 	// The cache keeps no finished Execution's output (trimCachedExecution): the

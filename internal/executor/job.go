@@ -24,6 +24,7 @@ import (
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/tools"
 )
 
 // Labels on every Job and Pod of an Execution. The execution label selects the
@@ -202,6 +203,7 @@ func BuildInvocation(exec *toolgatev1alpha1.Execution) runner.Invocation {
 		MaxOutputBytes: exec.Spec.MaxOutputBytes,
 		BaselineSHA256: exec.Spec.BaselineSHA256,
 		Env:            env,
+		Background:     tools.IsBackground(exec.Spec.Tool, exec.Spec.Input.Raw),
 	}
 }
 
@@ -221,6 +223,8 @@ func validate(exec *toolgatev1alpha1.Execution, runnerImage string) error {
 		return fmt.Errorf("spec.timeoutSeconds is %d: it must be at least 1", exec.Spec.TimeoutSeconds)
 	case len(exec.Spec.Input.Raw) == 0 || !json.Valid(exec.Spec.Input.Raw):
 		return fmt.Errorf("spec.input is not a JSON object: the Execution must carry the tool's validated input")
+	case tools.IsBackground(exec.Spec.Tool, exec.Spec.Input.Raw):
+		return fmt.Errorf("spec.input.runInBackground: a background job runs only in a session (spec.sandbox.isolation: Session), never as a Job")
 	}
 	return nil
 }

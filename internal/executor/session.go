@@ -147,6 +147,9 @@ type SessionRun struct {
 	Result []byte
 	// Output is what it sent on stdout (runner.Capture).
 	Output []byte
+	// JobStartedAt is when a background job's runner reported it started; zero for
+	// other calls.
+	JobStartedAt time.Time
 	// Err is set when the exec itself failed: no connection, or the stream broke
 	// (the session pod died, or the controller's connection did); nothing the call
 	// sent is then trusted.
@@ -168,15 +171,24 @@ type SessionObservation struct {
 	// Lost says why the run's result will never come (the controller that delivered
 	// it is gone); set only with Run nil.
 	Lost string
-	// Stopped says why the session was stopped (its task ended), when it was: a run
-	// that then ended without a trusted result was aborted.
+	// Stopped says why the call was stopped (its task ended, or job_kill), when it
+	// was: a run that then ended before its tool did was aborted.
 	Stopped string
+	// Background is the record of a background job: set once its runner reported
+	// it started.
+	Background *toolgatev1alpha1.BackgroundStatus
 }
 
 // projectSession fills st from a session call and returns the Complete reason.
 func projectSession(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1.Execution, obs Observation) string {
 	s := obs.Session
 	st.SessionName, st.PodName = s.Name, s.Name
+	if s.Background != nil {
+		st.Background = s.Background.DeepCopy()
+		if s.Stopped != "" && s.Run != nil {
+			st.Background.StoppedBy = s.Stopped
+		}
+	}
 	failed := func(kind toolgatev1alpha1.ErrorKind, msg string) string {
 		st.Phase, st.ErrorKind, st.Message = toolgatev1alpha1.ExecutionFailed, kind, msg
 		return toolgatev1alpha1.ReasonJobFailed
@@ -210,14 +222,9 @@ func projectSession(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1
 		st.Output, st.Truncated = ComposeOutput(LogText{Head: run.Output, Total: -1}, exec.Spec.MaxOutputBytes)
 		return failed(toolgatev1alpha1.ErrorException, fmt.Sprintf("the runner in session pod %s exited %d%s without sending its result: it was killed (the tool can signal it, or the pod was stopped), so whether the tool ran to its end, and what it changed, is unknown; the call is not run again, and the session is replaced before the next call", s.Name, run.ExitCode, signalSuffix(run.ExitCode)))
 	}
-	headBudget, _ := Budgets(exec.Spec.MaxOutputBytes)
 	log := LogText{Head: run.Output, Total: -1}
 	if res, err := runner.DecodeResult(run.Result); err == nil {
-		log.Total = TotalOutputBytes(res)
-		if log.Total > int64(exec.Spec.MaxOutputBytes) && len(run.Output) > headBudget {
-			// The runner sent exactly the head budget, then the tail.
-			log.Head, log.Tail = run.Output[:headBudget], run.Output[headBudget:]
-		}
+		log = SessionLog(run.Output, TotalOutputBytes(res), exec.Spec.MaxOutputBytes)
 	}
 	terminated := &corev1.ContainerStateTerminated{
 		ExitCode:   run.ExitCode,
@@ -227,6 +234,12 @@ func projectSession(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1
 	}
 	obs.Log = log
 	reason := projectTerminated(st, exec, obs, terminated, false, "")
+	if s.Stopped != "" && st.ErrorKind == toolgatev1alpha1.ErrorTimeout && st.Sandbox != nil {
+		// The runner reports a call stopped by its stream's end as a Timeout; the
+		// controller ended the stream, and says why.
+		st.ErrorKind = toolgatev1alpha1.ErrorAborted
+		st.Message = appendNote(fmt.Sprintf("the call was stopped while it ran, because %s; whether the call changed anything is unknown, and its output until then is kept", s.Stopped), st.Message)
+	}
 	if st.Sandbox == nil {
 		// No trusted result: say where the call ran, and why it was cut short.
 		if s.Stopped != "" {
@@ -237,6 +250,17 @@ func projectSession(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1
 		}
 	}
 	return reason
+}
+
+// SessionLog is the log of a session call from what was kept of its output
+// (runner.Capture: all of it when total fits in maxOutputBytes, else exactly the
+// head budget, then the tail) and its whole length.
+func SessionLog(kept []byte, total int64, maxOutputBytes int32) LogText {
+	log := LogText{Head: kept, Total: total}
+	if headBudget, _ := Budgets(maxOutputBytes); total > int64(maxOutputBytes) && len(kept) > headBudget {
+		log.Head, log.Tail = kept[:headBudget], kept[headBudget:]
+	}
+	return log
 }
 
 // SessionTainted reports whether a finished session call leaves its session

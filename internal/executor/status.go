@@ -41,6 +41,20 @@ type Observation struct {
 	// Session is set for a call of a session (isolation Session) instead of Job, Pod
 	// and Log.
 	Session *SessionObservation
+	// Answer is set for a background-job tool (job_output, job_list, job_kill),
+	// which the controller answers itself; nothing else is looked at then.
+	Answer *JobToolAnswer
+}
+
+// JobToolAnswer is the controller's answer to a background-job tool.
+type JobToolAnswer struct {
+	// Output is what the tool shows; ExitCode is 0 when it did what was asked.
+	Output   string
+	ExitCode int32
+	// Message says why it did not, when ExitCode is not 0.
+	Message string
+	// At is when it was answered.
+	At time.Time
 }
 
 // ToolTermination returns the tool container's terminated state, or nil while it has
@@ -151,6 +165,17 @@ func project(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1.Execut
 	}
 	if obs.Session != nil {
 		return projectSession(st, exec, obs)
+	}
+	if a := obs.Answer; a != nil {
+		at := ptr.To(metav1.NewTime(a.At))
+		st.StartTime, st.CompletionTime, st.ExitCode = at, at, ptr.To(a.ExitCode)
+		st.Output, st.Truncated = ComposeOutput(LogText{Head: []byte(a.Output), Total: int64(len(a.Output))}, exec.Spec.MaxOutputBytes)
+		st.StdoutBytes = int64(len(a.Output))
+		st.Phase = toolgatev1alpha1.ExecutionSucceeded
+		if a.ExitCode != 0 {
+			st.Phase, st.ErrorKind, st.Message = toolgatev1alpha1.ExecutionFailed, toolgatev1alpha1.ErrorExitCode, a.Message
+		}
+		return toolgatev1alpha1.ReasonJobToolAnswered
 	}
 	job, pod := obs.Job, obs.Pod
 	if job != nil || obs.JobCreated {

@@ -105,6 +105,21 @@ func FromExecution(exec *v1.Execution, now time.Time) *v1.Observation {
 	return obs
 }
 
+// FromBackgroundStart is the observation of a background job that started: the
+// call's result is its job id (the Execution's name); the job runs on.
+func FromBackgroundStart(exec *v1.Execution, now time.Time) *v1.Observation {
+	t := metav1.NewTime(now)
+	return &v1.Observation{
+		Executed:   true,
+		Outcome:    v1.OutcomeSucceeded,
+		ObservedAt: &t,
+		Summary: fmt.Sprintf("[background job started: %s]\n"+
+			"It runs in session pod %s until it ends, its timeout (%ds), job_kill or the task's end.\n"+
+			"Read its output with job_output {\"job\": %q}; stop it with job_kill {\"job\": %q}; job_list lists the task's jobs.\n",
+			exec.Name, exec.Status.SessionName, exec.Spec.TimeoutSeconds, exec.Name, exec.Name),
+	}
+}
+
 func artifact(exec *v1.Execution) string {
 	var where []string
 	if exec.Status.ArtifactPath != "" {

@@ -105,14 +105,21 @@ func Validate(in ValidateInput) Validation {
 	if e := proposerError(intent, task, in.ControllerIdentity); e != "" {
 		v.Errors = append(v.Errors, e)
 	}
-	if _, known := tools.Lookup(intent.Spec.Tool); known && !tools.IsVisible(task.Spec.Mode, task.Spec.Tools, intent.Spec.Tool) {
-		v.Errors = append(v.Errors, fmt.Sprintf("spec.tool: %q is not available to this task (mode %s%s)", intent.Spec.Tool, modeOrDefault(task.Spec.Mode), allowListNote(task.Spec.Tools)))
+	if t, known := tools.Lookup(intent.Spec.Tool); known && !tools.IsVisible(task.Spec.Mode, task.Spec.Tools, task.Spec.Sandbox.Isolation, intent.Spec.Tool) {
+		if t.JobTool && task.Spec.Sandbox.Isolation != v1.IsolationSession {
+			v.Errors = append(v.Errors, fmt.Sprintf("spec.tool: %q acts on background jobs, and AgentTask %s has none: background jobs need spec.sandbox.isolation: Session", intent.Spec.Tool, task.Name))
+		} else {
+			v.Errors = append(v.Errors, fmt.Sprintf("spec.tool: %q is not available to this task (mode %s%s)", intent.Spec.Tool, modeOrDefault(task.Spec.Mode), allowListNote(task.Spec.Tools)))
+		}
 	}
 	if max := int(task.Spec.Budgets.MaxIntents); max > 0 && in.EarlierIntents >= max {
 		v.Errors = append(v.Errors, fmt.Sprintf("the task's intent budget is spent: %d of budgets.maxIntents=%d used", in.EarlierIntents, max))
 	}
 	if normalized == nil {
 		return v
+	}
+	if tools.IsBackground(intent.Spec.Tool, normalized) && task.Spec.Sandbox.Isolation != v1.IsolationSession {
+		v.Errors = append(v.Errors, fmt.Sprintf("spec.input.runInBackground: a background job lives in a session, and AgentTask %s runs each call as its own Job: set spec.sandbox.isolation: Session on the task, or run the command without runInBackground", task.Name))
 	}
 	v.TimeoutSeconds, v.TimeoutClamped = timeoutFor(intent.Spec.Tool, normalized, task.Spec.Budgets)
 	checkPaths(&v, intent.Spec.Tool, normalized, in.Baselines)

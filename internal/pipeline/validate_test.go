@@ -53,7 +53,7 @@ func TestValidate(t *testing.T) {
 			intent: makeIntent("i").tool("rm_rf").input(`{}`).obj(),
 			task:   makeTask(testTask).external().obj(),
 			want: Validation{Errors: []string{
-				`input/: unknown tool "rm_rf"; the tools are bash, edit_file, glob, grep, list_dir, read_file, write_file`,
+				`input/: unknown tool "rm_rf"; the tools are bash, edit_file, glob, grep, job_kill, job_list, job_output, list_dir, read_file, write_file`,
 			}},
 		},
 		{
@@ -316,6 +316,40 @@ func TestValidate(t *testing.T) {
 				`input/path: "../x" leaves the workspace; paths must stay inside it`,
 			}, TimeoutSeconds: 120},
 			wantNormalized: `{"newText":"b","oldText":"a","path":"../x"}`,
+		},
+		{
+			name:           "a background job in a Session task",
+			intent:         makeIntent("i").tool(v1.ToolBash).input(`{"command":"make serve","runInBackground":true}`).obj(),
+			task:           makeTask(testTask).external().sandbox(v1.SandboxSpec{Isolation: v1.IsolationSession}).obj(),
+			want:           Validation{TimeoutSeconds: 120},
+			wantNormalized: `{"command":"make serve","runInBackground":true}`,
+		},
+		{
+			name:   "a background job needs a session: a PerCall task refuses it, naming the field",
+			intent: makeIntent("i").tool(v1.ToolBash).input(`{"command":"make serve","runInBackground":true}`).obj(),
+			task:   makeTask(testTask).external().obj(),
+			want: Validation{Errors: []string{
+				"spec.input.runInBackground: a background job lives in a session, and AgentTask t runs each call as its own Job: set spec.sandbox.isolation: Session on the task, or run the command without runInBackground",
+			}, TimeoutSeconds: 120},
+			wantNormalized: `{"command":"make serve","runInBackground":true}`,
+		},
+		{
+			name:   "the job tools are not there for a PerCall task",
+			intent: makeIntent("i").tool(v1.ToolJobOutput).input(`{"job":"j"}`).obj(),
+			task:   makeTask(testTask).external().obj(),
+			want: Validation{Errors: []string{
+				`spec.tool: "job_output" acts on background jobs, and AgentTask t has none: background jobs need spec.sandbox.isolation: Session`,
+			}, TimeoutSeconds: 120},
+			wantNormalized: `{"job":"j"}`,
+		},
+		{
+			name:   "job_kill is no read-only tool",
+			intent: makeIntent("i").tool(v1.ToolJobKill).input(`{"job":"j"}`).obj(),
+			task:   makeTask(testTask).external().mode(v1.ModeReadOnly).sandbox(v1.SandboxSpec{Isolation: v1.IsolationSession}).obj(),
+			want: Validation{Errors: []string{
+				`spec.tool: "job_kill" is not available to this task (mode ReadOnly)`,
+			}, TimeoutSeconds: 120},
+			wantNormalized: `{"job":"j"}`,
 		},
 		{
 			name:   "schema errors and task errors together",

@@ -119,7 +119,7 @@ func runBash(ctx context.Context, ic *invocationContext) error {
 		killedBy = fmt.Sprintf("timed out after %s", timeout)
 		waitErr = killGroup(pgid, waited, ic.cfg.KillGrace)
 	case <-ctx.Done():
-		killedBy = "was stopped: the runner was terminated (the Job's deadline passed or its pod is being deleted)"
+		killedBy = "was stopped: " + stopCause(ctx)
 		if errors.Is(context.Cause(ctx), errTimedOut) {
 			killedBy = fmt.Sprintf("timed out after %s", timeout)
 		}

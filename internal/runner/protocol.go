@@ -66,6 +66,20 @@ type Invocation struct {
 	BaselineSHA256 string `json:"baselineSHA256,omitempty"`
 	// Env is set for bash, on top of a minimal PATH/HOME.
 	Env map[string]string `json:"env,omitempty"`
+	// Background makes a session call a background job (see session.go): `runner
+	// exec` reports it started at once and streams its output as it comes.
+	Background bool `json:"background,omitempty"`
+	// Spare are the runners of the session's live background jobs: a session call's
+	// KillOthers leaves them and their descendants alive.
+	Spare []Process `json:"spare,omitempty"`
+}
+
+// Process identifies one process of a session: its pid and its start time (field
+// 22 of /proc/PID/stat, clock ticks since boot), so that a pid reused by another
+// process is not taken for it.
+type Process struct {
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"`
 }
 
 // Exit codes of the runner process. They are fixed, not the tool's exit code, so that

@@ -38,7 +38,16 @@ func stopped(ctx context.Context, tool string) error {
 	if errors.Is(context.Cause(ctx), errTimedOut) {
 		return &toolError{kind: KindTimeout, msg: fmt.Sprintf("%s timed out", tool)}
 	}
-	return &toolError{kind: KindTimeout, msg: fmt.Sprintf("%s was stopped: the runner was terminated (the Job's deadline passed or its pod is being deleted)", tool)}
+	return &toolError{kind: KindTimeout, msg: fmt.Sprintf("%s was stopped: %s", tool, stopCause(ctx))}
+}
+
+// stopCause says why ctx ended early: its cause when one was given (a session
+// call's stream closed), else the Job's runner was terminated.
+func stopCause(ctx context.Context) string {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, errTimedOut) {
+		return cause.Error()
+	}
+	return "the runner was terminated (the Job's deadline passed or its pod is being deleted)"
 }
 
 // DefaultKillGrace is the time between SIGTERM and SIGKILL for a timed-out tool.

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -93,18 +95,6 @@ func ReadInvocationLine(r *bufio.Reader) ([]byte, error) {
 	}
 }
 
-// InvocationMaxOutput is the invocation's maxOutputBytes, or 0 when it cannot be
-// read (Run then fails the call, and its output is only the runner's message).
-func InvocationMaxOutput(invocationJSON []byte) int32 {
-	var inv struct {
-		MaxOutputBytes int32 `json:"maxOutputBytes"`
-	}
-	if json.Unmarshal(invocationJSON, &inv) != nil {
-		return 0
-	}
-	return inv.MaxOutputBytes
-}
-
 // Capture keeps what a session call sends of its output: the first maxOutputBytes
 // bytes and the last tail budget bytes, whatever the output's length.
 type Capture struct {
@@ -145,6 +135,9 @@ func (c *Capture) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// Total is how many bytes were written.
+func (c *Capture) Total() int64 { return c.total }
 
 // Bytes is what the runner sends: the whole output when it fits in maxOutputBytes,
 // else its first head budget bytes followed by its last tail budget bytes.
@@ -199,35 +192,123 @@ func InSession(procRoot string) bool {
 	return err1 == nil && err2 == nil && os.SameFile(init, self)
 }
 
-// KillOthers SIGKILLs every process of the session but its PID 1 and the caller, and
-// returns once none is left, or an error naming the survivors after bound. A call's
-// runner runs it before the tool starts and after it ends: calls of a session run
-// one at a time, so anything else alive is what an earlier call left (a runner it
-// stopped, or orphans it kept forking), and none of it may see or touch this call.
-// kill(-1) reaches every process of the namespace the caller may signal (all of
-// them: one uid), and also one forked between two reads of /proc.
-func KillOthers(procRoot string, bound time.Duration) error {
+// KillOthers SIGKILLs every process of the session but its PID 1, the caller, and
+// the spared background jobs (each runner in spare, when its start time still
+// matches, and everything below it), and returns once none is left, or an error
+// naming the survivors after bound. A call's runner runs it before the tool starts
+// and after it ends: calls of a session run one at a time, so anything else alive
+// is what an earlier call left (a runner it stopped, or orphans it kept forking),
+// and none of it may see or touch this call. A job's processes stay below its
+// runner (a subreaper), and no other process can move below it.
+//
+// With nothing to spare, kill(-1) reaches every process of the namespace the caller
+// may signal (all of them: one uid), and also one forked between two reads of
+// /proc; with jobs to spare, each round kills what it read, until a round finds
+// nothing left.
+func KillOthers(procRoot string, bound time.Duration, spare []Process) error {
 	self := os.Getpid()
 	deadline := time.Now().Add(bound)
 	for {
-		_ = syscall.Kill(-1, syscall.SIGKILL)
+		if len(spare) == 0 {
+			_ = syscall.Kill(-1, syscall.SIGKILL)
+		}
 		reapChildren()
 		procs, err := readProcs(procRoot)
 		if err != nil {
 			return err
 		}
-		var left []proc
-		for _, p := range procs {
-			if p.pid != 1 && p.pid != self && p.state != 'Z' && p.state != 'X' {
-				left = append(left, p)
-			}
-		}
+		left := othersOf(procs, self, spared(procRoot, procs, spare))
 		if len(left) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%d process(es) of earlier calls could not be killed within %s: %s", len(left), bound, describe(left))
 		}
+		for _, p := range left {
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+		}
 		time.Sleep(sweepPause)
 	}
+}
+
+// spared returns the pids KillOthers leaves: each spare runner still alive with its
+// start time, and all of its descendants.
+func spared(procRoot string, procs map[int]proc, spare []Process) map[int]bool {
+	keep := map[int]bool{}
+	var queue []int
+	for _, s := range spare {
+		if _, alive := procs[s.PID]; !alive {
+			continue
+		}
+		if start, err := ProcessStart(procRoot, s.PID); err == nil && start == s.Start {
+			queue = append(queue, s.PID)
+		}
+	}
+	children := map[int][]int{}
+	for _, p := range procs {
+		children[p.ppid] = append(children[p.ppid], p.pid)
+	}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		if keep[pid] {
+			continue
+		}
+		keep[pid] = true
+		queue = append(queue, children[pid]...)
+	}
+	return keep
+}
+
+// othersOf lists the live processes that are not PID 1, self, or kept.
+func othersOf(procs map[int]proc, self int, keep map[int]bool) []proc {
+	var left []proc
+	for _, p := range procs {
+		if p.pid != 1 && p.pid != self && !keep[p.pid] && p.state != 'Z' && p.state != 'X' {
+			left = append(left, p)
+		}
+	}
+	sort.Slice(left, func(i, j int) bool { return left[i].pid < left[j].pid })
+	return left
+}
+
+// ProcessStart reads a process's start time: field 22 of /proc/PID/stat.
+func ProcessStart(procRoot string, pid int) (uint64, error) {
+	stat, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, err
+	}
+	end := strings.LastIndexByte(string(stat), ')')
+	if end < 0 {
+		return 0, fmt.Errorf("process %d: unreadable stat", pid)
+	}
+	// After "pid (comm)" come the fields from 3 (state) on: 22 is the 20th.
+	fields := strings.Fields(string(stat[end+1:]))
+	if len(fields) < 20 {
+		return 0, fmt.Errorf("process %d: stat has %d fields after its name", pid, len(fields))
+	}
+	return strconv.ParseUint(fields[19], 10, 64)
+}
+
+// Started is the first line `runner exec` writes on stderr for a background job,
+// before the job's tool starts: the job's runner, which the session's later calls
+// spare (Invocation.Spare).
+type Started struct {
+	Started Process `json:"started"`
+}
+
+// SessionInvocation is what `runner exec` reads of the invocation before it runs
+// it: maxOutputBytes (0 when the invocation cannot be read: Run then fails the call,
+// and its output is only the runner's message), whether it is a background job, and
+// the jobs to spare.
+func SessionInvocation(invocationJSON []byte) (maxOutput int32, background bool, spare []Process) {
+	var inv struct {
+		MaxOutputBytes int32     `json:"maxOutputBytes"`
+		Background     bool      `json:"background"`
+		Spare          []Process `json:"spare"`
+	}
+	if json.Unmarshal(invocationJSON, &inv) != nil {
+		return 0, false, nil
+	}
+	return inv.MaxOutputBytes, inv.Background, inv.Spare
 }

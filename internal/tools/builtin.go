@@ -17,7 +17,8 @@ func init() {
     "command": {"type": "string", "minLength": 1, "maxLength": 16384, "description": "The bash command to run."},
     "description": {"type": "string", "maxLength": 1024, "description": "What the command does, in a few words, for the people who review it."},
     "timeoutMs": {"type": "integer", "minimum": 1, "maximum": 86400000, "description": "Timeout in milliseconds; the task's maximum applies."},
-    "workdir": {"type": "string", "minLength": 1, "maxLength": 4096, "description": "Working directory relative to the workspace root; default the root."}
+    "workdir": {"type": "string", "minLength": 1, "maxLength": 4096, "description": "Working directory relative to the workspace root; default the root."},
+    "runInBackground": {"type": "boolean", "description": "Start the command as a background job and return at once with its job id; read it with job_output, stop it with job_kill. It runs until it ends, its timeout, job_kill or the task's end. Only in tasks with isolation Session."}
   },
   "required": ["command"],
   "additionalProperties": false
@@ -115,5 +116,41 @@ func init() {
   },
   "additionalProperties": false
 }`,
+	})
+	jobSchema := `{
+  "type": "object",
+  "properties": {
+    "job": {"type": "string", "minLength": 1, "maxLength": 253, "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", "description": "The job id that bash with runInBackground returned."}
+  },
+  "required": ["job"],
+  "additionalProperties": false
+}`
+	register(Tool{
+		Name:        v1alpha1.ToolJobOutput,
+		Description: "Show a background job's state (running, or its exit code) and its output so far, head and tail within the output cap.",
+		ReadOnly:    true,
+		Category:    v1alpha1.CategoryReadOnly,
+		JobTool:     true,
+		Schema:      jobSchema,
+	})
+	register(Tool{
+		Name:        v1alpha1.ToolJobList,
+		Description: "List this task's background jobs: id, state and command.",
+		ReadOnly:    true,
+		Category:    v1alpha1.CategoryReadOnly,
+		JobTool:     true,
+		Schema: `{
+  "type": "object",
+  "properties": {},
+  "additionalProperties": false
+}`,
+	})
+	register(Tool{
+		Name:        v1alpha1.ToolJobKill,
+		Description: "Stop a background job: its whole process tree is killed, and its output so far is kept.",
+		ReadOnly:    false,
+		Category:    v1alpha1.CategoryWrite,
+		JobTool:     true,
+		Schema:      jobSchema,
 	})
 }

@@ -4,6 +4,7 @@
 package tools
 
 import (
+	"encoding/json"
 	"sort"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
@@ -22,6 +23,10 @@ type Tool struct {
 	Category v1alpha1.CommandCategory
 	// Schema is the JSON Schema of the tool's input, as sent to the model.
 	Schema string
+	// JobTool tools act on the task's background jobs: the controller answers them
+	// from its record of the jobs, no sandbox runs them, and only tasks with
+	// isolation Session have them.
+	JobTool bool
 }
 
 // BashInput is the input of bash.
@@ -30,6 +35,26 @@ type BashInput struct {
 	Description string `json:"description,omitempty"`
 	TimeoutMs   int64  `json:"timeoutMs,omitempty"`
 	Workdir     string `json:"workdir,omitempty"`
+	// RunInBackground starts the command as a background job of the task's session:
+	// the call returns once the job started, and job_output, job_list and job_kill
+	// act on it.
+	RunInBackground bool `json:"runInBackground,omitempty"`
+}
+
+// JobInput is the input of job_output and job_kill: the job is the name of the
+// background call's Execution, as the call's observation gave it.
+type JobInput struct {
+	Job string `json:"job"`
+}
+
+// IsBackground reports whether a bash input asks for a background job. An input
+// that does not decode is not one (validation refuses it anyway).
+func IsBackground(tool v1alpha1.ToolName, input []byte) bool {
+	if tool != v1alpha1.ToolBash {
+		return false
+	}
+	var in BashInput
+	return json.Unmarshal(input, &in) == nil && in.RunInBackground
 }
 
 // ReadFileInput is the input of read_file. Offset is the first line (1-based), Limit

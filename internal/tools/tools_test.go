@@ -12,6 +12,7 @@ import (
 func TestEveryBuiltinToolIsRegisteredWithACompilingSchema(t *testing.T) {
 	want := []v1alpha1.ToolName{
 		v1alpha1.ToolBash, v1alpha1.ToolEditFile, v1alpha1.ToolGlob, v1alpha1.ToolGrep,
+		v1alpha1.ToolJobKill, v1alpha1.ToolJobList, v1alpha1.ToolJobOutput,
 		v1alpha1.ToolListDir, v1alpha1.ToolReadFile, v1alpha1.ToolWriteFile,
 	}
 	var got []v1alpha1.ToolName
@@ -79,7 +80,11 @@ func TestValidate(t *testing.T) {
 		{name: "not an object", tool: "list_dir", input: `["a"]`, errs: []string{"/: must be object, got array"}},
 		{name: "not JSON", tool: "glob", input: `{"pattern":`, errs: []string{"/: input is not valid JSON: unexpected EOF"}},
 		{name: "trailing data", tool: "glob", input: `{"pattern":"*"} {}`, errs: []string{"/: input has trailing data after the JSON value"}},
-		{name: "unknown tool", tool: "python", input: `{}`, errs: []string{`/: unknown tool "python"; the tools are bash, edit_file, glob, grep, list_dir, read_file, write_file`}},
+		{name: "unknown tool", tool: "python", input: `{}`, errs: []string{`/: unknown tool "python"; the tools are bash, edit_file, glob, grep, job_kill, job_list, job_output, list_dir, read_file, write_file`}},
+		{name: "bash in the background", tool: "bash", input: `{"runInBackground":true,"command":"make serve"}`, normalized: `{"command":"make serve","runInBackground":true}`},
+		{name: "job_output ok", tool: "job_output", input: `{"job":"fix-tests-3-a1b2c"}`, normalized: `{"job":"fix-tests-3-a1b2c"}`},
+		{name: "job_list takes nothing", tool: "job_list", input: `{"job":"x"}`, errs: []string{"/job: unknown property; remove it"}},
+		{name: "a job id is a name, not a path", tool: "job_kill", input: `{"job":"../x"}`, errs: []string{"/job: '../x' does not match pattern '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$'"}},
 		{name: "grep ok", tool: "grep", input: `{"pattern":"func ","include":"*.go","maxResults":5}`, normalized: `{"include":"*.go","maxResults":5,"pattern":"func "}`},
 		{name: "write_file content may be empty", tool: "write_file", input: `{"path":"a","content":""}`, normalized: `{"content":"","path":"a"}`},
 		{name: "list_dir without path", tool: "list_dir", input: `{}`, normalized: `{}`},
@@ -107,11 +112,16 @@ func TestVisible(t *testing.T) {
 	}
 	all := []v1alpha1.ToolName{"bash", "edit_file", "glob", "grep", "list_dir", "read_file", "write_file"}
 	readOnly := []v1alpha1.ToolName{"bash", "glob", "grep", "list_dir", "read_file"}
+	session := v1alpha1.IsolationSession
 	tests := []struct {
-		mode  v1alpha1.TaskMode
-		allow []v1alpha1.ToolName
-		want  []v1alpha1.ToolName
+		mode      v1alpha1.TaskMode
+		allow     []v1alpha1.ToolName
+		isolation v1alpha1.SandboxIsolation
+		want      []v1alpha1.ToolName
 	}{
+		{mode: v1alpha1.ModeEdit, isolation: session, want: []v1alpha1.ToolName{"bash", "edit_file", "glob", "grep", "job_kill", "job_list", "job_output", "list_dir", "read_file", "write_file"}},
+		{mode: v1alpha1.ModeReadOnly, isolation: session, want: []v1alpha1.ToolName{"bash", "glob", "grep", "job_list", "job_output", "list_dir", "read_file"}},
+		{mode: v1alpha1.ModeEdit, isolation: v1alpha1.IsolationPerCall, want: all},
 		{mode: v1alpha1.ModeReadOnly, want: readOnly},
 		{mode: "", want: readOnly},
 		{mode: v1alpha1.ModeEdit, want: all},
@@ -120,11 +130,11 @@ func TestVisible(t *testing.T) {
 		{mode: v1alpha1.ModeReadOnly, allow: []v1alpha1.ToolName{"read_file", "write_file"}, want: []v1alpha1.ToolName{"read_file"}},
 	}
 	for _, tt := range tests {
-		if diff := cmp.Diff(tt.want, names(Visible(tt.mode, tt.allow))); diff != "" {
-			t.Errorf("Visible(%q, %v) (-want +got):\n%s", tt.mode, tt.allow, diff)
+		if diff := cmp.Diff(tt.want, names(Visible(tt.mode, tt.allow, tt.isolation))); diff != "" {
+			t.Errorf("Visible(%q, %v, %q) (-want +got):\n%s", tt.mode, tt.allow, tt.isolation, diff)
 		}
 	}
-	if IsVisible(v1alpha1.ModeReadOnly, nil, v1alpha1.ToolWriteFile) {
+	if IsVisible(v1alpha1.ModeReadOnly, nil, session, v1alpha1.ToolWriteFile) {
 		t.Error("write_file must not be visible in ReadOnly mode")
 	}
 }

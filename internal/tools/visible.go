@@ -14,10 +14,16 @@ import (
 // task does; it is safe because the policy engine treats ReadOnly as a ceiling: every
 // bash command that the classifier does not call read-only is denied, whatever a
 // rule says (policy.Decide).
-func Visible(mode v1alpha1.TaskMode, allow []v1alpha1.ToolName) []Tool {
+//
+// The background-job tools are visible only with isolation Session: a job lives in
+// a session.
+func Visible(mode v1alpha1.TaskMode, allow []v1alpha1.ToolName, isolation v1alpha1.SandboxIsolation) []Tool {
 	var out []Tool
 	for _, t := range All() {
 		if readOnlyMode(mode) && !t.ReadOnly && t.Name != v1alpha1.ToolBash {
+			continue
+		}
+		if t.JobTool && isolation != v1alpha1.IsolationSession {
 			continue
 		}
 		if len(allow) > 0 && !slices.Contains(allow, t.Name) {
@@ -29,8 +35,8 @@ func Visible(mode v1alpha1.TaskMode, allow []v1alpha1.ToolName) []Tool {
 }
 
 // IsVisible says whether a task in this mode with this allow-list shows the tool.
-func IsVisible(mode v1alpha1.TaskMode, allow []v1alpha1.ToolName, name v1alpha1.ToolName) bool {
-	for _, t := range Visible(mode, allow) {
+func IsVisible(mode v1alpha1.TaskMode, allow []v1alpha1.ToolName, isolation v1alpha1.SandboxIsolation, name v1alpha1.ToolName) bool {
+	for _, t := range Visible(mode, allow, isolation) {
 		if t.Name == name {
 			return true
 		}

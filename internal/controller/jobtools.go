@@ -1,0 +1,221 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/executor"
+	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/tools"
+)
+
+// jobKillWait bounds how long job_kill waits for the job it stopped to end: the
+// runner kills the job's process group (SIGTERM, SIGKILL after its grace) and sweeps
+// what is left below it.
+const jobKillWait = 15 * time.Second
+
+// jobCommandShown bounds the command job_list shows of each job.
+const jobCommandShown = 120
+
+// reconcileJobTool answers a background-job tool (job_output, job_list, job_kill):
+// the chain is checked as for any call, then the controller answers from its record
+// of the task's jobs (the jobs' Executions, and the live output of the jobs it runs)
+// and writes the answer as the call's result. No sandbox runs: the record is what
+// the tool reads, and a job is stopped by closing its stream.
+func (r *ExecutionReconciler) reconcileJobTool(ctx context.Context, exec *v1.Execution) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	var obs executor.Observation
+	wait, refused, err := r.authorize(ctx, exec)
+	switch {
+	case err != nil:
+		return ctrl.Result{}, err
+	case wait > 0:
+		return ctrl.Result{RequeueAfter: wait}, nil
+	case refused != nil:
+		obs.BuildError = refused
+	default:
+		if obs.Answer, err = r.answerJobTool(ctx, exec); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	before, conflicted, err := r.writeStatus(ctx, log, exec, obs)
+	if err != nil || conflicted || before == nil {
+		return conflictRequeue(conflicted), err
+	}
+	r.recordSteps(log, exec, before, nil, false, refused)
+	return ctrl.Result{}, nil
+}
+
+// answerJobTool is the answer to exec's job tool; an error is the API's.
+func (r *ExecutionReconciler) answerJobTool(ctx context.Context, exec *v1.Execution) (*executor.JobToolAnswer, error) {
+	answer := &executor.JobToolAnswer{At: r.Now()}
+	fail := func(format string, args ...any) (*executor.JobToolAnswer, error) {
+		answer.ExitCode, answer.Message = 1, fmt.Sprintf(format, args...)
+		answer.Output = answer.Message + "\n"
+		return answer, nil
+	}
+	task := exec.Spec.TaskRef.Name
+	if exec.Spec.Tool == v1.ToolJobList {
+		// From the API server: the cache keeps no finished Execution's input, which
+		// tells a job from another call.
+		opts := []client.ListOption{client.InNamespace(exec.Namespace)}
+		if len(validation.IsValidLabelValue(task)) == 0 {
+			opts = append(opts, client.MatchingLabels{pipeline.LabelTask: task})
+		}
+		var execs v1.ExecutionList
+		if err := r.APIReader.List(ctx, &execs, opts...); err != nil {
+			return nil, err
+		}
+		answer.Output = jobList(execs.Items, task)
+		return answer, nil
+	}
+	var in tools.JobInput
+	if err := json.Unmarshal(exec.Spec.Input.Raw, &in); err != nil || in.Job == "" {
+		return fail("spec.input.job: the input names no job (%v)", err)
+	}
+	job := &v1.Execution{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: in.Job}, job); apierrors.IsNotFound(err) {
+		return fail("job %s: AgentTask %s has no background job of that id; job_list lists its jobs", in.Job, task)
+	} else if err != nil {
+		return nil, err
+	}
+	if job.Spec.TaskRef.Name != task || !tools.IsBackground(job.Spec.Tool, job.Spec.Input.Raw) {
+		// Another task's job, or no job at all: the same answer, so that a task
+		// learns nothing of what is not its own.
+		return fail("job %s: AgentTask %s has no background job of that id; job_list lists its jobs", in.Job, task)
+	}
+	if exec.Spec.Tool == v1.ToolJobOutput {
+		answer.Output = r.jobReport(job)
+		return answer, nil
+	}
+	// job_kill.
+	if executor.IsFinished(&job.Status) {
+		answer.Output = "job " + job.Name + " had already ended, nothing was stopped:\n" + r.jobReport(job)
+		return answer, nil
+	}
+	by := fmt.Sprintf("ToolIntent %s (job_kill) stopped it", exec.Spec.IntentRef.Name)
+	if !r.sessions.stop(job.UID, by) {
+		if run, _ := r.sessions.run(job.UID); run != nil {
+			answer.Output = "job " + job.Name + " had already ended, nothing was stopped; job_output shows how it ended\n"
+			return answer, nil
+		}
+		return fail("job %s is not running in this controller: it was started by a controller that is gone (its stream closed, which stopped it), or it has not started yet; job_output shows its state", job.Name)
+	}
+	deadline := time.Now().Add(jobKillWait)
+	for {
+		run, inFlight := r.sessions.run(job.UID)
+		if run != nil || !inFlight {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fail("job %s was told to stop %s ago and has not ended yet; job_output shows its state", job.Name, jobKillWait)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	answer.Output = fmt.Sprintf("job %s was stopped: its whole process tree was killed; job_output %s shows its output until then\n", job.Name, job.Name)
+	return answer, nil
+}
+
+// jobReport is what job_output shows of a job: its state, then its output (head
+// and tail within its own cap): the recorded output once it ended, else what its
+// stream brought so far.
+func (r *ExecutionReconciler) jobReport(job *v1.Execution) string {
+	var b strings.Builder
+	st := job.Status
+	switch {
+	case executor.IsFinished(&st):
+		fmt.Fprintf(&b, "[job %s: ended, %s]\n", job.Name, endedAs(&st))
+		b.WriteString(st.Output)
+		if st.Output != "" && !strings.HasSuffix(st.Output, "\n") {
+			b.WriteString("\n")
+		}
+		if st.Truncated {
+			fmt.Fprintf(&b, "[output truncated: %d bytes in all, only the head and tail are shown]\n", st.StdoutBytes+st.StderrBytes)
+		}
+	case r.sessions.job(job.UID) != nil:
+		live := r.sessions.job(job.UID)
+		kept, total := live.snapshot()
+		output, cut := executor.ComposeOutput(executor.SessionLog(kept, total, job.Spec.MaxOutputBytes), job.Spec.MaxOutputBytes)
+		fmt.Fprintf(&b, "[job %s: running since %s, %d bytes of output so far]\n", job.Name, live.startedAt().UTC().Format(time.RFC3339), total)
+		b.WriteString(output)
+		if output != "" && !strings.HasSuffix(output, "\n") {
+			b.WriteString("\n")
+		}
+		if cut {
+			b.WriteString("[output truncated: only the head and tail are shown]\n")
+		}
+	case st.SessionName != "":
+		fmt.Fprintf(&b, "[job %s: its result is lost: it was started by a controller that is gone, whose stream's end stopped it; it ends as an Exception]\n", job.Name)
+	default:
+		fmt.Fprintf(&b, "[job %s: not started yet: %s]\n", job.Name, orDash(st.Message))
+	}
+	return b.String()
+}
+
+// endedAs says how a finished job ended.
+func endedAs(st *v1.ExecutionStatus) string {
+	how := "exit code none"
+	if st.ExitCode != nil {
+		how = fmt.Sprintf("exit code %d", *st.ExitCode)
+	}
+	if st.ErrorKind != "" && st.ErrorKind != v1.ErrorExitCode {
+		how += fmt.Sprintf(" (%s: %s)", st.ErrorKind, st.Message)
+	}
+	return how
+}
+
+// jobList is job_list's answer: the task's background jobs, oldest first.
+func jobList(execs []v1.Execution, task string) string {
+	var jobs []*v1.Execution
+	for i := range execs {
+		if e := &execs[i]; e.Spec.TaskRef.Name == task && tools.IsBackground(e.Spec.Tool, e.Spec.Input.Raw) {
+			jobs = append(jobs, e)
+		}
+	}
+	if len(jobs) == 0 {
+		return "AgentTask " + task + " has no background jobs.\n"
+	}
+	sort.Slice(jobs, func(i, j int) bool {
+		a, b := jobs[i].CreationTimestamp, jobs[j].CreationTimestamp
+		return a.Before(&b) || (a.Equal(&b) && jobs[i].Name < jobs[j].Name)
+	})
+	var b strings.Builder
+	for _, job := range jobs {
+		state := "running"
+		switch {
+		case executor.IsFinished(&job.Status):
+			state = "ended, " + endedAs(&job.Status)
+		case job.Status.Background == nil:
+			state = "starting"
+		}
+		var in tools.BashInput
+		_ = json.Unmarshal(job.Spec.Input.Raw, &in)
+		command := strings.Join(strings.Fields(in.Command), " ")
+		if r := []rune(command); len(r) > jobCommandShown {
+			command = string(r[:jobCommandShown]) + "…"
+		}
+		fmt.Fprintf(&b, "%s\t%s\t%s\n", job.Name, state, command)
+	}
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
