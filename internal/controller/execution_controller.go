@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -133,7 +134,7 @@ func newExecutionReconciler(mgr ctrl.Manager, opts Options) (*ExecutionReconcile
 		Logs:      executor.PodLogReader{Clientset: clientset},
 		Recorder:  mgr.GetEventRecorder("toolgate-execution"),
 		Now:       time.Now,
-		sessions:  newSessionCalls(sessionExec, time.Now),
+		sessions:  newSessionCalls(sessionExec, mgr.GetAPIReader(), time.Now),
 	}, nil
 }
 
@@ -674,6 +675,7 @@ func (r *ExecutionReconciler) reconcileSession(ctx context.Context, exec *toolga
 		obs     executor.Observation
 		refused *refusal
 		deliver string
+		podUID  types.UID
 		requeue time.Duration
 	)
 	switch {
@@ -729,7 +731,7 @@ func (r *ExecutionReconciler) reconcileSession(ctx context.Context, exec *toolga
 		}
 		if refused = why; refused == nil {
 			var waiting string
-			if waiting, refused, err = r.readySession(ctx, exec); err != nil {
+			if waiting, podUID, refused, err = r.readySession(ctx, exec); err != nil {
 				return ctrl.Result{}, err
 			}
 			name := executor.ExecutionSession(exec)
@@ -755,12 +757,12 @@ func (r *ExecutionReconciler) reconcileSession(ctx context.Context, exec *toolga
 		return ctrl.Result{RequeueAfter: requeue}, nil
 	}
 	if deliver != "" {
-		r.sessions.deliver(ctx, exec, deliver)
+		r.sessions.deliver(ctx, exec, deliver, podUID)
 	}
 	if executor.IsFinished(&exec.Status) {
 		r.sessions.forget(exec.UID)
 		failpoint.Reached(failpoint.ResultRead)
-		if obs.Session != nil && executor.SessionTainted(&exec.Status) {
+		if obs.Session != nil && (obs.Session.Run == nil || obs.Session.Run.NotRun == "") && executor.SessionTainted(&exec.Status) {
 			if err := r.retireSession(ctx, exec.Namespace, exec.Status.SessionName); err != nil {
 				return ctrl.Result{}, err
 			}
@@ -785,16 +787,17 @@ func (r *ExecutionReconciler) retireSession(ctx context.Context, namespace, name
 	return deleteSessionPod(ctx, r.Client, pod)
 }
 
-// readySession returns "" when the Execution's session pod takes calls, else why
+// readySession returns "" and the pod's UID when the Execution's session pod takes
+// calls, else why
 // the call waits: the session is started when it does not exist, and replaced when
 // it died. A pod under the session's name that is not the task's session is a
 // refusal. The NetworkPolicy of the call's walls is made first, as for a Job.
-func (r *ExecutionReconciler) readySession(ctx context.Context, exec *toolgatev1alpha1.Execution) (string, *refusal, error) {
+func (r *ExecutionReconciler) readySession(ctx context.Context, exec *toolgatev1alpha1.Execution) (string, types.UID, *refusal, error) {
 	task := &toolgatev1alpha1.AgentTask{}
 	if err := getFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.TaskRef.Name}, task); apierrors.IsNotFound(err) {
-		return "", refuse(EventChainBroken, "AgentTask %s is gone: its session cannot be started", exec.Spec.TaskRef.Name), nil
+		return "", "", refuse(EventChainBroken, "AgentTask %s is gone: its session cannot be started", exec.Spec.TaskRef.Name), nil
 	} else if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	name := executor.ExecutionSession(exec)
 	pod := &corev1.Pod{}
@@ -802,34 +805,34 @@ func (r *ExecutionReconciler) readySession(ctx context.Context, exec *toolgatev1
 	if apierrors.IsNotFound(err) {
 		refused, err := startSession(ctx, r.Client, r.APIReader, r.Scheme, task, exec.Spec.Sandbox, r.Options.RunnerImage)
 		if err != nil || refused != nil {
-			return "", refused, err
+			return "", "", refused, err
 		}
-		return fmt.Sprintf("session pod %s is starting", name), nil, nil
+		return fmt.Sprintf("session pod %s is starting", name), "", nil, nil
 	} else if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	if refused, err := sessionInTheWay(pod, task, exec.Spec.Sandbox); errors.Is(err, errEarlierTask) {
-		return fmt.Sprintf("session pod %s: %v", name, err), nil, nil
+		return fmt.Sprintf("session pod %s: %v", name, err), "", nil, nil
 	} else if err != nil || refused != nil {
-		return "", refused, err
+		return "", "", refused, err
 	}
 	if ended, why := executor.SessionEnded(pod); ended && pod.DeletionTimestamp.IsZero() {
 		if err := deleteSessionPod(ctx, r.Client, pod); err != nil {
-			return "", nil, err
+			return "", "", nil, err
 		}
-		return why + "; a new session is started for this call", nil, nil
+		return why + "; a new session is started for this call", "", nil, nil
 	}
 	if ready, why := executor.SessionReady(pod); !ready {
-		return why, nil, nil
+		return why, "", nil, nil
 	}
 	// The policy made before the pod may have been deleted since: the call still
 	// runs only behind it.
 	policy, err := executor.BuildNetworkPolicy(exec)
 	if err != nil {
-		return "", refuse(EventChainBroken, "%s", err), nil
+		return "", "", refuse(EventChainBroken, "%s", err), nil
 	}
 	refused, err := ensureNetworkPolicy(ctx, r.Client, r.APIReader, policy)
-	return "", refused, err
+	return "", pod.UID, refused, err
 }
 
 // executionsOfSession maps a session pod to the unfinished Executions of its task

@@ -51,6 +51,8 @@ const sessionExecGrace = 30 * time.Second
 // runs them again).
 type sessionCalls struct {
 	exec executor.SessionExecutor
+	// pods reads a session pod fresh, for a call that waited for its turn.
+	pods client.Reader
 	// wake is the Execution controller's source: a finished run, or a background
 	// job that started, is sent here.
 	wake chan event.GenericEvent
@@ -137,9 +139,10 @@ type sessionTurn struct {
 	users int
 }
 
-func newSessionCalls(exec executor.SessionExecutor, now func() time.Time) *sessionCalls {
+func newSessionCalls(exec executor.SessionExecutor, pods client.Reader, now func() time.Time) *sessionCalls {
 	return &sessionCalls{
 		exec:     exec,
+		pods:     pods,
 		wake:     make(chan event.GenericEvent, 1024),
 		now:      now,
 		inFlight: map[types.UID]*sessionCall{},
@@ -253,7 +256,8 @@ func (s *sessionCalls) spares(pod string) []runner.Process {
 	return out
 }
 
-func (s *sessionCalls) acquire(key string) *sessionTurn {
+// acquire takes the session's turn, and says whether it had to wait for it.
+func (s *sessionCalls) acquire(key string) (*sessionTurn, bool) {
 	s.mu.Lock()
 	t := s.sessions[key]
 	if t == nil {
@@ -262,8 +266,13 @@ func (s *sessionCalls) acquire(key string) *sessionTurn {
 	}
 	t.users++
 	s.mu.Unlock()
+	select {
+	case t.lock <- struct{}{}:
+		return t, false
+	default:
+	}
 	t.lock <- struct{}{}
-	return t
+	return t, true
 }
 
 func (s *sessionCalls) release(key string, t *sessionTurn) {
@@ -277,7 +286,11 @@ func (s *sessionCalls) release(key string, t *sessionTurn) {
 
 // deliver starts the call in its session pod, in the background: ctx is the
 // controller's, whose end closes the call's stream.
-func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod string) {
+//
+// The call runs in the pod of uid: one that waited for its turn checks the pod
+// again first, and does not run in a pod that replaced it meanwhile (an idle
+// session stopped, a task re-created under the same name).
+func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod string, uid types.UID) {
 	inv := executor.BuildInvocation(exec)
 	key := exec.Namespace + "/" + pod
 	callCtx, cancel := context.WithCancelCause(ctx)
@@ -294,7 +307,7 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 	s.inFlight[exec.UID] = call
 	s.mu.Unlock()
 	wake := &v1.Execution{ObjectMeta: metav1.ObjectMeta{Namespace: exec.Namespace, Name: exec.Name}}
-	uid, namespace, timeout := exec.UID, exec.Namespace, time.Duration(exec.Spec.TimeoutSeconds)*time.Second+sessionExecGrace
+	execUID, namespace, timeout := exec.UID, exec.Namespace, time.Duration(exec.Spec.TimeoutSeconds)*time.Second+sessionExecGrace
 	maxOutput := int(exec.Spec.MaxOutputBytes)
 	notify := func() {
 		select {
@@ -304,14 +317,20 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 	}
 	go func() {
 		defer cancel(nil)
-		turn := s.acquire(key)
+		turn, waited := s.acquire(key)
 		var releaseOnce sync.Once
 		release := func() { releaseOnce.Do(func() { s.release(key, turn) }) }
 		// The spared jobs are read once the turn is held: no job starts without it.
 		inv.Spare = s.spares(key)
 		invocation, err := json.Marshal(inv)
 		var run *executor.SessionRun
+		var notRun string
+		if waited {
+			notRun = s.replaced(callCtx, namespace, pod, uid)
+		}
 		switch {
+		case notRun != "":
+			run = &executor.SessionRun{StartedAt: s.now(), FinishedAt: s.now(), NotRun: notRun}
 		case err != nil:
 			run = &executor.SessionRun{StartedAt: s.now(), FinishedAt: s.now(), Err: fmt.Errorf("encoding the runner's invocation: %w", err)}
 		case call.job != nil:
@@ -330,13 +349,34 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 			run = s.runCall(callCtx, call.hangUp, namespace, pod, invocation, stdout, stderr, timeout)
 			run.Output, run.Result = stdout.Bytes(), bytes.TrimSpace(stderr.Bytes())
 		}
+		if run.Err != nil && executor.NeverOpened(run.Err) {
+			run.NotRun = fmt.Sprintf("the exec into session pod %s was refused before it started (%v)", pod, run.Err)
+		}
 		release()
 		s.mu.Lock()
-		delete(s.inFlight, uid)
-		s.done[uid], s.doneOf[call.exec] = run, uid
+		delete(s.inFlight, execUID)
+		s.done[execUID], s.doneOf[call.exec] = run, execUID
 		s.mu.Unlock()
 		notify()
 	}()
+}
+
+// replaced says why the session pod is no longer the one of uid (gone, replaced, or
+// being deleted), or "" when it still is, or cannot be read (the exec then says).
+func (s *sessionCalls) replaced(ctx context.Context, namespace, name string, uid types.UID) string {
+	pod := &corev1.Pod{}
+	err := s.pods.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod)
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("session pod %s was deleted while the call waited for its turn", name)
+	case err != nil:
+		return ""
+	case pod.UID != uid:
+		return fmt.Sprintf("session pod %s was replaced by another pod of the name while the call waited for its turn", name)
+	case pod.DeletionTimestamp != nil:
+		return fmt.Sprintf("session pod %s is being deleted since the call began to wait for its turn", name)
+	}
+	return ""
 }
 
 // runCall execs the runner with the invocation as stdin's first line, stdin held

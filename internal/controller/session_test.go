@@ -514,3 +514,46 @@ func TestBackgroundJobsNeedASession(t *testing.T) {
 	}
 	mustContain(t, "summary", obs.Summary, "spec.input.runInBackground", "isolation: Session")
 }
+
+// A call queued behind another in its session does not run in a pod that replaced
+// its session while it waited: it ends "not run", saying why, leaves the workspace
+// alone, and does not retire the new session, where the next call runs.
+func TestAQueuedCallNeverRunsInAReplacedSession(t *testing.T) {
+	p, l := startSessionPipeline(t)
+	p.task("q", v1.ModeAuto, sessionTask())
+	ws := l.workspace("q-workspace")
+	p.propose("q", 0, 0, v1.ToolBash, `{"command":"touch started; sleep 30"}`)
+	p.eventually("the first call started", func() (bool, string) {
+		_, err := os.Stat(filepath.Join(ws, "started"))
+		return err == nil, fmt.Sprint(err)
+	})
+	p.propose("q", 0, 1, v1.ToolBash, `{"command":"echo queued > queued.txt"}`)
+	p.eventually("the second call was delivered and waits for its turn", func() (bool, string) {
+		e := &v1.Execution{}
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: "q-t0-1"}, e); err != nil {
+			return false, err.Error()
+		}
+		return e.Status.Phase == v1.ExecutionRunning, string(e.Status.Phase)
+	})
+	first := getExecution(t, p.ns, "q-t0-0")
+	pod := &corev1.Pod{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: first.Status.SessionName}, pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	p.observed("q-t0-1")
+	queued := getExecution(t, p.ns, "q-t0-1")
+	if queued.Status.ErrorKind != v1.ErrorException {
+		t.Fatalf("the queued call: %+v", queued.Status)
+	}
+	mustContain(t, "the queued call's message", queued.Status.Message, "not run: session pod "+pod.Name, "while the call waited for its turn", "nothing of the call ran")
+	if _, err := os.Stat(filepath.Join(ws, "queued.txt")); err == nil {
+		t.Fatal("the queued call ran in the replacement session")
+	}
+	p.propose("q", 1, 0, v1.ToolBash, `{"command":"echo next > next.txt"}`)
+	if obs := p.observed("q-t1-0").Status.Observation; obs.Outcome != v1.OutcomeSucceeded {
+		t.Fatalf("the next call: %+v", obs)
+	}
+}

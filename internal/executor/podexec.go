@@ -7,6 +7,7 @@ import (
 	"io"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -20,6 +21,14 @@ import (
 // connection, or the stream broke before the process's exit was reported).
 type SessionExecutor interface {
 	Exec(ctx context.Context, namespace, pod string, stdin io.Reader, stdout, stderr io.Writer) (exitCode int32, err error)
+}
+
+// NeverOpened reports whether an exec's error came before its stream opened: the API
+// server or the kubelet refused it (the pod is gone, admission refused the exec, the
+// container is not running), so the command never started.
+func NeverOpened(err error) bool {
+	return httpstream.IsUpgradeFailure(err) || apierrors.IsNotFound(err) || apierrors.IsForbidden(err) ||
+		apierrors.IsBadRequest(err) || apierrors.IsInvalid(err) || apierrors.IsUnauthorized(err)
 }
 
 // PodExec is the SessionExecutor of a cluster: the pods/exec subresource through the

@@ -147,6 +147,10 @@ type SessionRun struct {
 	Result []byte
 	// Output is what it sent on stdout (runner.Capture).
 	Output []byte
+	// NotRun says why the call never started, when it is known not to have: its
+	// session pod was replaced while it waited for its turn, or the exec was refused
+	// before its stream opened (NeverOpened).
+	NotRun string
 	// JobStartedAt is when a background job's runner reported it started; zero for
 	// other calls.
 	JobStartedAt time.Time
@@ -205,6 +209,10 @@ func projectSession(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1
 		st.StartTime = s.Started
 		st.Phase = toolgatev1alpha1.ExecutionRunning
 		return toolgatev1alpha1.ReasonSessionRunning
+	case s.Run.NotRun != "":
+		st.StartTime = s.Started
+		st.CompletionTime = ptr.To(metav1.NewTime(s.Run.FinishedAt))
+		return failed(toolgatev1alpha1.ErrorException, fmt.Sprintf("not run: %s; nothing of the call ran, and it is not run again: propose it again", s.Run.NotRun))
 	case s.Run.Err != nil && s.Stopped != "":
 		st.StartTime = s.Started
 		st.CompletionTime = ptr.To(metav1.NewTime(s.Run.FinishedAt))

@@ -31,6 +31,12 @@ import (
 //     (OutputBudgets). stderr carries the Result as compact JSON, last. The exit
 //     code is ProcessExitCode, as in a Job. Before the Result is written every
 //     descendant of the runner is killed (Sweep).
+//   - A background job (Invocation.Background) is `runner exec` too: its first line
+//     on stderr is Started (the runner's pid and start time), written before the
+//     tool starts; its output goes to stdout as it comes (the controller keeps head
+//     and tail), and the Result follows Started on stderr when the job ends. It kills
+//     only what is below it when it ends (Sweep): other calls run beside it. Every
+//     other call spares the jobs it is given (Invocation.Spare, KillOthers).
 //   - Both mark themselves non-dumpable (MakeNonDumpable), so that a process of the
 //     same uid (a call's tool) can neither ptrace them nor open their /proc files:
 //     a call's invocation, output and Result are out of reach of other processes.

@@ -33,7 +33,7 @@ var _ = Describe("A task's sessions", func() {
 			ObjectMeta: metav1.ObjectMeta{Name: "session", Namespace: ns},
 			Spec: toolgatev1alpha1.ToolPolicySpec{Rules: []toolgatev1alpha1.PolicyRule{{
 				Name: "shell", Action: toolgatev1alpha1.RuleAllow,
-				Match:  toolgatev1alpha1.RuleMatch{Tools: []toolgatev1alpha1.ToolName{toolgatev1alpha1.ToolBash}},
+				Match:  toolgatev1alpha1.RuleMatch{Tools: []toolgatev1alpha1.ToolName{toolgatev1alpha1.ToolBash, toolgatev1alpha1.ToolJobOutput, toolgatev1alpha1.ToolJobKill}},
 				Reason: "The spec's commands are its own.",
 			}}},
 		})).To(Succeed())
@@ -50,8 +50,8 @@ var _ = Describe("A task's sessions", func() {
 	})
 
 	turn := int32(0)
-	// create proposes a bash call of the next turn and returns at once.
-	create := func(ctx SpecContext, input map[string]any) *toolgatev1alpha1.ToolIntent {
+	// createTool proposes a call of the next turn and returns at once.
+	createTool := func(ctx SpecContext, tool toolgatev1alpha1.ToolName, input map[string]any) *toolgatev1alpha1.ToolIntent {
 		GinkgoHelper()
 		turn++
 		raw, err := json.Marshal(input)
@@ -60,11 +60,16 @@ var _ = Describe("A task's sessions", func() {
 			ObjectMeta: metav1.ObjectMeta{Name: intentName(task, turn), Namespace: ns},
 			Spec: toolgatev1alpha1.ToolIntentSpec{
 				TaskRef: toolgatev1alpha1.LocalObjectReference{Name: task}, Turn: turn,
-				Tool: toolgatev1alpha1.ToolBash, Input: runtime.RawExtension{Raw: raw}, RequestedBy: me,
+				Tool: tool, Input: runtime.RawExtension{Raw: raw}, RequestedBy: me,
 			},
 		}
 		Expect(k8s.Create(ctx, intent)).To(Succeed())
 		return intent
+	}
+	// create proposes a bash call of the next turn and returns at once.
+	create := func(ctx SpecContext, input map[string]any) *toolgatev1alpha1.ToolIntent {
+		GinkgoHelper()
+		return createTool(ctx, toolgatev1alpha1.ToolBash, input)
 	}
 	// propose proposes a bash command and waits for its observation.
 	propose := func(ctx SpecContext, command string) (*toolgatev1alpha1.ToolIntent, *toolgatev1alpha1.Execution) {
@@ -129,6 +134,56 @@ var _ = Describe("A task's sessions", func() {
 		Expect(second.Status.SessionName).To(Equal(first.Status.SessionName), "both calls must run in the same session")
 		Expect(intent.Status.Observation.Summary).To(ContainSubstring("gone"))
 		Expect(intent.Status.Observation.Summary).NotTo(ContainSubstring("sleep 30"))
+	})
+
+	It("keeps a background job alive beside later calls until job_kill, and stops the rest with the task", func(ctx SpecContext) {
+		By("a background job starts, and its call is observed at once")
+		job := observedIntent(ctx, create(ctx, map[string]any{"command": "echo $$ > job.pid; while :; do echo tick; sleep 0.2; done", "runInBackground": true}))
+		Expect(job.Status.Observation.Summary).To(ContainSubstring("[background job started: "+job.Name+"]"), job.Status.Observation.Summary)
+
+		By("it outlives its call and the next ones, which run while it does; what they leave behind is still killed")
+		_, next := propose(ctx, "sleep 1; if kill -0 $(cat job.pid); then echo job-alive; fi; (setsid sleep 301 > /dev/null 2>&1 &); sleep 302 > /dev/null 2>&1 & echo $! > left.pid")
+		Expect(next.Status.Output).To(ContainSubstring("job-alive"))
+		Expect(next.Status.SessionName).To(Equal(executionOf(ctx, job).Status.SessionName), "the job and the next call must share the session")
+		_, again := propose(ctx, "if kill -0 $(cat job.pid); then echo still-alive; fi; if kill -0 $(cat left.pid) 2>/dev/null; then echo left-alive; else echo left-gone; fi; ps -o pid,args | grep 'sleep 30[12]' || true")
+		Expect(again.Status.Output).To(ContainSubstring("still-alive"), "a call's sweep after it ended killed the job")
+		Expect(again.Status.Output).To(ContainSubstring("left-gone"), "a process an earlier call left behind survived beside the job")
+		Expect(again.Status.Output).NotTo(ContainSubstring("sleep 30"), "a process an earlier call left behind survived beside the job")
+
+		By("job_output shows what it printed so far")
+		out := observedIntent(ctx, createTool(ctx, toolgatev1alpha1.ToolJobOutput, map[string]any{"job": job.Name}))
+		Expect(out.Status.Observation.Summary).To(ContainSubstring("[job "+job.Name+": running since"), out.Status.Observation.Summary)
+		Expect(out.Status.Observation.Summary).To(ContainSubstring("tick\ntick\n"))
+
+		By("job_kill stops its whole tree")
+		kill := observedIntent(ctx, createTool(ctx, toolgatev1alpha1.ToolJobKill, map[string]any{"job": job.Name}))
+		Expect(kill.Status.Observation.Summary).To(ContainSubstring("job "+job.Name+" was stopped"), kill.Status.Observation.Summary)
+		Eventually(func(g Gomega) {
+			killed := executionOf(ctx, job)
+			g.Expect(killed.Status.ErrorKind).To(Equal(toolgatev1alpha1.ErrorAborted), killed.Status.Message)
+			g.Expect(killed.Status.Message).To(ContainSubstring(kill.Name + " (job_kill) stopped it"))
+			g.Expect(killed.Status.Output).To(ContainSubstring("tick"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		_, after := propose(ctx, "if kill -0 $(cat job.pid) 2>/dev/null; then echo job-alive; else echo job-gone; fi")
+		Expect(after.Status.SessionName).To(Equal(next.Status.SessionName))
+		Expect(after.Status.Output).To(ContainSubstring("job-gone"))
+
+		By("a job still running when its task ends is stopped with it")
+		second := observedIntent(ctx, create(ctx, map[string]any{"command": "sleep 600", "runInBackground": true}))
+		t := &toolgatev1alpha1.AgentTask{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: task}, t)).To(Succeed())
+		t.Spec.Cancel = true
+		Expect(k8s.Update(ctx, t)).To(Succeed())
+		Eventually(func(g Gomega) {
+			exec := executionOf(ctx, second)
+			g.Expect(exec.Status.ErrorKind).To(Equal(toolgatev1alpha1.ErrorAborted), exec.Status.Message)
+			g.Expect(exec.Status.Message).To(ContainSubstring("AgentTask " + task + " ended"))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+		Eventually(func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{executor.LabelSession})).To(Succeed())
+			g.Expect(pods.Items).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 	})
 
 	It("replaces a session whose call stopped its own runner, so what it left running never sees the next call", func(ctx SpecContext) {
