@@ -512,6 +512,48 @@ func TestOutputOfASessionCall(t *testing.T) {
 	}
 }
 
+// A background job running in its session has no output to print yet, and says
+// where it is; a job tool's answer, which no pod ran, prints from its Execution.
+func TestOutputOfBackgroundJobsAndJobTools(t *testing.T) {
+	ns := testNamespace(t)
+	task, intents, _, executions := fixtureTask(ns)
+	record(t, task)
+	var intent *v1.ToolIntent
+	for i := range intents {
+		if intents[i].Name == "fix-tests-read" {
+			intent = &intents[i]
+		}
+	}
+	job := executions[0].DeepCopy()
+	job.Status = v1.ExecutionStatus{
+		Phase: v1.ExecutionRunning, SessionName: "toolgate-session-0123456789abcdef0123", PodName: "toolgate-session-0123456789abcdef0123",
+		Background: &v1.BackgroundStatus{StartedAt: metav1.Now()},
+		Conditions: []metav1.Condition{{Type: v1.ConditionComplete, Status: metav1.ConditionFalse, Reason: v1.ReasonSessionRunning, Message: "running", LastTransitionTime: metav1.Now()}},
+	}
+	record(t, intent, job)
+	code, _, errOut := kubectl(t, adminUser, ns, "", "output", "fix-tests-read")
+	if code != 1 || !strings.Contains(errOut, "is a background job running in session pod toolgate-session-0123456789abcdef0123") || !strings.Contains(errOut, "job_output") {
+		t.Fatalf("output of a running job: exit %d, stderr %q", code, errOut)
+	}
+
+	answered := &v1.Execution{}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(job), answered); err != nil {
+		t.Fatal(err)
+	}
+	const answer = "[job fix-tests-j: running since 2026-12-02T00:00:00Z, 5 bytes of output so far]\ntick\n"
+	answered.Status = v1.ExecutionStatus{
+		Phase: v1.ExecutionSucceeded, ExitCode: ptr.To[int32](0), Output: answer,
+		Conditions: []metav1.Condition{{Type: v1.ConditionComplete, Status: metav1.ConditionTrue, Reason: v1.ReasonJobToolAnswered, Message: "answered", LastTransitionTime: metav1.Now()}},
+	}
+	if err := env.Client.Status().Update(t.Context(), answered); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := kubectl(t, adminUser, ns, "", "output", "fix-tests-read")
+	if code != 0 || out != answer {
+		t.Fatalf("output of a job tool: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
 func TestPendingApprovalsAreListedOldestFirst(t *testing.T) {
 	ns := testNamespace(t)
 	for _, name := range []string{"first", "second", "third"} {

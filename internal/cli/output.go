@@ -74,10 +74,18 @@ holds all of it, else the command says where the rest is.`,
 					_, err := io.WriteString(o.Streams.Out, exec.Status.Output)
 					return err
 				}
+				if !executor.IsFinished(&exec.Status) && exec.Status.Background != nil {
+					return fmt.Errorf("the Execution %s is a background job running in session pod %s; its output is here once it ended (job_output shows its output so far, to the task that started it)", exec.Name, session)
+				}
 				if !executor.IsFinished(&exec.Status) {
 					return fmt.Errorf("the Execution %s runs in session pod %s (phase %s); its output is known once it finished: try again then", exec.Name, session, orDash(string(exec.Status.Phase)))
 				}
 				return fmt.Errorf("the Execution %s ran in session pod %s, which keeps no log of a call, and its status does not hold the whole output (cut, masked or missing). %s", exec.Name, session, elsewhere(exec))
+			}
+			if executor.AnsweredByController(&exec.Status) {
+				// A background-job tool ran in no pod: its answer is the Execution's.
+				_, err := io.WriteString(o.Streams.Out, exec.Status.Output)
+				return err
 			}
 			pod := exec.Status.PodName
 			if pod == "" {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 )
 
@@ -34,6 +36,15 @@ func TestRenderTrace(t *testing.T) {
 	}
 	if !strings.Contains(sessionText.String(), ", session toolgate-session-0123456789abcdef0123") {
 		t.Errorf("the trace does not name the call's session:\n%s", sessionText.String())
+	}
+	// A background job says so, and who stopped it.
+	session.Status.Background = &v1.BackgroundStatus{StartedAt: metav1.NewTime(time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)), StoppedBy: "ToolIntent fix-tests-t4-0 (job_kill) stopped it"}
+	var jobText bytes.Buffer
+	if err := RenderTrace(&jobText, BuildTrace(task, intents, approvals, append([]v1.Execution{*session}, executions[1:]...))); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(jobText.String(), ", background job started 2026-12-02T01:00:00Z (stopped: ToolIntent fix-tests-t4-0 (job_kill) stopped it)") {
+		t.Errorf("the trace does not show the background job:\n%s", jobText.String())
 	}
 
 	// Secrets in the input and the reason never reach the output, in either form.

@@ -90,21 +90,22 @@ type ApprovalTrace struct {
 
 // ExecutionTrace is the invocation that ran the call.
 type ExecutionTrace struct {
-	Name           string            `json:"name"`
-	Phase          v1.ExecutionPhase `json:"phase,omitempty"`
-	JobName        string            `json:"jobName,omitempty"`
-	SessionName    string            `json:"sessionName,omitempty"`
-	PodName        string            `json:"podName,omitempty"`
-	ExitCode       *int32            `json:"exitCode,omitempty"`
-	DurationMillis int64             `json:"durationMillis,omitempty"`
-	Duration       string            `json:"duration,omitempty"`
-	ErrorKind      v1.ErrorKind      `json:"errorKind,omitempty"`
-	Message        string            `json:"message,omitempty"`
-	StartTime      *metav1.Time      `json:"startTime,omitempty"`
-	CompletionTime *metav1.Time      `json:"completionTime,omitempty"`
-	LogRef         string            `json:"logRef,omitempty"`
-	ArtifactPath   string            `json:"artifactPath,omitempty"`
-	Truncated      bool              `json:"truncated,omitempty"`
+	Name           string               `json:"name"`
+	Phase          v1.ExecutionPhase    `json:"phase,omitempty"`
+	JobName        string               `json:"jobName,omitempty"`
+	SessionName    string               `json:"sessionName,omitempty"`
+	Background     *v1.BackgroundStatus `json:"background,omitempty"`
+	PodName        string               `json:"podName,omitempty"`
+	ExitCode       *int32               `json:"exitCode,omitempty"`
+	DurationMillis int64                `json:"durationMillis,omitempty"`
+	Duration       string               `json:"duration,omitempty"`
+	ErrorKind      v1.ErrorKind         `json:"errorKind,omitempty"`
+	Message        string               `json:"message,omitempty"`
+	StartTime      *metav1.Time         `json:"startTime,omitempty"`
+	CompletionTime *metav1.Time         `json:"completionTime,omitempty"`
+	LogRef         string               `json:"logRef,omitempty"`
+	ArtifactPath   string               `json:"artifactPath,omitempty"`
+	Truncated      bool                 `json:"truncated,omitempty"`
 	// Walls are the decision's walls the Execution was built with; ReadOnlyWorkspace
 	// and Network are the sandbox it ran in, with the walls applied.
 	Walls             *v1.SandboxWalls `json:"walls,omitempty"`
@@ -249,6 +250,7 @@ func executionTrace(e *v1.Execution) *ExecutionTrace {
 		Phase:          st.Phase,
 		JobName:        st.JobName,
 		SessionName:    st.SessionName,
+		Background:     st.Background,
 		PodName:        st.PodName,
 		ExitCode:       st.ExitCode,
 		DurationMillis: st.DurationMillis,
@@ -375,6 +377,12 @@ func renderIntent(b *strings.Builder, it IntentTrace) {
 		}
 		if e.SessionName != "" {
 			text += ", session " + e.SessionName
+		}
+		if b := e.Background; b != nil {
+			text += ", background job started " + timestamp(b.StartedAt.Time)
+			if b.StoppedBy != "" {
+				text += " (stopped: " + b.StoppedBy + ")"
+			}
 		}
 		if e.ExitCode != nil {
 			text += fmt.Sprintf(", exit code %d", *e.ExitCode)

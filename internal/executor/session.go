@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -269,6 +270,13 @@ func SessionLog(kept []byte, total int64, maxOutputBytes int32) LogText {
 		log.Head, log.Tail = kept[:headBudget], kept[headBudget:]
 	}
 	return log
+}
+
+// AnsweredByController reports whether the Execution was a background-job tool the
+// controller answered (no pod ran it).
+func AnsweredByController(status *toolgatev1alpha1.ExecutionStatus) bool {
+	c := meta.FindStatusCondition(status.Conditions, toolgatev1alpha1.ConditionComplete)
+	return c != nil && c.Reason == toolgatev1alpha1.ReasonJobToolAnswered
 }
 
 // SessionTainted reports whether a finished session call leaves its session
