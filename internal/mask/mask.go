@@ -38,7 +38,7 @@ var patterns = []struct {
 	// assignments, flags and JSON: token=..., "password": "...", --api-key ..., Authorization: Bearer ...
 	{regexp.MustCompile(`(?i)(\b(?:x-)?(?:[a-z0-9]+[-_])*` + secretName + `["']?\s*[:=]\s*["']?)(?:(?:basic|bearer|token)\s+)?[^\s"'&,;}]{3,}`), "${1}" + Masked, 1},
 	// The same names as command-line flags: --api-key VALUE, --password VALUE.
-	{regexp.MustCompile(`(?i)(--?(?:[a-z0-9]+-)*` + secretName + `\s+)[^\s-][^\s]{2,}`), "${1}" + Masked, 1},
+	{regexp.MustCompile(`(?i)(--?(?:[a-z0-9]+-)*` + secretName + `[ \t]+)[^\s-][^\s]{2,}`), "${1}" + Masked, 1},
 	// A bearer token anywhere else.
 	{regexp.MustCompile(`(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}`), "Bearer " + Masked, 0},
 	// Well-known key shapes.

@@ -18,6 +18,7 @@ func TestSecrets(t *testing.T) {
 		{"env assignment", "export GITHUB_TOKEN=abc123def456 && make", []string{"abc123def456"}, []string{"make"}},
 		{"json password", `{"user":"bob","password":"hunter22"}`, []string{"hunter22"}, []string{`"user":"bob"`}},
 		{"flag api key", "tool --api-key zzzzyyyyxxxx run", []string{"zzzzyyyyxxxx"}, []string{"run"}},
+		{"a flag's value is on its line", "sa-absent\nno-token\nroot-read-only\n", nil, []string{"no-token\nroot-read-only\n"}},
 		{"openai key", "key is sk-proj-ABCDEFGH12345678", []string{"ABCDEFGH12345678"}, []string{"key is"}},
 		{"aws key", "AKIAABCDEFGHIJKLMNOP in config", []string{"AKIAABCDEFGHIJKLMNOP"}, []string{"in config"}},
 		{"github token", "ghp_0123456789abcdefghijABCDEFGHIJ", []string{"ghp_0123456789abcdefghij"}, nil},
