@@ -406,17 +406,29 @@ func (s *sessionCalls) runCall(ctx context.Context, hangUp <-chan struct{}, name
 	return run
 }
 
-// boundedBuffer keeps the first limit bytes written to it and drops the rest.
+// boundedBuffer keeps the first limit bytes written to it and drops the rest. It
+// is locked: an exec cut at its deadline may return before its stream's copiers
+// stop writing.
 type boundedBuffer struct {
-	bytes.Buffer
+	mu    sync.Mutex
+	buf   bytes.Buffer
 	limit int
 }
 
 func (b *boundedBuffer) Write(p []byte) (int, error) {
-	if room := b.limit - b.Len(); room > 0 {
-		b.Buffer.Write(p[:min(room, len(p))])
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := b.limit - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(room, len(p))])
 	}
 	return len(p), nil
+}
+
+// Bytes is a copy of what was kept.
+func (b *boundedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
 }
 
 // startedWriter is a background job's stderr: its first line, when it is the

@@ -557,3 +557,51 @@ func TestAQueuedCallNeverRunsInAReplacedSession(t *testing.T) {
 		t.Fatalf("the next call: %+v", obs)
 	}
 }
+
+// A task set to PerCall while a call runs in its session lets the call end before
+// its sessions go: the call succeeds, then the sessions are deleted.
+func TestSessionsWithACallInThemOutliveASwitchToPerCall(t *testing.T) {
+	p, l := startSessionPipeline(t)
+	p.task("sw", v1.ModeAuto, sessionTask())
+	ws := l.workspace("sw-workspace")
+	p.propose("sw", 0, 0, v1.ToolBash, `{"command":"touch started; sleep 3; echo finished"}`)
+	p.eventually("the call started", func() (bool, string) {
+		_, err := os.Stat(filepath.Join(ws, "started"))
+		return err == nil, fmt.Sprint(err)
+	})
+	task := p.getTask("sw")
+	task.Spec.Sandbox.Isolation = v1.IsolationPerCall
+	if err := env.Client.Update(t.Context(), task); err != nil {
+		t.Fatal(err)
+	}
+	if obs := p.observed("sw-t0-0").Status.Observation; obs.Outcome != v1.OutcomeSucceeded || !strings.Contains(obs.Summary, "finished") {
+		t.Fatalf("the call in the session when the task switched: %+v", obs)
+	}
+	p.eventually("no session left", func() (bool, string) {
+		return len(sessionPods(t, p.ns)) == 0, fmt.Sprint(len(sessionPods(t, p.ns)))
+	})
+}
+
+// Deleting an Execution while its call runs stops the call: nothing is left to
+// record it.
+func TestDeletingAnExecutionStopsItsSessionCall(t *testing.T) {
+	p, l := startSessionPipeline(t)
+	p.task("del", v1.ModeAuto, sessionTask())
+	ws := l.workspace("del-workspace")
+	p.propose("del", 0, 0, v1.ToolBash, `{"command":"echo $$ > shell.pid; sleep 300"}`)
+	shell := 0
+	p.eventually("the call started", func() (bool, string) {
+		b, err := os.ReadFile(filepath.Join(ws, "shell.pid"))
+		shell, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return shell > 0, fmt.Sprint(err)
+	})
+	if err := env.Client.Delete(t.Context(), getExecution(t, p.ns, "del-t0-0")); err != nil {
+		t.Fatal(err)
+	}
+	p.eventually("the deleted Execution's call stopped", func() (bool, string) {
+		return syscall.Kill(shell, 0) != nil, fmt.Sprintf("pid %d alive", shell)
+	})
+	if obs := p.observed("del-t0-0").Status.Observation; obs.Outcome != v1.OutcomeAborted {
+		t.Fatalf("the intent of the deleted Execution: %+v", obs)
+	}
+}
