@@ -80,7 +80,7 @@ func untrusted(res *runner.Result, err error) {
 	if res.Message != "" {
 		msg = res.Message + "; " + msg
 	}
-	res.ErrorKind, res.Message = runner.KindException, msg
+	res.ErrorKind, res.Message, res.Unclean = runner.KindException, msg, true
 	if res.ExitCode == 0 {
 		res.ExitCode = 1
 	}

@@ -58,26 +58,22 @@ func execCall(workspace string, stdin io.Reader, stdout, stderr io.Writer) (res 
 	if err != nil {
 		return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: " + err.Error(), UID: os.Getuid()}, nil
 	}
-	maxOutput, background, spare := runner.SessionInvocation(line)
-	// In a session pod, nothing but its PID 1, this runner and the session's
-	// background jobs may be alive while the call runs, before the tool starts and
-	// after it ended (runner.KillOthers).
+	maxOutput, background := runner.SessionInvocation(line)
+	// In a session pod, nothing but its PID 1 and this runner may be alive while the
+	// call runs, before the tool starts and after it ended (runner.KillOthers). A
+	// background job has a session pod of its own.
 	inSession := runner.InSession("/proc")
 	if inSession {
-		if err := runner.KillOthers("/proc", runner.DefaultSweepBound, spare); err != nil {
+		if err := runner.KillOthers("/proc", runner.DefaultSweepBound); err != nil {
 			return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: the session is not clean: " + err.Error(), UID: os.Getuid()}, nil
 		}
 	}
 	capture := runner.NewCapture(maxOutput)
 	var log io.Writer = capture
 	if background {
-		// A background job: say it started, with what identifies its runner, then
-		// send its output as it comes (the controller keeps head and tail).
-		start, err := runner.ProcessStart("/proc", os.Getpid())
-		if err != nil {
-			return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: cannot read the runner's own start time: " + err.Error(), UID: os.Getuid()}, nil
-		}
-		started, _ := json.Marshal(runner.Started{Started: runner.Process{PID: os.Getpid(), Start: start}})
+		// A background job: say it started, then send its output as it comes (the
+		// controller keeps head and tail).
+		started, _ := json.Marshal(runner.Started{Started: true})
 		if _, err := stderr.Write(append(started, '\n')); err != nil {
 			return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: cannot report the job's start: " + err.Error(), UID: os.Getuid()}, nil
 		}
@@ -107,10 +103,8 @@ func execCall(workspace string, stdin io.Reader, stdout, stderr io.Writer) (res 
 	}
 	if err := runner.Sweep("/proc", runner.DefaultSweepBound); err != nil {
 		untrusted(&res, err)
-	} else if inSession && !background {
-		// A background job ends while other calls may run: it kills only what is
-		// below it (Sweep).
-		if err := runner.KillOthers("/proc", runner.DefaultSweepBound, spare); err != nil {
+	} else if inSession {
+		if err := runner.KillOthers("/proc", runner.DefaultSweepBound); err != nil {
 			untrusted(&res, err)
 		}
 	}

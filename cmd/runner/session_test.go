@@ -205,7 +205,7 @@ func TestKillInheritedKillsOrphansOfTheSession(t *testing.T) {
 }
 
 // A background job (Invocation.Background): the runner's first line on stderr says
-// it started and names the runner (pid and start time, as later calls spare it); its
+// it started; its
 // output comes on stdout as it is produced, not at the end; the end of its stream
 // stops it, kills what it started, and the Result, last on stderr, says why.
 func TestSessionExecRunsABackgroundJob(t *testing.T) {
@@ -231,11 +231,8 @@ func TestSessionExecRunsABackgroundJob(t *testing.T) {
 		t.Fatalf("no first line on stderr: %v", err)
 	}
 	var started runner.Started
-	if err := json.Unmarshal(first, &started); err != nil || started.Started.PID != cmd.Process.Pid {
-		t.Fatalf("first stderr line %q: want the runner's own pid %d (%v)", first, cmd.Process.Pid, err)
-	}
-	if start, err := runner.ProcessStart("/proc", cmd.Process.Pid); err != nil || start != started.Started.Start {
-		t.Errorf("reported start %d, /proc says %d (%v)", started.Started.Start, start, err)
+	if err := json.Unmarshal(first, &started); err != nil || !started.Started {
+		t.Fatalf("first stderr line %q: want the job's start (%v)", first, err)
 	}
 	// The output arrives while the job runs.
 	got := make([]byte, 0, 64)

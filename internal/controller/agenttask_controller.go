@@ -238,9 +238,13 @@ func (r *AgentTaskReconciler) keepSessions(ctx context.Context, task *v1.AgentTa
 	// stop deletes the sessions; but for a task that ended, not those with calls in
 	// them: a task that is not Ready for a while (its model unavailable), or was set
 	// to PerCall, lets its calls end first.
+	// A background job's own session goes too once the task is not Session: the
+	// job tools went with the isolation, and nobody could see or stop the job.
 	stop := func(ended bool) error {
+		perCall := task.Spec.Sandbox.Isolation != v1.IsolationSession
 		for name, pod := range own {
-			if busy[name] && !ended {
+			_, job := pod.Labels[executor.LabelJob]
+			if keep := busy[name] && !ended && (!job || !perCall); keep {
 				continue
 			}
 			if err := deleteSessionPod(ctx, r.Client, pod); err != nil {
@@ -274,7 +278,7 @@ func (r *AgentTaskReconciler) keepSessions(ctx context.Context, task *v1.AgentTa
 		if _, ok := own[name]; ok {
 			continue
 		}
-		if refused, err := startSession(ctx, r.Client, r.APIReader, r.Scheme, task, profile, r.Options.RunnerImage); err != nil {
+		if refused, err := startSession(ctx, r.Client, r.APIReader, r.Scheme, task, executor.TaskSession(task.Name, profile), r.Options.RunnerImage); err != nil {
 			return 0, err
 		} else if refused != nil {
 			ctrl.LoggerFrom(ctx).Info("not starting a warm session", "why", refused.Error())

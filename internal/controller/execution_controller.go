@@ -134,7 +134,7 @@ func newExecutionReconciler(mgr ctrl.Manager, opts Options) (*ExecutionReconcile
 		Logs:      executor.PodLogReader{Clientset: clientset},
 		Recorder:  mgr.GetEventRecorder("toolgate-execution"),
 		Now:       time.Now,
-		sessions:  newSessionCalls(sessionExec, mgr.GetAPIReader(), time.Now),
+		sessions:  newSessionCalls(sessionExec, mgr.GetAPIReader(), mgr.GetClient(), time.Now),
 	}, nil
 }
 
@@ -692,6 +692,10 @@ func (r *ExecutionReconciler) reconcileSession(ctx context.Context, exec *toolga
 			} else if done, why := pipeline.TaskFinished(task); err == nil && done {
 				r.sessions.stop(exec.UID, fmt.Sprintf("its AgentTask %s ended (%s)", exec.Spec.TaskRef.Name, why))
 				return ctrl.Result{}, nil
+			} else if err == nil && r.sessions.job(exec.UID) != nil && task.Spec.Sandbox.Isolation != toolgatev1alpha1.IsolationSession {
+				// The job tools are gone with the sessions: nobody could see or stop it.
+				r.sessions.stop(exec.UID, fmt.Sprintf("its AgentTask %s was set to isolation %s, which has no background jobs", exec.Spec.TaskRef.Name, task.Spec.Sandbox.Isolation))
+				return ctrl.Result{}, nil
 			}
 			// A background job is recorded started once its runner said so: its
 			// intent is observed then.
@@ -762,7 +766,10 @@ func (r *ExecutionReconciler) reconcileSession(ctx context.Context, exec *toolga
 	if executor.IsFinished(&exec.Status) {
 		r.sessions.forget(exec.UID)
 		failpoint.Reached(failpoint.ResultRead)
-		if obs.Session != nil && (obs.Session.Run == nil || obs.Session.Run.NotRun == "") && executor.SessionTainted(&exec.Status) {
+		if obs.Session != nil && obs.Session.Run == nil && obs.Session.Lost != "" {
+			// Delivered by a controller that is gone: what the call did in its
+			// session is unknown. (A run seen here retires its session itself:
+			// sessionCalls.retire.)
 			if err := r.retireSession(ctx, exec.Namespace, exec.Status.SessionName); err != nil {
 				return ctrl.Result{}, err
 			}
@@ -803,7 +810,7 @@ func (r *ExecutionReconciler) readySession(ctx context.Context, exec *toolgatev1
 	pod := &corev1.Pod{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: name}, pod)
 	if apierrors.IsNotFound(err) {
-		refused, err := startSession(ctx, r.Client, r.APIReader, r.Scheme, task, exec.Spec.Sandbox, r.Options.RunnerImage)
+		refused, err := startSession(ctx, r.Client, r.APIReader, r.Scheme, task, executor.ExecutionSessionOf(exec), r.Options.RunnerImage)
 		if err != nil || refused != nil {
 			return "", "", refused, err
 		}
@@ -811,7 +818,7 @@ func (r *ExecutionReconciler) readySession(ctx context.Context, exec *toolgatev1
 	} else if err != nil {
 		return "", "", nil, err
 	}
-	if refused, err := sessionInTheWay(pod, task, exec.Spec.Sandbox); errors.Is(err, errEarlierTask) {
+	if refused, err := sessionInTheWay(pod, task, executor.ExecutionSessionOf(exec)); errors.Is(err, errEarlierTask) {
 		return fmt.Sprintf("session pod %s: %v", name, err), "", nil, nil
 	} else if err != nil || refused != nil {
 		return "", "", refused, err

@@ -19,10 +19,10 @@ import (
 	"github.com/toolgate/toolgate/internal/tools"
 )
 
-// jobKillWait bounds how long job_kill waits for the job it stopped to end: the
-// runner kills the job's process group (SIGTERM, SIGKILL after its grace) and sweeps
-// what is left below it.
-const jobKillWait = 15 * time.Second
+// jobKillRecheck is how often job_kill looks whether the job it stopped has ended:
+// the runner kills the job's process group (SIGTERM, SIGKILL after its grace) and
+// sweeps what is left; a runner that does not is cut off after sessionStopGrace.
+const jobKillRecheck = 200 * time.Millisecond
 
 // jobCommandShown bounds the command job_list shows of each job.
 const jobCommandShown = 120
@@ -44,8 +44,12 @@ func (r *ExecutionReconciler) reconcileJobTool(ctx context.Context, exec *v1.Exe
 	case refused != nil:
 		obs.BuildError = refused
 	default:
-		if obs.Answer, err = r.answerJobTool(ctx, exec); err != nil {
+		var later time.Duration
+		if obs.Answer, later, err = r.answerJobTool(ctx, exec); err != nil {
 			return ctrl.Result{}, err
+		}
+		if obs.Answer == nil {
+			return ctrl.Result{RequeueAfter: later}, nil
 		}
 	}
 	before, conflicted, err := r.writeStatus(ctx, log, exec, obs)
@@ -56,13 +60,14 @@ func (r *ExecutionReconciler) reconcileJobTool(ctx context.Context, exec *v1.Exe
 	return ctrl.Result{}, nil
 }
 
-// answerJobTool is the answer to exec's job tool; an error is the API's.
-func (r *ExecutionReconciler) answerJobTool(ctx context.Context, exec *v1.Execution) (*executor.JobToolAnswer, error) {
+// answerJobTool is the answer to exec's job tool, or nil and when to look again
+// (job_kill, until the job it stopped ended); an error is the API's.
+func (r *ExecutionReconciler) answerJobTool(ctx context.Context, exec *v1.Execution) (*executor.JobToolAnswer, time.Duration, error) {
 	answer := &executor.JobToolAnswer{At: r.Now()}
-	fail := func(format string, args ...any) (*executor.JobToolAnswer, error) {
+	fail := func(format string, args ...any) *executor.JobToolAnswer {
 		answer.ExitCode, answer.Message = 1, fmt.Sprintf(format, args...)
 		answer.Output = answer.Message + "\n"
-		return answer, nil
+		return answer
 	}
 	task := exec.Spec.TaskRef.Name
 	if exec.Spec.Tool == v1.ToolJobList {
@@ -74,60 +79,82 @@ func (r *ExecutionReconciler) answerJobTool(ctx context.Context, exec *v1.Execut
 		}
 		var execs v1.ExecutionList
 		if err := r.APIReader.List(ctx, &execs, opts...); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		answer.Output = jobList(execs.Items, task)
-		return answer, nil
+		return answer, 0, nil
 	}
 	var in tools.JobInput
 	if err := json.Unmarshal(exec.Spec.Input.Raw, &in); err != nil || in.Job == "" {
-		return fail("spec.input.job: the input names no job (%v)", err)
+		return fail("spec.input.job: the input names no job (%v)", err), 0, nil
 	}
 	job := &v1.Execution{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: in.Job}, job); apierrors.IsNotFound(err) {
-		return fail("job %s: AgentTask %s has no background job of that id; job_list lists its jobs", in.Job, task)
+		return fail("job %s: AgentTask %s has no background job of that id; job_list lists its jobs", in.Job, task), 0, nil
 	} else if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	if job.Spec.TaskRef.Name != task || !tools.IsBackground(job.Spec.Tool, job.Spec.Input.Raw) {
+	same, err := r.sameTask(ctx, exec, job)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !same || !tools.IsBackground(job.Spec.Tool, job.Spec.Input.Raw) {
 		// Another task's job, or no job at all: the same answer, so that a task
 		// learns nothing of what is not its own.
-		return fail("job %s: AgentTask %s has no background job of that id; job_list lists its jobs", in.Job, task)
+		return fail("job %s: AgentTask %s has no background job of that id; job_list lists its jobs", in.Job, task), 0, nil
 	}
 	if exec.Spec.Tool == v1.ToolJobOutput {
 		answer.Output = r.jobReport(job)
-		return answer, nil
+		return answer, 0, nil
 	}
-	// job_kill.
-	if executor.IsFinished(&job.Status) {
-		answer.Output = "job " + job.Name + " had already ended, nothing was stopped:\n" + r.jobReport(job)
-		return answer, nil
-	}
+	// job_kill: stop the job, and answer once it ended.
 	by := fmt.Sprintf("ToolIntent %s (job_kill) stopped it", exec.Spec.IntentRef.Name)
-	if !r.sessions.stop(job.UID, by) {
-		if run, _ := r.sessions.run(job.UID); run != nil {
-			answer.Output = "job " + job.Name + " had already ended, nothing was stopped; job_output shows how it ended\n"
-			return answer, nil
+	stopped := "job " + job.Name + " was stopped: its whole process tree was killed; job_output " + job.Name + " shows its output until then\n"
+	if executor.IsFinished(&job.Status) {
+		if job.Status.Background != nil && job.Status.Background.StoppedBy == by {
+			answer.Output = stopped
+		} else {
+			answer.Output = "job " + job.Name + " had already ended, nothing was stopped:\n" + r.jobReport(job)
 		}
-		return fail("job %s is not running in this controller: it was started by a controller that is gone (its stream closed, which stopped it), or it has not started yet; job_output shows its state", job.Name)
+		return answer, 0, nil
 	}
-	deadline := time.Now().Add(jobKillWait)
-	for {
-		run, inFlight := r.sessions.run(job.UID)
-		if run != nil || !inFlight {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fail("job %s was told to stop %s ago and has not ended yet; job_output shows its state", job.Name, jobKillWait)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+	run, inFlight := r.sessions.run(job.UID)
+	switch {
+	case run != nil && r.sessions.stoppedBy(job.UID) == by:
+		answer.Output = stopped
+		return answer, 0, nil
+	case run != nil:
+		answer.Output = "job " + job.Name + " had already ended, nothing was stopped; job_output " + job.Name + " shows how it ended\n"
+		return answer, 0, nil
+	case !inFlight:
+		return fail("job %s is not running in this controller: it has not started yet, or it was started by a controller that is gone (its stream closed, which stopped it); job_output shows its state", job.Name), 0, nil
 	}
-	answer.Output = fmt.Sprintf("job %s was stopped: its whole process tree was killed; job_output %s shows its output until then\n", job.Name, job.Name)
-	return answer, nil
+	r.sessions.stop(job.UID, by)
+	return nil, jobKillRecheck, nil
+}
+
+// sameTask says whether job was decided for the very task exec was (its UID, as
+// both decisions recorded it): a task re-created under the same name is another
+// task, and its jobs are not the new one's.
+func (r *ExecutionReconciler) sameTask(ctx context.Context, exec, job *v1.Execution) (bool, error) {
+	if job.Spec.TaskRef.Name != exec.Spec.TaskRef.Name {
+		return false, nil
+	}
+	uids := make([]string, 0, 2)
+	for _, name := range []string{exec.Spec.IntentRef.Name, job.Spec.IntentRef.Name} {
+		intent := &v1.ToolIntent{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: name}, intent); apierrors.IsNotFound(err) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+		d := intent.Status.Decision
+		if d == nil || d.Sandbox == nil || d.Sandbox.TaskUID == "" {
+			return false, nil
+		}
+		uids = append(uids, d.Sandbox.TaskUID)
+	}
+	return uids[0] == uids[1], nil
 }
 
 // jobReport is what job_output shows of a job: its state, then its output (head

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -51,8 +52,10 @@ const sessionExecGrace = 30 * time.Second
 // runs them again).
 type sessionCalls struct {
 	exec executor.SessionExecutor
-	// pods reads a session pod fresh, for a call that waited for its turn.
-	pods client.Reader
+	// pods reads a session pod fresh, for a call that waited for its turn, and
+	// deletes one that ran a call which did not end clean.
+	pods    client.Reader
+	deleter client.Writer
 	// wake is the Execution controller's source: a finished run, or a background
 	// job that started, is sent here.
 	wake chan event.GenericEvent
@@ -105,8 +108,7 @@ type liveJob struct {
 	mu        sync.Mutex
 	out       *runner.Capture
 	maxOutput int32
-	runner    *runner.Process // set once the runner reported the job started
-	started   time.Time
+	started   time.Time // when the runner reported the job started
 }
 
 // startedAt is when the job's runner reported it started; zero before, and for no
@@ -139,10 +141,11 @@ type sessionTurn struct {
 	users int
 }
 
-func newSessionCalls(exec executor.SessionExecutor, pods client.Reader, now func() time.Time) *sessionCalls {
+func newSessionCalls(exec executor.SessionExecutor, pods client.Reader, deleter client.Writer, now func() time.Time) *sessionCalls {
 	return &sessionCalls{
 		exec:     exec,
 		pods:     pods,
+		deleter:  deleter,
 		wake:     make(chan event.GenericEvent, 1024),
 		now:      now,
 		inFlight: map[types.UID]*sessionCall{},
@@ -201,20 +204,18 @@ func (s *sessionCalls) forget(uid types.UID) {
 }
 
 // stop ends a call in flight: its stream closes, which stops the tool (and a
-// background job's whole tree), and its run records why. It reports whether the
-// call was in flight here.
-func (s *sessionCalls) stop(uid types.UID, why string) bool {
+// background job's whole tree), and its run records why.
+func (s *sessionCalls) stop(uid types.UID, why string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.inFlight[uid]
 	if c == nil {
-		return false
+		return
 	}
 	if _, already := s.stopped[uid]; !already {
 		s.stopped[uid] = why
 	}
 	c.end(why)
-	return true
 }
 
 // gone stops the call of an Execution that was deleted, and drops its run: nobody
@@ -236,24 +237,6 @@ func (s *sessionCalls) gone(name types.NamespacedName) {
 	for _, c := range calls {
 		c.end(fmt.Sprintf("its Execution %s was deleted", name.Name))
 	}
-}
-
-// spares lists the runners of the pod's started background jobs.
-func (s *sessionCalls) spares(pod string) []runner.Process {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []runner.Process
-	for _, c := range s.inFlight {
-		if c.pod != pod || c.job == nil {
-			continue
-		}
-		c.job.mu.Lock()
-		if c.job.runner != nil {
-			out = append(out, *c.job.runner)
-		}
-		c.job.mu.Unlock()
-	}
-	return out
 }
 
 // acquire takes the session's turn, and says whether it had to wait for it.
@@ -320,13 +303,16 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 		turn, waited := s.acquire(key)
 		var releaseOnce sync.Once
 		release := func() { releaseOnce.Do(func() { s.release(key, turn) }) }
-		// The spared jobs are read once the turn is held: no job starts without it.
-		inv.Spare = s.spares(key)
 		invocation, err := json.Marshal(inv)
 		var run *executor.SessionRun
 		var notRun string
-		if waited {
-			notRun = s.replaced(callCtx, namespace, pod, uid)
+		select {
+		case <-call.hangUp:
+			notRun = "the call was stopped before its turn came (" + s.stoppedBy(execUID) + ")"
+		default:
+			if waited {
+				notRun = s.replaced(callCtx, namespace, pod, uid)
+			}
 		}
 		switch {
 		case notRun != "":
@@ -334,14 +320,14 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 		case err != nil:
 			run = &executor.SessionRun{StartedAt: s.now(), FinishedAt: s.now(), Err: fmt.Errorf("encoding the runner's invocation: %w", err)}
 		case call.job != nil:
-			stderr := &startedWriter{rest: boundedBuffer{limit: maxResultBytes}, started: func(p runner.Process) {
+			stderr := &startedWriter{rest: boundedBuffer{limit: maxResultBytes}, started: func() {
 				call.job.mu.Lock()
-				call.job.runner, call.job.started = &p, s.now()
+				call.job.started = s.now()
 				call.job.mu.Unlock()
-				release() // later calls run beside the job, and spare it
 				notify()
 			}}
 			run = s.runCall(callCtx, call.hangUp, namespace, pod, invocation, call.job, stderr, timeout)
+			stderr.flush()
 			run.Output, _ = call.job.snapshot()
 			run.Result, run.JobStartedAt = bytes.TrimSpace(stderr.rest.Bytes()), call.job.startedAt()
 		default:
@@ -352,6 +338,9 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 		if run.Err != nil && executor.NeverOpened(run.Err) {
 			run.NotRun = fmt.Sprintf("the exec into session pod %s was refused before it started (%v)", pod, run.Err)
 		}
+		if why := retireAfter(run, call.job != nil); why != "" {
+			s.retire(namespace, pod, uid, why)
+		}
 		release()
 		s.mu.Lock()
 		delete(s.inFlight, execUID)
@@ -359,6 +348,45 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 		s.mu.Unlock()
 		notify()
 	}()
+}
+
+// retireAfter says why a session must not take another call after run, or "": a
+// background job's session was its own; a call that did not end clean (no
+// trusted Result: the stream broke, the runner was killed or stopped, or it said
+// it could not clean up) may have left processes that would see the next call.
+func retireAfter(run *executor.SessionRun, job bool) string {
+	switch {
+	case run.NotRun != "":
+		return ""
+	case job:
+		return "its background job ended"
+	case run.Err != nil:
+		return "a call's stream broke before its runner reported"
+	case run.ExitCode != runner.ExitSucceeded && run.ExitCode != runner.ExitFailed:
+		return fmt.Sprintf("a call's runner exited %d without its result", run.ExitCode)
+	}
+	res, err := runner.DecodeResult(run.Result)
+	switch {
+	case err != nil:
+		return "a call's runner sent no readable result"
+	case res.Unclean:
+		return "a call's runner could not make sure its processes are gone"
+	}
+	return ""
+}
+
+// retire deletes the session pod (by UID: a new pod of the name is not this one).
+// An error is only logged: the next call checks the pod anyway (readySession), and
+// a pod that cannot be deleted takes no call whose record says it is untrusted.
+func (s *sessionCalls) retire(namespace, name string, uid types.UID, why string) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.deleter.Delete(ctx, pod, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		ctrl.Log.WithName("sessions").Error(err, "could not delete the session pod", "pod", namespace+"/"+name, "why", why)
+		return
+	}
+	ctrl.Log.WithName("sessions").Info("session pod deleted", "pod", namespace+"/"+name, "why", why)
 }
 
 // replaced says why the session pod is no longer the one of uid (gone, replaced, or
@@ -437,7 +465,16 @@ type startedWriter struct {
 	line    []byte
 	done    bool
 	rest    boundedBuffer
-	started func(runner.Process)
+	started func()
+}
+
+// flush keeps a first line that never ended (the runner failed before the job
+// started, and sent only its Result) as the Result.
+func (w *startedWriter) flush() {
+	if !w.done {
+		w.done = true
+		_, _ = w.rest.Write(w.line)
+	}
 }
 
 func (w *startedWriter) Write(p []byte) (int, error) {
@@ -458,8 +495,8 @@ func (w *startedWriter) Write(p []byte) (int, error) {
 		w.line, p = append(w.line, p[:i]...), p[i+1:]
 		w.done = true
 		var st runner.Started
-		if json.Unmarshal(w.line, &st) == nil && st.Started.PID > 0 {
-			w.started(st.Started)
+		if json.Unmarshal(w.line, &st) == nil && st.Started {
+			w.started()
 		} else {
 			_, _ = w.rest.Write(append(w.line, '\n'))
 		}
@@ -499,15 +536,15 @@ func ensureNetworkPolicy(ctx context.Context, c client.Client, api client.Reader
 // startSession creates the task's session pod for profile, behind its NetworkPolicy
 // (made first, so that the pod never runs unfenced). An existing pod of the name is
 // left as it is: the caller checks it (sessionInTheWay).
-func startSession(ctx context.Context, c client.Client, api client.Reader, scheme *runtime.Scheme, task *v1.AgentTask, profile v1.SandboxProfile, runnerImage string) (*refusal, error) {
-	policy, err := executor.BuildProfileNetworkPolicy(task.Namespace, profile)
+func startSession(ctx context.Context, c client.Client, api client.Reader, scheme *runtime.Scheme, task *v1.AgentTask, session executor.Session, runnerImage string) (*refusal, error) {
+	policy, err := executor.BuildProfileNetworkPolicy(task.Namespace, session.Profile)
 	if err != nil {
 		return refuse(EventChainBroken, "%s", err), nil
 	}
 	if refused, err := ensureNetworkPolicy(ctx, c, api, policy); err != nil || refused != nil {
 		return refused, err
 	}
-	pod, err := executor.BuildSessionPod(task.Namespace, task.Name, profile, runnerImage)
+	pod, err := executor.BuildSessionPod(task.Namespace, session, runnerImage)
 	if err != nil {
 		return refuse(EventChainBroken, "%s", err), nil
 	}
@@ -524,7 +561,7 @@ func startSession(ctx context.Context, c client.Client, api client.Reader, schem
 // session for that profile: the task must control it and it must carry the
 // session's labels. A pod of an earlier task of the same name is not refused but
 // waited out (errEarlierTask): the garbage collector removes it.
-func sessionInTheWay(pod *corev1.Pod, task *v1.AgentTask, profile v1.SandboxProfile) (*refusal, error) {
+func sessionInTheWay(pod *corev1.Pod, task *v1.AgentTask, session executor.Session) (*refusal, error) {
 	owner := metav1.GetControllerOf(pod)
 	if owner == nil || owner.Kind != "AgentTask" || owner.Name != task.Name {
 		return refuse(EventObjectInTheWay, "a pod named %s exists in namespace %s and is not a session of AgentTask %s; delete it, and the next call starts the session", pod.Name, pod.Namespace, task.Name), nil
@@ -532,7 +569,7 @@ func sessionInTheWay(pod *corev1.Pod, task *v1.AgentTask, profile v1.SandboxProf
 	if owner.UID != task.UID {
 		return nil, errEarlierTask
 	}
-	for k, v := range executor.SessionLabels(task.Name, profile) {
+	for k, v := range session.Labels() {
 		if pod.Labels[k] != v {
 			return refuse(EventObjectInTheWay, "session pod %s in namespace %s lost its label %s=%s; it is not trusted to run calls. Delete it, and the next call starts a new session", pod.Name, pod.Namespace, k, v), nil
 		}

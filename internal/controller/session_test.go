@@ -421,6 +421,11 @@ func TestBackgroundJobsRunOnUntilKilledOrTheTaskEnds(t *testing.T) {
 	if executor.IsFinished(&job.Status) || job.Status.Background == nil || job.Status.Phase != v1.ExecutionRunning {
 		t.Fatalf("the job's Execution: %+v", job.Status)
 	}
+	// In a session pod of its own: no other call ever runs beside it.
+	jobPod := sessionPods(t, p.ns)[job.Status.SessionName]
+	if jobPod == nil || jobPod.Labels[executor.LabelJob] != "b-t0-0" || job.Status.SessionName == executor.SessionName("b", job.Spec.Sandbox) {
+		t.Fatalf("the job runs in %s (%v), not a pod of its own", job.Status.SessionName, jobPod)
+	}
 	jobPid := 0
 	p.eventually("the job wrote its pid", func() (bool, string) {
 		b, err := os.ReadFile(filepath.Join(ws, "job.pid"))
@@ -432,6 +437,9 @@ func TestBackgroundJobsRunOnUntilKilledOrTheTaskEnds(t *testing.T) {
 	p.propose("b", 1, 0, v1.ToolBash, `{"command":"kill -0 $(cat job.pid) && echo alive"}`)
 	if obs := p.observed("b-t1-0").Status.Observation; obs.Outcome != v1.OutcomeSucceeded || !strings.Contains(obs.Summary, "alive") {
 		t.Fatalf("the job did not outlive its call: %+v", obs)
+	}
+	if next := getExecution(t, p.ns, "b-t1-0"); next.Status.SessionName == job.Status.SessionName {
+		t.Fatalf("a call ran in the background job's pod %s", next.Status.SessionName)
 	}
 	p.propose("b", 2, 0, v1.ToolJobOutput, `{"job":"b-t0-0"}`)
 	out := p.observed("b-t2-0").Status.Observation
@@ -469,6 +477,10 @@ func TestBackgroundJobsRunOnUntilKilledOrTheTaskEnds(t *testing.T) {
 	if syscall.Kill(jobPid, 0) == nil {
 		t.Fatalf("the job's shell (pid %d) outlived job_kill", jobPid)
 	}
+	p.eventually("the ended job's pod is gone", func() (bool, string) {
+		_, there := sessionPods(t, p.ns)[job.Status.SessionName]
+		return !there, job.Status.SessionName
+	})
 	p.propose("b", 5, 0, v1.ToolJobOutput, `{"job":"b-t0-0"}`)
 	mustContain(t, "job_output of an ended job", p.observed("b-t5-0").Status.Observation.Summary, "[job b-t0-0: ended, exit code 124 (Aborted", "tick")
 	p.propose("b", 5, 1, v1.ToolJobKill, `{"job":"b-t0-0"}`)
@@ -603,5 +615,33 @@ func TestDeletingAnExecutionStopsItsSessionCall(t *testing.T) {
 	})
 	if obs := p.observed("del-t0-0").Status.Observation; obs.Outcome != v1.OutcomeAborted {
 		t.Fatalf("the intent of the deleted Execution: %+v", obs)
+	}
+}
+
+// A call stopped while it waits for its session's turn never runs.
+func TestACallStoppedWhileQueuedNeverRuns(t *testing.T) {
+	p, l := startSessionPipeline(t)
+	p.task("sq", v1.ModeAuto, sessionTask())
+	ws := l.workspace("sq-workspace")
+	p.propose("sq", 0, 0, v1.ToolBash, `{"command":"touch started; sleep 4"}`)
+	p.eventually("the first call started", func() (bool, string) {
+		_, err := os.Stat(filepath.Join(ws, "started"))
+		return err == nil, fmt.Sprint(err)
+	})
+	p.propose("sq", 0, 1, v1.ToolBash, `{"command":"echo queued > queued.txt"}`)
+	queued := &v1.Execution{}
+	p.eventually("the second call waits for its turn", func() (bool, string) {
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: "sq-t0-1"}, queued); err != nil {
+			return false, err.Error()
+		}
+		return queued.Status.Phase == v1.ExecutionRunning, string(queued.Status.Phase)
+	})
+	if err := env.Client.Delete(t.Context(), queued); err != nil {
+		t.Fatal(err)
+	}
+	p.observed("sq-t0-0")
+	time.Sleep(time.Second)
+	if _, err := os.Stat(filepath.Join(ws, "queued.txt")); err == nil {
+		t.Fatal("a call stopped while it waited for its turn ran")
 	}
 }

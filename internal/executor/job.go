@@ -47,9 +47,9 @@ const (
 	InstallContainerName = "install-runner"
 	// RunnerDir is the emptyDir the runner binary is copied into; the tool container
 	// mounts it read-only.
-	RunnerDir = "/toolgate-runner"
+	RunnerDir = runner.PodRunnerDir
 	// RunnerPath is the runner binary inside the tool container.
-	RunnerPath = RunnerDir + "/runner"
+	RunnerPath = runner.PodRunnerPath
 	// RunnerImageBinary is the runner binary inside the runner image. The init
 	// container runs it as `runner install DEST`, which copies itself to DEST, so the
 	// runner image needs no shell or cp.

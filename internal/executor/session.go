@@ -15,6 +15,7 @@ import (
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/tools"
 )
 
 // A session is a warm pod of one task for one sandbox profile (isolation Session):
@@ -28,8 +29,12 @@ import (
 // controller.
 const SessionPrefix = "toolgate-session-"
 
-// LabelSession marks a session pod; its value is the session's key (SessionKey).
+// LabelSession marks a session pod; its value is the session's key (Session.Key).
 const LabelSession = "toolgate.dev/session"
+
+// LabelJob marks a background job's own session pod; its value is the job's
+// Execution.
+const LabelJob = "toolgate.dev/job"
 
 // SessionGraceSeconds is a session pod's termination grace period: its PID 1
 // ignores SIGTERM (a call's tool could send it one), so the kubelet's SIGKILL ends
@@ -45,45 +50,84 @@ func IsSession(profile toolgatev1alpha1.SandboxProfile) bool {
 	return profile.Isolation == toolgatev1alpha1.IsolationSession
 }
 
-// SessionKey identifies a task's session for a profile: a digest of the task's name
-// and the whole profile, so that a call runs only in a session whose pod was built
-// from exactly its sandbox.
-func SessionKey(task string, profile toolgatev1alpha1.SandboxProfile) string {
-	spec, err := json.Marshal(profile)
+// Session is one session pod of a task: the profile its calls were decided into,
+// and, for a background job's own session, the job (its Execution's name). A
+// background job runs in a session of its own, so that no other call ever runs
+// beside it: processes of one uid in one pod can reach each other.
+type Session struct {
+	Task    string
+	Profile toolgatev1alpha1.SandboxProfile
+	// Job is the background job's Execution; empty for the session shared by the
+	// task's calls of Profile.
+	Job string
+}
+
+// TaskSession is the session shared by the task's calls decided into profile.
+func TaskSession(task string, profile toolgatev1alpha1.SandboxProfile) Session {
+	return Session{Task: task, Profile: profile}
+}
+
+// ExecutionSessionOf is the session an Execution runs in: its own for a
+// background job, else the one its task shares for its profile.
+func ExecutionSessionOf(exec *toolgatev1alpha1.Execution) Session {
+	s := TaskSession(exec.Spec.TaskRef.Name, exec.Spec.Sandbox)
+	if tools.IsBackground(exec.Spec.Tool, exec.Spec.Input.Raw) {
+		s.Job = exec.Name
+	}
+	return s
+}
+
+// Key identifies the session: a digest of the task's name, the whole profile and
+// the job, so that a call runs only in a session whose pod was built from exactly
+// its sandbox.
+func (s Session) Key() string {
+	spec, err := json.Marshal(s.Profile)
 	if err != nil {
 		panic(err) // a struct of strings, numbers and quantities always marshals
 	}
-	sum := sha256.Sum256(append(append([]byte(task), 0), spec...))
+	in := append(append([]byte(s.Task), 0), spec...)
+	if s.Job != "" {
+		in = append(append(in, 0), s.Job...)
+	}
+	sum := sha256.Sum256(in)
 	// 80 bits: the name stays short, and a collision needs a second profile of the
 	// same task made to collide, which buys nothing the task's owner does not have.
 	return hex.EncodeToString(sum[:10])
 }
 
-// SessionName is the name of the task's session pod for a profile.
+// Name is the session's pod.
+func (s Session) Name() string { return SessionPrefix + s.Key() }
+
+// Labels are the labels of the session's pod: the task, the session's key and the
+// network walls the profile's NetworkPolicy selects.
+func (s Session) Labels() map[string]string {
+	labels := map[string]string{
+		LabelTask:    labelValue(s.Task),
+		LabelSession: s.Key(),
+		LabelNetwork: networkKey(s.Profile.Network),
+	}
+	if s.Job != "" {
+		labels[LabelJob] = labelValue(s.Job)
+	}
+	return labels
+}
+
+// SessionName is the name of the task's shared session pod for a profile.
 func SessionName(task string, profile toolgatev1alpha1.SandboxProfile) string {
-	return SessionPrefix + SessionKey(task, profile)
+	return TaskSession(task, profile).Name()
 }
 
 // ExecutionSession is the session pod an Execution runs in.
 func ExecutionSession(exec *toolgatev1alpha1.Execution) string {
-	return SessionName(exec.Spec.TaskRef.Name, exec.Spec.Sandbox)
+	return ExecutionSessionOf(exec).Name()
 }
 
-// SessionLabels are the labels of a task's session pod: the task, the session's key
-// and the network walls the profile's NetworkPolicy selects.
-func SessionLabels(task string, profile toolgatev1alpha1.SandboxProfile) map[string]string {
-	return map[string]string{
-		LabelTask:    labelValue(task),
-		LabelSession: SessionKey(task, profile),
-		LabelNetwork: networkKey(profile.Network),
-	}
-}
-
-// BuildSessionPod returns the session pod of task for profile: the walls of a Job's
-// pod (sandboxPodSpec), its PID 1 `runner session`, and a short grace period. It has
-// no deadline: it lives until the task ends or the session is idle. The caller sets
-// the task as its controller.
-func BuildSessionPod(namespace, task string, profile toolgatev1alpha1.SandboxProfile, runnerImage string) (*corev1.Pod, error) {
+// BuildSessionPod returns the session's pod: the walls of a Job's pod
+// (sandboxPodSpec), its PID 1 `runner session`, and a short grace period. It has no
+// deadline: it lives until the task ends, the session is idle, or its job ended.
+// The caller sets the task as its controller.
+func BuildSessionPod(namespace string, s Session, runnerImage string) (*corev1.Pod, error) {
+	profile := s.Profile
 	switch {
 	case runnerImage == "":
 		return nil, fmt.Errorf("the controller has no runner image: start it with --runner-image")
@@ -97,9 +141,9 @@ func BuildSessionPod(namespace, task string, profile toolgatev1alpha1.SandboxPro
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      SessionName(task, profile),
+			Name:      s.Name(),
 			Namespace: namespace,
-			Labels:    maps.Clone(SessionLabels(task, profile)),
+			Labels:    maps.Clone(s.Labels()),
 		},
 		Spec: spec,
 	}, nil
@@ -277,12 +321,4 @@ func SessionLog(kept []byte, total int64, maxOutputBytes int32) LogText {
 func AnsweredByController(status *toolgatev1alpha1.ExecutionStatus) bool {
 	c := meta.FindStatusCondition(status.Conditions, toolgatev1alpha1.ConditionComplete)
 	return c != nil && c.Reason == toolgatev1alpha1.ReasonJobToolAnswered
-}
-
-// SessionTainted reports whether a finished session call leaves its session
-// untrusted: it ended without the runner's trusted result (its runner was stopped,
-// killed or lost), so processes of it may still run there. Such a session is
-// replaced before its next call.
-func SessionTainted(status *toolgatev1alpha1.ExecutionStatus) bool {
-	return status.SessionName != "" && IsFinished(status) && status.Sandbox == nil && status.ErrorKind != toolgatev1alpha1.ErrorAborted
 }

@@ -40,6 +40,15 @@ func TestSessionNameIsTheTasksAndTheProfiles(t *testing.T) {
 			t.Errorf("a call with another %s runs in the same session", what)
 		}
 	}
+	// A background job gets a session of its own: nothing else runs beside it.
+	job := exec.DeepCopy()
+	job.Spec.Tool = toolgatev1alpha1.ToolBash
+	job.Spec.Input.Raw = []byte(`{"command":"make serve","runInBackground":true}`)
+	second := job.DeepCopy()
+	second.Name = "another-job"
+	if ExecutionSession(job) == name || ExecutionSession(job) == ExecutionSession(second) || !strings.HasPrefix(ExecutionSession(job), SessionPrefix) {
+		t.Errorf("background jobs share a session: %s, %s, the task's %s", ExecutionSession(job), ExecutionSession(second), name)
+	}
 }
 
 // A session pod has exactly the walls of the Job's pod for the same profile; only
@@ -55,7 +64,7 @@ func TestSessionPodHasTheWallsOfAJob(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pod, err := BuildSessionPod(exec.Namespace, exec.Spec.TaskRef.Name, exec.Spec.Sandbox, "example.test/runner:v1")
+		pod, err := BuildSessionPod(exec.Namespace, ExecutionSessionOf(exec), "example.test/runner:v1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,14 +76,14 @@ func TestSessionPodHasTheWallsOfAJob(t *testing.T) {
 		if !equality.Semantic.DeepEqual(&pod.Spec, want) {
 			t.Errorf("read-only %v: the session pod's spec is not the Job's pod's:\n got %+v\nwant %+v", readOnly, pod.Spec, *want)
 		}
-		if pod.Labels[LabelNetwork] != NetworkKey(exec) || pod.Labels[LabelSession] != SessionKey(exec.Spec.TaskRef.Name, exec.Spec.Sandbox) {
+		if pod.Labels[LabelNetwork] != NetworkKey(exec) || pod.Labels[LabelSession] != ExecutionSessionOf(exec).Key() {
 			t.Errorf("labels %v", pod.Labels)
 		}
 		if pod.Name != ExecutionSession(exec) {
 			t.Errorf("pod %s, the call looks for %s", pod.Name, ExecutionSession(exec))
 		}
 	}
-	if _, err := BuildSessionPod("ns", "t", toolgatev1alpha1.SandboxProfile{Image: "i", WorkspaceClaimName: "w"}, ""); err == nil {
+	if _, err := BuildSessionPod("ns", TaskSession("t", toolgatev1alpha1.SandboxProfile{Image: "i", WorkspaceClaimName: "w"}), ""); err == nil {
 		t.Error("a session without a runner image was built")
 	}
 }

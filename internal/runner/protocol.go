@@ -69,9 +69,6 @@ type Invocation struct {
 	// Background makes a session call a background job (see session.go): `runner
 	// exec` reports it started at once and streams its output as it comes.
 	Background bool `json:"background,omitempty"`
-	// Spare are the runners of the session's live background jobs: a session call's
-	// KillOthers leaves them and their descendants alive.
-	Spare []Process `json:"spare,omitempty"`
 }
 
 // Process identifies one process of a session: its pid and its start time (field
@@ -132,6 +129,10 @@ type Result struct {
 	Matches       int    `json:"matches,omitempty"`
 	UID           int    `json:"uid"`
 	ReadOnlyRoot  bool   `json:"readOnlyRoot"`
+	// Unclean is true when the runner could not make sure the call's processes are
+	// gone (its sweep failed, or it could not shield itself): what the call left may
+	// still run. A session that ran such a call is replaced.
+	Unclean bool `json:"unclean,omitempty"`
 	// ResultsCapped is true when glob, grep or list_dir stopped at its result cap;
 	// the output says so too.
 	ResultsCapped bool `json:"resultsCapped,omitempty"`

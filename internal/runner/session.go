@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -31,15 +29,21 @@ import (
 //     (OutputBudgets). stderr carries the Result as compact JSON, last. The exit
 //     code is ProcessExitCode, as in a Job. Before the Result is written every
 //     descendant of the runner is killed (Sweep).
-//   - A background job (Invocation.Background) is `runner exec` too: its first line
-//     on stderr is Started (the runner's pid and start time), written before the
-//     tool starts; its output goes to stdout as it comes (the controller keeps head
-//     and tail), and the Result follows Started on stderr when the job ends. It kills
-//     only what is below it when it ends (Sweep): other calls run beside it. Every
-//     other call spares the jobs it is given (Invocation.Spare, KillOthers).
+//   - A background job (Invocation.Background) is `runner exec` too, in a session
+//     pod of its own (no other call ever runs beside it): its first line on stderr
+//     is Started, written before the tool starts; its output goes to stdout as it
+//     comes (the controller keeps head and tail), and the Result follows Started on
+//     stderr when the job ends.
 //   - Both mark themselves non-dumpable (MakeNonDumpable), so that a process of the
 //     same uid (a call's tool) can neither ptrace them nor open their /proc files:
 //     a call's invocation, output and Result are out of reach of other processes.
+
+// PodRunnerDir is the folder the runner is copied into in a sandbox pod, and
+// PodRunnerPath the runner there.
+const (
+	PodRunnerDir  = "/toolgate-runner"
+	PodRunnerPath = PodRunnerDir + "/runner"
+)
 
 // SessionCommand and ExecCommand are the runner's first argument in a session pod.
 const (
@@ -166,7 +170,7 @@ func KillInherited(procRoot string, parent int, pause time.Duration, stop <-chan
 	for {
 		if procs, err := readProcs(procRoot); err == nil {
 			for _, p := range procs {
-				if p.ppid == parent && p.pid != parent && p.state != 'Z' && p.state != 'X' {
+				if p.ppid == parent && p.pid != parent && p.live() {
 					_ = syscall.Kill(p.pid, syscall.SIGKILL)
 				}
 			}
@@ -181,140 +185,69 @@ func KillInherited(procRoot string, parent int, pause time.Duration, stop <-chan
 }
 
 // InSession reports whether the caller runs in a session pod's PID namespace: its
-// PID 1 is `runner session` of this same binary. Only then may KillOthers kill the
-// whole namespace; elsewhere (a test, a runner started by hand) its PID 1 is
-// another program's.
+// PID 1 is `runner session` at the runner's fixed path (its command line is all
+// that can be read of it: it is non-dumpable, so its /proc/1/exe is not ours to
+// follow). Only then may KillOthers kill the whole namespace; elsewhere (a test, a
+// runner started by hand, a host) PID 1 is another program.
 func InSession(procRoot string) bool {
 	cmdline, err := os.ReadFile(filepath.Join(procRoot, "1", "cmdline"))
 	if err != nil {
 		return false
 	}
-	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-	if len(args) != 2 || args[1] != SessionCommand {
-		return false
-	}
-	init, err1 := os.Stat(filepath.Join(procRoot, "1", "exe"))
-	self, err2 := os.Stat(filepath.Join(procRoot, "self", "exe"))
-	return err1 == nil && err2 == nil && os.SameFile(init, self)
+	return string(cmdline) == PodRunnerPath+"\x00"+SessionCommand+"\x00"
 }
 
-// KillOthers SIGKILLs every process of the session but its PID 1, the caller, and
-// the spared background jobs (each runner in spare, when its start time still
-// matches, and everything below it), and returns once none is left, or an error
-// naming the survivors after bound. A call's runner runs it before the tool starts
-// and after it ends: calls of a session run one at a time, so anything else alive
-// is what an earlier call left (a runner it stopped, or orphans it kept forking),
-// and none of it may see or touch this call. A job's processes stay below its
-// runner (a subreaper), and no other process can move below it.
-//
-// With nothing to spare, kill(-1) reaches every process of the namespace the caller
-// may signal (all of them: one uid), and also one forked between two reads of
-// /proc; with jobs to spare, each round kills what it read, until a round finds
-// nothing left.
-func KillOthers(procRoot string, bound time.Duration, spare []Process) error {
+// KillOthers SIGKILLs every process of the session but its PID 1 and the caller, and
+// returns once none is left, or an error naming the survivors after bound. A call's
+// runner runs it before the tool starts and after it ends: calls of a session run
+// one at a time, so anything else alive is what an earlier call left (a runner it
+// stopped, orphans it kept forking, a thread group whose leader exited), and none of
+// it may see or touch this call. kill(-1) reaches every process of the namespace
+// the caller may signal (all of them: one uid), and also one forked between two
+// reads of /proc.
+func KillOthers(procRoot string, bound time.Duration) error {
 	self := os.Getpid()
 	deadline := time.Now().Add(bound)
 	for {
-		if len(spare) == 0 {
-			_ = syscall.Kill(-1, syscall.SIGKILL)
-		}
+		_ = syscall.Kill(-1, syscall.SIGKILL)
 		reapChildren()
 		procs, err := readProcs(procRoot)
 		if err != nil {
 			return err
 		}
-		left := othersOf(procs, self, spared(procRoot, procs, spare))
+		var left []proc
+		for _, p := range procs {
+			if p.pid != 1 && p.pid != self && p.live() {
+				left = append(left, p)
+			}
+		}
 		if len(left) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
+			sort.Slice(left, func(i, j int) bool { return left[i].pid < left[j].pid })
 			return fmt.Errorf("%d process(es) of earlier calls could not be killed within %s: %s", len(left), bound, describe(left))
-		}
-		for _, p := range left {
-			_ = syscall.Kill(p.pid, syscall.SIGKILL)
 		}
 		time.Sleep(sweepPause)
 	}
 }
 
-// spared returns the pids KillOthers leaves: each spare runner still alive with its
-// start time, and all of its descendants.
-func spared(procRoot string, procs map[int]proc, spare []Process) map[int]bool {
-	keep := map[int]bool{}
-	var queue []int
-	for _, s := range spare {
-		if _, alive := procs[s.PID]; !alive {
-			continue
-		}
-		if start, err := ProcessStart(procRoot, s.PID); err == nil && start == s.Start {
-			queue = append(queue, s.PID)
-		}
-	}
-	children := map[int][]int{}
-	for _, p := range procs {
-		children[p.ppid] = append(children[p.ppid], p.pid)
-	}
-	for len(queue) > 0 {
-		pid := queue[0]
-		queue = queue[1:]
-		if keep[pid] {
-			continue
-		}
-		keep[pid] = true
-		queue = append(queue, children[pid]...)
-	}
-	return keep
-}
-
-// othersOf lists the live processes that are not PID 1, self, or kept.
-func othersOf(procs map[int]proc, self int, keep map[int]bool) []proc {
-	var left []proc
-	for _, p := range procs {
-		if p.pid != 1 && p.pid != self && !keep[p.pid] && p.state != 'Z' && p.state != 'X' {
-			left = append(left, p)
-		}
-	}
-	sort.Slice(left, func(i, j int) bool { return left[i].pid < left[j].pid })
-	return left
-}
-
-// ProcessStart reads a process's start time: field 22 of /proc/PID/stat.
-func ProcessStart(procRoot string, pid int) (uint64, error) {
-	stat, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, err
-	}
-	end := strings.LastIndexByte(string(stat), ')')
-	if end < 0 {
-		return 0, fmt.Errorf("process %d: unreadable stat", pid)
-	}
-	// After "pid (comm)" come the fields from 3 (state) on: 22 is the 20th.
-	fields := strings.Fields(string(stat[end+1:]))
-	if len(fields) < 20 {
-		return 0, fmt.Errorf("process %d: stat has %d fields after its name", pid, len(fields))
-	}
-	return strconv.ParseUint(fields[19], 10, 64)
-}
-
 // Started is the first line `runner exec` writes on stderr for a background job,
-// before the job's tool starts: the job's runner, which the session's later calls
-// spare (Invocation.Spare).
+// before the job's tool starts.
 type Started struct {
-	Started Process `json:"started"`
+	Started bool `json:"started"`
 }
 
 // SessionInvocation is what `runner exec` reads of the invocation before it runs
 // it: maxOutputBytes (0 when the invocation cannot be read: Run then fails the call,
-// and its output is only the runner's message), whether it is a background job, and
-// the jobs to spare.
-func SessionInvocation(invocationJSON []byte) (maxOutput int32, background bool, spare []Process) {
+// and its output is only the runner's message) and whether it is a background job.
+func SessionInvocation(invocationJSON []byte) (maxOutput int32, background bool) {
 	var inv struct {
-		MaxOutputBytes int32     `json:"maxOutputBytes"`
-		Background     bool      `json:"background"`
-		Spare          []Process `json:"spare"`
+		MaxOutputBytes int32 `json:"maxOutputBytes"`
+		Background     bool  `json:"background"`
 	}
 	if json.Unmarshal(invocationJSON, &inv) != nil {
-		return 0, false, nil
+		return 0, false
 	}
-	return inv.MaxOutputBytes, inv.Background, inv.Spare
+	return inv.MaxOutputBytes, inv.Background
 }

@@ -79,6 +79,15 @@ type proc struct {
 	pid, ppid int
 	state     byte
 	comm      string
+	threads   int
+}
+
+// live says whether the process can still act. A zombie cannot, and its parent (or
+// the runner, once the parent is gone) reaps it; but a thread group whose leader
+// exited shows the leader's zombie state while its other threads run on, and
+// cannot be reaped until they end: it is live, and a kill of its pid ends them.
+func (p proc) live() bool {
+	return (p.state != 'Z' && p.state != 'X') || p.threads > 1
 }
 
 // sweepTargets returns the live processes Sweep must kill: all but self when
@@ -112,7 +121,7 @@ func sweepTargets(procRoot string, self int, wholeNamespace bool) ([]proc, error
 	}
 	var left []proc
 	for pid, ok := range want {
-		if p := procs[pid]; ok && p.state != 'Z' && p.state != 'X' {
+		if p := procs[pid]; ok && p.live() {
 			left = append(left, p)
 		}
 	}
@@ -164,7 +173,15 @@ func parseStat(pid int, stat string) (proc, error) {
 	if err != nil {
 		return proc{}, fmt.Errorf("process %d: unreadable parent in stat %q", pid, stat)
 	}
-	return proc{pid: pid, ppid: ppid, state: fields[0][0], comm: stat[open+1 : end]}, nil
+	// Field 20, num_threads, is the 18th after the name; a stat cut short counts
+	// one thread.
+	threads := 1
+	if len(fields) > 17 {
+		if n, err := strconv.Atoi(fields[17]); err == nil {
+			threads = n
+		}
+	}
+	return proc{pid: pid, ppid: ppid, state: fields[0][0], comm: stat[open+1 : end], threads: threads}, nil
 }
 
 // reapChildren collects every exited child of the runner without waiting; killed
@@ -186,7 +203,7 @@ func describe(procs []proc) string {
 			parts = append(parts, fmt.Sprintf("and %d more", len(procs)-i))
 			break
 		}
-		parts = append(parts, fmt.Sprintf("pid %d (%s, state %c)", p.pid, p.comm, p.state))
+		parts = append(parts, fmt.Sprintf("pid %d (%s, state %c, %d threads)", p.pid, p.comm, p.state, p.threads))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"testing"
 )
 
@@ -74,54 +73,43 @@ func TestParseStatRefusesGarbage(t *testing.T) {
 	}
 }
 
-// What KillOthers leaves alive with background jobs to spare: PID 1, itself, each
-// spared runner whose start time matches and everything below it; a runner whose
-// pid was reused (another start time) is no job, and neither is a process of an
-// earlier call that names itself after a job.
-func TestKillOthersSparesOnlyTheJobsItWasGiven(t *testing.T) {
-	stat := func(pid, comm string, ppid int, start uint64) string {
-		// pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt
-		// cmajflt utime stime cutime cstime priority nice threads itrealvalue starttime
-		return pid + " (" + comm + ") S " + itoa(ppid) + " 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 " + utoa(start) + " 0 0"
-	}
+// A thread group whose leader exited shows a zombie leader while its other threads
+// run: it is live, and Sweep kills it; a plain zombie is not.
+func TestAZombieLeaderWithLiveThreadsIsLive(t *testing.T) {
 	root := fakeProc(t, map[string]string{
-		"1":  stat("1", "runner", 0, 10),
-		"20": stat("20", "runner", 0, 500), // job runner, spared
-		"21": stat("21", "bash", 20, 510),  // the job's shell
-		"22": stat("22", "sleep", 21, 520), // and its child
-		"23": stat("23", "sleep", 1, 530),  // orphan of the job... inherited by PID 1: not below it
-		"30": stat("30", "runner", 0, 900), // reused pid of an ended job: start differs
-		"31": stat("31", "sh", 30, 910),
-		"40": stat("40", "runner", 0, 950), // this call's runner
-		"41": stat("41", "evil (runner)", 1, 960),
+		"1": "1 (runner) S 0 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 10",
+		"7": "7 (zl) Z 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 2 0 11",
+		"8": "8 (sleep) Z 1 8 8 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 12",
+		"9": "9 (bash) S 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 13",
 	})
-	procs, err := readProcs(root)
+	all, err := sweepTargets(root, 1, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keep := spared(root, procs, []Process{{PID: 20, Start: 500}, {PID: 30, Start: 800}, {PID: 99, Start: 1}})
-	got := pids(othersOf(procs, 40, keep))
-	if want := []int{23, 30, 31, 41}; !reflect.DeepEqual(got, want) {
-		t.Errorf("killed %v, want %v", got, want)
-	}
-	if start, err := ProcessStart(root, 22); err != nil || start != 520 {
-		t.Errorf("ProcessStart(22) = %d, %v; want 520", start, err)
-	}
-	if got := pids(othersOf(procs, 40, spared(root, procs, nil))); !reflect.DeepEqual(got, []int{20, 21, 22, 23, 30, 31, 41}) {
-		t.Errorf("with nothing to spare, killed %v", got)
+	if got, want := pids(all), []int{7, 9}; !reflect.DeepEqual(got, want) {
+		t.Errorf("targets %v, want %v (the zombie leader with a live thread, and bash)", got, want)
 	}
 }
 
-func utoa(n uint64) string { return strconv.FormatUint(n, 10) }
-
-// ProcessStart reads this very process's start time, as `runner exec` reports its
-// own for a background job.
-func TestProcessStartOfSelf(t *testing.T) {
-	start, err := ProcessStart("/proc", os.Getpid())
-	if err != nil || start == 0 {
-		t.Fatalf("ProcessStart(self) = %d, %v", start, err)
-	}
-	if again, _ := ProcessStart("/proc", os.Getpid()); again != start {
-		t.Errorf("start time moved: %d then %d", start, again)
+// InSession is true only where PID 1 is `runner session` at the runner's path in a
+// sandbox pod; its command line is all that can be read of it.
+func TestInSession(t *testing.T) {
+	for cmdline, want := range map[string]bool{
+		PodRunnerPath + "\x00session\x00":          true,
+		"/sbin/init\x00":                           false,
+		"/tmp/x/runner\x00session\x00":             false,
+		PodRunnerPath + "\x00session\x00extra\x00": false,
+		PodRunnerPath + "\x00exec\x00":             false,
+	} {
+		root := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(root, "1"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, "1", "cmdline"), []byte(cmdline), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := InSession(root); got != want {
+			t.Errorf("InSession with PID 1 %q = %v, want %v", cmdline, got, want)
+		}
 	}
 }

@@ -136,26 +136,30 @@ var _ = Describe("A task's sessions", func() {
 		Expect(intent.Status.Observation.Summary).NotTo(ContainSubstring("sleep 30"))
 	})
 
-	It("keeps a background job alive beside later calls until job_kill, and stops the rest with the task", func(ctx SpecContext) {
-		By("a background job starts, and its call is observed at once")
-		job := observedIntent(ctx, create(ctx, map[string]any{"command": "echo $$ > job.pid; while :; do echo tick; sleep 0.2; done", "runInBackground": true}))
+	It("runs a background job in a pod of its own until job_kill, and stops the rest with the task", func(ctx SpecContext) {
+		// The job beats a heartbeat file in the workspace; a call sees the job alive
+		// when the beat moves.
+		const beating = "a=$(cat beat); sleep 1; b=$(cat beat); if [ \"$a\" != \"$b\" ]; then echo job-alive; else echo job-gone; fi"
+		By("a background job starts, and its call is observed once it did")
+		job := observedIntent(ctx, create(ctx, map[string]any{"command": "while :; do echo tick; date +%s%N > beat; sleep 0.2; done", "runInBackground": true}))
 		Expect(job.Status.Observation.Summary).To(ContainSubstring("[background job started: "+job.Name+"]"), job.Status.Observation.Summary)
+		jobPod := executionOf(ctx, job).Status.SessionName
+		Expect(jobPod).To(HavePrefix(executor.SessionPrefix))
 
-		By("it outlives its call and the next ones, which run while it does; what they leave behind is still killed")
-		_, next := propose(ctx, "sleep 1; if kill -0 $(cat job.pid); then echo job-alive; fi; (setsid sleep 301 > /dev/null 2>&1 &); sleep 302 > /dev/null 2>&1 & echo $! > left.pid")
+		By("it outlives its call and the next ones, which run in the task's session, never beside it")
+		_, next := propose(ctx, beating+"; sleep 302 > /dev/null 2>&1 & echo $! > left.pid")
 		Expect(next.Status.Output).To(ContainSubstring("job-alive"))
-		Expect(next.Status.SessionName).To(Equal(executionOf(ctx, job).Status.SessionName), "the job and the next call must share the session")
-		_, again := propose(ctx, "if kill -0 $(cat job.pid); then echo still-alive; fi; if kill -0 $(cat left.pid) 2>/dev/null; then echo left-alive; else echo left-gone; fi; ps -o pid,args | grep 'sleep 30[12]' || true")
-		Expect(again.Status.Output).To(ContainSubstring("still-alive"), "a call's sweep after it ended killed the job")
-		Expect(again.Status.Output).To(ContainSubstring("left-gone"), "a process an earlier call left behind survived beside the job")
-		Expect(again.Status.Output).NotTo(ContainSubstring("sleep 30"), "a process an earlier call left behind survived beside the job")
+		Expect(next.Status.SessionName).NotTo(Equal(jobPod), "a call ran in the background job's pod")
+		_, again := propose(ctx, beating+"; if kill -0 $(cat left.pid) 2>/dev/null; then echo left-alive; else echo left-gone; fi")
+		Expect(again.Status.Output).To(ContainSubstring("job-alive"))
+		Expect(again.Status.Output).To(ContainSubstring("left-gone"), "a process an earlier call left behind survived")
 
 		By("job_output shows what it printed so far")
 		out := observedIntent(ctx, createTool(ctx, toolgatev1alpha1.ToolJobOutput, map[string]any{"job": job.Name}))
 		Expect(out.Status.Observation.Summary).To(ContainSubstring("[job "+job.Name+": running since"), out.Status.Observation.Summary)
 		Expect(out.Status.Observation.Summary).To(ContainSubstring("tick\ntick\n"))
 
-		By("job_kill stops its whole tree")
+		By("job_kill stops its whole tree, and its pod goes")
 		kill := observedIntent(ctx, createTool(ctx, toolgatev1alpha1.ToolJobKill, map[string]any{"job": job.Name}))
 		Expect(kill.Status.Observation.Summary).To(ContainSubstring("job "+job.Name+" was stopped"), kill.Status.Observation.Summary)
 		Eventually(func(g Gomega) {
@@ -164,12 +168,16 @@ var _ = Describe("A task's sessions", func() {
 			g.Expect(killed.Status.Message).To(ContainSubstring(kill.Name + " (job_kill) stopped it"))
 			g.Expect(killed.Status.Output).To(ContainSubstring("tick"))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
-		_, after := propose(ctx, "if kill -0 $(cat job.pid) 2>/dev/null; then echo job-alive; else echo job-gone; fi")
-		Expect(after.Status.SessionName).To(Equal(next.Status.SessionName))
+		_, after := propose(ctx, beating)
 		Expect(after.Status.Output).To(ContainSubstring("job-gone"))
+		Eventually(func(g Gomega) {
+			pod := &corev1.Pod{}
+			err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: jobPod}, pod)
+			g.Expect(err == nil && pod.DeletionTimestamp == nil).To(BeFalse(), "the ended job's pod %s is still there", jobPod)
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 
 		By("a job still running when its task ends is stopped with it")
-		second := observedIntent(ctx, create(ctx, map[string]any{"command": "sleep 600", "runInBackground": true}))
+		second := observedIntent(ctx, create(ctx, map[string]any{"command": "sleep 600 > slept.txt", "runInBackground": true}))
 		t := &toolgatev1alpha1.AgentTask{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: task}, t)).To(Succeed())
 		t.Spec.Cancel = true
