@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -268,5 +269,73 @@ func TestSessionExecRunsABackgroundJob(t *testing.T) {
 	if alive(sleeper) {
 		_ = syscall.Kill(sleeper, syscall.SIGKILL)
 		t.Errorf("the job's sleep (pid %d) outlived the job", sleeper)
+	}
+}
+
+// In a PID namespace of its own whose PID 1 is `runner session`, as in a session
+// pod, a call's runner kills every other process of the namespace before its tool
+// runs: here a process put into the namespace from outside (nsenter), so no
+// descendant of the call's runner and no child of PID 1, which only KillOthers
+// reaches. It needs root (unshare, nsenter).
+func TestSessionExecKillsEveryOtherProcessOfItsSession(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a PID namespace of its own needs root")
+	}
+	for _, tool := range []string{"unshare", "nsenter"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	session := exec.Command("unshare", "--pid", "--fork", "--mount-proc", runnerBin, runner.SessionCommand)
+	if err := session.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = session.Process.Kill(); _ = session.Wait() })
+	// PID 1 of the namespace is unshare's child.
+	var pid1 int
+	deadline := time.Now().Add(10 * time.Second)
+	for pid1 == 0 && time.Now().Before(deadline) {
+		children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", session.Process.Pid, session.Process.Pid))
+		fmt.Sscan(string(children), &pid1)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if pid1 == 0 {
+		t.Fatal("runner session did not start")
+	}
+	enter := func(args ...string) *exec.Cmd {
+		return exec.Command("nsenter", append([]string{"--target", strconv.Itoa(pid1), "--pid", "--mount", "--"}, args...)...)
+	}
+	stray := enter("sleep", "300")
+	if err := stray.Start(); err != nil {
+		t.Fatal(err)
+	}
+	strayDone := make(chan error, 1)
+	go func() { strayDone <- stray.Wait() }()
+	t.Cleanup(func() { _ = stray.Process.Kill() })
+	time.Sleep(200 * time.Millisecond) // the stray's sleep runs in the namespace
+
+	ws, _ := newWorkspace(t, nil)
+	line, _ := json.Marshal(bashInvocation("call-in-session", "echo ran", 4096))
+	call := enter("env", "TOOLGATE_WORKSPACE="+ws, "PATH=/usr/bin:/bin", runnerBin, runner.ExecCommand)
+	stdin, err := call.StdinPipe() // held open for the call: its end would stop it
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	call.Stdout, call.Stderr = &stdout, &stderr
+	if err := call.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stdin.Write(append(line, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	_ = call.Wait()
+	if stdout.String() != "ran\n" {
+		t.Fatalf("the call's output %q, stderr %q", stdout.String(), stderr.String())
+	}
+	select {
+	case <-strayDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a process of the session that was not the call's survived the call")
 	}
 }

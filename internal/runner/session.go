@@ -185,16 +185,17 @@ func KillInherited(procRoot string, parent int, pause time.Duration, stop <-chan
 }
 
 // InSession reports whether the caller runs in a session pod's PID namespace: its
-// PID 1 is `runner session` at the runner's fixed path (its command line is all
-// that can be read of it: it is non-dumpable, so its /proc/1/exe is not ours to
-// follow). Only then may KillOthers kill the whole namespace; elsewhere (a test, a
-// runner started by hand, a host) PID 1 is another program.
+// PID 1 is `runner session` of the path this runner was started by (in a pod,
+// PodRunnerPath for both). The command line is all that can be read of PID 1: it
+// is non-dumpable, so its /proc/1/exe is not ours to follow. Only then may
+// KillOthers kill the whole namespace; elsewhere (a test, a runner started by hand,
+// a host) PID 1 is another program.
 func InSession(procRoot string) bool {
 	cmdline, err := os.ReadFile(filepath.Join(procRoot, "1", "cmdline"))
-	if err != nil {
+	if err != nil || len(os.Args) == 0 || !filepath.IsAbs(os.Args[0]) {
 		return false
 	}
-	return string(cmdline) == PodRunnerPath+"\x00"+SessionCommand+"\x00"
+	return string(cmdline) == os.Args[0]+"\x00"+SessionCommand+"\x00"
 }
 
 // KillOthers SIGKILLs every process of the session but its PID 1 and the caller, and

@@ -91,15 +91,16 @@ func TestAZombieLeaderWithLiveThreadsIsLive(t *testing.T) {
 	}
 }
 
-// InSession is true only where PID 1 is `runner session` at the runner's path in a
-// sandbox pod; its command line is all that can be read of it.
+// InSession is true only where PID 1 is `runner session` of this very runner's
+// path; its command line is all that can be read of it.
 func TestInSession(t *testing.T) {
+	self := os.Args[0]
 	for cmdline, want := range map[string]bool{
-		PodRunnerPath + "\x00session\x00":          true,
-		"/sbin/init\x00":                           false,
-		"/tmp/x/runner\x00session\x00":             false,
-		PodRunnerPath + "\x00session\x00extra\x00": false,
-		PodRunnerPath + "\x00exec\x00":             false,
+		self + "\x00session\x00":          true,
+		"/sbin/init\x00":                  false,
+		"/tmp/x/runner\x00session\x00":    false,
+		self + "\x00session\x00extra\x00": false,
+		self + "\x00exec\x00":             false,
 	} {
 		root := t.TempDir()
 		if err := os.MkdirAll(filepath.Join(root, "1"), 0o755); err != nil {
