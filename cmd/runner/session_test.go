@@ -296,7 +296,7 @@ func TestSessionExecKillsEveryOtherProcessOfItsSession(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for pid1 == 0 && time.Now().Before(deadline) {
 		children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", session.Process.Pid, session.Process.Pid))
-		fmt.Sscan(string(children), &pid1)
+		_, _ = fmt.Sscan(string(children), &pid1)
 		time.Sleep(20 * time.Millisecond)
 	}
 	if pid1 == 0 {
@@ -309,8 +309,8 @@ func TestSessionExecKillsEveryOtherProcessOfItsSession(t *testing.T) {
 	if err := stray.Start(); err != nil {
 		t.Fatal(err)
 	}
-	strayDone := make(chan error, 1)
-	go func() { strayDone <- stray.Wait() }()
+	strayDone := make(chan struct{})
+	go func() { _ = stray.Wait(); close(strayDone) }()
 	t.Cleanup(func() { _ = stray.Process.Kill() })
 	time.Sleep(200 * time.Millisecond) // the stray's sleep runs in the namespace
 
