@@ -380,6 +380,10 @@ func TestACallInFlightWhenTheControllerRestartsIsNeverRunAgain(t *testing.T) {
 		_, err := os.Stat(filepath.Join(ws, "runs.txt"))
 		return err == nil, fmt.Sprint(err)
 	})
+	lost := &corev1.Pod{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: getExecution(t, p.ns, "r-t0-0").Status.SessionName}, lost); err != nil {
+		t.Fatal(err)
+	}
 	p.stop()
 
 	again := startPipelineIn(t, p.ns, func(o *Options) { o.SessionExecutor = l })
@@ -395,11 +399,12 @@ func TestACallInFlightWhenTheControllerRestartsIsNeverRunAgain(t *testing.T) {
 	if n := len(l.delivered()); n != 1 {
 		t.Fatalf("delivered %d times", n)
 	}
-	// What the lost call left running must not see the next call: its session goes.
+	// What the lost call left running must not see the next call: its session pod
+	// goes (a new one of the name may be there already).
 	again.eventually("the session is replaced", func() (bool, string) {
 		pod := &corev1.Pod{}
 		err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: exec.Status.SessionName}, pod)
-		return apierrors.IsNotFound(err) || (err == nil && pod.DeletionTimestamp != nil), fmt.Sprint(err)
+		return apierrors.IsNotFound(err) || (err == nil && (pod.UID != lost.UID || pod.DeletionTimestamp != nil)), fmt.Sprint(err)
 	})
 }
 
