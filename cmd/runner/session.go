@@ -14,6 +14,11 @@ import (
 	"github.com/toolgate/toolgate/internal/runner"
 )
 
+// outsideSessionEnv set to 1 lets `runner exec` run a call outside a session pod,
+// without killing the rest of its PID namespace: for tests on a host. A session
+// pod's environment is the controller's (its spec), never the tool's.
+const outsideSessionEnv = "TOOLGATE_OUTSIDE_SESSION"
+
 // inheritedPause is how often the session's PID 1 looks for processes a dead call
 // left behind.
 const inheritedPause = 100 * time.Millisecond
@@ -62,10 +67,17 @@ func execCall(workspace string, stdin io.Reader, stdout, stderr io.Writer) (res 
 	// In a session pod, nothing but its PID 1 and this runner may be alive while the
 	// call runs, before the tool starts and after it ended (runner.KillOthers). A
 	// background job has a session pod of its own.
+	// It fails closed: a runner that cannot tell it is in a session pod (a /proc
+	// that hides PID 1) runs nothing, unless it is told it runs outside one (tests,
+	// where the namespace is not the call's to kill).
 	inSession := runner.InSession("/proc")
+	if !inSession && os.Getenv(outsideSessionEnv) != "1" {
+		return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: the runner cannot tell that it runs in a session pod (PID 1 is not `runner session` of its path, or /proc hides it), so it cannot make sure that nothing of an earlier call is left", UID: os.Getuid(), Unclean: true}, nil
+	}
 	if inSession {
 		if err := runner.KillOthers("/proc", runner.DefaultSweepBound); err != nil {
-			return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: the session is not clean: " + err.Error(), UID: os.Getuid()}, nil
+			// What is left may see this call, and the next: the session is replaced.
+			return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: the session is not clean: " + err.Error(), UID: os.Getuid(), Unclean: true}, nil
 		}
 	}
 	capture := runner.NewCapture(maxOutput)

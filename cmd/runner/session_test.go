@@ -34,7 +34,7 @@ func execInSession(t *testing.T, ws string, inv runner.Invocation, hangUp <-chan
 		t.Fatal(err)
 	}
 	cmd := exec.Command(runnerBin, runner.ExecCommand)
-	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin"}
+	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin", outsideSessionEnv + "=1"}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +165,7 @@ func TestSessionExecStopsWhenItsStreamCloses(t *testing.T) {
 func TestSessionExecRefusesABadInvocationLine(t *testing.T) {
 	ws, _ := newWorkspace(t, nil)
 	cmd := exec.Command(runnerBin, runner.ExecCommand)
-	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + ws}
+	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + ws, outsideSessionEnv + "=1"}
 	cmd.Stdin = strings.NewReader(`{"tool":"bash"`) // no end of line: stdin ends first
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -215,7 +215,7 @@ func TestSessionExecRunsABackgroundJob(t *testing.T) {
 	inv.Background = true
 	line, _ := json.Marshal(inv)
 	cmd := exec.Command(runnerBin, runner.ExecCommand)
-	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin"}
+	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin", outsideSessionEnv + "=1"}
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	stderr, _ := cmd.StderrPipe()
@@ -337,5 +337,33 @@ func TestSessionExecKillsEveryOtherProcessOfItsSession(t *testing.T) {
 	case <-strayDone:
 	case <-time.After(5 * time.Second):
 		t.Fatal("a process of the session that was not the call's survived the call")
+	}
+}
+
+// `runner exec` fails closed: where it cannot tell that it runs in a session pod,
+// and is not told it runs outside one, it runs nothing and says the session is not
+// to be trusted.
+func TestSessionExecRunsNothingOutsideASession(t *testing.T) {
+	ws, _ := newWorkspace(t, nil)
+	line, _ := json.Marshal(bashInvocation("call-outside", "touch ran", 4096))
+	cmd := exec.Command(runnerBin, runner.ExecCommand)
+	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin"}
+	stdin, _ := cmd.StdinPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = stdin.Write(append(line, '\n'))
+	_ = cmd.Wait()
+	res, err := runner.DecodeResult(stderr.Bytes())
+	if err != nil {
+		t.Fatalf("stderr is not a Result: %v: %q", err, stderr.String())
+	}
+	if res.ErrorKind != runner.KindException || !res.Unclean || !strings.Contains(res.Message, "not run: the runner cannot tell that it runs in a session pod") {
+		t.Errorf("result %+v", res)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+		t.Error("the call ran outside a session")
 	}
 }

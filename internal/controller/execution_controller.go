@@ -766,12 +766,18 @@ func (r *ExecutionReconciler) reconcileSession(ctx context.Context, exec *toolga
 	if executor.IsFinished(&exec.Status) {
 		r.sessions.forget(exec.UID)
 		failpoint.Reached(failpoint.ResultRead)
-		if obs.Session != nil && obs.Session.Run == nil && obs.Session.Lost != "" {
-			// Delivered by a controller that is gone: what the call did in its
-			// session is unknown. (A run seen here retires its session itself:
-			// sessionCalls.retire.)
-			if err := r.retireSession(ctx, exec.Namespace, exec.Status.SessionName); err != nil {
-				return ctrl.Result{}, err
+		if s := obs.Session; s != nil {
+			// A session takes no call after one that did not end clean, nor after
+			// one delivered by a controller that is gone (what it did is unknown);
+			// a background job's session was its own.
+			why, pod := s.Lost, types.UID("")
+			if s.Run != nil {
+				why, pod = retireAfter(s.Run, tools.IsBackground(exec.Spec.Tool, exec.Spec.Input.Raw)), s.Run.PodUID
+			}
+			if why != "" {
+				if err := r.retireSession(ctx, exec.Namespace, exec.Status.SessionName, pod, why); err != nil {
+					return ctrl.Result{}, err
+				}
 			}
 		}
 	}
@@ -779,18 +785,17 @@ func (r *ExecutionReconciler) reconcileSession(ctx context.Context, exec *toolga
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-// retireSession deletes a session pod that ran a call which ended without a
-// trusted result: the call may have stopped or killed its runner, and what it left
-// running must not see the next call. The next call starts a new session.
-func (r *ExecutionReconciler) retireSession(ctx context.Context, namespace, name string) error {
+// retireSession deletes the session pod a call ran in (of that UID, when known: a
+// new pod of the name is not the one), for why. The next call starts a new session.
+func (r *ExecutionReconciler) retireSession(ctx context.Context, namespace, name string, uid types.UID, why string) error {
 	pod := &corev1.Pod{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !pod.DeletionTimestamp.IsZero() {
+	if !pod.DeletionTimestamp.IsZero() || (uid != "" && pod.UID != uid) {
 		return nil
 	}
-	ctrl.LoggerFrom(ctx).Info("replacing the session: a call in it ended without a trusted result", "pod", name)
+	ctrl.LoggerFrom(ctx).Info("replacing the session", "pod", name, "why", why)
 	return deleteSessionPod(ctx, r.Client, pod)
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -81,7 +82,19 @@ func (r *ExecutionReconciler) answerJobTool(ctx context.Context, exec *v1.Execut
 		if err := r.APIReader.List(ctx, &execs, opts...); err != nil {
 			return nil, 0, err
 		}
-		answer.Output = jobList(execs.Items, task)
+		var jobs []v1.Execution
+		for i := range execs.Items {
+			if e := &execs.Items[i]; tools.IsBackground(e.Spec.Tool, e.Spec.Input.Raw) {
+				same, err := r.sameTask(ctx, exec, e)
+				if err != nil {
+					return nil, 0, err
+				}
+				if same {
+					jobs = append(jobs, *e)
+				}
+			}
+		}
+		answer.Output = jobList(jobs, task)
 		return answer, 0, nil
 	}
 	var in tools.JobInput
@@ -107,30 +120,38 @@ func (r *ExecutionReconciler) answerJobTool(ctx context.Context, exec *v1.Execut
 		answer.Output = r.jobReport(job)
 		return answer, 0, nil
 	}
-	// job_kill: stop the job, and answer once it ended.
+	// job_kill: stop the job, and answer once it ended. What this process knows of
+	// the job comes first: its record may lag.
 	by := fmt.Sprintf("ToolIntent %s (job_kill) stopped it", exec.Spec.IntentRef.Name)
 	stopped := "job " + job.Name + " was stopped: its whole process tree was killed; job_output " + job.Name + " shows its output until then\n"
-	if executor.IsFinished(&job.Status) {
-		if job.Status.Background != nil && job.Status.Background.StoppedBy == by {
+	if run, inFlight := r.sessions.run(job.UID); inFlight {
+		r.sessions.stop(job.UID, by)
+		return nil, jobKillRecheck, nil
+	} else if run != nil {
+		if r.sessions.stoppedBy(job.UID) == by {
 			answer.Output = stopped
 		} else {
-			answer.Output = "job " + job.Name + " had already ended, nothing was stopped:\n" + r.jobReport(job)
+			answer.Output = "job " + job.Name + " had already ended, nothing was stopped; job_output " + job.Name + " shows how it ended\n"
 		}
 		return answer, 0, nil
 	}
-	run, inFlight := r.sessions.run(job.UID)
-	switch {
-	case run != nil && r.sessions.stoppedBy(job.UID) == by:
-		answer.Output = stopped
-		return answer, 0, nil
-	case run != nil:
-		answer.Output = "job " + job.Name + " had already ended, nothing was stopped; job_output " + job.Name + " shows how it ended\n"
-		return answer, 0, nil
-	case !inFlight:
-		return fail("job %s is not running in this controller: it has not started yet, or it was started by a controller that is gone (its stream closed, which stopped it); job_output shows its state", job.Name), 0, nil
+	// Not in this process's memory: its record says, read again now.
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+		return nil, 0, client.IgnoreNotFound(err)
 	}
-	r.sessions.stop(job.UID, by)
-	return nil, jobKillRecheck, nil
+	switch {
+	case executor.IsFinished(&job.Status) && job.Status.Background != nil && job.Status.Background.StoppedBy == by:
+		answer.Output = stopped
+	case executor.IsFinished(&job.Status):
+		answer.Output = "job " + job.Name + " had already ended, nothing was stopped:\n" + r.jobReport(job)
+	case job.Status.SessionName == "":
+		// Not delivered yet (its session is starting): it never will be.
+		r.sessions.stop(job.UID, by)
+		answer.Output = "job " + job.Name + " had not started yet; it will not start\n"
+	default:
+		return fail("job %s is not running in this controller: it was started by a controller that is gone (its stream closed, which stopped it); job_output shows its state", job.Name), 0, nil
+	}
+	return answer, 0, nil
 }
 
 // sameTask says whether job was decided for the very task exec was (its UID, as
@@ -173,6 +194,10 @@ func (r *ExecutionReconciler) jobReport(job *v1.Execution) string {
 		if st.Truncated {
 			fmt.Fprintf(&b, "[output truncated: %d bytes in all, only the head and tail are shown]\n", st.StdoutBytes+st.StderrBytes)
 		}
+	case runEnded(r.sessions, job.UID):
+		run, _ := r.sessions.run(job.UID)
+		output, _ := executor.ComposeOutput(executor.SessionLog(run.Output, int64(len(run.Output)), job.Spec.MaxOutputBytes), job.Spec.MaxOutputBytes)
+		fmt.Fprintf(&b, "[job %s: ended a moment ago; its record is being written: job_output shows how it ended in a moment]\n%s", job.Name, output)
 	case r.sessions.job(job.UID) != nil:
 		live := r.sessions.job(job.UID)
 		kept, total := live.snapshot()
@@ -191,6 +216,13 @@ func (r *ExecutionReconciler) jobReport(job *v1.Execution) string {
 		fmt.Fprintf(&b, "[job %s: not started yet: %s]\n", job.Name, orDash(st.Message))
 	}
 	return b.String()
+}
+
+// runEnded says whether this process holds the job's finished run, not recorded
+// yet.
+func runEnded(s *sessionCalls, uid types.UID) bool {
+	run, _ := s.run(uid)
+	return run != nil
 }
 
 // endedAs says how a finished job ended.

@@ -44,9 +44,8 @@ const sessionExecGrace = 30 * time.Second
 // sessionCalls delivers calls to session pods and keeps each call's run until the
 // Execution reconciler recorded it. A session runs one call at a time: calls of one
 // session share its uid and pod, and two at once could reach each other's
-// processes. A background job holds its session's turn only until its runner
-// reported it started; it then runs beside the session's later calls, which spare
-// it (runner.KillOthers). The runs live in this process only: a controller that
+// processes; a background job has a session of its own. The runs live in this
+// process only: a controller that
 // restarts loses the calls in flight, whose streams close (which stops them in their
 // sessions, background jobs too), and the reconciler ends them as Exceptions (never
 // runs them again).
@@ -88,6 +87,9 @@ type sessionCall struct {
 	cancel   context.CancelCauseFunc
 	// job is set for a background job.
 	job *liveJob
+	// gone is set (under sessionCalls.mu) once the call's Execution was deleted:
+	// nobody records its run.
+	gone bool
 }
 
 // sessionStopGrace is how long a call whose stdin was closed (stop) has to report
@@ -205,17 +207,17 @@ func (s *sessionCalls) forget(uid types.UID) {
 
 // stop ends a call in flight: its stream closes, which stops the tool (and a
 // background job's whole tree), and its run records why.
+//
+// A call not delivered yet is stopped too: its delivery runs nothing.
 func (s *sessionCalls) stop(uid types.UID, why string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.inFlight[uid]
-	if c == nil {
-		return
-	}
 	if _, already := s.stopped[uid]; !already {
 		s.stopped[uid] = why
 	}
-	c.end(why)
+	if c := s.inFlight[uid]; c != nil {
+		c.end(why)
+	}
 }
 
 // gone stops the call of an Execution that was deleted, and drops its run: nobody
@@ -225,6 +227,7 @@ func (s *sessionCalls) gone(name types.NamespacedName) {
 	var calls []*sessionCall
 	for _, c := range s.inFlight {
 		if c.exec == name {
+			c.gone = true
 			calls = append(calls, c)
 		}
 	}
@@ -306,13 +309,10 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 		invocation, err := json.Marshal(inv)
 		var run *executor.SessionRun
 		var notRun string
-		select {
-		case <-call.hangUp:
-			notRun = "the call was stopped before its turn came (" + s.stoppedBy(execUID) + ")"
-		default:
-			if waited {
-				notRun = s.replaced(callCtx, namespace, pod, uid)
-			}
+		if why := s.stoppedBy(execUID); why != "" {
+			notRun = "the call was stopped before it started: " + why
+		} else if waited {
+			notRun = s.replaced(callCtx, namespace, pod, uid)
 		}
 		switch {
 		case notRun != "":
@@ -338,14 +338,22 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 		if run.Err != nil && executor.NeverOpened(run.Err) {
 			run.NotRun = fmt.Sprintf("the exec into session pod %s was refused before it started (%v)", pod, run.Err)
 		}
-		if why := retireAfter(run, call.job != nil); why != "" {
-			s.retire(namespace, pod, uid, why)
-		}
+		run.PodUID = uid
 		release()
 		s.mu.Lock()
 		delete(s.inFlight, execUID)
-		s.done[execUID], s.doneOf[call.exec] = run, execUID
+		gone := call.gone
+		if !gone {
+			s.done[execUID], s.doneOf[call.exec] = run, execUID
+		}
 		s.mu.Unlock()
+		if gone {
+			// Nobody records this run: its session is retired here, if it must be.
+			if why := retireAfter(run, call.job != nil); why != "" {
+				s.retire(namespace, pod, uid, why)
+			}
+			return
+		}
 		notify()
 	}()
 }
@@ -356,10 +364,10 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 // it could not clean up) may have left processes that would see the next call.
 func retireAfter(run *executor.SessionRun, job bool) string {
 	switch {
-	case run.NotRun != "":
-		return ""
 	case job:
 		return "its background job ended"
+	case run.NotRun != "":
+		return ""
 	case run.Err != nil:
 		return "a call's stream broke before its runner reported"
 	case run.ExitCode != runner.ExitSucceeded && run.ExitCode != runner.ExitFailed:
@@ -375,9 +383,9 @@ func retireAfter(run *executor.SessionRun, job bool) string {
 	return ""
 }
 
-// retire deletes the session pod (by UID: a new pod of the name is not this one).
-// An error is only logged: the next call checks the pod anyway (readySession), and
-// a pod that cannot be deleted takes no call whose record says it is untrusted.
+// retire deletes the session pod of a call whose Execution was deleted (by UID: a
+// new pod of the name is not this one). Nothing retries it: an error is logged. A
+// recorded run's session is retired by the Execution reconciler, which retries.
 func (s *sessionCalls) retire(namespace, name string, uid types.UID, why string) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -462,6 +470,7 @@ func (b *boundedBuffer) Bytes() []byte {
 // startedWriter is a background job's stderr: its first line, when it is the
 // runner's runner.Started, reports the job's runner; the rest is the Result.
 type startedWriter struct {
+	mu      sync.Mutex
 	line    []byte
 	done    bool
 	rest    boundedBuffer
@@ -471,6 +480,8 @@ type startedWriter struct {
 // flush keeps a first line that never ended (the runner failed before the job
 // started, and sent only its Result) as the Result.
 func (w *startedWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if !w.done {
 		w.done = true
 		_, _ = w.rest.Write(w.line)
@@ -478,6 +489,8 @@ func (w *startedWriter) flush() {
 }
 
 func (w *startedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	n := len(p)
 	if !w.done {
 		i := bytes.IndexByte(p, '\n')

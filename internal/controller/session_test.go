@@ -91,7 +91,8 @@ func (l *localSessions) Exec(ctx context.Context, namespace, name string, stdin 
 	l.mu.Unlock()
 	claim := pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName
 	cmd := exec.CommandContext(ctx, l.runner, "exec")
-	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + l.workspace(claim), "PATH=/usr/bin:/bin"}
+	// On a host: the runner is not in a session pod, and must not kill its namespace.
+	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + l.workspace(claim), "PATH=/usr/bin:/bin", "TOOLGATE_OUTSIDE_SESSION=1"}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// Copied by hand: exec.Cmd would wait for a Stdin reader that the controller
 	// keeps open for the whole call.

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
@@ -196,6 +197,8 @@ type SessionRun struct {
 	// session pod was replaced while it waited for its turn, or the exec was refused
 	// before its stream opened (NeverOpened).
 	NotRun string
+	// PodUID is the session pod the call was delivered to.
+	PodUID types.UID
 	// JobStartedAt is when a background job's runner reported it started; zero for
 	// other calls.
 	JobStartedAt time.Time
