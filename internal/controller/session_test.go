@@ -171,6 +171,14 @@ func sessionTask(mutate ...func(*v1.AgentTask)) func(*v1.AgentTask) {
 	}
 }
 
+// fileAppears waits until the file exists: the call under test got that far.
+func fileAppears(p *pipelineEnv, what, path string) {
+	p.eventually(what, func() (bool, string) {
+		_, err := os.Stat(path)
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
 func sessionPods(t *testing.T, ns string) map[string]*corev1.Pod {
 	t.Helper()
 	var pods corev1.PodList
@@ -289,10 +297,7 @@ func TestSessionThatDiesMidCallFailsTheCallAndIsReplaced(t *testing.T) {
 	p.task("d", v1.ModeAuto, sessionTask())
 	p.propose("d", 0, 0, v1.ToolBash, `{"command":"touch started; sleep 30"}`)
 	ws := l.workspace("d-workspace")
-	p.eventually("the call started", func() (bool, string) {
-		_, err := os.Stat(filepath.Join(ws, "started"))
-		return err == nil, fmt.Sprint(err)
-	})
+	fileAppears(p, "the call started", filepath.Join(ws, "started"))
 	exec := getExecution(t, p.ns, "d-t0-0")
 	pod := &corev1.Pod{}
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: exec.Status.SessionName}, pod); err != nil {
@@ -335,10 +340,7 @@ func TestSessionsEndWithTheirTask(t *testing.T) {
 	p.task("e", v1.ModeAuto, sessionTask())
 	p.propose("e", 0, 0, v1.ToolBash, `{"command":"touch started; sleep 30"}`)
 	ws := l.workspace("e-workspace")
-	p.eventually("the call started", func() (bool, string) {
-		_, err := os.Stat(filepath.Join(ws, "started"))
-		return err == nil, fmt.Sprint(err)
-	})
+	fileAppears(p, "the call started", filepath.Join(ws, "started"))
 	task := p.getTask("e")
 	task.Spec.Cancel = true
 	if err := env.Client.Update(t.Context(), task); err != nil {
@@ -377,10 +379,7 @@ func TestACallInFlightWhenTheControllerRestartsIsNeverRunAgain(t *testing.T) {
 	p.task("r", v1.ModeAuto, sessionTask())
 	p.propose("r", 0, 0, v1.ToolBash, `{"command":"echo run >> runs.txt; sleep 30"}`)
 	ws := l.workspace("r-workspace")
-	p.eventually("the call started", func() (bool, string) {
-		_, err := os.Stat(filepath.Join(ws, "runs.txt"))
-		return err == nil, fmt.Sprint(err)
-	})
+	fileAppears(p, "the call started", filepath.Join(ws, "runs.txt"))
 	lost := &corev1.Pod{}
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: getExecution(t, p.ns, "r-t0-0").Status.SessionName}, lost); err != nil {
 		t.Fatal(err)
@@ -541,10 +540,7 @@ func TestAQueuedCallNeverRunsInAReplacedSession(t *testing.T) {
 	p.task("q", v1.ModeAuto, sessionTask())
 	ws := l.workspace("q-workspace")
 	p.propose("q", 0, 0, v1.ToolBash, `{"command":"touch started; sleep 30"}`)
-	p.eventually("the first call started", func() (bool, string) {
-		_, err := os.Stat(filepath.Join(ws, "started"))
-		return err == nil, fmt.Sprint(err)
-	})
+	fileAppears(p, "the first call started", filepath.Join(ws, "started"))
 	p.propose("q", 0, 1, v1.ToolBash, `{"command":"echo queued > queued.txt"}`)
 	p.eventually("the second call was delivered and waits for its turn", func() (bool, string) {
 		e := &v1.Execution{}
@@ -583,10 +579,7 @@ func TestSessionsWithACallInThemOutliveASwitchToPerCall(t *testing.T) {
 	p.task("sw", v1.ModeAuto, sessionTask())
 	ws := l.workspace("sw-workspace")
 	p.propose("sw", 0, 0, v1.ToolBash, `{"command":"touch started; sleep 3; echo finished"}`)
-	p.eventually("the call started", func() (bool, string) {
-		_, err := os.Stat(filepath.Join(ws, "started"))
-		return err == nil, fmt.Sprint(err)
-	})
+	fileAppears(p, "the call started", filepath.Join(ws, "started"))
 	task := p.getTask("sw")
 	task.Spec.Sandbox.Isolation = v1.IsolationPerCall
 	if err := env.Client.Update(t.Context(), task); err != nil {
@@ -630,10 +623,7 @@ func TestACallStoppedWhileQueuedNeverRuns(t *testing.T) {
 	p.task("sq", v1.ModeAuto, sessionTask())
 	ws := l.workspace("sq-workspace")
 	p.propose("sq", 0, 0, v1.ToolBash, `{"command":"touch started; sleep 4"}`)
-	p.eventually("the first call started", func() (bool, string) {
-		_, err := os.Stat(filepath.Join(ws, "started"))
-		return err == nil, fmt.Sprint(err)
-	})
+	fileAppears(p, "the first call started", filepath.Join(ws, "started"))
 	p.propose("sq", 0, 1, v1.ToolBash, `{"command":"echo queued > queued.txt"}`)
 	queued := &v1.Execution{}
 	p.eventually("the second call waits for its turn", func() (bool, string) {
