@@ -137,11 +137,13 @@ var _ = Describe("A task's sessions", func() {
 	})
 
 	It("runs a background job in a pod of its own until job_kill, and stops the rest with the task", func(ctx SpecContext) {
-		// The job beats a heartbeat file in the workspace; a call sees the job alive
-		// when the beat moves.
-		const beating = "a=$(cat beat); sleep 1; b=$(cat beat); if [ \"$a\" != \"$b\" ]; then echo job-alive; else echo job-gone; fi"
+		// The job beats a heartbeat file in the workspace (a counter, renamed into
+		// place whole); a call sees the job alive when the beat moves within 5 s, and
+		// gone when it stands still for 2 s.
+		const beating = "a=$(cat beat); for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.5; b=$(cat beat); [ \"$a\" != \"$b\" ] && break; done; if [ \"$a\" != \"$b\" ]; then echo job-alive; else echo job-still; fi"
+		const still = "a=$(cat beat); sleep 2; b=$(cat beat); if [ \"$a\" = \"$b\" ]; then echo job-gone; else echo job-beats; fi"
 		By("a background job starts, and its call is observed once it did")
-		job := observedIntent(ctx, create(ctx, map[string]any{"command": "while :; do echo tick; date +%s%N > beat; sleep 0.2; done", "runInBackground": true}))
+		job := observedIntent(ctx, create(ctx, map[string]any{"command": "i=0; while :; do i=$((i+1)); echo tick; echo $i > beat.new; mv beat.new beat; sleep 0.2; done", "runInBackground": true}))
 		Expect(job.Status.Observation.Summary).To(ContainSubstring("[background job started: "+job.Name+"]"), job.Status.Observation.Summary)
 		jobPod := executionOf(ctx, job).Status.SessionName
 		Expect(jobPod).To(HavePrefix(executor.SessionPrefix))
@@ -168,7 +170,7 @@ var _ = Describe("A task's sessions", func() {
 			g.Expect(killed.Status.Message).To(ContainSubstring(kill.Name + " (job_kill) stopped it"))
 			g.Expect(killed.Status.Output).To(ContainSubstring("tick"))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
-		_, after := propose(ctx, beating)
+		_, after := propose(ctx, still)
 		Expect(after.Status.Output).To(ContainSubstring("job-gone"))
 		Eventually(func(g Gomega) {
 			pod := &corev1.Pod{}
