@@ -811,6 +811,15 @@ func (r *ExecutionReconciler) readySession(ctx context.Context, exec *toolgatev1
 	} else if err != nil {
 		return "", "", nil, err
 	}
+	// Sessions are named after the task's name: a call decided for an earlier task
+	// of the name must not run in the sessions of the one that replaced it.
+	intent := &toolgatev1alpha1.ToolIntent{}
+	if err := getFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.IntentRef.Name}, intent); err != nil {
+		return "", "", nil, client.IgnoreNotFound(err)
+	}
+	if d := intent.Status.Decision; d == nil || d.Sandbox == nil || d.Sandbox.TaskUID != string(task.UID) {
+		return "", "", refuse(EventChainBroken, "AgentTask %s (uid %s) is not the task this call was decided for: it was deleted and created again since, and the call does not run in the new task's sessions", task.Name, task.UID), nil
+	}
 	name := executor.ExecutionSession(exec)
 	pod := &corev1.Pod{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: name}, pod)

@@ -641,3 +641,42 @@ func TestACallStoppedWhileQueuedNeverRuns(t *testing.T) {
 		t.Fatal("a call stopped while it waited for its turn ran")
 	}
 }
+
+// A call decided for a task that was deleted and created again under its name never
+// runs in the new task's sessions (the sessions are named after the task's name).
+func TestACallOfAnEarlierTaskNeverRunsInItsSuccessorsSession(t *testing.T) {
+	l := &localSessions{t: t, runner: testRunnerBinary(t), root: t.TempDir()}
+	p := startPipeline(t, func(o *Options) { o.SessionExecutor = l })
+	// No kubelet yet: the call waits for its session pod.
+	old := p.task("re", v1.ModeAuto, sessionTask())
+	p.propose("re", 0, 0, v1.ToolBash, `{"command":"echo old > old.txt"}`)
+	p.eventually("the call waits for its session", func() (bool, string) {
+		e := &v1.Execution{}
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: "re-t0-0"}, e); err != nil {
+			return false, err.Error()
+		}
+		return e.Status.Phase == v1.ExecutionPending && e.Status.Message != "", e.Status.Message
+	})
+	// envtest has no garbage collector: the old task's intent and Execution stay.
+	if err := env.Client.Delete(t.Context(), old); err != nil {
+		t.Fatal(err)
+	}
+	p.eventually("the old task is gone", func() (bool, string) {
+		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(old), &v1.AgentTask{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	for _, pod := range sessionPods(t, p.ns) {
+		_ = env.Client.Delete(t.Context(), pod)
+	}
+	p.task("re", v1.ModeAuto, sessionTask())
+	playKubelet(t, p.ns)
+	p.eventually("the old call is refused", func() (bool, string) {
+		e := getExecution(t, p.ns, "re-t0-0")
+		return executor.IsFinished(&e.Status), e.Status.Message
+	})
+	e := getExecution(t, p.ns, "re-t0-0")
+	mustContain(t, "the old call's message", e.Status.Message, "is not the task this call was decided for")
+	if _, err := os.Stat(filepath.Join(l.workspace("re-workspace"), "old.txt")); err == nil {
+		t.Fatal("the earlier task's call ran in the new task's session")
+	}
+}
