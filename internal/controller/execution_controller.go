@@ -813,12 +813,22 @@ func (r *ExecutionReconciler) readySession(ctx context.Context, exec *toolgatev1
 	}
 	// Sessions are named after the task's name: a call decided for an earlier task
 	// of the name must not run in the sessions of the one that replaced it.
-	intent := &toolgatev1alpha1.ToolIntent{}
-	if err := getFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.IntentRef.Name}, intent); err != nil {
-		return "", "", nil, client.IgnoreNotFound(err)
-	}
-	if d := intent.Status.Decision; d == nil || d.Sandbox == nil || d.Sandbox.TaskUID != string(task.UID) {
-		return "", "", refuse(EventChainBroken, "AgentTask %s (uid %s) is not the task this call was decided for: it was deleted and created again since, and the call does not run in the new task's sessions", task.Name, task.UID), nil
+	if decided, err := r.decidedTaskUID(ctx, r.Client, exec); err != nil {
+		return "", "", nil, err
+	} else if decided != task.UID {
+		// The cache may lag behind either object: only the API server's copies
+		// refuse the call.
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(task), task); apierrors.IsNotFound(err) {
+			return "", "", refuse(EventChainBroken, "AgentTask %s is gone: its session cannot be started", exec.Spec.TaskRef.Name), nil
+		} else if err != nil {
+			return "", "", nil, err
+		}
+		if decided, err = r.decidedTaskUID(ctx, r.APIReader, exec); err != nil {
+			return "", "", nil, err
+		}
+		if decided != task.UID {
+			return "", "", refuse(EventChainBroken, "AgentTask %s (uid %s) is not the task this call was decided for (uid %q): it was deleted and created again since, and the call does not run in the new task's sessions", task.Name, task.UID, decided), nil
+		}
 	}
 	name := executor.ExecutionSession(exec)
 	pod := &corev1.Pod{}
@@ -854,6 +864,19 @@ func (r *ExecutionReconciler) readySession(ctx context.Context, exec *toolgatev1
 	}
 	refused, err := ensureNetworkPolicy(ctx, r.Client, r.APIReader, policy)
 	return "", pod.UID, refused, err
+}
+
+// decidedTaskUID is the UID of the task the Execution's intent was decided for, as
+// its decision recorded it; "" when reader shows no such decision.
+func (r *ExecutionReconciler) decidedTaskUID(ctx context.Context, reader client.Reader, exec *toolgatev1alpha1.Execution) (types.UID, error) {
+	intent := &toolgatev1alpha1.ToolIntent{}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.IntentRef.Name}, intent); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	if d := intent.Status.Decision; d != nil && d.Sandbox != nil {
+		return types.UID(d.Sandbox.TaskUID), nil
+	}
+	return "", nil
 }
 
 // executionsOfSession maps a session pod to the unfinished Executions of its task

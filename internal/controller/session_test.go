@@ -644,6 +644,8 @@ func TestACallStoppedWhileQueuedNeverRuns(t *testing.T) {
 
 // A call decided for a task that was deleted and created again under its name never
 // runs in the new task's sessions (the sessions are named after the task's name).
+// The controller is stopped while the task is replaced, so that the next one finds
+// the successor in place and only the task's UID tells them apart.
 func TestACallOfAnEarlierTaskNeverRunsInItsSuccessorsSession(t *testing.T) {
 	l := &localSessions{t: t, runner: testRunnerBinary(t), root: t.TempDir()}
 	p := startPipeline(t, func(o *Options) { o.SessionExecutor = l })
@@ -657,6 +659,7 @@ func TestACallOfAnEarlierTaskNeverRunsInItsSuccessorsSession(t *testing.T) {
 		}
 		return e.Status.Phase == v1.ExecutionPending && e.Status.Message != "", e.Status.Message
 	})
+	p.stop()
 	// envtest has no garbage collector: the old task's intent and Execution stay.
 	if err := env.Client.Delete(t.Context(), old); err != nil {
 		t.Fatal(err)
@@ -668,9 +671,13 @@ func TestACallOfAnEarlierTaskNeverRunsInItsSuccessorsSession(t *testing.T) {
 	for _, pod := range sessionPods(t, p.ns) {
 		_ = env.Client.Delete(t.Context(), pod)
 	}
-	p.task("re", v1.ModeAuto, sessionTask())
+	successor := &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "re"}, Spec: *old.Spec.DeepCopy()}
+	if err := env.Client.Create(t.Context(), successor); err != nil {
+		t.Fatal(err)
+	}
+	again := startPipelineIn(t, p.ns, func(o *Options) { o.SessionExecutor = l })
 	playKubelet(t, p.ns)
-	p.eventually("the old call is refused", func() (bool, string) {
+	again.eventually("the old call is refused", func() (bool, string) {
 		e := getExecution(t, p.ns, "re-t0-0")
 		return executor.IsFinished(&e.Status), e.Status.Message
 	})
