@@ -409,7 +409,8 @@ func TestACallInFlightWhenTheControllerRestartsIsNeverRunAgain(t *testing.T) {
 }
 
 // A background job (bash runInBackground) is observed as started at once and runs
-// on beside the task's next calls; job_output shows its output so far and job_list
+// on, in a session pod of its own, while the task's next calls run in the task's
+// session; job_output shows its output so far and job_list
 // lists it; another task can neither read nor kill it; job_kill stops its whole
 // tree, and the task's end stops the rest.
 func TestBackgroundJobsRunOnUntilKilledOrTheTaskEnds(t *testing.T) {
