@@ -28,7 +28,10 @@ BASH_STATIC ?= /bin/bash-static
 KIND_STATE ?= /var/lib/toolgate-kind
 export KIND_STATE
 KIND_KUBECONFIG ?= $(KIND_STATE)/kubeconfig
-E2E_TIMEOUT ?= 30m
+# go test's -timeout stays above ginkgo's, so that a suite out of time still prints
+# ginkgo's summary of its failed specs instead of go test's goroutine dump.
+E2E_TIMEOUT ?= 45m
+E2E_GINKGO_TIMEOUT ?= 40m
 
 .PHONY: all
 all: build
@@ -86,7 +89,7 @@ test-e2e: ## Run the e2e suite against the cluster KUBECONFIG names; without KUB
 	@if [ -z "$$KUBECONFIG" ]; then $(MAKE) --no-print-directory local-deploy; fi
 	@rm -rf test/e2e/logs
 	KUBECONFIG="$${KUBECONFIG:-$(KIND_KUBECONFIG)}" PATH="$(ENVTEST_ASSETS):$$PATH" \
-	  go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v -ginkgo.v -ginkgo.label-filter='!bench' || { \
+	  go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v -ginkgo.v -ginkgo.timeout $(E2E_GINKGO_TIMEOUT) -ginkgo.label-filter='!bench' || { \
 	  if [ -z "$$KUBECONFIG" ]; then hack/kind.sh logs test/e2e/logs; fi; \
 	  echo "e2e failed: logs are in test/e2e/logs/"; exit 1; }
 
@@ -94,7 +97,7 @@ test-e2e: ## Run the e2e suite against the cluster KUBECONFIG names; without KUB
 bench-e2e: ## Measure a tool call's latency on the cluster (intent to observation, beside kubectl exec; docs/benchmarks.md); without KUBECONFIG, on the kind cluster.
 	@if [ -z "$$KUBECONFIG" ]; then $(MAKE) --no-print-directory local-deploy; fi
 	KUBECONFIG="$${KUBECONFIG:-$(KIND_KUBECONFIG)}" PATH="$(ENVTEST_ASSETS):$$PATH" \
-	  go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v -ginkgo.label-filter=bench
+	  go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v -ginkgo.timeout $(E2E_GINKGO_TIMEOUT) -ginkgo.label-filter=bench
 
 .PHONY: kind-up
 kind-up: ## Build (cached) and create the kind cluster, NetworkPolicy enforced (root; see docs/kind.md).

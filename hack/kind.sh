@@ -444,6 +444,13 @@ cmd_logs() {
   cluster_exists || return 0
   kind_ export logs --name "${CLUSTER}" "${dest}" >/dev/null 2>&1 || true
   kc get nodes,pods,jobs,pvc,pv,networkpolicies,events -A -o wide >"${dest}/cluster-objects.txt" 2>&1 || true
+  # A short health summary on stdout, last, where a reader of a failed run's tail
+  # sees it: a node under disk or memory pressure evicts pods and refuses new ones,
+  # which turns every spec into a wait for its timeout.
+  echo "== cluster health"
+  kc get nodes -o custom-columns='NODE:.metadata.name,CONDITIONS:.status.conditions[?(@.status=="True")].type' 2>&1 || true
+  kc get pods -A --field-selector=status.phase!=Running,status.phase!=Succeeded -o wide 2>&1 | head -20 || true
+  df -h "${ROOT}" /var/lib/docker 2>/dev/null || true
 }
 
 cmd_down() {

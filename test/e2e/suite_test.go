@@ -66,7 +66,36 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: controllerNamespace, Name: controllerDeployment}, &d)).To(Succeed())
 		g.Expect(d.Status.AvailableReplicas).To(BeNumerically(">=", 1), "the controller Deployment has no available replica")
 	}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+
+	By("checking that every node is Ready and under no pressure")
+	// A node short of disk or memory evicts pods and admits no new ones: every spec
+	// would then wait out its timeout. Say so once, here, instead.
+	var nodes corev1.NodeList
+	Expect(k8s.List(ctx, &nodes)).To(Succeed())
+	Expect(nodes.Items).NotTo(BeEmpty(), "the cluster has no node")
+	for _, n := range nodes.Items {
+		Expect(nodeTrouble(n)).To(BeEmpty(), "node %s cannot run the suite's pods", n.Name)
+	}
 }, NodeTimeout(4*time.Minute))
+
+// nodeTrouble lists what keeps node from running new pods: not Ready, a pressure
+// condition, or a NoSchedule/NoExecute taint other than the control plane's.
+func nodeTrouble(node corev1.Node) []string {
+	var trouble []string
+	for _, c := range node.Status.Conditions {
+		bad := c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue ||
+			c.Type != corev1.NodeReady && c.Status == corev1.ConditionTrue
+		if bad {
+			trouble = append(trouble, fmt.Sprintf("%s=%s: %s", c.Type, c.Status, c.Message))
+		}
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key != "node-role.kubernetes.io/control-plane" && t.Effect != corev1.TaintEffectPreferNoSchedule {
+			trouble = append(trouble, fmt.Sprintf("taint %s:%s", t.Key, t.Effect))
+		}
+	}
+	return trouble
+}
 
 // newNamespace creates a namespace for one spec, deleted after it (kept when the
 // spec failed, for inspection) and dumped to logsDir on failure.
