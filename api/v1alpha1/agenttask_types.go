@@ -425,6 +425,66 @@ type AgentTaskStatus struct {
 	// result is the model's final answer, set only when the task Succeeded.
 	// +optional
 	Result string `json:"result,omitempty"`
+	// ruleFires counts, per rule, how often a Redirect rule redirected one of the
+	// task's calls or a Completion rule refused its final answer, from the recorded
+	// decisions and completion checks: what maxFires and cooldownSeconds are
+	// enforced from.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	RuleFires []RuleFires `json:"ruleFires,omitempty"`
+}
+
+// RuleFires is how often one rule acted in a task.
+type RuleFires struct {
+	// policy that holds the rule, as Kind/name.
+	// +required
+	// +kubebuilder:validation:MaxLength=512
+	Policy string `json:"policy"`
+	// rule name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Rule string `json:"rule"`
+	// when is ToolCall or Completion.
+	// +required
+	When RuleEvent `json:"when"`
+	// fires is how often it acted.
+	// +required
+	Fires int32 `json:"fires"`
+	// lastFiredAt is when it last acted.
+	// +optional
+	LastFiredAt *metav1.Time `json:"lastFiredAt,omitempty"`
+}
+
+// CompletionCheck is the completion gate's verdict on a model task's final answer,
+// recorded with the turn that gave it (see docs/policy.md).
+type CompletionCheck struct {
+	// turn whose answer was checked.
+	// +required
+	Turn int32 `json:"turn"`
+	// action is Allow (the answer is accepted), Redirect (the model gets the
+	// instruction and goes on) or Deny (the task fails with the reason).
+	// +required
+	Action DecisionAction `json:"action"`
+	// policy, policyGeneration and rule that decided; empty when no rule did.
+	// +optional
+	Policy string `json:"policy,omitempty"`
+	// +optional
+	PolicyGeneration int64 `json:"policyGeneration,omitempty"`
+	// +optional
+	Rule string `json:"rule,omitempty"`
+	// reason in words a person can check.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// instruction of the deciding Redirect rule.
+	// +optional
+	Instruction string `json:"instruction,omitempty"`
+	// nonActingHits are Completion rules that matched without deciding.
+	// +optional
+	NonActingHits []RuleHit `json:"nonActingHits,omitempty"`
+	// checkedAt is when the check was made.
+	// +optional
+	CheckedAt *metav1.Time `json:"checkedAt,omitempty"`
 }
 
 // AgentTask is the unit of work: a goal, a workspace, a sandbox, an agent and budgets.

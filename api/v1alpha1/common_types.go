@@ -33,7 +33,7 @@ const (
 )
 
 // DecisionAction is what the policy engine decided for an intent.
-// +kubebuilder:validation:Enum=Allow;Ask;Deny
+// +kubebuilder:validation:Enum=Allow;Ask;Deny;Redirect;Stop
 type DecisionAction string
 
 const (
@@ -43,6 +43,13 @@ const (
 	DecisionAsk DecisionAction = "Ask"
 	// DecisionDeny: the intent never executes.
 	DecisionDeny DecisionAction = "Deny"
+	// DecisionRedirect: the intent never executes, and neither does any other call
+	// of its turn that has not started; the model gets the rule's registered
+	// instruction after the turn's tool results.
+	DecisionRedirect DecisionAction = "Redirect"
+	// DecisionStop: nothing of the intent's turn executes and the task ends Failed
+	// (reason PolicyStopped), with no retry.
+	DecisionStop DecisionAction = "Stop"
 )
 
 // CommandCategory is what a tool call or one part of a shell command does.

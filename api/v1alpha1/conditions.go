@@ -63,6 +63,12 @@ const (
 	// (for example HTTP 401), refused the task, or cut its final answer at its length
 	// limit. The message carries the provider's words with secrets masked.
 	ReasonModelError = "ModelError"
+	// ReasonPolicyStopped: a Stop rule decided one of the task's calls; nothing of
+	// that turn ran and the task takes no more turns.
+	ReasonPolicyStopped = "PolicyStopped"
+	// ReasonCompletionDenied: a Deny rule with when: Completion refused the model's
+	// final answer.
+	ReasonCompletionDenied = "CompletionDenied"
 	// ReasonModelUnavailable: the next turn cannot start yet (Ready=False). The API key
 	// Secret named by spec.agent.model.apiKeySecretRef is missing, the endpoint failed
 	// in a way that may pass (rate limit, server error, timeout), or a turn record
@@ -93,6 +99,12 @@ const (
 	// ReasonWaitingForSiblings: batch preflight holds this intent while a sibling of the
 	// same turn waits for approval.
 	ReasonWaitingForSiblings = "WaitingForSiblings"
+	// ReasonTurnRedirected: a Redirect decision of the intent's turn consumed it;
+	// nothing was executed.
+	ReasonTurnRedirected = "TurnRedirected"
+	// ReasonTurnStopped: a Stop decision of the intent's turn consumed it; nothing
+	// was executed.
+	ReasonTurnStopped = "TurnStopped"
 	// ReasonExecutionRequested: the intent names its Execution, which is being
 	// created (the name is recorded first, so only one writer creates it).
 	ReasonExecutionRequested = "ExecutionRequested"

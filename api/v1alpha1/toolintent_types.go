@@ -6,7 +6,7 @@ import (
 )
 
 // Outcome is how an intent ended, as the model sees it.
-// +kubebuilder:validation:Enum=Succeeded;Failed;TimedOut;ValidationFailed;Denied;ApprovalDenied;ApprovalExpired;Aborted
+// +kubebuilder:validation:Enum=Succeeded;Failed;TimedOut;ValidationFailed;Denied;ApprovalDenied;ApprovalExpired;Aborted;Redirected;Stopped
 type Outcome string
 
 const (
@@ -27,6 +27,13 @@ const (
 	// OutcomeAborted: the execution was stopped before it finished (its Job or Pod
 	// was deleted, or the task was cancelled); it may have had effects.
 	OutcomeAborted Outcome = "Aborted"
+	// OutcomeRedirected: a Redirect rule decided this call or another call of its
+	// turn; nothing of the turn was executed, and the rule's instruction goes to the
+	// model.
+	OutcomeRedirected Outcome = "Redirected"
+	// OutcomeStopped: a Stop rule decided this call or another call of its turn;
+	// nothing of the turn was executed and the task ended.
+	OutcomeStopped Outcome = "Stopped"
 )
 
 // ProposedBy records where an intent came from.
@@ -48,6 +55,7 @@ type ProposedBy struct {
 // ToolIntentSpec is one proposed tool call. It is immutable: a changed proposal is a
 // new intent.
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: a ToolIntent records one proposal; create a new ToolIntent instead"
+// +kubebuilder:validation:XValidation:rule="!has(self.turnCalls) || self.index < self.turnCalls",message="index must be less than turnCalls: turnCalls counts the turn's calls, numbered from 0"
 type ToolIntentSpec struct {
 	// taskRef names the AgentTask this intent belongs to.
 	// +required
@@ -60,6 +68,14 @@ type ToolIntentSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	Index int32 `json:"index"`
+	// turnCalls is how many calls the turn has, when the proposer knows it (the agent
+	// loop always does). No call of the turn runs before all of them exist and are
+	// decided, so a Redirect or Stop of a later call still keeps an earlier one from
+	// running. Without it, a turn is the intents that exist.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	TurnCalls int32 `json:"turnCalls,omitempty"`
 	// tool to call, for example bash or read_file.
 	// +required
 	Tool ToolName `json:"tool"`
@@ -92,6 +108,45 @@ type ToolIntentSpec struct {
 	// proposedBy records the model or agent that proposed the call.
 	// +optional
 	ProposedBy ProposedBy `json:"proposedBy,omitempty"`
+}
+
+// JudgeResult is a judge's verdict on one rule's condition.
+// +kubebuilder:validation:Enum=match;no_match;unknown
+type JudgeResult string
+
+const (
+	JudgeMatchResult   JudgeResult = "match"
+	JudgeNoMatchResult JudgeResult = "no_match"
+	// JudgeUnknown: the judge could not say, or its answer was not used (a timeout,
+	// an error, an answer that fails the schema); error says which.
+	JudgeUnknown JudgeResult = "unknown"
+)
+
+// JudgeVerdict is the judge model's verdict on one rule for one call.
+type JudgeVerdict struct {
+	// policy that holds the rule, as Kind/name.
+	// +required
+	// +kubebuilder:validation:MaxLength=512
+	Policy string `json:"policy"`
+	// rule name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Rule string `json:"rule"`
+	// result: match, no_match or unknown.
+	// +required
+	Result JudgeResult `json:"result"`
+	// confidencePercent the judge gave, 0 to 100.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	ConfidencePercent *int32 `json:"confidencePercent,omitempty"`
+	// error says why the result is unknown, when it is not the judge's own answer.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Error string `json:"error,omitempty"`
+	// latencyMillis is how long the judge's request took.
+	// +optional
+	LatencyMillis int64 `json:"latencyMillis,omitempty"`
 }
 
 // CommandPart is one part of a (possibly compound) command and its category.
@@ -130,13 +185,22 @@ type RuleHit struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
 	Enforcement string `json:"enforcement,omitempty"`
+	// limited says why a rule that would have acted did not: its maxFires were used
+	// or it was cooling down.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Limited string `json:"limited,omitempty"`
 }
 
 // Decision is the policy engine's verdict and everything needed to explain it.
 type Decision struct {
-	// action is Allow, Ask or Deny.
+	// action is Allow, Ask, Deny, Redirect or Stop.
 	// +required
 	Action DecisionAction `json:"action"`
+	// instruction is the deciding Redirect rule's registered instruction.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Instruction string `json:"instruction,omitempty"`
 	// policy that decided, as Kind/name; empty when the task mode decided.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
@@ -169,6 +233,12 @@ type Decision struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=256
 	NonActingHits []RuleHit `json:"nonActingHits,omitempty"`
+	// judgeVerdicts are the judge model's verdicts on the DryRun rules with a
+	// match.judge condition whose other conditions matched: recorded, never acted on.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	JudgeVerdicts []JudgeVerdict `json:"judgeVerdicts,omitempty"`
 	// approvers of the deciding rule, for Ask.
 	// +optional
 	Approvers Approvers `json:"approvers,omitempty"`
@@ -271,6 +341,12 @@ type Observation struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Artifact string `json:"artifact,omitempty"`
+	// instruction is the registered instruction of the Redirect rule that redirected
+	// the turn, on the redirected call's observation; the agent loop gives it to the
+	// model after all the turn's tool results, once per rule.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Instruction string `json:"instruction,omitempty"`
 	// contentSHA256 is the file's content hash after a successful read_file, write_file
 	// or edit_file; a later edit of the same path is checked against it.
 	// +optional

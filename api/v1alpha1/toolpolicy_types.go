@@ -8,8 +8,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// RuleAction is what a matching rule does.
-// +kubebuilder:validation:Enum=Allow;Ask;Deny;Audit
+// RuleAction is what a matching rule does. The strictest matching rule decides:
+// Stop > Deny > Ask > Redirect > Allow.
+// +kubebuilder:validation:Enum=Allow;Ask;Deny;Audit;Redirect;Stop
 type RuleAction string
 
 const (
@@ -18,6 +19,23 @@ const (
 	RuleDeny  RuleAction = "Deny"
 	// RuleAudit records that the rule matched and never changes the decision.
 	RuleAudit RuleAction = "Audit"
+	// RuleRedirect runs nothing of the turn and gives the model the rule's
+	// registered instruction (a completion rule: the answer is not accepted yet).
+	RuleRedirect RuleAction = "Redirect"
+	// RuleStop runs nothing of the turn and ends the task Failed (PolicyStopped).
+	RuleStop RuleAction = "Stop"
+)
+
+// RuleEvent is when a rule is evaluated.
+// +kubebuilder:validation:Enum=ToolCall;Completion
+type RuleEvent string
+
+const (
+	// WhenToolCall: the rule decides tool calls (the default).
+	WhenToolCall RuleEvent = "ToolCall"
+	// WhenCompletion: the rule checks a model task's final answer before it is
+	// accepted, with match.cel over the task's recorded history.
+	WhenCompletion RuleEvent = "Completion"
 )
 
 // Enforcement says whether a rule acts.
@@ -86,11 +104,30 @@ type RuleMatch struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=1024
 	Paths []string `json:"paths,omitempty"`
-	// cel is a CEL expression over `intent` (tool, input, categories, parts, argv,
-	// task, mode) that must evaluate to true for the rule to match.
+	// cel is a CEL expression that must evaluate to true for the rule to match. A
+	// ToolCall rule sees `intent` (tool, input, categories, parts, argv, task, mode);
+	// a Completion rule sees `history` (the task's calls in order, each with tool,
+	// input, category, outcome, exitCode, executed) and `answer` (the final answer's
+	// text).
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	CEL string `json:"cel,omitempty"`
+	// judge asks the cluster's judge model whether the call meets a condition in
+	// words, once every other condition of the rule matched. For now a rule with a
+	// judge is DryRun only: the verdict is recorded on the decision and measured,
+	// and never changes what runs.
+	// +optional
+	Judge *JudgeMatch `json:"judge,omitempty"`
+}
+
+// JudgeMatch is a condition a judge model evaluates.
+type JudgeMatch struct {
+	// condition in words, for example "the command deletes files outside build/".
+	// It is sent to the judge as data beside the call, never as an instruction.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Condition string `json:"condition"`
 }
 
 // RuleExamples are commands checked when the policy is loaded: a policy whose
@@ -111,15 +148,47 @@ type RuleExamples struct {
 }
 
 // PolicyRule is one ordered rule.
+// +kubebuilder:validation:XValidation:rule="!has(self.match) || !has(self.match.judge) || (has(self.enforcement) && self.enforcement == 'DryRun' && (!has(self.when) || self.when == 'ToolCall'))",message="a rule with match.judge runs in shadow for now: set enforcement: DryRun (its verdicts are recorded and measured, never acted on), on a tool-call rule"
+// +kubebuilder:validation:XValidation:rule="self.action == 'Redirect' ? has(self.instruction) : !has(self.instruction)",message="instruction is required for a Redirect rule and allowed only there: it is the registered text the model gets instead of the call's result"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxFires) && !has(self.cooldownSeconds) || self.action == 'Redirect' || self.action == 'Audit'",message="maxFires and cooldownSeconds are for Redirect and Audit rules only: a Deny, Ask or Stop rule that stopped acting after some fires would let the next call through"
+// +kubebuilder:validation:XValidation:rule="!has(self.when) || self.when != 'Completion' || self.action in ['Redirect', 'Deny', 'Audit']",message="a Completion rule's action is Redirect (the model goes on with the instruction), Deny (the task fails) or Audit"
+// +kubebuilder:validation:XValidation:rule="!has(self.when) || self.when != 'Completion' || !has(self.match) || (!has(self.match.tools) && !has(self.match.categories) && !has(self.match.paths))",message="a Completion rule matches with match.cel over the task's history only: tools, categories and paths describe a tool call"
 type PolicyRule struct {
 	// name of the rule, unique in the policy; it is recorded in every decision.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
-	// action when the rule matches: Allow, Ask, Deny or Audit (record only).
+	// action when the rule matches: Allow, Ask, Deny, Redirect, Stop or Audit
+	// (record only).
 	// +required
 	Action RuleAction `json:"action"`
+	// when the rule is evaluated: ToolCall (default), for each proposed call, or
+	// Completion, for a model task's final answer before it is accepted. (Not "on":
+	// YAML 1.1, which kubectl reads manifests with, turns an unquoted on key into
+	// true, and the rule would silently become a tool-call rule.)
+	// +optional
+	When RuleEvent `json:"when,omitempty"`
+	// instruction is the fixed text a Redirect rule gives the model, after every tool
+	// result of the turn, instead of running the call: registered here, never
+	// generated.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Instruction string `json:"instruction,omitempty"`
+	// maxFires is how often the rule acts in one task; once it has, it only records
+	// that it matched (a hit with limited set) and the other rules decide. Counted
+	// from the task's recorded decisions (and, for Completion rules, its recorded
+	// completion checks), so restarts do not reset it. Completion rules default to 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxFires *int32 `json:"maxFires,omitempty"`
+	// cooldownSeconds is how long after it acted in a task the rule only records that
+	// it matched.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=604800
+	CooldownSeconds *int32 `json:"cooldownSeconds,omitempty"`
 	// enforcement is Enforce (default) or DryRun (evaluated and recorded, never acts).
 	// +optional
 	// +kubebuilder:default=Enforce
@@ -144,7 +213,8 @@ type PolicyRule struct {
 
 // ToolPolicySpec holds the ordered rules of a policy.
 type ToolPolicySpec struct {
-	// rules in order; the strictest matching rule decides (Deny > Ask > Allow).
+	// rules in order; the strictest matching rule decides
+	// (Stop > Deny > Ask > Redirect > Allow).
 	// +optional
 	// +listType=map
 	// +listMapKey=name

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -18,6 +20,7 @@ import (
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/agent"
 	"github.com/toolgate/toolgate/internal/controller"
+	"github.com/toolgate/toolgate/internal/judge"
 )
 
 // config is what the command line sets.
@@ -35,6 +38,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	var (
 		c              = config{zap: zap.Options{Development: false}}
 		modelEndpoints string
+		judgeEndpoint  string
+		judgeModel     string
+		judgeKeyFile   string
+		judgeTimeout   time.Duration
+		judgeSlots     int
 	)
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
@@ -46,6 +54,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.opts.ControllerIdentity, "controller-identity", controller.DefaultControllerIdentity, "Kubernetes user the controller runs as; the agent loop names it in spec.requestedBy of the ToolIntents it creates. Change it together with config/admission.")
 	fs.StringVar(&modelEndpoints, "model-endpoints", agent.DefaultEndpoints, "Comma-separated model endpoints a task's spec.agent.model.baseURL may name; the controller sends API keys only there. "+
 		"An entry scheme://host[:port][/path] allows a baseURL of the same scheme, host (no wildcards) and port (omitted: the scheme's; *: any) whose path is the entry's or below it. A production install names exactly its endpoints.")
+	fs.StringVar(&judgeEndpoint, "judge-endpoint", "", "OpenAI-compatible endpoint (API root, e.g. http://vllm:8000/v1) of the judge model that evaluates the match.judge conditions of DryRun rules; its verdicts are recorded on decisions and measured, never acted on. Empty: no judge, and such rules' verdicts say so.")
+	fs.StringVar(&judgeModel, "judge-model", "", "Model name the judge endpoint serves; required with --judge-endpoint.")
+	fs.StringVar(&judgeKeyFile, "judge-api-key-file", "", "File holding the judge endpoint's API key (a mounted Secret); empty sends none.")
+	fs.DurationVar(&judgeTimeout, "judge-timeout", 2*time.Second, "How long a decision waits for the judge (a free slot included) before its verdicts are unknown. Must be positive.")
+	fs.IntVar(&judgeSlots, "judge-concurrency", 4, "Judge requests in flight at once. Must be at least 1.")
 	workers := []struct {
 		n          *int
 		name, help string
@@ -81,7 +94,39 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	if c.opts.SpentJobTTL <= 0 {
 		return config{}, fmt.Errorf("--spent-job-ttl must be positive, for example 1m; got %s", c.opts.SpentJobTTL)
 	}
+	if judgeEndpoint != "" {
+		if c.opts.Judge, err = newJudge(judgeEndpoint, judgeModel, judgeKeyFile, judgeTimeout, judgeSlots); err != nil {
+			return config{}, err
+		}
+	}
 	return c, nil
+}
+
+// newJudge builds the judge the --judge-* flags describe.
+func newJudge(endpoint, model, keyFile string, timeout time.Duration, slots int) (*judge.Judge, error) {
+	switch {
+	case model == "":
+		return nil, fmt.Errorf("--judge-model is required with --judge-endpoint")
+	case timeout <= 0:
+		return nil, fmt.Errorf("--judge-timeout must be positive, for example 2s; got %s", timeout)
+	case slots < 1:
+		return nil, fmt.Errorf("--judge-concurrency must be at least 1, got %d", slots)
+	}
+	var key string
+	if keyFile != "" {
+		data, err := os.ReadFile(keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--judge-api-key-file: %w", err)
+		}
+		key = strings.TrimSpace(string(data))
+	}
+	// One attempt: a verdict that comes late is unknown, never retried into the
+	// decision's path.
+	client, err := agent.NewClient(agent.ClientConfig{BaseURL: endpoint, APIKey: key, RequestTimeout: timeout, MaxAttempts: 1})
+	if err != nil {
+		return nil, fmt.Errorf("--judge-endpoint: %w", err)
+	}
+	return judge.New(client, judge.Config{Model: model, Timeout: timeout, Concurrency: slots}), nil
 }
 
 func main() {

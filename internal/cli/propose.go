@@ -102,6 +102,9 @@ func RenderObservation(w io.Writer, intent string, obs *v1.Observation) error {
 		fmt.Fprintf(&b, "Full output: %s\n", obs.Artifact)
 	}
 	b.WriteString(strings.TrimRight(obs.Summary, "\n") + "\n")
+	if obs.Instruction != "" {
+		fmt.Fprintf(&b, "Instruction from the policy:\n%s\n", obs.Instruction)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -136,4 +136,14 @@ func TestRenderObservation(t *testing.T) {
 		}
 	}
 	golden(t, "observations.txt", b.Bytes())
+
+	b.Reset()
+	redirected := &v1.Observation{Outcome: v1.OutcomeRedirected, Summary: "[not executed] Nothing was run for this call. A policy redirected the call:\nRule ToolPolicy/p/plan redirected this call.", Instruction: "Plan first."}
+	if err := RenderObservation(&b, "fix-t1-0", redirected); err != nil {
+		t.Fatal(err)
+	}
+	mustHave := "Observation of fix-t1-0: Redirected (nothing was executed)\n[not executed] Nothing was run for this call. A policy redirected the call:\nRule ToolPolicy/p/plan redirected this call.\nInstruction from the policy:\nPlan first.\n"
+	if b.String() != mustHave {
+		t.Fatalf("a redirected observation renders as\n%s\nwant\n%s", b.String(), mustHave)
+	}
 }

@@ -127,6 +127,10 @@ func Replay(task *v1.AgentTask, intents []v1.ToolIntent, approvals []v1.Approval
 				Mode:      task.Spec.Mode,
 				Tool:      in.Spec.Tool,
 				Input:     v.Normalized,
+				// The fires recorded before this call, at the time it was decided:
+				// a rule's limits replay as they stood then.
+				Fires: pipeline.FireCountsOf(pipeline.RuleFires(string(task.UID), earlier, nil)),
+				Now:   pipeline.DecidedAt(in),
 			}, policies.Cluster, policies.Namespaced, policies.Broken)
 			var prior []v1.Approval
 			for j := range earlier {
@@ -189,10 +193,15 @@ func compare(r *ReplayedIntent) {
 	if decided && rec.Policy == now.Policy && rec.Rule == now.Rule && rec.PolicyGeneration != now.PolicyGeneration {
 		r.Notes = append(r.Notes, fmt.Sprintf("same rule, policy generation %d -> %d: an approval given for the recorded call would not match", rec.PolicyGeneration, now.PolicyGeneration))
 	}
-	if decided && rec.Outcome != string(v1.DecisionDeny) && now.Outcome != string(v1.DecisionDeny) && wallsText(rec.Walls) != wallsText(now.Walls) {
+	if decided && runs(rec.Outcome) && runs(now.Outcome) && wallsText(rec.Walls) != wallsText(now.Walls) {
 		r.Notes = append(r.Notes, fmt.Sprintf("walls %s -> %s: the call would run in another sandbox, and an approval given for the recorded call would not match", wallsText(rec.Walls), wallsText(now.Walls)))
 	}
 	r.Changed = len(r.Changes) > 0
+}
+
+// runs says whether a call decided so would run (where it runs matters only then).
+func runs(outcome string) bool {
+	return outcome == string(v1.DecisionAllow) || outcome == string(v1.DecisionAsk)
 }
 
 // RenderReplay writes the report as text: every intent, the changed ones marked.

@@ -107,6 +107,26 @@ func TestReplayApprovalBudget(t *testing.T) {
 	}
 }
 
+// A Redirect rule's maxFires replays from the fires recorded before each call: the
+// second delete was asked (the rule had fired), and replays so, unchanged.
+func TestReplayCountsRecordedFires(t *testing.T) {
+	loaded, err := loadPolicyFile("testdata/policies-gate.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, _, _, _ := fixtureTask("team-a")
+	task.Spec.Budgets.MaxApprovalRequests = 5
+	first := makeIntent("team-a", "first", 0, 0, v1.ToolBash, `{"command":"rm -rf build"}`).valid().
+		decided(v1.DecisionRedirect, "ToolPolicy/gate", "plan-rm", 1, "a delete needs a plan", v1.CategoryDelete).obj()
+	second := makeIntent("team-a", "second", 1, 0, v1.ToolBash, `{"command":"rm -rf build"}`).valid().
+		decided(v1.DecisionAsk, "", "mode-default", 0, "no rule matched; Edit mode asks a human for delete calls", v1.CategoryDelete).obj()
+	got := Replay(task, []v1.ToolIntent{first, second}, nil, loaded)
+	if got[0].Replayed.Outcome != "Redirect" || got[0].Changed || got[1].Replayed.Outcome != "Ask" || got[1].Changed {
+		t.Fatalf("replayed %s (changed %t), %s (changed %t: %v); want an unchanged Redirect, then an unchanged Ask",
+			got[0].Replayed.Outcome, got[0].Changed, got[1].Replayed.Outcome, got[1].Changed, got[1].Replayed.Reason)
+	}
+}
+
 // An intent recorded before walls existed, replayed today: the decision is the same,
 // but the call would now run behind walls, and the note says so (an approval for it
 // would not match).

@@ -346,9 +346,16 @@ func renderIntent(b *strings.Builder, it IntentTrace) {
 		}
 		for _, h := range d.NonActingHits {
 			text += fmt.Sprintf("\nalso matched: %s rule %s (%s, %s)", h.Policy, h.Rule, h.Action, orDash(h.Enforcement))
+			if h.Limited != "" {
+				text += ", limited: " + h.Limited
+			}
 		}
-		// A denied call never runs: where it would have run says nothing.
-		if d.Action != v1.DecisionDeny {
+		if d.Instruction != "" {
+			text += "\ninstruction to the model: " + d.Instruction
+		}
+		// A call that was not allowed or asked never runs: where it would have run
+		// says nothing.
+		if d.Action == v1.DecisionAllow || d.Action == v1.DecisionAsk {
 			text += "\nwalls: " + wallsLine(d.Walls)
 		}
 		line("Decision", "%s", text)

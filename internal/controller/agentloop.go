@@ -27,6 +27,7 @@ import (
 	"github.com/toolgate/toolgate/internal/agent"
 	"github.com/toolgate/toolgate/internal/mask"
 	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/tools"
 )
 
@@ -44,6 +45,9 @@ import (
 const (
 	// TurnRecordKey is the ConfigMap data key holding a turn's agent.TurnRecord as JSON.
 	TurnRecordKey = "turn.json"
+	// CompletionCheckKey is the ConfigMap data key holding the v1.CompletionCheck of
+	// a turn's final answer as JSON (CompletionCheckName).
+	CompletionCheckKey = "completion.json"
 	// MaxTurnRecordBytes bounds a turn record, well under the 1 MiB a ConfigMap holds.
 	// A reply larger than this keeps its text's head, and only then loses its largest
 	// arguments (the intent created from it then fails validation and the model is
@@ -98,6 +102,12 @@ func TurnRecordName(task string, turn int32) string {
 	return boundedName(task, fmt.Sprintf("-turn-%d", turn))
 }
 
+// CompletionCheckName is the name of the ConfigMap recording the completion check of
+// a task's turn that gave a final answer.
+func CompletionCheckName(task string, turn int32) string {
+	return boundedName(task, fmt.Sprintf("-turn-%d-completion", turn))
+}
+
 // ModelIntentName is the name of the ToolIntent for call index of a task's turn.
 func ModelIntentName(task string, turn, index int32) string {
 	return boundedName(task, fmt.Sprintf("-t%d-%d", turn, index))
@@ -130,7 +140,11 @@ type loopState struct {
 // name. An intent of that name that the loop did not create for that very call (not
 // controlled by the task, requested by someone other than the controller, or for
 // another call id) is never taken as the call's observation: it fails the task.
-func loopStateOf(task *v1.AgentTask, records []agent.TurnRecord, intents []v1.ToolIntent, identity string) loopState {
+//
+// A turn whose final answer a completion check redirected is a step like any other:
+// the answer, then the rule's instruction, and the next turn is due. The last turn's
+// answer is the task's only once its check accepted it (CompletionDue until then).
+func loopStateOf(task *v1.AgentTask, records []agent.TurnRecord, checks map[int32]v1.CompletionCheck, intents []v1.ToolIntent, identity string) loopState {
 	byName := make(map[string]*v1.ToolIntent, len(intents))
 	for i := range intents {
 		byName[intents[i].Name] = &intents[i]
@@ -146,6 +160,7 @@ func loopStateOf(task *v1.AgentTask, records []agent.TurnRecord, intents []v1.To
 	}
 	for t, rec := range records {
 		observations := map[int]string{}
+		var instructions []agent.Instruction
 		for i, call := range rec.ToolCalls {
 			name := ModelIntentName(task.Name, int32(t), int32(i))
 			in, ok := byName[name]
@@ -161,9 +176,17 @@ func loopStateOf(task *v1.AgentTask, records []agent.TurnRecord, intents []v1.To
 				return s
 			case in.Status.Observation != nil:
 				observations[i] = in.Status.Observation.Summary
+				if text := in.Status.Observation.Instruction; text != "" && in.Status.Decision != nil {
+					instructions = append(instructions, agent.Instruction{Rule: pipeline.RuleID(in.Status.Decision), Text: text})
+				}
 			}
 		}
-		s.history = append(s.history, rec.ObservedTurn(observations))
+		turn := rec.ObservedTurn(observations)
+		if c, ok := checks[int32(t)]; ok && len(rec.ToolCalls) == 0 && c.Action == v1.DecisionRedirect {
+			instructions = append(instructions, agent.Instruction{Rule: c.Policy + "/" + c.Rule, Text: c.Instruction})
+		}
+		turn.Instructions = instructions
+		s.history = append(s.history, turn)
 	}
 	last := records[len(records)-1]
 	if len(last.ToolCalls) == 0 {
@@ -175,8 +198,18 @@ func loopStateOf(task *v1.AgentTask, records []agent.TurnRecord, intents []v1.To
 		case last.FinishReason == "content_filter":
 			s.world.Failure = fmt.Sprintf("the endpoint's content filter stopped the model's reply in turn %d (finish_reason content_filter)", last.Turn)
 		default:
-			answer := last.Text
-			s.world.Answer = &answer
+			check, checked := checks[last.Turn]
+			switch {
+			case !checked:
+				s.world.CompletionDue = true
+			case check.Action == v1.DecisionRedirect:
+				s.world.NextTurnDue = true
+			case check.Action == v1.DecisionDeny:
+				s.world.CompletionDenied = fmt.Sprintf("the final answer of turn %d was refused by rule %s/%s: %s", last.Turn, check.Policy, check.Rule, check.Reason)
+			default:
+				answer := last.Text
+				s.world.Answer = &answer
+			}
 		}
 		return s
 	}
@@ -226,6 +259,7 @@ func modelIntent(task *v1.AgentTask, rec agent.TurnRecord, index int, identity s
 			TaskRef:     v1.LocalObjectReference{Name: task.Name},
 			Turn:        rec.Turn,
 			Index:       int32(index),
+			TurnCalls:   turnCalls(len(rec.ToolCalls)),
 			Tool:        tool,
 			Input:       runtime.RawExtension{Raw: callInput(call.Arguments)},
 			Reason:      cut(reason, maxIntentReason),
@@ -238,6 +272,18 @@ func modelIntent(task *v1.AgentTask, rec agent.TurnRecord, index int, identity s
 		},
 	}
 }
+
+// turnCalls is spec.turnCalls for a turn of n calls: n, or none past the API's bound
+// (such a turn is a turn of the intents that exist).
+func turnCalls(n int) int32 {
+	if n > maxTurnCalls {
+		return 0
+	}
+	return int32(n)
+}
+
+// maxTurnCalls is the API's bound on spec.turnCalls.
+const maxTurnCalls = 1024
 
 // callInput is the intent input for the model's raw arguments: a JSON object as it
 // is, no arguments at all as {} (some servers send "" for a call without
@@ -336,6 +382,8 @@ type agentStep struct {
 	retryAfter time.Duration
 	// refused is why the model was not called with what the task names, if so.
 	refused *modelRefusal
+	// completion is the completion check made in this reconcile, if any.
+	completion *v1.CompletionCheck
 }
 
 // modelWait is a temporary model failure and when to try again. The reconciler
@@ -353,22 +401,43 @@ type modelWait struct {
 // and no budget is spent, asks the model for the next turn.
 func (r *AgentTaskReconciler) runAgentLoop(ctx context.Context, task *v1.AgentTask, world *pipeline.TaskWorld) (agentStep, error) {
 	var step agentStep
-	records, problem, err := r.readTurns(ctx, task)
+	records, checks, problem, err := r.readTurns(ctx, task)
 	if err != nil {
 		return step, err
 	}
 	identity := r.Options.identity()
 	var state loopState
 	refresh := func() {
-		state = loopStateOf(task, records, world.Intents, identity)
+		state = loopStateOf(task, records, checks, world.Intents, identity)
 		if problem != "" {
 			state.world.Unavailable = problem
 		}
 		world.Model = &state.world
+		world.CompletionChecks = checks
 	}
 	refresh()
-	if problem != "" || !world.WorkspaceReady || r.finished(task, *world) {
+	if problem != "" {
+		// Polled: the fix (deleting what is in a record's place) is no event of the
+		// task's.
+		step.retryAfter = r.modelRetryDelay()
 		return step, nil
+	}
+	if !world.WorkspaceReady || r.finished(task, *world) {
+		return step, nil
+	}
+	if state.world.CompletionDue {
+		check, wait, err := r.checkCompletion(ctx, task, records[len(records)-1], checks, world.Intents)
+		if err != nil || wait != "" {
+			state.world.Unavailable = wait
+			step.retryAfter = r.modelRetryDelay()
+			return step, err
+		}
+		checks[check.Turn] = check
+		step.completion = &check
+		refresh()
+		if !state.world.NextTurnDue {
+			return step, nil
+		}
 	}
 	if len(state.missing) == 0 && !state.world.NextTurnDue {
 		return step, nil
@@ -455,24 +524,112 @@ func (r *AgentTaskReconciler) finished(task *v1.AgentTask, world pipeline.TaskWo
 
 // readTurns reads the task's turn records from turn 0 up to the first turn not
 // recorded, around the cache: a record just written must be seen, or the model would
-// be asked twice for one turn. A record the loop cannot use stops it, and problem
-// says why.
-func (r *AgentTaskReconciler) readTurns(ctx context.Context, task *v1.AgentTask) (records []agent.TurnRecord, problem string, err error) {
+// be asked twice for one turn. With each turn that gave a final answer it reads that
+// answer's completion check, if one was made. A record the loop cannot use stops it,
+// and problem says why.
+func (r *AgentTaskReconciler) readTurns(ctx context.Context, task *v1.AgentTask) (records []agent.TurnRecord, checks map[int32]v1.CompletionCheck, problem string, err error) {
+	checks = map[int32]v1.CompletionCheck{}
 	for turn := int32(0); ; turn++ {
 		cm := &corev1.ConfigMap{}
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: TurnRecordName(task.Name, turn)}, cm)
 		switch {
 		case apierrors.IsNotFound(err):
-			return records, "", nil
+			return records, checks, "", nil
 		case err != nil:
-			return nil, "", fmt.Errorf("reading turn record %d: %w", turn, err)
+			return nil, nil, "", fmt.Errorf("reading turn record %d: %w", turn, err)
 		}
 		rec, problem := parseTurnRecord(task, turn, cm)
 		if problem != "" {
-			return records, problem, nil
+			return records, checks, problem, nil
 		}
 		records = append(records, rec)
+		if len(rec.ToolCalls) > 0 {
+			continue
+		}
+		check := &corev1.ConfigMap{}
+		err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: CompletionCheckName(task.Name, turn)}, check)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, nil, "", fmt.Errorf("reading the completion check of turn %d: %w", turn, err)
+		}
+		c, problem := parseCompletionCheck(task, turn, check)
+		if problem != "" {
+			return records, checks, problem, nil
+		}
+		checks[turn] = c
 	}
+}
+
+// parseCompletionCheck checks that cm is the task's completion check of turn and
+// reads it.
+func parseCompletionCheck(task *v1.AgentTask, turn int32, cm *corev1.ConfigMap) (v1.CompletionCheck, string) {
+	if !metav1.IsControlledBy(cm, task) {
+		return v1.CompletionCheck{}, fmt.Sprintf("ConfigMap %s is in the place of the completion check of turn %d but is not controlled by this AgentTask; delete it so that the check can be recorded", cm.Name, turn)
+	}
+	var c v1.CompletionCheck
+	if err := json.Unmarshal([]byte(cm.Data[CompletionCheckKey]), &c); err != nil || c.Turn != turn {
+		return v1.CompletionCheck{}, fmt.Sprintf("ConfigMap %s, the completion check of turn %d, cannot be read (%v) or is not that turn's", cm.Name, turn, err)
+	}
+	return c, ""
+}
+
+// checkCompletion checks the final answer of turn rec against the Completion rules
+// of the policies in force and records the verdict in an immutable ConfigMap owned by
+// the task (another reconcile's record, if it was first). wait says why the check
+// cannot be made now: a policy in scope is not Ready, and an answer is not accepted
+// past a gate that cannot be read.
+func (r *AgentTaskReconciler) checkCompletion(ctx context.Context, task *v1.AgentTask, rec agent.TurnRecord, checks map[int32]v1.CompletionCheck, intents []v1.ToolIntent) (v1.CompletionCheck, string, error) {
+	loaded, err := r.Policies.LoadFresh(ctx, r.APIReader, task.Namespace, time.Now())
+	if err != nil {
+		return v1.CompletionCheck{}, "", err
+	}
+	if len(loaded.Broken) > 0 {
+		// A policy that cannot be read may hold a Completion rule.
+		return v1.CompletionCheck{}, fmt.Sprintf("the final answer of turn %d waits for its completion check: %s in scope is not Ready", rec.Turn, strings.Join(loaded.Broken, ", ")), nil
+	}
+	past := make([]v1.CompletionCheck, 0, len(checks))
+	for _, c := range checks {
+		past = append(past, c)
+	}
+	now := r.Now()
+	check := policy.DecideCompletion(policy.CompletionRequest{
+		Namespace: task.Namespace, Task: task.Name, Answer: rec.Text,
+		History: pipeline.CompletionHistory(intents),
+		Fires:   pipeline.FireCountsOf(pipeline.RuleFires(string(task.UID), nil, past)),
+		Now:     now,
+	}, loaded.Cluster, loaded.Namespaced)
+	check.Turn = rec.Turn
+	at := metav1.NewTime(now)
+	check.CheckedAt = &at
+	data, err := json.Marshal(check)
+	if err != nil {
+		return v1.CompletionCheck{}, "", err
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: task.Namespace, Name: CompletionCheckName(task.Name, rec.Turn), Labels: map[string]string{pipeline.LabelTurn: fmt.Sprint(rec.Turn)}},
+		Immutable:  ptr.To(true),
+		Data:       map[string]string{CompletionCheckKey: string(data)},
+	}
+	if len(validation.IsValidLabelValue(task.Name)) == 0 {
+		cm.Labels[pipeline.LabelTask] = task.Name
+	}
+	if err := controllerutil.SetControllerReference(task, cm, r.Scheme); err != nil {
+		return v1.CompletionCheck{}, "", err
+	}
+	if err := r.Create(ctx, cm); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return v1.CompletionCheck{}, "", fmt.Errorf("recording the completion check of turn %d: %w", rec.Turn, err)
+		}
+		theirs := &corev1.ConfigMap{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cm), theirs); err != nil {
+			return v1.CompletionCheck{}, "", err
+		}
+		recorded, problem := parseCompletionCheck(task, rec.Turn, theirs)
+		return recorded, problem, nil
+	}
+	return check, "", nil
 }
 
 // parseTurnRecord checks that cm is the task's record of turn and reads it.

@@ -909,14 +909,23 @@ func TestLoopStateOf(t *testing.T) {
 	final := agent.TurnRecord{Turn: 1, Text: "done", FinishReason: "stop", Usage: agent.Usage{PromptTokens: 3, CompletionTokens: 4}}
 	foreign := intentOf(r1, 0, "forged")
 	foreign.Spec.RequestedBy = "mallory"
+	accepted := map[int32]v1.CompletionCheck{1: {Turn: 1, Action: v1.DecisionAllow}}
+	redirected := map[int32]v1.CompletionCheck{1: {Turn: 1, Action: v1.DecisionRedirect, Policy: "ToolPolicy/p", Rule: "tests-first", Instruction: "Run the tests."}}
+	refused := map[int32]v1.CompletionCheck{1: {Turn: 1, Action: v1.DecisionDeny, Policy: "ToolPolicy/p", Rule: "no", Reason: "never"}}
+	redirectedCall := intentOf(r0, 1, "not run")
+	redirectedCall.Status.Decision = &v1.Decision{Action: v1.DecisionRedirect, Policy: "ToolPolicy/p", Rule: "plan"}
+	redirectedCall.Status.Observation.Instruction = "Plan first."
+	redirectedCall.Status.Observation.Outcome = v1.OutcomeRedirected
 
 	for _, tc := range []struct {
-		name    string
-		records []agent.TurnRecord
-		intents []v1.ToolIntent
-		want    pipeline.ModelWorld
-		missing []int
-		history int
+		name         string
+		records      []agent.TurnRecord
+		checks       map[int32]v1.CompletionCheck
+		intents      []v1.ToolIntent
+		want         pipeline.ModelWorld
+		missing      []int
+		history      int
+		instructions []agent.Instruction
 	}{
 		{name: "no turn yet", want: pipeline.ModelWorld{NextTurnDue: true}},
 		{name: "recorded, no intents (restart)", records: []agent.TurnRecord{r0},
@@ -927,8 +936,18 @@ func TestLoopStateOf(t *testing.T) {
 			want: pipeline.ModelWorld{Turns: 1, TokensUsed: 10}, missing: []int{1}, history: 1},
 		{name: "all observed", records: []agent.TurnRecord{r0, r1}, intents: []v1.ToolIntent{intentOf(r0, 0, "x"), intentOf(r0, 1, "y"), intentOf(r1, 0, "z")},
 			want: pipeline.ModelWorld{Turns: 2, TokensUsed: 15, NextTurnDue: true}, history: 2},
-		{name: "final answer, tokens from parts", records: []agent.TurnRecord{r0, final}, intents: []v1.ToolIntent{intentOf(r0, 0, "x"), intentOf(r0, 1, "y")},
+		{name: "final answer, tokens from parts", records: []agent.TurnRecord{r0, final}, checks: accepted, intents: []v1.ToolIntent{intentOf(r0, 0, "x"), intentOf(r0, 1, "y")},
 			want: pipeline.ModelWorld{Turns: 2, TokensUsed: 17, Answer: ptr.To("done")}, history: 2},
+		{name: "final answer not checked yet", records: []agent.TurnRecord{r0, final}, intents: []v1.ToolIntent{intentOf(r0, 0, "x"), intentOf(r0, 1, "y")},
+			want: pipeline.ModelWorld{Turns: 2, TokensUsed: 17, CompletionDue: true}, history: 2},
+		{name: "final answer redirected: the loop goes on", records: []agent.TurnRecord{r0, final}, checks: redirected, intents: []v1.ToolIntent{intentOf(r0, 0, "x"), intentOf(r0, 1, "y")},
+			want: pipeline.ModelWorld{Turns: 2, TokensUsed: 17, NextTurnDue: true}, history: 2,
+			instructions: []agent.Instruction{{Rule: "ToolPolicy/p/tests-first", Text: "Run the tests."}}},
+		{name: "final answer refused", records: []agent.TurnRecord{r0, final}, checks: refused, intents: []v1.ToolIntent{intentOf(r0, 0, "x"), intentOf(r0, 1, "y")},
+			want: pipeline.ModelWorld{Turns: 2, TokensUsed: 17, CompletionDenied: "the final answer of turn 1 was refused by rule ToolPolicy/p/no: never"}, history: 2},
+		{name: "a redirected call's instruction follows its turn", records: []agent.TurnRecord{r0}, intents: []v1.ToolIntent{intentOf(r0, 0, "x"), redirectedCall},
+			want: pipeline.ModelWorld{Turns: 1, TokensUsed: 10, NextTurnDue: true}, history: 1,
+			instructions: []agent.Instruction{{Rule: "ToolPolicy/p/plan", Text: "Plan first."}}},
 		{name: "refusal", records: []agent.TurnRecord{{Turn: 0, Refusal: "I can't help with that."}},
 			want: pipeline.ModelWorld{Turns: 1, Failure: "the model refused in turn 0: I can't help with that."}, history: 1},
 		{name: "answer cut at length", records: []agent.TurnRecord{{Turn: 0, Text: "The fix is", FinishReason: "length"}},
@@ -937,7 +956,7 @@ func TestLoopStateOf(t *testing.T) {
 			want: pipeline.ModelWorld{Turns: 2, TokensUsed: 15, Failure: "ToolIntent t-t1-0 exists but was not created by the agent loop for tool call c of turn 1: its observation is not the model's; delete it and create a new task"}, history: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := loopStateOf(task, tc.records, tc.intents, me)
+			s := loopStateOf(task, tc.records, tc.checks, tc.intents, me)
 			got, want := s.world, tc.want
 			got.Answer, want.Answer = nil, nil
 			if got != want || (s.world.Answer == nil) != (tc.want.Answer == nil) || s.world.Answer != nil && *s.world.Answer != *tc.want.Answer {
@@ -947,8 +966,18 @@ func TestLoopStateOf(t *testing.T) {
 				t.Errorf("missing %v, history %d turns; want %v and %d", s.missing, len(s.history), tc.missing, tc.history)
 			}
 			if s.world.NextTurnDue {
-				if _, err := agent.BuildMessages(agent.SystemPrompt, "goal", s.history); err != nil {
+				msgs, err := agent.BuildMessages(agent.SystemPrompt, "goal", s.history)
+				if err != nil {
 					t.Errorf("a due turn's history does not build: %v", err)
+				}
+				last := msgs[len(msgs)-1]
+				if len(tc.instructions) > 0 && (last.Role != agent.RoleUser || !strings.Contains(last.Content, tc.instructions[0].Text)) {
+					t.Errorf("the last message is %+v, want the user message with the instruction %q", last, tc.instructions[0].Text)
+				}
+			}
+			if tc.history > 0 {
+				if got := s.history[len(s.history)-1].Instructions; !slices.Equal(got, tc.instructions) {
+					t.Errorf("instructions %v, want %v", got, tc.instructions)
 				}
 			}
 		})

@@ -30,6 +30,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/policyset"
 )
 
 // stopRecheck is how often an ended task looks again at its calls that have not
@@ -84,6 +85,8 @@ type AgentTaskReconciler struct {
 	// ModelRetryDelay is the wait after a temporary model error with no Retry-After;
 	// DefaultModelRetryDelay when zero.
 	ModelRetryDelay time.Duration
+	// Policies reads the policies a final answer is checked against.
+	Policies *policyset.Cache
 	// modelWaits maps a task's UID to its modelWait.
 	modelWaits sync.Map
 }
@@ -101,6 +104,7 @@ func newAgentTaskReconciler(mgr ctrl.Manager, opts Options) *AgentTaskReconciler
 		Recorder:  mgr.GetEventRecorder("toolgate-task"),
 		Now:       opts.clock(),
 		NewModel:  NewModelClient,
+		Policies:  policyset.NewCache(),
 	}
 }
 

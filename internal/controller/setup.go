@@ -19,6 +19,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/agent"
 	"github.com/toolgate/toolgate/internal/executor"
+	"github.com/toolgate/toolgate/internal/judge"
 )
 
 // Options configure the reconcilers.
@@ -26,6 +27,9 @@ type Options struct {
 	// RunnerImage holds the runner binary; an init container copies it into each
 	// Execution's pod.
 	RunnerImage string
+	// Judge evaluates the match.judge conditions of DryRun rules (shadow); nil when
+	// no judge endpoint is configured, and their verdicts then say so.
+	Judge *judge.Judge
 	// DefaultSandboxImage is used when a task names no sandbox image.
 	DefaultSandboxImage string
 	// ControllerIdentity is the Kubernetes user the controller runs as. The agent loop
@@ -230,14 +234,23 @@ func trimCachedPod(obj any) (any, error) {
 
 // trimCachedIntent keeps of an observed intent what is read of a call that has
 // ended: its spec, observation and conditions (the agent loop's conversation, the
-// task's counts, the edit baselines, the early return of its own reconcile). Its
-// validation and decision are the API server's record; the one reader that may come
-// to them from the cache, an Execution's chain check, reads the API server when the
-// cached intent does not hold the chain.
+// task's counts, the edit baselines, the early return of its own reconcile), and of
+// its decision the verdict alone: action, deciding rule, reason, category and the
+// task it was decided for (a Stop or Redirect of a turn consumes its siblings and
+// ends the task, rule fires are counted from it, and Completion rules read the
+// category). Its validation and the rest of its decision are the API server's
+// record; the one reader that may come to them from the cache, an Execution's chain
+// check, reads the API server when the cached intent does not hold the chain.
 func trimCachedIntent(obj any) (any, error) {
 	if in, ok := obj.(*v1.ToolIntent); ok && in.Status.Observation != nil {
 		in.Status.Validation = nil
-		in.Status.Decision = nil
+		if d := in.Status.Decision; d != nil {
+			verdict := &v1.Decision{Action: d.Action, Policy: d.Policy, PolicyGeneration: d.PolicyGeneration, Rule: d.Rule, Reason: d.Reason, Category: d.Category}
+			if d.Sandbox != nil {
+				verdict.Sandbox = &v1.DecidedSandbox{TaskUID: d.Sandbox.TaskUID}
+			}
+			in.Status.Decision = verdict
+		}
 	}
 	return trimCached(obj)
 }

@@ -25,6 +25,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/failpoint"
+	"github.com/toolgate/toolgate/internal/judge"
 	"github.com/toolgate/toolgate/internal/mask"
 	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/pipeline"
@@ -335,6 +336,13 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 	if intent.Status.ExecutionRef == "" && r.notWhereDecided(run) {
 		return ctrl.Result{}, nil
 	}
+	// 2b. A Stop or a Redirect of its turn consumes a call that has not started,
+	// whatever its own decision (an Ask waiting for a human among them).
+	if intent.Status.ExecutionRef == "" {
+		if consumed, err := r.consumeTurn(ctx, run); err != nil || consumed {
+			return ctrl.Result{}, err
+		}
+	}
 
 	// 3. Approve, when asked.
 	if intent.Status.Decision.Action == v1.DecisionAsk && intent.Status.ExecutionRef == "" {
@@ -414,7 +422,7 @@ func (r *ToolIntentReconciler) validate(ctx context.Context, run *intentRun) err
 // denials and approval budget before an Approval is requested.
 func (r *ToolIntentReconciler) decide(ctx context.Context, run *intentRun) error {
 	intent := run.intent
-	d, err := r.decideNow(ctx, run)
+	d, err := r.decideNow(ctx, run, true)
 	if err != nil {
 		return err
 	}
@@ -433,19 +441,69 @@ func (r *ToolIntentReconciler) decide(ctx context.Context, run *intentRun) error
 	if d.Action == v1.DecisionAllow {
 		run.audit(EventDecided, "%s by %s (generation %d): %s", d.Action, pipeline.RuleID(&d), d.PolicyGeneration, d.Reason)
 	} else {
-		run.record(EventDecided, d.Action == v1.DecisionDeny, nil, "%s by %s (generation %d): %s", d.Action, pipeline.RuleID(&d), d.PolicyGeneration, d.Reason)
+		run.record(EventDecided, d.Action != v1.DecisionAsk, nil, "%s by %s (generation %d): %s", d.Action, pipeline.RuleID(&d), d.PolicyGeneration, d.Reason)
 	}
-	if d.Action == v1.DecisionDeny {
+	switch d.Action {
+	case v1.DecisionDeny:
 		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "denied; nothing was executed")
 		r.finish(run, pipeline.Refusal(v1.OutcomeDenied, fmt.Sprintf("%s (rule %s)", d.Reason, pipeline.RuleID(&d)), run.now))
+	case v1.DecisionRedirect, v1.DecisionStop:
+		r.consume(run, intent)
 	}
 	return nil
+}
+
+// consumeTurn ends a call that has not started when a call of its turn (itself
+// included) was decided Stop or Redirect: nothing of such a turn runs. An Approval the
+// call waits on is retired, so that nobody approves a call that will not run. It
+// returns whether the call ended.
+func (r *ToolIntentReconciler) consumeTurn(ctx context.Context, run *intentRun) (bool, error) {
+	turn, err := r.turnOf(ctx, run.intent)
+	if err != nil {
+		return false, err
+	}
+	by := pipeline.TurnConsumer(turn)
+	if by == nil {
+		return false, nil
+	}
+	if by.Name == run.intent.Name {
+		// Its own decision in force: the one recorded here, not the cache's.
+		by = run.intent
+	}
+	if ref := run.intent.Status.ApprovalRef; ref != "" {
+		approval := &v1.Approval{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: run.intent.Namespace, Name: ref}, approval)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return false, err
+		case metav1.IsControlledBy(approval, run.intent) && approval.Status.State != v1.ApprovalStateConsumed:
+			if err := retireApproval(ctx, r.Client, approval, v1.ApprovalStateSuperseded, "",
+				fmt.Sprintf("not used: ToolIntent %s of the same turn was decided %s by %s, and nothing of the turn runs", by.Name, by.Status.Decision.Action, pipeline.RuleID(by.Status.Decision))); err != nil {
+				return false, err
+			}
+		}
+	}
+	r.consume(run, by)
+	return true, nil
+}
+
+// consume writes the observation of a call that by's Stop or Redirect keeps from
+// running.
+func (r *ToolIntentReconciler) consume(run *intentRun, by *v1.ToolIntent) {
+	obs, reason, msg := pipeline.Consumed(run.intent, by, run.now)
+	setCondition(run.intent, v1.ConditionExecuted, false, reason, msg)
+	r.finish(run, obs)
 }
 
 // decideNow decides the intent against the policies in force (read from the API
 // server, never the cache) and the task as it is now, and records in the decision
 // the sandbox the call would run in, under its fingerprint.
-func (r *ToolIntentReconciler) decideNow(ctx context.Context, run *intentRun) (v1.Decision, error) {
+//
+// With judged, the DryRun rules with a match.judge condition that matched the call
+// are put to the judge, and its verdicts recorded on the decision (shadow: they
+// change nothing); a decision made again just before the call runs is not judged.
+func (r *ToolIntentReconciler) decideNow(ctx context.Context, run *intentRun, judged bool) (v1.Decision, error) {
 	intent, task := run.intent, run.task
 	loaded, err := r.Policies.LoadFresh(ctx, r.APIReader, intent.Namespace, run.began)
 	if err != nil {
@@ -458,14 +516,47 @@ func (r *ToolIntentReconciler) decideNow(ctx context.Context, run *intentRun) (v
 		Mode:      task.Spec.Mode,
 		Tool:      intent.Spec.Tool,
 		Input:     normalized,
+		Now:       run.now,
+		Fires:     r.fireCounts(ctx, run),
 	}
 	d := policy.Decide(req, loaded.Cluster, loaded.Namespaced, loaded.Broken)
+	if candidates := policy.JudgeCandidates(d, loaded.Cluster, loaded.Namespaced); judged && len(candidates) > 0 {
+		d.JudgeVerdicts = r.Options.Judge.Evaluate(ctx, judge.CallOf(intent.Spec.Tool, normalized, &d), candidates)
+		for i, v := range d.JudgeVerdicts {
+			agreement := judge.Agreement(v, candidates[i].Action, d.Action)
+			latency := float64(v.LatencyMillis) / 1000
+			run.observe = append(run.observe, func() {
+				metrics.JudgeVerdicts.WithLabelValues(string(v.Result), agreement).Inc()
+				if r.Options.Judge != nil {
+					metrics.JudgeLatency.Observe(latency)
+				}
+			})
+		}
+	}
 	sandbox, err := pipeline.DecideSandbox(task, intent.Status.Validation, d.Walls, r.Options.DefaultSandboxImage)
 	if err != nil {
 		return v1.Decision{}, err
 	}
 	pipeline.SealDecision(&d, req, sandbox)
 	return d, nil
+}
+
+// fireCounts reads, when the engine asks, how often the task's recorded decisions
+// fired each rule (pipeline.RuleFires). A list that fails counts no fires, and the
+// rule acts: a limit lifted by a failed read holds a call back, never lets one run.
+func (r *ToolIntentReconciler) fireCounts(ctx context.Context, run *intentRun) policy.FireCounts {
+	var counts policy.FireCounts
+	return func(key string) policy.Fires {
+		if counts == nil {
+			var list v1.ToolIntentList
+			if err := r.List(ctx, &list, client.InNamespace(run.intent.Namespace), client.MatchingFields{IndexIntentTask: run.task.Name}); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "listing the task's intents to count rule fires")
+				return policy.Fires{}
+			}
+			counts = pipeline.FireCountsOf(pipeline.RuleFires(string(run.task.UID), list.Items, nil))
+		}
+		return counts(key)
+	}
 }
 
 // notWhereDecided ends a call that has not run yet when it can no longer run where it
@@ -477,7 +568,7 @@ func (r *ToolIntentReconciler) decideNow(ctx context.Context, run *intentRun) (v
 func (r *ToolIntentReconciler) notWhereDecided(run *intentRun) bool {
 	intent, task := run.intent, run.task
 	d := intent.Status.Decision
-	if d == nil || d.Action == v1.DecisionDeny || intent.Status.Observation != nil {
+	if d == nil || d.Action == v1.DecisionDeny || d.Action == v1.DecisionRedirect || d.Action == v1.DecisionStop || intent.Status.Observation != nil {
 		return false
 	}
 	var reason string
@@ -505,7 +596,7 @@ func (r *ToolIntentReconciler) notWhereDecided(run *intentRun) bool {
 func (r *ToolIntentReconciler) recheck(ctx context.Context, run *intentRun, approval *v1.Approval) (bool, error) {
 	intent := run.intent
 	recorded := intent.Status.Decision
-	now, err := r.decideNow(ctx, run)
+	now, err := r.decideNow(ctx, run, false)
 	if err != nil {
 		return false, err
 	}
@@ -540,16 +631,22 @@ func (r *ToolIntentReconciler) recheck(ctx context.Context, run *intentRun, appr
 				return false, err
 			}
 		}
-		if now.Action == v1.DecisionDeny {
-			// The Deny is the decision in force; the Approval the call was asked by
-			// stays named, as the record of what was approved and not used.
+		if now.Action != v1.DecisionAsk && now.Action != v1.DecisionAllow {
+			// The Deny (Stop, Redirect) is the decision in force; the Approval the
+			// call was asked by stays named, as the record of what was approved and
+			// not used.
 			ref := intent.Status.ApprovalRef
 			pipeline.Supersede(intent, &now)
 			intent.Status.ApprovalRef = ref
 		}
 		setCondition(intent, v1.ConditionDecided, true, v1.ReasonRedecided, msg)
-		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "denied when decided again before running; nothing was executed")
 		run.record(EventRedecided, true, related, "%s", msg)
+		if now.Action == v1.DecisionStop || now.Action == v1.DecisionRedirect {
+			// Its siblings that have not started see the new decision (consumeTurn).
+			r.consume(run, intent)
+			return true, nil
+		}
+		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "denied when decided again before running; nothing was executed")
 		r.finish(run, pipeline.Refusal(v1.OutcomeDenied, fmt.Sprintf("The policies changed while this call waited to run. %s (rule %s): %s", now.Reason, rule, why), run.now))
 		return true, nil
 	}
@@ -750,11 +847,20 @@ func (r *ToolIntentReconciler) holdForSiblings(ctx context.Context, run *intentR
 	if err != nil {
 		return false, err
 	}
+	if by := pipeline.TurnConsumer(turn); by != nil {
+		// Decided Stop or Redirect since this reconcile's first look (consumeTurn).
+		r.consume(run, by)
+		return true, nil
+	}
 	blocking := pipeline.BlockingSiblings(run.intent, turn)
-	if len(blocking) == 0 {
+	missing := pipeline.MissingSiblings(run.intent, turn)
+	if len(blocking) == 0 && len(missing) == 0 {
 		return false, nil
 	}
 	msg := fmt.Sprintf("held: sibling intents of turn %d wait for a decision: %v", run.intent.Spec.Turn, blocking)
+	if len(missing) > 0 {
+		msg = fmt.Sprintf("held: turn %d has %d calls (spec.turnCalls) and calls %v of it do not exist yet; waiting for a decision on %v", run.intent.Spec.Turn, run.intent.Spec.TurnCalls, missing, blocking)
+	}
 	if c := meta.FindStatusCondition(run.intent.Status.Conditions, v1.ConditionExecuted); c == nil || c.Reason != v1.ReasonWaitingForSiblings || c.Message != msg {
 		run.record(EventHeldForSiblings, false, nil, "%s", msg)
 	}
@@ -767,6 +873,10 @@ func (r *ToolIntentReconciler) holdForSiblings(ctx context.Context, run *intentR
 // now: held for its batch, or decided again.
 func (r *ToolIntentReconciler) execute(ctx context.Context, run *intentRun) (bool, error) {
 	intent := run.intent
+	if a := intent.Status.Decision.Action; a != v1.DecisionAllow && a != v1.DecisionAsk {
+		// Redirect and Stop end the call when decided; nothing else ever runs.
+		return true, fmt.Errorf("ToolIntent %s is decided %s and has no observation: it does not run", intent.Name, a)
+	}
 	if intent.Status.Decision.Action == v1.DecisionAllow {
 		if held, err := r.holdForSiblings(ctx, run); err != nil || held {
 			return held, err
@@ -828,7 +938,7 @@ func (r *ToolIntentReconciler) createExecution(ctx context.Context, run *intentR
 		}
 	}
 	if intent.Status.Decision.Action == v1.DecisionAllow {
-		dispatchLatency := run.now.Sub(decidedAt(intent)).Seconds()
+		dispatchLatency := run.now.Sub(pipeline.DecidedAt(intent)).Seconds()
 		run.observe = append(run.observe, func() { metrics.PipelineLatency.WithLabelValues("dispatch").Observe(dispatchLatency) })
 	}
 	// Executed stays ExecutionRequested until the Execution reports its Job (observe):
@@ -844,13 +954,6 @@ func (r *ToolIntentReconciler) inTheWay(run *intentRun, kind, name, problem stri
 	setCondition(run.intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, reason)
 	run.record(EventObjectInTheWay, true, nil, "%s", reason)
 	r.finish(run, pipeline.Refusal(v1.OutcomeFailed, reason, run.now))
-}
-
-func decidedAt(intent *v1.ToolIntent) time.Time {
-	if c := meta.FindStatusCondition(intent.Status.Conditions, v1.ConditionDecided); c != nil {
-		return c.LastTransitionTime.Time
-	}
-	return intent.CreationTimestamp.Time
 }
 
 // observe writes the observation once the Execution finished.

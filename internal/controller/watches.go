@@ -25,14 +25,16 @@ import (
 // change what it does. The primary watch (For) of every reconciler takes every event.
 
 // siblingHoldChanged passes an intent change that can release a sibling held for
-// its batch (pipeline.BlockingSiblings): the intent stopped, or started, holding its
-// turn back, or it is gone. A new intent only ever adds a hold.
+// its batch (pipeline.BlockingSiblings), or end it: the intent stopped, or started,
+// holding its turn back, was decided (again) Stop or Redirect, or it is gone. A new
+// intent only ever adds a hold.
 var siblingHoldChanged = predicate.TypedFuncs[client.Object]{
 	CreateFunc: func(event.TypedCreateEvent[client.Object]) bool { return false },
 	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
 		old, oldOK := e.ObjectOld.(*v1.ToolIntent)
 		now, nowOK := e.ObjectNew.(*v1.ToolIntent)
-		return !oldOK || !nowOK || pipeline.HoldsSiblings(old) != pipeline.HoldsSiblings(now)
+		return !oldOK || !nowOK || pipeline.HoldsSiblings(old) != pipeline.HoldsSiblings(now) ||
+			pipeline.ConsumesTurn(old) != pipeline.ConsumesTurn(now)
 	},
 }
 

@@ -42,8 +42,27 @@ var (
 		Help:    "Latency added by the pipeline, by stage (decide: creation to decision; dispatch: decision to Execution for calls that needed no human).",
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 	}, []string{"stage"})
+	// CompletionChecks counts the completion gate's verdicts on final answers.
+	CompletionChecks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_completion_checks_total",
+		Help: "Completion checks of final answers, by action (Allow: accepted; Redirect; Deny) and deciding rule.",
+	}, []string{"action", "rule"})
+	// JudgeVerdicts counts the judge's verdicts, by result and by whether they agree
+	// with the deterministic decision (judge.Agreement): how often acting on the
+	// judge would change what runs.
+	JudgeVerdicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_judge_verdicts_total",
+		Help: "Judge verdicts on rule conditions (shadow: never acted on), by result (match, no_match, unknown) and agreement with the deterministic decision (true, false, unknown).",
+	}, []string{"result", "agreement"})
+	// JudgeLatency is the latency of the judge's requests.
+	JudgeLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "toolgate_judge_latency_seconds",
+		Help:    "Latency of the judge request behind each verdict, timeouts included.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 10),
+	})
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(IntentsObserved, Decisions, ApprovalWait, ExecutionDuration, PipelineLatency)
+	ctrlmetrics.Registry.MustRegister(IntentsObserved, Decisions, ApprovalWait, ExecutionDuration, PipelineLatency,
+		CompletionChecks, JudgeVerdicts, JudgeLatency)
 }

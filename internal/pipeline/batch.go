@@ -1,6 +1,9 @@
 package pipeline
 
 import (
+	"fmt"
+	"time"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
@@ -44,4 +47,95 @@ func BlockingSiblings(intent *v1.ToolIntent, turnIntents []v1.ToolIntent) []stri
 func HoldsSiblings(s *v1.ToolIntent) bool {
 	undecided := s.Status.Decision == nil && s.Status.Observation == nil
 	return undecided || AwaitsApproval(s)
+}
+
+// ConsumesTurn says whether s's decision in force keeps every call of its turn from
+// running: a Stop or a Redirect.
+func ConsumesTurn(s *v1.ToolIntent) bool {
+	d := s.Status.Decision
+	return d != nil && (d.Action == v1.DecisionStop || d.Action == v1.DecisionRedirect)
+}
+
+// TurnConsumer returns the call of the turn whose decision consumes every call of it
+// that has not started: a Stop (the first by index), else a Redirect (the first by
+// index); nil when there is none. A consumed call never runs: the batch semantics of
+// docs/policy.md ("a turn with a Stop or a Redirect runs none of its calls").
+func TurnConsumer(turnIntents []v1.ToolIntent) *v1.ToolIntent {
+	var stop, redirect *v1.ToolIntent
+	for i := range turnIntents {
+		s := &turnIntents[i]
+		d := s.Status.Decision
+		if d == nil {
+			continue
+		}
+		switch d.Action {
+		case v1.DecisionStop:
+			if stop == nil || IntentBefore(s, stop) {
+				stop = s
+			}
+		case v1.DecisionRedirect:
+			if redirect == nil || IntentBefore(s, redirect) {
+				redirect = s
+			}
+		}
+	}
+	if stop != nil {
+		return stop
+	}
+	return redirect
+}
+
+// Consumed is the observation of a call that does not run because by (itself, or
+// another call of its turn) was decided Stop or Redirect, and the reason its
+// Executed condition gives.
+func Consumed(intent, by *v1.ToolIntent, now time.Time) (obs *v1.Observation, reason, message string) {
+	d := by.Status.Decision
+	rule := RuleID(d)
+	switch {
+	case d.Action == v1.DecisionStop && by.Name == intent.Name:
+		reason = v1.ReasonTurnStopped
+		message = fmt.Sprintf("Rule %s stopped the task: %s. Nothing of this turn ran, and the task takes no more turns.", rule, d.Reason)
+	case d.Action == v1.DecisionStop:
+		reason = v1.ReasonTurnStopped
+		message = fmt.Sprintf("ToolIntent %s (call %d of this turn) was stopped by rule %s: %s. Nothing of a stopped turn runs, and the task takes no more turns.", by.Name, by.Spec.Index, rule, d.Reason)
+	case by.Name == intent.Name:
+		reason = v1.ReasonTurnRedirected
+		message = fmt.Sprintf("Rule %s redirected this call: %s. Nothing of this turn ran. Follow the policy's instruction, then propose a new call.", rule, d.Reason)
+	default:
+		reason = v1.ReasonTurnRedirected
+		message = fmt.Sprintf("ToolIntent %s (call %d of this turn) was redirected by rule %s, and no call of a redirected turn runs. Follow the policy's instruction, then propose this call again if you still need it.", by.Name, by.Spec.Index, rule)
+	}
+	outcome := v1.OutcomeRedirected
+	if d.Action == v1.DecisionStop {
+		outcome = v1.OutcomeStopped
+	}
+	obs = Refusal(outcome, message, now)
+	if d.Action == v1.DecisionRedirect && by.Name == intent.Name {
+		obs.Instruction = d.Instruction
+	}
+	return obs, reason, message
+}
+
+// MissingSiblings are the indexes of the calls of intent's turn that its turnCalls
+// announce and that do not exist yet: a Redirect or Stop among them would consume
+// this call, so it does not run before they are created and decided.
+func MissingSiblings(intent *v1.ToolIntent, turnIntents []v1.ToolIntent) []int32 {
+	n := intent.Spec.TurnCalls
+	if n <= 0 {
+		return nil
+	}
+	seen := make([]bool, n)
+	for i := range turnIntents {
+		s := &turnIntents[i]
+		if s.Spec.TaskRef.Name == intent.Spec.TaskRef.Name && s.Spec.Turn == intent.Spec.Turn && s.Spec.Index < n {
+			seen[s.Spec.Index] = true
+		}
+	}
+	var missing []int32
+	for i, ok := range seen {
+		if !ok {
+			missing = append(missing, int32(i))
+		}
+	}
+	return missing
 }

@@ -4,8 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/policy"
 )
 
 // Earlier returns the task's intents that come before intent (by turn, index,
@@ -84,4 +89,106 @@ func ApplyAskLimits(d *v1.Decision, limit int32, others []v1.Approval) {
 		d.Action = v1.DecisionDeny
 		d.Reason = fmt.Sprintf("the task's approval-request limit is reached (%d of budgets.maxApprovalRequests=%d); the call would need a human (rule %s said: %s)", used, limit, RuleID(d), d.Reason)
 	}
+}
+
+// RuleFires counts how often each rule with limits acted in a task: the Redirect
+// decisions of its intents (every decision an intent had, superseded ones too, so a
+// decision made again does not hide a fire) and the Redirect and Deny verdicts of its
+// completion checks. taskUID keeps out intents decided for an earlier task of the
+// same name. The result is sorted by policy and rule, and is what the task's
+// status.ruleFires shows and maxFires and cooldownSeconds are enforced from.
+func RuleFires(taskUID string, intents []v1.ToolIntent, checks []v1.CompletionCheck) []v1.RuleFires {
+	byKey := map[string]*v1.RuleFires{}
+	count := func(policy, rule string, on v1.RuleEvent, at *metav1.Time) {
+		if policy == "" {
+			return
+		}
+		key := policy + "/" + rule
+		f := byKey[key]
+		if f == nil {
+			f = &v1.RuleFires{Policy: policy, Rule: rule, When: on}
+			byKey[key] = f
+		}
+		f.Fires++
+		if at != nil && (f.LastFiredAt == nil || f.LastFiredAt.Before(at)) {
+			t := *at
+			f.LastFiredAt = &t
+		}
+	}
+	for i := range intents {
+		in := &intents[i]
+		d := in.Status.Decision
+		if d == nil || (d.Sandbox != nil && taskUID != "" && d.Sandbox.TaskUID != taskUID) {
+			continue
+		}
+		at := metav1.NewTime(DecidedAt(in))
+		for _, past := range append(append([]v1.Decision(nil), in.Status.SupersededDecisions...), *d) {
+			if past.Action == v1.DecisionRedirect {
+				count(past.Policy, past.Rule, v1.WhenToolCall, &at)
+			}
+		}
+	}
+	for _, c := range checks {
+		if c.Action == v1.DecisionRedirect || c.Action == v1.DecisionDeny {
+			count(c.Policy, c.Rule, v1.WhenCompletion, c.CheckedAt)
+		}
+	}
+	out := make([]v1.RuleFires, 0, len(byKey))
+	for _, f := range byKey {
+		out = append(out, *f)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Policy != out[j].Policy {
+			return out[i].Policy < out[j].Policy
+		}
+		return out[i].Rule < out[j].Rule
+	})
+	return out
+}
+
+// FireCountsOf is fires as the policy engine takes them (policy.Request.Fires).
+func FireCountsOf(fires []v1.RuleFires) policy.FireCounts {
+	out := make(map[string]policy.Fires, len(fires))
+	for _, f := range fires {
+		var last time.Time
+		if f.LastFiredAt != nil {
+			last = f.LastFiredAt.Time
+		}
+		out[policy.FiresKey(f.Policy, f.Rule)] = policy.Fires{Count: f.Fires, Last: last}
+	}
+	return func(key string) policy.Fires { return out[key] }
+}
+
+// CompletionHistory is a task's intents, in order, as Completion rules see them.
+func CompletionHistory(intents []v1.ToolIntent) []policy.CompletedCall {
+	ordered := append([]v1.ToolIntent(nil), intents...)
+	sort.Slice(ordered, func(i, j int) bool { return IntentBefore(&ordered[i], &ordered[j]) })
+	out := make([]policy.CompletedCall, 0, len(ordered))
+	for i := range ordered {
+		in := &ordered[i]
+		c := policy.CompletedCall{Tool: in.Spec.Tool, ExitCode: -1, Turn: in.Spec.Turn, Index: in.Spec.Index}
+		var input map[string]any
+		if json.Unmarshal(in.Spec.Input.Raw, &input) == nil {
+			c.Input = input
+		}
+		if d := in.Status.Decision; d != nil {
+			c.Category, c.Action = d.Category, d.Action
+		}
+		if o := in.Status.Observation; o != nil {
+			c.Outcome, c.Executed = o.Outcome, o.Executed
+			if o.ExitCode != nil {
+				c.ExitCode = int64(*o.ExitCode)
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// DecidedAt is when the intent's decision in force was made.
+func DecidedAt(intent *v1.ToolIntent) time.Time {
+	if c := meta.FindStatusCondition(intent.Status.Conditions, v1.ConditionDecided); c != nil {
+		return c.LastTransitionTime.Time
+	}
+	return intent.CreationTimestamp.Time
 }

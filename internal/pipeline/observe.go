@@ -40,6 +40,10 @@ func refusalHeadline(o v1.Outcome) string {
 		return "Nobody approved the call in time:"
 	case v1.OutcomeAborted:
 		return "The call was aborted:"
+	case v1.OutcomeRedirected:
+		return "A policy redirected the call:"
+	case v1.OutcomeStopped:
+		return "A policy stopped the task:"
 	}
 	return string(o) + ":"
 }

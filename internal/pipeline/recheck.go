@@ -25,8 +25,12 @@ const (
 // decision it was recorded with, and says whether the call may still run; when it
 // may not, it also says, in words, what changed. The rule:
 //
-//   - now is Deny: Deny, whatever was recorded (an emergency Deny wins over an
-//     approval already given).
+//   - now is Stop or Deny: Deny, whatever was recorded (an emergency Deny wins over
+//     an approval already given); the call ends under the new decision (a Stop
+//     stops the task).
+//   - now is Redirect and the recorded decision is Allow: Deny (the call does not
+//     run, and ends Redirected under the new decision). A Redirect does not undo an
+//     approval: an approved Ask runs.
 //   - now is Ask and the recorded decision is Allow: Ask (nobody approved it).
 //   - now is Ask and the recorded decision is Ask by another rule (another policy,
 //     or another rule of it, or the mode default where a rule asked, or the other
@@ -42,8 +46,10 @@ const (
 // mode that became ReadOnly denies every call that is not read-only.
 func Stricter(recorded, now *v1.Decision) (Recheck, string) {
 	switch {
-	case now.Action == v1.DecisionDeny:
+	case now.Action == v1.DecisionDeny || now.Action == v1.DecisionStop:
 		return RecheckDeny, fmt.Sprintf("the policies in force now deny it: %s by %s (was %s by %s when decided)", now.Action, ruleText(now), recorded.Action, ruleText(recorded))
+	case now.Action == v1.DecisionRedirect && recorded.Action == v1.DecisionAllow:
+		return RecheckDeny, fmt.Sprintf("the policies in force now redirect it: %s by %s (was %s by %s when decided)", now.Action, ruleText(now), recorded.Action, ruleText(recorded))
 	case now.Action == v1.DecisionAsk && recorded.Action == v1.DecisionAllow:
 		return RecheckAsk, fmt.Sprintf("the policies in force now ask a human: %s by %s (was %s by %s when decided)", now.Action, ruleText(now), recorded.Action, ruleText(recorded))
 	case now.Action == v1.DecisionAsk && recorded.Action == v1.DecisionAsk && (now.Policy != recorded.Policy || now.Rule != recorded.Rule):

@@ -23,6 +23,9 @@ type TaskWorld struct {
 	// Model is what the agent loop observed for a task with spec.agent.model; nil for
 	// a task whose agent is external.
 	Model *ModelWorld
+	// CompletionChecks are the recorded completion checks of a model task's final
+	// answers, by turn.
+	CompletionChecks map[int32]v1.CompletionCheck
 }
 
 // ModelWorld is what the recorded turns of a model task say, and what happened when
@@ -35,8 +38,15 @@ type ModelWorld struct {
 	// NextTurnDue is true when the model is to be asked again: there is no turn yet,
 	// or every tool call of the last turn has its observation.
 	NextTurnDue bool
-	// Answer is the final answer: the text of a last turn that proposed no tool call.
+	// Answer is the final answer: the text of a last turn that proposed no tool call,
+	// once its completion check accepted it.
 	Answer *string
+	// CompletionDue is true when the last turn gave a final answer that has not been
+	// checked yet (policy.DecideCompletion).
+	CompletionDue bool
+	// CompletionDenied, when set, ends the task Failed with reason CompletionDenied:
+	// a Completion rule refused the final answer.
+	CompletionDenied string
 	// Failure, when set, ends the task Failed with reason ModelError: an error of the
 	// model endpoint that retrying does not cure, a refusal, or a last turn that can
 	// be neither an answer nor a step (its reply was cut at the length limit).
@@ -82,12 +92,16 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 	intents := append([]v1.ToolIntent(nil), world.Intents...)
 	sort.Slice(intents, func(i, j int) bool { return IntentBefore(&intents[i], &intents[j]) })
 	var awaiting []string
+	var stopped *v1.ToolIntent
 	consecutiveRefusals := 0
 	st.Intents.ByOutcome = map[v1.Outcome]int32{}
 	for i := range intents {
 		in := &intents[i]
 		st.Intents.Total++
 		st.Turn = max(st.Turn, in.Spec.Turn)
+		if d := in.Status.Decision; d != nil && d.Action == v1.DecisionStop && stopped == nil {
+			stopped = in
+		}
 		if o := in.Status.Observation; o != nil {
 			st.Intents.ByOutcome[o.Outcome]++
 			if isRefusal(o.Outcome) {
@@ -104,6 +118,13 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 	}
 	if len(st.Intents.ByOutcome) == 0 {
 		st.Intents.ByOutcome = nil
+	}
+	checks := make([]v1.CompletionCheck, 0, len(world.CompletionChecks))
+	for _, c := range world.CompletionChecks {
+		checks = append(checks, c)
+	}
+	if st.RuleFires = RuleFires(string(task.UID), world.Intents, checks); len(st.RuleFires) == 0 {
+		st.RuleFires = nil
 	}
 	model := world.Model
 	if model != nil {
@@ -133,6 +154,11 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 		switch {
 		case task.Spec.Cancel:
 			set(v1.ConditionFailed, true, v1.ReasonCancelled, "the task was cancelled by its owner (spec.cancel)")
+		case stopped != nil:
+			d := stopped.Status.Decision
+			set(v1.ConditionFailed, true, v1.ReasonPolicyStopped, fmt.Sprintf("ToolIntent %s (turn %d) was decided Stop by rule %s: %s. Nothing of that turn ran, and the task takes no more turns.", stopped.Name, stopped.Spec.Turn, RuleID(d), d.Reason))
+		case model != nil && model.CompletionDenied != "":
+			set(v1.ConditionFailed, true, v1.ReasonCompletionDenied, model.CompletionDenied)
 		case b.MaxConsecutiveRefusals > 0 && int32(consecutiveRefusals) >= b.MaxConsecutiveRefusals:
 			set(v1.ConditionFailed, true, v1.ReasonRefusalBudgetExhausted, fmt.Sprintf("%d intents in a row were refused (validation failures or denials), budgets.maxConsecutiveRefusals=%d: the agent is stuck repeating refused calls", consecutiveRefusals, b.MaxConsecutiveRefusals))
 		case b.MaxIntents > 0 && st.Intents.Total >= b.MaxIntents && st.Intents.InFlight == 0:

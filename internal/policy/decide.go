@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 )
@@ -22,6 +23,10 @@ type Request struct {
 	Tool v1alpha1.ToolName
 	// Input is the normalized input from tools.Validate.
 	Input json.RawMessage
+	// Fires are the task's recorded fires of rules with maxFires or cooldownSeconds
+	// (FiresKey), and Now is the time their cooldowns are measured at.
+	Fires FireCounts
+	Now   time.Time
 }
 
 // Limits of the Decision's fields (see the API's validation markers).
@@ -46,12 +51,17 @@ func (c candidate) hit() v1alpha1.RuleHit {
 	return v1alpha1.RuleHit{Policy: c.policy.ID(), Rule: c.rule.spec.Name, Action: string(c.rule.spec.Action), Enforcement: string(enforcement)}
 }
 
-// actionRank orders decisions: Deny > Ask > Allow.
+// actionRank orders decisions: Stop > Deny > Ask > Redirect > Allow. A Redirect is
+// below Ask: a call a human must see is asked, whatever a rule would tell the model.
 func actionRank(a v1alpha1.RuleAction) int {
 	switch a {
+	case v1alpha1.RuleStop:
+		return 5
 	case v1alpha1.RuleDeny:
-		return 3
+		return 4
 	case v1alpha1.RuleAsk:
+		return 3
+	case v1alpha1.RuleRedirect:
 		return 2
 	case v1alpha1.RuleAllow:
 		return 1
@@ -66,13 +76,15 @@ func actionRank(a v1alpha1.RuleAction) int {
 // nothing is allowed without a human.
 //
 // Precedence:
-//  1. A matching Deny rule of a ClusterToolPolicy wins over everything.
-//  2. Otherwise the strictest enforcing rule decides: Deny > Ask > Allow; among equals
-//     the first (cluster policies first, then policy order, then rule order). A rule
-//     never loosens a stricter result. The other matching enforcing rules are recorded
-//     in NonActingHits as overridden.
-//  3. Audit rules and DryRun rules never decide; they are recorded in NonActingHits
-//     with the action they would have taken.
+//  1. The strictest enforcing rule decides: Stop > Deny > Ask > Redirect > Allow;
+//     among equals the first (cluster policies first, then policy order, then rule
+//     order), so a ClusterToolPolicy's Deny wins over every namespaced rule but a
+//     Stop. A rule never loosens a stricter result. The other matching enforcing
+//     rules are recorded in NonActingHits as overridden.
+//  2. Audit rules and DryRun rules never decide; they are recorded in NonActingHits
+//     with the action they would have taken. So is a Redirect rule whose maxFires
+//     are used or that is cooling down (req.Fires): the hit says which (Limited).
+//  3. A Redirect decision carries its rule's registered instruction.
 //  4. With no enforcing rule matching, the task's mode decides (rule "mode-default"):
 //     ReadOnly allows read-only calls and denies everything else; Edit allows
 //     read-only calls and asks for everything else; Auto allows read-only, test,
@@ -89,14 +101,14 @@ func actionRank(a v1alpha1.RuleAction) int {
 // fingerprint that an Approval is bound to, which covers them.
 func Decide(req Request, cluster, namespaced []*CompiledPolicy, broken []string) v1alpha1.Decision {
 	f := analyze(req)
-	enforcing, hits := matchingRules(f, cluster, namespaced)
+	enforcing, hits := matchingRules(f, cluster, namespaced, req.Fires, req.Now)
 	return decide(req, f, enforcing, hits, broken)
 }
 
 // matchingRules evaluates the rules the policies' indexes reach for the call, cluster
 // policies first, then namespaced ones, each in rule order. It returns the matching
 // rules that act and the hits of the ones that only record (Audit, DryRun).
-func matchingRules(f *facts, cluster, namespaced []*CompiledPolicy) ([]candidate, []v1alpha1.RuleHit) {
+func matchingRules(f *facts, cluster, namespaced []*CompiledPolicy, fires FireCounts, now time.Time) ([]candidate, []v1alpha1.RuleHit) {
 	var enforcing []candidate
 	var hits []v1alpha1.RuleHit
 	var reached candidateSet
@@ -113,6 +125,12 @@ func matchingRules(f *facts, cluster, namespaced []*CompiledPolicy) ([]candidate
 					hits = append(hits, c.hit())
 					continue
 				}
+				if why := r.limited(fires.of(p, r), now); why != "" {
+					h := c.hit()
+					h.Limited = why
+					hits = append(hits, h)
+					continue
+				}
 				enforcing = append(enforcing, c)
 			}
 		}
@@ -126,10 +144,6 @@ func decide(req Request, f *facts, enforcing []candidate, hits []v1alpha1.RuleHi
 	d := v1alpha1.Decision{Category: f.category, Parts: decisionParts(f.parts)}
 	winner := -1
 	for i, c := range enforcing {
-		if c.policy.Cluster() && c.rule.spec.Action == v1alpha1.RuleDeny {
-			winner = i
-			break
-		}
 		if winner < 0 || actionRank(c.rule.spec.Action) > actionRank(enforcing[winner].rule.spec.Action) {
 			winner = i
 		}
@@ -148,6 +162,7 @@ func decide(req Request, f *facts, enforcing []candidate, hits []v1alpha1.RuleHi
 		if d.Action == v1alpha1.DecisionAsk {
 			d.Approvers = w.rule.spec.Approvers
 		}
+		d.Instruction = w.rule.spec.Instruction
 		for i, c := range enforcing {
 			if i != winner {
 				hits = append(hits, c.hit())
@@ -164,13 +179,14 @@ func decide(req Request, f *facts, enforcing []candidate, hits []v1alpha1.RuleHi
 		d.Risk = RiskOf(f.category)
 	}
 
-	if readOnlyMode(req.Mode) && f.category != v1alpha1.CategoryReadOnly && d.Action != v1alpha1.DecisionDeny {
+	if readOnlyMode(req.Mode) && f.category != v1alpha1.CategoryReadOnly && d.Action != v1alpha1.DecisionDeny && d.Action != v1alpha1.DecisionStop {
 		if d.Rule != RuleModeDefault {
 			hits = append(hits, enforcing[winner].hit())
 		}
 		d.Action = v1alpha1.DecisionDeny
 		d.Policy, d.PolicyGeneration, d.Rule = "", 0, RuleModeDefault
 		d.Approvers = v1alpha1.Approvers{}
+		d.Instruction = ""
 		d.Reason = fmt.Sprintf("ReadOnly mode never runs writes: this call is %s", f.category)
 	}
 	if len(broken) > 0 && d.Action == v1alpha1.DecisionAllow {

@@ -29,13 +29,15 @@ type CompiledPolicy struct {
 	Generation int64
 	rules      []*rule
 	index      *ruleIndex
+	// completion are the rules with when: Completion, in policy order.
+	completion []*rule
 }
 
 // ID names the policy as decisions record it: "Kind/name".
 func (p *CompiledPolicy) ID() string { return p.Kind + "/" + p.Name }
 
 // Rules is the number of compiled rules.
-func (p *CompiledPolicy) Rules() int { return len(p.rules) }
+func (p *CompiledPolicy) Rules() int { return len(p.rules) + len(p.completion) }
 
 // Cluster says whether the policy is a ClusterToolPolicy.
 func (p *CompiledPolicy) Cluster() bool { return p.Kind == KindClusterToolPolicy }
@@ -75,6 +77,10 @@ func Compile(kind, name string, generation int64, spec v1alpha1.ToolPolicySpec) 
 		if err != nil {
 			return nil, fmt.Errorf("rule %q: %w", spec.Name, err)
 		}
+		if r.completion() {
+			p.completion = append(p.completion, r)
+			continue
+		}
 		p.rules = append(p.rules, r)
 	}
 	for _, r := range p.rules {
@@ -89,9 +95,27 @@ func Compile(kind, name string, generation int64, spec v1alpha1.ToolPolicySpec) 
 func compileRule(spec v1alpha1.PolicyRule) (*rule, error) {
 	r := &rule{spec: spec, tools: spec.Match.Tools, categories: spec.Match.Categories}
 	switch spec.Action {
-	case v1alpha1.RuleAllow, v1alpha1.RuleAsk, v1alpha1.RuleDeny, v1alpha1.RuleAudit:
+	case v1alpha1.RuleAllow, v1alpha1.RuleAsk, v1alpha1.RuleDeny, v1alpha1.RuleAudit, v1alpha1.RuleRedirect, v1alpha1.RuleStop:
 	default:
-		return nil, fmt.Errorf("action %q is not one of Allow, Ask, Deny, Audit", spec.Action)
+		return nil, fmt.Errorf("action %q is not one of Allow, Ask, Deny, Redirect, Stop, Audit", spec.Action)
+	}
+	// The API server checks these too (the CRD's rules); a policy is compiled from
+	// whatever reached the cache, and the rules of what acts are kept in one place.
+	if (spec.Action == v1alpha1.RuleRedirect) != (spec.Instruction != "") {
+		return nil, fmt.Errorf("instruction is required for a Redirect rule and allowed only there")
+	}
+	if (spec.MaxFires != nil || spec.CooldownSeconds != nil) && spec.Action != v1alpha1.RuleRedirect {
+		return nil, fmt.Errorf("maxFires and cooldownSeconds are for Redirect rules only: a Deny, Ask or Stop rule that stopped acting after some fires would let the next call through")
+	}
+	if spec.Match.Judge != nil && (spec.Enforcement != v1alpha1.EnforcementDryRun || spec.When == v1alpha1.WhenCompletion) {
+		return nil, fmt.Errorf("a rule with match.judge runs in shadow for now: set enforcement: DryRun, on a tool-call rule")
+	}
+	switch spec.When {
+	case "", v1alpha1.WhenToolCall:
+	case v1alpha1.WhenCompletion:
+		return compileCompletionRule(r)
+	default:
+		return nil, fmt.Errorf("when %q is not one of ToolCall, Completion", spec.When)
 	}
 	switch spec.Enforcement {
 	case "", v1alpha1.EnforcementEnforce, v1alpha1.EnforcementDryRun:
@@ -137,6 +161,9 @@ func compileRule(spec v1alpha1.PolicyRule) (*rule, error) {
 	if spec.Match.CEL != "" {
 		prg, fields, err := compileCEL(spec.Match.CEL)
 		if err != nil {
+			if strings.Contains(err.Error(), "undeclared reference to 'history'") || strings.Contains(err.Error(), "undeclared reference to 'answer'") {
+				return nil, fmt.Errorf("match.cel: %v (history and answer are what a rule with when: Completion sees; this is a tool-call rule)", err)
+			}
 			return nil, fmt.Errorf("match.cel: %v", err)
 		}
 		r.program, r.celFields = prg, fields
@@ -169,6 +196,9 @@ func (r *rule) checkExamples() error {
 func (r *rule) acts() bool {
 	return r.spec.Action != v1alpha1.RuleAudit && r.spec.Enforcement != v1alpha1.EnforcementDryRun
 }
+
+// completion says whether the rule checks final answers rather than tool calls.
+func (r *rule) completion() bool { return r.spec.When == v1alpha1.WhenCompletion }
 
 // matches says whether the rule applies to the call. Every set field must match.
 //

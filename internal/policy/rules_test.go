@@ -67,7 +67,7 @@ func TestCompileErrorsNameTheRule(t *testing.T) {
 		{
 			name: "bad action",
 			rule: v1alpha1.PolicyRule{Name: "act", Action: "Maybe"},
-			want: `rule "act": action "Maybe" is not one of Allow, Ask, Deny, Audit`,
+			want: `rule "act": action "Maybe" is not one of Allow, Ask, Deny, Redirect, Stop, Audit`,
 		},
 		{
 			name: "failing match example",

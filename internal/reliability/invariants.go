@@ -210,7 +210,7 @@ func executionWithoutLicence(in *v1.ToolIntent, e *v1.Execution, approvals map[s
 // refused outcomes are those of calls that must never have run.
 func refused(o v1.Outcome) bool {
 	switch o {
-	case v1.OutcomeValidationFailed, v1.OutcomeDenied, v1.OutcomeApprovalDenied, v1.OutcomeApprovalExpired:
+	case v1.OutcomeValidationFailed, v1.OutcomeDenied, v1.OutcomeApprovalDenied, v1.OutcomeApprovalExpired, v1.OutcomeRedirected, v1.OutcomeStopped:
 		return true
 	}
 	return false

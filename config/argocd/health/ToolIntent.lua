@@ -10,6 +10,10 @@
 --   outcome Succeeded                  -> Healthy
 --   outcome Failed, TimedOut, Aborted  -> Degraded
 --   outcome is a refusal               -> Healthy ("nothing was executed: ...")
+--   outcome Redirected                 -> Healthy (a rule sent the model an instruction
+--                                         instead; nothing of the turn ran)
+--   outcome Stopped                    -> Degraded (a Stop rule ended the task; nothing
+--                                         of the turn ran)
 --   waiting for a human (Approved=False/ApprovalPending), or held because a sibling
 --   of its turn waits for one (Executed=False/WaitingForSiblings) -> Suspended
 --   otherwise                          -> Progressing
@@ -53,8 +57,13 @@ if observation ~= nil then
     return {status = "Degraded", message = text}
   end
   local why = nil
+  if outcome == "Stopped" then
+    return {status = "Degraded", message = "Stopped, nothing was executed: " .. message(condition(conditions, "Executed"), "a Stop rule ended the task")}
+  end
   if outcome == "ValidationFailed" then
     why = condition(conditions, "Validated")
+  elseif outcome == "Redirected" then
+    why = condition(conditions, "Executed")
   elseif outcome == "Denied" then
     why = condition(conditions, "Decided")
   else

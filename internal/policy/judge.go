@@ -1,0 +1,38 @@
+package policy
+
+import "github.com/toolgate/toolgate/api/v1alpha1"
+
+// JudgeRule is a rule whose match.judge condition a judge model is to evaluate for a
+// call: a DryRun rule whose every other condition matched it.
+type JudgeRule struct {
+	Policy, Rule string
+	// Action is what the rule would do if it acted.
+	Action    v1alpha1.RuleAction
+	Condition string
+}
+
+// JudgeCandidates are the rules of d's non-acting hits that carry a judge
+// condition, in the order d recorded them: the deterministic conditions narrowed
+// the candidates, and only these go to the judge. d must have been decided against
+// the same policies.
+func JudgeCandidates(d v1alpha1.Decision, cluster, namespaced []*CompiledPolicy) []JudgeRule {
+	byID := map[string]*CompiledPolicy{}
+	for _, group := range [][]*CompiledPolicy{cluster, namespaced} {
+		for _, p := range group {
+			byID[p.ID()] = p
+		}
+	}
+	var out []JudgeRule
+	for _, h := range d.NonActingHits {
+		p := byID[h.Policy]
+		if p == nil || h.Enforcement != string(v1alpha1.EnforcementDryRun) {
+			continue
+		}
+		for _, r := range p.rules {
+			if r.spec.Name == h.Rule && r.spec.Match.Judge != nil {
+				out = append(out, JudgeRule{Policy: h.Policy, Rule: h.Rule, Action: r.spec.Action, Condition: r.spec.Match.Judge.Condition})
+			}
+		}
+	}
+	return out
+}
