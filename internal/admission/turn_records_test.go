@@ -56,6 +56,12 @@ func TestOnlyTheControllerWritesTurnRecords(t *testing.T) {
 	}
 	wantRefused(t, clients[patcherUser].Create(t.Context(), turnRecord(ns, "fix-turn-0")), refusal)
 
+	// So is one whose reference names the task's kind under another apiVersion
+	// (metav1.IsControlledBy compares UIDs only), and a completion check.
+	other := turnRecord(ns, "fix-turn-1-completion")
+	other.OwnerReferences[0].APIVersion = "v1"
+	wantRefused(t, clients[patcherUser].Create(t.Context(), other), refusal)
+
 	// An ordinary ConfigMap is not this policy's business.
 	plain := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}, Data: map[string]string{"a": "b"}}
 	if err := clients[patcherUser].Create(t.Context(), plain); err != nil {

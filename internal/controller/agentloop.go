@@ -259,7 +259,7 @@ func modelIntent(task *v1.AgentTask, rec agent.TurnRecord, index int, identity s
 			TaskRef:     v1.LocalObjectReference{Name: task.Name},
 			Turn:        rec.Turn,
 			Index:       int32(index),
-			TurnCalls:   turnCalls(len(rec.ToolCalls)),
+			TurnCalls:   int32(len(rec.ToolCalls)),
 			Tool:        tool,
 			Input:       runtime.RawExtension{Raw: callInput(call.Arguments)},
 			Reason:      cut(reason, maxIntentReason),
@@ -273,16 +273,8 @@ func modelIntent(task *v1.AgentTask, rec agent.TurnRecord, index int, identity s
 	}
 }
 
-// turnCalls is spec.turnCalls for a turn of n calls: n, or none past the API's bound
-// (such a turn is a turn of the intents that exist).
-func turnCalls(n int) int32 {
-	if n > maxTurnCalls {
-		return 0
-	}
-	return int32(n)
-}
-
-// maxTurnCalls is the API's bound on spec.turnCalls.
+// maxTurnCalls is the API's bound on spec.turnCalls: a reply with more calls fails
+// the task (its turn could not be held together).
 const maxTurnCalls = 1024
 
 // callInput is the intent input for the model's raw arguments: a JSON object as it
@@ -562,10 +554,24 @@ func (r *AgentTaskReconciler) readTurns(ctx context.Context, task *v1.AgentTask)
 	}
 }
 
+// ownCalls are the intents the agent loop created for task: controlled by it and
+// requested by the controller (loopStateOf takes no other as a call's). An intent
+// someone else created under the task's name is no part of its history.
+func (r *AgentTaskReconciler) ownCalls(task *v1.AgentTask, intents []v1.ToolIntent) []v1.ToolIntent {
+	identity := r.Options.identity()
+	out := make([]v1.ToolIntent, 0, len(intents))
+	for i := range intents {
+		if metav1.IsControlledBy(&intents[i], task) && intents[i].Spec.RequestedBy == identity {
+			out = append(out, intents[i])
+		}
+	}
+	return out
+}
+
 // parseCompletionCheck checks that cm is the task's completion check of turn and
 // reads it.
 func parseCompletionCheck(task *v1.AgentTask, turn int32, cm *corev1.ConfigMap) (v1.CompletionCheck, string) {
-	if !metav1.IsControlledBy(cm, task) {
+	if !controlledByTask(cm, task) {
 		return v1.CompletionCheck{}, fmt.Sprintf("ConfigMap %s is in the place of the completion check of turn %d but is not controlled by this AgentTask; delete it so that the check can be recorded", cm.Name, turn)
 	}
 	var c v1.CompletionCheck
@@ -596,7 +602,7 @@ func (r *AgentTaskReconciler) checkCompletion(ctx context.Context, task *v1.Agen
 	now := r.Now()
 	check := policy.DecideCompletion(policy.CompletionRequest{
 		Namespace: task.Namespace, Task: task.Name, Answer: rec.Text,
-		History: pipeline.CompletionHistory(intents),
+		History: pipeline.CompletionHistory(r.ownCalls(task, intents)),
 		Fires:   pipeline.FireCountsOf(pipeline.RuleFires(string(task.UID), nil, past)),
 		Now:     now,
 	}, loaded.Cluster, loaded.Namespaced)
@@ -632,9 +638,19 @@ func (r *AgentTaskReconciler) checkCompletion(ctx context.Context, task *v1.Agen
 	return check, "", nil
 }
 
+// controlledByTask says whether obj's controller reference is task: toolgate's
+// AgentTask kind and version, the task's name and UID. metav1.IsControlledBy compares
+// the UID alone, and a reference with the task's UID under another kind or
+// apiVersion is one the admission policy of turn records may not see as the task's.
+func controlledByTask(obj metav1.Object, task *v1.AgentTask) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && ref.UID == task.UID && ref.Name == task.Name &&
+		ref.Kind == "AgentTask" && ref.APIVersion == v1.GroupVersion.String()
+}
+
 // parseTurnRecord checks that cm is the task's record of turn and reads it.
 func parseTurnRecord(task *v1.AgentTask, turn int32, cm *corev1.ConfigMap) (agent.TurnRecord, string) {
-	if !metav1.IsControlledBy(cm, task) {
+	if !controlledByTask(cm, task) {
 		return agent.TurnRecord{}, fmt.Sprintf("ConfigMap %s is in the place of the record of turn %d but is not controlled by this AgentTask; delete it so that the turn can be recorded", cm.Name, turn)
 	}
 	rec, err := agent.ParseTurnRecord([]byte(cm.Data[TurnRecordKey]))
@@ -677,6 +693,9 @@ func (r *AgentTaskReconciler) takeTurn(ctx context.Context, task *v1.AgentTask, 
 		default:
 			return rec, "", fmt.Sprintf("turn %d: %s", turn, mask.Secrets(err.Error(), apiKey)), 0, nil
 		}
+	}
+	if len(resp.ToolCalls) > maxTurnCalls {
+		return rec, "", fmt.Sprintf("the model proposed %d tool calls in turn %d, more than the %d a turn may have", len(resp.ToolCalls), turn, maxTurnCalls), 0, nil
 	}
 	numberCalls(turn, resp.ToolCalls)
 	for i, c := range resp.ToolCalls {

@@ -18,6 +18,10 @@ const (
 	// batch of one turn is found without reading the task's whole history, so a
 	// task's thousandth call costs what its first did.
 	IndexIntentTurn = "toolgate.dev/task-turn"
+	// IndexIntentStop indexes the ToolIntents decided Stop by their task's name: a
+	// task with one takes no more calls, from the moment the Stop is recorded, not
+	// only once the task's status says Failed.
+	IndexIntentStop = "toolgate.dev/stopped-task"
 	// IndexApprovalTask indexes Approvals by spec.taskRef.name.
 	IndexApprovalTask = "spec.taskRef.name"
 	// IndexExecutionTask indexes Executions by spec.taskRef.name, so that a task
@@ -41,6 +45,15 @@ func setupIndexes(mgr ctrl.Manager, _ Options) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1.ToolIntent{}, IndexIntentTurn, func(o client.Object) []string {
 		in := o.(*v1.ToolIntent)
 		return []string{IntentTurnKey(in.Spec.TaskRef.Name, in.Spec.Turn)}
+	}); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1.ToolIntent{}, IndexIntentStop, func(o client.Object) []string {
+		in := o.(*v1.ToolIntent)
+		if d := in.Status.Decision; d != nil && d.Action == v1.DecisionStop {
+			return []string{in.Spec.TaskRef.Name}
+		}
+		return nil
 	}); err != nil {
 		return err
 	}

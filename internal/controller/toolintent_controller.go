@@ -117,6 +117,16 @@ func (r *ToolIntentReconciler) siblingsOf(ctx context.Context, obj client.Object
 	return out
 }
 
+// turnSiblings lists the intents of the run's batch (pipeline.TurnSiblings), itself
+// included.
+func (r *ToolIntentReconciler) turnSiblings(ctx context.Context, run *intentRun) ([]v1.ToolIntent, error) {
+	list, err := r.turnOf(ctx, run.intent)
+	if err != nil {
+		return nil, err
+	}
+	return pipeline.TurnSiblings(run.intent, list, string(run.task.UID)), nil
+}
+
 // turnOf lists the intents of intent's task and turn, itself included.
 func (r *ToolIntentReconciler) turnOf(ctx context.Context, intent *v1.ToolIntent) ([]v1.ToolIntent, error) {
 	var list v1.ToolIntentList
@@ -306,7 +316,14 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 		// The task vanished after validation (its deletion removes its intents too).
 		return ctrl.Result{}, nil
 	}
-	if done, why := pipeline.TaskFinished(task); done && intent.Status.ExecutionRef == "" {
+	done, why := pipeline.TaskFinished(task)
+	if !done && intent.Status.ExecutionRef == "" {
+		var err error
+		if done, why, err = r.stoppedTask(ctx, run); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if done && intent.Status.ExecutionRef == "" {
 		// The task ended while this call waited (for a decision, a human or its
 		// batch): it never runs.
 		reason := fmt.Sprintf("AgentTask %s ended before this call ran (%s).", task.Name, why)
@@ -362,6 +379,26 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 
 	// 5. Observe.
 	return ctrl.Result{}, r.observe(ctx, run)
+}
+
+// stoppedTask says whether another call of the run's task was decided Stop: the
+// task's status says so a moment later, and no call of it starts meanwhile.
+func (r *ToolIntentReconciler) stoppedTask(ctx context.Context, run *intentRun) (bool, string, error) {
+	var list v1.ToolIntentList
+	if err := r.List(ctx, &list, client.InNamespace(run.intent.Namespace), client.MatchingFields{IndexIntentStop: run.task.Name}); err != nil {
+		return false, "", err
+	}
+	for i := range list.Items {
+		s := &list.Items[i]
+		d := s.Status.Decision
+		if s.Name == run.intent.Name || s.Spec.Turn == run.intent.Spec.Turn || (d.Sandbox != nil && d.Sandbox.TaskUID != string(run.task.UID)) {
+			// Its own turn is consumed by the Stop itself (consumeTurn), with the
+			// result that says so.
+			continue
+		}
+		return true, fmt.Sprintf("%s: ToolIntent %s was decided Stop by rule %s", v1.ReasonPolicyStopped, s.Name, pipeline.RuleID(d)), nil
+	}
+	return false, "", nil
 }
 
 // adopt makes the task the intent's controller owner.
@@ -448,7 +485,11 @@ func (r *ToolIntentReconciler) decide(ctx context.Context, run *intentRun) error
 		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "denied; nothing was executed")
 		r.finish(run, pipeline.Refusal(v1.OutcomeDenied, fmt.Sprintf("%s (rule %s)", d.Reason, pipeline.RuleID(&d)), run.now))
 	case v1.DecisionRedirect, v1.DecisionStop:
-		r.consume(run, intent)
+		turn, err := r.turnSiblings(ctx, run)
+		if err != nil {
+			return err
+		}
+		r.consume(run, intent, turn)
 	}
 	return nil
 }
@@ -458,7 +499,7 @@ func (r *ToolIntentReconciler) decide(ctx context.Context, run *intentRun) error
 // call waits on is retired, so that nobody approves a call that will not run. It
 // returns whether the call ended.
 func (r *ToolIntentReconciler) consumeTurn(ctx context.Context, run *intentRun) (bool, error) {
-	turn, err := r.turnOf(ctx, run.intent)
+	turn, err := r.turnSiblings(ctx, run)
 	if err != nil {
 		return false, err
 	}
@@ -484,14 +525,14 @@ func (r *ToolIntentReconciler) consumeTurn(ctx context.Context, run *intentRun) 
 			}
 		}
 	}
-	r.consume(run, by)
+	r.consume(run, by, turn)
 	return true, nil
 }
 
 // consume writes the observation of a call that by's Stop or Redirect keeps from
-// running.
-func (r *ToolIntentReconciler) consume(run *intentRun, by *v1.ToolIntent) {
-	obs, reason, msg := pipeline.Consumed(run.intent, by, run.now)
+// running; turn is its batch, whose calls that had started the result names.
+func (r *ToolIntentReconciler) consume(run *intentRun, by *v1.ToolIntent, turn []v1.ToolIntent) {
+	obs, reason, msg := pipeline.Consumed(run.intent, by, pipeline.StartedCalls(turn), run.now)
 	setCondition(run.intent, v1.ConditionExecuted, false, reason, msg)
 	r.finish(run, obs)
 }
@@ -518,6 +559,12 @@ func (r *ToolIntentReconciler) decideNow(ctx context.Context, run *intentRun, ju
 		Input:     normalized,
 		Now:       run.now,
 		Fires:     r.fireCounts(ctx, run),
+	}
+	if intent.Status.Decision != nil {
+		// Decided again before running: a rule's cooldown is measured when the call
+		// was decided, so that a cooldown that ran out while the batch waited does
+		// not turn one call of a turn into a Redirect after its siblings ran.
+		req.Now = pipeline.DecidedAt(intent)
 	}
 	d := policy.Decide(req, loaded.Cluster, loaded.Namespaced, loaded.Broken)
 	if candidates := policy.JudgeCandidates(d, loaded.Cluster, loaded.Namespaced); judged && len(candidates) > 0 {
@@ -636,14 +683,22 @@ func (r *ToolIntentReconciler) recheck(ctx context.Context, run *intentRun, appr
 			// call was asked by stays named, as the record of what was approved and
 			// not used.
 			ref := intent.Status.ApprovalRef
-			pipeline.Supersede(intent, &now)
+			if !pipeline.Supersede(intent, &now) {
+				// Decided MaxDecisions times already: the decision that ends the
+				// call is still the one in force (it ends it; nothing loops).
+				intent.Status.Decision = &now
+			}
 			intent.Status.ApprovalRef = ref
 		}
 		setCondition(intent, v1.ConditionDecided, true, v1.ReasonRedecided, msg)
 		run.record(EventRedecided, true, related, "%s", msg)
 		if now.Action == v1.DecisionStop || now.Action == v1.DecisionRedirect {
 			// Its siblings that have not started see the new decision (consumeTurn).
-			r.consume(run, intent)
+			turn, err := r.turnSiblings(ctx, run)
+			if err != nil {
+				return false, err
+			}
+			r.consume(run, intent, turn)
 			return true, nil
 		}
 		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "denied when decided again before running; nothing was executed")
@@ -843,14 +898,13 @@ func (r *ToolIntentReconciler) policyGeneration(ctx context.Context, namespace, 
 // holdForSiblings implements batch preflight: while a call of the same turn waits for
 // a human, this one does not execute.
 func (r *ToolIntentReconciler) holdForSiblings(ctx context.Context, run *intentRun) (bool, error) {
-	turn, err := r.turnOf(ctx, run.intent)
+	turn, err := r.turnSiblings(ctx, run)
 	if err != nil {
 		return false, err
 	}
-	if by := pipeline.TurnConsumer(turn); by != nil {
-		// Decided Stop or Redirect since this reconcile's first look (consumeTurn).
-		r.consume(run, by)
-		return true, nil
+	if pipeline.TurnConsumer(turn) != nil {
+		// Decided Stop or Redirect since this reconcile's first look.
+		return r.consumeTurn(ctx, run)
 	}
 	blocking := pipeline.BlockingSiblings(run.intent, turn)
 	missing := pipeline.MissingSiblings(run.intent, turn)

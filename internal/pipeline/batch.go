@@ -2,9 +2,11 @@ package pipeline
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 )
@@ -49,6 +51,28 @@ func HoldsSiblings(s *v1.ToolIntent) bool {
 	return undecided || AwaitsApproval(s)
 }
 
+// TurnSiblings keeps of turnIntents (the intents of intent's task name and turn,
+// itself included) the ones of its batch: proposed by the same requester, and not
+// belonging to another task of the same name (another owner, or decided for
+// another task UID). An intent anyone else created under the same turn number never
+// completes, holds or consumes the batch.
+func TurnSiblings(intent *v1.ToolIntent, turnIntents []v1.ToolIntent, taskUID string) []v1.ToolIntent {
+	out := make([]v1.ToolIntent, 0, len(turnIntents))
+	for _, s := range turnIntents {
+		if s.Spec.TaskRef.Name != intent.Spec.TaskRef.Name || s.Spec.Turn != intent.Spec.Turn || s.Spec.RequestedBy != intent.Spec.RequestedBy {
+			continue
+		}
+		if owner := metav1.GetControllerOf(&s); owner != nil && string(owner.UID) != taskUID {
+			continue
+		}
+		if d := s.Status.Decision; d != nil && d.Sandbox != nil && d.Sandbox.TaskUID != taskUID {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
 // ConsumesTurn says whether s's decision in force keeps every call of its turn from
 // running: a Stop or a Redirect.
 func ConsumesTurn(s *v1.ToolIntent) bool {
@@ -88,22 +112,31 @@ func TurnConsumer(turnIntents []v1.ToolIntent) *v1.ToolIntent {
 // Consumed is the observation of a call that does not run because by (itself, or
 // another call of its turn) was decided Stop or Redirect, and the reason its
 // Executed condition gives.
-func Consumed(intent, by *v1.ToolIntent, now time.Time) (obs *v1.Observation, reason, message string) {
+//
+// started names the calls of the turn that had started before the Stop or Redirect
+// was recorded (a decision made again just before running can come after a sibling
+// ran): the result says they ran, never that nothing did.
+func Consumed(intent, by *v1.ToolIntent, started []string, now time.Time) (obs *v1.Observation, reason, message string) {
 	d := by.Status.Decision
 	rule := RuleID(d)
+	nothing, stoppedTurn, redirectedTurn := "Nothing of this turn ran", "Nothing of a stopped turn runs", "no call of a redirected turn runs"
+	if len(started) > 0 {
+		ran := fmt.Sprintf("Of this turn only %s, which had started, ran", strings.Join(started, ", "))
+		nothing, stoppedTurn, redirectedTurn = ran, ran, strings.ToLower(ran[:1])+ran[1:]
+	}
 	switch {
 	case d.Action == v1.DecisionStop && by.Name == intent.Name:
 		reason = v1.ReasonTurnStopped
-		message = fmt.Sprintf("Rule %s stopped the task: %s. Nothing of this turn ran, and the task takes no more turns.", rule, d.Reason)
+		message = fmt.Sprintf("Rule %s stopped the task: %s. %s, and the task takes no more turns.", rule, d.Reason, nothing)
 	case d.Action == v1.DecisionStop:
 		reason = v1.ReasonTurnStopped
-		message = fmt.Sprintf("ToolIntent %s (call %d of this turn) was stopped by rule %s: %s. Nothing of a stopped turn runs, and the task takes no more turns.", by.Name, by.Spec.Index, rule, d.Reason)
+		message = fmt.Sprintf("ToolIntent %s (call %d of this turn) was stopped by rule %s: %s. %s, and the task takes no more turns.", by.Name, by.Spec.Index, rule, d.Reason, stoppedTurn)
 	case by.Name == intent.Name:
 		reason = v1.ReasonTurnRedirected
-		message = fmt.Sprintf("Rule %s redirected this call: %s. Nothing of this turn ran. Follow the policy's instruction, then propose a new call.", rule, d.Reason)
+		message = fmt.Sprintf("Rule %s redirected this call: %s. %s. Follow the policy's instruction, then propose a new call.", rule, d.Reason, nothing)
 	default:
 		reason = v1.ReasonTurnRedirected
-		message = fmt.Sprintf("ToolIntent %s (call %d of this turn) was redirected by rule %s, and no call of a redirected turn runs. Follow the policy's instruction, then propose this call again if you still need it.", by.Name, by.Spec.Index, rule)
+		message = fmt.Sprintf("ToolIntent %s (call %d of this turn) was redirected by rule %s, and %s. Follow the policy's instruction, then propose this call again if you still need it.", by.Name, by.Spec.Index, rule, redirectedTurn)
 	}
 	outcome := v1.OutcomeRedirected
 	if d.Action == v1.DecisionStop {
@@ -114,6 +147,17 @@ func Consumed(intent, by *v1.ToolIntent, now time.Time) (obs *v1.Observation, re
 		obs.Instruction = d.Instruction
 	}
 	return obs, reason, message
+}
+
+// StartedCalls names the calls of the turn that have an Execution.
+func StartedCalls(turnIntents []v1.ToolIntent) []string {
+	var out []string
+	for i := range turnIntents {
+		if turnIntents[i].Status.ExecutionRef != "" {
+			out = append(out, turnIntents[i].Name)
+		}
+	}
+	return out
 }
 
 // MissingSiblings are the indexes of the calls of intent's turn that its turnCalls

@@ -99,6 +99,7 @@ func ApplyAskLimits(d *v1.Decision, limit int32, others []v1.Approval) {
 // status.ruleFires shows and maxFires and cooldownSeconds are enforced from.
 func RuleFires(taskUID string, intents []v1.ToolIntent, checks []v1.CompletionCheck) []v1.RuleFires {
 	byKey := map[string]*v1.RuleFires{}
+	turnFired := map[string]bool{}
 	count := func(policy, rule string, on v1.RuleEvent, at *metav1.Time) {
 		if policy == "" {
 			return
@@ -123,7 +124,11 @@ func RuleFires(taskUID string, intents []v1.ToolIntent, checks []v1.CompletionCh
 		}
 		at := metav1.NewTime(DecidedAt(in))
 		for _, past := range append(append([]v1.Decision(nil), in.Status.SupersededDecisions...), *d) {
-			if past.Action == v1.DecisionRedirect {
+			// A rule fires once per turn, however many of the turn's calls it
+			// redirected: a turn of harmless calls does not spend its maxFires.
+			key := fmt.Sprintf("%s/%s/%d", past.Policy, past.Rule, in.Spec.Turn)
+			if past.Action == v1.DecisionRedirect && !turnFired[key] {
+				turnFired[key] = true
 				count(past.Policy, past.Rule, v1.WhenToolCall, &at)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 )
@@ -74,5 +75,35 @@ func TestApplyAskLimits(t *testing.T) {
 				t.Fatalf("got %s %q, want %s containing %q", d.Action, d.Reason, tc.want, tc.reason)
 			}
 		})
+	}
+}
+
+// TestRuleFires: a Redirect rule fires once per turn, superseded decisions count,
+// and intents decided for another task of the same name do not.
+func TestRuleFires(t *testing.T) {
+	redirect := func(name string, turn int32, taskUID string, superseded ...v1.Decision) v1.ToolIntent {
+		in := v1.ToolIntent{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.ToolIntentSpec{Turn: turn}}
+		in.Status.Decision = &v1.Decision{Action: v1.DecisionRedirect, Policy: "ToolPolicy/p", Rule: "plan", Sandbox: &v1.DecidedSandbox{TaskUID: taskUID}}
+		in.Status.SupersededDecisions = superseded
+		return in
+	}
+	allowed := redirect("allowed", 3, "uid")
+	allowed.Status.Decision.Action = v1.DecisionAllow
+	intents := []v1.ToolIntent{
+		redirect("a", 0, "uid"), redirect("b", 0, "uid"), // one turn: one fire
+		redirect("c", 1, "uid"),
+		redirect("old", 2, "earlier-task"),
+		// Allowed now, redirected when first decided: a fire.
+		func() v1.ToolIntent {
+			in := allowed
+			in.Status.SupersededDecisions = []v1.Decision{{Action: v1.DecisionRedirect, Policy: "ToolPolicy/p", Rule: "plan"}}
+			return in
+		}(),
+	}
+	at := metav1.Now()
+	checks := []v1.CompletionCheck{{Turn: 4, Action: v1.DecisionRedirect, Policy: "ToolPolicy/p", Rule: "tests", CheckedAt: &at}, {Turn: 5, Action: v1.DecisionAllow}}
+	got := RuleFires("uid", intents, checks)
+	if len(got) != 2 || got[0].Rule != "plan" || got[0].Fires != 3 || got[1].Rule != "tests" || got[1].Fires != 1 || got[1].When != v1.WhenCompletion {
+		t.Fatalf("fires %+v; want plan 3 times (turns 0, 1, 3) and tests once", got)
 	}
 }

@@ -99,7 +99,7 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 		in := &intents[i]
 		st.Intents.Total++
 		st.Turn = max(st.Turn, in.Spec.Turn)
-		if d := in.Status.Decision; d != nil && d.Action == v1.DecisionStop && stopped == nil {
+		if d := in.Status.Decision; d != nil && d.Action == v1.DecisionStop && stopped == nil && (d.Sandbox == nil || d.Sandbox.TaskUID == string(task.UID)) {
 			stopped = in
 		}
 		if o := in.Status.Observation; o != nil {

@@ -112,6 +112,7 @@ func DecideCompletion(req CompletionRequest, cluster, namespaced []*CompiledPoli
 	check := v1alpha1.CompletionCheck{Action: v1alpha1.DecisionAllow, Reason: "no Completion rule matched: the answer is accepted"}
 	var activation map[string]any
 	var winner *candidate
+	var winnerAction v1alpha1.RuleAction
 	for _, group := range [][]*CompiledPolicy{cluster, namespaced} {
 		for _, p := range group {
 			for _, r := range p.completion {
@@ -134,16 +135,22 @@ func DecideCompletion(req CompletionRequest, cluster, namespaced []*CompiledPoli
 					check.NonActingHits = append(check.NonActingHits, h)
 					continue
 				}
+				action := r.spec.Action
 				if why := r.limited(req.Fires.of(p, r), req.Now); why != "" {
-					h.Limited = why
-					check.NonActingHits = append(check.NonActingHits, h)
-					continue
+					if evalErr == nil {
+						h.Limited = why
+						check.NonActingHits = append(check.NonActingHits, h)
+						continue
+					}
+					// A check that cannot be made never accepts the answer, not even
+					// once the rule's fires are used: it refuses it.
+					action = v1alpha1.RuleDeny
 				}
-				if winner == nil || actionRank(r.spec.Action) > actionRank(winner.rule.spec.Action) {
+				if winner == nil || actionRank(action) > actionRank(winnerAction) {
 					if winner != nil {
 						check.NonActingHits = append(check.NonActingHits, winner.hit())
 					}
-					winner = &c
+					winner, winnerAction = &c, action
 					check.Reason = r.spec.Reason
 					if check.Reason == "" {
 						check.Reason = fmt.Sprintf("Completion rule %q of %s matched the final answer", r.spec.Name, p.ID())
@@ -158,9 +165,11 @@ func DecideCompletion(req CompletionRequest, cluster, namespaced []*CompiledPoli
 		}
 	}
 	if winner != nil {
-		check.Action = v1alpha1.DecisionAction(winner.rule.spec.Action)
+		check.Action = v1alpha1.DecisionAction(winnerAction)
 		check.Policy, check.PolicyGeneration, check.Rule = winner.policy.ID(), winner.policy.Generation, winner.rule.spec.Name
-		check.Instruction = winner.rule.spec.Instruction
+		if winnerAction == v1alpha1.RuleRedirect {
+			check.Instruction = winner.rule.spec.Instruction
+		}
 	}
 	check.Reason = truncate(check.Reason, maxReason)
 	if len(check.NonActingHits) > maxHits {

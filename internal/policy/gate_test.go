@@ -164,6 +164,8 @@ func TestDecideCompletion(t *testing.T) {
 			fires: func(string) Fires { return Fires{Count: 1} }, want: v1alpha1.DecisionAllow},
 		{name: "deny beats redirect", policies: []*CompiledPolicy{p, mustCompile(t, KindToolPolicy, "strict", refuse)}, history: []CompletedCall{edit}, answer: "ok", want: v1alpha1.DecisionDeny},
 		{name: "an expression that fails counts as a match", policies: []*CompiledPolicy{mustCompile(t, KindToolPolicy, "b", broken)}, want: v1alpha1.DecisionRedirect},
+		{name: "an expression that fails once the fires are used refuses the answer", policies: []*CompiledPolicy{mustCompile(t, KindToolPolicy, "b", broken)},
+			fires: func(string) Fires { return Fires{Count: 1} }, want: v1alpha1.DecisionDeny},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			answer := tc.answer
