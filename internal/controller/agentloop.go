@@ -26,6 +26,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/agent"
 	"github.com/toolgate/toolgate/internal/mask"
+	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/tools"
@@ -893,6 +894,17 @@ func (r *AgentTaskReconciler) reportTurn(ctx context.Context, task *v1.AgentTask
 		note := fmt.Sprintf("created the missing intents %v of a recorded turn", step.intents)
 		r.Recorder.Eventf(task, nil, corev1.EventTypeNormal, EventModelTurn, EventModelTurn, "%s", note)
 		log.Info(note, "audit", true, "step", EventModelTurn, "namespace", task.Namespace, "task", task.Name, "intents", step.intents)
+	}
+	if c := step.completion; c != nil {
+		kind, by := corev1.EventTypeNormal, "no rule"
+		if c.Action != v1.DecisionAllow {
+			kind, by = corev1.EventTypeWarning, c.Policy+"/"+c.Rule
+		}
+		note := fmt.Sprintf("turn %d: the final answer was checked: %s by %s: %s", c.Turn, c.Action, by, c.Reason)
+		r.Recorder.Eventf(task, nil, kind, EventCompletionChecked, EventCompletionChecked, "%s", note)
+		log.Info(note, "audit", true, "step", EventCompletionChecked, "namespace", task.Namespace, "task", task.Name,
+			"turn", c.Turn, "action", c.Action, "policy", c.Policy, "rule", c.Rule, "record", CompletionCheckName(task.Name, c.Turn))
+		metrics.CompletionChecks.WithLabelValues(string(c.Action), by).Inc()
 	}
 	if c := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady); c != nil && c.Reason == v1.ReasonModelUnavailable {
 		log.Info(c.Message, "step", v1.ReasonModelUnavailable, "retryAfter", step.retryAfter)

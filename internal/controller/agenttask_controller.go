@@ -49,6 +49,9 @@ const (
 	// EventModelTurn: the model took a turn (its reply is recorded and its tool calls
 	// are ToolIntents), or the intents of a recorded turn were created after a restart.
 	EventModelTurn = "ModelTurn"
+	// EventCompletionChecked: a final answer was checked against the Completion rules
+	// (accepted, redirected or refused).
+	EventCompletionChecked = "CompletionChecked"
 )
 
 // +kubebuilder:rbac:groups=toolgate.dev,resources=agenttasks,verbs=get;list;watch

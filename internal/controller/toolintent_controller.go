@@ -1010,13 +1010,22 @@ func (r *ToolIntentReconciler) inTheWay(run *intentRun, kind, name, problem stri
 	r.finish(run, pipeline.Refusal(v1.OutcomeFailed, reason, run.now))
 }
 
+// executionCreateGrace is how long after an intent named its Execution a missing
+// Execution is taken for one not created yet (the pass that named it ended before
+// creating it), and created. Later, it was created and deleted: its status had not
+// reached this intent yet (a deletion can overtake it in the queue), and creating it
+// again would run a call someone stopped. A controller down for longer than this
+// between the two writes ends the call Aborted, with nothing run.
+const executionCreateGrace = 10 * time.Second
+
 // observe writes the observation once the Execution finished.
 func (r *ToolIntentReconciler) observe(ctx context.Context, run *intentRun) error {
 	intent := run.intent
 	exec := &v1.Execution{}
 	if err := r.getFresh(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: intent.Status.ExecutionRef}, exec); err != nil {
 		if apierrors.IsNotFound(err) {
-			if c := meta.FindStatusCondition(intent.Status.Conditions, v1.ConditionExecuted); c != nil && c.Reason == v1.ReasonExecutionRequested {
+			if c := meta.FindStatusCondition(intent.Status.Conditions, v1.ConditionExecuted); c != nil && c.Reason == v1.ReasonExecutionRequested &&
+				time.Since(c.LastTransitionTime.Time) < executionCreateGrace {
 				// Named, and not created yet: the pass that named it ended first.
 				exec, err := pipeline.BuildExecution(intent)
 				if err != nil {
@@ -1025,7 +1034,7 @@ func (r *ToolIntentReconciler) observe(ctx context.Context, run *intentRun) erro
 				return r.createExecution(ctx, run, exec)
 			}
 			// Someone deleted the Execution: whether it ran is unknown.
-			obs := pipeline.Refusal(v1.OutcomeAborted, fmt.Sprintf("Execution %s was deleted before it reported a result; the call may or may not have had effects.", intent.Status.ExecutionRef), run.now)
+			obs := pipeline.Refusal(v1.OutcomeAborted, fmt.Sprintf("Execution %s was deleted before it reported a result (or, after a controller outage, never created); the call may or may not have had effects.", intent.Status.ExecutionRef), run.now)
 			obs.Executed = true
 			setCondition(intent, v1.ConditionExecuted, true, v1.ReasonExecutionFinished, "the Execution was deleted")
 			r.finish(run, obs)
