@@ -105,6 +105,16 @@ func (c *sessionCall) end(why string) {
 	})
 }
 
+// ended says whether the call's end was asked for (its hang-up channel is closed).
+func ended(hangUp <-chan struct{}) bool {
+	select {
+	case <-hangUp:
+		return true
+	default:
+		return false
+	}
+}
+
 // liveJob is a background job's runner and output, as its stream brings them.
 type liveJob struct {
 	mu        sync.Mutex
@@ -311,6 +321,10 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 		var notRun string
 		if why := s.stoppedBy(execUID); why != "" {
 			notRun = "the call was stopped before it started: " + why
+		} else if ended(call.hangUp) {
+			// Ended while it waited for its turn (its Execution deleted: gone), and
+			// nothing else recorded why.
+			notRun = "the call was stopped before it started"
 		} else if waited {
 			notRun = s.replaced(callCtx, namespace, pod, uid)
 		}
