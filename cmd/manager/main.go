@@ -122,7 +122,7 @@ func newJudge(endpoint, model, keyFile string, timeout time.Duration, slots int)
 	}
 	// One attempt: a verdict that comes late is unknown, never retried into the
 	// decision's path.
-	client, err := agent.NewClient(agent.ClientConfig{BaseURL: endpoint, APIKey: key, RequestTimeout: timeout, MaxAttempts: 1})
+	client, err := agent.NewClient(agent.ClientConfig{BaseURL: endpoint, APIKey: key, RequestTimeout: timeout, MaxAttempts: 1, HTTPClient: judge.HTTPClient()})
 	if err != nil {
 		return nil, fmt.Errorf("--judge-endpoint: %w", err)
 	}

@@ -904,7 +904,7 @@ func (r *AgentTaskReconciler) reportTurn(ctx context.Context, task *v1.AgentTask
 		r.Recorder.Eventf(task, nil, kind, EventCompletionChecked, EventCompletionChecked, "%s", note)
 		log.Info(note, "audit", true, "step", EventCompletionChecked, "namespace", task.Namespace, "task", task.Name,
 			"turn", c.Turn, "action", c.Action, "policy", c.Policy, "rule", c.Rule, "record", CompletionCheckName(task.Name, c.Turn))
-		metrics.CompletionChecks.WithLabelValues(string(c.Action), by).Inc()
+		metrics.CompletionChecks.WithLabelValues(string(c.Action), c.Rule).Inc()
 	}
 	if c := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady); c != nil && c.Reason == v1.ReasonModelUnavailable {
 		log.Info(c.Message, "step", v1.ReasonModelUnavailable, "retryAfter", step.retryAfter)

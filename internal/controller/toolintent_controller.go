@@ -348,7 +348,10 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 		if intent.Status.Decision.Action != v1.DecisionAllow {
 			return ctrl.Result{}, nil
 		}
-		run.rechecked = true // decided from the policies as they are now
+		// Decided from the policies as they are now, unless the judge was asked:
+		// its wait comes between the policies read and the call, so it is decided
+		// again just before it runs.
+		run.rechecked = len(intent.Status.Decision.JudgeVerdicts) == 0
 	}
 	if intent.Status.ExecutionRef == "" && r.notWhereDecided(run) {
 		return ctrl.Result{}, nil
@@ -391,7 +394,8 @@ func (r *ToolIntentReconciler) stoppedTask(ctx context.Context, run *intentRun) 
 	for i := range list.Items {
 		s := &list.Items[i]
 		d := s.Status.Decision
-		if s.Name == run.intent.Name || s.Spec.Turn == run.intent.Spec.Turn || (d.Sandbox != nil && d.Sandbox.TaskUID != string(run.task.UID)) {
+		sameBatch := len(pipeline.TurnSiblings(run.intent, []v1.ToolIntent{*s}, string(run.task.UID))) == 1
+		if s.Name == run.intent.Name || sameBatch || (d.Sandbox != nil && d.Sandbox.TaskUID != string(run.task.UID)) {
 			// Its own turn is consumed by the Stop itself (consumeTurn), with the
 			// result that says so.
 			continue
@@ -568,6 +572,7 @@ func (r *ToolIntentReconciler) decideNow(ctx context.Context, run *intentRun, ju
 	}
 	d := policy.Decide(req, loaded.Cluster, loaded.Namespaced, loaded.Broken)
 	if candidates := policy.JudgeCandidates(d, loaded.Cluster, loaded.Namespaced); judged && len(candidates) > 0 {
+		candidates = candidates[:min(len(candidates), judge.MaxRulesPerCall)]
 		d.JudgeVerdicts = r.Options.Judge.Evaluate(ctx, judge.CallOf(intent.Spec.Tool, normalized, &d), candidates)
 		for i, v := range d.JudgeVerdicts {
 			agreement := judge.Agreement(v, candidates[i].Action, d.Action)
@@ -1010,22 +1015,13 @@ func (r *ToolIntentReconciler) inTheWay(run *intentRun, kind, name, problem stri
 	r.finish(run, pipeline.Refusal(v1.OutcomeFailed, reason, run.now))
 }
 
-// executionCreateGrace is how long after an intent named its Execution a missing
-// Execution is taken for one not created yet (the pass that named it ended before
-// creating it), and created. Later, it was created and deleted: its status had not
-// reached this intent yet (a deletion can overtake it in the queue), and creating it
-// again would run a call someone stopped. A controller down for longer than this
-// between the two writes ends the call Aborted, with nothing run.
-const executionCreateGrace = 10 * time.Second
-
 // observe writes the observation once the Execution finished.
 func (r *ToolIntentReconciler) observe(ctx context.Context, run *intentRun) error {
 	intent := run.intent
 	exec := &v1.Execution{}
 	if err := r.getFresh(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: intent.Status.ExecutionRef}, exec); err != nil {
 		if apierrors.IsNotFound(err) {
-			if c := meta.FindStatusCondition(intent.Status.Conditions, v1.ConditionExecuted); c != nil && c.Reason == v1.ReasonExecutionRequested &&
-				time.Since(c.LastTransitionTime.Time) < executionCreateGrace {
+			if c := meta.FindStatusCondition(intent.Status.Conditions, v1.ConditionExecuted); c != nil && c.Reason == v1.ReasonExecutionRequested {
 				// Named, and not created yet: the pass that named it ended first.
 				exec, err := pipeline.BuildExecution(intent)
 				if err != nil {
@@ -1034,7 +1030,7 @@ func (r *ToolIntentReconciler) observe(ctx context.Context, run *intentRun) erro
 				return r.createExecution(ctx, run, exec)
 			}
 			// Someone deleted the Execution: whether it ran is unknown.
-			obs := pipeline.Refusal(v1.OutcomeAborted, fmt.Sprintf("Execution %s was deleted before it reported a result (or, after a controller outage, never created); the call may or may not have had effects.", intent.Status.ExecutionRef), run.now)
+			obs := pipeline.Refusal(v1.OutcomeAborted, fmt.Sprintf("Execution %s was deleted before it reported a result; the call may or may not have had effects.", intent.Status.ExecutionRef), run.now)
 			obs.Executed = true
 			setCondition(intent, v1.ConditionExecuted, true, v1.ReasonExecutionFinished, "the Execution was deleted")
 			r.finish(run, obs)

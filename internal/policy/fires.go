@@ -59,7 +59,9 @@ func (r *rule) limited(f Fires, now time.Time) string {
 		return fmt.Sprintf("maxFires %d reached: it acted %d times in this task", limit, f.Count)
 	}
 	if c := r.spec.CooldownSeconds; c != nil && f.Count > 0 && !f.Last.IsZero() {
-		if since := now.Sub(f.Last); since < time.Duration(*c)*time.Second {
+		// A fire after now (a call decided again is measured when it was first
+		// decided) is no reason to rest.
+		if since := now.Sub(f.Last); since >= 0 && since < time.Duration(*c)*time.Second {
 			return fmt.Sprintf("cooldownSeconds %d: it acted %s ago", *c, since.Round(time.Second))
 		}
 	}
