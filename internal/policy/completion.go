@@ -155,7 +155,10 @@ func DecideCompletion(req CompletionRequest, cluster, namespaced []*CompiledPoli
 					if check.Reason == "" {
 						check.Reason = fmt.Sprintf("Completion rule %q of %s matched the final answer", r.spec.Name, p.ID())
 					}
-					if evalErr != nil {
+					switch {
+					case evalErr != nil && action != r.spec.Action:
+						check.Reason += fmt.Sprintf(" (its expression failed and its fires are used, so the answer is refused: %v)", evalErr)
+					case evalErr != nil:
 						check.Reason += fmt.Sprintf(" (its expression failed, which counts as a match: %v)", evalErr)
 					}
 				} else {

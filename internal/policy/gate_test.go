@@ -179,6 +179,9 @@ func TestDecideCompletion(t *testing.T) {
 			if c.Action == v1alpha1.DecisionRedirect && c.Instruction == "" {
 				t.Error("a redirected answer carries no instruction")
 			}
+			if tc.fires != nil && c.Action == v1alpha1.DecisionDeny && c.Rule == "broken" && !strings.Contains(c.Reason, "its fires are used, so the answer is refused") {
+				t.Errorf("reason %q does not say why the answer was refused", c.Reason)
+			}
 		})
 	}
 
