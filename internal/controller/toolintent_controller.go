@@ -572,7 +572,6 @@ func (r *ToolIntentReconciler) decideNow(ctx context.Context, run *intentRun, ju
 	}
 	d := policy.Decide(req, loaded.Cluster, loaded.Namespaced, loaded.Broken)
 	if candidates := policy.JudgeCandidates(d, loaded.Cluster, loaded.Namespaced); judged && len(candidates) > 0 {
-		candidates = candidates[:min(len(candidates), judge.MaxRulesPerCall)]
 		d.JudgeVerdicts = r.Options.Judge.Evaluate(ctx, judge.CallOf(intent.Spec.Tool, normalized, &d), candidates)
 		for i, v := range d.JudgeVerdicts {
 			agreement := judge.Agreement(v, candidates[i].Action, d.Action)

@@ -133,9 +133,10 @@ func CallOf(tool v1.ToolName, input json.RawMessage, d *v1.Decision) Call {
 // MaxRulesPerRequest rules each (a policy's conditions never share a request with
 // another policy's, so one tenant's rule text cannot steer the verdicts on
 // another's), all within one timeout, and returns one verdict per rule in their
-// order. It never fails: a judge that cannot answer gives unknown verdicts that say
+// order, for the first MaxRulesPerCall rules. It never fails: a judge that cannot answer gives unknown verdicts that say
 // why. A nil Judge (none configured) says so too.
 func (j *Judge) Evaluate(ctx context.Context, call Call, rules []policy.JudgeRule) []v1.JudgeVerdict {
+	rules = rules[:min(len(rules), MaxRulesPerCall)]
 	out := make([]v1.JudgeVerdict, 0, len(rules))
 	if j == nil {
 		return unknown(rules, "no judge is configured (the manager's --judge-endpoint)", 0)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 )
@@ -93,4 +94,45 @@ func TestBlockingSiblings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTurnSiblingsKeepOutOthers: an intent another user created under the same
+// task and turn, or one left by an earlier task of the same name, neither fills an
+// index turnCalls announces nor consumes the turn.
+func TestTurnSiblingsKeepOutOthers(t *testing.T) {
+	mine := func(name string, index int32) v1.ToolIntent {
+		return v1.ToolIntent{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.ToolIntentSpec{
+			TaskRef: v1.LocalObjectReference{Name: "fix"}, Turn: 3, Index: index, TurnCalls: 3, RequestedBy: "agent"}}
+	}
+	first := mine("fix-t3-0", 0)
+	planted := mine("planted-1", 1)
+	planted.Spec.RequestedBy = "mallory"
+	planted.Status.Decision = &v1.Decision{Action: v1.DecisionStop}
+	orphan := mine("old-2", 2)
+	orphan.OwnerReferences = []metav1.OwnerReference{{APIVersion: "toolgate.dev/v1alpha1", Kind: "AgentTask", Name: "fix", UID: "earlier", Controller: ptr(true)}}
+	earlier := mine("old-decided-2", 2)
+	earlier.Status.Decision = &v1.Decision{Action: v1.DecisionRedirect, Sandbox: &v1.DecidedSandbox{TaskUID: "earlier"}}
+
+	turn := TurnSiblings(&first, []v1.ToolIntent{first, planted, orphan, earlier}, "now")
+	if len(turn) != 1 || turn[0].Name != first.Name {
+		t.Fatalf("batch %v; want only the intent itself", names(turn))
+	}
+	if missing := MissingSiblings(&first, turn); len(missing) != 2 || missing[0] != 1 || missing[1] != 2 {
+		t.Errorf("missing %v; want [1 2]: planted and orphaned intents fill no place", missing)
+	}
+	if by := TurnConsumer(turn); by != nil {
+		t.Errorf("the turn is consumed by %s, which is not part of it", by.Name)
+	}
+	// Without the filter the planted Stop would consume the turn: the test is about it.
+	if by := TurnConsumer([]v1.ToolIntent{first, planted}); by == nil || by.Name != "planted-1" {
+		t.Fatalf("TurnConsumer over the unfiltered list = %v", by)
+	}
+}
+
+func names(in []v1.ToolIntent) []string {
+	var out []string
+	for _, i := range in {
+		out = append(out, i.Name)
+	}
+	return out
 }

@@ -16,6 +16,8 @@ func TestStricter(t *testing.T) {
 	askOtherRule := &v1.Decision{Action: v1.DecisionAsk, Policy: "ToolPolicy/p", Rule: "ask-network", PolicyGeneration: 2}
 	askOtherPolicy := &v1.Decision{Action: v1.DecisionAsk, Policy: "ClusterToolPolicy/p", Rule: "ask-edits", PolicyGeneration: 1}
 	deny := &v1.Decision{Action: v1.DecisionDeny, Policy: "ClusterToolPolicy/emergency", Rule: "freeze", PolicyGeneration: 1}
+	stop := &v1.Decision{Action: v1.DecisionStop, Policy: "ClusterToolPolicy/emergency", Rule: "tripwire", PolicyGeneration: 1}
+	redirect := &v1.Decision{Action: v1.DecisionRedirect, Policy: "ToolPolicy/p", Rule: "plan-first", PolicyGeneration: 1}
 	cases := []struct {
 		name          string
 		recorded, now *v1.Decision
@@ -35,6 +37,10 @@ func TestStricter(t *testing.T) {
 		{"ask by the mode, now a rule asks", askMode, askRule, RecheckAsk, []string{"ToolPolicy/p/ask-edits"}},
 		{"ask by a rule, now the mode asks", askRule, askMode, RecheckAsk, []string{"mode-default"}},
 		{"ask, now allowed: the approval still counts", askRule, allowRule, RecheckRun, nil},
+		{"allow, now stop", allowRule, stop, RecheckDeny, []string{"Stop by ClusterToolPolicy/emergency/tripwire"}},
+		{"an approved ask, now stop", askRule, stop, RecheckDeny, []string{"ClusterToolPolicy/emergency/tripwire"}},
+		{"allow, now redirect: it does not run", allowMode, redirect, RecheckDeny, []string{"now redirect it", "ToolPolicy/p/plan-first"}},
+		{"an approved ask, now redirect: the approval stands", askRule, redirect, RecheckRun, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -181,18 +181,6 @@ func DecideCompletion(req CompletionRequest, cluster, namespaced []*CompiledPoli
 	return check
 }
 
-// HasCompletionRules says whether any of the policies checks final answers.
-func HasCompletionRules(policies ...[]*CompiledPolicy) bool {
-	for _, group := range policies {
-		for _, p := range group {
-			if len(p.completion) > 0 {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 func completionActivation(req CompletionRequest) map[string]any {
 	history := make([]map[string]any, len(req.History))
 	for i, c := range req.History {
