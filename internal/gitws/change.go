@@ -1,0 +1,270 @@
+package gitws
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/memory"
+)
+
+// Change is an agent's change to a git workspace: the worktree as a tree, against
+// the commit the workspace was cloned at.
+type Change struct {
+	// Base is the commit the workspace was cloned at.
+	Base string `json:"base"`
+	// Tree is the hash of the tree the worktree is now (toolgate's folder and
+	// anything named .git left out). Equal to the base commit's tree when nothing
+	// changed.
+	Tree string `json:"tree"`
+	// Files are the paths the change touches, in order.
+	Files []string `json:"files,omitempty"`
+	// Binary are the changed paths whose content is binary: a patch names them
+	// but cannot carry their content.
+	Binary []string `json:"binary,omitempty"`
+	// Skipped are paths of the worktree that no commit can hold (a .git folder,
+	// a device, a socket), left out of the change.
+	Skipped []string `json:"skipped,omitempty"`
+	// Diff is the change as a git diff (empty when nothing changed).
+	Diff string `json:"-"`
+}
+
+// ComputeChange reads the worktree against base, writing no object anywhere: the
+// git directory may be mounted read-only.
+func ComputeChange(gitDir, worktree, base string) (Change, error) {
+	repo, err := Open(gitDir, worktree)
+	if err != nil {
+		return Change{}, fail(FailureOther, "the workspace's git directory does not open: %v", err)
+	}
+	st := &overlay{base: repo.Storer, mem: memory.NewStorage()}
+	return change(st, worktree, base)
+}
+
+func change(st storer.EncodedObjectStorer, worktree, base string) (Change, error) {
+	baseCommit, err := object.GetCommit(st, plumbing.NewHash(base))
+	if err != nil {
+		return Change{}, fail(FailureOther, "the commit %s the workspace was cloned at is not in its git directory: %v", base, err)
+	}
+	baseTree, err := baseCommit.Tree()
+	if err != nil {
+		return Change{}, fail(FailureOther, "the tree of commit %s: %v", base, err)
+	}
+	var skipped []string
+	treeHash, err := writeTree(st, worktree, "", &skipped)
+	if err != nil {
+		return Change{}, err
+	}
+	out := Change{Base: base, Tree: treeHash.String(), Skipped: skipped}
+	if treeHash == baseTree.Hash {
+		return out, nil
+	}
+	newTree, err := object.GetTree(st, treeHash)
+	if err != nil {
+		return Change{}, fail(FailureOther, "the worktree's tree: %v", err)
+	}
+	changes, err := object.DiffTree(baseTree, newTree)
+	if err != nil {
+		return Change{}, fail(FailureOther, "comparing the worktree with %s: %v", base, err)
+	}
+	patch, err := changes.Patch()
+	if err != nil {
+		return Change{}, fail(FailureOther, "the diff against %s: %v", base, err)
+	}
+	for _, fp := range patch.FilePatches() {
+		from, to := fp.Files()
+		name := ""
+		if to != nil {
+			name = to.Path()
+		} else if from != nil {
+			name = from.Path()
+		}
+		out.Files = append(out.Files, name)
+		if fp.IsBinary() {
+			out.Binary = append(out.Binary, name)
+		}
+	}
+	var diff bytes.Buffer
+	if err := patch.Encode(&diff); err != nil {
+		return Change{}, fail(FailureOther, "writing the diff: %v", err)
+	}
+	out.Diff = diff.String()
+	return out, nil
+}
+
+// writeTree stores the tree of dir (rel inside the worktree) and the blobs it
+// holds, and returns its hash.
+func writeTree(st storer.EncodedObjectStorer, root, rel string, skipped *[]string) (plumbing.Hash, error) {
+	dir := filepath.Join(root, filepath.FromSlash(rel))
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return plumbing.ZeroHash, fail(FailureOther, "reading %s: %v", dir, err)
+	}
+	tree := &object.Tree{}
+	for _, e := range entries {
+		name := e.Name()
+		p := path.Join(rel, name)
+		if rel == "" && name == ToolgateDir {
+			continue
+		}
+		if name == ".git" {
+			*skipped = append(*skipped, p)
+			continue
+		}
+		full := filepath.Join(dir, name)
+		info, err := os.Lstat(full)
+		if err != nil {
+			return plumbing.ZeroHash, fail(FailureOther, "reading %s: %v", p, err)
+		}
+		var entry object.TreeEntry
+		switch m := info.Mode(); {
+		case m.IsDir():
+			h, err := writeTree(st, root, p, skipped)
+			if err != nil {
+				return plumbing.ZeroHash, err
+			}
+			if h == emptyTreeHash {
+				continue // git holds no empty folder
+			}
+			entry = object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: h}
+		case m&os.ModeSymlink != 0:
+			target, err := os.Readlink(full)
+			if err != nil {
+				return plumbing.ZeroHash, fail(FailureOther, "reading the link %s: %v", p, err)
+			}
+			h, err := writeBlob(st, strings.NewReader(target), int64(len(target)))
+			if err != nil {
+				return plumbing.ZeroHash, err
+			}
+			entry = object.TreeEntry{Name: name, Mode: filemode.Symlink, Hash: h}
+		case m.IsRegular():
+			f, err := os.Open(full)
+			if err != nil {
+				return plumbing.ZeroHash, fail(FailureOther, "reading %s: %v", p, err)
+			}
+			h, err := writeBlob(st, f, info.Size())
+			_ = f.Close()
+			if err != nil {
+				return plumbing.ZeroHash, err
+			}
+			mode := filemode.Regular
+			if m&0o111 != 0 {
+				mode = filemode.Executable
+			}
+			entry = object.TreeEntry{Name: name, Mode: mode, Hash: h}
+		default:
+			*skipped = append(*skipped, p)
+			continue
+		}
+		tree.Entries = append(tree.Entries, entry)
+	}
+	// git's order: names compared as if a folder's ended in "/".
+	key := func(e object.TreeEntry) string {
+		if e.Mode == filemode.Dir {
+			return e.Name + "/"
+		}
+		return e.Name
+	}
+	sort.Slice(tree.Entries, func(i, j int) bool { return key(tree.Entries[i]) < key(tree.Entries[j]) })
+	obj := st.NewEncodedObject()
+	if err := tree.Encode(obj); err != nil {
+		return plumbing.ZeroHash, fail(FailureOther, "encoding the tree of %s: %v", p0(rel), err)
+	}
+	return st.SetEncodedObject(obj)
+}
+
+var emptyTreeHash = plumbing.NewHash("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
+
+func p0(rel string) string {
+	if rel == "" {
+		return "the worktree"
+	}
+	return rel
+}
+
+func writeBlob(st storer.EncodedObjectStorer, r io.Reader, size int64) (plumbing.Hash, error) {
+	obj := st.NewEncodedObject()
+	obj.SetType(plumbing.BlobObject)
+	obj.SetSize(size)
+	w, err := obj.Writer()
+	if err != nil {
+		return plumbing.ZeroHash, fail(FailureOther, "%v", err)
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		return plumbing.ZeroHash, fail(FailureOther, "reading a file of the worktree: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		return plumbing.ZeroHash, fail(FailureOther, "%v", err)
+	}
+	return st.SetEncodedObject(obj)
+}
+
+// Mail is the change as one message in the format `git am` reads, with subject
+// (the first line of the message) and body.
+func Mail(c Change, commit, author, email, message string, date time.Time) string {
+	subject, body, _ := strings.Cut(strings.TrimSpace(message), "\n")
+	var b strings.Builder
+	fmt.Fprintf(&b, "From %s Mon Sep 17 00:00:00 2001\n", commit)
+	fmt.Fprintf(&b, "From: %s <%s>\n", author, email)
+	fmt.Fprintf(&b, "Date: %s\n", date.UTC().Format(time.RFC1123Z))
+	fmt.Fprintf(&b, "Subject: [PATCH] %s\n\n", strings.TrimSpace(subject))
+	if body = strings.TrimSpace(body); body != "" {
+		b.WriteString(body + "\n")
+	}
+	b.WriteString("---\n")
+	b.WriteString(c.Diff)
+	b.WriteString("-- \ntoolgate\n\n")
+	return b.String()
+}
+
+// overlay stores new objects in memory and reads the rest from base, so that a
+// change is computed without writing into a git directory mounted read-only.
+type overlay struct {
+	base storer.EncodedObjectStorer
+	mem  *memory.Storage
+}
+
+func (o *overlay) NewEncodedObject() plumbing.EncodedObject { return o.mem.NewEncodedObject() }
+
+func (o *overlay) SetEncodedObject(obj plumbing.EncodedObject) (plumbing.Hash, error) {
+	if o.base.HasEncodedObject(obj.Hash()) == nil {
+		return obj.Hash(), nil
+	}
+	return o.mem.SetEncodedObject(obj)
+}
+
+func (o *overlay) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	if obj, err := o.mem.EncodedObject(t, h); err == nil {
+		return obj, nil
+	}
+	return o.base.EncodedObject(t, h)
+}
+
+func (o *overlay) IterEncodedObjects(t plumbing.ObjectType) (storer.EncodedObjectIter, error) {
+	return o.base.IterEncodedObjects(t)
+}
+
+func (o *overlay) HasEncodedObject(h plumbing.Hash) error {
+	if o.mem.HasEncodedObject(h) == nil {
+		return nil
+	}
+	return o.base.HasEncodedObject(h)
+}
+
+func (o *overlay) EncodedObjectSize(h plumbing.Hash) (int64, error) {
+	if n, err := o.mem.EncodedObjectSize(h); err == nil {
+		return n, nil
+	}
+	return o.base.EncodedObjectSize(h)
+}
+
+func (o *overlay) AddAlternate(string) error { return nil }

@@ -1,0 +1,327 @@
+package gitws
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/gitws/gittest"
+)
+
+func layout(t *testing.T) (worktree, gitDir string) {
+	root := t.TempDir()
+	return filepath.Join(root, WorktreeDir), filepath.Join(root, GitDir)
+}
+
+func goodCreds(s *gittest.Server) *Credentials {
+	return &Credentials{Username: s.User, Secret: s.Token}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestCloneRevisions(t *testing.T) {
+	s := gittest.NewServer(t)
+	repo := s.AddRepo("calc")
+	ctx := context.Background()
+	for _, tc := range []struct {
+		revision, commit, ref string
+		has, hasNot          string
+	}{
+		{"", repo.Second, "refs/heads/main", "README", "feature.txt"},
+		{"HEAD", repo.Second, "refs/heads/main", "README", "feature.txt"},
+		{"main", repo.Second, "refs/heads/main", "README", ""},
+		{"feature", repo.Feature, "refs/heads/feature", "feature.txt", "README"},
+		{"refs/heads/feature", repo.Feature, "refs/heads/feature", "feature.txt", ""},
+		{"v1", repo.First, "refs/tags/v1", "calc.sh", "README"},
+		{repo.First, repo.First, "", "calc.sh", "README"},
+		{repo.First[:10], repo.First, "", "calc.sh", "README"},
+	} {
+		t.Run("revision="+tc.revision, func(t *testing.T) {
+			wt, gd := layout(t)
+			got, err := Clone(ctx, repo.URL, tc.revision, goodCreds(s), wt, gd)
+			if err != nil {
+				t.Fatalf("clone: %v", err)
+			}
+			if got.Commit != tc.commit || got.Ref != tc.ref {
+				t.Fatalf("cloned %+v, want commit %s ref %q", got, tc.commit, tc.ref)
+			}
+			if _, err := os.Stat(filepath.Join(wt, tc.has)); err != nil {
+				t.Fatalf("the worktree lacks %s: %v", tc.has, err)
+			}
+			if tc.hasNot != "" {
+				if _, err := os.Stat(filepath.Join(wt, tc.hasNot)); err == nil {
+					t.Fatalf("the worktree has %s, which revision %q does not", tc.hasNot, tc.revision)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(wt, ".git")); err == nil {
+				t.Fatal("the worktree holds .git: the git directory must be beside it, out of the tools' reach")
+			}
+			// A second clone into the same layout is the first one's result.
+			again, err := Clone(ctx, repo.URL, tc.revision, goodCreds(s), wt, gd)
+			if err != nil || again.Commit != tc.commit {
+				t.Fatalf("second clone: %+v %v", again, err)
+			}
+		})
+	}
+	t.Run("branches and tags are shallow", func(t *testing.T) {
+		wt, gd := layout(t)
+		if _, err := Clone(ctx, repo.URL, "main", goodCreds(s), wt, gd); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(filepath.Join(gd, "shallow")); err != nil || !strings.Contains(string(b), repo.Second) {
+			t.Fatalf("no shallow file naming %s: %q %v", repo.Second, b, err)
+		}
+	})
+	t.Run("a failed attempt's leftovers are cleared", func(t *testing.T) {
+		wt, gd := layout(t)
+		if err := os.MkdirAll(wt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(wt, "left-over"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Clone(ctx, repo.URL, "", goodCreds(s), wt, gd); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(wt, "left-over")); err == nil {
+			t.Fatal("a failed attempt's file stayed in the worktree")
+		}
+	})
+}
+
+func TestCloneFailures(t *testing.T) {
+	s := gittest.NewServer(t)
+	repo := s.AddRepo("calc")
+	ctx := context.Background()
+	// A port nothing listens on.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String() + "/calc.git"
+	_ = l.Close()
+	for _, tc := range []struct {
+		name, url, revision string
+		creds               *Credentials
+		kind                FailureKind
+		says                string
+	}{
+		{"unknown revision", repo.URL, "no-such-branch", goodCreds(s), FailureRevisionNotFound, "branches: feature, main; tags: v1"},
+		{"unknown commit", repo.URL, "deadbeef", goodCreds(s), FailureRevisionNotFound, "no commit of its history starts with it"},
+		{"no credentials", repo.URL, "", nil, FailureCredentials, "asked for credentials"},
+		{"wrong token", repo.URL, "", &Credentials{Username: s.User, Secret: "wrong"}, FailureCredentials, "asked for credentials"},
+		{"no repository", s.URL + "/nothing.git", "", goodCreds(s), FailureRepositoryNotFound, "no repository there"},
+		{"host down", closed, "", goodCreds(s), FailureHostUnreachable, "cannot reach 127.0.0.1"},
+		{"host unknown", "https://no-such-host.invalid/r.git", "", nil, FailureHostUnreachable, "does not resolve"},
+		{"file URL", "file:///etc", "", nil, FailureURLInvalid, `scheme "file"`},
+		{"local path", "/srv/repo.git", "", nil, FailureURLInvalid, "scheme"},
+		{"ext transport", "ext::sh -c touch% /tmp/pwned", "", nil, FailureURLInvalid, ""},
+		{"password in URL", "https://u:p@example.com/r.git", "", nil, FailureURLInvalid, "carries a password"},
+		{"option as host", "ssh://-oProxyCommand=x/r", "", nil, FailureURLInvalid, "no usable host"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wt, gd := layout(t)
+			_, err := Clone(ctx, tc.url, tc.revision, tc.creds, wt, gd)
+			if err == nil {
+				t.Fatal("clone succeeded")
+			}
+			if KindOf(err) != tc.kind || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("got %s: %v; want %s saying %q", KindOf(err), err, tc.kind, tc.says)
+			}
+		})
+	}
+	t.Run("an ssh key without known_hosts is refused", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, CredSSHKey), []byte("key"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadCredentials(dir); KindOf(err) != FailureCredentials || !strings.Contains(err.Error(), "known_hosts") {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+// edit makes an agent's change: an edit, a new file, a deletion, a mode change,
+// and files that must not enter the change.
+func edit(t *testing.T, wt string) {
+	t.Helper()
+	write := func(rel, content string, mode os.FileMode) {
+		p := filepath.Join(wt, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("calc.sh", "echo $(($1 + $2))\n", 0o644)
+	write("docs/notes.md", "sum, not difference\n", 0o644)
+	write(".toolgate/executions/x.log", "call output\n", 0o644)
+	write("vendor/.git/config", "[core]\n", 0o644)
+	if err := os.Remove(filepath.Join(wt, "README")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(wt, "test.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(wt, "empty-dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestChangeAndMailApplyWithGitAm(t *testing.T) {
+	s := gittest.NewServer(t)
+	repo := s.AddRepo("calc")
+	wt, gd := layout(t)
+	cloned, err := Clone(context.Background(), repo.URL, "main", goodCreds(s), wt, gd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, err := ComputeChange(gd, wt, cloned.Commit)
+	if err != nil || none.Diff != "" || len(none.Files) != 0 {
+		t.Fatalf("an untouched workspace has a change: %+v %v", none, err)
+	}
+	edit(t, wt)
+	// The git directory is read-only to the change: nothing is written into it.
+	before := treeListing(t, gd)
+	c, err := ComputeChange(gd, wt, cloned.Commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := treeListing(t, gd); after != before {
+		t.Fatal("computing the change wrote into the git directory")
+	}
+	if got := strings.Join(c.Files, ","); got != "README,calc.sh,docs/notes.md,test.sh" {
+		t.Fatalf("files %s", got)
+	}
+	if strings.Join(c.Skipped, ",") != "vendor/.git" {
+		t.Fatalf("skipped %v", c.Skipped)
+	}
+	if strings.Contains(c.Diff, ".toolgate") || strings.Contains(c.Diff, "vendor") {
+		t.Fatalf("the diff carries toolgate's folder or a .git folder:\n%s", c.Diff)
+	}
+	for _, want := range []string{"-echo $(($1 - $2))", "+echo $(($1 + $2))", "new file mode 100644", "deleted file mode 100644", "new mode 100755"} {
+		if !strings.Contains(c.Diff, want) {
+			t.Fatalf("the diff lacks %q:\n%s", want, c.Diff)
+		}
+	}
+	mail := Mail(c, strings.Repeat("0", 40), "AgentTask default/fix-tests", "toolgate@toolgate.dev", "Fix the sum.\n\nThe test expects 2 + 3 = 5.", time.Unix(1700000000, 0))
+	// A fresh clone by git itself takes the patch with git am, and ends at exactly
+	// the tree the change names.
+	fresh := t.TempDir()
+	gittest.Git(t, fresh, "-c", "http.extraHeader=Authorization: Basic "+basic(s), "clone", "-q", repo.URL, ".")
+	patchFile := filepath.Join(t.TempDir(), "change.patch")
+	if err := os.WriteFile(patchFile, []byte(mail), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gittest.Git(t, fresh, "am", "-q", patchFile)
+	if tree := gittest.Git(t, fresh, "rev-parse", "HEAD^{tree}"); tree != c.Tree {
+		t.Fatalf("git am gave tree %s, the change names %s", tree, c.Tree)
+	}
+	if msg := gittest.Git(t, fresh, "log", "-1", "--format=%s|%an|%b"); msg != "Fix the sum.|AgentTask default/fix-tests|The test expects 2 + 3 = 5." {
+		t.Fatalf("commit message %q", msg)
+	}
+}
+
+func TestPush(t *testing.T) {
+	s := gittest.NewServer(t)
+	repo := s.AddRepo("calc")
+	ctx := context.Background()
+	wt, gd := layout(t)
+	cloned, err := Clone(ctx, repo.URL, "main", goodCreds(s), wt, gd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(t, wt)
+	c, err := ComputeChange(gd, wt, cloned.Commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := PushRequest{URL: repo.URL, Branch: "toolgate/fix", Base: cloned.Commit, Tree: c.Tree,
+		Author: "AgentTask default/fix-tests", Email: "toolgate@toolgate.dev", Message: "Fix the sum.", Date: time.Now()}
+
+	t.Run("refused without credentials, nothing on the server", func(t *testing.T) {
+		if _, err := Push(ctx, req, nil, gd, wt); KindOf(err) != FailureCredentials {
+			t.Fatalf("got %v", err)
+		}
+		assertNoBranch(t, repo, "toolgate/fix")
+	})
+	t.Run("refused when the workspace is not the approved tree", func(t *testing.T) {
+		stale := req
+		stale.Tree = strings.Repeat("1", 40)
+		if _, err := Push(ctx, stale, goodCreds(s), gd, wt); KindOf(err) != FailureChanged {
+			t.Fatalf("got %v", err)
+		}
+		assertNoBranch(t, repo, "toolgate/fix")
+	})
+	pushed, err := Push(ctx, req, goodCreds(s), gd, wt)
+	if err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	if got := gittest.Git(t, repo.Dir, "rev-parse", "refs/heads/toolgate/fix"); got != pushed.Commit {
+		t.Fatalf("the server's branch is at %s, pushed %s", got, pushed.Commit)
+	}
+	if tree := gittest.Git(t, repo.Dir, "rev-parse", pushed.Commit+"^{tree}"); tree != c.Tree {
+		t.Fatalf("the pushed tree is %s, the change's %s", tree, c.Tree)
+	}
+	if parent := gittest.Git(t, repo.Dir, "rev-parse", pushed.Commit+"^"); parent != cloned.Commit {
+		t.Fatalf("the pushed commit's parent is %s, not the cloned %s", parent, cloned.Commit)
+	}
+	if main := gittest.Git(t, repo.Dir, "rev-parse", "refs/heads/main"); main != repo.Second {
+		t.Fatal("main moved")
+	}
+	t.Run("an existing branch is never moved", func(t *testing.T) {
+		if _, err := Push(ctx, req, goodCreds(s), gd, wt); KindOf(err) != FailureBranchExists {
+			t.Fatalf("got %v", err)
+		}
+		again := req
+		again.Branch = "main"
+		if _, err := Push(ctx, again, goodCreds(s), gd, wt); KindOf(err) != FailureBranchExists {
+			t.Fatalf("got %v", err)
+		}
+		if main := gittest.Git(t, repo.Dir, "rev-parse", "refs/heads/main"); main != repo.Second {
+			t.Fatal("main moved")
+		}
+	})
+}
+
+func assertNoBranch(t *testing.T, repo gittest.Repo, branch string) {
+	t.Helper()
+	cmd := exec.Command("git", "rev-parse", "--verify", "-q", "refs/heads/"+branch)
+	cmd.Dir = repo.Dir
+	if out, err := cmd.Output(); err == nil {
+		t.Fatalf("the server has branch %s at %s", branch, out)
+	}
+}
+
+func basic(s *gittest.Server) string {
+	return encodeBasic(s.User + ":" + s.Token)
+}
+
+func treeListing(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		b.WriteString(p + " " + info.ModTime().String() + "\n")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
