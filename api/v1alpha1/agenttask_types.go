@@ -108,18 +108,55 @@ type WorkspaceVolumeClaim struct {
 	StorageClassName *string `json:"storageClassName,omitempty"`
 }
 
-// GitSource is a repository and revision cloned into the workspace before the first turn.
+// GitSource is a repository and revision cloned into the workspace before the task
+// is Ready. The claim then holds the worktree, which every tool sees at /workspace,
+// and the git directory beside it, which no tool sandbox mounts: the agent changes
+// files, never the record of the commit it started from.
 type GitSource struct {
-	// url of the repository (https or ssh).
+	// url of the repository: https://, http://, ssh://, git://, or user@host:path
+	// for ssh. Credentials never go in the URL (secretRef). Immutable: the workspace
+	// is cloned from it once.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.workspace.git.url is immutable: the workspace is cloned from it once; create a new task to work on another repository"
 	URL string `json:"url"`
-	// revision is a branch, tag or commit. Default HEAD.
+	// revision is a branch, a tag, a commit (full or abbreviated hash), or HEAD
+	// (the default) for the repository's default branch. Branches and tags are
+	// cloned shallow. Immutable, like url.
 	// +optional
 	// +kubebuilder:default=HEAD
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.workspace.git.revision is immutable: the workspace is cloned at it once; create a new task to start from another revision"
 	Revision string `json:"revision,omitempty"`
+	// secretRef names a Secret of the task's namespace with the credentials to
+	// clone: keys token (or password) and optionally username for http(s), or
+	// ssh-privatekey and known_hosts for ssh. The Secret must be labelled
+	// toolgate.dev/git-credentials: "true". It is mounted into the clone pod only,
+	// never into a tool's sandbox. A changed Secret is tried again.
+	// +optional
+	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+	// push, when set, pushes the agent's change as one commit on a new branch when
+	// the task succeeds, as a ToolIntent of the git_push tool: decided by policy
+	// (Ask unless a rule says otherwise), so a human approves what leaves the
+	// cluster.
+	// +optional
+	Push *GitPush `json:"push,omitempty"`
+}
+
+// GitPush says where the agent's change is pushed.
+type GitPush struct {
+	// branch is the new branch the change is pushed to; a branch that exists is
+	// never moved.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=200
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._/-]+$`
+	Branch string `json:"branch"`
+	// secretRef names the Secret with credentials to push (same keys and label as
+	// the clone's); default: the clone's secretRef.
+	// +optional
+	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
 }
 
 // NetworkMode says whether Executions may reach the network.
@@ -433,6 +470,30 @@ type AgentTaskStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=256
 	RuleFires []RuleFires `json:"ruleFires,omitempty"`
+	// workspace is what the clone of spec.workspace.git resolved, and the change
+	// last recorded from the workspace.
+	// +optional
+	Workspace *WorkspaceStatus `json:"workspace,omitempty"`
+}
+
+// WorkspaceStatus is the git side of a task's workspace.
+type WorkspaceStatus struct {
+	// commit is the full hash the workspace was cloned at.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Commit string `json:"commit,omitempty"`
+	// ref is the branch or tag the revision named (refs/heads/..., refs/tags/...);
+	// empty for a commit.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Ref string `json:"ref,omitempty"`
+	// clonedAt is when the clone finished.
+	// +optional
+	ClonedAt *metav1.Time `json:"clonedAt,omitempty"`
+	// cloneJob is the Job of the clone in progress or the last one tried.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	CloneJob string `json:"cloneJob,omitempty"`
 }
 
 // RuleFires is how often one rule acted in a task.

@@ -39,6 +39,22 @@ const (
 	ReasonWorkspaceReady = "WorkspaceReady"
 	// ReasonWorkspacePending: the workspace claim is being provisioned or does not exist yet.
 	ReasonWorkspacePending = "WorkspacePending"
+	// ReasonWorkspaceCloning: the clone of spec.workspace.git is running; the task's
+	// calls wait for it.
+	ReasonWorkspaceCloning = "WorkspaceCloning"
+	// Why a clone of spec.workspace.git failed (Ready=False; the task's calls wait):
+	// the URL is not one toolgate clones, no repository is there, the revision is
+	// no branch, tag or commit of it, the host refused the credentials (or its key
+	// is not in known_hosts), the host cannot be reached (tried again), the
+	// credentials Secret is missing or not labelled toolgate.dev/git-credentials,
+	// or something else went wrong.
+	ReasonGitURLInvalid          = "GitURLInvalid"
+	ReasonGitRepositoryNotFound  = "GitRepositoryNotFound"
+	ReasonGitRevisionNotFound    = "GitRevisionNotFound"
+	ReasonGitCredentialsRefused  = "GitCredentialsRefused"
+	ReasonGitHostUnreachable     = "GitHostUnreachable"
+	ReasonGitCredentialsNotFound = "GitCredentialsNotFound"
+	ReasonGitCloneFailed         = "GitCloneFailed"
 	// ReasonRunning: the task is taking turns.
 	ReasonRunning = "Running"
 	// ReasonIntentsAwaitingApproval: one or more intents wait for a human decision.
@@ -99,6 +115,9 @@ const (
 	// ReasonWaitingForSiblings: batch preflight holds this intent while a sibling of the
 	// same turn waits for approval.
 	ReasonWaitingForSiblings = "WaitingForSiblings"
+	// ReasonWaitingForWorkspace: the intent's task has not finished cloning its
+	// workspace (spec.workspace.git), so the call waits; it is not failed.
+	ReasonWaitingForWorkspace = "WaitingForWorkspace"
 	// ReasonTurnRedirected: a Redirect decision of the intent's turn consumed it;
 	// nothing was executed.
 	ReasonTurnRedirected = "TurnRedirected"

@@ -70,6 +70,13 @@ type SandboxProfile struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	WorkspaceClaimName string `json:"workspaceClaimName"`
+	// workspaceSubPath is the folder of the claim mounted at /workspace; empty for
+	// the whole claim. A git task's is its worktree, so that the git directory
+	// beside it (the record of the commit it was cloned at) is in no tool's reach.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-z]+$`
+	WorkspaceSubPath string `json:"workspaceSubPath,omitempty"`
 	// readOnlyWorkspace mounts the workspace read-only: set by the walls.
 	// +optional
 	ReadOnlyWorkspace bool `json:"readOnlyWorkspace,omitempty"`

@@ -5,6 +5,7 @@
 //	runner install DEST
 //	runner session
 //	runner exec
+//	runner git
 //
 // The Invocation is read as JSON from TOOLGATE_INVOCATION (required). The workspace
 // root is -workspace, else TOOLGATE_WORKSPACE, else /workspace; the Result goes to
@@ -18,6 +19,8 @@
 // and the Result is still written. The second form copies the runner binary to DEST,
 // for the Job's init container. The last two run a session pod and one call in it
 // (internal/runner/session.go); exec takes the workspace from TOOLGATE_WORKSPACE.
+// The last one is toolgate's own clone, change or push of a git workspace
+// (internal/gitws), never a tool call.
 package main
 
 import (
@@ -28,6 +31,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/toolgate/toolgate/internal/gitws"
 	"github.com/toolgate/toolgate/internal/runner"
 )
 
@@ -36,7 +40,33 @@ import (
 const (
 	workspaceEnv      = "TOOLGATE_WORKSPACE"
 	terminationLogEnv = "TOOLGATE_TERMINATION_LOG"
+	// claimEnv overrides where a git pod's claim is mounted.
+	claimEnv   = "TOOLGATE_CLAIM"
+	gitCommand = "git"
 )
+
+// runGit carries out the git request of TOOLGATE_GIT on the claim: a change's diff
+// goes to stdout, the result to the termination log. It exits 0 when the request
+// succeeded, 3 when it failed (the result says why), 1 when no result could be
+// written.
+func runGit(claim, terminationLog string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	credentials := ""
+	if _, err := os.Stat(gitws.PodCredentialsDir); err == nil {
+		credentials = gitws.PodCredentialsDir
+	}
+	res := gitws.Run(ctx, []byte(os.Getenv(gitws.RequestEnv)), claim, credentials, os.Stdout)
+	if err := os.WriteFile(terminationLog, res.Encode(), 0o644); err != nil {
+		fmt.Fprintf(os.Stderr, "toolgate runner: cannot write the result to %s: %v\n", terminationLog, err)
+		return runner.ExitNoResult
+	}
+	if res.Kind != "" {
+		fmt.Fprintf(os.Stderr, "toolgate runner: git %s failed (%s): %s\n", res.Op, res.Kind, res.Message)
+		return 3
+	}
+	return 0
+}
 
 func main() {
 	if len(os.Args) > 1 {
@@ -49,6 +79,8 @@ func main() {
 			return
 		case runner.ExecCommand:
 			os.Exit(runExec(envOr(workspaceEnv, runner.WorkspaceRoot), os.Stdin, os.Stdout, os.Stderr))
+		case gitCommand:
+			os.Exit(runGit(envOr(claimEnv, gitws.PodClaimRoot), envOr(terminationLogEnv, runner.TerminationMessagePath)))
 		}
 	}
 	workspace := flag.String("workspace", envOr(workspaceEnv, runner.WorkspaceRoot), "Workspace root every tool path is confined to (env "+workspaceEnv+").")

@@ -61,6 +61,8 @@ AgentTasks, ToolIntents, Approvals, Executions and ToolPolicies.
   approve|deny APPROVAL    decide an approval as yourself
   propose TASK --tool ...  propose a tool call for a task
   output INTENT            the full output of an intent's execution
+  diff TASK                the agent's change to a git workspace
+  export TASK -o patch     that change as a patch git am applies
   policy check             decide a command against a policy file, offline`,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl toolgate"},
 		SilenceErrors: true,
@@ -79,6 +81,8 @@ AgentTasks, ToolIntents, Approvals, Executions and ToolPolicies.
 		newDecideCommand(o, false),
 		newProposeCommand(o),
 		newOutputCommand(o),
+		newDiffCommand(o),
+		newExportCommand(o),
 		newPolicyCommand(o),
 	)
 	return root

@@ -253,7 +253,10 @@ func (p *loopEnv) start() (stop func()) {
 	opts := testOptions()
 	opts.Now = p.clock.Now
 	opts.ModelEndpoints = p.endpoints
-	tasks := newAgentTaskReconciler(mgr, opts)
+	tasks, err := newAgentTaskReconciler(mgr, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tasks.NewModel = func(cfg agent.ClientConfig) (agent.Model, error) {
 		cfg.MaxAttempts = 2
 		cfg.Sleep = func(ctx context.Context, d time.Duration) error {

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -29,6 +30,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
+	"github.com/toolgate/toolgate/internal/gitws"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/policyset"
 )
@@ -90,16 +92,31 @@ type AgentTaskReconciler struct {
 	ModelRetryDelay time.Duration
 	// Policies reads the policies a final answer is checked against.
 	Policies *policyset.Cache
+	// Logs reads the log of a change pod (its diff).
+	Logs executor.LogReader
 	// modelWaits maps a task's UID to its modelWait.
 	modelWaits sync.Map
 }
 
 func setupAgentTask(mgr ctrl.Manager, opts Options) error {
-	return newAgentTaskReconciler(mgr, opts).SetupWithManager(mgr)
+	r, err := newAgentTaskReconciler(mgr, opts)
+	if err != nil {
+		return err
+	}
+	return r.SetupWithManager(mgr)
 }
 
-func newAgentTaskReconciler(mgr ctrl.Manager, opts Options) *AgentTaskReconciler {
+func newAgentTaskReconciler(mgr ctrl.Manager, opts Options) (*AgentTaskReconciler, error) {
+	logs := opts.LogReader
+	if logs == nil {
+		clientset, err := kubernetes.NewForConfig(mgr.GetConfig())
+		if err != nil {
+			return nil, fmt.Errorf("creating the clientset that reads pod logs: %w", err)
+		}
+		logs = executor.PodLogReader{Clientset: clientset}
+	}
 	return &AgentTaskReconciler{
+		Logs:      logs,
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Scheme:    mgr.GetScheme(),
@@ -108,7 +125,7 @@ func newAgentTaskReconciler(mgr ctrl.Manager, opts Options) *AgentTaskReconciler
 		Now:       opts.clock(),
 		NewModel:  NewModelClient,
 		Policies:  policyset.NewCache(),
-	}
+	}, nil
 }
 
 // SetupWithManager registers the reconciler.
@@ -117,6 +134,8 @@ func (r *AgentTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1.AgentTask{}).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.Options.Workers.orDefault().Task}).
 		Owns(&corev1.PersistentVolumeClaim{}).
+		// The task's git pods (clone, change, push) report their results.
+		Owns(&corev1.Pod{}).
 		// An intent names its task in spec.taskRef (it is owned by the task too, once
 		// created by the agent loop or kubectl toolgate propose, or adopted).
 		Watches(&v1.ToolIntent{}, enqueueTaskOfIntent, builder.WithPredicates(taskSummaryChanged)).
@@ -140,7 +159,7 @@ func (r *AgentTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	log := ctrl.LoggerFrom(ctx).WithValues("agenttask", klog.KObj(task))
 	ctx = ctrl.LoggerInto(ctx, log)
 
-	world, created, err := r.observe(ctx, task)
+	world, created, cloneWait, err := r.observe(ctx, task)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -164,6 +183,11 @@ func (r *AgentTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		r.emit(log, task, before, created)
 	}
 	r.reportTurn(ctx, task, step)
+	changeWait, err := r.recordChange(ctx, task, task.Annotations[gitws.AnnotationChangeRequest])
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	cloneWait = soonest(cloneWait, changeWait)
 	sessionsWait, err := r.keepSessions(ctx, task, status)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -180,7 +204,7 @@ func (r *AgentTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			return ctrl.Result{RequeueAfter: stopRecheck}, nil
 		}
 	}
-	return ctrl.Result{RequeueAfter: soonest(step.retryAfter, sessionsWait)}, nil
+	return ctrl.Result{RequeueAfter: soonest(soonest(step.retryAfter, sessionsWait), cloneWait)}, nil
 }
 
 // soonest is the shorter of two waits, a zero wait being none.
@@ -369,26 +393,33 @@ func (r *AgentTaskReconciler) stopRunningCalls(ctx context.Context, task *v1.Age
 	return running, nil
 }
 
-// observe ensures the workspace claim and gathers the task's intents and approvals.
-func (r *AgentTaskReconciler) observe(ctx context.Context, task *v1.AgentTask) (pipeline.TaskWorld, bool, error) {
-	var world pipeline.TaskWorld
+// observe ensures the workspace claim (and its clone, for spec.workspace.git) and
+// gathers the task's intents and approvals. wait is when to look at a clone again.
+func (r *AgentTaskReconciler) observe(ctx context.Context, task *v1.AgentTask) (world pipeline.TaskWorld, created bool, wait time.Duration, err error) {
 	ready, msg, created, err := r.ensureWorkspace(ctx, task)
 	if err != nil {
-		return world, false, err
+		return world, false, 0, err
 	}
-	world.WorkspaceReady, world.WorkspaceMessage = ready, msg
+	world.WorkspaceReady, world.WorkspaceMessage, world.Workspace = ready, msg, task.Status.Workspace
+	if ready && task.Spec.Workspace.Git != nil {
+		g, err := r.cloneWorkspace(ctx, task, pipeline.WorkspaceClaimName(task))
+		if err != nil {
+			return world, false, 0, err
+		}
+		world.Workspace, world.WorkspaceReady, world.WorkspaceReason, world.WorkspaceMessage, wait = g.status, g.ready, g.reason, g.msg, g.wait
+	}
 
 	var intents v1.ToolIntentList
 	if err := r.List(ctx, &intents, client.InNamespace(task.Namespace), client.MatchingFields{IndexIntentTask: task.Name}); err != nil {
-		return world, false, err
+		return world, false, 0, err
 	}
 	world.Intents = intents.Items
 	var approvals v1.ApprovalList
 	if err := r.List(ctx, &approvals, client.InNamespace(task.Namespace), client.MatchingFields{IndexApprovalTask: task.Name}); err != nil {
-		return world, false, err
+		return world, false, 0, err
 	}
 	world.Approvals = int32(len(approvals.Items))
-	return world, created, nil
+	return world, created, wait, nil
 }
 
 // ensureWorkspace checks the existing claim, or creates the claim the task owns.
@@ -403,11 +434,6 @@ func (r *AgentTaskReconciler) ensureWorkspace(ctx context.Context, task *v1.Agen
 		return false, "", false, err
 	case task.Spec.Workspace.ExistingClaim != "":
 		return false, fmt.Sprintf("PersistentVolumeClaim %q named by spec.workspace.existingClaim does not exist in namespace %s; create it or name another", name, task.Namespace), false, nil
-	}
-	if task.Spec.Workspace.Git != nil {
-		// Seeding from git needs a clone step that is not built yet; say so rather
-		// than run tools on an empty workspace.
-		return false, "spec.workspace.git is not supported yet: seed the claim yourself and use spec.workspace.existingClaim", false, nil
 	}
 	vc := task.Spec.Workspace.VolumeClaim
 	storage := vc.Storage

@@ -91,6 +91,7 @@ func startPipelineIn(t *testing.T, ns string, tune ...func(*Options)) *pipelineE
 	t.Helper()
 	p := &pipelineEnv{t: t, ns: ns, logs: &podLogs{}, clock: &testClock{}}
 	tuned := func(opts Options) Options {
+		opts.LogReader = p.logs
 		for _, f := range tune {
 			f(&opts)
 		}

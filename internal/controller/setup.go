@@ -55,6 +55,9 @@ type Options struct {
 	// SessionExecutor delivers calls to session pods; nil means pods/exec through
 	// the API server (executor.PodExec). Tests without a kubelet replace it.
 	SessionExecutor executor.SessionExecutor
+	// LogReader reads the logs of toolgate's git pods (a change's diff); nil means
+	// the pods/log subresource. Tests play the kubelet with their own.
+	LogReader executor.LogReader
 }
 
 func (o Options) sessionIdleTimeout() time.Duration {

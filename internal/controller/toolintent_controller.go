@@ -45,6 +45,7 @@ const (
 	EventApprovalRefused    = "ApprovalRefused"
 	EventRedecided          = "Redecided"
 	EventHeldForSiblings    = "HeldForSiblings"
+	EventHeldForWorkspace   = "HeldForWorkspace"
 	EventExecutionRequested = "ExecutionRequested"
 	EventObserved           = "Observed"
 )
@@ -926,6 +927,26 @@ func (r *ToolIntentReconciler) holdForSiblings(ctx context.Context, run *intentR
 	return true, nil
 }
 
+// holdForWorkspace holds a call of a task whose workspace is not cloned yet: it
+// would run on an empty or half-written worktree. The call waits (the task's Ready
+// condition says why); the task's watch wakes it once the clone is recorded.
+func (r *ToolIntentReconciler) holdForWorkspace(run *intentRun) bool {
+	task := run.task
+	if pipeline.WorkspaceCloned(task) {
+		return false
+	}
+	why := "the clone has not finished"
+	if c := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
+		why = c.Reason + ": " + c.Message
+	}
+	msg := fmt.Sprintf("held: AgentTask %s has not cloned its workspace (spec.workspace.git) yet (%s); the call runs once it has", task.Name, why)
+	if c := meta.FindStatusCondition(run.intent.Status.Conditions, v1.ConditionExecuted); c == nil || c.Reason != v1.ReasonWaitingForWorkspace || c.Message != msg {
+		run.record(EventHeldForWorkspace, false, nil, "%s", msg)
+	}
+	setCondition(run.intent, v1.ConditionExecuted, false, v1.ReasonWaitingForWorkspace, msg)
+	return true
+}
+
 // execute creates the intent's one Execution, from the decision's records alone (the
 // task as it is now plays no part). It returns true when the call does not go on
 // now: held for its batch, or decided again.
@@ -934,6 +955,9 @@ func (r *ToolIntentReconciler) execute(ctx context.Context, run *intentRun) (boo
 	if a := intent.Status.Decision.Action; a != v1.DecisionAllow && a != v1.DecisionAsk {
 		// Redirect and Stop end the call when decided; nothing else ever runs.
 		return true, fmt.Errorf("ToolIntent %s is decided %s and has no observation: it does not run", intent.Name, a)
+	}
+	if r.holdForWorkspace(run) {
+		return true, nil
 	}
 	if intent.Status.Decision.Action == v1.DecisionAllow {
 		if held, err := r.holdForSiblings(ctx, run); err != nil || held {

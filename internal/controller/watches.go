@@ -40,7 +40,8 @@ var siblingHoldChanged = predicate.TypedFuncs[client.Object]{
 
 // taskEndingChanged passes a task change an open intent acts on: the task appeared
 // (an intent may have waited for it), went, was recreated, changed its spec (mode,
-// proposers, budgets), or ended (its calls that have not run are aborted). Its
+// proposers, budgets), finished cloning its workspace (calls wait for it), or ended
+// (its calls that have not run are aborted). Its
 // counts and conditions otherwise change with every call and matter to none.
 var taskEndingChanged = predicate.TypedFuncs[client.Object]{
 	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
@@ -51,7 +52,8 @@ var taskEndingChanged = predicate.TypedFuncs[client.Object]{
 		}
 		oldDone, _ := pipeline.TaskFinished(old)
 		nowDone, _ := pipeline.TaskFinished(now)
-		return oldDone != nowDone || old.UID != now.UID || old.Generation != now.Generation || !now.DeletionTimestamp.Equal(old.DeletionTimestamp)
+		return oldDone != nowDone || old.UID != now.UID || old.Generation != now.Generation || !now.DeletionTimestamp.Equal(old.DeletionTimestamp) ||
+			pipeline.WorkspaceCloned(old) != pipeline.WorkspaceCloned(now)
 	},
 }
 

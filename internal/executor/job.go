@@ -291,7 +291,7 @@ func sandboxPodSpec(profile toolgatev1alpha1.SandboxProfile, runnerImage string,
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 		SecurityContext:          containerSecurityContext(),
 		VolumeMounts: []corev1.VolumeMount{
-			{Name: volumeWorkspace, MountPath: runner.WorkspaceRoot, ReadOnly: profile.ReadOnlyWorkspace},
+			{Name: volumeWorkspace, MountPath: runner.WorkspaceRoot, SubPath: profile.WorkspaceSubPath, ReadOnly: profile.ReadOnlyWorkspace},
 			{Name: volumeRunner, MountPath: RunnerDir, ReadOnly: true},
 			{Name: volumeTmp, MountPath: TmpDir},
 		},

@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"github.com/toolgate/toolgate/internal/gitws"
+
 	"errors"
 	"fmt"
 
@@ -77,6 +79,23 @@ func WorkspaceClaimName(task *v1.AgentTask) string {
 		return task.Spec.Workspace.ExistingClaim
 	}
 	return OwnedClaimName(task)
+}
+
+// WorkspaceSubPath is the folder of the claim a task's tools see as /workspace: a
+// git task's worktree (its git directory stays beside it, out of their reach); the
+// whole claim otherwise.
+func WorkspaceSubPath(task *v1.AgentTask) string {
+	if task.Spec.Workspace.Git != nil {
+		return gitws.WorktreeDir
+	}
+	return ""
+}
+
+// WorkspaceCloned says whether a task's workspace holds what its calls need: always
+// for a claim given or created empty; for spec.workspace.git once the clone
+// recorded its commit.
+func WorkspaceCloned(task *v1.AgentTask) bool {
+	return task.Spec.Workspace.Git == nil || task.Status.Workspace != nil && task.Status.Workspace.Commit != ""
 }
 
 // OwnedClaimName is the name of the claim toolgate creates for a task.

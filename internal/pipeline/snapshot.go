@@ -50,6 +50,7 @@ func DecideSandbox(task *v1.AgentTask, val *v1.Validation, walls *v1.SandboxWall
 			RuntimeClassName:   task.Spec.Sandbox.RuntimeClassName,
 			Network:            *task.Spec.Sandbox.Network.DeepCopy(),
 			WorkspaceClaimName: WorkspaceClaimName(task),
+			WorkspaceSubPath:   WorkspaceSubPath(task),
 			Isolation:          task.Spec.Sandbox.Isolation,
 		},
 		TimeoutSeconds: val.TimeoutSeconds,

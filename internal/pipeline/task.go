@@ -16,6 +16,11 @@ type TaskWorld struct {
 	WorkspaceReady bool
 	// WorkspaceMessage says what is missing when it is not ready.
 	WorkspaceMessage string
+	// WorkspaceReason is the Ready condition's reason when it is not ready
+	// (WorkspacePending when empty).
+	WorkspaceReason string
+	// Workspace is the git side of the workspace (spec.workspace.git).
+	Workspace *v1.WorkspaceStatus
 	// Intents are the task's ToolIntents.
 	Intents []v1.ToolIntent
 	// Approvals counts the Approvals the task created.
@@ -80,6 +85,7 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 		ApprovalRequests:   world.Approvals,
 		TokensUsed:         old.TokensUsed,
 		Result:             old.Result,
+		Workspace:          world.Workspace,
 	}
 	set := func(typ string, status bool, reason, msg string) {
 		c := metav1.Condition{Type: typ, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: task.Generation, LastTransitionTime: now}
@@ -136,11 +142,19 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 
 	switch {
 	case !world.WorkspaceReady:
-		set(v1.ConditionReady, false, v1.ReasonWorkspacePending, world.WorkspaceMessage)
+		reason := world.WorkspaceReason
+		if reason == "" {
+			reason = v1.ReasonWorkspacePending
+		}
+		set(v1.ConditionReady, false, reason, world.WorkspaceMessage)
 	case model != nil && model.Unavailable != "":
 		set(v1.ConditionReady, false, v1.ReasonModelUnavailable, model.Unavailable)
 	default:
-		set(v1.ConditionReady, true, v1.ReasonWorkspaceReady, fmt.Sprintf("workspace claim %s is bound to the task", st.WorkspaceClaimName))
+		msg := fmt.Sprintf("workspace claim %s is bound to the task", st.WorkspaceClaimName)
+		if ws := world.Workspace; ws != nil && ws.Commit != "" {
+			msg += fmt.Sprintf(", cloned from %s at %s", task.Spec.Workspace.Git.URL, ws.Commit)
+		}
+		set(v1.ConditionReady, true, v1.ReasonWorkspaceReady, msg)
 	}
 	if len(awaiting) > 0 {
 		set(v1.ConditionAwaitingApproval, true, v1.ReasonIntentsAwaitingApproval, fmt.Sprintf("waiting for a human decision on %v", awaiting))

@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/gitws"
+)
+
+// changeOptions are the flags diff and export share.
+type changeOptions struct {
+	recorded bool
+	timeout  time.Duration
+}
+
+func (c *changeOptions) addFlags(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&c.recorded, "recorded", false, "Print the change last recorded instead of asking for a new read (needs no right to patch the task).")
+	cmd.Flags().DurationVar(&c.timeout, "timeout", 2*time.Minute, "How long to wait for the controller to read the change.")
+}
+
+func newDiffCommand(o *Options) *cobra.Command {
+	var co changeOptions
+	cmd := &cobra.Command{
+		Use:   "diff TASK",
+		Short: "Print the change an agent made to a git workspace, against the commit it was cloned at",
+		Long: `Print the workspace's change against the commit spec.workspace.git was cloned at,
+untracked files included and the workspace's .toolgate/ folder left out, as a git diff.
+The controller reads it in a pod of its own (the claim mounted read-only, no network,
+no credentials): this command asks for a read by setting the task's
+toolgate.dev/change-request annotation, and prints the diff the controller recorded in
+the ConfigMap TASK-change. Works while the task runs and after it ended. A summary
+(files, skipped paths, binary files) goes to stderr.`,
+		Example: `  kubectl toolgate diff fix-tests
+  kubectl toolgate diff fix-tests --recorded   # the last read, without a new one`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rec, diff, task, err := readChange(cmd.Context(), o, args[0], co)
+			if err != nil {
+				return err
+			}
+			summarize(cmd.ErrOrStderr(), task, rec)
+			_, err = io.WriteString(cmd.OutOrStdout(), diff)
+			return err
+		},
+	}
+	co.addFlags(cmd)
+	return cmd
+}
+
+func newExportCommand(o *Options) *cobra.Command {
+	var co changeOptions
+	var format string
+	cmd := &cobra.Command{
+		Use:   "export TASK -o patch",
+		Short: "Write an agent's change to a git workspace as a patch that git am applies",
+		Long: `Write the workspace's change (as kubectl toolgate diff reads it) as one mail in the
+format git am reads: the task's goal is the commit message (its first line the
+subject), the author "AgentTask NAMESPACE/NAME". Apply it to a clone at the commit the
+task started from (status.workspace.commit):
+
+  git checkout COMMIT && git am change.patch
+
+Binary files are named in the patch but their content is not carried; the summary on
+stderr lists them.`,
+		Example: `  kubectl toolgate export fix-tests -o patch > change.patch`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "patch" {
+				return fmt.Errorf("-o %q: the one format is patch (git am)", format)
+			}
+			rec, diff, task, err := readChange(cmd.Context(), o, args[0], co)
+			if err != nil {
+				return err
+			}
+			summarize(cmd.ErrOrStderr(), task, rec)
+			if rec.FileCount == 0 {
+				return fmt.Errorf("AgentTask %s made no change to its workspace: there is nothing to export", task.Name)
+			}
+			mail := gitws.Mail(gitws.Change{Diff: diff}, rec.Tree, "AgentTask "+task.Namespace+"/"+task.Name, "toolgate@"+task.Namespace+".invalid", task.Spec.Goal, rec.RecordedAt)
+			_, err = io.WriteString(cmd.OutOrStdout(), mail)
+			return err
+		},
+	}
+	cmd.Flags().StringVarP(&format, "output", "o", "", "Output format: patch.")
+	co.addFlags(cmd)
+	return cmd
+}
+
+// readChange asks the controller for a read of the task's change (unless
+// --recorded) and returns the record and the diff.
+func readChange(ctx context.Context, o *Options, name string, co changeOptions) (gitws.Record, string, *v1.AgentTask, error) {
+	c, err := o.connect()
+	if err != nil {
+		return gitws.Record{}, "", nil, err
+	}
+	task := &v1.AgentTask{}
+	if err := c.client.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: name}, task); err != nil {
+		if apierrors.IsNotFound(err) {
+			return gitws.Record{}, "", nil, fmt.Errorf("AgentTask %q not found in namespace %q", name, c.namespace)
+		}
+		return gitws.Record{}, "", nil, apiError(err)
+	}
+	if task.Spec.Workspace.Git == nil {
+		return gitws.Record{}, "", nil, fmt.Errorf("AgentTask %s has no spec.workspace.git: its workspace has no commit to compare with", name)
+	}
+	if task.Status.Workspace == nil || task.Status.Workspace.Commit == "" {
+		why := ""
+		for _, cond := range task.Status.Conditions {
+			if cond.Type == v1.ConditionReady && cond.Message != "" {
+				why = fmt.Sprintf(" (%s: %s)", cond.Reason, cond.Message)
+			}
+		}
+		return gitws.Record{}, "", nil, fmt.Errorf("AgentTask %s has not cloned its workspace yet%s", name, why)
+	}
+	key := client.ObjectKey{Namespace: c.namespace, Name: gitws.ChangeConfigMapName(name)}
+	want := ""
+	if !co.recorded {
+		var nonce [8]byte
+		_, _ = rand.Read(nonce[:])
+		want = time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(nonce[:])
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{gitws.AnnotationChangeRequest: want}}})
+		if err := c.client.Patch(ctx, task, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return gitws.Record{}, "", nil, fmt.Errorf("asking for a read of the change (patching AgentTask %s's %s annotation): %w; with no right to patch the task, --recorded prints the last read", name, gitws.AnnotationChangeRequest, apiError(err))
+		}
+	}
+	deadline := time.Now().Add(co.timeout)
+	for {
+		cm := &corev1.ConfigMap{}
+		err := c.client.Get(ctx, key, cm)
+		switch {
+		case err == nil && (want == "" || cm.Annotations[gitws.AnnotationChangeRequest] == want):
+			return parseRecord(cm, task)
+		case err == nil, apierrors.IsNotFound(err):
+			if want == "" {
+				return gitws.Record{}, "", nil, fmt.Errorf("AgentTask %s has no recorded change yet (ConfigMap %s): run without --recorded to ask for one", name, key.Name)
+			}
+		default:
+			return gitws.Record{}, "", nil, apiError(err)
+		}
+		if time.Now().After(deadline) {
+			return gitws.Record{}, "", nil, fmt.Errorf("the controller did not record the change within %s (ConfigMap %s, request %s): look at the task's git pods (kubectl get pods -l toolgate.dev/git=change -n %s)", co.timeout, key.Name, want, c.namespace)
+		}
+		select {
+		case <-ctx.Done():
+			return gitws.Record{}, "", nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// parseRecord reads a change ConfigMap, refusing one the task does not control.
+func parseRecord(cm *corev1.ConfigMap, task *v1.AgentTask) (gitws.Record, string, *v1.AgentTask, error) {
+	owner := metav1.GetControllerOf(cm)
+	if owner == nil || owner.UID != task.UID || owner.Kind != "AgentTask" {
+		return gitws.Record{}, "", nil, fmt.Errorf("ConfigMap %s is not AgentTask %s's change record (its controller is not the task): it is not shown", cm.Name, task.Name)
+	}
+	var rec gitws.Record
+	if err := json.Unmarshal([]byte(cm.Data[gitws.RecordKey]), &rec); err != nil {
+		return gitws.Record{}, "", nil, fmt.Errorf("ConfigMap %s holds no readable change record: %v", cm.Name, err)
+	}
+	if rec.Kind != "" {
+		return rec, "", task, fmt.Errorf("the change of AgentTask %s could not be read (%s): %s", task.Name, rec.Kind, rec.Message)
+	}
+	if !rec.Complete {
+		return rec, "", task, fmt.Errorf("the change of AgentTask %s is not in its record: %s", task.Name, rec.Message)
+	}
+	return rec, cm.Data[gitws.DiffKey], task, nil
+}
+
+// summarize says on w what the change is.
+func summarize(w io.Writer, task *v1.AgentTask, rec gitws.Record) {
+	fmt.Fprintf(w, "AgentTask %s: %d file(s) changed against %s (%s), read %s\n", task.Name, rec.FileCount, short(rec.Base), task.Spec.Workspace.Git.URL, rec.RecordedAt.Format(time.RFC3339))
+	if len(rec.Binary) > 0 {
+		fmt.Fprintf(w, "  binary, named but not carried in a patch: %s\n", strings.Join(rec.Binary, ", "))
+	}
+	if len(rec.Skipped) > 0 {
+		fmt.Fprintf(w, "  left out (no commit can hold them): %s\n", strings.Join(rec.Skipped, ", "))
+	}
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}

@@ -1,0 +1,143 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/executor"
+	"github.com/toolgate/toolgate/internal/gitws"
+	"github.com/toolgate/toolgate/internal/pipeline"
+)
+
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
+// +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
+
+const (
+	// maxRecordedDiff is the largest diff a change ConfigMap holds (a ConfigMap
+	// holds at most 1 MiB).
+	maxRecordedDiff = 900 * 1024
+)
+
+// recordChange answers the task's change request, if one is open: a change pod
+// (the claim read-only, no network, no credentials) reads the worktree against the
+// cloned commit, and its diff is recorded, checked byte for byte against the pod's
+// result, in the task's change ConfigMap. Only the controller writes a ConfigMap
+// an AgentTask owns (the turn-records admission policy), so what `kubectl toolgate
+// diff` prints is what the pod read.
+func (r *AgentTaskReconciler) recordChange(ctx context.Context, task *v1.AgentTask, request string) (time.Duration, error) {
+	if request == "" || !pipeline.WorkspaceCloned(task) || task.Spec.Workspace.Git == nil {
+		return 0, nil
+	}
+	key := client.ObjectKey{Namespace: task.Namespace, Name: gitws.ChangeConfigMapName(task.Name)}
+	cm := &corev1.ConfigMap{}
+	err := r.APIReader.Get(ctx, key, cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		cm = nil
+	case err != nil:
+		return 0, err
+	case !controlledByTask(cm, task):
+		return 0, fmt.Errorf("ConfigMap %s exists and is not AgentTask %s's change record: delete it", key.Name, task.Name)
+	case cm.Annotations[gitws.AnnotationChangeRequest] == request:
+		return 0, nil
+	}
+	name := executor.GitPodName(gitws.OpChange, string(task.UID), request)
+	pod := &corev1.Pod{}
+	err = getFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: task.Namespace, Name: name}, pod)
+	if apierrors.IsNotFound(err) {
+		g := executor.GitPod{
+			Namespace: task.Namespace, Name: name, Task: task.Name, ClaimName: pipeline.WorkspaceClaimName(task),
+			ReadOnlyClaim: true, Network: v1.NetworkSpec{Mode: v1.NetworkNone},
+			Request: gitws.Request{Op: gitws.OpChange, Base: task.Status.Workspace.Commit},
+		}
+		return gitPollEvery, r.startGitPod(ctx, task, g)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if !metav1.IsControlledBy(pod, task) {
+		return 0, fmt.Errorf("a pod named %s exists in namespace %s and is not AgentTask %s's change pod: delete it", name, task.Namespace, task.Name)
+	}
+	res, finished, why := gitPodResult(pod)
+	if !finished {
+		return gitPollEvery, nil
+	}
+	rec := gitws.Record{Request: request, Base: task.Status.Workspace.Commit, RecordedAt: r.Now().UTC().Truncate(time.Second), Pod: name}
+	diff := ""
+	keepPod := false
+	switch {
+	case why != "":
+		rec.Kind, rec.Message = gitws.FailureOther, fmt.Sprintf("the change pod %s ended without a result: %s", name, why)
+	case res.Kind != "" || res.Change == nil:
+		rec.Kind, rec.Message = res.Kind, res.Message
+	default:
+		c := res.Change
+		rec.Tree, rec.Files, rec.Binary, rec.Skipped = c.Tree, c.Files, c.Binary, c.Skipped
+		rec.FileCount, rec.DiffBytes, rec.DiffSHA256 = res.FileCount, res.DiffBytes, res.DiffSHA256
+		if res.DiffBytes > maxRecordedDiff {
+			keepPod = true
+			rec.Message = fmt.Sprintf("the diff is %d bytes, more than a ConfigMap holds: it is the log of pod %s (kubectl logs %s -n %s), kept for a day", res.DiffBytes, name, name, task.Namespace)
+			break
+		}
+		log, err := r.Logs.ReadLog(ctx, task.Namespace, name, corev1.PodLogOptions{Container: executor.ToolContainerName, LimitBytes: ptr.To(int64(maxRecordedDiff + 1))})
+		sum := sha256.Sum256(log)
+		switch {
+		case err != nil:
+			return gitRetry, fmt.Errorf("reading the log of change pod %s: %w", name, err)
+		case len(log) != res.DiffBytes || hex.EncodeToString(sum[:]) != res.DiffSHA256:
+			keepPod = true
+			rec.Kind, rec.Message = gitws.FailureOther, fmt.Sprintf("the log of change pod %s (%d bytes) is not the diff its result describes (%d bytes, sha256 %s): it is not recorded", name, len(log), res.DiffBytes, res.DiffSHA256)
+		default:
+			diff, rec.Complete, rec.Pod = string(log), true, ""
+		}
+	}
+	info, err := json.Marshal(rec)
+	if err != nil {
+		return 0, err
+	}
+	if cm == nil {
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		if err := controllerutil.SetControllerReference(task, cm, r.Scheme); err != nil {
+			return 0, err
+		}
+	}
+	if cm.Labels == nil {
+		cm.Labels = map[string]string{}
+	}
+	if len(validation.IsValidLabelValue(task.Name)) == 0 {
+		cm.Labels[pipeline.LabelTask] = task.Name
+	}
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations[gitws.AnnotationChangeRequest] = request
+	cm.Data = map[string]string{gitws.RecordKey: string(info), gitws.DiffKey: diff}
+	if cm.ResourceVersion == "" {
+		err = r.Create(ctx, cm)
+	} else {
+		err = r.Update(ctx, cm)
+	}
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		return time.Second, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("recording the change of AgentTask %s: %w", task.Name, err)
+	}
+	if !keepPod {
+		return 0, deleteSessionPod(ctx, r.Client, pod)
+	}
+	return 0, nil
+}

@@ -1,0 +1,348 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/executor"
+	"github.com/toolgate/toolgate/internal/gitws"
+)
+
+// +kubebuilder:rbac:groups="",resources=services,verbs=get
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create
+
+const (
+	// LabelGitCredentials marks a Secret a task may name in spec.workspace.git
+	// (value "true"): naming a Secret in a task must not be enough to send it to
+	// any host.
+	LabelGitCredentials = "toolgate.dev/git-credentials"
+	// gitRetry is the wait before a clone that could not reach its host is tried
+	// again, and how often a clone in progress is looked at.
+	gitRetry     = 30 * time.Second
+	gitPollEvery = 2 * time.Second
+)
+
+// gitWorkspace is where a task's clone stands.
+type gitWorkspace struct {
+	status *v1.WorkspaceStatus
+	ready  bool
+	reason string
+	msg    string
+	wait   time.Duration
+}
+
+// cloneWorkspace moves the clone of spec.workspace.git into the task's claim on:
+// it checks the URL and the credentials Secret, fences a clone pod to the
+// repository's host, starts it, and reads its result. The workspace is ready once
+// status.workspace.commit is recorded; until then the task's calls wait.
+func (r *AgentTaskReconciler) cloneWorkspace(ctx context.Context, task *v1.AgentTask, claim string) (gitWorkspace, error) {
+	src := task.Spec.Workspace.Git
+	ws := &v1.WorkspaceStatus{}
+	if task.Status.Workspace != nil {
+		ws = task.Status.Workspace.DeepCopy()
+	}
+	if ws.Commit != "" {
+		return gitWorkspace{status: ws, ready: true}, nil
+	}
+	out := gitWorkspace{status: ws, reason: v1.ReasonWorkspaceCloning}
+	remote, err := gitws.ParseRemote(src.URL)
+	if err != nil {
+		out.reason, out.msg = v1.ReasonGitURLInvalid, "spec.workspace.git.url: "+err.Error()
+		return out, nil
+	}
+	secretName, secretVersion, problem, err := r.gitCredentials(ctx, task, src.SecretRef, "spec.workspace.git.secretRef")
+	if err != nil || problem != "" {
+		out.reason, out.msg = v1.ReasonGitCredentialsNotFound, problem
+		return out, err
+	}
+	network, problem, err := r.gitNetwork(ctx, task.Namespace, remote)
+	if err != nil {
+		return out, err
+	}
+	if problem != "" {
+		out.reason, out.msg, out.wait = v1.ReasonGitHostUnreachable, problem, gitRetry
+		return out, nil
+	}
+	name := executor.GitPodName(gitws.OpClone, string(task.UID), secretName, secretVersion, networkKeyText(network))
+	ws.CloneJob = name
+	pod := &corev1.Pod{}
+	err = getFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: task.Namespace, Name: name}, pod)
+	if apierrors.IsNotFound(err) {
+		build := executor.GitPod{
+			Namespace: task.Namespace, Name: name, Task: task.Name, ClaimName: claim, SecretName: secretName, Network: network,
+			Request: gitws.Request{Op: gitws.OpClone, URL: src.URL, Revision: src.Revision},
+		}
+		if err := r.startGitPod(ctx, task, build); err != nil {
+			return out, err
+		}
+		out.msg, out.wait = fmt.Sprintf("cloning %s at %s (pod %s)", src.URL, revisionText(src.Revision), name), gitPollEvery
+		return out, nil
+	}
+	if err != nil {
+		return out, err
+	}
+	if !metav1.IsControlledBy(pod, task) {
+		out.reason = v1.ReasonGitCloneFailed
+		out.msg = fmt.Sprintf("a pod named %s exists in namespace %s and is not this task's clone; delete it", name, task.Namespace)
+		return out, nil
+	}
+	res, finished, why := gitPodResult(pod)
+	switch {
+	case !finished:
+		out.msg, out.wait = fmt.Sprintf("cloning %s at %s (pod %s)", src.URL, revisionText(src.Revision), name), gitPollEvery
+		if why != "" {
+			out.msg += ": " + why
+		}
+	case why != "":
+		out.reason = v1.ReasonGitCloneFailed
+		out.msg = fmt.Sprintf("the clone pod %s ended without a result (%s); delete it to try again", name, why)
+	case res.Kind == "" && res.Cloned != nil:
+		now := metav1.NewTime(r.Now())
+		ws.Commit, ws.Ref, ws.ClonedAt = res.Cloned.Commit, res.Cloned.Ref, &now
+		out.ready, out.reason, out.msg = true, "", ""
+	default:
+		out.reason, out.msg = cloneFailure(res.Kind), fmt.Sprintf("cloning %s at %s failed: %s", src.URL, revisionText(src.Revision), res.Message)
+		switch res.Kind {
+		case gitws.FailureHostUnreachable:
+			// The host may come back: the pod goes and the clone is tried again.
+			out.msg += fmt.Sprintf(" (tried again every %s)", gitRetry)
+			out.wait = gitRetry
+			if finishedAt := gitPodFinishedAt(pod); r.Now().Sub(finishedAt) >= gitRetry {
+				if err := deleteSessionPod(ctx, r.Client, pod); err != nil {
+					return out, err
+				}
+				out.wait = time.Second
+			}
+		case gitws.FailureCredentials:
+			out.msg += "; the clone is tried again when the Secret changes"
+		}
+	}
+	return out, nil
+}
+
+// startGitPod fences and creates a git pod owned by the task.
+func (r *AgentTaskReconciler) startGitPod(ctx context.Context, task *v1.AgentTask, g executor.GitPod) error {
+	policy, err := executor.GitNetworkPolicy(task.Namespace, g.Network)
+	if err != nil {
+		return err
+	}
+	if refused, err := ensureNetworkPolicy(ctx, r.Client, r.APIReader, policy); err != nil {
+		return err
+	} else if refused != nil {
+		return fmt.Errorf("%s", refused.Error())
+	}
+	pod, err := executor.BuildGitPod(g, r.Options.RunnerImage)
+	if err != nil {
+		return err
+	}
+	if err := controllerutil.SetControllerReference(task, pod, r.Scheme); err != nil {
+		return err
+	}
+	if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating git pod %s: %w", pod.Name, err)
+	}
+	return nil
+}
+
+// gitPodResult reads a git pod's result: finished once its container ended; why
+// says what is wrong when it ended (or is stuck) without a result.
+func gitPodResult(pod *corev1.Pod) (gitws.Result, bool, string) {
+	if t := executor.ToolTermination(pod); t != nil {
+		res, err := gitws.ParseResult(t.Message)
+		if err != nil {
+			return res, true, fmt.Sprintf("exit code %d, %v", t.ExitCode, err)
+		}
+		return res, true, ""
+	}
+	if pod.Status.Phase == corev1.PodFailed {
+		return gitws.Result{}, true, fmt.Sprintf("pod failed: %s %s", pod.Status.Reason, pod.Status.Message)
+	}
+	for _, s := range append(append([]corev1.ContainerStatus(nil), pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
+		if w := s.State.Waiting; w != nil && w.Reason != "" && w.Reason != "PodInitializing" && w.Reason != "ContainerCreating" {
+			return gitws.Result{}, false, fmt.Sprintf("container %s waits: %s %s", s.Name, w.Reason, w.Message)
+		}
+	}
+	return gitws.Result{}, false, ""
+}
+
+func gitPodFinishedAt(pod *corev1.Pod) time.Time {
+	if t := executor.ToolTermination(pod); t != nil {
+		return t.FinishedAt.Time
+	}
+	return pod.CreationTimestamp.Time
+}
+
+func cloneFailure(kind gitws.FailureKind) string {
+	switch kind {
+	case gitws.FailureURLInvalid:
+		return v1.ReasonGitURLInvalid
+	case gitws.FailureRepositoryNotFound:
+		return v1.ReasonGitRepositoryNotFound
+	case gitws.FailureRevisionNotFound:
+		return v1.ReasonGitRevisionNotFound
+	case gitws.FailureCredentials:
+		return v1.ReasonGitCredentialsRefused
+	case gitws.FailureHostUnreachable:
+		return v1.ReasonGitHostUnreachable
+	}
+	return v1.ReasonGitCloneFailed
+}
+
+func revisionText(rev string) string {
+	if rev == "" {
+		return "HEAD"
+	}
+	return rev
+}
+
+// gitCredentials checks the Secret a git step names: it must exist and be
+// labelled LabelGitCredentials=true. It returns its name and resourceVersion (a
+// changed Secret is a new attempt), or why it cannot be used. Only the Secret's
+// metadata is read: its data goes to the git pod alone.
+func (r *AgentTaskReconciler) gitCredentials(ctx context.Context, task *v1.AgentTask, ref *corev1.LocalObjectReference, field string) (name, version, problem string, err error) {
+	if ref == nil || ref.Name == "" {
+		return "", "", "", nil
+	}
+	md := &metav1.PartialObjectMetadata{}
+	md.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: ref.Name}, md)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", "", fmt.Sprintf("Secret %q named by %s does not exist in namespace %s; create it (keys token, or ssh-privatekey and known_hosts) with the label %s=true", ref.Name, field, task.Namespace, LabelGitCredentials), nil
+	case err != nil:
+		return "", "", "", fmt.Errorf("reading Secret %s: %w", ref.Name, err)
+	}
+	if md.Labels[LabelGitCredentials] != "true" {
+		return "", "", fmt.Sprintf("Secret %q named by %s is not labelled %s=true: a task may send only a Secret labelled so to a git host (kubectl label secret %s %s=true)", ref.Name, field, LabelGitCredentials, ref.Name, LabelGitCredentials), nil
+	}
+	return ref.Name, md.ResourceVersion, "", nil
+}
+
+// gitNetwork is the egress of a git pod: the repository's host alone, on its port,
+// and the cluster DNS to resolve its name. A host that is a Service of the cluster
+// (NAME, NAME.NAMESPACE, NAME.NAMESPACE.svc[.DOMAIN]) is reached at its endpoints'
+// addresses and target ports, since NetworkPolicy sees a connection to a Service
+// after it was translated to a pod; any other host at the addresses it resolves to
+// from the controller.
+func (r *AgentTaskReconciler) gitNetwork(ctx context.Context, namespace string, remote gitws.Remote) (v1.NetworkSpec, string, error) {
+	var rules []v1.EgressRule
+	add := func(ip string, port int32) {
+		bits := "/32"
+		if strings.Contains(ip, ":") {
+			bits = "/128"
+		}
+		rules = append(rules, v1.EgressRule{CIDR: ip + bits, Ports: []int32{port}})
+	}
+	if ip := net.ParseIP(remote.Host); ip != nil {
+		add(ip.String(), int32(remote.Port))
+		return v1.NetworkSpec{Mode: v1.NetworkAllowList, Egress: rules}, "", nil
+	}
+	if svc, ns, ok := serviceName(remote.Host, namespace); ok {
+		exists, problem, err := r.serviceEndpoints(ctx, svc, ns, int32(remote.Port), add)
+		if err != nil || problem != "" && (exists || !strings.Contains(remote.Host, ".")) {
+			return v1.NetworkSpec{}, problem, err
+		}
+		if exists {
+			return v1.NetworkSpec{Mode: v1.NetworkAllowList, Egress: rules, ClusterDNS: true}, "", nil
+		}
+	}
+	lookup, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupIPAddr(lookup, remote.Host)
+	if err != nil || len(addrs) == 0 {
+		return v1.NetworkSpec{}, fmt.Sprintf("the host %s of spec.workspace.git.url does not resolve from the controller (%v), so its clone pod cannot be let through to it; tried again every %s", remote.Host, err, gitRetry), nil
+	}
+	for i, a := range addrs {
+		if i == 16 {
+			break
+		}
+		add(a.IP.String(), int32(remote.Port))
+	}
+	return v1.NetworkSpec{Mode: v1.NetworkAllowList, Egress: rules, ClusterDNS: true}, "", nil
+}
+
+// serviceName reads a host as a Service of the cluster.
+func serviceName(host, namespace string) (name, ns string, ok bool) {
+	parts := strings.Split(host, ".")
+	switch {
+	case len(parts) == 1:
+		return parts[0], namespace, true
+	case len(parts) == 2:
+		return parts[0], parts[1], true
+	case len(parts) >= 3 && parts[2] == "svc":
+		return parts[0], parts[1], true
+	}
+	return "", "", false
+}
+
+// serviceEndpoints adds the ready endpoints of Service name's port to the rules;
+// exists says whether the Service exists.
+func (r *AgentTaskReconciler) serviceEndpoints(ctx context.Context, name, ns string, port int32, add func(string, int32)) (bool, string, error) {
+	svc := &corev1.Service{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+		return false, fmt.Sprintf("no Service %s in namespace %s", name, ns), nil
+	} else if err != nil {
+		return false, "", err
+	}
+	portName := ""
+	known := false
+	for _, p := range svc.Spec.Ports {
+		if p.Port == port && (p.Protocol == "" || p.Protocol == corev1.ProtocolTCP) {
+			portName, known = p.Name, true
+		}
+	}
+	if !known {
+		return true, fmt.Sprintf("Service %s/%s has no TCP port %d, which spec.workspace.git.url names", ns, name, port), nil
+	}
+	var slices discoveryv1.EndpointSliceList
+	if err := r.APIReader.List(ctx, &slices, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: name}); err != nil {
+		return false, "", err
+	}
+	found := false
+	for _, s := range slices.Items {
+		var target int32
+		for _, p := range s.Ports {
+			if p.Port != nil && (p.Name == nil && portName == "" || p.Name != nil && *p.Name == portName) {
+				target = *p.Port
+			}
+		}
+		if target == 0 {
+			continue
+		}
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+				continue
+			}
+			for _, a := range e.Addresses {
+				add(a, target)
+				found = true
+			}
+		}
+	}
+	if !found {
+		return true, fmt.Sprintf("Service %s/%s has no ready endpoint for port %d; tried again every %s", ns, name, port, gitRetry), nil
+	}
+	return true, "", nil
+}
+
+// networkKeyText is a network spec as a key part of a pod's name: a clone fenced
+// otherwise (the host moved) is another attempt.
+func networkKeyText(n v1.NetworkSpec) string {
+	var b strings.Builder
+	for _, e := range n.Egress {
+		fmt.Fprintf(&b, "%s:%v,", e.CIDR, e.Ports)
+	}
+	return b.String()
+}

@@ -1,0 +1,294 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/executor"
+	"github.com/toolgate/toolgate/internal/gitws"
+	"github.com/toolgate/toolgate/internal/gitws/gittest"
+)
+
+// gitTask creates an external task whose workspace is cloned from url at revision,
+// without waiting for it to be Ready.
+func (p *pipelineEnv) gitTask(name, url, revision, secret string) *v1.AgentTask {
+	p.t.Helper()
+	task := &v1.AgentTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: name},
+		Spec: v1.AgentTaskSpec{
+			Goal: "Make the failing test pass.\n\ncalc.sh subtracts where the test expects a sum.",
+			Mode: v1.ModeEdit,
+			Workspace: v1.WorkspaceSpec{
+				VolumeClaim: &v1.WorkspaceVolumeClaim{Storage: resource.MustParse("1Gi")},
+				Git:         &v1.GitSource{URL: url, Revision: revision},
+			},
+			Agent: v1.AgentSpec{External: externalAgent()},
+		},
+	}
+	if secret != "" {
+		task.Spec.Workspace.Git.SecretRef = &corev1.LocalObjectReference{Name: secret}
+	}
+	if err := env.Client.Create(p.t.Context(), task); err != nil {
+		p.t.Fatalf("creating task: %v", err)
+	}
+	return task
+}
+
+// gitSecret creates a credentials Secret for the test server, labelled when asked.
+func (p *pipelineEnv) gitSecret(name string, s *gittest.Server, token string, labelled bool) *corev1.Secret {
+	p.t.Helper()
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: name},
+		StringData: map[string]string{gitws.CredUsername: s.User, gitws.CredToken: token},
+	}
+	if labelled {
+		secret.Labels = map[string]string{LabelGitCredentials: "true"}
+	}
+	if err := env.Client.Create(p.t.Context(), secret); err != nil {
+		p.t.Fatal(err)
+	}
+	return secret
+}
+
+// gitPod waits for the task's git pod of op that is not in done, and returns it.
+func (p *pipelineEnv) gitPod(task, op string, done ...string) *corev1.Pod {
+	p.t.Helper()
+	var found *corev1.Pod
+	p.eventually("a git "+op+" pod of "+task, func() (bool, string) {
+		var pods corev1.PodList
+		if err := env.Client.List(p.t.Context(), &pods, client.InNamespace(p.ns), client.MatchingLabels{executor.LabelGit: op, executor.LabelTask: task}); err != nil {
+			return false, err.Error()
+		}
+		for i := range pods.Items {
+			if !contains(done, pods.Items[i].Name) && pods.Items[i].DeletionTimestamp.IsZero() {
+				found = &pods.Items[i]
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d pods", len(pods.Items))
+	})
+	return found
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// runGitPod plays the kubelet for a git pod: the real runner code (gitws.Run) on
+// claim, a folder standing for the task's claim, with the Secret the pod mounts
+// written where the kubelet would put it; the result goes into the pod's status and
+// its stdout into the pod's log.
+func (p *pipelineEnv) runGitPod(pod *corev1.Pod, claim string) gitws.Result {
+	p.t.Helper()
+	var request string
+	for _, e := range pod.Spec.Containers[0].Env {
+		if e.Name == gitws.RequestEnv {
+			request = e.Value
+		}
+	}
+	creds := ""
+	for _, v := range pod.Spec.Volumes {
+		if v.Secret == nil {
+			continue
+		}
+		secret := &corev1.Secret{}
+		if err := env.Client.Get(p.t.Context(), client.ObjectKey{Namespace: p.ns, Name: v.Secret.SecretName}, secret); err != nil {
+			p.t.Fatal(err)
+		}
+		creds = p.t.TempDir()
+		for k, b := range secret.Data {
+			if err := os.WriteFile(filepath.Join(creds, k), b, 0o400); err != nil {
+				p.t.Fatal(err)
+			}
+		}
+	}
+	var out bytes.Buffer
+	res := gitws.Run(context.Background(), []byte(request), claim, creds, &out)
+	p.logs.set(pod.Name, out.String())
+	code, phase := int32(0), corev1.PodSucceeded
+	if res.Kind != "" {
+		code, phase = 3, corev1.PodFailed
+	}
+	setPodStatus(p.t, pod, phase, terminated(code, string(res.Encode())))
+	return res
+}
+
+func (p *pipelineEnv) readyReason(name string, want string) *v1.AgentTask {
+	p.t.Helper()
+	var task *v1.AgentTask
+	p.eventually("task "+name+" Ready reason "+want, func() (bool, string) {
+		task = p.getTask(name)
+		c := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady)
+		return c != nil && c.Reason == want, fmt.Sprintf("%+v", c)
+	})
+	return task
+}
+
+func TestGitWorkspaceClonesAndCallsWaitForIt(t *testing.T) {
+	p := startPipeline(t)
+	server := gittest.NewServer(t)
+	repo := server.AddRepo("calc")
+	p.gitSecret("git-creds", server, server.Token, true)
+	task := p.gitTask("fix", repo.URL, "main", "git-creds")
+
+	pod := p.gitPod("fix", gitws.OpClone)
+	// The clone pod has a call's walls, mounts the Secret (no tool pod ever does)
+	// and is fenced to the repository's host alone.
+	spec := pod.Spec
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken || !*spec.SecurityContext.RunAsNonRoot ||
+		!*spec.Containers[0].SecurityContext.ReadOnlyRootFilesystem {
+		t.Fatalf("the clone pod lacks a call's walls: %+v", spec)
+	}
+	if owner := metav1.GetControllerOf(pod); owner == nil || owner.UID != task.UID {
+		t.Fatalf("the clone pod is not the task's: %+v", pod.OwnerReferences)
+	}
+	policy := &networkingv1.NetworkPolicy{}
+	policyName := "toolgate-net-" + pod.Labels[executor.LabelNetwork]
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: policyName}, policy); err != nil {
+		t.Fatalf("no NetworkPolicy fences the clone pod: %v", err)
+	}
+	port := strings.TrimPrefix(server.URL, "http://127.0.0.1:")
+	if len(policy.Spec.Egress) != 1 || policy.Spec.Egress[0].To[0].IPBlock.CIDR != "127.0.0.1/32" || policy.Spec.Egress[0].Ports[0].Port.String() != port {
+		t.Fatalf("the clone pod's egress is not the repository's host alone: %+v", policy.Spec.Egress)
+	}
+
+	// A call proposed while the clone runs waits for it; it is not failed.
+	intent := p.propose("fix", 0, 0, v1.ToolReadFile, `{"path":"calc.sh"}`)
+	p.condition(intent.Name, v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonWaitingForWorkspace)
+	if p.executionExists(intent.Name) {
+		t.Fatal("a call ran before the workspace was cloned")
+	}
+	got := p.getTask("fix")
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady); c == nil || c.Reason != v1.ReasonWorkspaceCloning {
+		t.Fatalf("while cloning, Ready is %+v", c)
+	}
+
+	claim := t.TempDir()
+	if res := p.runGitPod(pod, claim); res.Kind != "" {
+		t.Fatalf("clone failed: %+v", res)
+	}
+	got = p.readyReason("fix", v1.ReasonWorkspaceReady)
+	if ws := got.Status.Workspace; ws == nil || ws.Commit != repo.Second || ws.Ref != "refs/heads/main" || ws.ClonedAt == nil {
+		t.Fatalf("status.workspace %+v, want commit %s of main", ws, repo.Second)
+	}
+	if b, err := os.ReadFile(filepath.Join(claim, gitws.WorktreeDir, "calc.sh")); err != nil || string(b) != gittest.Files["calc.sh"] {
+		t.Fatalf("the worktree's calc.sh: %q %v", b, err)
+	}
+	// The waiting call runs now, with only the worktree mounted at /workspace.
+	p.eventually("the held call's Execution", func() (bool, string) { return p.executionExists(intent.Name), "" })
+	exec := &v1.Execution{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: intent.Name}, exec); err != nil {
+		t.Fatal(err)
+	}
+	if exec.Spec.Sandbox.WorkspaceSubPath != gitws.WorktreeDir {
+		t.Fatalf("the call mounts subPath %q of the claim, want %q: the git directory would be in its reach", exec.Spec.Sandbox.WorkspaceSubPath, gitws.WorktreeDir)
+	}
+	job, err := executor.BuildJob(exec, testRunnerImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range job.Spec.Template.Spec.Volumes {
+		if v.Secret != nil {
+			t.Fatalf("a tool's Job mounts Secret %s", v.Secret.SecretName)
+		}
+	}
+
+	// The URL cannot change under a cloned workspace.
+	got.Spec.Workspace.Git.URL = repo.URL + "x"
+	if err := env.Client.Update(t.Context(), got); err == nil || !strings.Contains(err.Error(), "spec.workspace.git.url is immutable") {
+		t.Fatalf("changing the URL: %v", err)
+	}
+}
+
+func TestGitWorkspaceFailuresSayWhich(t *testing.T) {
+	p := startPipeline(t)
+	server := gittest.NewServer(t)
+	repo := server.AddRepo("calc")
+
+	t.Run("an unknown revision", func(t *testing.T) {
+		p.gitSecret("creds-rev", server, server.Token, true)
+		p.gitTask("rev", repo.URL, "no-such-branch", "creds-rev")
+		p.runGitPod(p.gitPod("rev", gitws.OpClone), t.TempDir())
+		task := p.readyReason("rev", v1.ReasonGitRevisionNotFound)
+		mustContain(t, "Ready message", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady).Message,
+			`revision "no-such-branch" is not a branch, tag or commit`, "branches: feature, main")
+		// Its calls wait; nothing fails them.
+		intent := p.propose("rev", 0, 0, v1.ToolReadFile, `{"path":"calc.sh"}`)
+		p.condition(intent.Name, v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonWaitingForWorkspace)
+		if got := p.getIntent(intent.Name); got.Status.Observation != nil {
+			t.Fatalf("a call of a task whose clone failed was ended: %+v", got.Status.Observation)
+		}
+	})
+
+	t.Run("a refused credential, then the Secret fixed", func(t *testing.T) {
+		secret := p.gitSecret("creds-bad", server, "wrong-token", true)
+		p.gitTask("cred", repo.URL, "v1", "creds-bad")
+		first := p.gitPod("cred", gitws.OpClone)
+		p.runGitPod(first, t.TempDir())
+		task := p.readyReason("cred", v1.ReasonGitCredentialsRefused)
+		mustContain(t, "Ready message", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady).Message, "asked for credentials", "tried again when the Secret changes")
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(secret), secret); err != nil {
+			t.Fatal(err)
+		}
+		secret.Data[gitws.CredToken] = []byte(server.Token)
+		if err := env.Client.Update(t.Context(), secret); err != nil {
+			t.Fatal(err)
+		}
+		second := p.gitPod("cred", gitws.OpClone, first.Name)
+		p.runGitPod(second, t.TempDir())
+		task = p.readyReason("cred", v1.ReasonWorkspaceReady)
+		if task.Status.Workspace.Commit != repo.First || task.Status.Workspace.Ref != "refs/tags/v1" {
+			t.Fatalf("status.workspace %+v, want the tag's commit %s", task.Status.Workspace, repo.First)
+		}
+	})
+
+	t.Run("a Secret that is not labelled is never mounted", func(t *testing.T) {
+		p.gitSecret("creds-unlabelled", server, server.Token, false)
+		p.gitTask("unlabelled", repo.URL, "main", "creds-unlabelled")
+		task := p.readyReason("unlabelled", v1.ReasonGitCredentialsNotFound)
+		mustContain(t, "Ready message", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady).Message, "is not labelled toolgate.dev/git-credentials=true")
+		p.never("a clone pod for an unlabelled Secret", func() bool {
+			var pods corev1.PodList
+			_ = env.Client.List(t.Context(), &pods, client.InNamespace(p.ns), client.MatchingLabels{executor.LabelTask: "unlabelled"})
+			return len(pods.Items) > 0
+		})
+	})
+
+	t.Run("a URL toolgate does not clone", func(t *testing.T) {
+		p.gitTask("file-url", "file:///etc", "", "")
+		task := p.readyReason("file-url", v1.ReasonGitURLInvalid)
+		mustContain(t, "Ready message", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady).Message, `scheme "file"`)
+	})
+
+	t.Run("an unreachable host is tried again", func(t *testing.T) {
+		p.gitTask("down", "http://127.0.0.1:1/calc.git", "", "")
+		first := p.gitPod("down", gitws.OpClone)
+		p.runGitPod(first, t.TempDir())
+		p.readyReason("down", v1.ReasonGitHostUnreachable)
+		p.clock.advance(gitRetry + time.Second)
+		p.eventually("the failed clone pod goes", func() (bool, string) {
+			pod := &corev1.Pod{}
+			err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(first), pod)
+			return err != nil || !pod.DeletionTimestamp.IsZero(), fmt.Sprint(err)
+		})
+	})
+}
