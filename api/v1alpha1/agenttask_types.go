@@ -136,27 +136,6 @@ type GitSource struct {
 	// never into a tool's sandbox. A changed Secret is tried again.
 	// +optional
 	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
-	// push, when set, pushes the agent's change as one commit on a new branch when
-	// the task succeeds, as a ToolIntent of the git_push tool: decided by policy
-	// (Ask unless a rule says otherwise), so a human approves what leaves the
-	// cluster.
-	// +optional
-	Push *GitPush `json:"push,omitempty"`
-}
-
-// GitPush says where the agent's change is pushed.
-type GitPush struct {
-	// branch is the new branch the change is pushed to; a branch that exists is
-	// never moved.
-	// +required
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=200
-	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._/-]+$`
-	Branch string `json:"branch"`
-	// secretRef names the Secret with credentials to push (same keys and label as
-	// the clone's); default: the clone's secretRef.
-	// +optional
-	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
 }
 
 // NetworkMode says whether Executions may reach the network.

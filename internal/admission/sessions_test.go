@@ -415,3 +415,48 @@ func TestSessionExec(t *testing.T) {
 	wantPastAdmission(t, connect(t, theAdmin, ns, sessionPodName, "exec", &corev1.PodExecOptions{Container: "tool", Command: []string{"sh"}, Stdout: true}), "the admin's shell")
 	wantPastAdmission(t, connect(t, strangerUser, ns, "mine", "exec", &corev1.PodExecOptions{Container: "tool", Command: []string{"sh"}, Stdout: true}), "a shell in an ordinary pod")
 }
+
+// TestGitPodsOnlyTheController: a git pod (clone, change read, push) is planted,
+// changed or entered by nobody but the controller, which itself never enters one.
+func TestGitPodsOnlyTheController(t *testing.T) {
+	ns := sessionsNamespace(t)
+	ctx := t.Context()
+	stranger := clients[strangerUser]
+	name := executor.GitPodName("clone", "task-uid")
+	gitPod := func(name string) *corev1.Pod {
+		pod := plainPod(ns, name)
+		pod.Labels = map[string]string{executor.LabelGit: "clone"}
+		return pod
+	}
+	// A planted clone pod would have its result recorded as the commit the task
+	// started from: refused by its name, a generated name, or the label alone.
+	wantRefused(t, stranger.Create(ctx, gitPod(name)),
+		"mallory may not create pod "+ns+"/"+name+": a pod named toolgate-git-… or labelled toolgate.dev/git is toolgate's own clone")
+	generated := plainPod(ns, "")
+	generated.GenerateName = "toolgate-git-"
+	wantRefused(t, stranger.Create(ctx, generated), "mallory may not create pod "+ns+"/toolgate-git-")
+	wantRefused(t, stranger.Create(ctx, gitPod("innocent")), "mallory may not create pod "+ns+"/innocent: ")
+	own := plainPod(ns, "mine")
+	if err := stranger.Create(ctx, own); err != nil {
+		t.Fatalf("an ordinary pod was refused: %v", err)
+	}
+	wantRefused(t, stranger.Patch(ctx, own.DeepCopy(), mergePatchOf(t, map[string]any{
+		"metadata": map[string]any{"labels": map[string]any{executor.LabelGit: "clone"}},
+	})), "mallory may not change pod "+ns+"/mine: ")
+
+	pod := gitPod(name)
+	if err := clients[controllerUser].Create(ctx, pod); err != nil {
+		t.Fatalf("the controller's git pod was refused: %v", err)
+	}
+	wantRefused(t, stranger.Patch(ctx, pod.DeepCopy(), mergePatchOf(t, map[string]any{
+		"metadata": map[string]any{"labels": map[string]any{executor.LabelGit: nil}},
+	})), "mallory may not change pod "+ns+"/"+name+": ")
+	// Nobody enters it (it holds the repository's credentials), not even the
+	// controller; the admin may.
+	for _, user := range []string{strangerUser, controllerUser} {
+		wantRefused(t, connect(t, user, ns, name, "exec", runnerExec()), "may not enter pod "+ns+"/"+name+" (exec)")
+		wantRefused(t, connect(t, user, ns, name, "attach", &corev1.PodAttachOptions{Container: "tool", Stdout: true}), "may not enter pod "+ns+"/"+name+" (attach)")
+		wantRefused(t, connect(t, user, ns, name, "portforward", &corev1.PodPortForwardOptions{Ports: []int32{80}}), "may not enter pod "+ns+"/"+name+" (portforward)")
+	}
+	wantPastAdmission(t, connect(t, theAdmin, ns, name, "exec", runnerExec()), "the admin's exec into a git pod")
+}

@@ -37,7 +37,7 @@ func TestCloneRevisions(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		revision, commit, ref string
-		has, hasNot          string
+		has, hasNot           string
 	}{
 		{"", repo.Second, "refs/heads/main", "README", "feature.txt"},
 		{"HEAD", repo.Second, "refs/heads/main", "README", "feature.txt"},
