@@ -152,7 +152,7 @@ func readChange(ctx context.Context, o *Options, name string, co changeOptions) 
 			return gitws.Record{}, "", nil, apiError(err)
 		}
 		if time.Now().After(deadline) {
-			return gitws.Record{}, "", nil, fmt.Errorf("the controller did not record the change within %s (ConfigMap %s, request %s): look at the task's git pods (kubectl get pods -l toolgate.dev/git=change -n %s)", co.timeout, key.Name, want, c.namespace)
+			return gitws.Record{}, "", nil, fmt.Errorf("the controller did not record the change within %s (ConfigMap %s, request %s): the task's events say why (kubectl describe agenttask %s -n %s), its change pod is labelled toolgate.dev/git=change", co.timeout, key.Name, want, name, c.namespace)
 		}
 		select {
 		case <-ctx.Done():

@@ -54,6 +54,14 @@ const (
 	// EventCompletionChecked: a final answer was checked against the Completion rules
 	// (accepted, redirected or refused).
 	EventCompletionChecked = "CompletionChecked"
+	// EventChangeRecorded: the git workspace's change was read into the task's
+	// change ConfigMap; EventChangeNotRecorded: it could not be, and why.
+	EventChangeRecorded    = "ChangeRecorded"
+	EventChangeNotRecorded = "ChangeNotRecorded"
+	// EventWorkspaceNotCloned: spec.workspace.git could not be cloned (the Ready
+	// condition's reason says why); one per failed attempt, so that an attempt
+	// tried again leaves its failure behind.
+	EventWorkspaceNotCloned = "WorkspaceNotCloned"
 )
 
 // +kubebuilder:rbac:groups=toolgate.dev,resources=agenttasks,verbs=get;list;watch
@@ -464,6 +472,11 @@ func (r *AgentTaskReconciler) ensureWorkspace(ctx context.Context, task *v1.Agen
 func (r *AgentTaskReconciler) emit(log logr.Logger, task *v1.AgentTask, before *v1.AgentTaskStatus, createdClaim bool) {
 	if createdClaim {
 		r.Recorder.Eventf(task, nil, corev1.EventTypeNormal, EventWorkspaceCreated, EventWorkspaceCreated, "created PersistentVolumeClaim %s", task.Status.WorkspaceClaimName)
+	}
+	if now := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady); now != nil && gitFailure(now.Reason) {
+		if was := meta.FindStatusCondition(before.Conditions, v1.ConditionReady); was == nil || was.Reason != now.Reason || was.Message != now.Message {
+			r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, EventWorkspaceNotCloned, EventWorkspaceNotCloned, "%s: %s", now.Reason, now.Message)
+		}
 	}
 	for _, c := range []struct {
 		typ, reason, kind string

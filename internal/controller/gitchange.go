@@ -50,7 +50,11 @@ func (r *AgentTaskReconciler) recordChange(ctx context.Context, task *v1.AgentTa
 	case err != nil:
 		return 0, err
 	case !controlledByTask(cm, task):
-		return 0, fmt.Errorf("ConfigMap %s exists and is not AgentTask %s's change record: delete it", key.Name, task.Name)
+		// Said on the task, not retried: the request that wakes it again is the next
+		// diff, after the ConfigMap is gone.
+		r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, EventChangeNotRecorded, EventChangeNotRecorded,
+			"ConfigMap %s exists and is not this task's change record (the task does not control it): delete it and ask again", key.Name)
+		return 0, nil
 	case cm.Annotations[gitws.AnnotationChangeRequest] == request:
 		return 0, nil
 	}
@@ -69,7 +73,9 @@ func (r *AgentTaskReconciler) recordChange(ctx context.Context, task *v1.AgentTa
 		return 0, err
 	}
 	if !metav1.IsControlledBy(pod, task) {
-		return 0, fmt.Errorf("a pod named %s exists in namespace %s and is not AgentTask %s's change pod: delete it", name, task.Namespace, task.Name)
+		r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, EventChangeNotRecorded, EventChangeNotRecorded,
+			"a pod named %s exists and is not this task's change pod: delete it and ask again", name)
+		return 0, nil
 	}
 	res, finished, why := gitPodResult(pod)
 	if !finished {
@@ -96,7 +102,7 @@ func (r *AgentTaskReconciler) recordChange(ctx context.Context, task *v1.AgentTa
 		sum := sha256.Sum256(log)
 		switch {
 		case err != nil:
-			return gitRetry, fmt.Errorf("reading the log of change pod %s: %w", name, err)
+			return r.Options.gitRetry(), fmt.Errorf("reading the log of change pod %s: %w", name, err)
 		case len(log) != res.DiffBytes || hex.EncodeToString(sum[:]) != res.DiffSHA256:
 			keepPod = true
 			rec.Kind, rec.Message = gitws.FailureOther, fmt.Sprintf("the log of change pod %s (%d bytes) is not the diff its result describes (%d bytes, sha256 %s): it is not recorded", name, len(log), res.DiffBytes, res.DiffSHA256)
@@ -135,6 +141,13 @@ func (r *AgentTaskReconciler) recordChange(ctx context.Context, task *v1.AgentTa
 	}
 	if err != nil {
 		return 0, fmt.Errorf("recording the change of AgentTask %s: %w", task.Name, err)
+	}
+	switch {
+	case rec.Complete:
+		r.Recorder.Eventf(task, nil, corev1.EventTypeNormal, EventChangeRecorded, EventChangeRecorded,
+			"%d file(s) changed against %s, in ConfigMap %s", rec.FileCount, rec.Base, key.Name)
+	default:
+		r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, EventChangeNotRecorded, EventChangeNotRecorded, "%s", rec.Message)
 	}
 	if !keepPod {
 		return 0, deleteSessionPod(ctx, r.Client, pod)

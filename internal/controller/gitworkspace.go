@@ -28,9 +28,7 @@ const (
 	// (value "true"): naming a Secret in a task must not be enough to send it to
 	// any host.
 	LabelGitCredentials = "toolgate.dev/git-credentials"
-	// gitRetry is the wait before a clone that could not reach its host is tried
-	// again, and how often a clone in progress is looked at.
-	gitRetry     = 30 * time.Second
+	// gitPollEvery is how often a git pod in progress is looked at.
 	gitPollEvery = 2 * time.Second
 )
 
@@ -64,7 +62,10 @@ func (r *AgentTaskReconciler) cloneWorkspace(ctx context.Context, task *v1.Agent
 	}
 	secretName, secretVersion, problem, err := r.gitCredentials(ctx, task, src.SecretRef, "spec.workspace.git.secretRef")
 	if err != nil || problem != "" {
-		out.reason, out.msg = v1.ReasonGitCredentialsNotFound, problem
+		// No watch on Secrets (the controller caches none but model credentials):
+		// a Secret created or labelled later is seen on the next look.
+		out.reason, out.wait = v1.ReasonGitCredentialsNotFound, r.Options.gitRetry()
+		out.msg = fmt.Sprintf("%s; looked at again every %s", problem, r.Options.gitRetry())
 		return out, err
 	}
 	network, problem, err := r.gitNetwork(ctx, task.Namespace, remote)
@@ -72,7 +73,7 @@ func (r *AgentTaskReconciler) cloneWorkspace(ctx context.Context, task *v1.Agent
 		return out, err
 	}
 	if problem != "" {
-		out.reason, out.msg, out.wait = v1.ReasonGitHostUnreachable, problem, gitRetry
+		out.reason, out.msg, out.wait = v1.ReasonGitHostUnreachable, problem, r.Options.gitRetry()
 		return out, nil
 	}
 	name := executor.GitPodName(gitws.OpClone, string(task.UID), secretName, secretVersion, networkKeyText(network))
@@ -117,16 +118,18 @@ func (r *AgentTaskReconciler) cloneWorkspace(ctx context.Context, task *v1.Agent
 		switch res.Kind {
 		case gitws.FailureHostUnreachable:
 			// The host may come back: the pod goes and the clone is tried again.
-			out.msg += fmt.Sprintf(" (tried again every %s)", gitRetry)
-			out.wait = gitRetry
-			if finishedAt := gitPodFinishedAt(pod); r.Now().Sub(finishedAt) >= gitRetry {
+			out.msg += fmt.Sprintf(" (tried again every %s)", r.Options.gitRetry())
+			out.wait = r.Options.gitRetry()
+			if finishedAt := gitPodFinishedAt(pod); r.Now().Sub(finishedAt) >= r.Options.gitRetry() {
 				if err := deleteSessionPod(ctx, r.Client, pod); err != nil {
 					return out, err
 				}
 				out.wait = time.Second
 			}
 		case gitws.FailureCredentials:
-			out.msg += "; the clone is tried again when the Secret changes"
+			// A changed Secret (its resourceVersion) names another clone pod.
+			out.msg += fmt.Sprintf("; the clone is tried again when the Secret changes (looked at every %s)", r.Options.gitRetry())
+			out.wait = r.Options.gitRetry()
 		}
 	}
 	return out, nil
@@ -200,6 +203,16 @@ func cloneFailure(kind gitws.FailureKind) string {
 	return v1.ReasonGitCloneFailed
 }
 
+// gitFailure says whether a Ready reason is a clone that failed.
+func gitFailure(reason string) bool {
+	switch reason {
+	case v1.ReasonGitURLInvalid, v1.ReasonGitRepositoryNotFound, v1.ReasonGitRevisionNotFound, v1.ReasonGitCredentialsRefused,
+		v1.ReasonGitHostUnreachable, v1.ReasonGitCredentialsNotFound, v1.ReasonGitCloneFailed:
+		return true
+	}
+	return false
+}
+
 func revisionText(rev string) string {
 	if rev == "" {
 		return "HEAD"
@@ -262,7 +275,7 @@ func (r *AgentTaskReconciler) gitNetwork(ctx context.Context, namespace string, 
 	defer cancel()
 	addrs, err := net.DefaultResolver.LookupIPAddr(lookup, remote.Host)
 	if err != nil || len(addrs) == 0 {
-		return v1.NetworkSpec{}, fmt.Sprintf("the host %s of spec.workspace.git.url does not resolve from the controller (%v), so its clone pod cannot be let through to it; tried again every %s", remote.Host, err, gitRetry), nil
+		return v1.NetworkSpec{}, fmt.Sprintf("the host %s of spec.workspace.git.url does not resolve from the controller (%v), so its clone pod cannot be let through to it; tried again every %s", remote.Host, err, r.Options.gitRetry()), nil
 	}
 	for i, a := range addrs {
 		if i == 16 {
@@ -332,7 +345,7 @@ func (r *AgentTaskReconciler) serviceEndpoints(ctx context.Context, name, ns str
 		}
 	}
 	if !found {
-		return true, fmt.Sprintf("Service %s/%s has no ready endpoint for port %d; tried again every %s", ns, name, port, gitRetry), nil
+		return true, fmt.Sprintf("Service %s/%s has no ready endpoint for port %d; tried again every %s", ns, name, port, r.Options.gitRetry()), nil
 	}
 	return true, "", nil
 }

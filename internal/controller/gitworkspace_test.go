@@ -3,6 +3,7 @@ package controller
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,10 +12,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
@@ -99,6 +102,13 @@ func contains(l []string, s string) bool {
 // its stdout into the pod's log.
 func (p *pipelineEnv) runGitPod(pod *corev1.Pod, claim string) gitws.Result {
 	p.t.Helper()
+	return p.runGitPodLogging(pod, claim, func(log string) string { return log })
+}
+
+// runGitPodLogging is runGitPod with the pod's log what logged makes of its stdout:
+// a log that is not what the pod wrote.
+func (p *pipelineEnv) runGitPodLogging(pod *corev1.Pod, claim string, logged func(string) string) gitws.Result {
+	p.t.Helper()
 	var request string
 	for _, e := range pod.Spec.Containers[0].Env {
 		if e.Name == gitws.RequestEnv {
@@ -123,7 +133,7 @@ func (p *pipelineEnv) runGitPod(pod *corev1.Pod, claim string) gitws.Result {
 	}
 	var out bytes.Buffer
 	res := gitws.Run(context.Background(), []byte(request), claim, creds, &out)
-	p.logs.set(pod.Name, out.String())
+	p.logs.set(pod.Name, logged(out.String()))
 	code, phase := int32(0), corev1.PodSucceeded
 	if res.Kind != "" {
 		code, phase = 3, corev1.PodFailed
@@ -220,7 +230,8 @@ func TestGitWorkspaceClonesAndCallsWaitForIt(t *testing.T) {
 }
 
 func TestGitWorkspaceFailuresSayWhich(t *testing.T) {
-	p := startPipeline(t)
+	// A clone that could not be made is looked at again every second here.
+	p := startPipeline(t, func(o *Options) { o.GitRetry = time.Second })
 	server := gittest.NewServer(t)
 	repo := server.AddRepo("calc")
 
@@ -261,16 +272,27 @@ func TestGitWorkspaceFailuresSayWhich(t *testing.T) {
 		}
 	})
 
-	t.Run("a Secret that is not labelled is never mounted", func(t *testing.T) {
-		p.gitSecret("creds-unlabelled", server, server.Token, false)
+	t.Run("a Secret that is not labelled is never mounted, until it is", func(t *testing.T) {
+		secret := p.gitSecret("creds-unlabelled", server, server.Token, false)
 		p.gitTask("unlabelled", repo.URL, "main", "creds-unlabelled")
 		task := p.readyReason("unlabelled", v1.ReasonGitCredentialsNotFound)
-		mustContain(t, "Ready message", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady).Message, "is not labelled toolgate.dev/git-credentials=true")
+		mustContain(t, "Ready message", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady).Message, "is not labelled toolgate.dev/git-credentials=true", "looked at again every 1s")
 		p.never("a clone pod for an unlabelled Secret", func() bool {
 			var pods corev1.PodList
 			_ = env.Client.List(t.Context(), &pods, client.InNamespace(p.ns), client.MatchingLabels{executor.LabelTask: "unlabelled"})
 			return len(pods.Items) > 0
 		})
+		// Labelled by its owner, it is used on the next look: no watch needed.
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(secret), secret); err != nil {
+			t.Fatal(err)
+		}
+		secret.Labels = map[string]string{LabelGitCredentials: "true"}
+		if err := env.Client.Update(t.Context(), secret); err != nil {
+			t.Fatal(err)
+		}
+		if pod := p.gitPod("unlabelled", gitws.OpClone); len(pod.Spec.Volumes) == 0 {
+			t.Fatal("no volumes")
+		}
 	})
 
 	t.Run("a URL toolgate does not clone", func(t *testing.T) {
@@ -283,12 +305,142 @@ func TestGitWorkspaceFailuresSayWhich(t *testing.T) {
 		p.gitTask("down", "http://127.0.0.1:1/calc.git", "", "")
 		first := p.gitPod("down", gitws.OpClone)
 		p.runGitPod(first, t.TempDir())
-		p.readyReason("down", v1.ReasonGitHostUnreachable)
-		p.clock.advance(gitRetry + time.Second)
-		p.eventually("the failed clone pod goes", func() (bool, string) {
+		// The pod goes and the clone is tried again, by a pod of the same name (the
+		// same attempt: same Secret, same fence).
+		p.eventually("the failed clone pod is replaced", func() (bool, string) {
 			pod := &corev1.Pod{}
 			err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(first), pod)
-			return err != nil || !pod.DeletionTimestamp.IsZero(), fmt.Sprint(err)
+			return err == nil && pod.UID != first.UID, fmt.Sprint(err)
 		})
+		// The failed attempt is said on the task, though its condition moved on.
+		p.taskEvent("down", EventWorkspaceNotCloned, "GitHostUnreachable: cloning http://127.0.0.1:1/calc.git at HEAD failed")
 	})
+}
+
+// taskEvent waits for an event of reason on the task whose note holds note.
+func (p *pipelineEnv) taskEvent(task, reason, note string) {
+	p.t.Helper()
+	p.eventually("a "+reason+" event on "+task, func() (bool, string) {
+		var events eventsv1.EventList
+		if err := env.Client.List(p.t.Context(), &events, client.InNamespace(p.ns)); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range events.Items {
+			if e.Regarding.Name == task && e.Reason == reason {
+				if strings.Contains(e.Note, note) {
+					return true, ""
+				}
+				seen = append(seen, e.Note)
+			}
+		}
+		return false, fmt.Sprint(seen)
+	})
+}
+
+// changeRecord waits for the task's change ConfigMap to answer request.
+func (p *pipelineEnv) changeRecord(task, request string) (*corev1.ConfigMap, gitws.Record) {
+	p.t.Helper()
+	cm := &corev1.ConfigMap{}
+	p.eventually("the change record of "+task+" for "+request, func() (bool, string) {
+		err := env.Client.Get(p.t.Context(), client.ObjectKey{Namespace: p.ns, Name: gitws.ChangeConfigMapName(task)}, cm)
+		return err == nil && cm.Annotations[gitws.AnnotationChangeRequest] == request, fmt.Sprint(err, cm.Annotations)
+	})
+	var rec gitws.Record
+	if err := json.Unmarshal([]byte(cm.Data[gitws.RecordKey]), &rec); err != nil {
+		p.t.Fatalf("the change record is not JSON: %v", err)
+	}
+	return cm, rec
+}
+
+func (p *pipelineEnv) askForChange(task, request string) {
+	p.t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, gitws.AnnotationChangeRequest, request)
+	obj := &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: task}}
+	if err := env.Client.Patch(p.t.Context(), obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// The change is read by a pod of its own (claim read-only, no network, no
+// Secret), recorded only when the log is the diff the pod's result describes, and a
+// ConfigMap of the record's name that the task does not control is never written.
+func TestGitWorkspaceChangeIsRecorded(t *testing.T) {
+	p := startPipeline(t)
+	server := gittest.NewServer(t)
+	repo := server.AddRepo("calc")
+	p.gitSecret("git-creds", server, server.Token, true)
+	task := p.gitTask("fix", repo.URL, "main", "git-creds")
+	claim := t.TempDir()
+	p.runGitPod(p.gitPod("fix", gitws.OpClone), claim)
+	p.readyReason("fix", v1.ReasonWorkspaceReady)
+
+	worktree := filepath.Join(claim, gitws.WorktreeDir)
+	fixed := strings.Replace(gittest.Files["calc.sh"], "-", "+", 1)
+	for path, text := range map[string]string{"calc.sh": fixed, "NOTES.md": "added by the agent\n", ".toolgate/scratch": "not part of the change\n"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(worktree, path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(worktree, path), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	p.askForChange("fix", "r1")
+	pod := p.gitPod("fix", gitws.OpChange)
+	for _, v := range pod.Spec.Volumes {
+		if v.Secret != nil {
+			t.Fatalf("the change pod mounts Secret %s", v.Secret.SecretName)
+		}
+		if v.PersistentVolumeClaim != nil && !v.PersistentVolumeClaim.ReadOnly {
+			t.Fatal("the change pod mounts the claim read-write")
+		}
+	}
+	if pod.Labels[executor.LabelNetwork] != executor.NetworkKey(&v1.Execution{Spec: v1.ExecutionSpec{Sandbox: v1.SandboxProfile{Network: v1.NetworkSpec{Mode: v1.NetworkNone}}}}) {
+		t.Fatalf("the change pod is not fenced from the network: %v", pod.Labels)
+	}
+	if res := p.runGitPod(pod, claim); res.Kind != "" {
+		t.Fatalf("the change read failed: %+v", res)
+	}
+	cm, rec := p.changeRecord("fix", "r1")
+	if owner := metav1.GetControllerOf(cm); owner == nil || owner.UID != task.UID {
+		t.Fatalf("the change record is not the task's: %+v", cm.OwnerReferences)
+	}
+	diff := cm.Data[gitws.DiffKey]
+	if !rec.Complete || rec.Base != repo.Second || rec.FileCount != 2 || !strings.Contains(diff, "+++ b/calc.sh") ||
+		!strings.Contains(diff, "+added by the agent") || strings.Contains(diff, "scratch") {
+		t.Fatalf("record %+v, diff:\n%s", rec, diff)
+	}
+	p.eventually("the change pod goes once recorded", func() (bool, string) {
+		got := &corev1.Pod{}
+		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(pod), got)
+		return err != nil || !got.DeletionTimestamp.IsZero(), fmt.Sprint(err)
+	})
+
+	// A log that is not the diff the pod's result describes is not recorded.
+	p.askForChange("fix", "r2")
+	tampered := p.gitPod("fix", gitws.OpChange, pod.Name)
+	p.runGitPodLogging(tampered, claim, func(log string) string { return strings.Replace(log, "added by", "planted by", 1) })
+	cm, rec = p.changeRecord("fix", "r2")
+	if rec.Complete || cm.Data[gitws.DiffKey] != "" || !strings.Contains(rec.Message, "is not the diff its result describes") {
+		t.Fatalf("a tampered log was recorded: %+v\n%s", rec, cm.Data[gitws.DiffKey])
+	}
+
+	// A ConfigMap of the record's name that is not the task's is left alone, and the
+	// task says why.
+	p.gitTask("squat", repo.URL, "main", "git-creds")
+	squatClaim := t.TempDir()
+	p.runGitPod(p.gitPod("squat", gitws.OpClone), squatClaim)
+	p.readyReason("squat", v1.ReasonWorkspaceReady)
+	squatter := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: gitws.ChangeConfigMapName("squat")},
+		Data: map[string]string{gitws.DiffKey: "+planted\n"}}
+	if err := env.Client.Create(t.Context(), squatter); err != nil {
+		t.Fatal(err)
+	}
+	p.askForChange("squat", "s1")
+	p.taskEvent("squat", EventChangeNotRecorded, "is not this task's change record")
+	got := &corev1.ConfigMap{}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(squatter), got); err != nil || got.Data[gitws.DiffKey] != "+planted\n" || got.Annotations[gitws.AnnotationChangeRequest] != "" {
+		t.Fatalf("the squatter's ConfigMap was written: %+v %v", got, err)
+	}
 }

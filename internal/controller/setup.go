@@ -58,6 +58,21 @@ type Options struct {
 	// LogReader reads the logs of toolgate's git pods (a change's diff); nil means
 	// the pods/log subresource. Tests play the kubelet with their own.
 	LogReader executor.LogReader
+	// GitRetry is how often a git workspace that could not be cloned is looked at
+	// again (an unreachable host, a Secret missing, unlabelled or refused); zero
+	// means DefaultGitRetry.
+	GitRetry time.Duration
+}
+
+// DefaultGitRetry is GitRetry's default: a fixed Secret or a host back is seen
+// within half a minute, at the cost of one metadata read per stuck task.
+const DefaultGitRetry = 30 * time.Second
+
+func (o Options) gitRetry() time.Duration {
+	if o.GitRetry > 0 {
+		return o.GitRetry
+	}
+	return DefaultGitRetry
 }
 
 func (o Options) sessionIdleTimeout() time.Duration {
