@@ -20,6 +20,10 @@ BENCH_PERTASK ?= 100
 
 # Images built without a container engine (hack/ocibuild) and the kind cluster.
 WORKSPACE_IMG ?= toolgate/workspace:dev
+# The git server of the e2e suite and the demo (hack/gitserver): git's own
+# git-http-backend and git, from Debian's git package, with the libraries they load.
+GITSERVER_IMG ?= toolgate/gitserver:dev
+GIT_BINARIES ?= /usr/bin/git /usr/lib/git-core/git-http-backend
 IMAGES_DIR ?= $(LOCALBIN)/images
 BUSYBOX ?= $(shell command -v busybox 2>/dev/null || echo /bin/busybox)
 # The bash tool runs commands with bash only (the shell the policy classifies them
@@ -108,7 +112,7 @@ kind-down: ## Delete the kind cluster.
 	hack/kind.sh down
 
 .PHONY: images
-images: build ## Build the controller, runner and workspace images as OCI archives in bin/images/ (no container engine needed).
+images: build ## Build the controller, runner and workspace images, and the e2e suite's git server, as OCI archives in bin/images/ (no container engine needed).
 	@mkdir -p $(IMAGES_DIR)
 	go build -o $(LOCALBIN)/ocibuild ./hack/ocibuild
 	$(LOCALBIN)/ocibuild -tag $(IMG) -o $(IMAGES_DIR)/controller.tar -file $(LOCALBIN)/manager=/manager:0755 -entrypoint /manager
@@ -117,10 +121,15 @@ images: build ## Build the controller, runner and workspace images as OCI archiv
 	  { echo "$(BUSYBOX) is not a static busybox: install busybox-static or set BUSYBOX"; exit 1; }
 	@[ -x $(BASH_STATIC) ] || { echo "$(BASH_STATIC) is missing: install bash-static or set BASH_STATIC"; exit 1; }
 	$(LOCALBIN)/ocibuild -tag $(WORKSPACE_IMG) -o $(IMAGES_DIR)/workspace.tar -busybox $(BUSYBOX) -file $(BASH_STATIC)=/bin/bash:0755 -dir /workspace:0775 -workdir /workspace -entrypoint /bin/sh
+	@for f in $(GIT_BINARIES); do [ -x $$f ] || { echo "$$f is missing: install Debian's git package"; exit 1; }; done
+	CGO_ENABLED=0 go build -o $(LOCALBIN)/gitserver ./hack/gitserver
+	$(LOCALBIN)/ocibuild -tag $(GITSERVER_IMG) -o $(IMAGES_DIR)/gitserver.tar -file $(LOCALBIN)/gitserver=/gitserver:0755 \
+	  $$(for f in $(GIT_BINARIES) $$(ldd $(GIT_BINARIES) | awk '/=>/ {print $$3} /ld-linux/ && !/=>/ {print $$1}' | sort -u); do echo "-file $$f=$$f"; done) \
+	  -dir /repos:0777 -env PATH=/usr/bin -entrypoint /gitserver
 
 .PHONY: images-load
 images-load: ## Load the images of bin/images/ into the kind cluster's node.
-	hack/kind.sh load $(IMAGES_DIR)/controller.tar $(IMAGES_DIR)/runner.tar $(IMAGES_DIR)/workspace.tar
+	hack/kind.sh load $(IMAGES_DIR)/controller.tar $(IMAGES_DIR)/runner.tar $(IMAGES_DIR)/workspace.tar $(IMAGES_DIR)/gitserver.tar
 
 .PHONY: local-deploy
 local-deploy: kind-up images images-load ## kind cluster up, images loaded, toolgate deployed (and restarted on new images).

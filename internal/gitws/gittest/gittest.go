@@ -1,21 +1,52 @@
-// Package gittest serves real git repositories over smart HTTP for tests: git's own
-// git-http-backend, run as CGI behind HTTP basic authentication, on repositories
-// built with the git command line.
+// Package gittest serves real git repositories over smart HTTP: git's own
+// git-http-backend, run as CGI behind HTTP basic authentication. The tests start a
+// Server; the e2e suite's git server (hack/gitserver) serves the same Handler in a
+// pod. The sample repository is built with go-git at fixed times, so its commits
+// are the same wherever it is built: a test knows them without asking the server.
 package gittest
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-git/go-billy/v5/memfs"
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
 // Backend is where Debian's git package installs git-http-backend.
 const Backend = "/usr/lib/git-core/git-http-backend"
+
+// Handler serves the bare repositories under root at /NAME.git with backend (a
+// git-http-backend), to user with password token alone. Pushes are accepted into
+// a repository whose config says http.receivepack (the sample's does).
+func Handler(root, user, token, backend string) http.Handler {
+	cgiHandler := &cgi.Handler{
+		Path: backend,
+		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=" + user, "GIT_CONFIG_NOSYSTEM=1", "HOME=" + root},
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != user || p != token {
+			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		cgiHandler.ServeHTTP(w, r)
+	})
+}
 
 // Server serves the bare repositories under Root at URL/NAME.git.
 type Server struct {
@@ -33,19 +64,7 @@ func NewServer(t testing.TB) *Server {
 		t.Fatalf("%s is missing: install Debian's git package", Backend)
 	}
 	s := &Server{Root: t.TempDir(), User: "agent", Token: "s3cret-token", t: t}
-	backend := &cgi.Handler{
-		Path: Backend,
-		Env:  []string{"GIT_PROJECT_ROOT=" + s.Root, "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=agent"},
-	}
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if user, pass, ok := r.BasicAuth(); !ok || user != s.User || pass != s.Token {
-			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
-			http.Error(w, "authentication required", http.StatusUnauthorized)
-			return
-		}
-		backend.ServeHTTP(w, r)
-	})
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(Handler(s.Root, s.User, s.Token, Backend))
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
 	return s
@@ -70,8 +89,12 @@ type Repo struct {
 	Name, URL string
 	// Dir is the bare repository's folder on the server.
 	Dir string
-	// First and Second are the main branch's commits; Tag (annotated, "v1")
-	// names First; Feature is the commit of branch "feature".
+	Commits
+}
+
+// Commits are the sample repository's: First and Second are the main branch's;
+// the annotated tag "v1" names First; Feature is the commit of branch "feature".
+type Commits struct {
 	First, Second, Feature string
 }
 
@@ -81,38 +104,98 @@ var Files = map[string]string{
 	"test.sh": "got=$(sh calc.sh 2 3)\nif [ \"$got\" = 5 ]; then echo \"PASS: 2 + 3 = 5\"; else echo \"FAIL: 2 + 3 gave $got\"; exit 1; fi\n",
 }
 
-// AddRepo builds a repository: main with two commits (the first tagged v1, the
-// second adding README), and a branch "feature" off the first.
+// AddRepo builds the sample repository on the server as NAME.git.
 func (s *Server) AddRepo(name string) Repo {
-	t := s.t
-	t.Helper()
-	work := t.TempDir()
-	Git(t, work, "init", "-q", "-b", "main")
-	for file, content := range Files {
-		if err := os.WriteFile(filepath.Join(work, file), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
+	s.t.Helper()
+	dir := filepath.Join(s.Root, name+".git")
+	commits, err := BuildSample(dir)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return Repo{Name: name, URL: s.URL + "/" + name + ".git", Dir: dir, Commits: commits}
+}
+
+// BuildSample writes the sample repository as a bare repository at dir: main with
+// two commits (calc.sh and test.sh, then README), the first tagged v1 (annotated),
+// and a branch "feature" off the first adding feature.txt. Its config accepts
+// pushes over HTTP.
+func BuildSample(dir string) (Commits, error) {
+	fs := osfs.New(dir)
+	store := filesystem.NewStorage(fs, cache.NewObjectLRUDefault())
+	work := memfs.New()
+	repo, err := git.InitWithOptions(store, work, git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")})
+	if err != nil {
+		return Commits{}, err
+	}
+	cfg, err := repo.Config()
+	if err != nil {
+		return Commits{}, err
+	}
+	cfg.Core.IsBare = true
+	cfg.Raw.Section("http").SetOption("receivepack", "true")
+	if err := repo.SetConfig(cfg); err != nil {
+		return Commits{}, err
+	}
+	wt, err := repo.Worktree()
+	if err != nil {
+		return Commits{}, err
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	commit := func(message string, files map[string]string) (plumbing.Hash, error) {
+		names := make([]string, 0, len(files))
+		for n := range files {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			f, err := work.Create(n)
+			if err != nil {
+				return plumbing.ZeroHash, err
+			}
+			if _, err := f.Write([]byte(files[n])); err != nil {
+				return plumbing.ZeroHash, err
+			}
+			if err := f.Close(); err != nil {
+				return plumbing.ZeroHash, err
+			}
+			if _, err := wt.Add(n); err != nil {
+				return plumbing.ZeroHash, err
+			}
+		}
+		at = at.Add(time.Minute)
+		sig := &object.Signature{Name: "sample", Email: "sample@example.com", When: at}
+		return wt.Commit(message, &git.CommitOptions{Author: sig, Committer: sig})
+	}
+	first, err := commit("calc and its test", Files)
+	if err != nil {
+		return Commits{}, err
+	}
+	sig := &object.Signature{Name: "sample", Email: "sample@example.com", When: at}
+	if _, err := repo.CreateTag("v1", first, &git.CreateTagOptions{Tagger: sig, Message: "v1\n"}); err != nil {
+		return Commits{}, err
+	}
+	if err := wt.Checkout(&git.CheckoutOptions{Branch: plumbing.NewBranchReferenceName("feature"), Create: true}); err != nil {
+		return Commits{}, err
+	}
+	feature, err := commit("a feature", map[string]string{"feature.txt": "a feature\n"})
+	if err != nil {
+		return Commits{}, err
+	}
+	if err := wt.Checkout(&git.CheckoutOptions{Branch: plumbing.NewBranchReferenceName("main")}); err != nil {
+		return Commits{}, err
+	}
+	second, err := commit("README", map[string]string{"README": "calc\n"})
+	if err != nil {
+		return Commits{}, err
+	}
+	// A bare repository's HEAD names main; the worktree was only a builder.
+	if err := store.SetReference(plumbing.NewSymbolicReference(plumbing.HEAD, plumbing.NewBranchReferenceName("main"))); err != nil {
+		return Commits{}, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "index")); err == nil {
+		if err := os.Remove(filepath.Join(dir, "index")); err != nil {
+			return Commits{}, fmt.Errorf("removing the builder's index: %w", err)
 		}
 	}
-	Git(t, work, "add", ".")
-	Git(t, work, "commit", "-q", "-m", "calc and its test")
-	first := Git(t, work, "rev-parse", "HEAD")
-	Git(t, work, "tag", "-a", "v1", "-m", "v1")
-	Git(t, work, "checkout", "-q", "-b", "feature")
-	if err := os.WriteFile(filepath.Join(work, "feature.txt"), []byte("a feature\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	Git(t, work, "add", ".")
-	Git(t, work, "commit", "-q", "-m", "a feature")
-	feature := Git(t, work, "rev-parse", "HEAD")
-	Git(t, work, "checkout", "-q", "main")
-	if err := os.WriteFile(filepath.Join(work, "README"), []byte("calc\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	Git(t, work, "add", ".")
-	Git(t, work, "commit", "-q", "-m", "README")
-	second := Git(t, work, "rev-parse", "HEAD")
-	dir := filepath.Join(s.Root, name+".git")
-	Git(t, s.Root, "clone", "-q", "--bare", work, dir)
-	Git(t, dir, "config", "http.receivepack", "true")
-	return Repo{Name: name, URL: s.URL + "/" + name + ".git", Dir: dir, First: first, Second: second, Feature: feature}
+	return Commits{First: first.String(), Second: second.String(), Feature: feature.String()}, nil
 }
