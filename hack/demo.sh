@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make demo: takes a fresh machine to toolgate running on the kind cluster (hack/kind.sh), then
-# walks a sample task (hack/demo/sample.yaml) through the pipeline, playing an
-# external agent that proposes tool calls as ToolIntents:
+# walks a sample task (hack/demo/sample.yaml), cloned from a git server in the cluster,
+# through the pipeline, playing an external agent that proposes tool calls as
+# ToolIntents:
 #
 #   1. bash `sh test.sh`      Allow (policy run-tests)         runs, exit code 1
 #   2. read_file calc.sh      Allow (read-only)                runs
@@ -9,7 +10,8 @@
 #   4. bash `sh test.sh`      Allow                            runs, exit code 0
 #   5. bash `rm -rf /workspace`  Deny (no-recursive-delete)    nothing runs
 #
-# and prints the timeline. It must run as root (hack/kind.sh does).
+# then prints the agent's change (kubectl toolgate diff) and the timeline. It must run
+# as root (hack/kind.sh does).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -43,41 +45,23 @@ step() {
   fi
 }
 
-say "1/5 building images, the kind cluster (cold: about 20 minutes), deploying toolgate"
+say "1/6 building images, the kind cluster (cold: about 20 minutes), deploying toolgate"
 step local-deploy make --no-print-directory local-deploy
 export KUBECONFIG="$(hack/kind.sh kubeconfig)"
 export PATH="$(ls -d "${ROOT}"/bin/k8s/*/ | tail -n 1):${PATH}"
 ME="$(kubectl auth whoami -o jsonpath='{.status.userInfo.username}')"
 
-say "2/5 applying the sample: a workspace with a failing test, a policy, a task"
+say "2/6 applying the sample: a git repository with a failing test, a policy, a task cloned from it"
 kubectl delete namespace "${NS}" --ignore-not-found --wait=true >/dev/null
 kubectl apply -f hack/demo/sample.yaml
-# The workspace's files, written by a pod running as the sandbox's user.
-kubectl -n "${NS}" apply -f - <<'YAML'
-apiVersion: v1
-kind: Pod
-metadata:
-  name: seed-workspace
-spec:
-  restartPolicy: Never
-  securityContext: {runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, fsGroup: 65532, seccompProfile: {type: RuntimeDefault}}
-  containers:
-  - name: seed
-    image: toolgate/workspace:dev
-    command:
-    - sh
-    - -c
-    - |
-      printf 'echo $(($1 - $2))\n' > calc.sh
-      printf 'got=$(sh calc.sh 2 3)\nif [ "$got" = 5 ]; then echo "PASS: 2 + 3 = 5"; else echo "FAIL: 2 + 3 gave $got"; exit 1; fi\n' > test.sh
-    workingDir: /workspace
-    securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
-    volumeMounts: [{name: workspace, mountPath: /workspace}]
-  volumes:
-  - name: workspace
-    persistentVolumeClaim: {claimName: workspace}
-YAML
-kubectl -n "${NS}" wait --for=jsonpath='{.status.phase}'=Succeeded pod/seed-workspace --timeout=120s >/dev/null
+kubectl -n "${NS}" wait --for=condition=Ready pod/git-server --timeout=120s >/dev/null
+# The task is Ready once its clone pod has cloned the repository into its claim.
+if ! kubectl -n "${NS}" wait --for=condition=Ready "agenttask/${TASK}" --timeout=180s >/dev/null; then
+  echo "demo: AgentTask ${TASK} did not become Ready (its clone); its status:" >&2
+  kubectl -n "${NS}" get agenttask "${TASK}" -o yaml >&2
+  exit 1
+fi
+kubectl -n "${NS}" get agenttask "${TASK}" -o jsonpath='    cloned {.spec.workspace.git.url} at {.status.workspace.ref}: {.status.workspace.commit}{"\n"}' >&2
 
 # propose TURN TOOL INPUT REASON: creates the ToolIntent as the agent would.
 propose() {
@@ -112,11 +96,11 @@ observed() {
   echo >&2
 }
 
-say "3/5 the agent runs the test (allowed by policy), reads the script"
+say "3/6 the agent runs the test (allowed by policy), reads the script"
 observed "$(propose 1 bash '{"command": "sh test.sh"}' 'See whether the test passes.')"
 observed "$(propose 2 read_file '{"path": "calc.sh"}' 'Read the script under test.')"
 
-say "4/5 the agent proposes an edit: policy asks; alice approves with kubectl patch"
+say "4/6 the agent proposes an edit: policy asks; alice approves with kubectl patch"
 edit="$(propose 3 edit_file '{"path": "calc.sh", "oldText": "$1 - $2", "newText": "$1 + $2"}' 'calc.sh subtracts; the test expects a sum.')"
 approval=""
 for _ in $(seq 120); do
@@ -135,7 +119,7 @@ kubectl -n "${NS}" --as alice patch approval "${approval}" --type merge -p '{"sp
 observed "${edit}"
 observed "$(propose 4 bash '{"command": "sh test.sh"}' 'Check the fix.')"
 
-say "5/5 a recursive delete is denied: no Execution, no Job"
+say "5/6 a recursive delete is denied: no Execution, no Job"
 denied="$(propose 5 bash '{"command": "rm -rf /workspace"}' 'Clean up.')"
 observed "${denied}"
 if [ -n "$(kubectl -n "${NS}" get toolintent "${denied}" -o jsonpath='{.status.executionRef}')" ]; then
@@ -143,8 +127,11 @@ if [ -n "$(kubectl -n "${NS}" get toolintent "${denied}" -o jsonpath='{.status.e
   exit 1
 fi
 
+say "6/6 the agent's change, against the commit the task was cloned at"
+bin/kubectl-toolgate -n "${NS}" diff "${TASK}"
+
 say "timeline"
 kubectl -n "${NS}" get toolintents -o custom-columns='INTENT:.metadata.name,TOOL:.spec.tool,DECISION:.status.decision.action,RULE:.status.decision.rule,APPROVAL:.status.approvalRef,EXECUTION:.status.executionRef,OUTCOME:.status.observation.outcome,EXIT:.status.observation.exitCode'
 echo
-kubectl -n "${NS}" get events --sort-by=.metadata.creationTimestamp -o custom-columns='TIME:.metadata.creationTimestamp,OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message' | grep -v seed-workspace
+kubectl -n "${NS}" get events --sort-by=.metadata.creationTimestamp -o custom-columns='TIME:.metadata.creationTimestamp,OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message'
 say "done. KUBECONFIG=${KUBECONFIG}; 'make kind-down' deletes the cluster"

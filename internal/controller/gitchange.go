@@ -95,7 +95,7 @@ func (r *AgentTaskReconciler) recordChange(ctx context.Context, task *v1.AgentTa
 		rec.FileCount, rec.DiffBytes, rec.DiffSHA256 = res.FileCount, res.DiffBytes, res.DiffSHA256
 		if res.DiffBytes > maxRecordedDiff {
 			keepPod = true
-			rec.Message = fmt.Sprintf("the diff is %d bytes, more than a ConfigMap holds: it is the log of pod %s (kubectl logs %s -n %s), kept for a day", res.DiffBytes, name, name, task.Namespace)
+			rec.Message = fmt.Sprintf("the diff is %d bytes, more than a ConfigMap holds: it is the log of pod %s (kubectl logs %s -n %s), kept while the task exists", res.DiffBytes, name, name, task.Namespace)
 			break
 		}
 		log, err := r.Logs.ReadLog(ctx, task.Namespace, name, corev1.PodLogOptions{Container: executor.ToolContainerName, LimitBytes: ptr.To(int64(maxRecordedDiff + 1))})

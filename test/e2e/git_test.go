@@ -1,0 +1,249 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/cli"
+	"github.com/toolgate/toolgate/internal/controller"
+	"github.com/toolgate/toolgate/internal/gitws/gittest"
+)
+
+var gitServerImage = envOr("E2E_GITSERVER_IMAGE", "toolgate/gitserver:dev")
+
+const gitToken = "e2e-git-token"
+
+// gitServer starts hack/gitserver (git's own http-backend) in the namespace behind
+// Service "git" on port 80, serving the sample repository as calc.git, and returns
+// the sample's commits, which gittest.BuildSample gives wherever it runs.
+func gitServer(ctx context.Context, ns string) gittest.Commits {
+	GinkgoHelper()
+	labels := map[string]string{"e2e-git": "server"}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "git-server", Namespace: ns, Labels: labels},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{
+				Name: "git", Image: gitServerImage, ImagePullPolicy: corev1.PullIfNotPresent,
+				Env: []corev1.EnvVar{{Name: "GIT_SERVER_TOKEN", Value: gitToken}},
+				SecurityContext: &corev1.SecurityContext{
+					RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), AllowPrivilegeEscalation: ptr.To(false),
+					ReadOnlyRootFilesystem: ptr.To(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1},
+				VolumeMounts:   []corev1.VolumeMount{{Name: "repos", MountPath: "/repos"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "repos", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		},
+	}
+	Expect(k8s.Create(ctx, pod)).To(Succeed())
+	Expect(k8s.Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "git", Namespace: ns},
+		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	})).To(Succeed())
+	Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		ready := false
+		for _, c := range pod.Status.Conditions {
+			ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
+		}
+		g.Expect(ready).To(BeTrue(), "the git server is not ready: %+v", pod.Status)
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	commits, err := gittest.BuildSample(filepath.Join(GinkgoT().TempDir(), "calc.git"))
+	Expect(err).NotTo(HaveOccurred())
+	return commits
+}
+
+// gitCredentials creates a Secret labelled for git with token.
+func gitCredentials(ctx context.Context, ns, name, token string) {
+	GinkgoHelper()
+	Expect(k8s.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{controller.LabelGitCredentials: "true"}},
+		StringData: map[string]string{"username": "agent", "token": token},
+	})).To(Succeed())
+}
+
+// hostGit runs git on this machine in dir and returns its output.
+func hostGit(dir string, args ...string) string {
+	GinkgoHelper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_COMMITTER_NAME=e2e", "GIT_COMMITTER_EMAIL=e2e@example.com", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "git %s: %s", strings.Join(args, " "), out)
+	return strings.TrimSpace(string(out))
+}
+
+// toolgateCLI runs kubectl toolgate (in this process) and returns its stdout, its
+// stderr and its exit code.
+func toolgateCLI(ctx context.Context, args ...string) (string, string, int) {
+	var out, errOut bytes.Buffer
+	code := cli.Execute(ctx, args, genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	return out.String(), errOut.String(), code
+}
+
+var _ = Describe("Git workspaces", func() {
+	var ns, me string
+	var commits gittest.Commits
+
+	BeforeEach(func(ctx SpecContext) {
+		ns = newNamespace(ctx)
+		me = whoAmI(ctx)
+		commits = gitServer(ctx, ns)
+		gitCredentials(ctx, ns, "git-creds", gitToken)
+		Expect(k8s.Create(ctx, &toolgatev1alpha1.ToolPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "git", Namespace: ns},
+			Spec: toolgatev1alpha1.ToolPolicySpec{Rules: []toolgatev1alpha1.PolicyRule{{
+				Name: "edit-and-test", Action: toolgatev1alpha1.RuleAllow,
+				Match:  toolgatev1alpha1.RuleMatch{Tools: []toolgatev1alpha1.ToolName{toolgatev1alpha1.ToolBash, toolgatev1alpha1.ToolWriteFile}},
+				Reason: "The spec's edits and commands are its own.",
+			}}},
+		})).To(Succeed())
+	})
+
+	gitTask := func(ctx SpecContext, name, revision, secret string) {
+		GinkgoHelper()
+		Expect(k8s.Create(ctx, &toolgatev1alpha1.AgentTask{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: toolgatev1alpha1.AgentTaskSpec{
+				Goal: "Make the failing test pass\n\ncalc.sh subtracts where test.sh expects a sum.", Mode: toolgatev1alpha1.ModeEdit,
+				Workspace: toolgatev1alpha1.WorkspaceSpec{
+					VolumeClaim: &toolgatev1alpha1.WorkspaceVolumeClaim{Storage: resource.MustParse("1Gi")},
+					Git:         &toolgatev1alpha1.GitSource{URL: "http://git/calc.git", Revision: revision, SecretRef: &corev1.LocalObjectReference{Name: secret}},
+				},
+				Agent:   toolgatev1alpha1.AgentSpec{External: &toolgatev1alpha1.ExternalAgent{Description: "the e2e suite", Proposers: toolgatev1alpha1.Proposers{Users: []string{me}}}},
+				Budgets: toolgatev1alpha1.Budgets{MaxTurns: 20, MaxIntents: 20},
+			},
+		})).To(Succeed())
+	}
+	// ready waits for the task's Ready condition to have reason (True for
+	// WorkspaceReady) and returns the task.
+	ready := func(ctx SpecContext, name, reason string) *toolgatev1alpha1.AgentTask {
+		GinkgoHelper()
+		task := &toolgatev1alpha1.AgentTask{}
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, task)).To(Succeed())
+			c := meta.FindStatusCondition(task.Status.Conditions, toolgatev1alpha1.ConditionReady)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(reason), "task %s: %s", name, c.Message)
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		return task
+	}
+	turn := int32(0)
+	call := func(ctx SpecContext, task string, tool toolgatev1alpha1.ToolName, input map[string]any) *toolgatev1alpha1.ToolIntent {
+		GinkgoHelper()
+		turn++
+		raw, err := json.Marshal(input)
+		Expect(err).NotTo(HaveOccurred())
+		intent := &toolgatev1alpha1.ToolIntent{
+			ObjectMeta: metav1.ObjectMeta{Name: intentName(task, turn), Namespace: ns},
+			Spec: toolgatev1alpha1.ToolIntentSpec{
+				TaskRef: toolgatev1alpha1.LocalObjectReference{Name: task}, Turn: turn,
+				Tool: tool, Input: runtime.RawExtension{Raw: raw}, RequestedBy: me,
+			},
+		}
+		Expect(k8s.Create(ctx, intent)).To(Succeed())
+		return observedIntent(ctx, intent)
+	}
+
+	It("clones at a branch, a tag and a commit from a real git server; a bad revision and a refused credential say which", func(ctx SpecContext) {
+		gitCredentials(ctx, ns, "wrong-creds", "not-the-token")
+		for name, revision := range map[string]string{"at-branch": "main", "at-tag": "v1", "at-commit": commits.Feature, "bad-revision": "no-such-branch"} {
+			gitTask(ctx, name, revision, "git-creds")
+		}
+		gitTask(ctx, "bad-credential", "main", "wrong-creds")
+		for name, want := range map[string][2]string{
+			"at-branch": {commits.Second, "refs/heads/main"},
+			"at-tag":    {commits.First, "refs/tags/v1"},
+			"at-commit": {commits.Feature, ""},
+		} {
+			task := ready(ctx, name, toolgatev1alpha1.ReasonWorkspaceReady)
+			Expect(task.Status.Workspace).NotTo(BeNil())
+			Expect(task.Status.Workspace.Commit).To(Equal(want[0]), name)
+			Expect(task.Status.Workspace.Ref).To(Equal(want[1]), name)
+		}
+		task := ready(ctx, "bad-revision", toolgatev1alpha1.ReasonGitRevisionNotFound)
+		Expect(meta.FindStatusCondition(task.Status.Conditions, toolgatev1alpha1.ConditionReady).Message).To(ContainSubstring(`"no-such-branch" is not a branch, tag or commit`))
+		task = ready(ctx, "bad-credential", toolgatev1alpha1.ReasonGitCredentialsRefused)
+		Expect(meta.FindStatusCondition(task.Status.Conditions, toolgatev1alpha1.ConditionReady).Message).To(ContainSubstring("tried again when the Secret changes"))
+
+		By("a call of a task whose clone failed waits; it is not failed")
+		raw, _ := json.Marshal(map[string]any{"command": "cat calc.sh"})
+		waiting := &toolgatev1alpha1.ToolIntent{
+			ObjectMeta: metav1.ObjectMeta{Name: intentName("bad-revision", 1), Namespace: ns},
+			Spec: toolgatev1alpha1.ToolIntentSpec{TaskRef: toolgatev1alpha1.LocalObjectReference{Name: "bad-revision"}, Turn: 1,
+				Tool: toolgatev1alpha1.ToolBash, Input: runtime.RawExtension{Raw: raw}, RequestedBy: me},
+		}
+		Expect(k8s.Create(ctx, waiting)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(waiting), waiting)).To(Succeed())
+			c := meta.FindStatusCondition(waiting.Status.Conditions, toolgatev1alpha1.ConditionExecuted)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(toolgatev1alpha1.ReasonWaitingForWorkspace))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		Expect(waiting.Status.Observation).To(BeNil())
+	})
+
+	It("shows an agent's edit in diff and export, and the patch applies with git am to a fresh clone", func(ctx SpecContext) {
+		const task = "fix"
+		gitTask(ctx, task, "main", "git-creds")
+		ready(ctx, task, toolgatev1alpha1.ReasonWorkspaceReady)
+
+		By("the tools see the worktree at /workspace, and not the git directory")
+		obs := call(ctx, task, toolgatev1alpha1.ToolBash, map[string]any{"command": "ls -a; sh test.sh"}).Status.Observation
+		Expect(obs.Summary).To(ContainSubstring("FAIL: 2 + 3 gave -1"))
+		Expect(obs.Summary).NotTo(ContainSubstring(".git"))
+		fixed := strings.Replace(gittest.Files["calc.sh"], "-", "+", 1)
+		obs = call(ctx, task, toolgatev1alpha1.ToolWriteFile, map[string]any{"path": "calc.sh", "content": fixed}).Status.Observation
+		Expect(obs.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), obs.Summary)
+		obs = call(ctx, task, toolgatev1alpha1.ToolBash, map[string]any{"command": "sh test.sh; mkdir -p .toolgate; echo scratch > .toolgate/notes"}).Status.Observation
+		Expect(obs.Summary).To(ContainSubstring("PASS: 2 + 3 = 5"))
+
+		By("kubectl toolgate diff prints the change against the cloned commit")
+		out, errOut, code := toolgateCLI(ctx, "diff", task, "-n", ns)
+		Expect(code).To(Equal(0), errOut)
+		Expect(out).To(ContainSubstring("--- a/calc.sh\n+++ b/calc.sh"))
+		Expect(out).To(ContainSubstring("-echo $(($1 - $2))\n+echo $(($1 + $2))"))
+		Expect(out).NotTo(ContainSubstring(".toolgate"))
+		Expect(errOut).To(ContainSubstring("1 file(s) changed against " + commits.Second[:12]))
+
+		By("kubectl toolgate export -o patch applies with git am to a fresh clone")
+		patch, errOut, code := toolgateCLI(ctx, "export", task, "-o", "patch", "-n", ns)
+		Expect(code).To(Equal(0), errOut)
+		Expect(patch).To(ContainSubstring("Subject: [PATCH] Make the failing test pass"))
+		dir := GinkgoT().TempDir()
+		_, err := gittest.BuildSample(filepath.Join(dir, "calc.git"))
+		Expect(err).NotTo(HaveOccurred())
+		hostGit(dir, "clone", "-q", filepath.Join(dir, "calc.git"), "fresh")
+		fresh := filepath.Join(dir, "fresh")
+		Expect(hostGit(fresh, "rev-parse", "HEAD")).To(Equal(commits.Second))
+		Expect(os.WriteFile(filepath.Join(dir, "change.patch"), []byte(patch), 0o644)).To(Succeed())
+		hostGit(fresh, "am", filepath.Join(dir, "change.patch"))
+		got, err := os.ReadFile(filepath.Join(fresh, "calc.sh"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(got)).To(Equal(fixed))
+		Expect(hostGit(fresh, "log", "-1", "--format=%an%n%s")).To(Equal("AgentTask " + ns + "/" + task + "\nMake the failing test pass"))
+	})
+})
