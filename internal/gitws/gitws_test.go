@@ -22,15 +22,6 @@ func goodCreds(s *gittest.Server) *Credentials {
 	return &Credentials{Username: s.User, Secret: s.Token}
 }
 
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 func TestCloneRevisions(t *testing.T) {
 	s := gittest.NewServer(t)
 	repo := s.AddRepo("calc")

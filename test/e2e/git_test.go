@@ -61,7 +61,7 @@ func gitServer(ctx context.Context, ns string) gittest.Commits {
 	Expect(k8s.Create(ctx, pod)).To(Succeed())
 	Expect(k8s.Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "git", Namespace: ns},
-		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}},
 	})).To(Succeed())
 	Eventually(func(g Gomega) {
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
