@@ -316,3 +316,37 @@ func treeListing(t *testing.T, dir string) string {
 	}
 	return b.String()
 }
+
+// A symlink the agent planted is recorded as a link (its target's name), never as
+// what it points at: not the git directory beside the worktree, not a file of the
+// pod that reads the change.
+func TestChangeRecordsSymlinksNotWhatTheyPointAt(t *testing.T) {
+	s := gittest.NewServer(t)
+	repo := s.AddRepo("calc")
+	wt, gd := layout(t)
+	cloned, err := Clone(context.Background(), repo.URL, "main", goodCreds(s), wt, gd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("do-not-leak\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{"to-git": filepath.Join("..", filepath.Base(gd), "config"), "to-secret": secret} {
+		if err := os.Symlink(target, filepath.Join(wt, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := ComputeChange(gd, wt, cloned.Commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(c.Diff, "do-not-leak") || strings.Contains(c.Diff, "[core]") {
+		t.Fatalf("the diff carries what a link points at:\n%s", c.Diff)
+	}
+	for _, want := range []string{"new file mode 120000", "+" + secret} {
+		if !strings.Contains(c.Diff, want) {
+			t.Fatalf("the diff lacks %q:\n%s", want, c.Diff)
+		}
+	}
+}
