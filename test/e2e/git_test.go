@@ -216,6 +216,9 @@ var _ = Describe("Git workspaces", func() {
 		Expect(obs.Summary).To(ContainSubstring("FAIL: 2 + 3 gave -1"))
 		Expect(obs.Summary).NotTo(ContainSubstring(".git"))
 		fixed := strings.Replace(gittest.Files["calc.sh"], "-", "+", 1)
+		// A file is read before it is written (the runner's stale-write check).
+		obs = call(ctx, task, toolgatev1alpha1.ToolReadFile, map[string]any{"path": "calc.sh"}).Status.Observation
+		Expect(obs.Summary).To(ContainSubstring(gittest.Files["calc.sh"]))
 		obs = call(ctx, task, toolgatev1alpha1.ToolWriteFile, map[string]any{"path": "calc.sh", "content": fixed}).Status.Observation
 		Expect(obs.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), obs.Summary)
 		obs = call(ctx, task, toolgatev1alpha1.ToolBash, map[string]any{"command": "sh test.sh; mkdir -p .toolgate; echo scratch > .toolgate/notes"}).Status.Observation
