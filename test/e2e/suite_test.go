@@ -31,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 )
@@ -55,6 +56,8 @@ func TestE2E(t *testing.T) {
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
+	// kubectl toolgate runs in this process in some specs; its clients log here.
+	ctrllog.SetLogger(GinkgoLogr)
 	cfg, err := config.GetConfig()
 	Expect(err).NotTo(HaveOccurred(), "KUBECONFIG must name a cluster with toolgate deployed")
 	k8s, err = client.New(cfg, client.Options{Scheme: testenv.NewScheme()})
