@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +35,7 @@ func (c *changeOptions) addFlags(cmd *cobra.Command) {
 
 func newDiffCommand(o *Options) *cobra.Command {
 	var co changeOptions
+	var raw bool
 	cmd := &cobra.Command{
 		Use:   "diff TASK",
 		Short: "Print the change an agent made to a git workspace, against the commit it was cloned at",
@@ -43,7 +45,12 @@ The controller reads it in a pod of its own (the claim mounted read-only, no net
 no credentials): this command asks for a read by setting the task's
 toolgate.dev/change-request annotation, and prints the diff the controller recorded in
 the ConfigMap TASK-change. Works while the task runs and after it ended. A summary
-(files, skipped paths, binary files) goes to stderr.`,
+(files, skipped paths, binary files) goes to stderr.
+
+The agent wrote the files: their control characters (escape sequences, carriage
+returns, bidirectional overrides) would let it rewrite what a terminal shows, so they
+are printed escaped (\x1b, \u202e). --raw prints the bytes as recorded; export -o
+patch always does.`,
 		Example: `  kubectl toolgate diff fix-tests
   kubectl toolgate diff fix-tests --recorded   # the last read, without a new one`,
 		Args: cobra.ExactArgs(1),
@@ -53,12 +60,36 @@ the ConfigMap TASK-change. Works while the task runs and after it ended. A summa
 				return err
 			}
 			summarize(cmd.ErrOrStderr(), task, rec)
+			if !raw {
+				diff = visible(diff)
+			}
 			_, err = io.WriteString(cmd.OutOrStdout(), diff)
 			return err
 		},
 	}
 	co.addFlags(cmd)
+	cmd.Flags().BoolVar(&raw, "raw", false, "Print the diff's bytes as recorded, control characters included (for a file or a pipe, not a terminal).")
 	return cmd
+}
+
+// visible escapes what would let text rewrite a terminal's display: C0 controls
+// but tab and newline, DEL, C1 controls, and the bidirectional formatting
+// characters (which reorder what is shown).
+func visible(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\t' || r == '\n':
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case r >= 0x80 && r <= 0x9f, r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == utf8.RuneError:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func newExportCommand(o *Options) *cobra.Command {
@@ -185,10 +216,10 @@ func parseRecord(cm *corev1.ConfigMap, task *v1.AgentTask) (gitws.Record, string
 func summarize(w io.Writer, task *v1.AgentTask, rec gitws.Record) {
 	fmt.Fprintf(w, "AgentTask %s: %d file(s) changed against %s (%s), read %s\n", task.Name, rec.FileCount, short(rec.Base), task.Spec.Workspace.Git.URL, rec.RecordedAt.Format(time.RFC3339))
 	if len(rec.Binary) > 0 {
-		fmt.Fprintf(w, "  binary, named but not carried in a patch: %s\n", strings.Join(rec.Binary, ", "))
+		fmt.Fprintf(w, "  binary, named but not carried in a patch: %s\n", visible(strings.Join(rec.Binary, ", ")))
 	}
 	if len(rec.Skipped) > 0 {
-		fmt.Fprintf(w, "  left out (no commit can hold them): %s\n", strings.Join(rec.Skipped, ", "))
+		fmt.Fprintf(w, "  left out (no commit can hold them): %s\n", visible(strings.Join(rec.Skipped, ", ")))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -211,19 +212,43 @@ func writeBlob(st storer.EncodedObjectStorer, r io.Reader, size int64) (plumbing
 // Mail is the change as one message in the format `git am` reads, with subject
 // (the first line of the message) and body.
 func Mail(c Change, commit, author, email, message string, date time.Time) string {
-	subject, body, _ := strings.Cut(strings.TrimSpace(message), "\n")
+	message = strings.ReplaceAll(strings.TrimSpace(message), "\r", " ")
+	subject, body, _ := strings.Cut(message, "\n")
 	var b strings.Builder
 	fmt.Fprintf(&b, "From %s Mon Sep 17 00:00:00 2001\n", commit)
 	fmt.Fprintf(&b, "From: %s <%s>\n", author, email)
 	fmt.Fprintf(&b, "Date: %s\n", date.UTC().Format(time.RFC1123Z))
 	fmt.Fprintf(&b, "Subject: [PATCH] %s\n\n", strings.TrimSpace(subject))
 	if body = strings.TrimSpace(body); body != "" {
-		b.WriteString(body + "\n")
+		b.WriteString(mailBody(body) + "\n")
 	}
 	b.WriteString("---\n")
 	b.WriteString(c.Diff)
 	b.WriteString("-- \ntoolgate\n\n")
 	return b.String()
+}
+
+// inBodyHeader is a line git am reads as a header when it opens the body.
+var inBodyHeader = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]*:`)
+
+// mailBody is a commit message's body as a mail body that git am takes as text
+// only: the message (a task's goal, which its author wrote) must not carry a patch
+// or an author of its own. A line git am would read as the start of a patch
+// ("---", "diff -", "Index: "), an mbox separator, or a header at the body's start
+// is indented by one space; scissors (">8", "8<", which git finds whatever the
+// indentation) are cut apart.
+func mailBody(body string) string {
+	lines := strings.Split(body, "\n")
+	for i, l := range lines {
+		special := strings.HasPrefix(l, "---") || strings.HasPrefix(l, "diff -") || strings.HasPrefix(l, "Index: ") ||
+			strings.HasPrefix(l, "From ") || strings.HasPrefix(l, ">From ") || (i == 0 && inBodyHeader.MatchString(l))
+		l = strings.NewReplacer(">8", "> 8", "8<", "8 <").Replace(l)
+		if special {
+			l = " " + l
+		}
+		lines[i] = l
+	}
+	return strings.Join(lines, "\n")
 }
 
 // overlay stores new objects in memory and reads the rest from base, so that a

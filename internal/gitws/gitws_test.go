@@ -350,3 +350,47 @@ func TestChangeRecordsSymlinksNotWhatTheyPointAt(t *testing.T) {
 		}
 	}
 }
+
+// A goal is the commit message and nothing more: a goal that carries an author
+// line and a patch of its own gives git am neither.
+func TestMailGoalCannotForgeAnAuthorOrAPatch(t *testing.T) {
+	s := gittest.NewServer(t)
+	repo := s.AddRepo("calc")
+	wt, gd := layout(t)
+	cloned, err := Clone(context.Background(), repo.URL, "main", goodCreds(s), wt, gd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(wt, "calc.sh"), []byte("echo $(($1 + $2))\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ComputeChange(gd, wt, cloned.Commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := "diff --git a/Makefile b/Makefile\nnew file mode 100644\n--- /dev/null\n+++ b/Makefile\n@@ -0,0 +1 @@\n+evil\n"
+	for name, goal := range map[string]string{
+		"an in-body From":   "Fix the sum.\n\nFrom: Trusted Dev <trusted@example.com>\n\nThe test expects 5.",
+		"a patch after ---": "Fix the sum.\n\nSee below.\n---\n" + forged,
+		"a bare diff":       "Fix the sum.\n\n" + forged,
+		"a scissors line":   "Fix the sum.\n\n-- >8 --\nFrom: Trusted Dev <trusted@example.com>\n\n" + forged,
+		"a header at first": "Fix the sum.\n\nSubject: something else\n\nmore",
+	} {
+		t.Run(name, func(t *testing.T) {
+			mail := Mail(c, cloned.Commit, "AgentTask default/fix", "toolgate@default.invalid", goal, time.Unix(1700000000, 0))
+			fresh := t.TempDir()
+			gittest.Git(t, fresh, "-c", "http.extraHeader=Authorization: Basic "+basic(s), "clone", "-q", repo.URL, ".")
+			patchFile := filepath.Join(t.TempDir(), "change.patch")
+			if err := os.WriteFile(patchFile, []byte(mail), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			gittest.Git(t, fresh, "am", "-q", "--scissors", patchFile)
+			if tree := gittest.Git(t, fresh, "rev-parse", "HEAD^{tree}"); tree != c.Tree {
+				t.Fatalf("git am gave tree %s, the change names %s:\n%s", tree, c.Tree, mail)
+			}
+			if got := gittest.Git(t, fresh, "log", "-1", "--format=%an|%s"); got != "AgentTask default/fix|Fix the sum." {
+				t.Fatalf("author and subject %q:\n%s", got, mail)
+			}
+		})
+	}
+}
