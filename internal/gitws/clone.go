@@ -39,20 +39,18 @@ func Open(gitDir, worktree string) (*git.Repository, error) {
 // Clone clones url at revision (a branch, a tag, a commit, or HEAD or empty for
 // the default branch) into worktree, with its git directory in gitDir. Branches
 // and tags are cloned shallow (depth 1, that ref only); a commit needs the
-// history that holds it. A git directory that already holds a repository is a
-// clone already made (a pod that cloned and was lost before it reported): its
-// commit is the result and nothing is overwritten. Otherwise whatever a failed
-// attempt left is removed first.
+// history that holds it. A git directory whose ClonedMarker was written is a
+// clone already made (a pod that cloned and was lost before it reported): the
+// marker's commit is the result and nothing is overwritten. Otherwise whatever an
+// attempt left (a fetch whose checkout failed or was cut short holds a HEAD, but
+// not the worktree) is removed first.
 func Clone(ctx context.Context, rawURL, revision string, creds *Credentials, worktree, gitDir string) (Cloned, error) {
 	remote, err := ParseRemote(rawURL)
 	if err != nil {
 		return Cloned{}, err
 	}
-	if repo, err := Open(gitDir, worktree); err == nil {
-		head, err := repo.Head()
-		if err == nil {
-			return Cloned{Commit: head.Hash().String(), Ref: refOf(head.Name())}, nil
-		}
+	if done, ok := readClonedMarker(gitDir); ok {
+		return done, nil
 	}
 	for _, dir := range []string{worktree, gitDir} {
 		if err := emptyDir(dir); err != nil {
@@ -118,7 +116,27 @@ func Clone(ctx context.Context, rawURL, revision string, creds *Credentials, wor
 	case commit == "":
 		out.Ref = refOf(head.Name())
 	}
+	// Written last: only a clone whose worktree was checked out whole has one.
+	if err := os.WriteFile(filepath.Join(gitDir, ClonedMarker), []byte(out.Commit+"\n"+out.Ref+"\n"), 0o444); err != nil {
+		return Cloned{}, fail(FailureOther, "recording the clone: %v", err)
+	}
 	return out, nil
+}
+
+// ClonedMarker is the file of the git directory that records a finished clone:
+// its commit and ref, one a line.
+const ClonedMarker = "toolgate-cloned"
+
+func readClonedMarker(gitDir string) (Cloned, bool) {
+	b, err := os.ReadFile(filepath.Join(gitDir, ClonedMarker))
+	if err != nil {
+		return Cloned{}, false
+	}
+	commit, ref, _ := strings.Cut(strings.TrimSuffix(string(b), "\n"), "\n")
+	if !hexRevision.MatchString(commit) || len(commit) != 40 {
+		return Cloned{}, false
+	}
+	return Cloned{Commit: commit, Ref: ref}, true
 }
 
 // findRef is the branch or tag the revision names among the remote's refs.

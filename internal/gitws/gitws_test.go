@@ -90,6 +90,27 @@ func TestCloneRevisions(t *testing.T) {
 			t.Fatal("a failed attempt's file stayed in the worktree")
 		}
 	})
+	t.Run("a clone cut short after its fetch is made again, not taken as done", func(t *testing.T) {
+		wt, gd := layout(t)
+		if _, err := Clone(ctx, repo.URL, "main", goodCreds(s), wt, gd); err != nil {
+			t.Fatal(err)
+		}
+		// As a pod killed during its checkout leaves it: the git directory holds a
+		// HEAD, the worktree lacks files, nothing recorded the clone as finished.
+		if err := os.Remove(filepath.Join(gd, ClonedMarker)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(wt, "calc.sh")); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Clone(ctx, repo.URL, "main", goodCreds(s), wt, gd)
+		if err != nil || got.Commit != repo.Second {
+			t.Fatalf("clone again: %+v %v", got, err)
+		}
+		if b, err := os.ReadFile(filepath.Join(wt, "calc.sh")); err != nil || string(b) != gittest.Files["calc.sh"] {
+			t.Fatalf("the worktree was not checked out again: %q %v", b, err)
+		}
+	})
 }
 
 func TestCloneFailures(t *testing.T) {
