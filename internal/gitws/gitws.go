@@ -102,6 +102,27 @@ type Remote struct {
 // ext:: transport, a URL with a password in it (credentials belong in the Secret),
 // a query or fragment, and a host that is empty or starts with "-".
 func ParseRemote(raw string) (Remote, error) {
+	r, err := parseRemote(raw)
+	if err != nil {
+		return r, err
+	}
+	// The clone reaches what go-git makes of the URL; the fence opens what this
+	// reading makes of it. Where the two differ (a scp-like path that go-git reads
+	// as a local file, a port in the host part), the URL is refused.
+	ep, err := transport.NewEndpoint(raw)
+	if err != nil || ep.Protocol != r.Scheme || ep.Host != r.Host || ep.Port != r.Port && !(ep.Port == 0 && r.Port == defaultPorts[r.Scheme]) {
+		got := "an error"
+		if err == nil {
+			got = fmt.Sprintf("%s to %s port %d", ep.Protocol, ep.Host, ep.Port)
+		}
+		return Remote{}, fail(FailureURLInvalid, "the repository URL %q is read as %s by git and as %s to %s port %d by toolgate's network fence: write it as scheme://host[:port]/path", raw, got, r.Scheme, r.Host, r.Port)
+	}
+	return r, nil
+}
+
+var defaultPorts = map[string]int{"https": 443, "http": 80, "ssh": 22, "git": 9418}
+
+func parseRemote(raw string) (Remote, error) {
 	if strings.TrimSpace(raw) != raw || raw == "" {
 		return Remote{}, fail(FailureURLInvalid, "the repository URL %q is empty or has surrounding space", raw)
 	}
@@ -116,8 +137,7 @@ func ParseRemote(raw string) (Remote, error) {
 	if err != nil {
 		return Remote{}, fail(FailureURLInvalid, "the repository URL %q does not parse: %v", raw, err)
 	}
-	ports := map[string]int{"https": 443, "http": 80, "ssh": 22, "git": 9418}
-	def, ok := ports[u.Scheme]
+	def, ok := defaultPorts[u.Scheme]
 	if !ok {
 		return Remote{}, fail(FailureURLInvalid, "the repository URL %q has scheme %q: use https, http, ssh or git (or user@host:path for ssh)", raw, u.Scheme)
 	}
