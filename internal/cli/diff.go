@@ -219,7 +219,7 @@ func summarize(w io.Writer, task *v1.AgentTask, rec gitws.Record) {
 		fmt.Fprintf(w, "  binary, named but not carried in a patch: %s\n", visible(strings.Join(rec.Binary, ", ")))
 	}
 	if len(rec.Skipped) > 0 {
-		fmt.Fprintf(w, "  left out (no commit can hold them): %s\n", visible(strings.Join(rec.Skipped, ", ")))
+		fmt.Fprintf(w, "  left out of the change: %s\n", visible(strings.Join(rec.Skipped, ", ")))
 	}
 }
 

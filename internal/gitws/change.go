@@ -102,6 +102,25 @@ func change(st storer.EncodedObjectStorer, worktree, base string) (Change, error
 	return out, nil
 }
 
+// MaxChangeFileBytes is the largest file a change carries: the change pod holds
+// each new file in memory while it hashes it.
+const MaxChangeFileBytes = 64 << 20
+
+// uncommittable says why git would refuse name in a tree (and go-git's diff with
+// it), or "": a folder named .git in any case or by its short name, a name with a
+// control character or a backslash. The agent chooses the names; one it chose so
+// must cost it that file, not the whole change.
+func uncommittable(name string) string {
+	trimmed := strings.TrimRight(name, ". ")
+	switch {
+	case strings.EqualFold(trimmed, ".git"), strings.EqualFold(trimmed, "git~1"):
+		return "a .git folder"
+	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }):
+		return "a control character or backslash in its name"
+	}
+	return ""
+}
+
 // writeTree stores the tree of dir (rel inside the worktree) and the blobs it
 // holds, and returns its hash.
 func writeTree(st storer.EncodedObjectStorer, root, rel string, skipped *[]string) (plumbing.Hash, error) {
@@ -117,14 +136,15 @@ func writeTree(st storer.EncodedObjectStorer, root, rel string, skipped *[]strin
 		if rel == "" && name == ToolgateDir {
 			continue
 		}
-		if name == ".git" {
-			*skipped = append(*skipped, p)
+		if why := uncommittable(name); why != "" {
+			*skipped = append(*skipped, p+" ("+why+")")
 			continue
 		}
 		full := filepath.Join(dir, name)
 		info, err := os.Lstat(full)
 		if err != nil {
-			return plumbing.ZeroHash, fail(FailureOther, "reading %s: %v", p, err)
+			*skipped = append(*skipped, p+" (unreadable)")
+			continue
 		}
 		var entry object.TreeEntry
 		switch m := info.Mode(); {
@@ -147,10 +167,14 @@ func writeTree(st storer.EncodedObjectStorer, root, rel string, skipped *[]strin
 				return plumbing.ZeroHash, err
 			}
 			entry = object.TreeEntry{Name: name, Mode: filemode.Symlink, Hash: h}
+		case m.IsRegular() && info.Size() > MaxChangeFileBytes:
+			*skipped = append(*skipped, fmt.Sprintf("%s (%d bytes, over %d)", p, info.Size(), MaxChangeFileBytes))
+			continue
 		case m.IsRegular():
 			f, err := os.Open(full)
 			if err != nil {
-				return plumbing.ZeroHash, fail(FailureOther, "reading %s: %v", p, err)
+				*skipped = append(*skipped, p+" (unreadable)")
+				continue
 			}
 			h, err := writeBlob(st, f, info.Size())
 			_ = f.Close()
@@ -163,7 +187,7 @@ func writeTree(st storer.EncodedObjectStorer, root, rel string, skipped *[]strin
 			}
 			entry = object.TreeEntry{Name: name, Mode: mode, Hash: h}
 		default:
-			*skipped = append(*skipped, p)
+			*skipped = append(*skipped, p+" (not a file, folder or link)")
 			continue
 		}
 		tree.Entries = append(tree.Entries, entry)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -218,7 +219,7 @@ func TestChangeAndMailApplyWithGitAm(t *testing.T) {
 	if got := strings.Join(c.Files, ","); got != "README,calc.sh,docs/notes.md,test.sh" {
 		t.Fatalf("files %s", got)
 	}
-	if strings.Join(c.Skipped, ",") != "vendor/.git" {
+	if strings.Join(c.Skipped, ",") != "vendor/.git (a .git folder)" {
 		t.Fatalf("skipped %v", c.Skipped)
 	}
 	if strings.Contains(c.Diff, ".toolgate") || strings.Contains(c.Diff, "vendor") {
@@ -413,5 +414,59 @@ func TestMailGoalCannotForgeAnAuthorOrAPatch(t *testing.T) {
 				t.Fatalf("author and subject %q:\n%s", got, mail)
 			}
 		})
+	}
+}
+
+// Whatever the agent names or makes in the worktree costs it that entry, never the
+// whole change: names git refuses, an unreadable file, a FIFO that would block a
+// reader, a file too big to hold.
+func TestChangeSkipsWhatNoCommitHolds(t *testing.T) {
+	s := gittest.NewServer(t)
+	repo := s.AddRepo("calc")
+	wt, gd := layout(t)
+	cloned, err := Clone(context.Background(), repo.URL, "main", goodCreds(s), wt, gd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(wt, "calc.sh"), []byte("echo $(($1 + $2))\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{".GIT", "git~1", ".git. ", "a\x1bb", `back\slash`} {
+		if err := os.MkdirAll(filepath.Join(wt, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(wt, name, "config"), []byte("[core]\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(wt, "secret"), []byte("x"), 0o000); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(wt, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big, err := os.Create(filepath.Join(wt, "big.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := big.Truncate(MaxChangeFileBytes + 1); err != nil {
+		t.Fatal(err)
+	}
+	_ = big.Close()
+	c, err := ComputeChange(gd, wt, cloned.Commit)
+	if err != nil {
+		t.Fatalf("the change could not be read: %v", err)
+	}
+	if strings.Join(c.Files, ",") != "calc.sh" && !(os.Getuid() == 0 && strings.Join(c.Files, ",") == "calc.sh,secret") {
+		t.Fatalf("files %v, skipped %v", c.Files, c.Skipped)
+	}
+	skipped := strings.Join(c.Skipped, "|")
+	for _, want := range []string{".GIT (a .git folder)", "git~1 (a .git folder)", ".git.  (a .git folder)", "a\x1bb (a control", `back\slash (a control`, "fifo (not a file", "big.bin (67108865 bytes"} {
+		if !strings.Contains(skipped, want) {
+			t.Errorf("skipped %q lacks %q", skipped, want)
+		}
+	}
+	if os.Getuid() != 0 && !strings.Contains(skipped, "secret (unreadable)") {
+		t.Errorf("skipped %q lacks the unreadable file", skipped)
 	}
 }
