@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -61,7 +62,14 @@ func change(st storer.EncodedObjectStorer, worktree, base string) (Change, error
 		return Change{}, fail(FailureOther, "the tree of commit %s: %v", base, err)
 	}
 	var skipped []string
-	treeHash, err := writeTree(st, worktree, "", &skipped)
+	// Every read goes through root: a folder or file the agent swaps for a link
+	// while the change is read cannot take the reader out of the worktree.
+	root, err := os.OpenRoot(worktree)
+	if err != nil {
+		return Change{}, fail(FailureOther, "opening the worktree: %v", err)
+	}
+	defer func() { _ = root.Close() }()
+	treeHash, err := writeTree(st, root, "", &skipped)
 	if err != nil {
 		return Change{}, err
 	}
@@ -121,14 +129,53 @@ func uncommittable(name string) string {
 	return ""
 }
 
+// readRegular reads the regular file name of root that Lstat saw as info: not
+// following a link, not blocking on a FIFO, and only if it is still that file
+// (a file swapped while the change is read is left out), at most
+// MaxChangeFileBytes.
+func readRegular(root *os.Root, name string, info os.FileInfo) ([]byte, string) {
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, "unreadable"
+	}
+	defer func() { _ = f.Close() }()
+	now, err := f.Stat()
+	if err != nil || !now.Mode().IsRegular() || !os.SameFile(info, now) {
+		return nil, "changed while the change was read"
+	}
+	content, err := io.ReadAll(io.LimitReader(f, MaxChangeFileBytes+1))
+	if err != nil {
+		return nil, "unreadable"
+	}
+	if len(content) > MaxChangeFileBytes {
+		return nil, fmt.Sprintf("over %d bytes", MaxChangeFileBytes)
+	}
+	return content, ""
+}
+
 // writeTree stores the tree of dir (rel inside the worktree) and the blobs it
 // holds, and returns its hash.
-func writeTree(st storer.EncodedObjectStorer, root, rel string, skipped *[]string) (plumbing.Hash, error) {
-	dir := filepath.Join(root, filepath.FromSlash(rel))
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return plumbing.ZeroHash, fail(FailureOther, "reading %s: %v", dir, err)
+func writeTree(st storer.EncodedObjectStorer, root *os.Root, rel string, skipped *[]string) (plumbing.Hash, error) {
+	dirName := rel
+	if dirName == "" {
+		dirName = "."
 	}
+	dir, err := root.Open(filepath.FromSlash(dirName))
+	var entries []os.DirEntry
+	if err == nil {
+		entries, err = dir.ReadDir(-1)
+		_ = dir.Close()
+	}
+	switch {
+	case err != nil && rel == "":
+		return plumbing.ZeroHash, fail(FailureOther, "reading the worktree: %v", err)
+	case err != nil:
+		// Swapped for a link out of the worktree since it was seen, or unreadable:
+		// left out, as an empty folder is.
+		*skipped = append(*skipped, rel+" (unreadable)")
+		return emptyTreeHash, nil
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
 	tree := &object.Tree{}
 	for _, e := range entries {
 		name := e.Name()
@@ -140,8 +187,8 @@ func writeTree(st storer.EncodedObjectStorer, root, rel string, skipped *[]strin
 			*skipped = append(*skipped, p+" ("+why+")")
 			continue
 		}
-		full := filepath.Join(dir, name)
-		info, err := os.Lstat(full)
+		full := filepath.FromSlash(p)
+		info, err := root.Lstat(full)
 		if err != nil {
 			*skipped = append(*skipped, p+" (unreadable)")
 			continue
@@ -158,9 +205,10 @@ func writeTree(st storer.EncodedObjectStorer, root, rel string, skipped *[]strin
 			}
 			entry = object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: h}
 		case m&os.ModeSymlink != 0:
-			target, err := os.Readlink(full)
+			target, err := root.Readlink(full)
 			if err != nil {
-				return plumbing.ZeroHash, fail(FailureOther, "reading the link %s: %v", p, err)
+				*skipped = append(*skipped, p+" (unreadable)")
+				continue
 			}
 			h, err := writeBlob(st, strings.NewReader(target), int64(len(target)))
 			if err != nil {
@@ -171,13 +219,12 @@ func writeTree(st storer.EncodedObjectStorer, root, rel string, skipped *[]strin
 			*skipped = append(*skipped, fmt.Sprintf("%s (%d bytes, over %d)", p, info.Size(), MaxChangeFileBytes))
 			continue
 		case m.IsRegular():
-			f, err := os.Open(full)
-			if err != nil {
-				*skipped = append(*skipped, p+" (unreadable)")
+			content, why := readRegular(root, full, info)
+			if why != "" {
+				*skipped = append(*skipped, p+" ("+why+")")
 				continue
 			}
-			h, err := writeBlob(st, f, info.Size())
-			_ = f.Close()
+			h, err := writeBlob(st, bytes.NewReader(content), int64(len(content)))
 			if err != nil {
 				return plumbing.ZeroHash, err
 			}

@@ -110,7 +110,14 @@ func ParseRemote(raw string) (Remote, error) {
 	// reading makes of it. Where the two differ (a scp-like path that go-git reads
 	// as a local file, a port in the host part), the URL is refused.
 	ep, err := transport.NewEndpoint(raw)
-	if err != nil || ep.Protocol != r.Scheme || ep.Host != r.Host || ep.Port != r.Port && !(ep.Port == 0 && r.Port == defaultPorts[r.Scheme]) {
+	port := 0
+	if err == nil {
+		port = ep.Port
+		if port == 0 {
+			port = defaultPorts[r.Scheme]
+		}
+	}
+	if err != nil || ep.Protocol != r.Scheme || ep.Host != r.Host || port != r.Port {
 		got := "an error"
 		if err == nil {
 			got = fmt.Sprintf("%s to %s port %d", ep.Protocol, ep.Host, ep.Port)

@@ -457,7 +457,8 @@ func TestChangeSkipsWhatNoCommitHolds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the change could not be read: %v", err)
 	}
-	if strings.Join(c.Files, ",") != "calc.sh" && !(os.Getuid() == 0 && strings.Join(c.Files, ",") == "calc.sh,secret") {
+	files := strings.Join(c.Files, ",")
+	if files != "calc.sh" && (os.Getuid() != 0 || files != "calc.sh,secret") {
 		t.Fatalf("files %v, skipped %v", c.Files, c.Skipped)
 	}
 	skipped := strings.Join(c.Skipped, "|")
@@ -468,5 +469,50 @@ func TestChangeSkipsWhatNoCommitHolds(t *testing.T) {
 	}
 	if os.Getuid() != 0 && !strings.Contains(skipped, "secret (unreadable)") {
 		t.Errorf("skipped %q lacks the unreadable file", skipped)
+	}
+}
+
+// A file the agent swaps after it was seen is not followed: not through a link out
+// of the worktree, not into a FIFO that would block the reader.
+func TestReadRegularDoesNotFollowASwap(t *testing.T) {
+	wt := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(outside, []byte("do-not-leak"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(wt, "seen"), []byte("ok"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	seen, err := os.Lstat(filepath.Join(wt, "seen"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(wt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = root.Close() }()
+	if b, why := readRegular(root, "seen", seen); why != "" || string(b) != "ok" {
+		t.Fatalf("the file as seen: %q %q", b, why)
+	}
+	// The swaps: a link out of the worktree, a FIFO. (A file replaced by another
+	// file of the worktree is read as the worktree now holds it.)
+	swap := func(make func(string) error) {
+		t.Helper()
+		if err := os.Remove(filepath.Join(wt, "seen")); err != nil {
+			t.Fatal(err)
+		}
+		if err := make(filepath.Join(wt, "seen")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, make := range map[string]func(string) error{
+		"a link out": func(p string) error { return os.Symlink(outside, p) },
+		"a FIFO":     func(p string) error { return syscall.Mkfifo(p, 0o644) },
+	} {
+		swap(make)
+		if b, why := readRegular(root, "seen", seen); why == "" || len(b) != 0 {
+			t.Errorf("%s: read %q (%q)", name, b, why)
+		}
 	}
 }
