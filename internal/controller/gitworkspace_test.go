@@ -411,6 +411,7 @@ func TestGitWorkspaceChangeIsRecorded(t *testing.T) {
 		!strings.Contains(diff, "+added by the agent") || strings.Contains(diff, "scratch") {
 		t.Fatalf("record %+v, diff:\n%s", rec, diff)
 	}
+	p.taskEvent("fix", EventChangeRecorded, "2 file(s) changed against "+repo.Second+", in ConfigMap fix-change")
 	p.eventually("the change pod goes once recorded", func() (bool, string) {
 		got := &corev1.Pod{}
 		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(pod), got)

@@ -195,13 +195,7 @@ func edit(t *testing.T, wt string) {
 }
 
 func TestChangeAndMailApplyWithGitAm(t *testing.T) {
-	s := gittest.NewServer(t)
-	repo := s.AddRepo("calc")
-	wt, gd := layout(t)
-	cloned, err := Clone(context.Background(), repo.URL, "main", goodCreds(s), wt, gd)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, repo, wt, gd, cloned := cloneMain(t)
 	none, err := ComputeChange(gd, wt, cloned.Commit)
 	if err != nil || none.Diff != "" || len(none.Files) != 0 {
 		t.Fatalf("an untouched workspace has a change: %+v %v", none, err)
@@ -343,13 +337,7 @@ func treeListing(t *testing.T, dir string) string {
 // what it points at: not the git directory beside the worktree, not a file of the
 // pod that reads the change.
 func TestChangeRecordsSymlinksNotWhatTheyPointAt(t *testing.T) {
-	s := gittest.NewServer(t)
-	repo := s.AddRepo("calc")
-	wt, gd := layout(t)
-	cloned, err := Clone(context.Background(), repo.URL, "main", goodCreds(s), wt, gd)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, wt, gd, cloned := cloneMain(t)
 	secret := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(secret, []byte("do-not-leak\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -376,13 +364,7 @@ func TestChangeRecordsSymlinksNotWhatTheyPointAt(t *testing.T) {
 // A goal is the commit message and nothing more: a goal that carries an author
 // line and a patch of its own gives git am neither.
 func TestMailGoalCannotForgeAnAuthorOrAPatch(t *testing.T) {
-	s := gittest.NewServer(t)
-	repo := s.AddRepo("calc")
-	wt, gd := layout(t)
-	cloned, err := Clone(context.Background(), repo.URL, "main", goodCreds(s), wt, gd)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, repo, wt, gd, cloned := cloneMain(t)
 	if err := os.WriteFile(filepath.Join(wt, "calc.sh"), []byte("echo $(($1 + $2))\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -421,13 +403,7 @@ func TestMailGoalCannotForgeAnAuthorOrAPatch(t *testing.T) {
 // whole change: names git refuses, an unreadable file, a FIFO that would block a
 // reader, a file too big to hold.
 func TestChangeSkipsWhatNoCommitHolds(t *testing.T) {
-	s := gittest.NewServer(t)
-	repo := s.AddRepo("calc")
-	wt, gd := layout(t)
-	cloned, err := Clone(context.Background(), repo.URL, "main", goodCreds(s), wt, gd)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, wt, gd, cloned := cloneMain(t)
 	if err := os.WriteFile(filepath.Join(wt, "calc.sh"), []byte("echo $(($1 + $2))\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -515,4 +491,18 @@ func TestReadRegularDoesNotFollowASwap(t *testing.T) {
 			t.Errorf("%s: read %q (%q)", name, b, why)
 		}
 	}
+}
+
+// cloneMain clones the sample's main branch from a fresh server into a fresh
+// layout.
+func cloneMain(t *testing.T) (*gittest.Server, gittest.Repo, string, string, Cloned) {
+	t.Helper()
+	s := gittest.NewServer(t)
+	repo := s.AddRepo("calc")
+	wt, gd := layout(t)
+	cloned, err := Clone(context.Background(), repo.URL, "main", goodCreds(s), wt, gd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, repo, wt, gd, cloned
 }
