@@ -136,6 +136,30 @@ type GitSource struct {
 	// never into a tool's sandbox. A changed Secret is tried again.
 	// +optional
 	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+	// push, when set, pushes the agent's change as one commit on a new branch of
+	// the repository once the task would succeed: as a git_push call of the
+	// controller's, decided by policy (Ask unless a rule says otherwise), so a human
+	// approves what leaves the cluster. The task succeeds once it was pushed, and
+	// fails (PushDenied, PushFailed) when it was not.
+	// +optional
+	Push *GitPush `json:"push,omitempty"`
+}
+
+// GitPush is where a task's change is pushed.
+type GitPush struct {
+	// branch is the new branch the commit is pushed to. It must not exist on the
+	// server: the push never moves or overwrites a branch.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=200
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._/-]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.contains('..') && !self.contains('//') && !self.endsWith('/') && !self.endsWith('.lock') && !self.endsWith('.')",message="spec.workspace.git.push.branch is not a valid git branch name (no '..', '//', trailing '/', '.' or '.lock')"
+	Branch string `json:"branch"`
+	// secretRef names the Secret with the credentials to push (same keys and
+	// label as spec.workspace.git.secretRef); default the clone's secretRef. It is
+	// mounted into the push pod only.
+	// +optional
+	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
 }
 
 // NetworkMode says whether Executions may reach the network.
@@ -473,6 +497,30 @@ type WorkspaceStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	CloneJob string `json:"cloneJob,omitempty"`
+	// push is where the push of spec.workspace.git.push stands, once the task
+	// would have succeeded.
+	// +optional
+	Push *PushStatus `json:"push,omitempty"`
+}
+
+// PushStatus is where a task's push stands.
+type PushStatus struct {
+	// branch the change is (to be) pushed to.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Branch string `json:"branch,omitempty"`
+	// intent is the git_push ToolIntent that pushes it, once the change was read.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Intent string `json:"intent,omitempty"`
+	// commit is the commit pushed, once it was.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Commit string `json:"commit,omitempty"`
+	// message says where the push stands, or why it did not happen.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message,omitempty"`
 }
 
 // RuleFires is how often one rule acted in a task.

@@ -30,6 +30,10 @@ const (
 	ToolJobOutput ToolName = "job_output"
 	ToolJobList   ToolName = "job_list"
 	ToolJobKill   ToolName = "job_kill"
+	// ToolGitPush pushes a git workspace's change as one commit on a new branch
+	// (spec.workspace.git.push). Only the controller proposes it, once the task
+	// would succeed; no model or proposer sees or calls it.
+	ToolGitPush ToolName = "git_push"
 )
 
 // DecisionAction is what the policy engine decided for an intent.

@@ -55,6 +55,14 @@ const (
 	ReasonGitHostUnreachable     = "GitHostUnreachable"
 	ReasonGitCredentialsNotFound = "GitCredentialsNotFound"
 	ReasonGitCloneFailed         = "GitCloneFailed"
+	// ReasonPushDenied: the task's change was not pushed because its git_push call
+	// was denied (by policy, by a human, or its approval expired); the server is
+	// unchanged and the change can still be exported.
+	ReasonPushDenied = "PushDenied"
+	// ReasonPushFailed: the task's change could not be pushed (the change could not
+	// be read, the branch exists, the workspace changed after approval, the server
+	// refused); the message says which.
+	ReasonPushFailed = "PushFailed"
 	// ReasonRunning: the task is taking turns.
 	ReasonRunning = "Running"
 	// ReasonIntentsAwaitingApproval: one or more intents wait for a human decision.

@@ -191,11 +191,21 @@ func (r *AgentTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		r.emit(log, task, before, created)
 	}
 	r.reportTurn(ctx, task, step)
-	changeWait, err := r.recordChange(ctx, task, task.Annotations[gitws.AnnotationChangeRequest])
+	// The push's change, while it is read, has the change record to itself: a diff
+	// asked for meanwhile is answered after.
+	changeRequest := task.Annotations[gitws.AnnotationChangeRequest]
+	if pushReading(task) {
+		changeRequest = ""
+	}
+	changeWait, err := r.recordChange(ctx, task, changeRequest)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	cloneWait = soonest(cloneWait, changeWait)
+	pushWait, err := r.preparePush(ctx, task, world.Push)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	cloneWait = soonest(soonest(cloneWait, changeWait), pushWait)
 	sessionsWait, err := r.keepSessions(ctx, task, status)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -427,6 +437,9 @@ func (r *AgentTaskReconciler) observe(ctx context.Context, task *v1.AgentTask) (
 		return world, false, 0, err
 	}
 	world.Approvals = int32(len(approvals.Items))
+	if world.Push, err = r.observePush(ctx, task, world.Intents); err != nil {
+		return world, false, 0, err
+	}
 	return world, created, wait, nil
 }
 

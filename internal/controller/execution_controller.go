@@ -221,6 +221,9 @@ func (r *ExecutionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if t, ok := tools.Lookup(exec.Spec.Tool); ok && t.JobTool {
 		return r.reconcileJobTool(ctx, exec)
 	}
+	if exec.Spec.Tool == toolgatev1alpha1.ToolGitPush {
+		return r.reconcileGitPush(ctx, exec)
+	}
 	if executor.IsSession(exec.Spec.Sandbox) && exec.Status.JobName == "" {
 		return r.reconcileSession(ctx, exec)
 	}

@@ -67,7 +67,7 @@ func (r *AgentTaskReconciler) recordChange(ctx context.Context, task *v1.AgentTa
 			ReadOnlyClaim: true, Network: v1.NetworkSpec{Mode: v1.NetworkNone},
 			Request: gitws.Request{Op: gitws.OpChange, Base: task.Status.Workspace.Commit},
 		}
-		return gitPollEvery, r.startGitPod(ctx, task, g)
+		return gitPollEvery, startGitPod(ctx, r.Client, r.APIReader, r.Scheme, task, g, r.Options.RunnerImage)
 	}
 	if err != nil {
 		return 0, err

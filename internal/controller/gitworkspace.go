@@ -11,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -60,7 +61,7 @@ func (r *AgentTaskReconciler) cloneWorkspace(ctx context.Context, task *v1.Agent
 		out.reason, out.msg = v1.ReasonGitURLInvalid, "spec.workspace.git.url: "+err.Error()
 		return out, nil
 	}
-	secretName, secretVersion, problem, err := r.gitCredentials(ctx, task, src.SecretRef, "spec.workspace.git.secretRef")
+	secretName, secretVersion, problem, err := gitCredentials(ctx, r.APIReader, task.Namespace, src.SecretRef, "spec.workspace.git.secretRef")
 	if err != nil || problem != "" {
 		// No watch on Secrets (the controller caches none but model credentials):
 		// a Secret created or labelled later is seen on the next look.
@@ -68,7 +69,7 @@ func (r *AgentTaskReconciler) cloneWorkspace(ctx context.Context, task *v1.Agent
 		out.msg = fmt.Sprintf("%s; looked at again every %s", problem, r.Options.gitRetry())
 		return out, err
 	}
-	network, problem, err := r.gitNetwork(ctx, task.Namespace, remote)
+	network, problem, err := gitNetwork(ctx, r.APIReader, task.Namespace, remote, r.Options.gitRetry())
 	if err != nil {
 		return out, err
 	}
@@ -85,7 +86,7 @@ func (r *AgentTaskReconciler) cloneWorkspace(ctx context.Context, task *v1.Agent
 			Namespace: task.Namespace, Name: name, Task: task.Name, ClaimName: claim, SecretName: secretName, Network: network,
 			Request: gitws.Request{Op: gitws.OpClone, URL: src.URL, Revision: src.Revision},
 		}
-		if err := r.startGitPod(ctx, task, build); err != nil {
+		if err := startGitPod(ctx, r.Client, r.APIReader, r.Scheme, task, build, r.Options.RunnerImage); err != nil {
 			return out, err
 		}
 		out.msg, out.wait = fmt.Sprintf("cloning %s at %s (pod %s)", src.URL, revisionText(src.Revision), name), gitPollEvery
@@ -135,25 +136,26 @@ func (r *AgentTaskReconciler) cloneWorkspace(ctx context.Context, task *v1.Agent
 	return out, nil
 }
 
-// startGitPod fences and creates a git pod owned by the task.
-func (r *AgentTaskReconciler) startGitPod(ctx context.Context, task *v1.AgentTask, g executor.GitPod) error {
-	policy, err := executor.GitNetworkPolicy(task.Namespace, g.Network)
+// startGitPod fences and creates a git pod controlled by owner (the task; the
+// push's Execution for a push).
+func startGitPod(ctx context.Context, c client.Client, api client.Reader, scheme *runtime.Scheme, owner client.Object, g executor.GitPod, runnerImage string) error {
+	policy, err := executor.GitNetworkPolicy(g.Namespace, g.Network)
 	if err != nil {
 		return err
 	}
-	if refused, err := ensureNetworkPolicy(ctx, r.Client, r.APIReader, policy); err != nil {
+	if refused, err := ensureNetworkPolicy(ctx, c, api, policy); err != nil {
 		return err
 	} else if refused != nil {
 		return fmt.Errorf("%s", refused.Error())
 	}
-	pod, err := executor.BuildGitPod(g, r.Options.RunnerImage)
+	pod, err := executor.BuildGitPod(g, runnerImage)
 	if err != nil {
 		return err
 	}
-	if err := controllerutil.SetControllerReference(task, pod, r.Scheme); err != nil {
+	if err := controllerutil.SetControllerReference(owner, pod, scheme); err != nil {
 		return err
 	}
-	if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := c.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating git pod %s: %w", pod.Name, err)
 	}
 	return nil
@@ -224,16 +226,16 @@ func revisionText(rev string) string {
 // labelled LabelGitCredentials=true. It returns its name and resourceVersion (a
 // changed Secret is a new attempt), or why it cannot be used. Only the Secret's
 // metadata is read: its data goes to the git pod alone.
-func (r *AgentTaskReconciler) gitCredentials(ctx context.Context, task *v1.AgentTask, ref *corev1.LocalObjectReference, field string) (name, version, problem string, err error) {
+func gitCredentials(ctx context.Context, api client.Reader, namespace string, ref *corev1.LocalObjectReference, field string) (name, version, problem string, err error) {
 	if ref == nil || ref.Name == "" {
 		return "", "", "", nil
 	}
 	md := &metav1.PartialObjectMetadata{}
 	md.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: ref.Name}, md)
+	err = api.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, md)
 	switch {
 	case apierrors.IsNotFound(err):
-		return "", "", fmt.Sprintf("Secret %q named by %s does not exist in namespace %s; create it (keys token, or ssh-privatekey and known_hosts) with the label %s=true", ref.Name, field, task.Namespace, LabelGitCredentials), nil
+		return "", "", fmt.Sprintf("Secret %q named by %s does not exist in namespace %s; create it (keys token, or ssh-privatekey and known_hosts) with the label %s=true", ref.Name, field, namespace, LabelGitCredentials), nil
 	case err != nil:
 		return "", "", "", fmt.Errorf("reading Secret %s: %w", ref.Name, err)
 	}
@@ -249,7 +251,7 @@ func (r *AgentTaskReconciler) gitCredentials(ctx context.Context, task *v1.Agent
 // addresses and target ports, since NetworkPolicy sees a connection to a Service
 // after it was translated to a pod; any other host at the addresses it resolves to
 // from the controller.
-func (r *AgentTaskReconciler) gitNetwork(ctx context.Context, namespace string, remote gitws.Remote) (v1.NetworkSpec, string, error) {
+func gitNetwork(ctx context.Context, api client.Reader, namespace string, remote gitws.Remote, retry time.Duration) (v1.NetworkSpec, string, error) {
 	var rules []v1.EgressRule
 	add := func(ip string, port int32) {
 		bits := "/32"
@@ -263,7 +265,7 @@ func (r *AgentTaskReconciler) gitNetwork(ctx context.Context, namespace string, 
 		return v1.NetworkSpec{Mode: v1.NetworkAllowList, Egress: rules}, "", nil
 	}
 	if svc, ns, ok := serviceName(remote.Host, namespace); ok {
-		exists, problem, err := r.serviceEndpoints(ctx, svc, ns, int32(remote.Port), add)
+		exists, problem, err := serviceEndpoints(ctx, api, svc, ns, int32(remote.Port), retry, add)
 		if err != nil || problem != "" && (exists || !strings.Contains(remote.Host, ".")) {
 			return v1.NetworkSpec{}, problem, err
 		}
@@ -275,7 +277,7 @@ func (r *AgentTaskReconciler) gitNetwork(ctx context.Context, namespace string, 
 	defer cancel()
 	addrs, err := net.DefaultResolver.LookupIPAddr(lookup, remote.Host)
 	if err != nil || len(addrs) == 0 {
-		return v1.NetworkSpec{}, fmt.Sprintf("the host %s of spec.workspace.git.url does not resolve from the controller (%v), so its clone pod cannot be let through to it; tried again every %s", remote.Host, err, r.Options.gitRetry()), nil
+		return v1.NetworkSpec{}, fmt.Sprintf("the host %s of spec.workspace.git.url does not resolve from the controller (%v), so its git pod cannot be let through to it; tried again every %s", remote.Host, err, retry), nil
 	}
 	for i, a := range addrs {
 		if i == 16 {
@@ -302,9 +304,9 @@ func serviceName(host, namespace string) (name, ns string, ok bool) {
 
 // serviceEndpoints adds the ready endpoints of Service name's port to the rules;
 // exists says whether the Service exists.
-func (r *AgentTaskReconciler) serviceEndpoints(ctx context.Context, name, ns string, port int32, add func(string, int32)) (bool, string, error) {
+func serviceEndpoints(ctx context.Context, api client.Reader, name, ns string, port int32, retry time.Duration, add func(string, int32)) (bool, string, error) {
 	svc := &corev1.Service{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+	if err := api.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 		return false, fmt.Sprintf("no Service %s in namespace %s", name, ns), nil
 	} else if err != nil {
 		return false, "", err
@@ -320,7 +322,7 @@ func (r *AgentTaskReconciler) serviceEndpoints(ctx context.Context, name, ns str
 		return true, fmt.Sprintf("Service %s/%s has no TCP port %d, which spec.workspace.git.url names", ns, name, port), nil
 	}
 	var slices discoveryv1.EndpointSliceList
-	if err := r.APIReader.List(ctx, &slices, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: name}); err != nil {
+	if err := api.List(ctx, &slices, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: name}); err != nil {
 		return false, "", err
 	}
 	found := false
@@ -345,7 +347,7 @@ func (r *AgentTaskReconciler) serviceEndpoints(ctx context.Context, name, ns str
 		}
 	}
 	if !found {
-		return true, fmt.Sprintf("Service %s/%s has no ready endpoint for port %d; tried again every %s", ns, name, port, r.Options.gitRetry()), nil
+		return true, fmt.Sprintf("Service %s/%s has no ready endpoint for port %d; tried again every %s", ns, name, port, retry), nil
 	}
 	return true, "", nil
 }

@@ -39,6 +39,9 @@ type GitPod struct {
 	SecretName    string
 	Network       toolgatev1alpha1.NetworkSpec
 	Request       gitws.Request
+	// Execution names the Execution a push pod carries out (it wakes it); "" for
+	// the task's own clone and change pods.
+	Execution string
 }
 
 // GitPodName is the name of a task's git pod for op, unique to what it is asked
@@ -88,6 +91,9 @@ func BuildGitPod(g GitPod, runnerImage string) (*corev1.Pod, error) {
 		LabelTask:    labelValue(g.Task),
 		LabelGit:     g.Request.Op,
 		LabelNetwork: networkKey(g.Network),
+	}
+	if g.Execution != "" {
+		labels[LabelExecution] = g.Execution
 	}
 	pod.ActiveDeadlineSeconds = ptr.To[int64](gitDeadlineSeconds)
 	return &corev1.Pod{

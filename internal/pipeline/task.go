@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,9 @@ type TaskWorld struct {
 	// CompletionChecks are the recorded completion checks of a model task's final
 	// answers, by turn.
 	CompletionChecks map[int32]v1.CompletionCheck
+	// Push is what was observed of the push of a task with spec.workspace.git.push
+	// (nil until it would succeed).
+	Push *PushWorld
 }
 
 // ModelWorld is what the recorded turns of a model task say, and what happened when
@@ -101,8 +105,20 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 	var stopped *v1.ToolIntent
 	consecutiveRefusals := 0
 	st.Intents.ByOutcome = map[v1.Outcome]int32{}
+	var pushIntent string
+	if world.Push != nil && world.Push.Intent != nil {
+		pushIntent = world.Push.Intent.Name
+	}
 	for i := range intents {
 		in := &intents[i]
+		if in.Name == pushIntent {
+			// The controller's push is no call of the agent's: it spends no budget
+			// and is no turn; it waits for a human like any call, though.
+			if AwaitsApproval(in) {
+				awaiting = append(awaiting, in.Name)
+			}
+			continue
+		}
 		st.Intents.Total++
 		st.Turn = max(st.Turn, in.Spec.Turn)
 		if d := in.Status.Decision; d != nil && d.Action == v1.DecisionStop && stopped == nil && (d.Sandbox == nil || d.Sandbox.TaskUID == string(task.UID)) {
@@ -180,14 +196,15 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 		case model != nil && model.Failure != "":
 			set(v1.ConditionFailed, true, v1.ReasonModelError, model.Failure)
 		case model != nil && model.Answer != nil && st.Intents.InFlight == 0:
-			set(v1.ConditionSucceeded, true, v1.ReasonCompleted, fmt.Sprintf("the model gave its final answer in turn %d", model.Turns-1))
-			st.Result = *model.Answer
+			if succeedAfterPush(task, world.Push, &st, set, v1.ReasonCompleted, fmt.Sprintf("the model gave its final answer in turn %d", model.Turns-1)) {
+				st.Result = *model.Answer
+			}
 		case model != nil && model.NextTurnDue && b.MaxTurns > 0 && model.Turns >= b.MaxTurns:
 			set(v1.ConditionFailed, true, v1.ReasonTurnBudgetExhausted, fmt.Sprintf("the model took all %d turns of budgets.maxTurns without a final answer", b.MaxTurns))
 		case b.MaxTokens != nil && st.TokensUsed >= *b.MaxTokens && (model == nil || model.NextTurnDue):
 			set(v1.ConditionFailed, true, v1.ReasonTokenBudgetExhausted, fmt.Sprintf("the model used %d tokens, budgets.maxTokens=%d", st.TokensUsed, *b.MaxTokens))
 		case task.Spec.Agent.External != nil && task.Spec.Done && st.Intents.InFlight == 0:
-			set(v1.ConditionSucceeded, true, v1.ReasonMarkedDone, "the task's owner marked it done (spec.done) and no intent is in flight")
+			succeedAfterPush(task, world.Push, &st, set, v1.ReasonMarkedDone, "the task's owner marked it done (spec.done) and no intent is in flight")
 		}
 	}
 	if !meta.IsStatusConditionTrue(st.Conditions, v1.ConditionSucceeded) && !meta.IsStatusConditionTrue(st.Conditions, v1.ConditionFailed) {
@@ -212,6 +229,79 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 		st.Phase = v1.TaskRunning
 	}
 	return st
+}
+
+// succeedAfterPush ends a task that would succeed (reason, msg): at once without
+// spec.workspace.git.push; with it, once its change was pushed (Succeeded), or
+// as Failed when the push was refused (PushDenied) or failed (PushFailed). Until
+// then the task runs on, and status.workspace.push says where the push stands. It
+// says whether the task succeeded.
+func succeedAfterPush(task *v1.AgentTask, pw *PushWorld, st *v1.AgentTaskStatus, set func(string, bool, string, string), reason, msg string) bool {
+	g := task.Spec.Workspace.Git
+	if g == nil || g.Push == nil {
+		set(v1.ConditionSucceeded, true, reason, msg)
+		return true
+	}
+	if pw == nil {
+		pw = &PushWorld{}
+	}
+	ws := &v1.WorkspaceStatus{}
+	if st.Workspace != nil {
+		ws = st.Workspace.DeepCopy()
+	}
+	st.Workspace = ws
+	ps := &v1.PushStatus{Branch: g.Push.Branch}
+	ws.Push = ps
+	in := pw.Intent
+	switch {
+	case in != nil && in.Status.Observation != nil:
+		ps.Intent = in.Name
+		o := in.Status.Observation
+		switch o.Outcome {
+		case v1.OutcomeSucceeded:
+			ps.Commit = PushedCommit(o.Summary)
+			ps.Message = fmt.Sprintf("pushed commit %s to branch %s", ps.Commit, ps.Branch)
+			set(v1.ConditionSucceeded, true, reason, fmt.Sprintf("%s; its change was pushed as commit %s to branch %s of %s (ToolIntent %s)", msg, ps.Commit, ps.Branch, g.URL, in.Name))
+			return true
+		case v1.OutcomeDenied, v1.OutcomeApprovalDenied, v1.OutcomeApprovalExpired:
+			ps.Message = fmt.Sprintf("not pushed: ToolIntent %s ended %s", in.Name, o.Outcome)
+			set(v1.ConditionFailed, true, v1.ReasonPushDenied, fmt.Sprintf("%s, but the push of its change to branch %s of %s was refused (ToolIntent %s ended %s%s): nothing was pushed; kubectl toolgate export %s -o patch still gives the change",
+				msg, ps.Branch, g.URL, in.Name, o.Outcome, decisionNote(in), task.Name))
+		default:
+			ps.Message = fmt.Sprintf("not pushed: ToolIntent %s ended %s", in.Name, o.Outcome)
+			set(v1.ConditionFailed, true, v1.ReasonPushFailed, fmt.Sprintf("%s, but its change could not be pushed to branch %s of %s (ToolIntent %s ended %s): %s; kubectl toolgate export %s -o patch still gives the change",
+				msg, ps.Branch, g.URL, in.Name, o.Outcome, firstLines(o.Summary, 600), task.Name))
+		}
+	case in != nil:
+		ps.Intent = in.Name
+		ps.Message = fmt.Sprintf("ToolIntent %s pushes the change to branch %s once it is decided (and approved, when asked)", in.Name, ps.Branch)
+	case pw.Failure != "":
+		ps.Message = "not pushed: " + pw.Failure
+		set(v1.ConditionFailed, true, v1.ReasonPushFailed, fmt.Sprintf("%s, but its change could not be pushed: %s", msg, pw.Failure))
+	case pw.Record != nil && pw.Record.FileCount == 0:
+		ps.Message = fmt.Sprintf("nothing to push: the workspace has no change against %s", pw.Record.Base)
+		set(v1.ConditionSucceeded, true, reason, fmt.Sprintf("%s; the workspace has no change against %s, so nothing was pushed", msg, pw.Record.Base))
+		return true
+	default:
+		ps.Message = fmt.Sprintf("reading the workspace's change to push it to branch %s", ps.Branch)
+	}
+	return false
+}
+
+func decisionNote(in *v1.ToolIntent) string {
+	if d := in.Status.Decision; d != nil && d.Action == v1.DecisionDeny {
+		return ", rule " + RuleID(d) + ": " + d.Reason
+	}
+	return ""
+}
+
+// firstLines is the start of s, at most n bytes, on one line.
+func firstLines(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n] + "..."
+	}
+	return s
 }
 
 // IntentBefore orders a task's intents: by turn and index, then creation time and name.

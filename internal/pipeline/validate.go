@@ -102,6 +102,15 @@ func Validate(in ValidateInput) Validation {
 	if done, why := TaskFinished(task); done {
 		v.Errors = append(v.Errors, fmt.Sprintf("spec.taskRef: AgentTask %q accepts no more intents: %s", task.Name, why))
 	}
+	if t, known := tools.Lookup(intent.Spec.Tool); known && t.ControllerTool {
+		// The controller's own step, not the agent's: its rules replace the
+		// proposer, visibility and budget checks.
+		v.Errors = append(v.Errors, pushErrors(intent, task, normalized, in.ControllerIdentity)...)
+		if normalized != nil {
+			v.TimeoutSeconds, v.TimeoutClamped = timeoutFor(intent.Spec.Tool, normalized, task.Spec.Budgets)
+		}
+		return v
+	}
 	if e := proposerError(intent, task, in.ControllerIdentity); e != "" {
 		v.Errors = append(v.Errors, e)
 	}

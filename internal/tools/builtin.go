@@ -153,4 +153,25 @@ func init() {
 		JobTool:     true,
 		Schema:      jobSchema,
 	})
+	register(Tool{
+		Name:           v1alpha1.ToolGitPush,
+		Description:    "Push the task's change as one commit on a new branch of its repository (proposed by toolgate, never by the model).",
+		ReadOnly:       false,
+		Category:       v1alpha1.CategoryNetwork,
+		ControllerTool: true,
+		Schema: `{
+  "type": "object",
+  "properties": {
+    "url": {"type": "string", "minLength": 1, "maxLength": 2048, "description": "The repository pushed to: spec.workspace.git.url."},
+    "branch": {"type": "string", "minLength": 1, "maxLength": 200, "description": "The new branch: spec.workspace.git.push.branch."},
+    "secret": {"type": "string", "maxLength": 253, "description": "The credentials Secret the push uses."},
+    "base": {"type": "string", "pattern": "^[0-9a-f]{40}$", "description": "The commit the workspace was cloned at: the new commit's parent."},
+    "tree": {"type": "string", "pattern": "^[0-9a-f]{40}$", "description": "The tree of the change that was read: the push refuses any other."},
+    "fileCount": {"type": "integer", "minimum": 1, "description": "How many files the change touches."},
+    "files": {"type": "array", "maxItems": 50, "items": {"type": "string", "maxLength": 4096}, "description": "The files changed (the first 50)."}
+  },
+  "required": ["url", "branch", "base", "tree", "fileCount", "files"],
+  "additionalProperties": false
+}`,
+	})
 }

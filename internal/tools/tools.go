@@ -27,6 +27,24 @@ type Tool struct {
 	// from its record of the jobs, no sandbox runs them, and only tasks with
 	// isolation Session have them.
 	JobTool bool
+	// ControllerTool tools are proposed by the controller alone (git_push, when a
+	// task with spec.workspace.git.push would succeed): no model or proposer sees
+	// them, and validation refuses them from anyone else.
+	ControllerTool bool
+}
+
+// GitPushInput is the input of git_push: where the change goes and what it is, as
+// the person approving it sees it. Base and Tree bind the push to the change that
+// was read: the push pod refuses a workspace whose tree is no longer Tree.
+type GitPushInput struct {
+	URL    string `json:"url"`
+	Branch string `json:"branch"`
+	// Secret is the credentials Secret the push uses ("" for none).
+	Secret    string   `json:"secret,omitempty"`
+	Base      string   `json:"base"`
+	Tree      string   `json:"tree"`
+	FileCount int      `json:"fileCount"`
+	Files     []string `json:"files"`
 }
 
 // BashInput is the input of bash.

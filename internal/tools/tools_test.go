@@ -11,7 +11,7 @@ import (
 
 func TestEveryBuiltinToolIsRegisteredWithACompilingSchema(t *testing.T) {
 	want := []v1alpha1.ToolName{
-		v1alpha1.ToolBash, v1alpha1.ToolEditFile, v1alpha1.ToolGlob, v1alpha1.ToolGrep,
+		v1alpha1.ToolBash, v1alpha1.ToolEditFile, v1alpha1.ToolGitPush, v1alpha1.ToolGlob, v1alpha1.ToolGrep,
 		v1alpha1.ToolJobKill, v1alpha1.ToolJobList, v1alpha1.ToolJobOutput,
 		v1alpha1.ToolListDir, v1alpha1.ToolReadFile, v1alpha1.ToolWriteFile,
 	}
@@ -128,6 +128,8 @@ func TestVisible(t *testing.T) {
 		{mode: v1alpha1.ModeAuto, want: all},
 		{mode: v1alpha1.ModeEdit, allow: []v1alpha1.ToolName{"read_file", "write_file"}, want: []v1alpha1.ToolName{"read_file", "write_file"}},
 		{mode: v1alpha1.ModeReadOnly, allow: []v1alpha1.ToolName{"read_file", "write_file"}, want: []v1alpha1.ToolName{"read_file"}},
+		// git_push is the controller's: an allow-list naming it does not show it.
+		{mode: v1alpha1.ModeAuto, isolation: session, allow: []v1alpha1.ToolName{"bash", "git_push"}, want: []v1alpha1.ToolName{"bash"}},
 	}
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, names(Visible(tt.mode, tt.allow, tt.isolation))); diff != "" {

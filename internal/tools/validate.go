@@ -169,10 +169,13 @@ func pointer(tokens []string) string {
 	return b.String()
 }
 
+// names are the tools an agent may call: a controller tool is not named to it.
 func names() []string {
 	out := make([]string, 0, len(registry))
-	for name := range registry {
-		out = append(out, string(name))
+	for name, t := range registry {
+		if !t.ControllerTool {
+			out = append(out, string(name))
+		}
 	}
 	sort.Strings(out)
 	return out

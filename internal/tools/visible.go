@@ -16,10 +16,13 @@ import (
 // rule says (policy.Decide).
 //
 // The background-job tools are visible only with isolation Session: a job lives in
-// a session.
+// a session. A controller tool (git_push) is never visible: only toolgate calls it.
 func Visible(mode v1alpha1.TaskMode, allow []v1alpha1.ToolName, isolation v1alpha1.SandboxIsolation) []Tool {
 	var out []Tool
 	for _, t := range All() {
+		if t.ControllerTool {
+			continue
+		}
 		if readOnlyMode(mode) && !t.ReadOnly && t.Name != v1alpha1.ToolBash {
 			continue
 		}

@@ -1,0 +1,313 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/executor"
+	"github.com/toolgate/toolgate/internal/gitws"
+	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/tools"
+)
+
+// EventPushProposed: the task would succeed, its change was read, and the
+// controller proposed the git_push call that pushes it.
+const EventPushProposed = "PushProposed"
+
+// PushIntentName is the name of a task's git_push ToolIntent.
+func PushIntentName(task string) string { return boundedName(task, "-git-push") }
+
+// pushRequest is the change request the push's change is recorded under (the
+// change ConfigMap names it), one per task.
+func pushRequest(task *v1.AgentTask) string { return "push-" + string(task.UID) }
+
+// pushReading says whether the task's push is reading its change: the task would
+// succeed, and the git_push intent is not proposed yet.
+func pushReading(task *v1.AgentTask) bool {
+	ws := task.Status.Workspace
+	if ws == nil || ws.Push == nil || ws.Push.Intent != "" {
+		return false
+	}
+	done, _ := pipeline.TaskFinished(task)
+	return !done
+}
+
+// observePush is what the task's push stands at, once the task would succeed
+// (status.workspace.push is set): its intent, or the change recorded for it, or
+// why there is none. nil before.
+func (r *AgentTaskReconciler) observePush(ctx context.Context, task *v1.AgentTask, intents []v1.ToolIntent) (*pipeline.PushWorld, error) {
+	g := task.Spec.Workspace.Git
+	ws := task.Status.Workspace
+	if g == nil || g.Push == nil || ws == nil || ws.Push == nil {
+		return nil, nil
+	}
+	pw := &pipeline.PushWorld{}
+	name := PushIntentName(task.Name)
+	for i := range intents {
+		in := &intents[i]
+		if in.Name != name {
+			continue
+		}
+		if !metav1.IsControlledBy(in, task) || in.Spec.RequestedBy != r.Options.identity() || in.Spec.Tool != v1.ToolGitPush {
+			// Someone else's intent in the push's place: it is never taken for the
+			// push (its outcome would say the change was pushed or refused).
+			pw.Failure = fmt.Sprintf("a ToolIntent named %s exists and is not this task's push (the controller creates it, owned by the task and requested by itself): nothing was pushed", name)
+			return pw, nil
+		}
+		pw.Intent = in
+		return pw, nil
+	}
+	if ws.Push.Intent != "" {
+		pw.Failure = fmt.Sprintf("ToolIntent %s, the push, was deleted before it was observed: whether anything was pushed is unknown, look at branch %s on the server", ws.Push.Intent, g.Push.Branch)
+		return pw, nil
+	}
+	cm := &corev1.ConfigMap{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: gitws.ChangeConfigMapName(task.Name)}, cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		return pw, nil
+	case err != nil:
+		return nil, err
+	case !controlledByTask(cm, task):
+		pw.Failure = fmt.Sprintf("ConfigMap %s exists and is not this task's change record, so the change to push cannot be recorded: nothing was pushed", cm.Name)
+		return pw, nil
+	case cm.Annotations[gitws.AnnotationChangeRequest] != pushRequest(task):
+		return pw, nil
+	}
+	var rec gitws.Record
+	switch err := json.Unmarshal([]byte(cm.Data[gitws.RecordKey]), &rec); {
+	case err != nil:
+		pw.Failure = fmt.Sprintf("the change record %s does not parse (%v): nothing was pushed", cm.Name, err)
+	case rec.Kind != "":
+		pw.Failure = fmt.Sprintf("the workspace's change could not be read (%s): %s", rec.Kind, rec.Message)
+	default:
+		pw.Record = &rec
+	}
+	return pw, nil
+}
+
+// preparePush moves a push that reads its change on: it records the change (a
+// change pod, as for kubectl toolgate diff), then proposes the git_push intent
+// that pushes exactly that change (its base and tree), which policy decides and a
+// human approves like any call. It returns when to look again.
+func (r *AgentTaskReconciler) preparePush(ctx context.Context, task *v1.AgentTask, pw *pipeline.PushWorld) (time.Duration, error) {
+	if !pushReading(task) || pw != nil && (pw.Intent != nil || pw.Failure != "") {
+		return 0, nil
+	}
+	if pw == nil || pw.Record == nil {
+		return r.recordChange(ctx, task, pushRequest(task))
+	}
+	if pw.Record.FileCount == 0 {
+		return 0, nil // nothing to push: the task succeeds
+	}
+	input, err := json.Marshal(pipeline.PushInput(task, *pw.Record))
+	if err != nil {
+		return 0, err
+	}
+	labels := map[string]string{pipeline.LabelTurn: fmt.Sprint(task.Status.Turn)}
+	if len(validation.IsValidLabelValue(task.Name)) == 0 {
+		labels[pipeline.LabelTask] = task.Name
+	}
+	g := task.Spec.Workspace.Git
+	intent := &v1.ToolIntent{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:       task.Namespace,
+			Name:            PushIntentName(task.Name),
+			Labels:          labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(task, v1.GroupVersion.WithKind("AgentTask"))},
+		},
+		Spec: v1.ToolIntentSpec{
+			TaskRef:   v1.LocalObjectReference{Name: task.Name},
+			Turn:      task.Status.Turn,
+			TurnCalls: 1,
+			Tool:      v1.ToolGitPush,
+			Input:     runtime.RawExtension{Raw: input},
+			Reason: cut(fmt.Sprintf("the task would succeed: push its change (%d file(s) against %s) as one commit on the new branch %s of %s (spec.workspace.git.push)",
+				pw.Record.FileCount, pw.Record.Base, g.Push.Branch, g.URL), maxIntentReason),
+			RequestedBy: r.Options.identity(),
+			ProposedBy:  v1.ProposedBy{Provider: "toolgate"},
+		},
+	}
+	if err := r.Create(ctx, intent); apierrors.IsAlreadyExists(err) {
+		return time.Second, nil
+	} else if err != nil {
+		return 0, fmt.Errorf("creating the push ToolIntent %s: %w", intent.Name, err)
+	}
+	r.Recorder.Eventf(task, intent, corev1.EventTypeNormal, EventPushProposed, EventPushProposed,
+		"ToolIntent %s pushes %d changed file(s) to branch %s of %s once it is decided (and approved, when asked)", intent.Name, pw.Record.FileCount, g.Push.Branch, g.URL)
+	ctrl.LoggerFrom(ctx).Info("proposed the push", "audit", true, "step", EventPushProposed, "namespace", task.Namespace, "task", task.Name,
+		"intent", intent.Name, "branch", g.Push.Branch, "base", pw.Record.Base, "tree", pw.Record.Tree, "files", pw.Record.FileCount)
+	return 0, nil
+}
+
+// reconcileGitPush carries out an allowed (or approved) git_push: the chain is
+// checked as for any call, then a push pod (the whole claim, the push's Secret,
+// egress only to the repository's host) commits the worktree on top of the
+// intent's base and pushes it to the new branch, refusing a worktree that is not
+// the tree that was approved. Its result is the call's answer. A push pod that
+// was started is never started again: a second push could not tell its own
+// branch from someone else's.
+func (r *ExecutionReconciler) reconcileGitPush(ctx context.Context, exec *v1.Execution) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	name := executor.GitPodName(gitws.OpPush, string(exec.UID))
+	answer := func(code int32, format string, args ...any) *executor.JobToolAnswer {
+		msg := fmt.Sprintf(format, args...)
+		return &executor.JobToolAnswer{At: r.Now(), ExitCode: code, Message: msg, Output: msg + "\n"}
+	}
+	var (
+		obs     executor.Observation
+		refused *refusal
+		wait    time.Duration
+		spent   *corev1.Pod
+	)
+	pod := &corev1.Pod{}
+	err := getFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: exec.Namespace, Name: name}, pod)
+	switch {
+	case apierrors.IsNotFound(err) && exec.Status.PodName == name:
+		obs.Answer = answer(1, "not pushed as far as toolgate knows: the push pod %s was deleted before it reported; whether the branch was created is unknown, look at the server", name)
+	case apierrors.IsNotFound(err):
+		var started *corev1.Pod
+		if wait, refused, started, obs.Answer, err = r.startPush(ctx, exec, name); err != nil {
+			return ctrl.Result{}, err
+		}
+		if wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+		if refused != nil {
+			obs.BuildError = refused
+		}
+		if started != nil {
+			obs.Pod, wait = started, gitPollEvery
+		}
+	case err != nil:
+		return ctrl.Result{}, err
+	case !metav1.IsControlledBy(pod, exec):
+		obs.Answer = answer(1, "not pushed: a pod named %s exists and is not this call's push pod", name)
+	default:
+		res, finished, why := gitPodResult(pod)
+		switch {
+		case !finished:
+			if done, why, err := r.taskEnded(ctx, exec); err != nil {
+				return ctrl.Result{}, err
+			} else if done {
+				if err := deleteSessionPod(ctx, r.Client, pod); err != nil {
+					return ctrl.Result{}, err
+				}
+				obs.Answer = answer(1, "stopped: AgentTask %s ended while its push ran (%s), so the push pod %s was deleted; whether the branch was created is unknown, look at the server", exec.Spec.TaskRef.Name, why, name)
+				break
+			}
+			obs.Pod, wait = pod, gitPollEvery
+		case why != "":
+			obs.Answer, spent = answer(1, "the push pod %s ended without a result (%s); whether the branch was created is unknown, look at the server", name, why), pod
+		case res.Kind != "" || res.Pushed == nil:
+			obs.Answer, spent = answer(1, "not pushed (%s): %s", res.Kind, res.Message), pod
+		default:
+			var in tools.GitPushInput
+			_ = json.Unmarshal(exec.Spec.Input.Raw, &in)
+			obs.Answer, spent = &executor.JobToolAnswer{At: r.Now(), Output: pipeline.PushedText(*res.Pushed, in.URL)}, pod
+		}
+	}
+	before, conflicted, err := r.writeStatus(ctx, log, exec, obs)
+	if err != nil || conflicted {
+		return conflictRequeue(conflicted), err
+	}
+	if before != nil {
+		r.recordSteps(log, exec, before, nil, false, refused)
+	}
+	if spent != nil && executor.IsFinished(&exec.Status) {
+		// Its result is the call's: the pod would only hold the claim.
+		if err := deleteSessionPod(ctx, r.Client, spent); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{RequeueAfter: wait}, nil
+}
+
+// startPush checks the chain and the push's Secret and network, then creates the
+// push pod. It returns a wait (the chain is pending), a refusal (the chain is
+// broken), the pod it started, or an answer saying why nothing was pushed.
+func (r *ExecutionReconciler) startPush(ctx context.Context, exec *v1.Execution, name string) (time.Duration, *refusal, *corev1.Pod, *executor.JobToolAnswer, error) {
+	wait, refused, err := r.authorize(ctx, exec)
+	if err != nil || wait > 0 || refused != nil {
+		return wait, refused, nil, nil, err
+	}
+	notPushed := func(format string, args ...any) *executor.JobToolAnswer {
+		msg := "not pushed: " + fmt.Sprintf(format, args...)
+		return &executor.JobToolAnswer{At: r.Now(), ExitCode: 1, Message: msg, Output: msg + "\n"}
+	}
+	var in tools.GitPushInput
+	if err := json.Unmarshal(exec.Spec.Input.Raw, &in); err != nil {
+		return 0, nil, nil, notPushed("the input is not a git_push input: %v", err), nil
+	}
+	task := &v1.AgentTask{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.TaskRef.Name}, task); apierrors.IsNotFound(err) {
+		return 0, nil, nil, notPushed("AgentTask %s does not exist", exec.Spec.TaskRef.Name), nil
+	} else if err != nil {
+		return 0, nil, nil, nil, err
+	}
+	remote, err := gitws.ParseRemote(in.URL)
+	if err != nil {
+		return 0, nil, nil, notPushed("input/url: %v", err), nil
+	}
+	var ref *corev1.LocalObjectReference
+	if in.Secret != "" {
+		ref = &corev1.LocalObjectReference{Name: in.Secret}
+	}
+	secret, _, problem, err := gitCredentials(ctx, r.APIReader, exec.Namespace, ref, "the push's secret (spec.workspace.git.push.secretRef, or the clone's)")
+	if err != nil {
+		return 0, nil, nil, nil, err
+	}
+	if problem != "" {
+		return 0, nil, nil, notPushed("%s", problem), nil
+	}
+	network, problem, err := gitNetwork(ctx, r.APIReader, exec.Namespace, remote, r.Options.gitRetry())
+	if err != nil {
+		return 0, nil, nil, nil, err
+	}
+	if problem != "" {
+		return 0, nil, nil, notPushed("%s", problem), nil
+	}
+	g := executor.GitPod{
+		Namespace: exec.Namespace, Name: name, Task: task.Name, ClaimName: exec.Spec.Sandbox.WorkspaceClaimName,
+		SecretName: secret, Network: network, Execution: exec.Name,
+		Request: gitws.Request{
+			Op: gitws.OpPush, URL: in.URL, Branch: in.Branch, Base: in.Base, Tree: in.Tree,
+			Author: "AgentTask " + task.Namespace + "/" + task.Name, Email: "toolgate@" + task.Namespace + ".invalid",
+			Message: pushMessage(task, exec), Date: r.Now().UTC().Truncate(time.Second),
+		},
+	}
+	if err := startGitPod(ctx, r.Client, r.APIReader, r.Scheme, exec, g, r.Options.RunnerImage); err != nil {
+		return 0, nil, nil, nil, err
+	}
+	pod := &corev1.Pod{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: name}, pod); err != nil {
+		return 0, nil, nil, nil, err
+	}
+	return 0, nil, pod, nil, nil
+}
+
+// pushMessage is the pushed commit's message: the task's goal, then trailers that
+// say which task, call and approval it came from.
+func pushMessage(task *v1.AgentTask, exec *v1.Execution) string {
+	goal := strings.TrimSpace(task.Spec.Goal)
+	if goal == "" {
+		goal = "Change of AgentTask " + task.Namespace + "/" + task.Name
+	}
+	msg := goal + "\n\nToolgate-Task: " + task.Namespace + "/" + task.Name + "\nToolgate-Intent: " + exec.Spec.IntentRef.Name + "\n"
+	if exec.Spec.ApprovalRef != "" {
+		msg += "Toolgate-Approval: " + exec.Spec.ApprovalRef + "\n"
+	}
+	return msg
+}
