@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -114,17 +112,8 @@ func ModelIntentName(task string, turn, index int32) string {
 	return boundedName(task, fmt.Sprintf("-t%d-%d", turn, index))
 }
 
-// boundedName is base+suffix, or, when that is longer than an object name may be, a
-// cut of base with a hash of all of it so that two long task names stay distinct.
-func boundedName(base, suffix string) string {
-	if len(base)+len(suffix) <= maxObjectName {
-		return base + suffix
-	}
-	sum := sha256.Sum256([]byte(base))
-	hash := hex.EncodeToString(sum[:])[:10]
-	head := strings.TrimRight(base[:maxObjectName-len(suffix)-len(hash)-1], "-.")
-	return head + "-" + hash + suffix
-}
+// boundedName is pipeline.BoundedName.
+func boundedName(base, suffix string) string { return pipeline.BoundedName(base, suffix) }
 
 // loopState is what the recorded turns and the task's intents say about the loop.
 type loopState struct {

@@ -26,9 +26,6 @@ import (
 // controller proposed the git_push call that pushes it.
 const EventPushProposed = "PushProposed"
 
-// PushIntentName is the name of a task's git_push ToolIntent.
-func PushIntentName(task string) string { return boundedName(task, "-git-push") }
-
 // pushRequest is the change request the push's change is recorded under (the
 // change ConfigMap names it), one per task.
 func pushRequest(task *v1.AgentTask) string { return "push-" + string(task.UID) }
@@ -54,7 +51,7 @@ func (r *AgentTaskReconciler) observePush(ctx context.Context, task *v1.AgentTas
 		return nil, nil
 	}
 	pw := &pipeline.PushWorld{}
-	name := PushIntentName(task.Name)
+	name := pipeline.PushIntentName(task.Name)
 	for i := range intents {
 		in := &intents[i]
 		if in.Name != name {
@@ -124,7 +121,7 @@ func (r *AgentTaskReconciler) preparePush(ctx context.Context, task *v1.AgentTas
 	intent := &v1.ToolIntent{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:       task.Namespace,
-			Name:            PushIntentName(task.Name),
+			Name:            pipeline.PushIntentName(task.Name),
 			Labels:          labels,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(task, v1.GroupVersion.WithKind("AgentTask"))},
 		},

@@ -70,14 +70,17 @@ func pushErrors(intent *v1.ToolIntent, task *v1.AgentTask, normalized json.RawMe
 	if g == nil || g.Push == nil {
 		return []string{fmt.Sprintf("spec.tool: AgentTask %s has no spec.workspace.git.push, so nothing of it is pushed", task.Name)}
 	}
+	var errs []string
+	if want := PushIntentName(task.Name); intent.Name != want {
+		errs = append(errs, fmt.Sprintf("metadata.name: a task's push is ToolIntent %s, one per task; %s is not it", want, intent.Name))
+	}
 	if normalized == nil {
-		return nil // the schema errors say what is wrong
+		return errs // the schema errors say what is wrong with the input
 	}
 	var in tools.GitPushInput
 	if err := json.Unmarshal(normalized, &in); err != nil {
-		return []string{"input: " + err.Error()}
+		return append(errs, "input: "+err.Error())
 	}
-	var errs []string
 	check := func(field, got, want, what string) {
 		if got != want {
 			errs = append(errs, fmt.Sprintf("input/%s: %q is not %s %q", field, got, what, want))

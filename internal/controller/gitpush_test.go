@@ -1,0 +1,311 @@
+package controller
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/gitws"
+	"github.com/toolgate/toolgate/internal/gitws/gittest"
+	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/tools"
+)
+
+// pushBranch is where the tests' tasks push.
+const pushBranch = "toolgate/fix"
+
+// pushTask is a git task with spec.workspace.git.push, cloned into claim (a
+// folder standing for its claim), whose agent fixed calc.sh and added NOTES.md
+// (and left a .toolgate/ scratch file, which is no part of the change).
+func (p *pipelineEnv) pushTask(name string, repo gittest.Repo, edit bool) (claim string) {
+	p.t.Helper()
+	task := p.gitTask(name, repo.URL, "main", "git-creds")
+	task.Spec.Workspace.Git.Push = &v1.GitPush{Branch: pushBranch}
+	if err := env.Client.Update(p.t.Context(), task); err != nil {
+		p.t.Fatal(err)
+	}
+	claim = p.t.TempDir()
+	if res := p.runGitPod(p.gitPod(name, gitws.OpClone), claim); res.Kind != "" {
+		p.t.Fatalf("clone: %+v", res)
+	}
+	p.readyReason(name, v1.ReasonWorkspaceReady)
+	if edit {
+		p.writeWorktree(claim, map[string]string{
+			"calc.sh":           strings.Replace(gittest.Files["calc.sh"], "-", "+", 1),
+			"NOTES.md":          "added by the agent\n",
+			".toolgate/scratch": "not part of the change\n",
+		})
+	}
+	return claim
+}
+
+func (p *pipelineEnv) writeWorktree(claim string, files map[string]string) {
+	p.t.Helper()
+	for path, text := range files {
+		full := filepath.Join(claim, gitws.WorktreeDir, path)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			p.t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(text), 0o644); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+}
+
+// markDone sets spec.done, as the external agent's owner does when it finished.
+func (p *pipelineEnv) markDone(task string) {
+	p.t.Helper()
+	obj := &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: task}}
+	if err := env.Client.Patch(p.t.Context(), obj, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"done":true}}`))); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// taskEnds waits for the task to end with the condition and reason.
+func (p *pipelineEnv) taskEnds(name, typ, reason string) *v1.AgentTask {
+	p.t.Helper()
+	var task *v1.AgentTask
+	p.eventually(fmt.Sprintf("task %s %s/%s", name, typ, reason), func() (bool, string) {
+		task = p.getTask(name)
+		c := meta.FindStatusCondition(task.Status.Conditions, typ)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason, fmt.Sprintf("%+v %+v", task.Status.Conditions, task.Status.Workspace)
+	})
+	return task
+}
+
+// serverRefs are the refs of a repository on the test server.
+func serverRefs(t *testing.T, repo gittest.Repo) string {
+	t.Helper()
+	return gittest.Git(t, repo.Dir, "for-each-ref", "--format=%(refname) %(objectname)")
+}
+
+// proposedPush waits for the task's git_push intent, once its change was read by
+// the change pod (run here).
+func (p *pipelineEnv) proposedPush(task, claim string) *v1.ToolIntent {
+	p.t.Helper()
+	if res := p.runGitPod(p.gitPod(task, gitws.OpChange), claim); res.Kind != "" {
+		p.t.Fatalf("reading the change: %+v", res)
+	}
+	name := pipeline.PushIntentName(task)
+	p.eventually("the push intent "+name, func() (bool, string) {
+		err := env.Client.Get(p.t.Context(), client.ObjectKey{Namespace: p.ns, Name: name}, &v1.ToolIntent{})
+		return err == nil, fmt.Sprintf("%v; task %+v", err, p.getTask(task).Status.Workspace)
+	})
+	return p.condition(name, v1.ConditionDecided, metav1.ConditionTrue, v1.ReasonPolicyAsk)
+}
+
+// A task with spec.workspace.git.push that would succeed does not: its change is
+// read, a git_push call is proposed as the controller, asked for (Edit mode has no
+// rule for it), and pushed once approved, as one commit on the new branch holding
+// exactly the change; the task succeeds then, naming the commit.
+func TestGitPushOnceApprovedCreatesTheBranch(t *testing.T) {
+	p := startPipeline(t)
+	server := gittest.NewServer(t)
+	repo := server.AddRepo("calc")
+	p.gitSecret("git-creds", server, server.Token, true)
+	claim := p.pushTask("fix", repo, true)
+	before := serverRefs(t, repo)
+
+	p.markDone("fix")
+	intent := p.proposedPush("fix", claim)
+	var got *v1.AgentTask
+	p.eventually("the task awaits the push's approval", func() (bool, string) {
+		got = p.getTask("fix")
+		return got.Status.Phase == v1.TaskAwaitingApproval && meta.IsStatusConditionTrue(got.Status.Conditions, v1.ConditionAwaitingApproval), fmt.Sprintf("%s %+v", got.Status.Phase, got.Status.Conditions)
+	})
+	if got.Status.Intents.Total != 0 {
+		t.Fatalf("the push counts as an intent of the agent's: %+v", got.Status.Intents)
+	}
+	if owner := metav1.GetControllerOf(intent); owner == nil || owner.UID != got.UID || intent.Spec.RequestedBy != testOptions().identity() {
+		t.Fatalf("the push is not the controller's for the task: %+v %s", intent.OwnerReferences, intent.Spec.RequestedBy)
+	}
+	var in tools.GitPushInput
+	if err := json.Unmarshal(intent.Spec.Input.Raw, &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.URL != repo.URL || in.Branch != pushBranch || in.Base != repo.Second || in.FileCount != 2 || in.Secret != "git-creds" ||
+		strings.Join(in.Files, ",") != "NOTES.md,calc.sh" || len(in.Tree) != 40 {
+		t.Fatalf("the push's input does not say what is pushed where: %+v", in)
+	}
+	if intent.Status.Decision.Category != v1.CategoryNetwork {
+		t.Fatalf("git_push is decided as %s, want network", intent.Status.Decision.Category)
+	}
+	a := p.approval(intent.Name)
+	mustContain(t, "the approval's request", a.Spec.Request.Input, pushBranch, repo.URL, "NOTES.md", "calc.sh")
+	if serverRefs(t, repo) != before {
+		t.Fatal("something was pushed before the approval")
+	}
+
+	p.decide(intent.Name, v1.DecisionApproved, "bob", "looks right")
+	pod := p.gitPod("fix", gitws.OpPush)
+	if owner := metav1.GetControllerOf(pod); owner == nil || owner.Kind != "Execution" || owner.Name != intent.Name {
+		t.Fatalf("the push pod is not the call's Execution's: %+v", pod.OwnerReferences)
+	}
+	mounts := 0
+	for _, v := range pod.Spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == "git-creds" {
+			mounts++
+		}
+	}
+	if mounts != 1 {
+		t.Fatalf("the push pod does not mount the push's Secret: %+v", pod.Spec.Volumes)
+	}
+	if res := p.runGitPod(pod, claim); res.Kind != "" || res.Pushed == nil {
+		t.Fatalf("the push failed: %+v", res)
+	}
+	done := p.taskEnds("fix", v1.ConditionSucceeded, v1.ReasonMarkedDone)
+	ps := done.Status.Workspace.Push
+	if ps == nil || len(ps.Commit) != 40 || ps.Intent != intent.Name || ps.Branch != pushBranch {
+		t.Fatalf("status.workspace.push %+v", ps)
+	}
+	mustContain(t, "the Succeeded condition", meta.FindStatusCondition(done.Status.Conditions, v1.ConditionSucceeded).Message, "pushed as commit "+ps.Commit, pushBranch)
+
+	// On the server: the branch, at a commit whose parent is the base, changing
+	// exactly the agent's two files, with the goal and its origin in the message.
+	if head := gittest.Git(t, repo.Dir, "rev-parse", "refs/heads/"+pushBranch); head != ps.Commit {
+		t.Fatalf("branch %s is at %s, the task says %s", pushBranch, head, ps.Commit)
+	}
+	if parent := gittest.Git(t, repo.Dir, "rev-parse", ps.Commit+"^"); parent != repo.Second {
+		t.Fatalf("the pushed commit's parent is %s, want the base %s", parent, repo.Second)
+	}
+	if files := gittest.Git(t, repo.Dir, "diff", "--name-only", repo.Second, ps.Commit); files != "NOTES.md\ncalc.sh" {
+		t.Fatalf("the pushed commit changes %q", files)
+	}
+	if calc := gittest.Git(t, repo.Dir, "show", ps.Commit+":calc.sh"); calc+"\n" != strings.Replace(gittest.Files["calc.sh"], "-", "+", 1) {
+		t.Fatalf("calc.sh on the branch: %q", calc)
+	}
+	msg := gittest.Git(t, repo.Dir, "log", "-1", "--format=%an <%ae>%n%B", ps.Commit)
+	mustContain(t, "the pushed commit", msg, "AgentTask "+p.ns+"/fix", "Make the failing test pass.", "Toolgate-Task: "+p.ns+"/fix", "Toolgate-Approval: "+intent.Name)
+	if refs := serverRefs(t, repo); strings.Count(refs, "\n") != strings.Count(before, "\n")+1 {
+		t.Fatalf("the push moved other refs:\nbefore\n%s\nafter\n%s", before, refs)
+	}
+}
+
+// A denied push leaves the server as it was, runs no push pod, and fails the task
+// PushDenied, saying the change can still be exported; a push whose workspace
+// changed after the approval pushes nothing; a task with no change succeeds with
+// nothing pushed and no call proposed.
+func TestGitPushDeniedOrChangedPushesNothing(t *testing.T) {
+	p := startPipeline(t)
+	server := gittest.NewServer(t)
+	repo := server.AddRepo("calc")
+	p.gitSecret("git-creds", server, server.Token, true)
+	before := serverRefs(t, repo)
+
+	claim := p.pushTask("denied", repo, true)
+	p.markDone("denied")
+	intent := p.proposedPush("denied", claim)
+	p.approval(intent.Name)
+	p.decide(intent.Name, v1.DecisionDenied, "bob", "not this branch")
+	task := p.taskEnds("denied", v1.ConditionFailed, v1.ReasonPushDenied)
+	mustContain(t, "the Failed condition", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionFailed).Message,
+		"nothing was pushed", "kubectl toolgate export denied -o patch", string(v1.OutcomeApprovalDenied))
+	p.never("a push pod for a denied push", func() bool {
+		var pods corev1.PodList
+		_ = env.Client.List(t.Context(), &pods, client.InNamespace(p.ns), client.MatchingLabels{"toolgate.dev/git": gitws.OpPush})
+		return len(pods.Items) > 0
+	})
+	if refs := serverRefs(t, repo); refs != before {
+		t.Fatalf("a denied push changed the server:\n%s", refs)
+	}
+
+	// Approved, then the workspace changes under the approval: the push pod finds
+	// another tree than the one approved and pushes nothing.
+	claim = p.pushTask("moved", repo, true)
+	p.markDone("moved")
+	intent = p.proposedPush("moved", claim)
+	p.approval(intent.Name)
+	p.decide(intent.Name, v1.DecisionApproved, "bob", "")
+	pod := p.gitPod("moved", gitws.OpPush)
+	p.writeWorktree(claim, map[string]string{"calc.sh": "rm -rf /\n"})
+	if res := p.runGitPod(pod, claim); res.Kind != gitws.FailureChanged {
+		t.Fatalf("a push of a tree that is not the approved one: %+v", res)
+	}
+	task = p.taskEnds("moved", v1.ConditionFailed, v1.ReasonPushFailed)
+	mustContain(t, "the Failed condition", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionFailed).Message, "not the tree", "was shown for approval")
+	if refs := serverRefs(t, repo); refs != before {
+		t.Fatalf("a push of a changed workspace changed the server:\n%s", refs)
+	}
+
+	// No change: nothing to push, nothing proposed.
+	claim = p.pushTask("idle", repo, false)
+	p.writeWorktree(claim, map[string]string{".toolgate/notes": "scratch only\n"})
+	p.markDone("idle")
+	if res := p.runGitPod(p.gitPod("idle", gitws.OpChange), claim); res.Kind != "" {
+		t.Fatalf("reading the change: %+v", res)
+	}
+	task = p.taskEnds("idle", v1.ConditionSucceeded, v1.ReasonMarkedDone)
+	mustContain(t, "the Succeeded condition", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionSucceeded).Message, "nothing was pushed")
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: pipeline.PushIntentName("idle")}, &v1.ToolIntent{}); err == nil {
+		t.Fatal("a push was proposed for a workspace with no change")
+	}
+}
+
+// Nobody but the controller proposes a push: a proposer of the task's is refused
+// at validation, before policy (claiming the controller's identity is refused by
+// admission: internal/admission), a git_push of the controller's that is not the
+// task's push (another name, another branch) is refused too, and an intent
+// squatting the push's name fails the task instead of standing for its push.
+func TestGitPushOnlyTheControllerProposesIt(t *testing.T) {
+	p := startPipeline(t)
+	server := gittest.NewServer(t)
+	repo := server.AddRepo("calc")
+	p.gitSecret("git-creds", server, server.Token, true)
+	p.pushTask("fix", repo, true)
+	task := p.getTask("fix")
+
+	input := fmt.Sprintf(`{"url":%q,"branch":%q,"secret":"git-creds","base":%q,"tree":%q,"fileCount":1,"files":["calc.sh"]}`,
+		repo.URL, pushBranch, repo.Second, strings.Repeat("a", 40))
+	// The task's own proposer.
+	mine := p.propose("fix", 0, 0, v1.ToolGitPush, input)
+	got := p.observed(mine.Name)
+	if got.Status.Observation.Outcome != v1.OutcomeValidationFailed || got.Status.Decision != nil {
+		t.Fatalf("a proposer's git_push: %+v", got.Status)
+	}
+	mustContain(t, "the refusal", got.Status.Observation.Summary, "git_push is toolgate's own step", testProposer)
+	// Claiming the controller's identity, owned by the task: the input must still
+	// be the task's own push (its url, branch, Secret and base).
+	forged := &v1.ToolIntent{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "forged",
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(task, v1.GroupVersion.WithKind("AgentTask"))}},
+		Spec: v1.ToolIntentSpec{
+			TaskRef: v1.LocalObjectReference{Name: "fix"}, Tool: v1.ToolGitPush, RequestedBy: testOptions().identity(),
+			Input: runtime.RawExtension{Raw: []byte(strings.Replace(input, pushBranch, "main", 1))},
+		},
+	}
+	if err := env.Client.Create(t.Context(), forged); err != nil {
+		t.Fatal(err)
+	}
+	got = p.observed("forged")
+	if got.Status.Observation.Outcome != v1.OutcomeValidationFailed {
+		t.Fatalf("a git_push to another branch than the task's: %+v", got.Status)
+	}
+	mustContain(t, "the refusal", got.Status.Observation.Summary, `input/branch: "main" is not the task's spec.workspace.git.push.branch`,
+		"metadata.name: a task's push is ToolIntent fix-git-push")
+	// A proposer's intent in the push's place is not the push: the task fails.
+	squat := mine.DeepCopy()
+	squat.ObjectMeta = metav1.ObjectMeta{Namespace: p.ns, Name: pipeline.PushIntentName("fix")}
+	squat.Status = v1.ToolIntentStatus{}
+	if err := env.Client.Create(t.Context(), squat); err != nil {
+		t.Fatal(err)
+	}
+	p.observed(squat.Name)
+	p.markDone("fix")
+	failed := p.taskEnds("fix", v1.ConditionFailed, v1.ReasonPushFailed)
+	mustContain(t, "the Failed condition", meta.FindStatusCondition(failed.Status.Conditions, v1.ConditionFailed).Message, "is not this task's push")
+	var pods corev1.PodList
+	if err := env.Client.List(t.Context(), &pods, client.InNamespace(p.ns), client.MatchingLabels{"toolgate.dev/git": gitws.OpPush}); err != nil || len(pods.Items) > 0 {
+		t.Fatalf("push pods: %d %v", len(pods.Items), err)
+	}
+}
