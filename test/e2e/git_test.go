@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -123,9 +125,9 @@ var _ = Describe("Git workspaces", func() {
 		})).To(Succeed())
 	})
 
-	gitTask := func(ctx SpecContext, name, revision, secret string) {
+	gitTask := func(ctx SpecContext, name, revision, secret string, mutate ...func(*toolgatev1alpha1.AgentTask)) {
 		GinkgoHelper()
-		Expect(k8s.Create(ctx, &toolgatev1alpha1.AgentTask{
+		task := &toolgatev1alpha1.AgentTask{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec: toolgatev1alpha1.AgentTaskSpec{
 				Goal: "Make the failing test pass\n\ncalc.sh subtracts where test.sh expects a sum.", Mode: toolgatev1alpha1.ModeEdit,
@@ -136,7 +138,11 @@ var _ = Describe("Git workspaces", func() {
 				Agent:   toolgatev1alpha1.AgentSpec{External: &toolgatev1alpha1.ExternalAgent{Description: "the e2e suite", Proposers: toolgatev1alpha1.Proposers{Users: []string{me}}}},
 				Budgets: toolgatev1alpha1.Budgets{MaxTurns: 20, MaxIntents: 20},
 			},
-		})).To(Succeed())
+		}
+		for _, m := range mutate {
+			m(task)
+		}
+		Expect(k8s.Create(ctx, task)).To(Succeed())
 	}
 	// ready waits for the task's Ready condition to have reason (True for
 	// WorkspaceReady) and returns the task.
@@ -248,5 +254,88 @@ var _ = Describe("Git workspaces", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(got)).To(Equal(fixed))
 		Expect(hostGit(fresh, "log", "-1", "--format=%an%n%s")).To(Equal("AgentTask " + ns + "/" + task + "\nMake the failing test pass"))
+	})
+
+	It("pushes the change once approved, as exactly that change on a new branch; a denied push leaves the server unchanged", func(ctx SpecContext) {
+		Expect(k8s.Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "alice-approves", Namespace: ns},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "toolgate-approver"},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: alice}},
+		})).To(Succeed())
+		// serverGit runs git on the git server's own repository.
+		serverGit := func(args ...string) string {
+			GinkgoHelper()
+			out, err := kubectl(ctx, append([]string{"-n", ns, "exec", "git-server", "--", "git", "--git-dir=/repos/calc.git"}, args...)...)
+			Expect(err).NotTo(HaveOccurred())
+			return strings.TrimSpace(out)
+		}
+		pushTo := func(branch string) func(*toolgatev1alpha1.AgentTask) {
+			return func(t *toolgatev1alpha1.AgentTask) {
+				t.Spec.Workspace.Git.Push = &toolgatev1alpha1.GitPush{Branch: branch}
+			}
+		}
+		fixed := strings.Replace(gittest.Files["calc.sh"], "-", "+", 1)
+		// finish makes the agent's change (calc.sh fixed, a scratch file under
+		// .toolgate/), marks the task done, and returns its push, once asked.
+		finish := func(task string) *toolgatev1alpha1.ToolIntent {
+			GinkgoHelper()
+			ready(ctx, task, toolgatev1alpha1.ReasonWorkspaceReady)
+			call(ctx, task, toolgatev1alpha1.ToolReadFile, map[string]any{"path": "calc.sh"})
+			obs := call(ctx, task, toolgatev1alpha1.ToolWriteFile, map[string]any{"path": "calc.sh", "content": fixed}).Status.Observation
+			Expect(obs.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), obs.Summary)
+			call(ctx, task, toolgatev1alpha1.ToolBash, map[string]any{"command": "mkdir -p .toolgate; echo scratch > .toolgate/notes"})
+			_, err := kubectl(ctx, "-n", ns, "patch", "agenttask", task, "--type", "merge", "-p", `{"spec":{"done":true}}`)
+			Expect(err).NotTo(HaveOccurred())
+			push := &toolgatev1alpha1.ToolIntent{}
+			Eventually(func(g Gomega) {
+				g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: task + "-git-push"}, push)).To(Succeed())
+				g.Expect(push.Status.ApprovalRef).NotTo(BeEmpty())
+			}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+			Expect(push.Spec.Tool).To(Equal(toolgatev1alpha1.ToolGitPush))
+			Expect(push.Status.Decision.Action).To(Equal(toolgatev1alpha1.DecisionAsk), "a push is asked for unless a rule says otherwise")
+			return push
+		}
+		ended := func(task, typ, reason string) *toolgatev1alpha1.AgentTask {
+			GinkgoHelper()
+			t := &toolgatev1alpha1.AgentTask{}
+			Eventually(func(g Gomega) {
+				g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: task}, t)).To(Succeed())
+				c := meta.FindStatusCondition(t.Status.Conditions, typ)
+				g.Expect(c).NotTo(BeNil(), "%+v", t.Status.Conditions)
+				g.Expect(c.Reason).To(Equal(reason), c.Message)
+			}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+			return t
+		}
+		refs := serverGit("for-each-ref", "--format=%(refname) %(objectname)")
+
+		By("a denied push: the task fails PushDenied and the server is unchanged")
+		gitTask(ctx, "denied", "main", "git-creds", pushTo("agent/denied"))
+		push := finish("denied")
+		_, err := kubectl(ctx, "--as", alice, "-n", ns, "patch", "approval", push.Status.ApprovalRef, "--type", "merge",
+			"-p", fmt.Sprintf(`{"spec":{"decision":"Denied","decidedBy":%q,"comment":"not now"}}`, alice))
+		Expect(err).NotTo(HaveOccurred())
+		task := ended("denied", toolgatev1alpha1.ConditionFailed, toolgatev1alpha1.ReasonPushDenied)
+		Expect(meta.FindStatusCondition(task.Status.Conditions, toolgatev1alpha1.ConditionFailed).Message).To(ContainSubstring("nothing was pushed"))
+		Expect(serverGit("for-each-ref", "--format=%(refname) %(objectname)")).To(Equal(refs), "a denied push changed the server")
+		out, errOut, code := toolgateCLI(ctx, "export", "denied", "-o", "patch", "-n", ns)
+		Expect(code).To(Equal(0), errOut)
+		Expect(out).To(ContainSubstring("+echo $(($1 + $2))"), "the change of a denied push is still exportable")
+
+		By("an approved push: the branch holds one commit on the base with exactly the change")
+		gitTask(ctx, "pushed", "main", "git-creds", pushTo("agent/fix"))
+		push = finish("pushed")
+		_, err = kubectl(ctx, "--as", alice, "-n", ns, "patch", "approval", push.Status.ApprovalRef, "--type", "merge",
+			"-p", fmt.Sprintf(`{"spec":{"decision":"Approved","decidedBy":%q}}`, alice))
+		Expect(err).NotTo(HaveOccurred())
+		task = ended("pushed", toolgatev1alpha1.ConditionSucceeded, toolgatev1alpha1.ReasonMarkedDone)
+		Expect(task.Status.Workspace.Push).NotTo(BeNil())
+		commit := task.Status.Workspace.Push.Commit
+		Expect(serverGit("rev-parse", "refs/heads/agent/fix")).To(Equal(commit))
+		Expect(serverGit("rev-parse", commit+"^")).To(Equal(commits.Second))
+		Expect(serverGit("diff", "--name-only", commits.Second, commit)).To(Equal("calc.sh"), "the push holds exactly the agent's change, no .toolgate/")
+		Expect(serverGit("show", commit+":calc.sh") + "\n").To(Equal(fixed))
+		Expect(serverGit("log", "-1", "--format=%an%n%s", commit)).To(Equal("AgentTask " + ns + "/pushed\nMake the failing test pass"))
+		after := strings.Split(serverGit("for-each-ref", "--format=%(refname) %(objectname)"), "\n")
+		Expect(after).To(ConsistOf(append(strings.Split(refs, "\n"), "refs/heads/agent/fix "+commit)), "the push moved other refs")
 	})
 })
