@@ -66,6 +66,19 @@ func (r *AgentTaskReconciler) observePush(ctx context.Context, task *v1.AgentTas
 		pw.Intent = in
 		return pw, nil
 	}
+	// An intent of the push's name that names another task is no part of this
+	// task's list, and would block the push's create for ever: it is looked up.
+	other := &v1.ToolIntent{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: name}, other); err == nil {
+		if other.Spec.TaskRef.Name == task.Name && metav1.IsControlledBy(other, task) && other.Spec.RequestedBy == r.Options.identity() && other.Spec.Tool == v1.ToolGitPush {
+			pw.Intent = other // created a moment ago, after the task's intents were listed
+			return pw, nil
+		}
+		pw.Failure = fmt.Sprintf("a ToolIntent named %s exists and is not this task's push (it names AgentTask %s): nothing was pushed", name, other.Spec.TaskRef.Name)
+		return pw, nil
+	} else if !apierrors.IsNotFound(err) {
+		return nil, err
+	}
 	if ws.Push.Intent != "" {
 		pw.Failure = fmt.Sprintf("ToolIntent %s, the push, was deleted before it was observed: whether anything was pushed is unknown, look at branch %s on the server", ws.Push.Intent, g.Push.Branch)
 		return pw, nil
@@ -159,9 +172,9 @@ func (r *AgentTaskReconciler) preparePush(ctx context.Context, task *v1.AgentTas
 func (r *ExecutionReconciler) reconcileGitPush(ctx context.Context, exec *v1.Execution) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	name := executor.GitPodName(gitws.OpPush, string(exec.UID))
-	answer := func(code int32, format string, args ...any) *executor.JobToolAnswer {
+	failed := func(format string, args ...any) *executor.JobToolAnswer {
 		msg := fmt.Sprintf(format, args...)
-		return &executor.JobToolAnswer{At: r.Now(), ExitCode: code, Message: msg, Output: msg + "\n"}
+		return &executor.JobToolAnswer{At: r.Now(), ExitCode: 1, Message: msg, Output: msg + "\n"}
 	}
 	var (
 		obs     executor.Observation
@@ -173,7 +186,7 @@ func (r *ExecutionReconciler) reconcileGitPush(ctx context.Context, exec *v1.Exe
 	err := getFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: exec.Namespace, Name: name}, pod)
 	switch {
 	case apierrors.IsNotFound(err) && exec.Status.PodName == name:
-		obs.Answer = answer(1, "not pushed as far as toolgate knows: the push pod %s was deleted before it reported; whether the branch was created is unknown, look at the server", name)
+		obs.Answer = failed("not pushed as far as toolgate knows: the push pod %s was deleted before it reported; whether the branch was created is unknown, look at the server", name)
 	case apierrors.IsNotFound(err):
 		var started *corev1.Pod
 		if wait, refused, started, obs.Answer, err = r.startPush(ctx, exec, name); err != nil {
@@ -191,7 +204,7 @@ func (r *ExecutionReconciler) reconcileGitPush(ctx context.Context, exec *v1.Exe
 	case err != nil:
 		return ctrl.Result{}, err
 	case !metav1.IsControlledBy(pod, exec):
-		obs.Answer = answer(1, "not pushed: a pod named %s exists and is not this call's push pod", name)
+		obs.Answer = failed("not pushed: a pod named %s exists and is not this call's push pod", name)
 	default:
 		res, finished, why := gitPodResult(pod)
 		switch {
@@ -202,14 +215,14 @@ func (r *ExecutionReconciler) reconcileGitPush(ctx context.Context, exec *v1.Exe
 				if err := deleteSessionPod(ctx, r.Client, pod); err != nil {
 					return ctrl.Result{}, err
 				}
-				obs.Answer = answer(1, "stopped: AgentTask %s ended while its push ran (%s), so the push pod %s was deleted; whether the branch was created is unknown, look at the server", exec.Spec.TaskRef.Name, why, name)
+				obs.Answer = failed("stopped: AgentTask %s ended while its push ran (%s), so the push pod %s was deleted; whether the branch was created is unknown, look at the server", exec.Spec.TaskRef.Name, why, name)
 				break
 			}
 			obs.Pod, wait = pod, gitPollEvery
 		case why != "":
-			obs.Answer, spent = answer(1, "the push pod %s ended without a result (%s); whether the branch was created is unknown, look at the server", name, why), pod
+			obs.Answer, spent = failed("the push pod %s ended without a result (%s); whether the branch was created is unknown, look at the server", name, why), pod
 		case res.Kind != "" || res.Pushed == nil:
-			obs.Answer, spent = answer(1, "not pushed (%s): %s", res.Kind, res.Message), pod
+			obs.Answer, spent = failed("not pushed (%s): %s", res.Kind, res.Message), pod
 		default:
 			var in tools.GitPushInput
 			_ = json.Unmarshal(exec.Spec.Input.Raw, &in)

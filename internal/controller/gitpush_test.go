@@ -301,6 +301,18 @@ func TestGitPushOnlyTheControllerProposesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.observed(squat.Name)
+	// One in the place of another task's push, naming its own task, fails that
+	// task too (it would block the push's create for ever).
+	other := mine.DeepCopy()
+	other.ObjectMeta = metav1.ObjectMeta{Namespace: p.ns, Name: pipeline.PushIntentName("other")}
+	other.Status = v1.ToolIntentStatus{}
+	if err := env.Client.Create(t.Context(), other); err != nil {
+		t.Fatal(err)
+	}
+	p.pushTask("other", repo, true)
+	p.markDone("other")
+	otherFailed := p.taskEnds("other", v1.ConditionFailed, v1.ReasonPushFailed)
+	mustContain(t, "the Failed condition", meta.FindStatusCondition(otherFailed.Status.Conditions, v1.ConditionFailed).Message, "is not this task's push (it names AgentTask fix)")
 	p.markDone("fix")
 	failed := p.taskEnds("fix", v1.ConditionFailed, v1.ReasonPushFailed)
 	mustContain(t, "the Failed condition", meta.FindStatusCondition(failed.Status.Conditions, v1.ConditionFailed).Message, "is not this task's push")
