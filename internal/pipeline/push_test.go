@@ -157,6 +157,17 @@ func TestTaskStatusWaitsForThePush(t *testing.T) {
 	if st := TaskStatus(task, world, metav1.NewTime(epoch)); st.Phase != v1.TaskAwaitingApproval {
 		t.Fatalf("a task whose push waits for a human is %s", st.Phase)
 	}
+	// The branch shown is the one the push's approved input names, even once the
+	// spec names another.
+	pushed := push(v1.OutcomeSucceeded, PushedText(gitws.Pushed{Commit: commit, Branch: "agent/fix", Files: 1}, "u"))
+	pushed.Spec.Input.Raw = []byte(pushInputJSON(t, task, nil))
+	moved := task.DeepCopy()
+	moved.Spec.Workspace.Git.Push.Branch = "agent/elsewhere"
+	world.Intents, world.Push = []v1.ToolIntent{*pushed}, &PushWorld{Intent: pushed}
+	if st := TaskStatus(moved, world, metav1.NewTime(epoch)); st.Workspace.Push.Branch != "agent/fix" ||
+		!strings.Contains(meta.FindStatusCondition(st.Conditions, v1.ConditionSucceeded).Message, "to branch agent/fix") {
+		t.Fatalf("after the spec's branch changed: %+v %+v", st.Workspace.Push, st.Conditions)
+	}
 	// Without push, a task that would succeed does at once.
 	plain := makeTask(testTask).external().done().obj()
 	if st := TaskStatus(plain, readyWorld(), metav1.NewTime(epoch)); st.Phase != v1.TaskSucceeded || st.Workspace != nil {

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/tools"
 )
 
 // TaskWorld is what the AgentTask reconciler observed of a task's world.
@@ -253,6 +255,14 @@ func succeedAfterPush(task *v1.AgentTask, pw *PushWorld, st *v1.AgentTaskStatus,
 	ps := &v1.PushStatus{Branch: g.Push.Branch}
 	ws.Push = ps
 	in := pw.Intent
+	if in != nil {
+		// What the intent pushes (or pushed) is what its approved input says, not
+		// what the spec says now.
+		var input tools.GitPushInput
+		if json.Unmarshal(in.Spec.Input.Raw, &input) == nil && input.Branch != "" {
+			ps.Branch = input.Branch
+		}
+	}
 	switch {
 	case in != nil && in.Status.Observation != nil:
 		ps.Intent = in.Name
