@@ -342,7 +342,7 @@ func (p *loopEnv) modelTask(name string, mode v1.TaskMode, server *chatServer, m
 }
 
 // finished waits for the task's terminal condition and returns the task.
-func (p *loopEnv) finished(name, typ, reason string) *v1.AgentTask {
+func (p *pipelineEnv) finished(name, typ, reason string) *v1.AgentTask {
 	p.t.Helper()
 	var task *v1.AgentTask
 	p.eventually(fmt.Sprintf("task %s %s/%s", name, typ, reason), func() (bool, string) {

@@ -437,7 +437,7 @@ func (r *AgentTaskReconciler) observe(ctx context.Context, task *v1.AgentTask) (
 		return world, false, 0, err
 	}
 	world.Approvals = int32(len(approvals.Items))
-	if world.Push, err = r.observePush(ctx, task, world.Intents); err != nil {
+	if world.Push, err = r.observePush(ctx, task); err != nil {
 		return world, false, 0, err
 	}
 	return world, created, wait, nil

@@ -44,39 +44,29 @@ func pushReading(task *v1.AgentTask) bool {
 // observePush is what the task's push stands at, once the task would succeed
 // (status.workspace.push is set): its intent, or the change recorded for it, or
 // why there is none. nil before.
-func (r *AgentTaskReconciler) observePush(ctx context.Context, task *v1.AgentTask, intents []v1.ToolIntent) (*pipeline.PushWorld, error) {
+func (r *AgentTaskReconciler) observePush(ctx context.Context, task *v1.AgentTask) (*pipeline.PushWorld, error) {
 	g := task.Spec.Workspace.Git
 	ws := task.Status.Workspace
 	if g == nil || g.Push == nil || ws == nil || ws.Push == nil {
 		return nil, nil
 	}
 	pw := &pipeline.PushWorld{}
+	// Looked up by name, not among the task's intents: one of that name that names
+	// another task would otherwise block the push's create for ever.
 	name := pipeline.PushIntentName(task.Name)
-	for i := range intents {
-		in := &intents[i]
-		if in.Name != name {
-			continue
-		}
-		if !metav1.IsControlledBy(in, task) || in.Spec.RequestedBy != r.Options.identity() || in.Spec.Tool != v1.ToolGitPush {
-			// Someone else's intent in the push's place: it is never taken for the
-			// push (its outcome would say the change was pushed or refused).
-			pw.Failure = fmt.Sprintf("a ToolIntent named %s exists and is not this task's push (the controller creates it, owned by the task and requested by itself): nothing was pushed", name)
-			return pw, nil
-		}
+	in := &v1.ToolIntent{}
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: name}, in); {
+	case err == nil && in.Spec.TaskRef.Name == task.Name && metav1.IsControlledBy(in, task) &&
+		in.Spec.RequestedBy == r.Options.identity() && in.Spec.Tool == v1.ToolGitPush:
 		pw.Intent = in
 		return pw, nil
-	}
-	// An intent of the push's name that names another task is no part of this
-	// task's list, and would block the push's create for ever: it is looked up.
-	other := &v1.ToolIntent{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: name}, other); err == nil {
-		if other.Spec.TaskRef.Name == task.Name && metav1.IsControlledBy(other, task) && other.Spec.RequestedBy == r.Options.identity() && other.Spec.Tool == v1.ToolGitPush {
-			pw.Intent = other // created a moment ago, after the task's intents were listed
-			return pw, nil
-		}
-		pw.Failure = fmt.Sprintf("a ToolIntent named %s exists and is not this task's push (it names AgentTask %s): nothing was pushed", name, other.Spec.TaskRef.Name)
+	case err == nil:
+		// Someone else's intent in the push's place is never taken for the push (its
+		// outcome would say the change was pushed or refused).
+		pw.Failure = fmt.Sprintf("a ToolIntent named %s exists and is not this task's push (it names AgentTask %s and was requested by %q; the controller creates the push, owned by the task and requested by itself): nothing was pushed",
+			name, in.Spec.TaskRef.Name, in.Spec.RequestedBy)
 		return pw, nil
-	} else if !apierrors.IsNotFound(err) {
+	case !apierrors.IsNotFound(err):
 		return nil, err
 	}
 	if ws.Push.Intent != "" {
@@ -172,10 +162,7 @@ func (r *AgentTaskReconciler) preparePush(ctx context.Context, task *v1.AgentTas
 func (r *ExecutionReconciler) reconcileGitPush(ctx context.Context, exec *v1.Execution) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	name := executor.GitPodName(gitws.OpPush, string(exec.UID))
-	failed := func(format string, args ...any) *executor.JobToolAnswer {
-		msg := fmt.Sprintf(format, args...)
-		return &executor.JobToolAnswer{At: r.Now(), ExitCode: 1, Message: msg, Output: msg + "\n"}
-	}
+	failed := func(format string, args ...any) *executor.JobToolAnswer { return pushFailed(r.Now(), format, args...) }
 	var (
 		obs     executor.Observation
 		refused *refusal
@@ -254,8 +241,7 @@ func (r *ExecutionReconciler) startPush(ctx context.Context, exec *v1.Execution,
 		return wait, refused, nil, nil, err
 	}
 	notPushed := func(format string, args ...any) *executor.JobToolAnswer {
-		msg := "not pushed: " + fmt.Sprintf(format, args...)
-		return &executor.JobToolAnswer{At: r.Now(), ExitCode: 1, Message: msg, Output: msg + "\n"}
+		return pushFailed(r.Now(), "not pushed: "+format, args...)
 	}
 	var in tools.GitPushInput
 	if err := json.Unmarshal(exec.Spec.Input.Raw, &in); err != nil {
@@ -306,6 +292,12 @@ func (r *ExecutionReconciler) startPush(ctx context.Context, exec *v1.Execution,
 		return 0, nil, nil, nil, err
 	}
 	return 0, nil, pod, nil, nil
+}
+
+// pushFailed is the answer of a push that did not push (or may not have).
+func pushFailed(at time.Time, format string, args ...any) *executor.JobToolAnswer {
+	msg := fmt.Sprintf(format, args...)
+	return &executor.JobToolAnswer{At: at, ExitCode: 1, Message: msg, Output: msg + "\n"}
 }
 
 // pushMessage is the pushed commit's message: the task's goal, then trailers that

@@ -72,18 +72,6 @@ func (p *pipelineEnv) markDone(task string) {
 	}
 }
 
-// taskEnds waits for the task to end with the condition and reason.
-func (p *pipelineEnv) taskEnds(name, typ, reason string) *v1.AgentTask {
-	p.t.Helper()
-	var task *v1.AgentTask
-	p.eventually(fmt.Sprintf("task %s %s/%s", name, typ, reason), func() (bool, string) {
-		task = p.getTask(name)
-		c := meta.FindStatusCondition(task.Status.Conditions, typ)
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason, fmt.Sprintf("%+v %+v", task.Status.Conditions, task.Status.Workspace)
-	})
-	return task
-}
-
 // serverRefs are the refs of a repository on the test server.
 func serverRefs(t *testing.T, repo gittest.Repo) string {
 	t.Helper()
@@ -164,7 +152,7 @@ func TestGitPushOnceApprovedCreatesTheBranch(t *testing.T) {
 	if res := p.runGitPod(pod, claim); res.Kind != "" || res.Pushed == nil {
 		t.Fatalf("the push failed: %+v", res)
 	}
-	done := p.taskEnds("fix", v1.ConditionSucceeded, v1.ReasonMarkedDone)
+	done := p.finished("fix", v1.ConditionSucceeded, v1.ReasonMarkedDone)
 	ps := done.Status.Workspace.Push
 	if ps == nil || len(ps.Commit) != 40 || ps.Intent != intent.Name || ps.Branch != pushBranch {
 		t.Fatalf("status.workspace.push %+v", ps)
@@ -208,7 +196,7 @@ func TestGitPushDeniedOrChangedPushesNothing(t *testing.T) {
 	intent := p.proposedPush("denied", claim)
 	p.approval(intent.Name)
 	p.decide(intent.Name, v1.DecisionDenied, "bob", "not this branch")
-	task := p.taskEnds("denied", v1.ConditionFailed, v1.ReasonPushDenied)
+	task := p.finished("denied", v1.ConditionFailed, v1.ReasonPushDenied)
 	mustContain(t, "the Failed condition", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionFailed).Message,
 		"nothing was pushed", "kubectl toolgate export denied -o patch", string(v1.OutcomeApprovalDenied))
 	p.never("a push pod for a denied push", func() bool {
@@ -232,7 +220,7 @@ func TestGitPushDeniedOrChangedPushesNothing(t *testing.T) {
 	if res := p.runGitPod(pod, claim); res.Kind != gitws.FailureChanged {
 		t.Fatalf("a push of a tree that is not the approved one: %+v", res)
 	}
-	task = p.taskEnds("moved", v1.ConditionFailed, v1.ReasonPushFailed)
+	task = p.finished("moved", v1.ConditionFailed, v1.ReasonPushFailed)
 	mustContain(t, "the Failed condition", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionFailed).Message, "not the tree", "was shown for approval")
 	if refs := serverRefs(t, repo); refs != before {
 		t.Fatalf("a push of a changed workspace changed the server:\n%s", refs)
@@ -245,7 +233,7 @@ func TestGitPushDeniedOrChangedPushesNothing(t *testing.T) {
 	if res := p.runGitPod(p.gitPod("idle", gitws.OpChange), claim); res.Kind != "" {
 		t.Fatalf("reading the change: %+v", res)
 	}
-	task = p.taskEnds("idle", v1.ConditionSucceeded, v1.ReasonMarkedDone)
+	task = p.finished("idle", v1.ConditionSucceeded, v1.ReasonMarkedDone)
 	mustContain(t, "the Succeeded condition", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionSucceeded).Message, "nothing was pushed")
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: pipeline.PushIntentName("idle")}, &v1.ToolIntent{}); err == nil {
 		t.Fatal("a push was proposed for a workspace with no change")
@@ -311,10 +299,10 @@ func TestGitPushOnlyTheControllerProposesIt(t *testing.T) {
 	}
 	p.pushTask("other", repo, true)
 	p.markDone("other")
-	otherFailed := p.taskEnds("other", v1.ConditionFailed, v1.ReasonPushFailed)
-	mustContain(t, "the Failed condition", meta.FindStatusCondition(otherFailed.Status.Conditions, v1.ConditionFailed).Message, "is not this task's push (it names AgentTask fix)")
+	otherFailed := p.finished("other", v1.ConditionFailed, v1.ReasonPushFailed)
+	mustContain(t, "the Failed condition", meta.FindStatusCondition(otherFailed.Status.Conditions, v1.ConditionFailed).Message, "is not this task's push (it names AgentTask fix and was requested by \""+testProposer+"\"")
 	p.markDone("fix")
-	failed := p.taskEnds("fix", v1.ConditionFailed, v1.ReasonPushFailed)
+	failed := p.finished("fix", v1.ConditionFailed, v1.ReasonPushFailed)
 	mustContain(t, "the Failed condition", meta.FindStatusCondition(failed.Status.Conditions, v1.ConditionFailed).Message, "is not this task's push")
 	var pods corev1.PodList
 	if err := env.Client.List(t.Context(), &pods, client.InNamespace(p.ns), client.MatchingLabels{"toolgate.dev/git": gitws.OpPush}); err != nil || len(pods.Items) > 0 {
