@@ -309,3 +309,31 @@ func TestGitPushOnlyTheControllerProposesIt(t *testing.T) {
 		t.Fatalf("push pods: %d %v", len(pods.Items), err)
 	}
 }
+
+// A task cancelled while its push pod runs stops the push: the pod is deleted, and
+// the call's observation says whether the branch was made is unknown.
+func TestGitPushStopsWhenTheTaskIsCancelled(t *testing.T) {
+	p := startPipeline(t)
+	server := gittest.NewServer(t)
+	repo := server.AddRepo("calc")
+	p.gitSecret("git-creds", server, server.Token, true)
+	claim := p.pushTask("fix", repo, true)
+	p.markDone("fix")
+	intent := p.proposedPush("fix", claim)
+	p.approval(intent.Name)
+	p.decide(intent.Name, v1.DecisionApproved, "bob", "")
+	pod := p.gitPod("fix", gitws.OpPush)
+
+	obj := &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "fix"}}
+	if err := env.Client.Patch(t.Context(), obj, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`))); err != nil {
+		t.Fatal(err)
+	}
+	p.finished("fix", v1.ConditionFailed, v1.ReasonCancelled)
+	p.eventually("the push pod goes", func() (bool, string) {
+		got := &corev1.Pod{}
+		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(pod), got)
+		return err != nil || !got.DeletionTimestamp.IsZero(), fmt.Sprint(err)
+	})
+	got := p.observed(intent.Name)
+	mustContain(t, "the push's observation", got.Status.Observation.Summary, "ended while its push ran", "whether the branch was created is unknown")
+}
