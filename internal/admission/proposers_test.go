@@ -30,6 +30,7 @@ import (
 	"github.com/toolgate/toolgate/internal/controller"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/transcript"
 )
 
 // Attacks on who may propose into a task, run against the real controller: it runs
@@ -279,7 +280,7 @@ func TestNobodyButTheAgentLoopProposesIntoAModelTask(t *testing.T) {
 	wantRefusedByValidation(t, forged, modelOnly)
 
 	// The model proposed one call; the loop created its intent, which runs.
-	wantRuns(t, &v1.ToolIntent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: controller.ModelIntentName(victimTask, 0, 0)}})
+	wantRuns(t, &v1.ToolIntent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: transcript.ModelIntentName(victimTask, 0, 0)}})
 }
 
 // (c) A task names a group: a member proposes by claiming it; the same member

@@ -206,8 +206,8 @@ spec:
 	}
 
 	code, _, errOut = kubectl(t, adminUser, ns, "", "replay", "fix-tests")
-	if code != replayError || !strings.Contains(errOut, "replay only runs as --dry-run") {
-		t.Fatalf("replay without --dry-run: exit %d, %q; want 2 and the reason", code, errOut)
+	if code != replayError || !strings.Contains(errOut, "replay runs in one mode: --dry-run") {
+		t.Fatalf("replay without a mode: exit %d, %q; want 2 and the modes", code, errOut)
 	}
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/mask"
@@ -103,48 +105,75 @@ func Replay(task *v1.AgentTask, intents []v1.ToolIntent, approvals []v1.Approval
 		approvalOf[approvals[i].Spec.IntentRef.Name] = &approvals[i]
 	}
 
+	identity := loopIdentity(task, sorted)
 	out := make([]ReplayedIntent, 0, len(sorted))
 	for i := range sorted {
 		in := &sorted[i]
-		earlier := sorted[:i]
 		r := ReplayedIntent{
 			Name: in.Name, Turn: in.Spec.Turn, Index: in.Spec.Index, Tool: in.Spec.Tool,
 			Input:    mask.Secrets(string(in.Spec.Input.Raw)),
 			Recorded: recordedVerdict(in),
-		}
-		v := pipeline.Validate(pipeline.ValidateInput{
-			Intent:         in,
-			Task:           live,
-			EarlierIntents: len(earlier),
-			Baselines:      pipeline.Baselines(earlier),
-		})
-		if len(v.Errors) > 0 {
-			r.Replayed = Verdict{Outcome: VerdictInvalid, Errors: v.Errors}
-		} else {
-			d := policy.Decide(policy.Request{
-				Namespace: in.Namespace,
-				Task:      task.Name,
-				Mode:      task.Spec.Mode,
-				Tool:      in.Spec.Tool,
-				Input:     v.Normalized,
-				// The fires recorded before this call, at the time it was decided:
-				// a rule's limits replay as they stood then.
-				Fires: pipeline.FireCountsOf(pipeline.RuleFires(string(task.UID), earlier, nil)),
-				Now:   pipeline.DecidedAt(in),
-			}, policies.Cluster, policies.Namespaced, policies.Broken)
-			var prior []v1.Approval
-			for j := range earlier {
-				if a, ok := approvalOf[earlier[j].Name]; ok {
-					prior = append(prior, *a)
-				}
-			}
-			pipeline.ApplyAskLimits(&d, task.Spec.Budgets.MaxApprovalRequests, prior)
-			r.Replayed = Verdict{Outcome: string(d.Action), Policy: d.Policy, PolicyGeneration: d.PolicyGeneration, Rule: d.Rule, Reason: mask.Secrets(d.Reason), Walls: d.Walls, Fingerprint: d.Fingerprint}
+			Replayed: judge(task, live, in, sorted[:i], approvalOf, policies, identity),
 		}
 		compare(&r)
 		out = append(out, r)
 	}
 	return out
+}
+
+// judge validates and decides one call as the controller would have, with the
+// intents in earlier recorded before it: they count against the task's budgets, their
+// observations are the file baselines, their rule fires count against a rule's
+// limits, and their approvals against the task's approval requests. identity is the
+// agent loop's (loopIdentity), which alone proposes a model task's calls.
+func judge(task, live *v1.AgentTask, in *v1.ToolIntent, earlier []v1.ToolIntent, approvalOf map[string]*v1.Approval, policies policyset.Set, identity string) Verdict {
+	v := pipeline.Validate(pipeline.ValidateInput{
+		Intent:             in,
+		Task:               live,
+		EarlierIntents:     len(earlier),
+		Baselines:          pipeline.Baselines(earlier),
+		ControllerIdentity: identity,
+	})
+	if len(v.Errors) > 0 {
+		return Verdict{Outcome: VerdictInvalid, Errors: v.Errors}
+	}
+	d := policy.Decide(policy.Request{
+		Namespace: in.Namespace,
+		Task:      task.Name,
+		Mode:      task.Spec.Mode,
+		Tool:      in.Spec.Tool,
+		Input:     v.Normalized,
+		// The fires recorded before this call, at the time it was decided: a rule's
+		// limits replay as they stood then.
+		Fires: pipeline.FireCountsOf(pipeline.RuleFires(string(task.UID), earlier, nil)),
+		Now:   pipeline.DecidedAt(in),
+	}, policies.Cluster, policies.Namespaced, policies.Broken)
+	var prior []v1.Approval
+	for j := range earlier {
+		if a, ok := approvalOf[earlier[j].Name]; ok {
+			prior = append(prior, *a)
+		}
+	}
+	pipeline.ApplyAskLimits(&d, task.Spec.Budgets.MaxApprovalRequests, prior)
+	return Verdict{Outcome: string(d.Action), Policy: d.Policy, PolicyGeneration: d.PolicyGeneration, Rule: d.Rule, Reason: mask.Secrets(d.Reason), Walls: d.Walls, Fingerprint: d.Fingerprint}
+}
+
+// loopIdentity is the user the agent loop proposed a model task's calls as, read
+// from the record: the requester of an intent the task controls that the controller
+// validated. The CLI cannot know the controller's identity otherwise, and without it
+// every call of a model task would replay as proposed by nobody. "" for an external
+// task, or a model task with no validated call yet.
+func loopIdentity(task *v1.AgentTask, intents []v1.ToolIntent) string {
+	if task.Spec.Agent.Model == nil {
+		return ""
+	}
+	for i := range intents {
+		in := &intents[i]
+		if v := in.Status.Validation; v != nil && len(v.Errors) == 0 && metav1.IsControlledBy(in, task) {
+			return in.Spec.RequestedBy
+		}
+	}
+	return ""
 }
 
 // runningTask is the task with its end undone, so that validation judges the call
@@ -261,29 +290,48 @@ func verdictText(v Verdict) string {
 
 func newReplayCommand(o *Options) *cobra.Command {
 	var (
-		dryRun     bool
-		policyFile string
-		output     string
+		dryRun, model bool
+		policyFile    string
+		output        string
+		m             modelFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "replay TASK --dry-run",
-		Short: "Re-run validation and today's policies over a task's recorded intents; executes nothing",
-		Long: `Re-run validation and the policies as they are now over every recorded intent of
-a task, in turn and index order, and report each decision that would differ from
-the recorded one. Nothing is executed and nothing is written.
+		Use:   "replay TASK --dry-run | --model",
+		Short: "Replay a task's record against today's policies (--dry-run) or another model (--model); executes nothing",
+		Long: `Replay a task's recorded history. Nothing is executed and nothing is written.
+
+--dry-run re-runs validation and the policies as they are now over every recorded
+intent of the task, in turn and index order, and reports each decision that would
+differ from the recorded one.
+
+--model asks a model, for each recorded turn, what it would propose given the
+conversation the recorded model saw before that turn (the recorded replies and
+observations, never new ones), and compares its tool calls with the recorded ones:
+Same, Changed (with the fields that differ), Added, Missing, or an answer instead
+of calls. Each proposed call is validated and decided by the policies; nothing runs.
+The model is the task's own spec.agent.model unless --model-from names another
+AgentTask whose agent.model block to use; --base-url, --model-name and
+--api-key-env override single fields. The API key is read from the block's Secret
+with your own credentials, or from the environment variable --api-key-env names
+(never from the command line), and is masked in everything printed.
+--system-prompt FILE replaces toolgate's system prompt, to try a new prompt on old
+tasks. --max-tokens bounds what the replay spends (default: the task's
+budgets.maxTokens).
 
 --policy FILE evaluates the ToolPolicies and ClusterToolPolicies in FILE (YAML, one
 or more documents) instead of the cluster's policies, to see what a policy change
 would do before applying it.
 
-Exit code: 0 when no decision would change, 1 when at least one would (as kubectl
-diff), 2 on an error.`,
+Exit code: 0 when nothing would change, 1 when a decision (--dry-run) or a turn
+(--model) would, as kubectl diff; 2 on an error, a model error included.`,
 		Example: `  kubectl toolgate replay fix-tests --dry-run
-  kubectl toolgate replay fix-tests --dry-run --policy tightened.yaml`,
+  kubectl toolgate replay fix-tests --dry-run --policy tightened.yaml
+  kubectl toolgate replay fix-tests --model --model-from candidate-model-task
+  OPENAI_API_KEY=... kubectl toolgate replay fix-tests --model --model-name gpt-5-mini --api-key-env OPENAI_API_KEY`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !dryRun {
-				return errors.New("replay only runs as --dry-run: it re-evaluates recorded intents and never executes them; add --dry-run")
+			if dryRun == model {
+				return errors.New("replay runs in one mode: --dry-run (today's policies over the recorded calls) or --model (another model over the recorded conversation); neither executes anything")
 			}
 			if err := checkOutput(output); err != nil {
 				return err
@@ -297,19 +345,14 @@ diff), 2 on an error.`,
 			if err != nil {
 				return err
 			}
-			rep := ReplayReport{Task: objs.task.Name, Namespace: objs.task.Namespace}
-			var loaded policyset.Set
-			if policyFile != "" {
-				rep.Policies = "the file " + policyFile + "'s"
-				if loaded, err = loadPolicyFile(policyFile); err != nil {
-					return err
-				}
-			} else {
-				rep.Policies = "the cluster's"
-				if loaded, err = policyset.NewCache().Load(ctx, c.client, c.namespace); err != nil {
-					return fmt.Errorf("reading the cluster's policies: %w", apiError(err))
-				}
+			source, loaded, err := replayPolicies(ctx, c, policyFile)
+			if err != nil {
+				return err
 			}
+			if model {
+				return runModelReplay(ctx, o, c, objs, source, loaded, m, output)
+			}
+			rep := ReplayReport{Task: objs.task.Name, Namespace: objs.task.Namespace, Policies: source}
 			for _, p := range append(append([]*policy.CompiledPolicy(nil), loaded.Cluster...), loaded.Namespaced...) {
 				rep.PolicyIDs = append(rep.PolicyIDs, p.ID())
 			}
@@ -334,8 +377,24 @@ diff), 2 on an error.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Required: evaluate only, execute nothing")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Re-decide the recorded calls with today's (or --policy) policies")
+	cmd.Flags().BoolVar(&model, "model", false, "Ask a model for each recorded turn and compare its calls with the recorded ones")
 	cmd.Flags().StringVar(&policyFile, "policy", "", "Evaluate the ToolPolicies and ClusterToolPolicies in this YAML file instead of the cluster's")
+	m.addFlags(cmd)
 	addOutputFlag(cmd, &output)
 	return errorExitCode(cmd, replayError)
+}
+
+// replayPolicies loads the policies a replay decides with: the file's, or the
+// cluster's. source names them for the report.
+func replayPolicies(ctx context.Context, c *cluster, file string) (string, policyset.Set, error) {
+	if file != "" {
+		loaded, err := loadPolicyFile(file)
+		return "the file " + file + "'s", loaded, err
+	}
+	loaded, err := policyset.NewCache().Load(ctx, c.client, c.namespace)
+	if err != nil {
+		return "", loaded, fmt.Errorf("reading the cluster's policies: %w", apiError(err))
+	}
+	return "the cluster's", loaded, nil
 }

@@ -8,13 +8,11 @@ import (
 	"net/url"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,7 +25,7 @@ import (
 	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/policy"
-	"github.com/toolgate/toolgate/internal/tools"
+	"github.com/toolgate/toolgate/internal/transcript"
 )
 
 // The controller reads API key Secrets (only those labelled LabelModelCredentials,
@@ -42,11 +40,6 @@ import (
 // record and creates the missing intents without asking the model again.
 
 const (
-	// TurnRecordKey is the ConfigMap data key holding a turn's agent.TurnRecord as JSON.
-	TurnRecordKey = "turn.json"
-	// CompletionCheckKey is the ConfigMap data key holding the v1.CompletionCheck of
-	// a turn's final answer as JSON (CompletionCheckName).
-	CompletionCheckKey = "completion.json"
 	// MaxTurnRecordBytes bounds a turn record, well under the 1 MiB a ConfigMap holds.
 	// A reply larger than this keeps its text's head, and only then loses its largest
 	// arguments (the intent created from it then fails validation and the model is
@@ -56,14 +49,6 @@ const (
 	// (rate limit, server error, timeout) that outlasted the client's own retries,
 	// when the provider named no Retry-After.
 	DefaultModelRetryDelay = 30 * time.Second
-
-	// InvalidArgumentsKey wraps tool call arguments that are not a JSON object, so the
-	// intent can be created (its input must be an object) and validation reports the
-	// problem to the model instead of the call vanishing.
-	InvalidArgumentsKey = "arguments_not_a_json_object"
-	// InvalidToolPrefix marks a tool name the model made up that is not even a valid
-	// tool name (for example "Bash!"); validation then reports an unknown tool.
-	InvalidToolPrefix = "invalid_"
 
 	// LabelModelCredentials marks a Secret that a task may use as its model API key
 	// (value ModelCredentialsValue). The controller sees no other Secret.
@@ -78,10 +63,7 @@ const (
 	// controller's --model-endpoints allow-list; the model is not called.
 	ReasonEndpointNotAllowed = "EndpointNotAllowed"
 
-	maxObjectName     = 253
-	maxIntentReason   = 4096
-	maxProposedByText = 253
-	maxToolName       = 63
+	maxObjectName = 253
 )
 
 // ModelFactory makes the model client for one task's endpoint.
@@ -96,25 +78,6 @@ func NewModelClient(cfg agent.ClientConfig) (agent.Model, error) {
 	return c, nil
 }
 
-// TurnRecordName is the name of the ConfigMap recording a task's turn.
-func TurnRecordName(task string, turn int32) string {
-	return boundedName(task, fmt.Sprintf("-turn-%d", turn))
-}
-
-// CompletionCheckName is the name of the ConfigMap recording the completion check of
-// a task's turn that gave a final answer.
-func CompletionCheckName(task string, turn int32) string {
-	return boundedName(task, fmt.Sprintf("-turn-%d-completion", turn))
-}
-
-// ModelIntentName is the name of the ToolIntent for call index of a task's turn.
-func ModelIntentName(task string, turn, index int32) string {
-	return boundedName(task, fmt.Sprintf("-t%d-%d", turn, index))
-}
-
-// boundedName is pipeline.BoundedName.
-func boundedName(base, suffix string) string { return pipeline.BoundedName(base, suffix) }
-
 // loopState is what the recorded turns and the task's intents say about the loop.
 type loopState struct {
 	// world is the summary the task status is rebuilt from.
@@ -126,19 +89,12 @@ type loopState struct {
 	missing []int
 }
 
-// loopStateOf pairs each recorded tool call with the ToolIntent of its deterministic
-// name. An intent of that name that the loop did not create for that very call (not
-// controlled by the task, requested by someone other than the controller, or for
-// another call id) is never taken as the call's observation: it fails the task.
-//
-// A turn whose final answer a completion check redirected is a step like any other:
-// the answer, then the rule's instruction, and the next turn is due. The last turn's
+// loopStateOf pairs the recorded turns with the task's intents (transcript.Pair: an
+// intent in a call's place that the loop did not create for that call fails the
+// task) and says what is due. A turn whose final answer a completion check
+// redirected is a step like any other, and the next turn is due. The last turn's
 // answer is the task's only once its check accepted it (CompletionDue until then).
 func loopStateOf(task *v1.AgentTask, records []agent.TurnRecord, checks map[int32]v1.CompletionCheck, intents []v1.ToolIntent, identity string) loopState {
-	byName := make(map[string]*v1.ToolIntent, len(intents))
-	for i := range intents {
-		byName[intents[i].Name] = &intents[i]
-	}
 	var s loopState
 	s.world.Turns = int32(len(records))
 	for _, rec := range records {
@@ -148,35 +104,11 @@ func loopStateOf(task *v1.AgentTask, records []agent.TurnRecord, checks map[int3
 		s.world.NextTurnDue = true
 		return s
 	}
-	for t, rec := range records {
-		observations := map[int]string{}
-		var instructions []agent.Instruction
-		for i, call := range rec.ToolCalls {
-			name := ModelIntentName(task.Name, int32(t), int32(i))
-			in, ok := byName[name]
-			switch {
-			case !ok:
-				if t == len(records)-1 {
-					s.missing = append(s.missing, i)
-				}
-				continue
-			case !metav1.IsControlledBy(in, task) || in.Spec.RequestedBy != identity ||
-				in.Spec.ProposedBy.ToolCallID != cut(call.ID, maxProposedByText) || in.Spec.Turn != int32(t) || in.Spec.Index != int32(i):
-				s.world.Failure = fmt.Sprintf("ToolIntent %s exists but was not created by the agent loop for tool call %s of turn %d: its observation is not the model's; delete it and create a new task", name, call.ID, t)
-				return s
-			case in.Status.Observation != nil:
-				observations[i] = in.Status.Observation.Summary
-				if text := in.Status.Observation.Instruction; text != "" && in.Status.Decision != nil {
-					instructions = append(instructions, agent.Instruction{Rule: pipeline.RuleID(in.Status.Decision), Text: text})
-				}
-			}
-		}
-		turn := rec.ObservedTurn(observations)
-		if c, ok := checks[int32(t)]; ok && len(rec.ToolCalls) == 0 && c.Action == v1.DecisionRedirect {
-			instructions = append(instructions, agent.Instruction{Rule: c.Policy + "/" + c.Rule, Text: c.Instruction})
-		}
-		turn.Instructions = instructions
-		s.history = append(s.history, turn)
+	paired := transcript.Pair(task, records, checks, intents, identity)
+	s.history, s.missing = paired.Turns, paired.Missing
+	if paired.Failure != "" {
+		s.world.Failure = paired.Failure
+		return s
 	}
 	last := records[len(records)-1]
 	if len(last.ToolCalls) == 0 {
@@ -219,115 +151,9 @@ func tokensOf(u agent.Usage) int64 {
 	return u.PromptTokens + u.CompletionTokens
 }
 
-// modelIntent is the ToolIntent for call index of a recorded turn. The model's
-// output is data: the arguments go into spec.input unchanged when they are a JSON
-// object (validation checks them against the tool's schema), and anything else is
-// wrapped so that validation reports it to the model.
-func modelIntent(task *v1.AgentTask, rec agent.TurnRecord, index int, identity string) *v1.ToolIntent {
-	call := rec.ToolCalls[index]
-	labels := map[string]string{pipeline.LabelTurn: fmt.Sprint(rec.Turn)}
-	if len(validation.IsValidLabelValue(task.Name)) == 0 {
-		labels[pipeline.LabelTask] = task.Name
-	}
-	tool, reason := toolName(call.Name), ""
-	if string(tool) != call.Name {
-		reason = fmt.Sprintf("[the model called a tool named %q, which is not a valid tool name] ", cut(call.Name, 128))
-	}
-	if rec.Text != "" {
-		reason += mask.Secrets(rec.Text)
-	} else {
-		reason += fmt.Sprintf("proposed by the model in turn %d without an explanation", rec.Turn)
-	}
-	return &v1.ToolIntent{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace:       task.Namespace,
-			Name:            ModelIntentName(task.Name, rec.Turn, int32(index)),
-			Labels:          labels,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(task, v1.GroupVersion.WithKind("AgentTask"))},
-		},
-		Spec: v1.ToolIntentSpec{
-			TaskRef:     v1.LocalObjectReference{Name: task.Name},
-			Turn:        rec.Turn,
-			Index:       int32(index),
-			TurnCalls:   int32(len(rec.ToolCalls)),
-			Tool:        tool,
-			Input:       runtime.RawExtension{Raw: callInput(call.Arguments)},
-			Reason:      cut(reason, maxIntentReason),
-			RequestedBy: identity,
-			ProposedBy: v1.ProposedBy{
-				Provider:   providerOf(task.Spec.Agent.Model.BaseURL),
-				Model:      cut(rec.Model, maxProposedByText),
-				ToolCallID: cut(call.ID, maxProposedByText),
-			},
-		},
-	}
-}
-
 // maxTurnCalls is the API's bound on spec.turnCalls: a reply with more calls fails
 // the task (its turn could not be held together).
 const maxTurnCalls = 1024
-
-// callInput is the intent input for the model's raw arguments: a JSON object as it
-// is, no arguments at all as {} (some servers send "" for a call without
-// arguments), and anything else (invalid JSON, an array, a string) wrapped in an
-// object under InvalidArgumentsKey, which no tool's schema allows.
-func callInput(arguments string) []byte {
-	trimmed := strings.TrimSpace(arguments)
-	if trimmed == "" {
-		return []byte("{}")
-	}
-	var object map[string]json.RawMessage
-	if json.Unmarshal([]byte(trimmed), &object) == nil && object != nil {
-		return []byte(trimmed)
-	}
-	wrapped, _ := json.Marshal(map[string]string{InvalidArgumentsKey: arguments})
-	return wrapped
-}
-
-// toolName is the model's tool name when it is a valid ToolName, and otherwise a
-// name that cannot be a real tool (InvalidToolPrefix and the name's letters), so
-// that validation reports an unknown tool and lists the real ones.
-func toolName(name string) v1.ToolName {
-	valid := name != "" && len(name) <= maxToolName && name[0] >= 'a' && name[0] <= 'z'
-	for _, r := range name {
-		valid = valid && (r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_')
-	}
-	if valid {
-		return v1.ToolName(name)
-	}
-	var b strings.Builder
-	b.WriteString(InvalidToolPrefix)
-	for _, r := range strings.ToLower(name) {
-		if b.Len() >= maxToolName {
-			break
-		}
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	return v1.ToolName(b.String())
-}
-
-// providerOf names the provider by the endpoint's host (never its credentials or
-// path).
-func providerOf(baseURL string) string {
-	if u, err := url.Parse(baseURL); err == nil && u.Hostname() != "" {
-		return cut(u.Hostname(), maxProposedByText)
-	}
-	return "openai-compatible"
-}
-
-// modelTools are the task's visible tools as offered to the model.
-func modelTools(task *v1.AgentTask) []agent.Tool {
-	visible := tools.Visible(task.Spec.Mode, task.Spec.Tools, task.Spec.Sandbox.Isolation)
-	out := make([]agent.Tool, 0, len(visible))
-	for _, t := range visible {
-		out = append(out, agent.Tool{Name: string(t.Name), Description: t.Description, Schema: t.Schema})
-	}
-	return out
-}
 
 // numberCalls gives every call of a reply an id that is unique in its turn. Some
 // OpenAI-compatible servers send no id or repeat one; the conversation stays
@@ -341,17 +167,6 @@ func numberCalls(turn int32, calls []agent.ToolCall) {
 		}
 		seen[calls[i].ID] = true
 	}
-}
-
-// cut keeps at most n bytes of s, on a rune boundary.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // agentStep is what one reconcile's loop did, reported after the status write.
@@ -383,7 +198,7 @@ type modelWait struct {
 // and no budget is spent, asks the model for the next turn.
 func (r *AgentTaskReconciler) runAgentLoop(ctx context.Context, task *v1.AgentTask, world *pipeline.TaskWorld) (agentStep, error) {
 	var step agentStep
-	records, checks, problem, err := r.readTurns(ctx, task)
+	records, checks, problem, err := transcript.Read(ctx, r.APIReader, task)
 	if err != nil {
 		return step, err
 	}
@@ -481,7 +296,7 @@ func (r *AgentTaskReconciler) runAgentLoop(ctx context.Context, task *v1.AgentTa
 	}
 	last := records[len(records)-1]
 	for _, i := range state.missing {
-		intent := modelIntent(task, last, i, identity)
+		intent := transcript.ModelIntent(task, last, i, identity)
 		if err := r.Create(ctx, intent); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				continue
@@ -504,46 +319,6 @@ func (r *AgentTaskReconciler) finished(task *v1.AgentTask, world pipeline.TaskWo
 	return done
 }
 
-// readTurns reads the task's turn records from turn 0 up to the first turn not
-// recorded, around the cache: a record just written must be seen, or the model would
-// be asked twice for one turn. With each turn that gave a final answer it reads that
-// answer's completion check, if one was made. A record the loop cannot use stops it,
-// and problem says why.
-func (r *AgentTaskReconciler) readTurns(ctx context.Context, task *v1.AgentTask) (records []agent.TurnRecord, checks map[int32]v1.CompletionCheck, problem string, err error) {
-	checks = map[int32]v1.CompletionCheck{}
-	for turn := int32(0); ; turn++ {
-		cm := &corev1.ConfigMap{}
-		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: TurnRecordName(task.Name, turn)}, cm)
-		switch {
-		case apierrors.IsNotFound(err):
-			return records, checks, "", nil
-		case err != nil:
-			return nil, nil, "", fmt.Errorf("reading turn record %d: %w", turn, err)
-		}
-		rec, problem := parseTurnRecord(task, turn, cm)
-		if problem != "" {
-			return records, checks, problem, nil
-		}
-		records = append(records, rec)
-		if len(rec.ToolCalls) > 0 {
-			continue
-		}
-		check := &corev1.ConfigMap{}
-		err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: CompletionCheckName(task.Name, turn)}, check)
-		switch {
-		case apierrors.IsNotFound(err):
-			continue
-		case err != nil:
-			return nil, nil, "", fmt.Errorf("reading the completion check of turn %d: %w", turn, err)
-		}
-		c, problem := parseCompletionCheck(task, turn, check)
-		if problem != "" {
-			return records, checks, problem, nil
-		}
-		checks[turn] = c
-	}
-}
-
 // ownCalls are the intents the agent loop created for task: controlled by it and
 // requested by the controller (loopStateOf takes no other as a call's). An intent
 // someone else created under the task's name is no part of its history.
@@ -556,19 +331,6 @@ func (r *AgentTaskReconciler) ownCalls(task *v1.AgentTask, intents []v1.ToolInte
 		}
 	}
 	return out
-}
-
-// parseCompletionCheck checks that cm is the task's completion check of turn and
-// reads it.
-func parseCompletionCheck(task *v1.AgentTask, turn int32, cm *corev1.ConfigMap) (v1.CompletionCheck, string) {
-	if !controlledByTask(cm, task) {
-		return v1.CompletionCheck{}, fmt.Sprintf("ConfigMap %s is in the place of the completion check of turn %d but is not controlled by this AgentTask; delete it so that the check can be recorded", cm.Name, turn)
-	}
-	var c v1.CompletionCheck
-	if err := json.Unmarshal([]byte(cm.Data[CompletionCheckKey]), &c); err != nil || c.Turn != turn {
-		return v1.CompletionCheck{}, fmt.Sprintf("ConfigMap %s, the completion check of turn %d, cannot be read (%v) or is not that turn's", cm.Name, turn, err)
-	}
-	return c, ""
 }
 
 // checkCompletion checks the final answer of turn rec against the Completion rules
@@ -604,9 +366,9 @@ func (r *AgentTaskReconciler) checkCompletion(ctx context.Context, task *v1.Agen
 		return v1.CompletionCheck{}, "", err
 	}
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: task.Namespace, Name: CompletionCheckName(task.Name, rec.Turn), Labels: map[string]string{pipeline.LabelTurn: fmt.Sprint(rec.Turn)}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: task.Namespace, Name: transcript.CompletionCheckName(task.Name, rec.Turn), Labels: map[string]string{pipeline.LabelTurn: fmt.Sprint(rec.Turn)}},
 		Immutable:  ptr.To(true),
-		Data:       map[string]string{CompletionCheckKey: string(data)},
+		Data:       map[string]string{transcript.CompletionCheckKey: string(data)},
 	}
 	if len(validation.IsValidLabelValue(task.Name)) == 0 {
 		cm.Labels[pipeline.LabelTask] = task.Name
@@ -622,35 +384,10 @@ func (r *AgentTaskReconciler) checkCompletion(ctx context.Context, task *v1.Agen
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cm), theirs); err != nil {
 			return v1.CompletionCheck{}, "", err
 		}
-		recorded, problem := parseCompletionCheck(task, rec.Turn, theirs)
+		recorded, problem := transcript.ParseCompletionCheck(task, rec.Turn, theirs)
 		return recorded, problem, nil
 	}
 	return check, "", nil
-}
-
-// controlledByTask says whether obj's controller reference is task: toolgate's
-// AgentTask kind and version, the task's name and UID. metav1.IsControlledBy compares
-// the UID alone, and a reference with the task's UID under another kind or
-// apiVersion is one the admission policy of turn records may not see as the task's.
-func controlledByTask(obj metav1.Object, task *v1.AgentTask) bool {
-	ref := metav1.GetControllerOf(obj)
-	return ref != nil && ref.UID == task.UID && ref.Name == task.Name &&
-		ref.Kind == "AgentTask" && ref.APIVersion == v1.GroupVersion.String()
-}
-
-// parseTurnRecord checks that cm is the task's record of turn and reads it.
-func parseTurnRecord(task *v1.AgentTask, turn int32, cm *corev1.ConfigMap) (agent.TurnRecord, string) {
-	if !controlledByTask(cm, task) {
-		return agent.TurnRecord{}, fmt.Sprintf("ConfigMap %s is in the place of the record of turn %d but is not controlled by this AgentTask; delete it so that the turn can be recorded", cm.Name, turn)
-	}
-	rec, err := agent.ParseTurnRecord([]byte(cm.Data[TurnRecordKey]))
-	if err != nil {
-		return agent.TurnRecord{}, fmt.Sprintf("ConfigMap %s, the record of turn %d, cannot be read: %v", cm.Name, turn, err)
-	}
-	if rec.Turn != turn {
-		return agent.TurnRecord{}, fmt.Sprintf("ConfigMap %s should record turn %d but records turn %d", cm.Name, turn, rec.Turn)
-	}
-	return rec, ""
 }
 
 // takeTurn asks the model for turn and records its reply. It returns the record
@@ -672,7 +409,7 @@ func (r *AgentTaskReconciler) takeTurn(ctx context.Context, task *v1.AgentTask, 
 		return rec, "", fmt.Sprintf("the conversation of turn %d cannot be rebuilt: %v", turn, err), 0, nil
 	}
 	ctrl.LoggerFrom(ctx).V(2).Info("asking the model", "turn", turn, "model", spec.Model, "messages", len(messages))
-	resp, err := model.Complete(ctx, agent.Request{Model: spec.Model, Messages: messages, Tools: modelTools(task)})
+	resp, err := model.Complete(ctx, agent.Request{Model: spec.Model, Messages: messages, Tools: transcript.ModelTools(task)})
 	if err != nil {
 		var merr *agent.ModelError
 		switch {
@@ -720,10 +457,10 @@ func (r *AgentTaskReconciler) writeTurn(ctx context.Context, task *v1.AgentTask,
 		labels[pipeline.LabelTask] = task.Name
 	}
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: task.Namespace, Name: TurnRecordName(task.Name, rec.Turn), Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: task.Namespace, Name: transcript.TurnRecordName(task.Name, rec.Turn), Labels: labels},
 		// A record is history: nobody edits it, not even the controller.
 		Immutable: ptr.To(true),
-		Data:      map[string]string{TurnRecordKey: string(data)},
+		Data:      map[string]string{transcript.TurnRecordKey: string(data)},
 	}
 	if err := controllerutil.SetControllerReference(task, cm, r.Scheme); err != nil {
 		return rec, "", "", 0, err
@@ -739,7 +476,7 @@ func (r *AgentTaskReconciler) writeTurn(ctx context.Context, task *v1.AgentTask,
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cm), theirs); err != nil {
 		return rec, "", "", 0, fmt.Errorf("reading turn record %d recorded meanwhile: %w", rec.Turn, err)
 	}
-	recorded, problem := parseTurnRecord(task, rec.Turn, theirs)
+	recorded, problem := transcript.ParseTurnRecord(task, rec.Turn, theirs)
 	return recorded, problem, "", r.modelRetryDelay(), nil
 }
 
@@ -836,7 +573,7 @@ func (r *AgentTaskReconciler) apiKey(ctx context.Context, task *v1.AgentTask) (k
 func credentialsNotAllowed(task *v1.AgentTask, secret string) *modelRefusal {
 	return &modelRefusal{ReasonCredentialsNotAllowed, fmt.Sprintf(
 		"Secret %q named by spec.agent.model.apiKeySecretRef is not labelled %s=%s, so the controller does not use it: a task may send only a Secret that opts in to being a model credential, or anyone who may create a task could send any Secret of the namespace to a model endpoint. If it holds the API key for %s, label it: kubectl label secret -n %s %s %s=%s",
-		secret, LabelModelCredentials, ModelCredentialsValue, providerOf(task.Spec.Agent.Model.BaseURL), task.Namespace, secret, LabelModelCredentials, ModelCredentialsValue)}
+		secret, LabelModelCredentials, ModelCredentialsValue, transcript.ProviderOf(task.Spec.Agent.Model.BaseURL), task.Namespace, secret, LabelModelCredentials, ModelCredentialsValue)}
 }
 
 // applyModelRefusal gives the Ready condition the refusal's own reason: the pipeline
@@ -873,11 +610,11 @@ func (r *AgentTaskReconciler) reportTurn(ctx context.Context, task *v1.AgentTask
 			for _, c := range rec.ToolCalls {
 				names = append(names, c.Name)
 			}
-			note = fmt.Sprintf("turn %d: the model proposed %d tool calls (%s) (%d tokens)", rec.Turn, len(rec.ToolCalls), cut(strings.Join(names, ", "), 512), tokensOf(rec.Usage))
+			note = fmt.Sprintf("turn %d: the model proposed %d tool calls (%s) (%d tokens)", rec.Turn, len(rec.ToolCalls), transcript.Cut(strings.Join(names, ", "), 512), tokensOf(rec.Usage))
 		}
 		r.Recorder.Eventf(task, nil, corev1.EventTypeNormal, EventModelTurn, EventModelTurn, "%s", note)
 		log.Info(note, "audit", true, "step", EventModelTurn, "namespace", task.Namespace, "task", task.Name,
-			"turn", rec.Turn, "model", rec.Model, "record", TurnRecordName(task.Name, rec.Turn), "intents", step.intents,
+			"turn", rec.Turn, "model", rec.Model, "record", transcript.TurnRecordName(task.Name, rec.Turn), "intents", step.intents,
 			"tokens", tokensOf(rec.Usage), "finishReason", rec.FinishReason)
 	} else if len(step.intents) > 0 {
 		note := fmt.Sprintf("created the missing intents %v of a recorded turn", step.intents)
@@ -892,7 +629,7 @@ func (r *AgentTaskReconciler) reportTurn(ctx context.Context, task *v1.AgentTask
 		note := fmt.Sprintf("turn %d: the final answer was checked: %s by %s: %s", c.Turn, c.Action, by, c.Reason)
 		r.Recorder.Eventf(task, nil, kind, EventCompletionChecked, EventCompletionChecked, "%s", note)
 		log.Info(note, "audit", true, "step", EventCompletionChecked, "namespace", task.Namespace, "task", task.Name,
-			"turn", c.Turn, "action", c.Action, "policy", c.Policy, "rule", c.Rule, "record", CompletionCheckName(task.Name, c.Turn))
+			"turn", c.Turn, "action", c.Action, "policy", c.Policy, "rule", c.Rule, "record", transcript.CompletionCheckName(task.Name, c.Turn))
 		metrics.CompletionChecks.WithLabelValues(string(c.Action), c.Rule).Inc()
 	}
 	if c := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady); c != nil && c.Reason == v1.ReasonModelUnavailable {

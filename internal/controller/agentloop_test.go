@@ -12,14 +12,12 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +28,7 @@ import (
 	"github.com/toolgate/toolgate/internal/agent"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/transcript"
 )
 
 // ---- A scripted Chat Completions endpoint, spoken to by the real SDK ----
@@ -372,10 +371,10 @@ func (p *loopEnv) intentNames() []string {
 func (p *loopEnv) record(task string, turn int32) (*corev1.ConfigMap, agent.TurnRecord) {
 	p.t.Helper()
 	cm := &corev1.ConfigMap{}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: TurnRecordName(task, turn)}, cm); err != nil {
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: transcript.TurnRecordName(task, turn)}, cm); err != nil {
 		p.t.Fatalf("turn record %d: %v", turn, err)
 	}
-	rec, err := agent.ParseTurnRecord([]byte(cm.Data[TurnRecordKey]))
+	rec, err := agent.ParseTurnRecord([]byte(cm.Data[transcript.TurnRecordKey]))
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -579,7 +578,7 @@ func TestAgentLoopValidationErrorsFedBack(t *testing.T) {
 
 	wantErrors := map[string][]string{
 		"v-t0-0": {"../../etc/passwd"},
-		"v-t0-1": {InvalidArgumentsKey},
+		"v-t0-1": {transcript.InvalidArgumentsKey},
 		"v-t0-2": {`unknown tool "invalid_delete_everything"`},
 		"v-t0-3": {`"grep" is not available to this task`},
 	}
@@ -603,7 +602,7 @@ func TestAgentLoopValidationErrorsFedBack(t *testing.T) {
 			t.Errorf("tool message %d: %+v, want the observation of %s", i, msgs[3+i], name)
 		}
 	}
-	assertJSON(t, "wrapped arguments", p.getIntent("v-t0-1").Spec.Input.Raw, `{"`+InvalidArgumentsKey+`":"go test ./..."}`)
+	assertJSON(t, "wrapped arguments", p.getIntent("v-t0-1").Spec.Input.Raw, `{"`+transcript.InvalidArgumentsKey+`":"go test ./..."}`)
 	mustContain(t, "reason of the made-up tool", p.getIntent("v-t0-2").Spec.Reason, `"Delete-Everything"`)
 }
 
@@ -624,9 +623,9 @@ func TestAgentLoopRestart(t *testing.T) {
 		ToolCalls: []agent.ToolCall{{ID: "c0", Name: "list_dir", Arguments: `{"path":"."}`}}, Usage: agent.Usage{TotalTokens: 7}}
 	data, _ := json.Marshal(rec)
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: TurnRecordName("r", 0),
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: transcript.TurnRecordName("r", 0),
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(task, v1.GroupVersion.WithKind("AgentTask"))}},
-		Data: map[string]string{TurnRecordKey: string(data)},
+		Data: map[string]string{transcript.TurnRecordKey: string(data)},
 	}
 	if err := env.Client.Create(context.Background(), cm); err != nil {
 		t.Fatal(err)
@@ -791,67 +790,6 @@ func assertJSON(t *testing.T, what string, got []byte, want string) {
 
 // ---- Pure parts of the loop ----
 
-func TestBoundedNames(t *testing.T) {
-	long := strings.Repeat("a", 250)
-	other := strings.Repeat("a", 249) + "b"
-	for _, tc := range []struct {
-		name, got, want string
-	}{
-		{"record", TurnRecordName("fix", 3), "fix-turn-3"},
-		{"intent", ModelIntentName("fix", 2, 1), "fix-t2-1"},
-	} {
-		if tc.got != tc.want {
-			t.Errorf("%s: %q, want %q", tc.name, tc.got, tc.want)
-		}
-	}
-	// Long names are cut to 253 characters, stay valid and distinct, and keep the suffix.
-	for _, name := range []string{TurnRecordName(long, 999), ModelIntentName(long, 999, 31), TurnRecordName(strings.Repeat("a.", 125)+"b", 1)} {
-		if len(name) > 253 || len(validation.IsDNS1123Subdomain(name)) > 0 {
-			t.Errorf("%q (%d characters) is not a valid object name: %v", name, len(name), validation.IsDNS1123Subdomain(name))
-		}
-	}
-	if a, b := ModelIntentName(long, 0, 0), ModelIntentName(other, 0, 0); a == b || !strings.HasSuffix(a, "-t0-0") {
-		t.Errorf("two long task names give %q and %q", a, b)
-	}
-}
-
-func TestCallInput(t *testing.T) {
-	for _, tc := range []struct{ args, want string }{
-		{`{"command":"ls"}`, `{"command":"ls"}`},
-		{`  {"path":"a"} `, `{"path":"a"}`},
-		{``, `{}`},
-		{" \n", `{}`},
-		{`go test ./...`, `{"arguments_not_a_json_object":"go test ./..."}`},
-		{`["ls"]`, `{"arguments_not_a_json_object":"[\"ls\"]"}`},
-		{`"ls"`, `{"arguments_not_a_json_object":"\"ls\""}`},
-		{`null`, `{"arguments_not_a_json_object":"null"}`},
-		{`{"command":"ls"} trailing`, `{"arguments_not_a_json_object":"{\"command\":\"ls\"} trailing"}`},
-		{`{"command":`, `{"arguments_not_a_json_object":"{\"command\":"}`},
-	} {
-		if got := string(callInput(tc.args)); got != tc.want {
-			t.Errorf("callInput(%q) = %s, want %s", tc.args, got, tc.want)
-		}
-	}
-}
-
-func TestToolName(t *testing.T) {
-	for _, tc := range []struct{ name, want string }{
-		{"bash", "bash"},
-		{"read_file", "read_file"},
-		{"made_up2", "made_up2"},
-		{"Bash", "invalid_bash"},
-		{"Delete-Everything", "invalid_delete_everything"},
-		{"", "invalid_"},
-		{"2fast", "invalid_2fast"},
-		{"rm -rf /", "invalid_rm__rf__"},
-		{strings.Repeat("x", 64), "invalid_" + strings.Repeat("x", 55)},
-	} {
-		if got := toolName(tc.name); string(got) != tc.want {
-			t.Errorf("toolName(%q) = %q, want %q", tc.name, got, tc.want)
-		}
-	}
-}
-
 func TestNumberCalls(t *testing.T) {
 	calls := []agent.ToolCall{{ID: "a"}, {ID: ""}, {ID: "a"}, {ID: "b"}}
 	numberCalls(3, calls)
@@ -861,32 +799,6 @@ func TestNumberCalls(t *testing.T) {
 	}
 	if want := []string{"a", "toolgate_call_3_1", "toolgate_call_3_2", "b"}; !slices.Equal(ids, want) {
 		t.Errorf("ids %v, want %v", ids, want)
-	}
-}
-
-func TestModelIntent(t *testing.T) {
-	task := &v1.AgentTask{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "fix", UID: "uid-1"},
-		Spec:       v1.AgentTaskSpec{Agent: v1.AgentSpec{Model: &v1.ModelAgent{BaseURL: "https://user:pw@api.example.com:8443/v1", Model: "m"}}},
-	}
-	rec := agent.TurnRecord{Turn: 2, Model: "m-2025", Text: "using key sk-abcdefghijklmnop to look",
-		ToolCalls: []agent.ToolCall{{ID: "c0", Name: "read_file", Arguments: `{"path":"a"}`}, {ID: "c1", Name: "Oops!", Arguments: "x"}}}
-	in := modelIntent(task, rec, 0, "me")
-	if in.Name != "fix-t2-0" || in.Namespace != "ns" || in.Spec.Turn != 2 || in.Spec.Index != 0 || in.Spec.Tool != "read_file" ||
-		in.Spec.RequestedBy != "me" || in.Spec.TaskRef.Name != "fix" || string(in.Spec.Input.Raw) != `{"path":"a"}` ||
-		in.Spec.ProposedBy != (v1.ProposedBy{Provider: "api.example.com", Model: "m-2025", ToolCallID: "c0"}) ||
-		!metav1.IsControlledBy(in, task) || in.Labels["toolgate.dev/task"] != "fix" || in.Labels["toolgate.dev/turn"] != "2" {
-		t.Fatalf("intent: %+v %+v", in.ObjectMeta, in.Spec)
-	}
-	mustNotContain(t, "reason", in.Spec.Reason, "sk-abcdefghijklmnop")
-	bad := modelIntent(task, rec, 1, "me")
-	if bad.Name != "fix-t2-1" || bad.Spec.Tool != "invalid_oops_" || string(bad.Spec.Input.Raw) != `{"arguments_not_a_json_object":"x"}` {
-		t.Fatalf("invalid call: %+v", bad.Spec)
-	}
-	mustContain(t, "reason", bad.Spec.Reason, `"Oops!"`)
-	long := modelIntent(task, agent.TurnRecord{Text: strings.Repeat("é", 3000), ToolCalls: rec.ToolCalls}, 0, "me")
-	if len(long.Spec.Reason) > maxIntentReason || !utf8.ValidString(long.Spec.Reason) {
-		t.Errorf("reason of %d bytes, valid UTF-8 %t", len(long.Spec.Reason), utf8.ValidString(long.Spec.Reason))
 	}
 }
 
@@ -901,7 +813,7 @@ func TestLoopStateOf(t *testing.T) {
 		return agent.TurnRecord{Turn: n, Text: fmt.Sprint("turn ", n), ToolCalls: calls, Usage: agent.Usage{TotalTokens: tokens}, FinishReason: "tool_calls"}
 	}
 	intentOf := func(rec agent.TurnRecord, i int, summary string) v1.ToolIntent {
-		in := *modelIntent(task, rec, i, me)
+		in := *transcript.ModelIntent(task, rec, i, me)
 		if summary != "" {
 			in.Status.Observation = &v1.Observation{Outcome: v1.OutcomeSucceeded, Summary: summary}
 		}
@@ -1046,7 +958,7 @@ func TestAgentLoopTurnRecordsAreMasked(t *testing.T) {
 		toolCalls("The key is "+testAPIKey+" and the database password=hunter2222 \x1b[2J Searching.", 10, chatCall{"c1", "bash", args}),
 	)
 	p.modelTask("masked", v1.ModeReadOnly, server)
-	p.exists(ModelIntentName("masked", 0, 0))
+	p.exists(transcript.ModelIntentName("masked", 0, 0))
 
 	cm, rec := p.record("masked", 0)
 	for _, leak := range []string{testAPIKey, "hunter2222 ", "\x1b"} {
@@ -1055,14 +967,14 @@ func TestAgentLoopTurnRecordsAreMasked(t *testing.T) {
 		}
 	}
 	mustContain(t, "the masked turn record", rec.Text, "The key is [MASKED]", "password=[MASKED]", `\x1b[2J`)
-	if strings.Contains(cm.Data[TurnRecordKey], testAPIKey) {
-		t.Errorf("the ConfigMap holds the API key: %s", cm.Data[TurnRecordKey])
+	if strings.Contains(cm.Data[transcript.TurnRecordKey], testAPIKey) {
+		t.Errorf("the ConfigMap holds the API key: %s", cm.Data[transcript.TurnRecordKey])
 	}
 	if len(rec.ToolCalls) != 1 || rec.ToolCalls[0].Arguments != args {
 		t.Fatalf("the call's arguments changed in the record: %+v", rec.ToolCalls)
 	}
 	intent := &v1.ToolIntent{}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: ModelIntentName("masked", 0, 0)}, intent); err != nil {
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: transcript.ModelIntentName("masked", 0, 0)}, intent); err != nil {
 		t.Fatal(err)
 	}
 	assertJSON(t, "the intent's input", intent.Spec.Input.Raw, args)

@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/gitws"
 	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/transcript"
 )
 
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
@@ -49,7 +50,7 @@ func (r *AgentTaskReconciler) recordChange(ctx context.Context, task *v1.AgentTa
 		cm = nil
 	case err != nil:
 		return 0, err
-	case !controlledByTask(cm, task):
+	case !transcript.ControlledByTask(cm, task):
 		// Said on the task, not retried: the request that wakes it again is the next
 		// diff, after the ConfigMap is gone.
 		r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, EventChangeNotRecorded, EventChangeNotRecorded,

@@ -23,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/internal/argocd"
 	"github.com/toolgate/toolgate/internal/runner"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/transcript"
 )
 
 // What Argo CD puts on the objects it syncs from git (annotation tracking, with the
@@ -411,7 +412,7 @@ func TestGitOpsModelTaskChildren(t *testing.T) {
 		task.Labels = map[string]string{argoInstanceLabel: argoAppName}
 		task.Annotations = map[string]string{argoTrackingAnnotation: fmt.Sprintf("%s:toolgate.dev/AgentTask:%s/m", argoAppName, p.ns)}
 	})
-	intent := ModelIntentName("m", 0, 0)
+	intent := transcript.ModelIntentName("m", 0, 0)
 	p.runJob(intent, runner.Result{ExitCode: 0, ContentSHA256: strings.Repeat("b", 64)}, "     1\trun make test\n")
 	task := p.finished("m", v1.ConditionSucceeded, v1.ReasonCompleted)
 	if hs := health(t, "AgentTask", task); hs.Status != argocd.HealthHealthy || !strings.HasPrefix(hs.Message, "Completed: ") {

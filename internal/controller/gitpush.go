@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/gitws"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/tools"
+	"github.com/toolgate/toolgate/internal/transcript"
 )
 
 // EventPushProposed: the task would succeed, its change was read, and the
@@ -80,7 +81,7 @@ func (r *AgentTaskReconciler) observePush(ctx context.Context, task *v1.AgentTas
 		return pw, nil
 	case err != nil:
 		return nil, err
-	case !controlledByTask(cm, task):
+	case !transcript.ControlledByTask(cm, task):
 		pw.Failure = fmt.Sprintf("ConfigMap %s exists and is not this task's change record, so the change to push cannot be recorded: nothing was pushed", cm.Name)
 		return pw, nil
 	case cm.Annotations[gitws.AnnotationChangeRequest] != pushRequest(task):
@@ -134,8 +135,8 @@ func (r *AgentTaskReconciler) preparePush(ctx context.Context, task *v1.AgentTas
 			TurnCalls: 1,
 			Tool:      v1.ToolGitPush,
 			Input:     runtime.RawExtension{Raw: input},
-			Reason: cut(fmt.Sprintf("the task would succeed: push its change (%d file(s) against %s) as one commit on the new branch %s of %s (spec.workspace.git.push)",
-				pw.Record.FileCount, pw.Record.Base, g.Push.Branch, g.URL), maxIntentReason),
+			Reason: transcript.Cut(fmt.Sprintf("the task would succeed: push its change (%d file(s) against %s) as one commit on the new branch %s of %s (spec.workspace.git.push)",
+				pw.Record.FileCount, pw.Record.Base, g.Push.Branch, g.URL), transcript.MaxIntentReason),
 			RequestedBy: r.Options.identity(),
 			ProposedBy:  v1.ProposedBy{Provider: "toolgate"},
 		},

@@ -1,0 +1,106 @@
+package transcript_test
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/agent"
+	"github.com/toolgate/toolgate/internal/transcript"
+)
+
+func TestBoundedNames(t *testing.T) {
+	long := strings.Repeat("a", 250)
+	other := strings.Repeat("a", 249) + "b"
+	for _, tc := range []struct {
+		name, got, want string
+	}{
+		{"record", transcript.TurnRecordName("fix", 3), "fix-turn-3"},
+		{"intent", transcript.ModelIntentName("fix", 2, 1), "fix-t2-1"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+	// Long names are cut to 253 characters, stay valid and distinct, and keep the suffix.
+	for _, name := range []string{transcript.TurnRecordName(long, 999), transcript.ModelIntentName(long, 999, 31), transcript.TurnRecordName(strings.Repeat("a.", 125)+"b", 1)} {
+		if len(name) > 253 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			t.Errorf("%q (%d characters) is not a valid object name: %v", name, len(name), validation.IsDNS1123Subdomain(name))
+		}
+	}
+	if a, b := transcript.ModelIntentName(long, 0, 0), transcript.ModelIntentName(other, 0, 0); a == b || !strings.HasSuffix(a, "-t0-0") {
+		t.Errorf("two long task names give %q and %q", a, b)
+	}
+}
+
+func TestCallInput(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{`{"command":"ls"}`, `{"command":"ls"}`},
+		{`  {"path":"a"} `, `{"path":"a"}`},
+		{``, `{}`},
+		{" \n", `{}`},
+		{`go test ./...`, `{"arguments_not_a_json_object":"go test ./..."}`},
+		{`["ls"]`, `{"arguments_not_a_json_object":"[\"ls\"]"}`},
+		{`"ls"`, `{"arguments_not_a_json_object":"\"ls\""}`},
+		{`null`, `{"arguments_not_a_json_object":"null"}`},
+		{`{"command":"ls"} trailing`, `{"arguments_not_a_json_object":"{\"command\":\"ls\"} trailing"}`},
+		{`{"command":`, `{"arguments_not_a_json_object":"{\"command\":"}`},
+	} {
+		if got := string(transcript.CallInput(tc.args)); got != tc.want {
+			t.Errorf("transcript.CallInput(%q) = %s, want %s", tc.args, got, tc.want)
+		}
+	}
+}
+
+func TestToolName(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"bash", "bash"},
+		{"read_file", "read_file"},
+		{"made_up2", "made_up2"},
+		{"Bash", "invalid_bash"},
+		{"Delete-Everything", "invalid_delete_everything"},
+		{"", "invalid_"},
+		{"2fast", "invalid_2fast"},
+		{"rm -rf /", "invalid_rm__rf__"},
+		{strings.Repeat("x", 64), "invalid_" + strings.Repeat("x", 55)},
+	} {
+		if got := transcript.ToolName(tc.name); string(got) != tc.want {
+			t.Errorf("transcript.ToolName(%q) = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestModelIntent(t *testing.T) {
+	task := &v1.AgentTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "fix", UID: "uid-1"},
+		Spec:       v1.AgentTaskSpec{Agent: v1.AgentSpec{Model: &v1.ModelAgent{BaseURL: "https://user:pw@api.example.com:8443/v1", Model: "m"}}},
+	}
+	rec := agent.TurnRecord{Turn: 2, Model: "m-2025", Text: "using key sk-abcdefghijklmnop to look",
+		ToolCalls: []agent.ToolCall{{ID: "c0", Name: "read_file", Arguments: `{"path":"a"}`}, {ID: "c1", Name: "Oops!", Arguments: "x"}}}
+	in := transcript.ModelIntent(task, rec, 0, "me")
+	if in.Name != "fix-t2-0" || in.Namespace != "ns" || in.Spec.Turn != 2 || in.Spec.Index != 0 || in.Spec.Tool != "read_file" ||
+		in.Spec.RequestedBy != "me" || in.Spec.TaskRef.Name != "fix" || string(in.Spec.Input.Raw) != `{"path":"a"}` ||
+		in.Spec.ProposedBy != (v1.ProposedBy{Provider: "api.example.com", Model: "m-2025", ToolCallID: "c0"}) ||
+		!metav1.IsControlledBy(in, task) || in.Labels["toolgate.dev/task"] != "fix" || in.Labels["toolgate.dev/turn"] != "2" {
+		t.Fatalf("intent: %+v %+v", in.ObjectMeta, in.Spec)
+	}
+	if strings.Contains(in.Spec.Reason, "sk-abcdefghijklmnop") {
+		t.Errorf("reason shows the key: %s", in.Spec.Reason)
+	}
+	bad := transcript.ModelIntent(task, rec, 1, "me")
+	if bad.Name != "fix-t2-1" || bad.Spec.Tool != "invalid_oops_" || string(bad.Spec.Input.Raw) != `{"arguments_not_a_json_object":"x"}` {
+		t.Fatalf("invalid call: %+v", bad.Spec)
+	}
+	if !strings.Contains(bad.Spec.Reason, `"Oops!"`) {
+		t.Errorf("reason does not name the made-up tool: %s", bad.Spec.Reason)
+	}
+	long := transcript.ModelIntent(task, agent.TurnRecord{Text: strings.Repeat("é", 3000), ToolCalls: rec.ToolCalls}, 0, "me")
+	if len(long.Spec.Reason) > transcript.MaxIntentReason || !utf8.ValidString(long.Spec.Reason) {
+		t.Errorf("reason of %d bytes, valid UTF-8 %t", len(long.Spec.Reason), utf8.ValidString(long.Spec.Reason))
+	}
+}
+
