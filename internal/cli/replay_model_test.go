@@ -325,6 +325,13 @@ func TestReplayModelThatAnswersEarly(t *testing.T) {
 			t.Errorf("the report lacks %q:\n%s", want, out)
 		}
 	}
+
+	// --dry-run judges a model task's calls as proposed by the agent loop (the
+	// identity its recorded validation accepted), not as proposed by nobody.
+	_, out, _ = kubectl(t, adminUser, ns, "", "replay", "fix", "--dry-run")
+	if strings.Contains(out, "Invalid") || !strings.Contains(out, "now:      Allow by mode-default") {
+		t.Errorf("dry-run replay of the model task:\n%s", out)
+	}
 }
 
 func TestReplayModelProviderErrors(t *testing.T) {
