@@ -511,7 +511,7 @@ func (m modelFlags) modelClient(ctx context.Context, c *cluster, task *v1.AgentT
 		}
 		value, ok := secret.Data[block.APIKeySecretRef.Key]
 		if !ok {
-			return nil, "", "", "", fmt.Errorf("Secret %s has no key %q, named by AgentTask %s's spec.agent.model.apiKeySecretRef.key", block.APIKeySecretRef.Name, block.APIKeySecretRef.Key, from)
+			return nil, "", "", "", fmt.Errorf("the Secret %s has no key %q, named by AgentTask %s's spec.agent.model.apiKeySecretRef.key", block.APIKeySecretRef.Name, block.APIKeySecretRef.Key, from)
 		}
 		key = strings.TrimSpace(string(value))
 	}

@@ -177,8 +177,8 @@ func recordModelTask(t *testing.T, ns, baseURL string) *v1.AgentTask {
 			in := transcript.ModelIntent(task, rec, i, loopUser)
 			d := decisions[turn]
 			in.Status = v1.ToolIntentStatus{
-				Validation: &v1.Validation{},
-				Decision:   &v1.Decision{Action: d.action, Rule: "mode-default", Reason: "no rule matched", Category: d.category},
+				Validation:  &v1.Validation{},
+				Decision:    &v1.Decision{Action: d.action, Rule: "mode-default", Reason: "no rule matched", Category: d.category},
 				Observation: &v1.Observation{Outcome: v1.OutcomeSucceeded, Executed: true, ExitCode: &zero, Summary: d.summary},
 			}
 			if in.Spec.Tool == v1.ToolReadFile {

@@ -103,4 +103,3 @@ func TestModelIntent(t *testing.T) {
 		t.Errorf("reason of %d bytes, valid UTF-8 %t", len(long.Spec.Reason), utf8.ValidString(long.Spec.Reason))
 	}
 }
-
