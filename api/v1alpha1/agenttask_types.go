@@ -77,9 +77,13 @@ type AgentTaskSpec struct {
 }
 
 // WorkspaceSpec names the volume the tools work on: an existing claim, or a claim
-// that the task creates and owns (optionally seeded from a git repository).
+// that the task creates and owns (optionally seeded from a git repository, or with
+// a copy of another task's workspace).
 // +kubebuilder:validation:XValidation:rule="has(self.existingClaim) != has(self.volumeClaim)",message="set exactly one of workspace.existingClaim or workspace.volumeClaim"
 // +kubebuilder:validation:XValidation:rule="!has(self.git) || has(self.volumeClaim)",message="workspace.git needs workspace.volumeClaim: the repository is cloned into a claim the task owns"
+// +kubebuilder:validation:XValidation:rule="!has(self.copyOf) || has(self.volumeClaim)",message="workspace.copyOf needs workspace.volumeClaim: the other task's workspace is copied into a claim this task owns, never into a claim it shares"
+// +kubebuilder:validation:XValidation:rule="!has(self.copyOf) || !has(self.git)",message="set at most one of workspace.git or workspace.copyOf: a workspace is seeded once, from a repository or from another task's workspace"
+// +kubebuilder:validation:XValidation:rule="has(self.copyOf) == has(oldSelf.copyOf)",message="spec.workspace.copyOf cannot be added or removed: the workspace is copied once, before the task is Ready; create a new task to copy another workspace"
 type WorkspaceSpec struct {
 	// existingClaim is the name of a PersistentVolumeClaim in the task's namespace.
 	// toolgate never deletes it.
@@ -94,6 +98,25 @@ type WorkspaceSpec struct {
 	// git seeds a task-owned claim with a clone of a repository at a revision.
 	// +optional
 	Git *GitSource `json:"git,omitempty"`
+
+	// copyOf seeds a task-owned claim with a copy of another task's workspace, as
+	// that task's tools see it at /workspace (a git task's worktree, never its git
+	// directory). The other task's claim is mounted read-only and is never changed.
+	// Needs volumeClaim; not with git.
+	// +optional
+	CopyOf *WorkspaceCopy `json:"copyOf,omitempty"`
+}
+
+// WorkspaceCopy is the task whose workspace is copied into a task's claim before
+// the task is Ready. The copy is made once: the task works on its copy, whatever
+// the other task does after.
+type WorkspaceCopy struct {
+	// taskRef names an AgentTask of the same namespace, not this one. A task that
+	// does not exist yet, whose claim does not exist yet or that has not finished
+	// seeding its own workspace (a clone, a copy) is waited for. Immutable.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.workspace.copyOf.taskRef is immutable: the workspace is copied from that task once; create a new task to copy another task's workspace"
+	TaskRef LocalObjectReference `json:"taskRef"`
 }
 
 // WorkspaceVolumeClaim describes the claim toolgate creates for a task.
@@ -473,13 +496,14 @@ type AgentTaskStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=256
 	RuleFires []RuleFires `json:"ruleFires,omitempty"`
-	// workspace is what the clone of spec.workspace.git resolved, and the change
-	// last recorded from the workspace.
+	// workspace is what the clone of spec.workspace.git resolved, or where the
+	// copy of spec.workspace.copyOf came from, and the push of the change.
 	// +optional
 	Workspace *WorkspaceStatus `json:"workspace,omitempty"`
 }
 
-// WorkspaceStatus is the git side of a task's workspace.
+// WorkspaceStatus is what seeded a task's workspace (a clone, a copy) and the
+// push of its change.
 type WorkspaceStatus struct {
 	// commit is the full hash the workspace was cloned at.
 	// +optional
@@ -497,6 +521,23 @@ type WorkspaceStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	CloneJob string `json:"cloneJob,omitempty"`
+	// copiedFrom is the claim of spec.workspace.copyOf's task that the workspace is
+	// (being) copied from: the folder of it that task's tools see.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	CopiedFrom string `json:"copiedFrom,omitempty"`
+	// copiedAt is when the copy finished. A task with copiedAt never copies again.
+	// +optional
+	CopiedAt *metav1.Time `json:"copiedAt,omitempty"`
+	// copyPod is the pod of the copy in progress, or the one that made it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	CopyPod string `json:"copyPod,omitempty"`
+	// copySkipped counts what the copy left out: entries of the copied tree that
+	// are no regular file, directory or symlink (devices, FIFOs, sockets), and
+	// entries it could not read.
+	// +optional
+	CopySkipped int32 `json:"copySkipped,omitempty"`
 	// push is where the push of spec.workspace.git.push stands, once the task
 	// would have succeeded.
 	// +optional

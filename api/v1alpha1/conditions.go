@@ -55,6 +55,24 @@ const (
 	ReasonGitHostUnreachable     = "GitHostUnreachable"
 	ReasonGitCredentialsNotFound = "GitCredentialsNotFound"
 	ReasonGitCloneFailed         = "GitCloneFailed"
+	// ReasonWorkspaceCopying: the copy of spec.workspace.copyOf's workspace into
+	// the task's claim is running; the task's calls wait for it.
+	ReasonWorkspaceCopying = "WorkspaceCopying"
+	// ReasonCopySourceNotFound: the AgentTask spec.workspace.copyOf.taskRef names
+	// does not exist (yet); the copy waits for it (Ready=False).
+	ReasonCopySourceNotFound = "CopySourceNotFound"
+	// ReasonCopySourceNotReady: the task to copy has no workspace to copy yet (its
+	// claim does not exist, or its clone or copy has not finished); the copy waits
+	// for it (Ready=False).
+	ReasonCopySourceNotReady = "CopySourceNotReady"
+	// ReasonCopySourceUnusable: the task to copy can never be copied (it is the
+	// task itself, or it ended without a workspace); the task fails.
+	ReasonCopySourceUnusable = "CopySourceUnusable"
+	// ReasonWorkspaceCopyFailed: the copy pod failed (the tree did not fit in the
+	// claim, a file could not be read or written, the pod ended without a result);
+	// the task fails with the pod's reason. Ready=False with it too while a pod not
+	// the task's is in the copy pod's way (delete it and the copy goes on).
+	ReasonWorkspaceCopyFailed = "WorkspaceCopyFailed"
 	// ReasonPushDenied: the task's change was not pushed because its git_push call
 	// was denied (by policy, by a human, or its approval expired); the server is
 	// unchanged and the change can still be exported.

@@ -143,6 +143,19 @@ func TestAgentTaskValidation(t *testing.T) {
 		{"two workspaces", func(a *v1.AgentTask) { a.Spec.Workspace.VolumeClaim = &v1.WorkspaceVolumeClaim{} }, "set exactly one of workspace.existingClaim or workspace.volumeClaim"},
 		{"no workspace", func(a *v1.AgentTask) { a.Spec.Workspace.ExistingClaim = "" }, "set exactly one of workspace.existingClaim or workspace.volumeClaim"},
 		{"git without owned claim", func(a *v1.AgentTask) { a.Spec.Workspace.Git = &v1.GitSource{URL: "https://example.com/r.git"} }, "workspace.git needs workspace.volumeClaim"},
+		{"copyOf without owned claim", func(a *v1.AgentTask) {
+			a.Spec.Workspace.CopyOf = &v1.WorkspaceCopy{TaskRef: v1.LocalObjectReference{Name: "fix"}}
+		}, "workspace.copyOf needs workspace.volumeClaim: the other task's workspace is copied into a claim this task owns"},
+		{"copyOf with git", func(a *v1.AgentTask) {
+			a.Spec.Workspace = v1.WorkspaceSpec{
+				VolumeClaim: &v1.WorkspaceVolumeClaim{},
+				Git:         &v1.GitSource{URL: "https://example.com/r.git"},
+				CopyOf:      &v1.WorkspaceCopy{TaskRef: v1.LocalObjectReference{Name: "fix"}},
+			}
+		}, "set at most one of workspace.git or workspace.copyOf"},
+		{"copyOf naming no task", func(a *v1.AgentTask) {
+			a.Spec.Workspace = v1.WorkspaceSpec{VolumeClaim: &v1.WorkspaceVolumeClaim{}, CopyOf: &v1.WorkspaceCopy{}}
+		}, "spec.workspace.copyOf.taskRef.name"},
 		{"two agents", func(a *v1.AgentTask) { a.Spec.Agent.Model = &v1.ModelAgent{BaseURL: "http://m", Model: "x"} }, "set exactly one of agent.model or agent.external"},
 		{"egress without allow-list", func(a *v1.AgentTask) {
 			a.Spec.Sandbox.Network.Egress = []v1.EgressRule{{CIDR: "10.0.0.0/8"}}
@@ -162,6 +175,43 @@ func TestAgentTaskValidation(t *testing.T) {
 			tc.mutate(task)
 			requireInvalid(t, env.Client.Create(ctx, task), tc.want)
 		})
+	}
+}
+
+// The task a workspace is copied from is set once: it cannot be changed, and
+// copyOf cannot be added or removed, since the workspace is copied once.
+func TestAgentTaskCopyOfIsImmutable(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	owned := func(name string) *v1.AgentTask {
+		task := newTask(ns, name)
+		task.Spec.Workspace = v1.WorkspaceSpec{VolumeClaim: &v1.WorkspaceVolumeClaim{}}
+		return task
+	}
+	task := owned("replay")
+	task.Spec.Workspace.CopyOf = &v1.WorkspaceCopy{TaskRef: v1.LocalObjectReference{Name: "fix"}}
+	if err := env.Client.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	changed := task.DeepCopy()
+	changed.Spec.Workspace.CopyOf.TaskRef.Name = "other"
+	requireInvalid(t, env.Client.Update(ctx, changed), "spec.workspace.copyOf.taskRef is immutable: the workspace is copied from that task once")
+	removed := task.DeepCopy()
+	removed.Spec.Workspace.CopyOf = nil
+	requireInvalid(t, env.Client.Update(ctx, removed), "spec.workspace.copyOf cannot be added or removed")
+
+	plain := owned("plain")
+	if err := env.Client.Create(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	plain.Spec.Workspace.CopyOf = &v1.WorkspaceCopy{TaskRef: v1.LocalObjectReference{Name: "fix"}}
+	requireInvalid(t, env.Client.Update(ctx, plain), "spec.workspace.copyOf cannot be added or removed")
+
+	// The rest of the spec still changes.
+	same := task.DeepCopy()
+	same.Spec.Cancel = true
+	if err := env.Client.Update(ctx, same); err != nil {
+		t.Fatalf("a copy task's other fields cannot change: %v", err)
 	}
 }
 

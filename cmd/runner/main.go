@@ -19,8 +19,8 @@
 // and the Result is still written. The second form copies the runner binary to DEST,
 // for the Job's init container. The last two run a session pod and one call in it
 // (internal/runner/session.go); exec takes the workspace from TOOLGATE_WORKSPACE.
-// The last one is toolgate's own clone, change or push of a git workspace
-// (internal/gitws), never a tool call.
+// The last one is toolgate's own clone, change or push of a git workspace, or
+// copy of another task's workspace (internal/gitws), never a tool call.
 package main
 
 import (
@@ -45,24 +45,24 @@ const (
 	gitCommand = "git"
 )
 
-// runGit carries out the git request of TOOLGATE_GIT on the claim: a change's diff
-// goes to stdout, the result to the termination log. It exits 0 when the request
-// succeeded, 3 when it failed (the result says why), 1 when no result could be
-// written.
+// runGit carries out the workspace request of TOOLGATE_GIT (a git step, or a copy
+// of another task's workspace) on the claim: a change's diff goes to stdout, the
+// result to the termination log. It exits 0 when the request succeeded, 3 when it
+// failed (the result says why), 1 when no result could be written.
 func runGit(claim, terminationLog string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	credentials := ""
+	m := gitws.Mounts{Claim: claim, CopySource: gitws.PodCopySourceRoot}
 	if _, err := os.Stat(gitws.PodCredentialsDir); err == nil {
-		credentials = gitws.PodCredentialsDir
+		m.Credentials = gitws.PodCredentialsDir
 	}
-	res := gitws.Run(ctx, []byte(os.Getenv(gitws.RequestEnv)), claim, credentials, os.Stdout)
+	res := gitws.Run(ctx, []byte(os.Getenv(gitws.RequestEnv)), m, os.Stdout)
 	if err := os.WriteFile(terminationLog, res.Encode(), 0o644); err != nil {
 		fmt.Fprintf(os.Stderr, "toolgate runner: cannot write the result to %s: %v\n", terminationLog, err)
 		return runner.ExitNoResult
 	}
 	if res.Kind != "" {
-		fmt.Fprintf(os.Stderr, "toolgate runner: git %s failed (%s): %s\n", res.Op, res.Kind, res.Message)
+		fmt.Fprintf(os.Stderr, "toolgate runner: workspace %s failed (%s): %s\n", res.Op, res.Kind, res.Message)
 		return 3
 	}
 	return 0

@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -290,15 +291,18 @@ func verdictText(v Verdict) string {
 
 func newReplayCommand(o *Options) *cobra.Command {
 	var (
-		dryRun, model bool
-		policyFile    string
-		output        string
-		m             modelFlags
+		dryRun, model, execute bool
+		policyFile             string
+		output                 string
+		m                      modelFlags
+		include                []string
+		timeout                time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "replay TASK --dry-run | --model",
-		Short: "Replay a task's record against today's policies (--dry-run) or another model (--model); executes nothing",
-		Long: `Replay a task's recorded history. Nothing is executed and nothing is written.
+		Use:   "replay TASK --dry-run | --model | --execute",
+		Short: "Replay a task's record against today's policies (--dry-run) or another model (--model), or re-run its reads on a copy of its workspace (--execute)",
+		Long: `Replay a task's recorded history. --dry-run and --model execute nothing and write
+nothing; --execute re-runs calls, in a throwaway task on a copy of the workspace.
 
 --dry-run re-runs validation and the policies as they are now over every recorded
 intent of the task, in turn and index order, and reports each decision that would
@@ -318,20 +322,46 @@ with your own credentials, or from the environment variable --api-key-env names
 tasks. --max-tokens bounds what the replay spends (default: the task's
 budgets.maxTokens).
 
+--execute re-runs the task's recorded calls that ran and were read-only (by their
+recorded decision) in a throwaway AgentTask labelled toolgate.dev/replay-of=TASK,
+whose workspace is a copy of the task's (spec.workspace.copyOf), and compares each
+observation with the recorded one: outcome, exit code, the output the model saw
+(its hash, and both texts when they differ) and a read file's content hash. The
+calls are proposed as you and decided by the policies like any call: one that asks
+waits for a human's approval. --include INTENT re-runs a call that was not
+read-only too (the copy is changed, never the task's workspace). The throwaway task,
+its copy, intents and executions are deleted when the replay ends. You need the
+rights to create AgentTasks and propose ToolIntents in the namespace.
+
 --policy FILE evaluates the ToolPolicies and ClusterToolPolicies in FILE (YAML, one
 or more documents) instead of the cluster's policies, to see what a policy change
 would do before applying it.
 
-Exit code: 0 when nothing would change, 1 when a decision (--dry-run) or a turn
-(--model) would, as kubectl diff; 2 on an error, a model error included.`,
+Exit code: 0 when nothing would change, 1 when a decision (--dry-run), a turn
+(--model) or an output (--execute) would, as kubectl diff; 2 on an error, a model
+error included.`,
 		Example: `  kubectl toolgate replay fix-tests --dry-run
   kubectl toolgate replay fix-tests --dry-run --policy tightened.yaml
   kubectl toolgate replay fix-tests --model --model-from candidate-model-task
-  OPENAI_API_KEY=... kubectl toolgate replay fix-tests --model --model-name gpt-5-mini --api-key-env OPENAI_API_KEY`,
+  OPENAI_API_KEY=... kubectl toolgate replay fix-tests --model --model-name gpt-5-mini --api-key-env OPENAI_API_KEY
+  kubectl toolgate replay fix-tests --execute
+  kubectl toolgate replay fix-tests --execute --include fix-tests-t3-0`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if dryRun == model {
-				return errors.New("replay runs in one mode: --dry-run (today's policies over the recorded calls) or --model (another model over the recorded conversation); neither executes anything")
+			modes := 0
+			for _, on := range []bool{dryRun, model, execute} {
+				if on {
+					modes++
+				}
+			}
+			if modes != 1 {
+				return errors.New("replay runs in one mode: --dry-run (today's policies over the recorded calls), --model (another model over the recorded conversation), or --execute (the recorded reads again, on a copy of the workspace)")
+			}
+			if policyFile != "" && execute {
+				return errors.New("--policy is for --dry-run and --model: --execute proposes its calls to the cluster, where the cluster's policies decide them")
+			}
+			if len(include) > 0 && !execute {
+				return errors.New("--include is for --execute")
 			}
 			if err := checkOutput(output); err != nil {
 				return err
@@ -344,6 +374,9 @@ Exit code: 0 when nothing would change, 1 when a decision (--dry-run) or a turn
 			objs, err := c.loadTask(ctx, args[0], true)
 			if err != nil {
 				return err
+			}
+			if execute {
+				return runExecutionReplay(ctx, o, c, objs, include, timeout, output)
 			}
 			source, loaded, err := replayPolicies(ctx, c, policyFile)
 			if err != nil {
@@ -380,6 +413,9 @@ Exit code: 0 when nothing would change, 1 when a decision (--dry-run) or a turn
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Re-decide the recorded calls with today's (or --policy) policies")
 	cmd.Flags().BoolVar(&model, "model", false, "Ask a model for each recorded turn and compare its calls with the recorded ones")
 	cmd.Flags().StringVar(&policyFile, "policy", "", "Evaluate the ToolPolicies and ClusterToolPolicies in this YAML file instead of the cluster's")
+	cmd.Flags().BoolVar(&execute, "execute", false, "Re-run the recorded read-only calls on a copy of the workspace and compare their output")
+	cmd.Flags().StringSliceVar(&include, "include", nil, "With --execute: also re-run these intents (by name), which were not read-only")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "With --execute: how long to wait for the workspace copy and for each call")
 	m.addFlags(cmd)
 	addOutputFlag(cmd, &output)
 	return errorExitCode(cmd, replayError)

@@ -62,8 +62,6 @@ const (
 	// ReasonEndpointNotAllowed: Ready=False because the task's baseURL is not on the
 	// controller's --model-endpoints allow-list; the model is not called.
 	ReasonEndpointNotAllowed = "EndpointNotAllowed"
-
-	maxObjectName = 253
 )
 
 // ModelFactory makes the model client for one task's endpoint.

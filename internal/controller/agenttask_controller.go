@@ -62,6 +62,9 @@ const (
 	// condition's reason says why); one per failed attempt, so that an attempt
 	// tried again leaves its failure behind.
 	EventWorkspaceNotCloned = "WorkspaceNotCloned"
+	// EventWorkspaceCopied: spec.workspace.copyOf's workspace was copied into the
+	// task's claim.
+	EventWorkspaceCopied = "WorkspaceCopied"
 )
 
 // +kubebuilder:rbac:groups=toolgate.dev,resources=agenttasks,verbs=get;list;watch
@@ -142,8 +145,13 @@ func (r *AgentTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1.AgentTask{}).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.Options.Workers.orDefault().Task}).
 		Owns(&corev1.PersistentVolumeClaim{}).
-		// The task's git pods (clone, change, push) report their results.
+		// A claim named by spec.workspace.existingClaim may be created after its task.
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(r.tasksOfClaim), builder.WithPredicates(claimCameOrWent)).
+		// The task's workspace pods (clone, change, push, copy) report their results.
 		Owns(&corev1.Pod{}).
+		// A task waiting to copy another's workspace (spec.workspace.copyOf) goes on
+		// when that task appears or its workspace is seeded.
+		Watches(&v1.AgentTask{}, handler.EnqueueRequestsFromMapFunc(r.tasksCopying), builder.WithPredicates(copySourceChanged)).
 		// An intent names its task in spec.taskRef (it is owned by the task too, once
 		// created by the agent loop or kubectl toolgate propose, or adopted).
 		Watches(&v1.ToolIntent{}, enqueueTaskOfIntent, builder.WithPredicates(taskSummaryChanged)).
@@ -411,20 +419,29 @@ func (r *AgentTaskReconciler) stopRunningCalls(ctx context.Context, task *v1.Age
 	return running, nil
 }
 
-// observe ensures the workspace claim (and its clone, for spec.workspace.git) and
-// gathers the task's intents and approvals. wait is when to look at a clone again.
+// observe ensures the workspace claim (and its clone, for spec.workspace.git, or
+// its copy, for spec.workspace.copyOf) and gathers the task's intents and
+// approvals. wait is when to look at a clone or copy again.
 func (r *AgentTaskReconciler) observe(ctx context.Context, task *v1.AgentTask) (world pipeline.TaskWorld, created bool, wait time.Duration, err error) {
 	ready, msg, created, err := r.ensureWorkspace(ctx, task)
 	if err != nil {
 		return world, false, 0, err
 	}
 	world.WorkspaceReady, world.WorkspaceMessage, world.Workspace = ready, msg, task.Status.Workspace
-	if ready && task.Spec.Workspace.Git != nil {
-		g, err := r.cloneWorkspace(ctx, task, pipeline.WorkspaceClaimName(task))
+	var seed func(context.Context, *v1.AgentTask, string) (workspaceSeed, error)
+	switch {
+	case task.Spec.Workspace.Git != nil:
+		seed = r.cloneWorkspace
+	case task.Spec.Workspace.CopyOf != nil:
+		seed = r.copyWorkspace
+	}
+	if ready && seed != nil {
+		g, err := seed(ctx, task, pipeline.WorkspaceClaimName(task))
 		if err != nil {
 			return world, false, 0, err
 		}
 		world.Workspace, world.WorkspaceReady, world.WorkspaceReason, world.WorkspaceMessage, wait = g.status, g.ready, g.reason, g.msg, g.wait
+		world.WorkspaceFailed = g.failed
 	}
 
 	var intents v1.ToolIntentList
@@ -481,10 +498,28 @@ func (r *AgentTaskReconciler) ensureWorkspace(ctx context.Context, task *v1.Agen
 	return true, "", true, nil
 }
 
+// tasksOfClaim maps a claim to the tasks that name it as spec.workspace.existingClaim.
+func (r *AgentTaskReconciler) tasksOfClaim(ctx context.Context, o client.Object) []reconcile.Request {
+	var tasks v1.AgentTaskList
+	if err := r.List(ctx, &tasks, client.InNamespace(o.GetNamespace()), client.MatchingFields{IndexTaskExistingClaim: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing the tasks that name a claim: they are not woken", "claim", klog.KObj(o))
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(tasks.Items))
+	for i := range tasks.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&tasks.Items[i])})
+	}
+	return reqs
+}
+
 // emit sends events for what changed, after the status write succeeded.
 func (r *AgentTaskReconciler) emit(log logr.Logger, task *v1.AgentTask, before *v1.AgentTaskStatus, createdClaim bool) {
 	if createdClaim {
 		r.Recorder.Eventf(task, nil, corev1.EventTypeNormal, EventWorkspaceCreated, EventWorkspaceCreated, "created PersistentVolumeClaim %s", task.Status.WorkspaceClaimName)
+	}
+	if ws := task.Status.Workspace; ws != nil && ws.CopiedAt != nil && task.Spec.Workspace.CopyOf != nil && (before.Workspace == nil || before.Workspace.CopiedAt == nil) {
+		r.Recorder.Eventf(task, nil, corev1.EventTypeNormal, EventWorkspaceCopied, EventWorkspaceCopied, "copied the workspace of AgentTask %s (claim %s) into %s with pod %s; %d entries left out",
+			task.Spec.Workspace.CopyOf.TaskRef.Name, ws.CopiedFrom, task.Status.WorkspaceClaimName, ws.CopyPod, ws.CopySkipped)
 	}
 	if now := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady); now != nil && gitFailure(now.Reason) {
 		if was := meta.FindStatusCondition(before.Conditions, v1.ConditionReady); was == nil || was.Reason != now.Reason || was.Message != now.Message {

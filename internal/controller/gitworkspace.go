@@ -33,10 +33,14 @@ const (
 	gitPollEvery = 2 * time.Second
 )
 
-// gitWorkspace is where a task's clone stands.
-type gitWorkspace struct {
+// workspaceSeed is where the clone (spec.workspace.git) or the copy
+// (spec.workspace.copyOf) that seeds a task's workspace stands.
+type workspaceSeed struct {
 	status *v1.WorkspaceStatus
 	ready  bool
+	// failed: the workspace can never be seeded, and the task fails with reason
+	// and msg; otherwise a reason and msg say what the task waits for.
+	failed bool
 	reason string
 	msg    string
 	wait   time.Duration
@@ -46,16 +50,16 @@ type gitWorkspace struct {
 // it checks the URL and the credentials Secret, fences a clone pod to the
 // repository's host, starts it, and reads its result. The workspace is ready once
 // status.workspace.commit is recorded; until then the task's calls wait.
-func (r *AgentTaskReconciler) cloneWorkspace(ctx context.Context, task *v1.AgentTask, claim string) (gitWorkspace, error) {
+func (r *AgentTaskReconciler) cloneWorkspace(ctx context.Context, task *v1.AgentTask, claim string) (workspaceSeed, error) {
 	src := task.Spec.Workspace.Git
 	ws := &v1.WorkspaceStatus{}
 	if task.Status.Workspace != nil {
 		ws = task.Status.Workspace.DeepCopy()
 	}
 	if ws.Commit != "" {
-		return gitWorkspace{status: ws, ready: true}, nil
+		return workspaceSeed{status: ws, ready: true}, nil
 	}
-	out := gitWorkspace{status: ws, reason: v1.ReasonWorkspaceCloning}
+	out := workspaceSeed{status: ws, reason: v1.ReasonWorkspaceCloning}
 	remote, err := gitws.ParseRemote(src.URL)
 	if err != nil {
 		out.reason, out.msg = v1.ReasonGitURLInvalid, "spec.workspace.git.url: "+err.Error()
@@ -167,7 +171,11 @@ func gitPodResult(pod *corev1.Pod) (gitws.Result, bool, string) {
 	if t := executor.ToolTermination(pod); t != nil {
 		res, err := gitws.ParseResult(t.Message)
 		if err != nil {
-			return res, true, fmt.Sprintf("exit code %d, %v", t.ExitCode, err)
+			reason := ""
+			if t.Reason != "" {
+				reason = ", reason " + t.Reason
+			}
+			return res, true, fmt.Sprintf("exit code %d%s: %v", t.ExitCode, reason, err)
 		}
 		return res, true, ""
 	}

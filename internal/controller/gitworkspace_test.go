@@ -109,13 +109,19 @@ func (p *pipelineEnv) runGitPod(pod *corev1.Pod, claim string) gitws.Result {
 // a log that is not what the pod wrote.
 func (p *pipelineEnv) runGitPodLogging(pod *corev1.Pod, claim string, logged func(string) string) gitws.Result {
 	p.t.Helper()
+	return p.runWorkspacePod(pod, gitws.Mounts{Claim: claim}, logged)
+}
+
+// runWorkspacePod is runGitPodLogging on the volumes of m (the claim, and for a
+// copy the workspace copied from); the credentials are the Secret the pod mounts.
+func (p *pipelineEnv) runWorkspacePod(pod *corev1.Pod, m gitws.Mounts, logged func(string) string) gitws.Result {
+	p.t.Helper()
 	var request string
 	for _, e := range pod.Spec.Containers[0].Env {
 		if e.Name == gitws.RequestEnv {
 			request = e.Value
 		}
 	}
-	creds := ""
 	for _, v := range pod.Spec.Volumes {
 		if v.Secret == nil {
 			continue
@@ -124,15 +130,15 @@ func (p *pipelineEnv) runGitPodLogging(pod *corev1.Pod, claim string, logged fun
 		if err := env.Client.Get(p.t.Context(), client.ObjectKey{Namespace: p.ns, Name: v.Secret.SecretName}, secret); err != nil {
 			p.t.Fatal(err)
 		}
-		creds = p.t.TempDir()
+		m.Credentials = p.t.TempDir()
 		for k, b := range secret.Data {
-			if err := os.WriteFile(filepath.Join(creds, k), b, 0o400); err != nil {
+			if err := os.WriteFile(filepath.Join(m.Credentials, k), b, 0o400); err != nil {
 				p.t.Fatal(err)
 			}
 		}
 	}
 	var out bytes.Buffer
-	res := gitws.Run(context.Background(), []byte(request), claim, creds, &out)
+	res := gitws.Run(context.Background(), []byte(request), m, &out)
 	p.logs.set(pod.Name, logged(out.String()))
 	code, phase := int32(0), corev1.PodSucceeded
 	if res.Kind != "" {

@@ -27,6 +27,13 @@ const (
 	// IndexExecutionTask indexes Executions by spec.taskRef.name, so that a task
 	// that ends finds the calls it still runs.
 	IndexExecutionTask = "spec.taskRef.name"
+	// IndexTaskCopyOf indexes AgentTasks by spec.workspace.copyOf.taskRef.name, so
+	// that a task appearing, or seeding its workspace, wakes the tasks waiting to
+	// copy it.
+	IndexTaskCopyOf = "spec.workspace.copyOf.taskRef.name"
+	// IndexTaskExistingClaim indexes AgentTasks by spec.workspace.existingClaim, so
+	// that a claim created after its task wakes it.
+	IndexTaskExistingClaim = "spec.workspace.existingClaim"
 )
 
 // IntentTurnKey is the IndexIntentTurn value of a task's turn.
@@ -52,6 +59,22 @@ func setupIndexes(mgr ctrl.Manager, _ Options) error {
 		in := o.(*v1.ToolIntent)
 		if d := in.Status.Decision; d != nil && d.Action == v1.DecisionStop {
 			return []string{in.Spec.TaskRef.Name}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1.AgentTask{}, IndexTaskCopyOf, func(o client.Object) []string {
+		if c := o.(*v1.AgentTask).Spec.Workspace.CopyOf; c != nil {
+			return []string{c.TaskRef.Name}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1.AgentTask{}, IndexTaskExistingClaim, func(o client.Object) []string {
+		if c := o.(*v1.AgentTask).Spec.Workspace.ExistingClaim; c != "" {
+			return []string{c}
 		}
 		return nil
 	}); err != nil {

@@ -927,19 +927,23 @@ func (r *ToolIntentReconciler) holdForSiblings(ctx context.Context, run *intentR
 	return true, nil
 }
 
-// holdForWorkspace holds a call of a task whose workspace is not cloned yet: it
-// would run on an empty or half-written worktree. The call waits (the task's Ready
-// condition says why); the task's watch wakes it once the clone is recorded.
+// holdForWorkspace holds a call of a task whose workspace is not cloned (or
+// copied) yet: it would run on an empty or half-written worktree. The call waits
+// (the task's Ready condition says why); the task's watch wakes it once the clone
+// or copy is recorded.
 func (r *ToolIntentReconciler) holdForWorkspace(run *intentRun) bool {
 	task := run.task
 	if pipeline.WorkspaceCloned(task) {
 		return false
 	}
-	why := "the clone has not finished"
+	seeded, why := "cloned its workspace (spec.workspace.git)", "the clone has not finished"
+	if task.Spec.Workspace.CopyOf != nil {
+		seeded, why = "copied its workspace (spec.workspace.copyOf)", "the copy has not finished"
+	}
 	if c := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady); c != nil && c.Status != metav1.ConditionTrue && c.Message != "" {
 		why = c.Reason + ": " + c.Message
 	}
-	msg := fmt.Sprintf("held: AgentTask %s has not cloned its workspace (spec.workspace.git) yet (%s); the call runs once it has", task.Name, why)
+	msg := fmt.Sprintf("held: AgentTask %s has not %s yet (%s); the call runs once it has", task.Name, seeded, why)
 	if c := meta.FindStatusCondition(run.intent.Status.Conditions, v1.ConditionExecuted); c == nil || c.Reason != v1.ReasonWaitingForWorkspace || c.Message != msg {
 		run.record(EventHeldForWorkspace, false, nil, "%s", msg)
 	}

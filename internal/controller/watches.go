@@ -110,6 +110,13 @@ var fenceChanged = predicate.TypedFuncs[client.Object]{
 	},
 }
 
+// claimCameOrWent passes a claim that was created or deleted: whether a task
+// naming it has its workspace (and so whether a task copying that one can).
+var claimCameOrWent = predicate.TypedFuncs[client.Object]{
+	UpdateFunc:  func(event.TypedUpdateEvent[client.Object]) bool { return false },
+	GenericFunc: func(event.TypedGenericEvent[client.Object]) bool { return false },
+}
+
 func outcomeOf(in *v1.ToolIntent) v1.Outcome {
 	if in.Status.Observation == nil {
 		return ""

@@ -15,21 +15,24 @@ import (
 	"github.com/toolgate/toolgate/internal/gitws"
 )
 
-// LabelGit marks toolgate's own git pods of a task (clone, change, push) with their
-// operation.
+// LabelGit marks toolgate's own workspace pods of a task (the git clone, change
+// and push, and the copy of another task's workspace) with their operation. The
+// admission policies keep these pods, named toolgate-git-…, to the controller.
 const LabelGit = "toolgate.dev/git"
 
 const (
 	volumeCredentials = "git-credentials"
-	// gitDeadlineSeconds bounds a clone, change or push pod.
+	volumeCopySource  = "copy-source"
+	// gitDeadlineSeconds bounds a clone, change, push or copy pod.
 	gitDeadlineSeconds = 600
 )
 
-// GitPod is one of toolgate's own git steps for a task: a pod with the walls of a
-// tool call's (no token, non-root, read-only root, no capabilities, seccomp,
+// GitPod is one of toolgate's own workspace steps for a task: a pod with the walls
+// of a tool call's (no token, non-root, read-only root, no capabilities, seccomp,
 // resources, fenced by the NetworkPolicy of Network), that mounts the whole claim
-// (worktree and git directory) and, for a clone or a push, the credentials Secret.
-// No tool runs in it: the runner carries out Request with go-git.
+// (worktree and git directory), for a clone or a push the credentials Secret, and
+// for a copy the workspace copied from, read-only. No tool runs in it: the runner
+// carries out Request (a git step with go-git, or a copy).
 type GitPod struct {
 	Namespace, Name string
 	Task            string
@@ -40,8 +43,13 @@ type GitPod struct {
 	Network       toolgatev1alpha1.NetworkSpec
 	Request       gitws.Request
 	// Execution names the Execution a push pod carries out (it wakes it); "" for
-	// the task's own clone and change pods.
+	// the task's own clone, change and copy pods.
 	Execution string
+	// CopySourceClaim, for a copy, is the claim copied from, mounted read-only at
+	// gitws.PodCopySourceRoot; CopySourceSubPath is the folder of it mounted, the
+	// one the copied task's tools see (a git task's worktree: its git directory is
+	// not even in the pod).
+	CopySourceClaim, CopySourceSubPath string
 }
 
 // GitPodName is the name of a task's git pod for op, unique to what it is asked
@@ -86,6 +94,12 @@ func BuildGitPod(g GitPod, runnerImage string) (*corev1.Pod, error) {
 			Secret: &corev1.SecretVolumeSource{SecretName: g.SecretName, DefaultMode: ptr.To[int32](0o440)},
 		}})
 		tool.VolumeMounts = append(tool.VolumeMounts, corev1.VolumeMount{Name: volumeCredentials, MountPath: gitws.PodCredentialsDir, ReadOnly: true})
+	}
+	if g.CopySourceClaim != "" {
+		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: volumeCopySource, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: g.CopySourceClaim, ReadOnly: true},
+		}})
+		tool.VolumeMounts = append(tool.VolumeMounts, corev1.VolumeMount{Name: volumeCopySource, MountPath: gitws.PodCopySourceRoot, SubPath: g.CopySourceSubPath, ReadOnly: true})
 	}
 	labels := map[string]string{
 		LabelTask:    labelValue(g.Task),

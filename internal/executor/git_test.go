@@ -125,3 +125,57 @@ func TestWorkspaceSubPathMountsTheWorktreeOnly(t *testing.T) {
 }
 
 func hasKey(m map[string]bool, k string) bool { _, ok := m[k]; return ok }
+
+// A copy pod has a git pod's walls and no network; it mounts the claim it copies
+// into read-write and, read-only, only the folder of the other task's claim that
+// task's tools see (so a git task's git directory is not even in the pod).
+func TestCopyPodMountsTheWorkspaceCopiedFromReadOnly(t *testing.T) {
+	pod, err := BuildGitPod(GitPod{
+		Namespace: "team-a", Name: GitPodName(gitws.OpCopy, "replay", "fix-bug"), Task: "replay",
+		ClaimName: "replay-workspace", Network: toolgatev1alpha1.NetworkSpec{Mode: toolgatev1alpha1.NetworkNone},
+		CopySourceClaim: "fix-bug-workspace", CopySourceSubPath: gitws.WorktreeDir,
+		Request: gitws.Request{Op: gitws.OpCopy},
+	}, testRunnerImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := pod.Spec.Containers[0]
+	claims := map[string]corev1.PersistentVolumeClaimVolumeSource{}
+	for _, v := range pod.Spec.Volumes {
+		if v.Secret != nil {
+			t.Errorf("the copy pod mounts Secret %s", v.Secret.SecretName)
+		}
+		if v.PersistentVolumeClaim != nil {
+			claims[v.Name] = *v.PersistentVolumeClaim
+		}
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range tool.VolumeMounts {
+		mounts[m.MountPath] = m
+	}
+	into, from := mounts[gitws.PodClaimRoot], mounts[gitws.PodCopySourceRoot]
+	checks := map[string]bool{
+		"two claims":                       len(claims) == 2,
+		"its claim read-write, whole":      claims[into.Name].ClaimName == "replay-workspace" && !claims[into.Name].ReadOnly && !into.ReadOnly && into.SubPath == "",
+		"the other claim read-only":        claims[from.Name].ClaimName == "fix-bug-workspace" && claims[from.Name].ReadOnly && from.ReadOnly,
+		"only the other task's /workspace": from.SubPath == gitws.WorktreeDir,
+		"no token":                         !ptr.Deref(pod.Spec.AutomountServiceAccountToken, true),
+		"non-root":                         ptr.Deref(pod.Spec.SecurityContext.RunAsNonRoot, false),
+		"seccomp":                          pod.Spec.SecurityContext.SeccompProfile.Type == "RuntimeDefault",
+		"read-only root":                   ptr.Deref(tool.SecurityContext.ReadOnlyRootFilesystem, false),
+		"drop ALL":                         len(tool.SecurityContext.Capabilities.Drop) == 1 && tool.SecurityContext.Capabilities.Drop[0] == "ALL",
+		"resource limits":                  !tool.Resources.Limits.Memory().IsZero(),
+		"no network":                       pod.Labels[LabelNetwork] == networkKey(toolgatev1alpha1.NetworkSpec{Mode: toolgatev1alpha1.NetworkNone}),
+		"labelled copy":                    pod.Labels[LabelGit] == gitws.OpCopy,
+		"named for admission policy":       strings.HasPrefix(pod.Name, "toolgate-git-copy-"),
+	}
+	for name, ok := range checks {
+		if !ok {
+			t.Errorf("copy pod: %s: not so", name)
+		}
+	}
+	policy, err := GitNetworkPolicy("team-a", toolgatev1alpha1.NetworkSpec{Mode: toolgatev1alpha1.NetworkNone})
+	if err != nil || len(policy.Spec.Egress) != 0 || len(policy.Spec.PolicyTypes) != 2 {
+		t.Errorf("the copy pod's fence lets traffic out: %+v %v", policy, err)
+	}
+}

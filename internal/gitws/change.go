@@ -129,20 +129,32 @@ func uncommittable(name string) string {
 	return ""
 }
 
-// readRegular reads the regular file name of root that Lstat saw as info: not
-// following a link, not blocking on a FIFO, and only if it is still that file
-// (a file swapped while the change is read is left out), at most
-// MaxChangeFileBytes.
-func readRegular(root *os.Root, name string, info os.FileInfo) ([]byte, string) {
+// openRegular opens the regular file name of root that Lstat saw as info: not
+// blocking on a FIFO, and only if it is still that file. An entry swapped since
+// (for a link, which os.Root would follow within root, or a FIFO) is not that
+// file: why says so, as it says a file that cannot be opened is unreadable.
+func openRegular(root *os.Root, name string, info os.FileInfo) (f *os.File, why string) {
 	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, "unreadable"
 	}
-	defer func() { _ = f.Close() }()
 	now, err := f.Stat()
 	if err != nil || !now.Mode().IsRegular() || !os.SameFile(info, now) {
-		return nil, "changed while the change was read"
+		_ = f.Close()
+		return nil, "changed while it was read"
 	}
+	return f, ""
+}
+
+// readRegular reads the regular file name of root that Lstat saw as info
+// (openRegular: a file swapped while the change is read is left out), at most
+// MaxChangeFileBytes.
+func readRegular(root *os.Root, name string, info os.FileInfo) ([]byte, string) {
+	f, why := openRegular(root, name, info)
+	if why != "" {
+		return nil, why
+	}
+	defer func() { _ = f.Close() }()
 	content, err := io.ReadAll(io.LimitReader(f, MaxChangeFileBytes+1))
 	if err != nil {
 		return nil, "unreadable"

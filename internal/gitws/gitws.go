@@ -1,7 +1,8 @@
-// Package gitws is the git side of a task's workspace: the clone that seeds it, the
-// change an agent made to it, and the push of that change. It uses go-git, so the
-// pods that run it need no git binary, and it never runs hooks, filters or anything
-// else a repository's files could name.
+// Package gitws is what toolgate's own workspace pods do to a task's workspace:
+// the git side of it (the clone that seeds it, the change an agent made to it, and
+// the push of that change) and the copy of another task's workspace that seeds it
+// instead (CopyTree). It uses go-git, so the pods that run it need no git binary,
+// and it never runs hooks, filters or anything else a repository's files could name.
 //
 // A git task's claim holds two folders (Layout): the worktree, which every tool
 // sees at /workspace, and the git directory beside it, which only toolgate's own
@@ -62,6 +63,8 @@ const (
 	FailureBranchExists       FailureKind = "BranchExists"
 	FailureChanged            FailureKind = "WorkspaceChanged"
 	FailureOther              FailureKind = "Failed"
+	// FailureNoSpace: the workspace to copy is larger than the claim holds.
+	FailureNoSpace FailureKind = "NoSpace"
 )
 
 // Error is a git step's failure with its kind.

@@ -11,22 +11,33 @@ import (
 	"time"
 )
 
-// Paths inside toolgate's git pods (clone, change and push): the whole claim, and
-// the credentials Secret when there is one.
+// Paths inside toolgate's workspace pods (clone, change, push and copy): the
+// whole claim, the credentials Secret when there is one, and for a copy the
+// workspace copied from (the other task's claim, read-only, as its tools see it).
 const (
 	PodClaimRoot       = "/claim"
 	PodCredentialsDir  = "/toolgate-git-credentials"
+	PodCopySourceRoot  = "/copy-source"
 	RequestEnv         = "TOOLGATE_GIT"
 	MaxReportedFiles   = 50
 	terminationMaxSize = 4096
 )
 
-// Operations of a git pod.
+// Operations of a workspace pod. Clone, change and push are git steps; copy
+// copies another task's workspace into the claim (CopyTree) and needs no git.
 const (
 	OpClone  = "clone"
 	OpChange = "change"
 	OpPush   = "push"
+	OpCopy   = "copy"
 )
+
+// Mounts are where a workspace pod's volumes are: the claim (PodClaimRoot), the
+// credentials Secret ("" when none is mounted) and, for a copy, the workspace
+// copied from (PodCopySourceRoot).
+type Mounts struct {
+	Claim, Credentials, CopySource string
+}
 
 // Request is what a git pod is asked to do, from RequestEnv.
 type Request struct {
@@ -57,11 +68,12 @@ type Result struct {
 	DiffBytes  int     `json:"diffBytes,omitempty"`
 	DiffSHA256 string  `json:"diffSHA256,omitempty"`
 	Pushed     *Pushed `json:"pushed,omitempty"`
+	// Copied, for OpCopy: what was copied, and what was left out.
+	Copied *Copied `json:"copied,omitempty"`
 }
 
-// Run carries out a request on the claim mounted at claimRoot, writing a change's
-// diff to out.
-func Run(ctx context.Context, raw []byte, claimRoot, credsDir string, out io.Writer) Result {
+// Run carries out a request on the volumes at m, writing a change's diff to out.
+func Run(ctx context.Context, raw []byte, m Mounts, out io.Writer) Result {
 	var req Request
 	if err := json.Unmarshal(raw, &req); err != nil {
 		return Result{Kind: FailureOther, Message: fmt.Sprintf("%s does not hold a git request: %v", RequestEnv, err)}
@@ -71,10 +83,18 @@ func Run(ctx context.Context, raw []byte, claimRoot, credsDir string, out io.Wri
 		res.Kind, res.Message = KindOf(err), err.Error()
 		return res
 	}
-	worktree, gitDir := filepath.Join(claimRoot, WorktreeDir), filepath.Join(claimRoot, GitDir)
+	worktree, gitDir := filepath.Join(m.Claim, WorktreeDir), filepath.Join(m.Claim, GitDir)
 	switch req.Op {
+	case OpCopy:
+		// A copy task is no git task: its tools see the whole claim.
+		c, err := CopyTree(ctx, m.CopySource, m.Claim)
+		if err != nil {
+			return failed(err)
+		}
+		res.Copied = &c
+		return res
 	case OpClone, OpPush:
-		creds, err := LoadCredentials(credsDir)
+		creds, err := LoadCredentials(m.Credentials)
 		if err != nil {
 			return failed(err)
 		}
@@ -121,6 +141,11 @@ func (r Result) Encode() []byte {
 		}
 		r.Change = &c
 	}
+	if r.Copied != nil && len(r.Copied.SkippedPaths) > MaxReportedFiles {
+		c := *r.Copied
+		c.SkippedPaths = c.SkippedPaths[:MaxReportedFiles]
+		r.Copied = &c
+	}
 	if len(r.Message) > 2048 {
 		r.Message = r.Message[:2048]
 	}
@@ -129,6 +154,12 @@ func (r Result) Encode() []byte {
 		c := *r.Change
 		c.Files, c.Binary, c.Skipped = half(c.Files), half(c.Binary), half(c.Skipped)
 		r.Change = &c
+		b, _ = json.Marshal(r)
+	}
+	for len(b) > terminationMaxSize && r.Copied != nil && len(r.Copied.SkippedPaths) > 0 {
+		c := *r.Copied
+		c.SkippedPaths = half(c.SkippedPaths)
+		r.Copied = &c
 		b, _ = json.Marshal(r)
 	}
 	return b

@@ -93,9 +93,16 @@ func WorkspaceSubPath(task *v1.AgentTask) string {
 
 // WorkspaceCloned says whether a task's workspace holds what its calls need: always
 // for a claim given or created empty; for spec.workspace.git once the clone
-// recorded its commit.
+// recorded its commit; for spec.workspace.copyOf once the copy recorded copiedAt.
 func WorkspaceCloned(task *v1.AgentTask) bool {
-	return task.Spec.Workspace.Git == nil || task.Status.Workspace != nil && task.Status.Workspace.Commit != ""
+	ws := task.Status.Workspace
+	switch {
+	case task.Spec.Workspace.Git != nil:
+		return ws != nil && ws.Commit != ""
+	case task.Spec.Workspace.CopyOf != nil:
+		return ws != nil && ws.CopiedAt != nil
+	}
+	return true
 }
 
 // OwnedClaimName is the name of the claim toolgate creates for a task.

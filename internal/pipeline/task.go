@@ -22,7 +22,10 @@ type TaskWorld struct {
 	// WorkspaceReason is the Ready condition's reason when it is not ready
 	// (WorkspacePending when empty).
 	WorkspaceReason string
-	// Workspace is the git side of the workspace (spec.workspace.git).
+	// WorkspaceFailed says the workspace can never be ready (a copy that failed):
+	// the task fails, with WorkspaceReason and WorkspaceMessage.
+	WorkspaceFailed bool
+	// Workspace is what seeded the workspace (spec.workspace.git, copyOf).
 	Workspace *v1.WorkspaceStatus
 	// Intents are the task's ToolIntents.
 	Intents []v1.ToolIntent
@@ -169,8 +172,14 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 		set(v1.ConditionReady, false, v1.ReasonModelUnavailable, model.Unavailable)
 	default:
 		msg := fmt.Sprintf("workspace claim %s is bound to the task", st.WorkspaceClaimName)
-		if ws := world.Workspace; ws != nil && ws.Commit != "" {
+		if ws := world.Workspace; ws != nil && ws.Commit != "" && task.Spec.Workspace.Git != nil {
 			msg += fmt.Sprintf(", cloned from %s at %s", task.Spec.Workspace.Git.URL, ws.Commit)
+		}
+		if ws := world.Workspace; ws != nil && ws.CopiedAt != nil && task.Spec.Workspace.CopyOf != nil {
+			msg += fmt.Sprintf(", copied from claim %s of AgentTask %s", ws.CopiedFrom, task.Spec.Workspace.CopyOf.TaskRef.Name)
+			if ws.CopySkipped > 0 {
+				msg += fmt.Sprintf(" (%d entries that are no regular file, directory or symlink, or could not be read, were left out)", ws.CopySkipped)
+			}
 		}
 		set(v1.ConditionReady, true, v1.ReasonWorkspaceReady, msg)
 	}
@@ -186,6 +195,8 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 		switch {
 		case task.Spec.Cancel:
 			set(v1.ConditionFailed, true, v1.ReasonCancelled, "the task was cancelled by its owner (spec.cancel)")
+		case world.WorkspaceFailed:
+			set(v1.ConditionFailed, true, world.WorkspaceReason, world.WorkspaceMessage)
 		case stopped != nil:
 			d := stopped.Status.Decision
 			set(v1.ConditionFailed, true, v1.ReasonPolicyStopped, fmt.Sprintf("ToolIntent %s (turn %d) was decided Stop by rule %s: %s. Nothing of that turn ran, and the task takes no more turns.", stopped.Name, stopped.Spec.Turn, RuleID(d), d.Reason))

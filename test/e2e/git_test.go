@@ -338,4 +338,89 @@ var _ = Describe("Git workspaces", func() {
 		after := strings.Split(serverGit("for-each-ref", "--format=%(refname) %(objectname)"), "\n")
 		Expect(after).To(ConsistOf(append(strings.Split(refs, "\n"), "refs/heads/agent/fix "+commit)), "the push moved other refs")
 	})
+
+	It("replays a task's reads on a copy of its workspace: an unchanged file reads the same, a changed one shows the change; the task's workspace and intents are untouched", func(ctx SpecContext) {
+		const task = "replayed"
+		gitTask(ctx, task, "main", "git-creds")
+		ready(ctx, task, toolgatev1alpha1.ReasonWorkspaceReady)
+		read := call(ctx, task, toolgatev1alpha1.ToolReadFile, map[string]any{"path": "calc.sh"})
+		cat := call(ctx, task, toolgatev1alpha1.ToolBash, map[string]any{"command": "cat test.sh"})
+		for _, in := range []*toolgatev1alpha1.ToolIntent{read, cat} {
+			Expect(in.Status.Observation.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), in.Status.Observation.Summary)
+			Expect(in.Status.Decision.Category).To(Equal(toolgatev1alpha1.CategoryReadOnly), in.Name)
+		}
+
+		// snapshot is what the replay must not touch: every intent of the task as
+		// stored (its resourceVersion changes with any write), and the workspace's
+		// change against its commit as diff reads it.
+		snapshot := func() (map[string]string, string) {
+			GinkgoHelper()
+			var list toolgatev1alpha1.ToolIntentList
+			Expect(k8s.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+			intents := map[string]string{}
+			for _, in := range list.Items {
+				if in.Spec.TaskRef.Name == task {
+					intents[in.Name] = in.ResourceVersion
+				}
+			}
+			out, errOut, code := toolgateCLI(ctx, "diff", task, "-n", ns)
+			Expect(code).To(Equal(0), errOut)
+			return intents, out
+		}
+		// gone waits until nothing the replay made is left.
+		gone := func() {
+			GinkgoHelper()
+			Eventually(func(g Gomega) {
+				var tasks toolgatev1alpha1.AgentTaskList
+				g.Expect(k8s.List(ctx, &tasks, client.InNamespace(ns), client.MatchingLabels{cli.LabelReplayOf: task})).To(Succeed())
+				g.Expect(tasks.Items).To(BeEmpty())
+				var intents toolgatev1alpha1.ToolIntentList
+				g.Expect(k8s.List(ctx, &intents, client.InNamespace(ns), client.MatchingLabels{cli.LabelReplayOf: task})).To(Succeed())
+				g.Expect(intents.Items).To(BeEmpty())
+				var claims corev1.PersistentVolumeClaimList
+				g.Expect(k8s.List(ctx, &claims, client.InNamespace(ns))).To(Succeed())
+				for _, c := range claims.Items {
+					g.Expect(c.Name).NotTo(ContainSubstring("-replay-"), "the replay's workspace copy is left")
+				}
+			}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		}
+
+		By("nothing changed since the reads: both replay the same")
+		intentsBefore, diffBefore := snapshot()
+		out, errOut, code := toolgateCLI(ctx, "replay", task, "--execute", "-n", ns, "-o", "json")
+		Expect(code).To(Equal(0), "%s\n%s", out, errOut)
+		var rep cli.ExecutionReplayReport
+		Expect(json.Unmarshal([]byte(out), &rep)).To(Succeed())
+		Expect(rep.Calls).To(HaveLen(2))
+		for _, c := range rep.Calls {
+			Expect(c.Comparison).To(Equal(cli.OutputSame), "%s: %v", c.Name, c.Differences)
+			Expect(c.Replayed.SummarySHA256).To(Equal(c.Recorded.SummarySHA256))
+		}
+		Expect(rep.Calls[0].Replayed.ContentSHA256).To(Equal(read.Status.Observation.ContentSHA256))
+		gone()
+		intentsAfter, diffAfter := snapshot()
+		Expect(intentsAfter).To(Equal(intentsBefore), "the replay changed the task's intents")
+		Expect(diffAfter).To(Equal(diffBefore))
+
+		By("the file changes after the read: the read replays changed, the write is not replayed")
+		fixed := strings.Replace(gittest.Files["calc.sh"], "-", "+", 1)
+		obs := call(ctx, task, toolgatev1alpha1.ToolWriteFile, map[string]any{"path": "calc.sh", "content": fixed}).Status.Observation
+		Expect(obs.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), obs.Summary)
+		intentsBefore, diffBefore = snapshot()
+		Expect(diffBefore).To(ContainSubstring("+echo $(($1 + $2))"))
+		out, errOut, code = toolgateCLI(ctx, "replay", task, "--execute", "-n", ns)
+		Expect(code).To(Equal(1), "%s\n%s", out, errOut)
+		Expect(out).To(ContainSubstring("! turn 1 [0] read_file " + read.Name))
+		Expect(out).To(ContainSubstring("CHANGED:  output the model saw differs"))
+		Expect(out).To(ContainSubstring("CHANGED:  file content sha256"))
+		Expect(out).To(ContainSubstring("+ $2))"))
+		Expect(out).To(MatchRegexp(`(?m)^  turn 2 \[0\] bash ` + cat.Name + `.*\n    Same \(as `))
+		Expect(out).To(ContainSubstring("not replayed: not read-only (category write)"))
+		Expect(out).To(ContainSubstring("1 of 2 re-run call(s) changed; 1 call(s) not replayed."))
+		Expect(errOut).To(ContainSubstring("deleted, with its workspace copy"))
+		gone()
+		intentsAfter, diffAfter = snapshot()
+		Expect(intentsAfter).To(Equal(intentsBefore), "the replay changed the task's intents")
+		Expect(diffAfter).To(Equal(diffBefore), "the replay changed the task's workspace")
+	})
 })
