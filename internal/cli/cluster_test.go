@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/pipeline"
 )
 
 func TestTraceOfARecordedTask(t *testing.T) {
@@ -404,14 +405,14 @@ func TestClaimedGroups(t *testing.T) {
 	task := &v1.AgentTask{Spec: v1.AgentTaskSpec{Agent: v1.AgentSpec{External: &v1.ExternalAgent{
 		Proposers: v1.Proposers{Users: []string{"alice"}, Groups: []string{"team-a", "sre"}},
 	}}}}
-	if got := ClaimedGroups(task, []string{"system:authenticated", "sre", "team-b", "sre"}); !slices.Equal(got, []string{"sre"}) {
+	if got := pipeline.ClaimedGroups(task, []string{"system:authenticated", "sre", "team-b", "sre"}); !slices.Equal(got, []string{"sre"}) {
 		t.Errorf("claimed %v, want [sre]", got)
 	}
-	if got := ClaimedGroups(task, []string{"system:authenticated"}); got != nil {
+	if got := pipeline.ClaimedGroups(task, []string{"system:authenticated"}); got != nil {
 		t.Errorf("claimed %v for a caller in none of the task's groups", got)
 	}
 	model := &v1.AgentTask{Spec: v1.AgentTaskSpec{Agent: v1.AgentSpec{Model: &v1.ModelAgent{}}}}
-	if got := ClaimedGroups(model, []string{"sre"}); got != nil {
+	if got := pipeline.ClaimedGroups(model, []string{"sre"}); got != nil {
 		t.Errorf("claimed %v for a model task", got)
 	}
 }

@@ -6,18 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/mask"
+	"github.com/toolgate/toolgate/internal/pipeline"
 )
 
 // proposer is recorded in spec.proposedBy.provider of intents this command creates.
@@ -26,59 +24,8 @@ const proposer = "kubectl-toolgate"
 // waitInterval is how often propose --wait looks at the intent.
 const waitInterval = 250 * time.Millisecond
 
-// nextIndex is the first free index in a turn of a task's intents.
-func nextIndex(intents []v1.ToolIntent, turn int32) int32 {
-	next := int32(0)
-	for i := range intents {
-		if intents[i].Spec.Turn == turn && intents[i].Spec.Index >= next {
-			next = intents[i].Spec.Index + 1
-		}
-	}
-	return next
-}
 
-// BuildProposal is the ToolIntent propose creates: in the task's current turn, at the
-// next free index, requested by the caller, claiming those of the caller's groups
-// that the task names as proposers (ClaimedGroups).
-func BuildProposal(task *v1.AgentTask, existing []v1.ToolIntent, tool v1.ToolName, input json.RawMessage, reason, requestedBy string, groups []string) *v1.ToolIntent {
-	turn := task.Status.Turn
-	// Owned by its task from the start, as the controller would adopt it: one write
-	// less on the call's path to its Job. blockOwnerDeletion stays unset, which a
-	// proposer may set without the right to update the task's finalizers.
-	owner := metav1.NewControllerRef(task, v1.GroupVersion.WithKind("AgentTask"))
-	owner.BlockOwnerDeletion = nil
-	return &v1.ToolIntent{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: task.Name + "-", Namespace: task.Namespace, OwnerReferences: []metav1.OwnerReference{*owner}},
-		Spec: v1.ToolIntentSpec{
-			TaskRef:           v1.LocalObjectReference{Name: task.Name},
-			Turn:              turn,
-			Index:             nextIndex(existing, turn),
-			Tool:              tool,
-			Input:             runtime.RawExtension{Raw: input},
-			Reason:            reason,
-			RequestedBy:       requestedBy,
-			RequestedByGroups: ClaimedGroups(task, groups),
-			ProposedBy:        v1.ProposedBy{Provider: proposer},
-		},
-	}
-}
 
-// ClaimedGroups are the caller's groups that the task lets propose: a proposer by
-// group is let in only when the intent claims the group. Only those are claimed, not
-// every group the caller is in: the intent records them for good (its spec is
-// immutable) and an API server may know a user in more groups than the field holds.
-func ClaimedGroups(task *v1.AgentTask, groups []string) []string {
-	if task.Spec.Agent.External == nil {
-		return nil
-	}
-	var out []string
-	for _, g := range groups {
-		if slices.Contains(task.Spec.Agent.External.Proposers.Groups, g) && !slices.Contains(out, g) {
-			out = append(out, g)
-		}
-	}
-	return out
-}
 
 // parseInput checks that --input is one JSON object; the tool's schema is checked by
 // the controller, which records a failure as the intent's observation.
@@ -152,7 +99,7 @@ timed out.`,
 			if err != nil {
 				return err
 			}
-			intent := BuildProposal(objs.task, objs.intents, v1.ToolName(tool), raw, reason, user, groups)
+			intent := pipeline.Proposal(objs.task, objs.intents, v1.ToolName(tool), raw, reason, user, groups, v1.ProposedBy{Provider: proposer})
 			if err := c.client.Create(ctx, intent); err != nil {
 				return fmt.Errorf("creating the ToolIntent: %w", apiError(err))
 			}
@@ -204,7 +151,7 @@ func waitForObservation(ctx context.Context, c *cluster, intent *v1.ToolIntent, 
 			obs = current.Status.Observation
 			return true, nil
 		}
-		if state := waitingFor(current); state != lastState {
+		if state := pipeline.WaitingFor(current); state != lastState {
 			lastState = state
 			note := ""
 			if ref := current.Status.ApprovalRef; ref != "" {

@@ -309,8 +309,8 @@ func executionReplay(ctx context.Context, c *cluster, task *v1.AgentTask, intent
 			continue
 		}
 		call := &rep.Calls[i]
-		intent := BuildProposal(replay, proposed, in.Spec.Tool, in.Spec.Input.Raw,
-			fmt.Sprintf("execution replay of %s (turn %d, index %d) of AgentTask %s", in.Name, in.Spec.Turn, in.Spec.Index, task.Name), user, nil)
+		intent := pipeline.Proposal(replay, proposed, in.Spec.Tool, in.Spec.Input.Raw,
+			fmt.Sprintf("execution replay of %s (turn %d, index %d) of AgentTask %s", in.Name, in.Spec.Turn, in.Spec.Index, task.Name), user, nil, v1.ProposedBy{Provider: proposer})
 		intent.Labels = map[string]string{LabelReplayOf: labelSafe(task.Name)}
 		if err := c.client.Create(ctx, intent); err != nil {
 			rep.Error = fmt.Sprintf("proposing %s again: %v", in.Name, apiError(err))

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/policyset"
 )
@@ -185,8 +186,8 @@ func TestNextIndex(t *testing.T) {
 		makeIntent("ns", "c", 1, 0, v1.ToolBash, `{}`).obj(),
 	}
 	for _, tt := range []struct{ turn, want int32 }{{0, 4}, {1, 1}, {2, 0}} {
-		if got := nextIndex(intents, tt.turn); got != tt.want {
-			t.Errorf("nextIndex(turn %d) = %d; want %d", tt.turn, got, tt.want)
+		if got := pipeline.NextIndex(intents, tt.turn); got != tt.want {
+			t.Errorf("pipeline.NextIndex(turn %d) = %d; want %d", tt.turn, got, tt.want)
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
@@ -188,7 +187,7 @@ func intentTrace(in *v1.ToolIntent) IntentTrace {
 		it.Decision = maskedDecision(*d)
 	}
 	if in.Status.Observation == nil {
-		it.Waiting = waitingFor(in)
+		it.Waiting = pipeline.WaitingFor(in)
 	}
 	return it
 }
@@ -208,24 +207,6 @@ func maskedDecision(d v1.Decision) *v1.Decision {
 	return &d
 }
 
-// waitingFor says what an unobserved intent waits for: the last pipeline step that
-// is not done yet, with its condition's reason and message.
-func waitingFor(in *v1.ToolIntent) string {
-	for _, typ := range []string{v1.ConditionExecuted, v1.ConditionApproved, v1.ConditionDecided, v1.ConditionValidated} {
-		if c := meta.FindStatusCondition(in.Status.Conditions, typ); c != nil && c.Status != metav1.ConditionTrue {
-			return fmt.Sprintf("%s: %s", c.Reason, mask.Secrets(c.Message))
-		}
-	}
-	switch {
-	case in.Status.Validation == nil:
-		return "validation (the controller has not seen the intent yet)"
-	case in.Status.Decision == nil:
-		return "a decision"
-	case in.Status.ExecutionRef != "":
-		return "Execution " + in.Status.ExecutionRef + " to finish"
-	}
-	return "the next pipeline step"
-}
 
 func approvalTrace(a *v1.Approval) *ApprovalTrace {
 	return &ApprovalTrace{
