@@ -54,6 +54,13 @@ var (
 		Name: "toolgate_judge_verdicts_total",
 		Help: "Judge verdicts on rule conditions (shadow: never acted on), by result (match, no_match, unknown) and agreement with the deterministic decision (true, false, unknown).",
 	}, []string{"result", "agreement"})
+	// MCPCalls counts the tools/call requests of the MCP endpoint by how they
+	// ended: the observation's outcome, or StillWaiting when the call outlasted the
+	// request and the client picks it up with toolgate_wait.
+	MCPCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_mcp_calls_total",
+		Help: "Tool calls over the MCP endpoint, by outcome (the observation's, or StillWaiting).",
+	}, []string{"outcome"})
 	// JudgeLatency is the latency of the judge's requests.
 	JudgeLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "toolgate_judge_latency_seconds",
@@ -64,5 +71,5 @@ var (
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(IntentsObserved, Decisions, ApprovalWait, ExecutionDuration, PipelineLatency,
-		CompletionChecks, JudgeVerdicts, JudgeLatency)
+		CompletionChecks, JudgeVerdicts, JudgeLatency, MCPCalls)
 }

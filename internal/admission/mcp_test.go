@@ -1,0 +1,321 @@
+package admission
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// The MCP endpoint, driven by the Go SDK's client over Streamable HTTP, in front of
+// the real API server, admission policies and controller. Callers are service
+// accounts with real tokens (TokenRequest); the endpoint reviews them as the
+// controller's identity and acts with the caller's own token.
+
+// mcpEnv is a namespace with the controller running, a task whose one proposer is
+// the service account coding-agent, and the MCP endpoint.
+type mcpEnv struct {
+	ns, url string
+	// agentToken is coding-agent's; strangerToken is stranger-agent's, who holds
+	// the agent role too but is no proposer.
+	agentToken, strangerToken string
+}
+
+func startMCP(t *testing.T) *mcpEnv {
+	t.Helper()
+	ns := setupNamespace(t)
+	createClaim(t, ns, "ws")
+	e := &mcpEnv{ns: ns}
+	kube, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var agents []rbacv1.Subject
+	for _, sa := range []string{"coding-agent", "stranger-agent"} {
+		if _, err := kube.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		agents = append(agents, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns})
+	}
+	if err := grant(t.Context(), ns, roleNames["agent"], agents...); err != nil {
+		t.Fatal(err)
+	}
+	token := func(sa string) string {
+		tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), sa, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("requesting a token for %s: %v", sa, err)
+		}
+		waitAllowed(t, ns, "system:serviceaccount:"+ns+":"+sa, []string{"system:serviceaccounts", "system:serviceaccounts:" + ns}, "create", "toolintents")
+		return tr.Status.Token
+	}
+	e.agentToken, e.strangerToken = token("coding-agent"), token("stranger-agent")
+	createTask(t, ns, "fix-tests", external(v1.Proposers{ServiceAccounts: []string{ns + "/coding-agent"}}))
+	startController(t, ns)
+	runJobs(t, ns)
+
+	reviewer, err := kubernetes.NewForConfig(configs[controllerUser])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &mcpserver.Server{Config: env.Config, Reviews: reviewer.AuthenticationV1().TokenReviews(), Scheme: env.Scheme, MaxWait: 20 * time.Second, Heartbeat: time.Second}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	e.url = srv.URL + "/mcp/" + ns + "/fix-tests"
+	return e
+}
+
+// runJobs plays the Job controller and the kubelet for the namespace's tool Jobs:
+// each finishes at once with exit code 0.
+func runJobs(t *testing.T, ns string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		_ = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			var jobs batchv1.JobList
+			if err := env.Client.List(ctx, &jobs, client.InNamespace(ns)); err != nil {
+				return false, nil
+			}
+			for i := range jobs.Items {
+				_ = testenv.FinishJobPod(ctx, env.Client, &jobs.Items[i], runnerImage, sandboxImage)
+			}
+			return false, nil
+		})
+	}()
+}
+
+// bearer adds a token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if b.token != "" {
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	return b.next.RoundTrip(r)
+}
+
+// connect opens an MCP session with token; progress notifications go to progress.
+func (e *mcpEnv) connect(t *testing.T, token string, progress func(string)) (*mcp.ClientSession, error) {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate-test-client", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			if progress != nil {
+				progress(req.Params.Message)
+			}
+		},
+	})
+	session, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: e.url, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
+	if err == nil {
+		t.Cleanup(func() { _ = session.Close() })
+	}
+	return session, err
+}
+
+func resultText(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func TestMCPEndpoint(t *testing.T) {
+	e := startMCP(t)
+	ctx := t.Context()
+
+	session, err := e.connect(t, e.agentToken, nil)
+	if err != nil {
+		t.Fatalf("connecting as the task's proposer: %v", err)
+	}
+
+	t.Run("lists the task's visible tools with their schemas, and toolgate_wait", func(t *testing.T) {
+		list, err := session.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := map[string]*mcp.Tool{}
+		for _, tool := range list.Tools {
+			names[tool.Name] = tool
+		}
+		for _, want := range []string{"bash", "read_file", "edit_file", mcpserver.WaitTool} {
+			if names[want] == nil {
+				t.Errorf("tools/list lacks %s: %v", want, names)
+			}
+		}
+		if names["git_push"] != nil {
+			t.Errorf("tools/list offers toolgate's own git_push")
+		}
+		schema, _ := names["bash"].InputSchema.(map[string]any)
+		if props, _ := schema["properties"].(map[string]any); props["command"] == nil {
+			t.Errorf("bash's input schema: %v", names["bash"].InputSchema)
+		}
+	})
+
+	t.Run("an allowed call runs and returns its observation, created as the caller", func(t *testing.T) {
+		var mu sync.Mutex
+		var steps []string
+		s, err := e.connect(t, e.agentToken, func(m string) { mu.Lock(); steps = append(steps, m); mu.Unlock() })
+		if err != nil {
+			t.Fatal(err)
+		}
+		params := &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "ls"}}
+		params.SetProgressToken("p1")
+		res, err := s.CallTool(ctx, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.IsError || !strings.Contains(resultText(res), "[exit code: 0]") {
+			t.Fatalf("result: error %t, %q", res.IsError, resultText(res))
+		}
+		intent := intentOf(t, res)
+		if want := "system:serviceaccount:" + e.ns + ":coding-agent"; intent.Spec.RequestedBy != want || intent.Spec.ProposedBy.Provider != mcpserver.Provider ||
+			intent.Annotations[mcpserver.AnnotationSession] == "" || intent.Spec.ProposedBy.Model != "toolgate-test-client" {
+			t.Errorf("intent %s: requestedBy %q, proposedBy %+v, annotations %v", intent.Name, intent.Spec.RequestedBy, intent.Spec.ProposedBy, intent.Annotations)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(steps) == 0 || steps[len(steps)-1] != "observed: Succeeded" {
+			t.Errorf("progress notifications: %q", steps)
+		}
+	})
+
+	t.Run("a denied call is an error result that says nothing ran", func(t *testing.T) {
+		if err := env.Client.Create(ctx, &v1.ToolPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "no-network"},
+			Spec: v1.ToolPolicySpec{Rules: []v1.PolicyRule{{Name: "deny-network", Action: v1.RuleDeny, Reason: "no network from here",
+				Match: v1.RuleMatch{Categories: []v1.CommandCategory{v1.CategoryNetwork}}}}}}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "curl https://example.com"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text := resultText(res); !res.IsError || !strings.Contains(text, "[not executed]") || !strings.Contains(text, "no network from here") {
+			t.Errorf("denied call: error %t, %q", res.IsError, text)
+		}
+		wantNothingRan(t, intentOf(t, res))
+	})
+
+	t.Run("a call that fails validation is an error result naming the field", func(t *testing.T) {
+		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "read_file", Arguments: map[string]any{"path": "../../etc/passwd"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text := resultText(res); !res.IsError || !strings.Contains(text, "input/path") {
+			t.Errorf("invalid call: error %t, %q", res.IsError, text)
+		}
+	})
+
+	t.Run("an Ask waits while another user approves it with a merge patch, then runs", func(t *testing.T) {
+		var mu sync.Mutex
+		var steps []string
+		s, err := e.connect(t, e.agentToken, func(m string) { mu.Lock(); steps = append(steps, m); mu.Unlock() })
+		if err != nil {
+			t.Fatal(err)
+		}
+		// alice approves, as kubectl patch approval would, once the Approval exists.
+		if err := grant(ctx, e.ns, roleNames["approver"], rbacv1.Subject{Kind: rbacv1.UserKind, Name: alice}); err != nil {
+			t.Fatal(err)
+		}
+		approved := make(chan error, 1)
+		go func() {
+			approved <- wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+				var list v1.ApprovalList
+				if err := env.Client.List(ctx, &list, client.InNamespace(e.ns)); err != nil {
+					return false, err
+				}
+				for i := range list.Items {
+					if list.Items[i].Spec.Decision == v1.DecisionPending && list.Items[i].Spec.Request.Tool == v1.ToolWriteFile {
+						return true, decide(ctx, clients[alice], &list.Items[i], v1.DecisionApproved, alice)
+					}
+				}
+				return false, nil
+			})
+		}()
+		params := &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": "notes.txt", "content": "hello\n"}}
+		params.SetProgressToken(7)
+		res, err := s.CallTool(ctx, params)
+		if err := <-approved; err != nil {
+			t.Fatalf("approving: %v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.IsError || !strings.Contains(resultText(res), "[exit code: 0]") {
+			t.Fatalf("approved write: error %t, %q", res.IsError, resultText(res))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !containsPrefix(steps, "waiting for Approval ") {
+			t.Errorf("no progress named the Approval: %q", steps)
+		}
+	})
+
+	t.Run("bad tokens and non-proposers are refused, saying why", func(t *testing.T) {
+		for name, tc := range map[string]struct{ token, want string }{
+			"no token":       {"", "no bearer token"},
+			"a bad token":    {"not-a-token", "the bearer token is not valid for this cluster"},
+			"a non-proposer": {e.strangerToken, "system:serviceaccount:" + e.ns + ":stranger-agent may not propose calls for AgentTask " + e.ns + "/fix-tests; its proposers are service accounts " + e.ns + "/coding-agent"},
+		} {
+			_, err := e.connect(t, tc.token, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: %v; want the refusal to say %q", name, err, tc.want)
+			}
+		}
+	})
+}
+
+// intentOf reads the intent a result names (structuredContent.intent).
+func intentOf(t *testing.T, res *mcp.CallToolResult) *v1.ToolIntent {
+	t.Helper()
+	m, _ := res.StructuredContent.(map[string]any)
+	name, _ := m["intent"].(string)
+	if name == "" {
+		t.Fatalf("the result names no intent: %v", res.StructuredContent)
+	}
+	var list v1.ToolIntentList
+	if err := env.Client.List(t.Context(), &list); err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		if list.Items[i].Name == name {
+			return &list.Items[i]
+		}
+	}
+	t.Fatalf("no intent %s", name)
+	return nil
+}
+
+func containsPrefix(list []string, prefix string) bool {
+	for _, s := range list {
+		if strings.HasPrefix(s, prefix) {
+			return true
+		}
+	}
+	return false
+}
+

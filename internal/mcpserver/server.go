@@ -1,0 +1,261 @@
+// Package mcpserver serves one Model Context Protocol endpoint per AgentTask with an
+// external agent, so that any MCP client's tool calls are governed by toolgate: each
+// tools/call becomes a ToolIntent created as the caller, and the result is its
+// observation.
+//
+// The caller presents a Kubernetes bearer token. The server authenticates it with a
+// TokenReview and then talks to the API server with that same token, never with its
+// own credentials: the intent is created by the caller, so admission sets and checks
+// spec.requestedBy, the task's proposers decide who may propose, and the caller's
+// RBAC decides what it may read. The server's own identity is used only for the
+// TokenReview.
+package mcpserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	authenticationclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/pipeline"
+)
+
+// The endpoint authenticates its callers' bearer tokens.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+
+const (
+	// Path is the endpoint's route: the task's namespace and name.
+	Path = "/mcp/{namespace}/{task}"
+	// WaitTool is the tool that picks up the observation of a call that outlasted
+	// its request.
+	WaitTool = "toolgate_wait"
+	// Provider is spec.proposedBy.provider of the intents the endpoint creates.
+	Provider = "mcp"
+	// DefaultMaxWait is how long a tools/call waits for its observation.
+	DefaultMaxWait = 5 * time.Minute
+	// DefaultHeartbeat is how often a waiting call sends a progress notification
+	// even when nothing changed, so that clients that reset their request timeout
+	// on progress keep waiting for a human.
+	DefaultHeartbeat = 10 * time.Second
+	// reviewTTL is how long a token's review is reused.
+	reviewTTL = 30 * time.Second
+	// pollInterval is how often a waiting call reads its intent.
+	pollInterval = 250 * time.Millisecond
+)
+
+// Server is the MCP endpoint of every AgentTask.
+type Server struct {
+	// Config is the API server's address and CA; each caller's requests carry the
+	// caller's own token instead of its credentials.
+	Config *rest.Config
+	// Reviews authenticates tokens (the server's own identity: create tokenreviews).
+	Reviews authenticationclient.TokenReviewInterface
+	Scheme  *runtime.Scheme
+	// MaxWait bounds how long a tools/call waits; Heartbeat is the progress interval.
+	MaxWait, Heartbeat time.Duration
+	Log                logr.Logger
+
+	mu      sync.Mutex
+	callers map[[32]byte]*caller
+}
+
+// caller is an authenticated token: who it is, and a client that acts as it.
+type caller struct {
+	user    string
+	groups  []string
+	client  client.Client
+	expires time.Time
+}
+
+type callerKey struct{}
+
+// Handler serves Path.
+func (s *Server) Handler() http.Handler {
+	if s.MaxWait <= 0 {
+		s.MaxWait = DefaultMaxWait
+	}
+	if s.Heartbeat <= 0 {
+		s.Heartbeat = DefaultHeartbeat
+	}
+	mcpHandler := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{
+		// Behind a Service, the Host header is the Service's, not localhost.
+		DisableLocalhostProtection: true,
+	})
+	mux := http.NewServeMux()
+	// authenticate refuses a request without a valid token with a JSON-RPC error
+	// that names why (clients show it); RequireBearerToken then hands the verified
+	// token to the SDK, which binds each session to the user who opened it.
+	bearer := auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
+	mux.Handle(Path, s.authenticate(bearer(s.requireProposer(mcpHandler))))
+	return mux
+}
+
+// authenticate checks the request's bearer token before anything else reads it.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fields := strings.Fields(r.Header.Get("Authorization"))
+		if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
+			refuse(w, r, http.StatusUnauthorized, "no bearer token: send Authorization: Bearer TOKEN with a Kubernetes token of one of the task's proposers (for a service account: kubectl create token NAME)")
+			return
+		}
+		if _, err := s.callerOf(r.Context(), fields[1]); err != nil {
+			refuse(w, r, http.StatusUnauthorized, err.Error())
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// verify authenticates a bearer token with a TokenReview.
+func (s *Server) verify(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	c, err := s.callerOf(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	return &auth.TokenInfo{UserID: c.user, Expiration: c.expires, Extra: map[string]any{"token": token}}, nil
+}
+
+func (s *Server) callerOf(ctx context.Context, token string) (*caller, error) {
+	key := sha256.Sum256([]byte(token))
+	s.mu.Lock()
+	if c, ok := s.callers[key]; ok && time.Now().Before(c.expires) {
+		s.mu.Unlock()
+		return c, nil
+	}
+	s.mu.Unlock()
+	review, err := s.Reviews.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("the token could not be reviewed (TokenReview: %v); try again", err)
+	}
+	if !review.Status.Authenticated {
+		why := review.Status.Error
+		if why == "" {
+			why = "the API server does not accept it"
+		}
+		return nil, fmt.Errorf("%w: the bearer token is not valid for this cluster (%s); present a service-account token (kubectl create token NAME) or any token the API server accepts", auth.ErrInvalidToken, why)
+	}
+	cfg := rest.AnonymousClientConfig(s.Config)
+	cfg.BearerToken = token
+	cl, err := client.New(cfg, client.Options{Scheme: s.Scheme})
+	if err != nil {
+		return nil, err
+	}
+	c := &caller{user: review.Status.User.Username, groups: review.Status.User.Groups, client: cl, expires: time.Now().Add(reviewTTL)}
+	s.mu.Lock()
+	if s.callers == nil {
+		s.callers = map[[32]byte]*caller{}
+	}
+	for k, old := range s.callers {
+		if time.Now().After(old.expires) {
+			delete(s.callers, k)
+		}
+	}
+	s.callers[key] = c
+	s.mu.Unlock()
+	return c, nil
+}
+
+// requireProposer lets a request through only when the task exists, has an
+// external agent, and names the caller as a proposer; each refusal says why. It is
+// checked on every request, so a proposer removed from the task is refused at once.
+func (s *Server) requireProposer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		info := auth.TokenInfoFromContext(r.Context())
+		token, _ := info.Extra["token"].(string)
+		c, err := s.callerOf(r.Context(), token)
+		if err != nil {
+			refuse(w, r, http.StatusUnauthorized, err.Error())
+			return
+		}
+		ns, name := r.PathValue("namespace"), r.PathValue("task")
+		task := &v1.AgentTask{}
+		err = c.client.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: name}, task)
+		switch {
+		case apierrors.IsNotFound(err):
+			refuse(w, r, http.StatusNotFound, fmt.Sprintf("AgentTask %s/%s does not exist", ns, name))
+			return
+		case apierrors.IsForbidden(err):
+			refuse(w, r, http.StatusForbidden, fmt.Sprintf("%s may not read AgentTask %s/%s (%v); a proposer needs get on agenttasks, as the toolgate agent role gives", c.user, ns, name, err))
+			return
+		case err != nil:
+			refuse(w, r, http.StatusBadGateway, fmt.Sprintf("reading AgentTask %s/%s: %v", ns, name, err))
+			return
+		}
+		if problem := proposerProblem(task, c.user, c.groups); problem != "" {
+			refuse(w, r, http.StatusForbidden, problem)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+	})
+}
+
+// proposerProblem says why user may not propose into task over MCP, or "".
+func proposerProblem(task *v1.AgentTask, user string, groups []string) string {
+	ext := task.Spec.Agent.External
+	if ext == nil {
+		return fmt.Sprintf("AgentTask %s/%s has a model agent (spec.agent.model): only toolgate's agent loop proposes its calls, so it has no MCP endpoint; point the MCP client at a task with agent.external", task.Namespace, task.Name)
+	}
+	if !pipeline.IsProposer(ext.Proposers, user, pipeline.ClaimedGroups(task, groups)) {
+		return fmt.Sprintf("%s may not propose calls for AgentTask %s/%s; its proposers are %s (the task's owner adds you to spec.agent.external.proposers)", user, task.Namespace, task.Name, pipeline.ProposersText(ext.Proposers))
+	}
+	return ""
+}
+
+// refuse answers a request that never reaches MCP with a JSON-RPC error, so that a
+// client shows the reason.
+func refuse(w http.ResponseWriter, r *http.Request, status int, message string) {
+	// The error answers the request's own id, so that a client pairs it with its
+	// request and shows the message.
+	var req struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if r.Body != nil {
+		data, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		_ = json.Unmarshal(data, &req)
+	}
+	id := any(req.ID)
+	if len(req.ID) == 0 || string(req.ID) == "null" {
+		id = "toolgate"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="toolgate"`)
+	}
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"jsonrpc": "2.0", "id": id,
+		"error": map[string]any{"code": -32001, "message": "toolgate: " + message},
+	})
+}
+
+// callerFrom is the caller requireProposer put in the request's context. The SDK
+// runs tool handlers with the session's context, so it is looked up again from the
+// token the request carried.
+func (s *Server) callerFrom(ctx context.Context, extra *mcp.RequestExtra) (*caller, error) {
+	if c, ok := ctx.Value(callerKey{}).(*caller); ok {
+		return c, nil
+	}
+	if extra == nil || extra.TokenInfo == nil {
+		return nil, errors.New("the request carries no bearer token")
+	}
+	token, _ := extra.TokenInfo.Extra["token"].(string)
+	return s.callerOf(ctx, token)
+}

@@ -1,0 +1,214 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/mask"
+	"github.com/toolgate/toolgate/internal/metrics"
+	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/tools"
+)
+
+// AnnotationSession marks the intents an MCP session created, with the session id.
+const AnnotationSession = "toolgate.dev/mcp-session"
+
+// serverFor is the MCP server of a new session: the task's visible tools, as the
+// agent loop offers them to a model, and toolgate_wait.
+func (s *Server) serverFor(r *http.Request) *mcp.Server {
+	c, ok := r.Context().Value(callerKey{}).(*caller)
+	if !ok {
+		return nil
+	}
+	ns, name := r.PathValue("namespace"), r.PathValue("task")
+	task := &v1.AgentTask{}
+	if err := c.client.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: name}, task); err != nil {
+		return nil
+	}
+	server := mcp.NewServer(&mcp.Implementation{Name: "toolgate", Title: "toolgate: AgentTask " + ns + "/" + name, Version: "v1alpha1"}, &mcp.ServerOptions{
+		Instructions: "Every tool call here is proposed to toolgate as a ToolIntent of AgentTask " + ns + "/" + name +
+			": it is validated, decided by policy, may wait for a human's approval, runs in a sandbox, and its result is the observation. " +
+			"A result that says nothing ran means the call was refused: change the call, do not repeat it unchanged.",
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+	})
+	for _, t := range tools.Visible(task.Spec.Mode, task.Spec.Tools, task.Spec.Sandbox.Isolation) {
+		name := t.Name
+		server.AddTool(&mcp.Tool{Name: string(t.Name), Description: t.Description, InputSchema: json.RawMessage(t.Schema),
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: t.ReadOnly}},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return s.call(ctx, req, ns, task.Name, name)
+			})
+	}
+	server.AddTool(&mcp.Tool{Name: WaitTool,
+		Description: "Wait for the observation of a call toolgate is still working on (for example one waiting for a human's approval), by the intent name an earlier result gave. It proposes nothing and runs nothing.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"intent":{"type":"string","description":"the ToolIntent's name, as the earlier result named it"}},"required":["intent"],"additionalProperties":false}`),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return s.wait(ctx, req, ns, task.Name)
+		})
+	return server
+}
+
+// call proposes one tool call as the caller and waits for its observation.
+func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, ns, taskName string, tool v1.ToolName) (*mcp.CallToolResult, error) {
+	c, err := s.callerFrom(ctx, req.Extra)
+	if err != nil {
+		return nil, err
+	}
+	task := &v1.AgentTask{}
+	if err := c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: taskName}, task); err != nil {
+		return nil, fmt.Errorf("reading AgentTask %s/%s: %w", ns, taskName, err)
+	}
+	if problem := proposerProblem(task, c.user, c.groups); problem != "" {
+		return nil, fmt.Errorf("%s", problem)
+	}
+	var intents v1.ToolIntentList
+	if err := c.client.List(ctx, &intents, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("listing the task's intents as %s: %w", c.user, err)
+	}
+	var existing []v1.ToolIntent
+	for _, in := range intents.Items {
+		if in.Spec.TaskRef.Name == taskName {
+			existing = append(existing, in)
+		}
+	}
+	input := req.Params.Arguments
+	if len(input) == 0 || string(input) == "null" {
+		input = json.RawMessage("{}")
+	}
+	client := "an MCP client"
+	if info := req.Session.InitializeParams(); info != nil && info.ClientInfo != nil {
+		client = info.ClientInfo.Name
+	}
+	session := req.Session.ID()
+	intent := pipeline.Proposal(task, existing, tool, input, "proposed over MCP by "+client, c.user, c.groups,
+		v1.ProposedBy{Provider: Provider, Model: cut(client, 253), ToolCallID: cut(session, 253)})
+	intent.Annotations = map[string]string{AnnotationSession: session}
+	if err := c.client.Create(ctx, intent); err != nil {
+		return nil, fmt.Errorf("creating the ToolIntent as %s: %w", c.user, err)
+	}
+	s.Log.Info("proposed over MCP", "audit", true, "step", "MCPToolCall", "mcpSession", session, "namespace", ns, "task", taskName,
+		"intent", intent.Name, "tool", tool, "requestedBy", c.user, "client", client)
+	return s.observe(ctx, req, c, intent, session)
+}
+
+// wait is toolgate_wait: the observation of an earlier call of this task that the
+// caller proposed.
+func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, ns, taskName string) (*mcp.CallToolResult, error) {
+	c, err := s.callerFrom(ctx, req.Extra)
+	if err != nil {
+		return nil, err
+	}
+	var args struct {
+		Intent string `json:"intent"`
+	}
+	if err := json.Unmarshal(req.Params.Arguments, &args); err != nil || args.Intent == "" {
+		return errorResult(`toolgate_wait needs {"intent": NAME}, the intent an earlier result named`), nil
+	}
+	intent := &v1.ToolIntent{}
+	if err := c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: args.Intent}, intent); err != nil {
+		return errorResult(fmt.Sprintf("ToolIntent %s: %v", args.Intent, err)), nil
+	}
+	if intent.Spec.TaskRef.Name != taskName || intent.Spec.RequestedBy != c.user {
+		return errorResult(fmt.Sprintf("ToolIntent %s is not a call you proposed for AgentTask %s", args.Intent, taskName)), nil
+	}
+	return s.observe(ctx, req, c, intent, req.Session.ID())
+}
+
+// observe waits for the intent's observation, sending a progress notification for
+// each step (and a heartbeat while nothing changes), up to MaxWait.
+func (s *Server) observe(ctx context.Context, req *mcp.CallToolRequest, c *caller, intent *v1.ToolIntent, session string) (*mcp.CallToolResult, error) {
+	token := req.Params.GetProgressToken()
+	progress, last, lastSent := 0.0, "", time.Time{}
+	notify := func(message string) {
+		if token == nil {
+			return
+		}
+		progress++
+		lastSent = time.Now()
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: progress, Message: message})
+	}
+	deadline := time.Now().Add(s.MaxWait)
+	key := client.ObjectKeyFromObject(intent)
+	for {
+		current := &v1.ToolIntent{}
+		if err := c.client.Get(ctx, key, current); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("reading ToolIntent %s: %w", key.Name, err)
+		}
+		if obs := current.Status.Observation; obs != nil {
+			notify("observed: " + string(obs.Outcome))
+			metrics.MCPCalls.WithLabelValues(string(obs.Outcome)).Inc()
+			s.Log.Info("observed over MCP", "audit", true, "step", "MCPToolResult", "mcpSession", session, "namespace", current.Namespace,
+				"task", current.Spec.TaskRef.Name, "intent", current.Name, "outcome", obs.Outcome, "executed", obs.Executed)
+			return observationResult(current.Name, obs), nil
+		}
+		if state := step(current); state != last {
+			last = state
+			notify(state)
+		} else if time.Since(lastSent) >= s.Heartbeat {
+			notify(state)
+		}
+		if time.Now().After(deadline) {
+			metrics.MCPCalls.WithLabelValues("StillWaiting").Inc()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
+				"[still waiting] toolgate has not observed ToolIntent %s yet: %s. Nothing is known about its result yet. Call %s with {\"intent\": %q} to wait for its observation.",
+				current.Name, last, WaitTool, current.Name)}}}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// step says where an intent stands, for progress notifications.
+func step(in *v1.ToolIntent) string {
+	switch {
+	case in.Status.ApprovalRef != "" && !meta.IsStatusConditionTrue(in.Status.Conditions, v1.ConditionApproved):
+		return fmt.Sprintf("waiting for Approval %s (kubectl toolgate approve %s -n %s)", in.Status.ApprovalRef, in.Status.ApprovalRef, in.Namespace)
+	case in.Status.ExecutionRef != "":
+		return "running: Execution " + in.Status.ExecutionRef
+	case in.Status.Decision != nil:
+		return "decided: " + string(in.Status.Decision.Action)
+	case in.Status.Validation != nil:
+		return "validated"
+	}
+	return "proposed: ToolIntent " + in.Name + " waits for " + mask.Secrets(pipeline.WaitingFor(in))
+}
+
+// observationResult is the observation as a tool result: the summary the model
+// would see; a call that did not run is an error result that says so.
+func observationResult(intent string, obs *v1.Observation) *mcp.CallToolResult {
+	text := obs.Summary
+	if obs.Instruction != "" {
+		text += "\n\nInstruction from the policy:\n" + obs.Instruction
+	}
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: !obs.Executed}
+	res.StructuredContent = map[string]any{"intent": intent, "outcome": obs.Outcome, "executed": obs.Executed, "exitCode": obs.ExitCode, "truncated": obs.Truncated}
+	return res
+}
+
+func errorResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "toolgate: " + text}}, IsError: true}
+}
+
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
+}
+
