@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -21,11 +22,14 @@ import (
 	"github.com/toolgate/toolgate/internal/agent"
 	"github.com/toolgate/toolgate/internal/controller"
 	"github.com/toolgate/toolgate/internal/judge"
+	"github.com/toolgate/toolgate/internal/mcpserver"
 )
 
 // config is what the command line sets.
 type config struct {
 	metricsAddr, probeAddr, pprofAddr string
+	mcpAddr                           string
+	mcpMaxWait                        time.Duration
 	enableLeaderElection              bool
 	secureMetrics                     bool
 	opts                              controller.Options
@@ -47,6 +51,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
 	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "0", "Address Go's pprof endpoints (/debug/pprof/) bind to, for profiling the controller; 0 (the default) disables them.")
+	fs.StringVar(&c.mcpAddr, "mcp-bind-address", "0", "Address the MCP endpoint (one per AgentTask with an external agent, at /mcp/NAMESPACE/TASK) binds to; 0 (the default) disables it. It carries bearer tokens: expose it only over TLS (an Ingress or a mesh) or a port-forward.")
+	fs.DurationVar(&c.mcpMaxWait, "mcp-max-wait", mcpserver.DefaultMaxWait, "How long an MCP tools/call waits for its observation (an approval included) before it returns saying the call is still waiting, to be picked up with toolgate_wait. Must be positive.")
 	fs.BoolVar(&c.enableLeaderElection, "leader-elect", false, "Elect a leader so that only one replica reconciles at a time.")
 	fs.BoolVar(&c.secureMetrics, "metrics-secure", false, "Serve metrics over HTTPS with authentication and authorization.")
 	fs.StringVar(&c.opts.RunnerImage, "runner-image", "toolgate/runner:dev", "Image holding the runner binary, copied into every Execution's pod by an init container.")
@@ -90,6 +96,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	}
 	if c.opts.SessionIdleTimeout <= 0 {
 		return config{}, fmt.Errorf("--session-idle-timeout must be positive, for example 10m; got %s", c.opts.SessionIdleTimeout)
+	}
+	if c.mcpMaxWait <= 0 {
+		return config{}, fmt.Errorf("--mcp-max-wait must be positive, for example 5m; got %s", c.mcpMaxWait)
 	}
 	if c.opts.SpentJobTTL <= 0 {
 		return config{}, fmt.Errorf("--spent-job-ttl must be positive, for example 1m; got %s", c.opts.SpentJobTTL)
@@ -144,7 +153,8 @@ func main() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(toolgatev1alpha1.AddToScheme(scheme))
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	restConfig := ctrl.GetConfigOrDie()
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme: scheme,
 		// Limits the cache to toolgate's own Jobs, Pods and NetworkPolicies and to
 		// the Secrets labelled as model credentials.
@@ -168,6 +178,19 @@ func main() {
 	if err := controller.SetupWithManager(mgr, opts); err != nil {
 		setupLog.Error(err, "unable to set up controllers")
 		os.Exit(1)
+	}
+	if c.mcpAddr != "0" {
+		kube, err := kubernetes.NewForConfig(restConfig)
+		if err != nil {
+			setupLog.Error(err, "unable to create the MCP endpoint's client")
+			os.Exit(1)
+		}
+		endpoint := &mcpserver.Server{Config: restConfig, Reviews: kube.AuthenticationV1().TokenReviews(), Scheme: scheme,
+			MaxWait: c.mcpMaxWait, Log: ctrl.Log.WithName("mcp")}
+		if err := mgr.Add(mcpserver.Runnable{Addr: c.mcpAddr, Server: endpoint}); err != nil {
+			setupLog.Error(err, "unable to add the MCP endpoint")
+			os.Exit(1)
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		setupLog.Error(err, "unable to set up health check")

@@ -259,3 +259,29 @@ func (s *Server) callerFrom(ctx context.Context, extra *mcp.RequestExtra) (*call
 	token, _ := extra.TokenInfo.Extra["token"].(string)
 	return s.callerOf(ctx, token)
 }
+
+// Runnable serves the endpoint on Addr until its context ends. It is a
+// controller-runtime Runnable that runs on every replica, leader or not: the
+// endpoint only reads and creates objects as its callers.
+type Runnable struct {
+	Addr   string
+	Server *Server
+}
+
+// NeedLeaderElection is false: every replica serves.
+func (r Runnable) NeedLeaderElection() bool { return false }
+
+// Start serves until ctx ends, then lets the calls in flight finish for a moment.
+func (r Runnable) Start(ctx context.Context) error {
+	srv := &http.Server{Addr: r.Addr, Handler: r.Server.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.ListenAndServe() }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("the MCP endpoint on %s: %w", r.Addr, err)
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdown)
+	}
+}
