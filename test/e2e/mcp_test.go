@@ -38,6 +38,11 @@ const mcpSDKVersion = "1.32.2"
 func mcpClientDir(ctx context.Context) string {
 	GinkgoHelper()
 	dir := filepath.Join(testenv.RepoRoot(), "bin", "mcp-client-"+mcpSDKVersion)
+	if _, err := exec.LookPath("npm"); err != nil {
+		// Debian's Node.js and npm, where the machine has none.
+		out, err := exec.CommandContext(ctx, "sh", "-c", "apt-get update -qq && apt-get install -y -qq nodejs npm").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "installing Node.js and npm: %s", out)
+	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
 		Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
 		Expect(os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"name":"toolgate-e2e-mcp-client","private":true,"type":"module"}`), 0o644)).To(Succeed())
