@@ -318,4 +318,3 @@ func containsPrefix(list []string, prefix string) bool {
 	}
 	return false
 }
-

@@ -24,9 +24,6 @@ const proposer = "kubectl-toolgate"
 // waitInterval is how often propose --wait looks at the intent.
 const waitInterval = 250 * time.Millisecond
 
-
-
-
 // parseInput checks that --input is one JSON object; the tool's schema is checked by
 // the controller, which records a failure as the intent's observation.
 func parseInput(s string) (json.RawMessage, error) {

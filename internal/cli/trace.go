@@ -207,7 +207,6 @@ func maskedDecision(d v1.Decision) *v1.Decision {
 	return &d
 }
 
-
 func approvalTrace(a *v1.Approval) *ApprovalTrace {
 	return &ApprovalTrace{
 		Name:        a.Name,

@@ -211,4 +211,3 @@ func cut(s string, n int) string {
 	}
 	return strings.ToValidUTF8(s[:n], "")
 }
-
