@@ -86,12 +86,13 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, ns, taskNam
 		input = json.RawMessage("{}")
 	}
 	client := "an MCP client"
-	if info := req.Session.InitializeParams(); info != nil && info.ClientInfo != nil {
-		client = info.ClientInfo.Name
+	if info := req.Session.InitializeParams(); info != nil && info.ClientInfo != nil && info.ClientInfo.Name != "" {
+		// The client names itself: data, shown to approvers, bounded.
+		client = cut(info.ClientInfo.Name, 253)
 	}
 	session := req.Session.ID()
 	intent := pipeline.Proposal(task, existing, tool, input, "proposed over MCP by "+client, c.user, c.groups,
-		v1.ProposedBy{Provider: Provider, Model: cut(client, 253), ToolCallID: cut(session, 253)})
+		v1.ProposedBy{Provider: Provider, Model: client, ToolCallID: cut(session, 253)})
 	intent.Annotations = map[string]string{AnnotationSession: session}
 	if err := c.client.Create(ctx, intent); err != nil {
 		return nil, fmt.Errorf("creating the ToolIntent as %s: %w", c.user, err)
