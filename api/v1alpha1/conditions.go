@@ -91,7 +91,8 @@ const (
 	ReasonCompleted = "Completed"
 	// ReasonMarkedDone: the owner of an external-agent task marked it done.
 	ReasonMarkedDone = "MarkedDone"
-	// ReasonCancelled: the owner cancelled the task.
+	// ReasonCancelled: the owner cancelled the task (AgentTask Failed), or the
+	// proposer its call before it ran (ToolIntent Executed=False; spec.cancel).
 	ReasonCancelled = "Cancelled"
 	// ReasonTurnBudgetExhausted: the task used its maximum number of turns.
 	ReasonTurnBudgetExhausted = "TurnBudgetExhausted"

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
@@ -309,6 +311,87 @@ func TestToolIntentSpecIsImmutable(t *testing.T) {
 	got.Status.Decision = &v1.Decision{Action: v1.DecisionAllow, Rule: "mode-default"}
 	if err := env.Client.Status().Update(ctx, got); err != nil {
 		t.Fatalf("status update refused: %v", err)
+	}
+}
+
+// spec.cancel is the one field of a ToolIntent's spec that may change, and only from
+// false to true; setting it does not open the others.
+func TestToolIntentCancelOnlyGoesOn(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	intent := newIntent(ns, "cancel")
+	intent.Spec.Reason = "run the tests"
+	if err := env.Client.Create(ctx, intent); err != nil {
+		t.Fatal(err)
+	}
+	get := func() *v1.ToolIntent {
+		got := &v1.ToolIntent{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(intent), got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+
+	// Cancelling with another change is refused as a change of the proposal.
+	sneaky := get()
+	sneaky.Spec.Cancel = true
+	sneaky.Spec.Reason = "something else"
+	requireInvalid(t, env.Client.Update(ctx, sneaky), "spec is immutable: a ToolIntent records one proposal")
+	sneaky = get()
+	sneaky.Spec.Cancel = true
+	sneaky.Spec.RequestedByGroups = []string{"admins"}
+	requireInvalid(t, env.Client.Update(ctx, sneaky), "spec is immutable: a ToolIntent records one proposal")
+
+	cancelled := get()
+	cancelled.Spec.Cancel = true
+	if err := env.Client.Update(ctx, cancelled); err != nil {
+		t.Fatalf("setting spec.cancel refused: %v", err)
+	}
+	if got := get(); !got.Spec.Cancel || got.Spec.Reason != "run the tests" {
+		t.Fatalf("after the cancel: %+v", got.Spec)
+	}
+
+	// Once true it stays true: by an update (false is left out of the JSON) and by a
+	// merge patch that says false.
+	back := get()
+	back.Spec.Cancel = false
+	requireInvalid(t, env.Client.Update(ctx, back), "spec.cancel cannot be set back to false: a cancelled call stays cancelled")
+	requireInvalid(t, env.Client.Patch(ctx, get(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":false}}`))),
+		"spec.cancel cannot be set back to false: a cancelled call stays cancelled")
+	// Saying true again changes nothing and is accepted.
+	if err := env.Client.Patch(ctx, get(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`))); err != nil {
+		t.Fatalf("cancel=true again refused: %v", err)
+	}
+}
+
+// The immutability rule of ToolIntentSpec names each field but cancel (a CEL object
+// cannot be compared without one field): a field added to the spec and not to the
+// rule would be mutable.
+func TestToolIntentSpecImmutabilityNamesEveryField(t *testing.T) {
+	crd, err := os.ReadFile("../../config/crd/bases/toolgate.dev_toolintents.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The generated YAML folds the rule over lines; join them.
+	text := strings.Join(strings.Fields(string(crd)), " ")
+	start := strings.Index(text, "rule: self.taskRef == oldSelf.taskRef")
+	if start < 0 {
+		t.Fatal("the spec immutability rule is not in the CRD")
+	}
+	rule := text[start:]
+	rule = rule[:strings.Index(rule, "- message:")]
+	typ := reflect.TypeOf(v1.ToolIntentSpec{})
+	for i := range typ.NumField() {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		if name == "cancel" {
+			if strings.Contains(rule, "self.cancel") {
+				t.Errorf("the immutability rule covers cancel: %s", rule)
+			}
+			continue
+		}
+		if !strings.Contains(rule, "self."+name+" == oldSelf."+name) {
+			t.Errorf("spec.%s is not in the immutability rule: %s", name, rule)
+		}
 	}
 }
 

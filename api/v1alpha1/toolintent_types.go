@@ -24,8 +24,10 @@ const (
 	OutcomeApprovalDenied Outcome = "ApprovalDenied"
 	// OutcomeApprovalExpired: nobody decided in time; nothing was executed.
 	OutcomeApprovalExpired Outcome = "ApprovalExpired"
-	// OutcomeAborted: the execution was stopped before it finished (its Job or Pod
-	// was deleted, or the task was cancelled); it may have had effects.
+	// OutcomeAborted: the call was stopped: before it ran (its task ended, or its
+	// proposer cancelled it: executed is false and nothing ran), or while it ran (its
+	// Job or Pod was deleted, its task or its proposer cancelled it: executed is
+	// true, and it may have had effects).
 	OutcomeAborted Outcome = "Aborted"
 	// OutcomeRedirected: a Redirect rule decided this call or another call of its
 	// turn; nothing of the turn was executed, and the rule's instruction goes to the
@@ -52,9 +54,14 @@ type ProposedBy struct {
 	ToolCallID string `json:"toolCallID,omitempty"`
 }
 
-// ToolIntentSpec is one proposed tool call. It is immutable: a changed proposal is a
-// new intent.
-// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: a ToolIntent records one proposal; create a new ToolIntent instead"
+// ToolIntentSpec is one proposed tool call. It is immutable but for cancel, which may
+// only go from false to true: a changed proposal is a new intent.
+//
+// The first rule names every field but cancel (a CEL object cannot be compared
+// without one of its fields; has() because an optional field may be absent); a field added here must be added to it, which
+// TestToolIntentSpecImmutabilityNamesEveryField checks.
+// +kubebuilder:validation:XValidation:rule="self.taskRef == oldSelf.taskRef && has(self.turn) == has(oldSelf.turn) && (!has(self.turn) || self.turn == oldSelf.turn) && has(self.index) == has(oldSelf.index) && (!has(self.index) || self.index == oldSelf.index) && has(self.turnCalls) == has(oldSelf.turnCalls) && (!has(self.turnCalls) || self.turnCalls == oldSelf.turnCalls) && self.tool == oldSelf.tool && self.input == oldSelf.input && has(self.reason) == has(oldSelf.reason) && (!has(self.reason) || self.reason == oldSelf.reason) && self.requestedBy == oldSelf.requestedBy && has(self.requestedByGroups) == has(oldSelf.requestedByGroups) && (!has(self.requestedByGroups) || self.requestedByGroups == oldSelf.requestedByGroups) && has(self.proposedBy) == has(oldSelf.proposedBy) && (!has(self.proposedBy) || self.proposedBy == oldSelf.proposedBy)",message="spec is immutable: a ToolIntent records one proposal; create a new ToolIntent instead (only spec.cancel may be set, to withdraw the call)"
+// +kubebuilder:validation:XValidation:rule="!(has(oldSelf.cancel) && oldSelf.cancel) || (has(self.cancel) && self.cancel)",message="spec.cancel cannot be set back to false: a cancelled call stays cancelled; propose the call again as a new ToolIntent"
 // +kubebuilder:validation:XValidation:rule="!has(self.turnCalls) || self.index < self.turnCalls",message="index must be less than turnCalls: turnCalls counts the turn's calls, numbered from 0"
 type ToolIntentSpec struct {
 	// taskRef names the AgentTask this intent belongs to.
@@ -108,6 +115,18 @@ type ToolIntentSpec struct {
 	// proposedBy records the model or agent that proposed the call.
 	// +optional
 	ProposedBy ProposedBy `json:"proposedBy,omitempty"`
+	// cancel, set by the proposer, withdraws the call; default false. A call that
+	// has not started running ends without running: its observation is Aborted, not
+	// executed, and says that nothing ran and who cancelled it (spec.requestedBy,
+	// or "its proposer"); an Approval it waits on is retired and never used. A call
+	// that is running is aborted as a task's spec.cancel aborts it (its Job is
+	// deleted): its observation is Aborted, executed, and says the workspace may be
+	// partly changed. A call that was already observed does not change. Once true it
+	// stays true. It is the one field of spec that may change after creation, and
+	// only the intent's requester (or the controller) may set it (admission policy
+	// toolintent-cancel.toolgate.dev). The approval fingerprint does not cover it.
+	// +optional
+	Cancel bool `json:"cancel,omitempty"`
 }
 
 // JudgeResult is a judge's verdict on one rule's condition.
@@ -407,7 +426,7 @@ type ToolIntent struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// spec is the proposal; immutable.
+	// spec is the proposal; immutable but for spec.cancel.
 	// +required
 	Spec ToolIntentSpec `json:"spec"`
 	// status is written by the controller only.

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -22,6 +23,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -83,7 +85,8 @@ func startMCP(t *testing.T) *mcpEnv {
 }
 
 // runJobs plays the Job controller and the kubelet for the namespace's tool Jobs:
-// each finishes at once with exit code 0.
+// each finishes at once with exit code 0, but for a call of "sleep 600", which runs
+// until it is aborted.
 func runJobs(t *testing.T, ns string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -96,7 +99,13 @@ func runJobs(t *testing.T, ns string) {
 				return false, nil
 			}
 			for i := range jobs.Items {
-				_ = testenv.FinishJobPod(ctx, env.Client, &jobs.Items[i], runnerImage, sandboxImage)
+				job := &jobs.Items[i]
+				intent := &v1.ToolIntent{}
+				if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: job.Labels[pipeline.LabelIntent]}, intent); err == nil && strings.Contains(string(intent.Spec.Input.Raw), "sleep 600") {
+					_ = env.Client.Create(ctx, testenv.JobPod(job, "-pod"))
+					continue
+				}
+				_ = testenv.FinishJobPod(ctx, env.Client, job, runnerImage, sandboxImage)
 			}
 			return false, nil
 		})
@@ -233,7 +242,17 @@ func TestMCPEndpoint(t *testing.T) {
 	t.Run("an Ask waits while another user approves it with a merge patch, then runs", func(t *testing.T) {
 		var mu sync.Mutex
 		var steps []string
-		s, err := e.connect(t, e.agentToken, func(m string) { mu.Lock(); steps = append(steps, m); mu.Unlock() })
+		// alice approves only once the client was told it waits for the Approval.
+		waiting := make(chan struct{})
+		var once sync.Once
+		s, err := e.connect(t, e.agentToken, func(m string) {
+			mu.Lock()
+			steps = append(steps, m)
+			mu.Unlock()
+			if strings.HasPrefix(m, "waiting for Approval ") {
+				once.Do(func() { close(waiting) })
+			}
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,6 +262,12 @@ func TestMCPEndpoint(t *testing.T) {
 		}
 		approved := make(chan error, 1)
 		go func() {
+			select {
+			case <-waiting:
+			case <-time.After(20 * time.Second):
+				approved <- errors.New("the client was never told the call waits for an Approval")
+				return
+			}
 			approved <- wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 				var list v1.ApprovalList
 				if err := env.Client.List(ctx, &list, client.InNamespace(e.ns)); err != nil {
@@ -275,6 +300,41 @@ func TestMCPEndpoint(t *testing.T) {
 		}
 	})
 
+	t.Run("a client's cancel withdraws a call waiting for approval: nothing runs and the Approval is retired", func(t *testing.T) {
+		callCtx, cancel := context.WithCancel(ctx)
+		errs := make(chan error, 1)
+		go func() {
+			_, err := session.CallTool(callCtx, &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": "withdrawn.txt", "content": "no\n"}})
+			errs <- err
+		}()
+		intent := waitForIntent(t, e.ns, `"withdrawn.txt"`, func(in *v1.ToolIntent) bool { return in.Status.ApprovalRef != "" })
+		cancel()
+		if err := <-errs; err == nil {
+			t.Errorf("the cancelled call returned no error")
+		}
+		got := waitFor(t, intent, "an observation", func(i *v1.ToolIntent) bool { return i.Status.Observation != nil })
+		if obs := got.Status.Observation; !got.Spec.Cancel || obs.Outcome != v1.OutcomeAborted || obs.Executed {
+			t.Fatalf("cancelled intent: cancel %t, observation %+v", got.Spec.Cancel, obs)
+		}
+		wantNothingRan(t, got)
+	})
+
+	t.Run("a client's cancel aborts a running call", func(t *testing.T) {
+		callCtx, cancel := context.WithCancel(ctx)
+		errs := make(chan error, 1)
+		go func() {
+			_, err := session.CallTool(callCtx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "sleep 600"}})
+			errs <- err
+		}()
+		intent := waitForIntent(t, e.ns, "sleep 600", func(in *v1.ToolIntent) bool { return in.Status.ExecutionRef != "" })
+		cancel()
+		<-errs
+		got := waitFor(t, intent, "an observation", func(i *v1.ToolIntent) bool { return i.Status.Observation != nil })
+		if obs := got.Status.Observation; obs.Outcome != v1.OutcomeAborted {
+			t.Fatalf("aborted intent: observation %+v", obs)
+		}
+	})
+
 	t.Run("bad tokens and non-proposers are refused, saying why", func(t *testing.T) {
 		for name, tc := range map[string]struct{ token, want string }{
 			"no token":       {"", "no bearer token"},
@@ -287,6 +347,30 @@ func TestMCPEndpoint(t *testing.T) {
 			}
 		}
 	})
+}
+
+// waitForIntent waits for the namespace's intent whose input contains input and
+// that satisfies cond.
+func waitForIntent(t *testing.T, ns, input string, cond func(*v1.ToolIntent) bool) *v1.ToolIntent {
+	t.Helper()
+	var found *v1.ToolIntent
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var list v1.ToolIntentList
+		if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		for i := range list.Items {
+			if strings.Contains(string(list.Items[i].Spec.Input.Raw), input) && cond(&list.Items[i]) {
+				found = &list.Items[i]
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no intent with %s reached the state waited for: %v", input, err)
+	}
+	return found
 }
 
 // intentOf reads the intent a result names (structuredContent.intent).

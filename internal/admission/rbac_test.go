@@ -34,6 +34,8 @@ func TestUserRoles(t *testing.T) {
 			{"create", "toolintents", true},
 			{"list", "toolintents", true},
 			{"watch", "agenttasks", true},
+			// patch, to cancel its own call (spec.cancel); admission holds it to that.
+			{"patch", "toolintents", true},
 			{"update", "toolintents", false},
 			{"delete", "toolintents", false},
 			{"get", "approvals", false},

@@ -218,15 +218,15 @@ func (r *AgentTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if why, ended := taskEnded(task, status); ended {
-		running, err := r.stopRunningCalls(ctx, task, why)
+	if why, ended := taskEnded(task, status); ended || cancelledCalls(world.Intents) {
+		running, err := r.stopRunningCalls(ctx, task, why, world.Intents)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
 		if running {
-			// A call of the ended task has not finished: look again until it has, so
-			// that a Job the cache had not shown yet is stopped too, whatever wakes
-			// this task or not.
+			// A call to stop has not finished: look again until it has, so that a
+			// Job the cache had not shown yet is stopped too, whatever wakes this
+			// task or not.
 			return ctrl.Result{RequeueAfter: stopRecheck}, nil
 		}
 	}
@@ -375,22 +375,44 @@ func taskEnded(task *v1.AgentTask, status v1.AgentTaskStatus) (string, bool) {
 	return "", false
 }
 
-// stopRunningCalls deletes the Job of every unfinished Execution of the task, so that
-// a call approved (or allowed) before the task ended does not go on running after it.
+// cancelledCalls says whether a call of intents that has not been observed was
+// cancelled by its proposer (spec.cancel): it may be running, and is stopped.
+func cancelledCalls(intents []v1.ToolIntent) bool {
+	for i := range intents {
+		if intents[i].Spec.Cancel && intents[i].Status.Observation == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// stopRunningCalls deletes the Job of every unfinished Execution of the task that
+// must stop (pipeline.CallStopped): all of them once the task ended (ended says
+// why, "" while it runs), so that a call approved (or allowed) before the task ended
+// does not go on running after it, and any whose intent its proposer cancelled.
 // The deletion is foreground, so the Job is gone only once its pod is: the runner is
 // terminated, kills the tool, and the Execution reconciler projects the deleted Job as
 // Aborted (executed, effects unknown), which the intent observes. Only a Job the
 // Execution controls is deleted: a Job of the same name that is not its own is not
-// this call's.
-func (r *AgentTaskReconciler) stopRunningCalls(ctx context.Context, task *v1.AgentTask, why string) (running bool, err error) {
+// this call's. intents are the task's.
+func (r *AgentTaskReconciler) stopRunningCalls(ctx context.Context, task *v1.AgentTask, ended string, intents []v1.ToolIntent) (running bool, err error) {
 	var execs v1.ExecutionList
 	if err := r.List(ctx, &execs, client.InNamespace(task.Namespace), client.MatchingFields{IndexExecutionTask: task.Name}); err != nil {
 		return false, err
+	}
+	byName := make(map[string]*v1.ToolIntent, len(intents))
+	for i := range intents {
+		byName[intents[i].Name] = &intents[i]
 	}
 	log := ctrl.LoggerFrom(ctx)
 	for i := range execs.Items {
 		exec := &execs.Items[i]
 		if exec.Spec.TaskRef.Name != task.Name || executor.IsFinished(&exec.Status) || !exec.DeletionTimestamp.IsZero() {
+			continue
+		}
+		intent := byName[exec.Spec.IntentRef.Name]
+		why := pipeline.CallStopped(ended, intent)
+		if why == "" {
 			continue
 		}
 		running = true
@@ -413,8 +435,12 @@ func (r *AgentTaskReconciler) stopRunningCalls(ctx context.Context, task *v1.Age
 		}
 		r.Recorder.Eventf(task, exec, corev1.EventTypeWarning, EventCallStopped, EventCallStopped,
 			"stopped Execution %s of intent %s: deleted its Job %s because %s", exec.Name, exec.Spec.IntentRef.Name, job.Name, why)
-		log.Info("stopped a running call", "audit", true, "step", EventCallStopped, "namespace", task.Namespace, "task", task.Name,
-			"execution", exec.Name, "intent", exec.Spec.IntentRef.Name, "job", job.Name, "why", why)
+		kv := []any{"audit", true, "step", EventCallStopped, "namespace", task.Namespace, "task", task.Name,
+			"execution", exec.Name, "intent", exec.Spec.IntentRef.Name, "job", job.Name, "why", why}
+		if ended == "" {
+			kv = append(kv, "cancelledBy", pipeline.CancelledBy(intent))
+		}
+		log.Info("stopped a running call", kv...)
 	}
 	return running, nil
 }

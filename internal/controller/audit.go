@@ -6,6 +6,7 @@ import (
 	"github.com/go-logr/logr"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/tools"
 )
 
@@ -23,6 +24,9 @@ func auditLine(log logr.Logger, step, note string, intent *v1.ToolIntent, extra 
 		"turn", intent.Spec.Turn,
 		"tool", intent.Spec.Tool,
 		"requestedBy", intent.Spec.RequestedBy,
+	}
+	if intent.Spec.Cancel {
+		kv = append(kv, "cancelledBy", pipeline.CancelledBy(intent))
 	}
 	if d := intent.Status.Decision; d != nil {
 		kv = append(kv, "action", d.Action, "policy", d.Policy, "rule", d.Rule, "generation", d.PolicyGeneration, "fingerprint", d.Fingerprint)

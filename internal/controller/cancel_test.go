@@ -18,8 +18,14 @@ import (
 // kubelet until the tool container runs, and returns the call's Job.
 func (p *pipelineEnv) startRunning(task string) *batchv1.Job {
 	p.t.Helper()
-	name := task + "-t0-0"
-	p.propose(task, 0, 0, v1.ToolReadFile, `{"path":"src/app.sh"}`)
+	return p.startRunningAt(task, 0)
+}
+
+// startRunningAt is startRunning for the call of turn turn.
+func (p *pipelineEnv) startRunningAt(task string, turn int32) *batchv1.Job {
+	p.t.Helper()
+	name := fmt.Sprintf("%s-t%d-0", task, turn)
+	p.propose(task, turn, 0, v1.ToolReadFile, `{"path":"src/app.sh"}`)
 	job := &batchv1.Job{}
 	p.eventually("Job "+name, func() (bool, string) {
 		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: name}, job)

@@ -332,6 +332,13 @@ func (r *ExecutionReconciler) authorize(ctx context.Context, exec *toolgatev1alp
 			}
 			return 0, refuse(EventChainBroken, "not run: AgentTask %s ended before this call started (%s); a call of an ended task never runs", exec.Spec.TaskRef.Name, why), nil
 		}
+		// Nor once its proposer cancelled it (pipeline.CallStopped).
+		if cancelled, why, err := r.intentCancelled(ctx, exec); err != nil || cancelled {
+			if err != nil {
+				return 0, nil, err
+			}
+			return 0, refuse(EventChainBroken, "not run: %s before this call started; a cancelled call never runs", why), nil
+		}
 		return 0, nil, nil
 	}
 	if errors.Is(broken, pipeline.ErrChainPending) {
@@ -366,6 +373,21 @@ func (r *ExecutionReconciler) taskEnded(ctx context.Context, exec *toolgatev1alp
 	}
 	done, why := pipeline.TaskFinished(task)
 	return done, why, nil
+}
+
+// intentCancelled reads the Execution's intent from the API server (a cancel of a
+// moment ago must count) and says whether its proposer cancelled it, and why.
+func (r *ExecutionReconciler) intentCancelled(ctx context.Context, exec *toolgatev1alpha1.Execution) (bool, string, error) {
+	var reader client.Reader = r.Client
+	if r.APIReader != nil {
+		reader = r.APIReader
+	}
+	intent := &toolgatev1alpha1.ToolIntent{}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.IntentRef.Name}, intent); err != nil {
+		return false, "", client.IgnoreNotFound(err)
+	}
+	why := pipeline.CallStopped("", intent)
+	return why != "", why, nil
 }
 
 // checkChain reads the intent and approval the Execution names with reader and
@@ -664,6 +686,16 @@ func (r *ExecutionReconciler) recordSteps(log logr.Logger, exec *toolgatev1alpha
 	}
 }
 
+// sessionCallCancelled says why a session call must stop because its proposer
+// cancelled it (pipeline.CallStopped), or "". Read from the cache, as the task is.
+func (r *ExecutionReconciler) sessionCallCancelled(ctx context.Context, exec *toolgatev1alpha1.Execution) (string, error) {
+	intent := &toolgatev1alpha1.ToolIntent{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.IntentRef.Name}, intent); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	return pipeline.CallStopped("", intent), nil
+}
+
 // reconcileSession moves a call of a session (isolation Session) forward: the chain
 // is checked as for a Job; then the call waits for its session pod to take calls
 // (starting it when there is none, replacing it when it died); then the session and
@@ -694,6 +726,13 @@ func (r *ExecutionReconciler) reconcileSession(ctx context.Context, exec *toolga
 				return ctrl.Result{}, err
 			} else if done, why := pipeline.TaskFinished(task); err == nil && done {
 				r.sessions.stop(exec.UID, fmt.Sprintf("its AgentTask %s ended (%s)", exec.Spec.TaskRef.Name, why))
+				return ctrl.Result{}, nil
+			} else if why, err := r.sessionCallCancelled(ctx, exec); err != nil {
+				return ctrl.Result{}, err
+			} else if why != "" {
+				// Its proposer cancelled it (spec.cancel; the intent's watch wakes
+				// this reconcile): the call alone stops, the session goes on.
+				r.sessions.stop(exec.UID, why)
 				return ctrl.Result{}, nil
 			} else if err == nil && r.sessions.job(exec.UID) != nil && task.Spec.Sandbox.Isolation != toolgatev1alpha1.IsolationSession {
 				// The job tools are gone with the sessions: nobody could see or stop it.

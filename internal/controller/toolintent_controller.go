@@ -48,6 +48,10 @@ const (
 	EventHeldForWorkspace   = "HeldForWorkspace"
 	EventExecutionRequested = "ExecutionRequested"
 	EventObserved           = "Observed"
+	// EventCancelled: the proposer cancelled the call (spec.cancel) before it ran;
+	// an Approval it waited on is retired. A call cancelled while it ran is stopped
+	// by its task (EventCallStopped) and observed Aborted.
+	EventCancelled = "Cancelled"
 )
 
 // +kubebuilder:rbac:groups=toolgate.dev,resources=toolintents,verbs=get;list;watch;create;patch
@@ -332,6 +336,12 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 		r.finish(run, pipeline.Refusal(v1.OutcomeAborted, reason, run.now))
 		return ctrl.Result{}, nil
 	}
+	if intent.Spec.Cancel && intent.Status.ExecutionRef == "" {
+		// Its proposer withdrew it while it waited: it never runs. One that runs is
+		// stopped by its task (AgentTaskReconciler.stopRunningCalls), and observed
+		// from its Execution.
+		return ctrl.Result{}, r.cancelled(ctx, run)
+	}
 
 	// 2. Decide.
 	if intent.Status.Decision == nil {
@@ -532,6 +542,39 @@ func (r *ToolIntentReconciler) consumeTurn(ctx context.Context, run *intentRun) 
 	}
 	r.consume(run, by, turn)
 	return true, nil
+}
+
+// cancelled ends a call its proposer cancelled (spec.cancel) before it ran. An
+// Approval it waits on is retired, as for a call its turn's Stop or Redirect consumes
+// (consumeTurn), so that nobody approves a call that will not run.
+func (r *ToolIntentReconciler) cancelled(ctx context.Context, run *intentRun) error {
+	intent := run.intent
+	reason := pipeline.CancelledBeforeRunReason(intent)
+	ref := intent.Status.ApprovalRef
+	if ref == "" && intent.Status.Decision != nil && intent.Status.Decision.Action == v1.DecisionAsk {
+		// Created by a pass whose status write did not land.
+		ref = pipeline.ApprovalName(intent)
+	}
+	if ref != "" {
+		approval := &v1.Approval{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: ref}, approval)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return err
+		case metav1.IsControlledBy(approval, intent) && approval.Status.State != v1.ApprovalStateConsumed:
+			if err := retireApproval(ctx, r.Client, approval, v1.ApprovalStateSuperseded, "",
+				fmt.Sprintf("not used: ToolIntent %s was cancelled by %s (spec.cancel), and it does not run", intent.Name, pipeline.CancelledBy(intent))); err != nil {
+				return err
+			}
+			intent.Status.ApprovalRef = approval.Name
+			setCondition(intent, v1.ConditionApproved, false, v1.ReasonCancelled, "not used: the call was cancelled by "+pipeline.CancelledBy(intent))
+		}
+	}
+	setCondition(intent, v1.ConditionExecuted, false, v1.ReasonCancelled, reason)
+	run.record(EventCancelled, true, nil, "cancelled by %s (spec.cancel) before it ran; nothing was executed", pipeline.CancelledBy(intent))
+	r.finish(run, pipeline.CancelledBeforeRun(intent, run.now))
+	return nil
 }
 
 // consume writes the observation of a call that by's Stop or Redirect keeps from
@@ -1098,7 +1141,7 @@ func (r *ToolIntentReconciler) observe(ctx context.Context, run *intentRun) erro
 		}
 		exec = current
 	}
-	obs := pipeline.FromExecution(exec, run.now)
+	obs := pipeline.CancelledWhileRunning(intent, pipeline.FromExecution(exec, run.now))
 	setCondition(intent, v1.ConditionExecuted, true, v1.ReasonExecutionFinished, fmt.Sprintf("Execution %s finished: %s", exec.Name, obs.Outcome))
 	duration := float64(exec.Status.DurationMillis) / 1000
 	run.observe = append(run.observe, func() {

@@ -61,7 +61,8 @@ var taskEndingChanged = predicate.TypedFuncs[client.Object]{
 // (pipeline.CheckChain, ErrChainPending) waits for: the Execution it names, its
 // decision, its approval. The other fields the check reads (deletion, validation,
 // observation) can only break a chain; that is found by the check before the Job and
-// by the chainRecheck of a waiting Execution, not by this watch.
+// by the chainRecheck of a waiting Execution, not by this watch. It also passes the
+// proposer's cancel (spec.cancel), which stops a call that runs in a session.
 var intentChainChanged = predicate.TypedFuncs[client.Object]{
 	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
 		old, oldOK := e.ObjectOld.(*v1.ToolIntent)
@@ -69,18 +70,22 @@ var intentChainChanged = predicate.TypedFuncs[client.Object]{
 		return !oldOK || !nowOK ||
 			old.Status.ExecutionRef != now.Status.ExecutionRef ||
 			old.Status.ApprovalRef != now.Status.ApprovalRef ||
-			!equality.Semantic.DeepEqual(old.Status.Decision, now.Status.Decision)
+			!equality.Semantic.DeepEqual(old.Status.Decision, now.Status.Decision) ||
+			old.Spec.Cancel != now.Spec.Cancel
 	},
 }
 
 // taskSummaryChanged passes an intent change that changes its task's status
-// (pipeline.TaskStatus): its outcome, whether it waits for a human (each wakes the
-// task after taskSummaryDelay; see enqueueTaskOfIntent).
+// (pipeline.TaskStatus): its outcome, whether it waits for a human; or that its
+// proposer cancelled it (spec.cancel), which the task acts on when the call runs
+// (stopRunningCalls). Each wakes the task after taskSummaryDelay (see
+// enqueueTaskOfIntent).
 var taskSummaryChanged = predicate.TypedFuncs[client.Object]{
 	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
 		old, oldOK := e.ObjectOld.(*v1.ToolIntent)
 		now, nowOK := e.ObjectNew.(*v1.ToolIntent)
-		return !oldOK || !nowOK || outcomeOf(old) != outcomeOf(now) || pipeline.AwaitsApproval(old) != pipeline.AwaitsApproval(now)
+		return !oldOK || !nowOK || outcomeOf(old) != outcomeOf(now) || pipeline.AwaitsApproval(old) != pipeline.AwaitsApproval(now) ||
+			old.Spec.Cancel != now.Spec.Cancel
 	},
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
@@ -169,10 +170,25 @@ func (s *Server) observe(ctx context.Context, req *mcp.CallToolRequest, c *calle
 		}
 		select {
 		case <-ctx.Done():
+			s.cancel(ctx, c, current, session)
 			return nil, ctx.Err()
 		case <-time.After(pollInterval):
 		}
 	}
+}
+
+// cancel withdraws a call whose request the client cancelled (notifications/
+// cancelled, or the session closed) before it was observed: spec.cancel, set as the
+// caller, ends a call that has not run without running it and aborts one that runs,
+// as a task's cancel does.
+func (s *Server) cancel(ctx context.Context, c *caller, intent *v1.ToolIntent, session string) {
+	patchCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer done()
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`))
+	err := c.client.Patch(patchCtx, intent.DeepCopy(), patch)
+	s.Log.Info("cancelled over MCP", "audit", true, "step", "MCPToolCancel", "mcpSession", session, "namespace", intent.Namespace,
+		"task", intent.Spec.TaskRef.Name, "intent", intent.Name, "requestedBy", c.user, "error", err)
+	metrics.MCPCalls.WithLabelValues("Cancelled").Inc()
 }
 
 // step says where an intent stands, for progress notifications.

@@ -55,11 +55,12 @@ var (
 		Help: "Judge verdicts on rule conditions (shadow: never acted on), by result (match, no_match, unknown) and agreement with the deterministic decision (true, false, unknown).",
 	}, []string{"result", "agreement"})
 	// MCPCalls counts the tools/call requests of the MCP endpoint by how they
-	// ended: the observation's outcome, or StillWaiting when the call outlasted the
-	// request and the client picks it up with toolgate_wait.
+	// ended: the observation's outcome; StillWaiting when the call outlasted the
+	// request and the client picks it up with toolgate_wait; Cancelled when the
+	// client cancelled it.
 	MCPCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "toolgate_mcp_calls_total",
-		Help: "Tool calls over the MCP endpoint, by outcome (the observation's, or StillWaiting).",
+		Help: "Tool calls over the MCP endpoint, by outcome (the observation's, StillWaiting, or Cancelled).",
 	}, []string{"outcome"})
 	// JudgeLatency is the latency of the judge's requests.
 	JudgeLatency = prometheus.NewHistogram(prometheus.HistogramOpts{

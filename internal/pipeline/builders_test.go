@@ -47,6 +47,7 @@ func (b *intentBuilder) task(name string) *intentBuilder {
 	return b
 }
 func (b *intentBuilder) turn(n int32) *intentBuilder  { b.in.Spec.Turn = n; return b }
+func (b *intentBuilder) cancel() *intentBuilder       { b.in.Spec.Cancel = true; return b }
 func (b *intentBuilder) index(n int32) *intentBuilder { b.in.Spec.Index = n; return b }
 func (b *intentBuilder) reason(r string) *intentBuilder {
 	b.in.Spec.Reason = r
