@@ -35,10 +35,13 @@ import (
 // mcpEnv is a namespace with the controller running, a task whose one proposer is
 // the service account coding-agent, and the MCP endpoint.
 type mcpEnv struct {
-	ns, url string
+	// url is the endpoint; shortURL is one whose calls wait only a second.
+	ns, url, shortURL string
 	// agentToken is coding-agent's; strangerToken is stranger-agent's, who holds
 	// the agent role too but is no proposer.
 	agentToken, strangerToken string
+	// secondToken is second-agent's, the task's other proposer.
+	secondToken string
 }
 
 func startMCP(t *testing.T) *mcpEnv {
@@ -51,7 +54,7 @@ func startMCP(t *testing.T) *mcpEnv {
 		t.Fatal(err)
 	}
 	var agents []rbacv1.Subject
-	for _, sa := range []string{"coding-agent", "stranger-agent"} {
+	for _, sa := range []string{"coding-agent", "stranger-agent", "second-agent"} {
 		if _, err := kube.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -68,8 +71,8 @@ func startMCP(t *testing.T) *mcpEnv {
 		waitAllowed(t, ns, "system:serviceaccount:"+ns+":"+sa, []string{"system:serviceaccounts", "system:serviceaccounts:" + ns}, "create", "toolintents")
 		return tr.Status.Token
 	}
-	e.agentToken, e.strangerToken = token("coding-agent"), token("stranger-agent")
-	createTask(t, ns, "fix-tests", external(v1.Proposers{ServiceAccounts: []string{ns + "/coding-agent"}}))
+	e.agentToken, e.strangerToken, e.secondToken = token("coding-agent"), token("stranger-agent"), token("second-agent")
+	createTask(t, ns, "fix-tests", external(v1.Proposers{ServiceAccounts: []string{ns + "/coding-agent", ns + "/second-agent"}}))
 	startController(t, ns)
 	runJobs(t, ns)
 
@@ -81,6 +84,10 @@ func startMCP(t *testing.T) *mcpEnv {
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	e.url = srv.URL + "/mcp/" + ns + "/fix-tests"
+	short := &mcpserver.Server{Config: env.Config, Reviews: reviewer.AuthenticationV1().TokenReviews(), Scheme: env.Scheme, MaxWait: time.Second, Heartbeat: time.Second}
+	shortSrv := httptest.NewServer(short.Handler())
+	t.Cleanup(shortSrv.Close)
+	e.shortURL = shortSrv.URL + "/mcp/" + ns + "/fix-tests"
 	return e
 }
 
@@ -129,6 +136,11 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // connect opens an MCP session with token; progress notifications go to progress.
 func (e *mcpEnv) connect(t *testing.T, token string, progress func(string)) (*mcp.ClientSession, error) {
 	t.Helper()
+	return e.connectTo(t, e.url, token, progress)
+}
+
+func (e *mcpEnv) connectTo(t *testing.T, url, token string, progress func(string)) (*mcp.ClientSession, error) {
+	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "toolgate-test-client", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			if progress != nil {
@@ -136,7 +148,7 @@ func (e *mcpEnv) connect(t *testing.T, token string, progress func(string)) (*mc
 			}
 		},
 	})
-	session, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: e.url, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
+	session, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
 	if err == nil {
 		t.Cleanup(func() { _ = session.Close() })
 	}
@@ -300,6 +312,51 @@ func TestMCPEndpoint(t *testing.T) {
 		}
 	})
 
+	t.Run("a call that outlasts its request says it still waits; toolgate_wait picks up its observation, for its proposer only", func(t *testing.T) {
+		s, err := e.connectTo(t, e.shortURL, e.agentToken, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": "later.txt", "content": "later\n"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := resultText(res)
+		if res.IsError || !strings.HasPrefix(text, "[still waiting]") || !strings.Contains(text, "waiting for Approval ") || !strings.Contains(text, mcpserver.WaitTool) {
+			t.Fatalf("a call waiting for a human: error %t, %q", res.IsError, text)
+		}
+		intent := waitForIntent(t, e.ns, `"later.txt"`, func(in *v1.ToolIntent) bool { return in.Status.ApprovalRef != "" })
+		if !strings.Contains(text, intent.Name) {
+			t.Fatalf("the result does not name intent %s: %q", intent.Name, text)
+		}
+		// The task's other proposer may not wait on it, nor anyone on a missing intent.
+		second, err := e.connectTo(t, e.shortURL, e.secondToken, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for intentName, want := range map[string]string{intent.Name: "is not a call you proposed", "no-such-intent": "not found"} {
+			other, err := second.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intent": intentName}})
+			if err != nil || !other.IsError || !strings.Contains(resultText(other), want) {
+				t.Errorf("toolgate_wait by another proposer on %s: %v %q; want %q", intentName, err, resultText(other), want)
+			}
+		}
+		approval := &v1.Approval{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: intent.Status.ApprovalRef}, approval); err != nil {
+			t.Fatal(err)
+		}
+		if err := decide(ctx, clients[alice], approval, v1.DecisionApproved, alice); err != nil {
+			t.Fatalf("approving: %v", err)
+		}
+		waitFor(t, intent, "an observation", func(i *v1.ToolIntent) bool { return i.Status.Observation != nil })
+		res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intent": intent.Name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.IsError || !strings.Contains(resultText(res), "[exit code: 0]") {
+			t.Errorf("toolgate_wait: error %t, %q", res.IsError, resultText(res))
+		}
+	})
+
 	t.Run("a client's cancel withdraws a call waiting for approval: nothing runs and the Approval is retired", func(t *testing.T) {
 		callCtx, cancel := context.WithCancel(ctx)
 		errs := make(chan error, 1)
@@ -317,6 +374,13 @@ func TestMCPEndpoint(t *testing.T) {
 			t.Fatalf("cancelled intent: cancel %t, observation %+v", got.Spec.Cancel, obs)
 		}
 		wantNothingRan(t, got)
+		approval := &v1.Approval{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: intent.Status.ApprovalRef}, approval); err != nil {
+			t.Fatal(err)
+		}
+		if approval.Status.State != v1.ApprovalStateSuperseded {
+			t.Errorf("the withdrawn call's Approval is %s; want Superseded (never usable)", approval.Status.State)
+		}
 	})
 
 	t.Run("a client's cancel aborts a running call", func(t *testing.T) {
@@ -339,7 +403,7 @@ func TestMCPEndpoint(t *testing.T) {
 		for name, tc := range map[string]struct{ token, want string }{
 			"no token":       {"", "no bearer token"},
 			"a bad token":    {"not-a-token", "the bearer token is not valid for this cluster"},
-			"a non-proposer": {e.strangerToken, "system:serviceaccount:" + e.ns + ":stranger-agent may not propose calls for AgentTask " + e.ns + "/fix-tests; its proposers are service accounts " + e.ns + "/coding-agent"},
+			"a non-proposer": {e.strangerToken, "system:serviceaccount:" + e.ns + ":stranger-agent may not propose calls for AgentTask " + e.ns + "/fix-tests; its proposers are service accounts " + e.ns + "/coding-agent, " + e.ns + "/second-agent"},
 		} {
 			_, err := e.connect(t, tc.token, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
