@@ -49,6 +49,25 @@ func TestOnlyTheProposerCancelsItsCall(t *testing.T) {
 	wantRefused(t, mergePatch(t.Context(), clients[agentUser], mine, map[string]any{"metadata": map[string]any{"labels": map[string]any{"toolgate.dev/task": "other"}}}),
 		"only the toolgate controller may change the labels or annotations of a ToolIntent; its proposer may only cancel it (spec.cancel).")
 
+	// Nor may any agent (the proposer or another) point an intent at an owner that
+	// does not exist, which the garbage collector would take as a reason to delete
+	// it with its Approval and Execution, or hold it with a finalizer.
+	ghostOwner := map[string]any{"metadata": map[string]any{"ownerReferences": []map[string]any{{
+		"apiVersion": "toolgate.dev/v1alpha1", "kind": "AgentTask", "name": "ghost", "uid": "00000000-0000-0000-0000-000000000000", "controller": true,
+	}}}}
+	finalizer := map[string]any{"metadata": map[string]any{"finalizers": []string{"example.com/hold"}}}
+	for _, who := range []string{carol, agentUser} {
+		for name, patch := range map[string]map[string]any{"an owner reference": ghostOwner, "a finalizer": finalizer} {
+			err := mergePatch(t.Context(), clients[who], mine, patch)
+			if !contains(err, "only the toolgate controller and the garbage collector may change the owner references or finalizers of a ToolIntent") {
+				t.Errorf("%s adding %s: %v; want it refused", who, name, err)
+			}
+		}
+	}
+	if got := getIntent(t, mine); len(got.OwnerReferences) > 0 || len(got.Finalizers) > 0 {
+		t.Fatalf("a refused metadata patch took effect: owners %v, finalizers %v", got.OwnerReferences, got.Finalizers)
+	}
+
 	if err := mergePatch(t.Context(), clients[agentUser], mine, cancelPatch); err != nil {
 		t.Fatalf("the proposer's cancel was refused: %v", err)
 	}

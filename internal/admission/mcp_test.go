@@ -340,6 +340,14 @@ func TestMCPEndpoint(t *testing.T) {
 				t.Errorf("toolgate_wait by another proposer on %s: %v %q; want %q", intentName, err, resultText(other), want)
 			}
 		}
+		// A client that gives up on toolgate_wait leaves the call as it is.
+		waitCtx, giveUp := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, _ = s.CallTool(waitCtx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intent": intent.Name}})
+		giveUp()
+		time.Sleep(time.Second)
+		if got := waitFor(t, intent, "being read", func(*v1.ToolIntent) bool { return true }); got.Spec.Cancel || got.Status.Observation != nil {
+			t.Fatalf("giving up on toolgate_wait withdrew the call: cancel %t, observation %+v", got.Spec.Cancel, got.Status.Observation)
+		}
 		approval := &v1.Approval{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: intent.Status.ApprovalRef}, approval); err != nil {
 			t.Fatal(err)

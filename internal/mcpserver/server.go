@@ -49,8 +49,13 @@ const (
 	WaitTool = "toolgate_wait"
 	// Provider is spec.proposedBy.provider of the intents the endpoint creates.
 	Provider = "mcp"
-	// DefaultMaxWait is how long a tools/call waits for its observation.
-	DefaultMaxWait = 5 * time.Minute
+	// DefaultMaxWait is how long a tools/call waits for its observation: under the
+	// 60 seconds MCP clients commonly give a request (the TypeScript SDK's default),
+	// so that a call waiting for a human returns "still waiting" (picked up with
+	// toolgate_wait) before the client gives up and cancels it.
+	DefaultMaxWait = 50 * time.Second
+	// sessionTimeout closes a session idle this long, with what it holds.
+	sessionTimeout = 30 * time.Minute
 	// DefaultHeartbeat is how often a waiting call sends a progress notification
 	// even when nothing changed, so that clients that reset their request timeout
 	// on progress keep waiting for a human.
@@ -98,6 +103,7 @@ func (s *Server) Handler() http.Handler {
 	mcpHandler := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{
 		// Behind a Service, the Host header is the Service's, not localhost.
 		DisableLocalhostProtection: true,
+		SessionTimeout:             sessionTimeout,
 	})
 	mux := http.NewServeMux()
 	// authenticate refuses a request without a valid token with a JSON-RPC error
@@ -143,14 +149,14 @@ func (s *Server) callerOf(ctx context.Context, token string) (*caller, error) {
 	s.mu.Unlock()
 	review, err := s.Reviews.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("the token could not be reviewed (TokenReview: %v); try again", err)
+		// The detail (the manager's identity, the API server's address) is for the
+		// log, not for whoever sent the token.
+		s.Log.Error(err, "reviewing an MCP caller's token")
+		return nil, errors.New("the token could not be reviewed now; try again")
 	}
 	if !review.Status.Authenticated {
-		why := review.Status.Error
-		if why == "" {
-			why = "the API server does not accept it"
-		}
-		return nil, fmt.Errorf("%w: the bearer token is not valid for this cluster (%s); present a service-account token (kubectl create token NAME) or any token the API server accepts", auth.ErrInvalidToken, why)
+		s.Log.V(1).Info("refused an MCP caller's token", "error", review.Status.Error)
+		return nil, fmt.Errorf("%w: the bearer token is not valid for this cluster; present a service-account token (kubectl create token NAME) or any token the API server accepts", auth.ErrInvalidToken)
 	}
 	cfg := rest.AnonymousClientConfig(s.Config)
 	cfg.BearerToken = token
@@ -246,13 +252,11 @@ func refuse(w http.ResponseWriter, r *http.Request, status int, message string) 
 	})
 }
 
-// callerFrom is the caller requireProposer put in the request's context. The SDK
-// runs tool handlers with the session's context, so it is looked up again from the
-// token the request carried.
+// callerFrom is the caller of the token the request carried. The SDK runs tool
+// handlers with the context of the request that opened the session, so the caller
+// is read from the request's own token (verified by authenticate on this request),
+// never from the context: a session outlives its first token.
 func (s *Server) callerFrom(ctx context.Context, extra *mcp.RequestExtra) (*caller, error) {
-	if c, ok := ctx.Value(callerKey{}).(*caller); ok {
-		return c, nil
-	}
 	if extra == nil || extra.TokenInfo == nil {
 		return nil, errors.New("the request carries no bearer token")
 	}
@@ -273,7 +277,7 @@ func (r Runnable) NeedLeaderElection() bool { return false }
 
 // Start serves until ctx ends, then lets the calls in flight finish for a moment.
 func (r Runnable) Start(ctx context.Context) error {
-	srv := &http.Server{Addr: r.Addr, Handler: r.Server.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: r.Addr, Handler: r.Server.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	done := make(chan error, 1)
 	go func() { done <- srv.ListenAndServe() }()
 	select {

@@ -100,7 +100,7 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, ns, taskNam
 	}
 	s.Log.Info("proposed over MCP", "audit", true, "step", "MCPToolCall", "mcpSession", session, "namespace", ns, "task", taskName,
 		"intent", intent.Name, "tool", tool, "requestedBy", c.user, "client", client)
-	return s.observe(ctx, req, c, intent, session)
+	return s.observe(ctx, req, c, intent, session, true)
 }
 
 // wait is toolgate_wait: the observation of an earlier call of this task that the
@@ -123,12 +123,28 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, ns, taskNam
 	if intent.Spec.TaskRef.Name != taskName || intent.Spec.RequestedBy != c.user {
 		return errorResult(fmt.Sprintf("ToolIntent %s is not a call you proposed for AgentTask %s", args.Intent, taskName)), nil
 	}
-	return s.observe(ctx, req, c, intent, req.Session.ID())
+	task := &v1.AgentTask{}
+	if err := c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: taskName}, task); err != nil {
+		return nil, fmt.Errorf("reading AgentTask %s/%s: %w", ns, taskName, err)
+	}
+	if problem := proposerProblem(task, c.user, c.groups); problem != "" {
+		return nil, fmt.Errorf("%s", problem)
+	}
+	// Waiting proposes nothing: a wait the client gives up on leaves the call as it is.
+	return s.observe(ctx, req, c, intent, req.Session.ID(), false)
 }
 
 // observe waits for the intent's observation, sending a progress notification for
-// each step (and a heartbeat while nothing changes), up to MaxWait.
-func (s *Server) observe(ctx context.Context, req *mcp.CallToolRequest, c *caller, intent *v1.ToolIntent, session string) (*mcp.CallToolResult, error) {
+// each step (and a heartbeat while nothing changes), up to MaxWait. When the client
+// cancels the request and cancelOnAbandon is set (the call's own request), the call
+// is withdrawn.
+func (s *Server) observe(ctx context.Context, req *mcp.CallToolRequest, c *caller, intent *v1.ToolIntent, session string, cancelOnAbandon bool) (*mcp.CallToolResult, error) {
+	abandoned := func(current *v1.ToolIntent) (*mcp.CallToolResult, error) {
+		if cancelOnAbandon {
+			s.cancel(ctx, c, current, session)
+		}
+		return nil, ctx.Err()
+	}
 	token := req.Params.GetProgressToken()
 	progress, last, lastSent := 0.0, "", time.Time{}
 	notify := func(message string) {
@@ -145,7 +161,7 @@ func (s *Server) observe(ctx context.Context, req *mcp.CallToolRequest, c *calle
 		current := &v1.ToolIntent{}
 		if err := c.client.Get(ctx, key, current); err != nil {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return abandoned(intent)
 			}
 			return nil, fmt.Errorf("reading ToolIntent %s: %w", key.Name, err)
 		}
@@ -170,8 +186,7 @@ func (s *Server) observe(ctx context.Context, req *mcp.CallToolRequest, c *calle
 		}
 		select {
 		case <-ctx.Done():
-			s.cancel(ctx, c, current, session)
-			return nil, ctx.Err()
+			return abandoned(current)
 		case <-time.After(pollInterval):
 		}
 	}
