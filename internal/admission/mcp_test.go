@@ -400,7 +400,9 @@ func TestMCPEndpoint(t *testing.T) {
 		}()
 		intent := waitForIntent(t, e.ns, "sleep 600", func(in *v1.ToolIntent) bool { return in.Status.ExecutionRef != "" })
 		cancel()
-		<-errs
+		if err := <-errs; err == nil {
+			t.Errorf("the cancelled call returned no error")
+		}
 		got := waitFor(t, intent, "an observation", func(i *v1.ToolIntent) bool { return i.Status.Observation != nil })
 		if obs := got.Status.Observation; obs.Outcome != v1.OutcomeAborted {
 			t.Fatalf("aborted intent: observation %+v", obs)
