@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -88,8 +89,13 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, ns, taskNam
 	}
 	client := "an MCP client"
 	if info := req.Session.InitializeParams(); info != nil && info.ClientInfo != nil && info.ClientInfo.Name != "" {
-		// The client names itself: data, shown to approvers, bounded.
-		client = cut(info.ClientInfo.Name, 253)
+		// The client names itself: data, shown to approvers, bounded and printable.
+		client = cut(strings.Map(func(r rune) rune {
+			if unicode.IsPrint(r) {
+				return r
+			}
+			return -1
+		}, info.ClientInfo.Name), 253)
 	}
 	session := req.Session.ID()
 	intent := pipeline.Proposal(task, existing, tool, input, "proposed over MCP by "+client, c.user, c.groups,
