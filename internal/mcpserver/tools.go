@@ -96,6 +96,9 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, ns, taskNam
 			}
 			return -1
 		}, info.ClientInfo.Name), 253)
+		if client == "" {
+			client = "an MCP client"
+		}
 	}
 	session := req.Session.ID()
 	intent := pipeline.Proposal(task, existing, tool, input, "proposed over MCP by "+client, c.user, c.groups,
