@@ -174,3 +174,14 @@ func parseEndpoint(raw string, entry bool) (endpoint, error) {
 	}
 	return ep, nil
 }
+
+// RedactURL is raw without its userinfo, for messages.
+func RedactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	if i := strings.LastIndex(raw, "@"); i >= 0 {
+		return "[MASKED]" + raw[i:]
+	}
+	return raw
+}

@@ -79,6 +79,14 @@ type Usage struct {
 	TotalTokens int64 `json:"total"`
 }
 
+// Total is the call's total, or the sum of its parts when the endpoint sent none.
+func (u Usage) Total() int64 {
+	if u.TotalTokens > 0 {
+		return u.TotalTokens
+	}
+	return u.PromptTokens + u.CompletionTokens
+}
+
 // Response is the model's reply to one [Request].
 type Response struct {
 	// Model is the model that answered, as the endpoint reports it (it may differ

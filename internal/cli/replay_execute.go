@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/mask"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/tools"
@@ -212,7 +213,7 @@ func replayTaskFor(task *v1.AgentTask, user string, calls int, storage *v1.Works
 			// Room for the API server's five characters and the intents' suffixes.
 			GenerateName: transcript.Cut(task.Name, 200) + "-replay-",
 			Namespace:    task.Namespace,
-			Labels:       map[string]string{LabelReplayOf: labelSafe(task.Name)},
+			Labels:       map[string]string{LabelReplayOf: executor.LabelValue(task.Name)},
 		},
 		Spec: v1.AgentTaskSpec{
 			Goal: fmt.Sprintf("Execution replay of AgentTask %s (kubectl toolgate replay --execute by %s): re-runs %d of its recorded calls on a copy of its workspace and compares their output. Removed when the replay ends.",
@@ -231,15 +232,6 @@ func replayTaskFor(task *v1.AgentTask, user string, calls int, storage *v1.Works
 			}},
 		},
 	}
-}
-
-// labelSafe is name when it is a valid label value, else its first 63 characters
-// cut at a character a label may end with.
-func labelSafe(name string) string {
-	if len(name) <= 63 {
-		return name
-	}
-	return strings.TrimRight(name[:63], "-.")
 }
 
 // replayStorage is the claim the copy goes into: the size and class of the task's
@@ -311,7 +303,7 @@ func executionReplay(ctx context.Context, c *cluster, task *v1.AgentTask, intent
 		call := &rep.Calls[i]
 		intent := pipeline.Proposal(replay, proposed, in.Spec.Tool, in.Spec.Input.Raw,
 			fmt.Sprintf("execution replay of %s (turn %d, index %d) of AgentTask %s", in.Name, in.Spec.Turn, in.Spec.Index, task.Name), user, nil, v1.ProposedBy{Provider: proposer})
-		intent.Labels = map[string]string{LabelReplayOf: labelSafe(task.Name)}
+		intent.Labels = map[string]string{LabelReplayOf: executor.LabelValue(task.Name)}
 		if err := c.client.Create(ctx, intent); err != nil {
 			rep.Error = fmt.Sprintf("proposing %s again: %v", in.Name, apiError(err))
 			return rep, nil

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"reflect"
 	"sort"
@@ -191,7 +190,7 @@ func ReplayModel(ctx context.Context, task *v1.AgentTask, records []agent.TurnRe
 			rep.Turns = append(rep.Turns, turn)
 			continue
 		}
-		turn.Model, turn.Tokens = resp.Model, usageTokens(resp.Usage)
+		turn.Model, turn.Tokens = resp.Model, resp.Usage.Total()
 		rep.Tokens += turn.Tokens
 		if len(resp.ToolCalls) == 0 {
 			answer := cutText(mask.Secrets(resp.Text, r.apiKey))
@@ -366,13 +365,6 @@ func fieldText(v any) string {
 	return mask.Secrets(oneLine(string(data), 200))
 }
 
-func usageTokens(u agent.Usage) int64 {
-	if u.TotalTokens > 0 {
-		return u.TotalTokens
-	}
-	return u.PromptTokens + u.CompletionTokens
-}
-
 func cutText(s string) string {
 	if len(s) <= maxReplayText {
 		return s
@@ -503,7 +495,7 @@ func (m modelFlags) modelClient(ctx context.Context, c *cluster, task *v1.AgentT
 			// The Secret is the key of that endpoint; sending it elsewhere because a flag
 			// said so is how keys leak.
 			return nil, "", "", "", fmt.Errorf("the API key of AgentTask %s (Secret %s) is sent only to its own endpoint %s, not to --base-url %s: pass the other endpoint's key with --api-key-env",
-				from, block.APIKeySecretRef.Name, redactedURL(block.BaseURL), redactedURL(baseURL))
+				from, block.APIKeySecretRef.Name, agent.RedactURL(block.BaseURL), agent.RedactURL(baseURL))
 		}
 		secret := &corev1.Secret{}
 		if err := c.client.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: block.APIKeySecretRef.Name}, secret); err != nil {
@@ -519,14 +511,7 @@ func (m modelFlags) modelClient(ctx context.Context, c *cluster, task *v1.AgentT
 	if err != nil {
 		return nil, "", "", "", fmt.Errorf("--model: %s", mask.Secrets(err.Error(), key))
 	}
-	return model, redactedURL(baseURL), name, key, nil
-}
-
-func redactedURL(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
-	}
-	return "[an endpoint that is not a URL]"
+	return model, agent.RedactURL(baseURL), name, key, nil
 }
 
 // runModelReplay is replay --model.

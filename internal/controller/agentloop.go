@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
@@ -96,7 +95,7 @@ func loopStateOf(task *v1.AgentTask, records []agent.TurnRecord, checks map[int3
 	var s loopState
 	s.world.Turns = int32(len(records))
 	for _, rec := range records {
-		s.world.TokensUsed += tokensOf(rec.Usage)
+		s.world.TokensUsed += rec.Usage.Total()
 	}
 	if len(records) == 0 {
 		s.world.NextTurnDue = true
@@ -139,14 +138,6 @@ func loopStateOf(task *v1.AgentTask, records []agent.TurnRecord, checks map[int3
 	}
 	s.world.NextTurnDue = due
 	return s
-}
-
-// tokensOf is a turn's total, or the sum of its parts when the endpoint sent none.
-func tokensOf(u agent.Usage) int64 {
-	if u.TotalTokens > 0 {
-		return u.TotalTokens
-	}
-	return u.PromptTokens + u.CompletionTokens
 }
 
 // maxTurnCalls is the API's bound on spec.turnCalls: a reply with more calls fails
@@ -494,20 +485,9 @@ func (r *AgentTaskReconciler) modelAccess(ctx context.Context, task *v1.AgentTas
 	if err := r.Options.modelEndpoints().Allow(baseURL); err != nil {
 		return "", &modelRefusal{ReasonEndpointNotAllowed, fmt.Sprintf(
 			"spec.agent.model.baseURL %q is not allowed: %v. The controller sends a task's API key and conversation only to the model endpoints it is configured with, so that creating a task cannot send credentials or workspace content to any host: name an allowed endpoint, or ask the cluster admin to add this one to the controller's --model-endpoints flag",
-			redactURL(baseURL), err)}, "", nil
+			agent.RedactURL(baseURL), err)}, "", nil
 	}
 	return r.apiKey(ctx, task)
-}
-
-// redactURL is u without its userinfo, for messages.
-func redactURL(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
-	}
-	if i := strings.LastIndex(raw, "@"); i >= 0 {
-		return "[MASKED]" + raw[i:]
-	}
-	return raw
 }
 
 // apiKey reads the key named by spec.agent.model.apiKeySecretRef. A missing Secret
@@ -602,18 +582,18 @@ func (r *AgentTaskReconciler) reportTurn(ctx context.Context, task *v1.AgentTask
 	if rec := step.turn; rec != nil {
 		var note string
 		if len(rec.ToolCalls) == 0 {
-			note = fmt.Sprintf("turn %d: the model answered without a tool call (%d tokens)", rec.Turn, tokensOf(rec.Usage))
+			note = fmt.Sprintf("turn %d: the model answered without a tool call (%d tokens)", rec.Turn, rec.Usage.Total())
 		} else {
 			names := make([]string, 0, len(rec.ToolCalls))
 			for _, c := range rec.ToolCalls {
 				names = append(names, c.Name)
 			}
-			note = fmt.Sprintf("turn %d: the model proposed %d tool calls (%s) (%d tokens)", rec.Turn, len(rec.ToolCalls), transcript.Cut(strings.Join(names, ", "), 512), tokensOf(rec.Usage))
+			note = fmt.Sprintf("turn %d: the model proposed %d tool calls (%s) (%d tokens)", rec.Turn, len(rec.ToolCalls), transcript.Cut(strings.Join(names, ", "), 512), rec.Usage.Total())
 		}
 		r.Recorder.Eventf(task, nil, corev1.EventTypeNormal, EventModelTurn, EventModelTurn, "%s", note)
 		log.Info(note, "audit", true, "step", EventModelTurn, "namespace", task.Namespace, "task", task.Name,
 			"turn", rec.Turn, "model", rec.Model, "record", transcript.TurnRecordName(task.Name, rec.Turn), "intents", step.intents,
-			"tokens", tokensOf(rec.Usage), "finishReason", rec.FinishReason)
+			"tokens", rec.Usage.Total(), "finishReason", rec.FinishReason)
 	} else if len(step.intents) > 0 {
 		note := fmt.Sprintf("created the missing intents %v of a recorded turn", step.intents)
 		r.Recorder.Eventf(task, nil, corev1.EventTypeNormal, EventModelTurn, EventModelTurn, "%s", note)

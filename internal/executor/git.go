@@ -102,7 +102,7 @@ func BuildGitPod(g GitPod, runnerImage string) (*corev1.Pod, error) {
 		tool.VolumeMounts = append(tool.VolumeMounts, corev1.VolumeMount{Name: volumeCopySource, MountPath: gitws.PodCopySourceRoot, SubPath: g.CopySourceSubPath, ReadOnly: true})
 	}
 	labels := map[string]string{
-		LabelTask:    labelValue(g.Task),
+		LabelTask:    LabelValue(g.Task),
 		LabelGit:     g.Request.Op,
 		LabelNetwork: networkKey(g.Network),
 	}

@@ -129,8 +129,8 @@ func Labels(exec *toolgatev1alpha1.Execution) map[string]string {
 func FindLabels(exec *toolgatev1alpha1.Execution) map[string]string {
 	return map[string]string{
 		LabelExecution: exec.Name,
-		LabelIntent:    labelValue(exec.Spec.IntentRef.Name),
-		LabelTask:      labelValue(exec.Spec.TaskRef.Name),
+		LabelIntent:    LabelValue(exec.Spec.IntentRef.Name),
+		LabelTask:      LabelValue(exec.Spec.TaskRef.Name),
 	}
 }
 
@@ -167,10 +167,10 @@ func networkPolicyName(network toolgatev1alpha1.NetworkSpec) string {
 	return "toolgate-net-" + networkKey(network)
 }
 
-// labelValue returns name when it is a valid label value. Intent and task names may be
+// LabelValue returns name when it is a valid label value. Intent and task names may be
 // longer than a label value's 63 characters; those are cut (the labels only help
 // people find pods, nothing selects on them).
-func labelValue(name string) string {
+func LabelValue(name string) string {
 	if len(name) <= validation.LabelValueMaxLength {
 		return name
 	}

@@ -367,10 +367,10 @@ func TestNetworkPolicyPerWalls(t *testing.T) {
 
 func TestLabelValue(t *testing.T) {
 	long := strings.Repeat("x", 62) + "-" + "tail"
-	if got := labelValue(long); len(got) > 63 || strings.HasSuffix(got, "-") {
-		t.Errorf("labelValue(%q) = %q: not a valid label value", long, got)
+	if got := LabelValue(long); len(got) > 63 || strings.HasSuffix(got, "-") {
+		t.Errorf("LabelValue(%q) = %q: not a valid label value", long, got)
 	}
-	if got := labelValue("short"); got != "short" {
-		t.Errorf("labelValue(short) = %q", got)
+	if got := LabelValue("short"); got != "short" {
+		t.Errorf("LabelValue(short) = %q", got)
 	}
 }

@@ -103,12 +103,12 @@ func (s Session) Name() string { return SessionPrefix + s.Key() }
 // network walls the profile's NetworkPolicy selects.
 func (s Session) Labels() map[string]string {
 	labels := map[string]string{
-		LabelTask:    labelValue(s.Task),
+		LabelTask:    LabelValue(s.Task),
 		LabelSession: s.Key(),
 		LabelNetwork: networkKey(s.Profile.Network),
 	}
 	if s.Job != "" {
-		labels[LabelJob] = labelValue(s.Job)
+		labels[LabelJob] = LabelValue(s.Job)
 	}
 	return labels
 }

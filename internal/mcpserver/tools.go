@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/tools"
+	"github.com/toolgate/toolgate/internal/transcript"
 )
 
 // AnnotationSession marks the intents an MCP session created, with the session id.
@@ -90,7 +91,7 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, ns, taskNam
 	client := "an MCP client"
 	if info := req.Session.InitializeParams(); info != nil && info.ClientInfo != nil && info.ClientInfo.Name != "" {
 		// The client names itself: data, shown to approvers, bounded and printable.
-		client = cut(strings.Map(func(r rune) rune {
+		client = transcript.Cut(strings.Map(func(r rune) rune {
 			if unicode.IsPrint(r) {
 				return r
 			}
@@ -102,7 +103,7 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, ns, taskNam
 	}
 	session := req.Session.ID()
 	intent := pipeline.Proposal(task, existing, tool, input, "proposed over MCP by "+client, c.user, c.groups,
-		v1.ProposedBy{Provider: Provider, Model: client, ToolCallID: cut(session, 253)})
+		v1.ProposedBy{Provider: Provider, Model: client, ToolCallID: transcript.Cut(session, 253)})
 	intent.Annotations = map[string]string{AnnotationSession: session}
 	if err := c.client.Create(ctx, intent); err != nil {
 		return nil, fmt.Errorf("creating the ToolIntent as %s: %w", c.user, err)
@@ -244,11 +245,4 @@ func observationResult(intent string, obs *v1.Observation) *mcp.CallToolResult {
 
 func errorResult(text string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "toolgate: " + text}}, IsError: true}
-}
-
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "")
 }
