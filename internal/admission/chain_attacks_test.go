@@ -958,6 +958,9 @@ func TestTheApproverSeesWhatRunsAndTheViewerNoSecret(t *testing.T) {
 	if out := exec.Status.Output; strings.Contains(out, "abcdef123456") || strings.Contains(out, "\x1b") || !strings.Contains(out, `\x1b[2Jdone`) {
 		t.Errorf("victor reads status.output %q; want the secret masked and the escape shown escaped", out)
 	}
+	// The Execution's phase is written before the intent's observation: wait for the
+	// observation, then read it as victor.
+	waitFor(t, hidden, "an observation", func(i *v1.ToolIntent) bool { return i.Status.Observation != nil })
 	intent := &v1.ToolIntent{}
 	if err := clients[viewerUser].Get(t.Context(), client.ObjectKeyFromObject(hidden), intent); err != nil {
 		t.Fatal(err)
