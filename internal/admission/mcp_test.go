@@ -3,6 +3,8 @@ package admission
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	authenticationclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -475,4 +478,92 @@ func containsPrefix(list []string, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// countingReviews counts the TokenReviews the endpoint sends to the real API server.
+type countingReviews struct {
+	authenticationclient.TokenReviewInterface
+	mu sync.Mutex
+	n  int
+}
+
+func (c *countingReviews) Create(ctx context.Context, review *authenticationv1.TokenReview, opts metav1.CreateOptions) (*authenticationv1.TokenReview, error) {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	return c.TokenReviewInterface.Create(ctx, review, opts)
+}
+
+func (c *countingReviews) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// A client sending junk tokens cannot make the endpoint flood the API server with
+// TokenReviews: a refused token is refused again from memory, and new tokens are
+// reviewed at a bounded rate, while a token already reviewed keeps working.
+func TestMCPEndpointBoundsTokenReviews(t *testing.T) {
+	e := startMCP(t)
+	reviewer, err := kubernetes.NewForConfig(configs[controllerUser])
+	if err != nil {
+		t.Fatal(err)
+	}
+	reviews := &countingReviews{TokenReviewInterface: reviewer.AuthenticationV1().TokenReviews()}
+	s := &mcpserver.Server{Config: env.Config, Reviews: reviews, Scheme: env.Scheme, ReviewRate: 0.1}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	url := srv.URL + "/mcp/" + e.ns + "/fix-tests"
+	initialize := func(token string) (int, string, http.Header) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"flood","version":"1"}}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		return resp.StatusCode, string(body), resp.Header
+	}
+
+	if status, body, _ := initialize(e.agentToken); status != http.StatusOK {
+		t.Fatalf("the proposer's token: %d %s", status, body)
+	}
+	for range 5 {
+		if status, body, _ := initialize("the-same-junk"); status != http.StatusUnauthorized || !strings.Contains(body, "the bearer token is not valid for this cluster") {
+			t.Fatalf("a junk token: %d %s; want 401 saying the token is not valid", status, body)
+		}
+	}
+	if n := reviews.count(); n != 2 {
+		t.Fatalf("%d TokenReviews for the proposer's token and one junk token sent five times; want 2", n)
+	}
+
+	// New junk on every request: past the burst, refused without a review.
+	limited := 0
+	for i := range 80 {
+		status, body, header := initialize(fmt.Sprintf("junk-%d", i))
+		switch {
+		case status == http.StatusTooManyRequests && strings.Contains(body, "too many new tokens") && header.Get("Retry-After") != "":
+			limited++
+		case status != http.StatusUnauthorized:
+			t.Fatalf("junk token %d: %d %s", i, status, body)
+		}
+	}
+	if n := reviews.count(); limited == 0 || n > 2+60 {
+		t.Fatalf("80 new junk tokens: %d limited, %d TokenReviews in all; want the reviews bounded by the rate's burst", limited, n)
+	}
+	before := reviews.count()
+	if status, body, _ := initialize(e.agentToken); status != http.StatusOK {
+		t.Fatalf("the proposer's reviewed token during the flood: %d %s", status, body)
+	}
+	if n := reviews.count(); n != before {
+		t.Fatalf("the proposer's token was reviewed again (%d → %d): its review is reused", before, n)
+	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/pipeline"
 )
 
@@ -60,10 +62,15 @@ const (
 	// even when nothing changed, so that clients that reset their request timeout
 	// on progress keep waiting for a human.
 	DefaultHeartbeat = 10 * time.Second
-	// reviewTTL is how long a token's review is reused.
-	reviewTTL = 30 * time.Second
-	// pollInterval is how often a waiting call reads its intent.
-	pollInterval = 250 * time.Millisecond
+	// reviewTTL is how long a token's review is reused; rejectedTTL is how long a
+	// token the API server refused is refused without asking it again.
+	reviewTTL, rejectedTTL = 30 * time.Second, 10 * time.Second
+	// DefaultReviewRate bounds the TokenReviews of tokens the endpoint has not seen
+	// (a second), with a burst of reviewBurst: a client that sends a new junk token
+	// with every request costs the API server no more than that, while each valid
+	// token is reviewed once every reviewTTL (so this serves hundreds of agents).
+	DefaultReviewRate = 20
+	reviewBurst       = 50
 )
 
 // Server is the MCP endpoint of every AgentTask.
@@ -76,17 +83,24 @@ type Server struct {
 	Scheme  *runtime.Scheme
 	// MaxWait bounds how long a tools/call waits; Heartbeat is the progress interval.
 	MaxWait, Heartbeat time.Duration
-	Log                logr.Logger
+	// ReviewRate bounds the TokenReviews a second of tokens not seen before.
+	ReviewRate rate.Limit
+	Log        logr.Logger
 
-	mu      sync.Mutex
-	callers map[[32]byte]*caller
+	mu       sync.Mutex
+	callers  map[[32]byte]*caller
+	rejected map[[32]byte]time.Time
+	reviews  *rate.Limiter
 }
+
+// errBusy refuses a token the endpoint may not review now: too many new tokens.
+var errBusy = errors.New("too many new tokens are being presented at once; try again in a second")
 
 // caller is an authenticated token: who it is, and a client that acts as it.
 type caller struct {
 	user    string
 	groups  []string
-	client  client.Client
+	client  client.WithWatch
 	expires time.Time
 }
 
@@ -100,6 +114,10 @@ func (s *Server) Handler() http.Handler {
 	if s.Heartbeat <= 0 {
 		s.Heartbeat = DefaultHeartbeat
 	}
+	if s.ReviewRate <= 0 {
+		s.ReviewRate = DefaultReviewRate
+	}
+	s.reviews = rate.NewLimiter(s.ReviewRate, reviewBurst)
 	mcpHandler := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{
 		// Behind a Service, the Host header is the Service's, not localhost.
 		DisableLocalhostProtection: true,
@@ -123,7 +141,12 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		if _, err := s.callerOf(r.Context(), fields[1]); err != nil {
-			refuse(w, r, http.StatusUnauthorized, err.Error())
+			status := http.StatusUnauthorized
+			if errors.Is(err, errBusy) {
+				status = http.StatusTooManyRequests
+				w.Header().Set("Retry-After", "1")
+			}
+			refuse(w, r, status, err.Error())
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -139,44 +162,84 @@ func (s *Server) verify(ctx context.Context, token string, _ *http.Request) (*au
 	return &auth.TokenInfo{UserID: c.user, Expiration: c.expires, Extra: map[string]any{"token": token}}, nil
 }
 
+// errRejected is the refusal of a token the API server does not accept.
+var errRejected = fmt.Errorf("%w: the bearer token is not valid for this cluster; present a service-account token (kubectl create token NAME) or any token the API server accepts", auth.ErrInvalidToken)
+
+// callerOf is the caller a token authenticates as: from the cache while its review
+// is fresh, else from a new TokenReview.
 func (s *Server) callerOf(ctx context.Context, token string) (*caller, error) {
 	key := sha256.Sum256([]byte(token))
+	now := time.Now()
 	s.mu.Lock()
-	if c, ok := s.callers[key]; ok && time.Now().Before(c.expires) {
+	if c, ok := s.callers[key]; ok && now.Before(c.expires) {
 		s.mu.Unlock()
 		return c, nil
 	}
+	if until, ok := s.rejected[key]; ok && now.Before(until) {
+		s.mu.Unlock()
+		metrics.MCPTokenReviews.WithLabelValues("RejectedCached").Inc()
+		return nil, errRejected
+	}
 	s.mu.Unlock()
+	if !s.reviews.Allow() {
+		metrics.MCPTokenReviews.WithLabelValues("Limited").Inc()
+		return nil, errBusy
+	}
 	review, err := s.Reviews.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
 		// The detail (the manager's identity, the API server's address) is for the
 		// log, not for whoever sent the token.
 		s.Log.Error(err, "reviewing an MCP caller's token")
+		metrics.MCPTokenReviews.WithLabelValues("Error").Inc()
 		return nil, errors.New("the token could not be reviewed now; try again")
 	}
 	if !review.Status.Authenticated {
 		s.Log.V(1).Info("refused an MCP caller's token", "error", review.Status.Error)
-		return nil, fmt.Errorf("%w: the bearer token is not valid for this cluster; present a service-account token (kubectl create token NAME) or any token the API server accepts", auth.ErrInvalidToken)
+		metrics.MCPTokenReviews.WithLabelValues("Rejected").Inc()
+		s.remember(func() {
+			if s.rejected == nil {
+				s.rejected = map[[32]byte]time.Time{}
+			}
+			s.rejected[key] = time.Now().Add(rejectedTTL)
+		})
+		return nil, errRejected
 	}
+	metrics.MCPTokenReviews.WithLabelValues("Authenticated").Inc()
 	cfg := rest.AnonymousClientConfig(s.Config)
 	cfg.BearerToken = token
-	cl, err := client.New(cfg, client.Options{Scheme: s.Scheme})
+	cl, err := client.NewWithWatch(cfg, client.Options{Scheme: s.Scheme})
 	if err != nil {
 		return nil, err
 	}
 	c := &caller{user: review.Status.User.Username, groups: review.Status.User.Groups, client: cl, expires: time.Now().Add(reviewTTL)}
+	s.remember(func() {
+		if s.callers == nil {
+			s.callers = map[[32]byte]*caller{}
+		}
+		s.callers[key] = c
+		delete(s.rejected, key)
+	})
+	return c, nil
+}
+
+// remember records a review under the lock, first dropping the expired ones: both
+// caches hold no more than the reviews of the last reviewTTL, which the rate limit
+// bounds.
+func (s *Server) remember(record func()) {
 	s.mu.Lock()
-	if s.callers == nil {
-		s.callers = map[[32]byte]*caller{}
-	}
-	for k, old := range s.callers {
-		if time.Now().After(old.expires) {
+	defer s.mu.Unlock()
+	now := time.Now()
+	for k, c := range s.callers {
+		if now.After(c.expires) {
 			delete(s.callers, k)
 		}
 	}
-	s.callers[key] = c
-	s.mu.Unlock()
-	return c, nil
+	for k, until := range s.rejected {
+		if now.After(until) {
+			delete(s.rejected, k)
+		}
+	}
+	record()
 }
 
 // requireProposer lets a request through only when the task exists, has an

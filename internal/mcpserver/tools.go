@@ -11,15 +11,17 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/clip"
 	"github.com/toolgate/toolgate/internal/mask"
 	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/tools"
-	"github.com/toolgate/toolgate/internal/transcript"
 )
 
 // AnnotationSession marks the intents an MCP session created, with the session id.
@@ -91,7 +93,7 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, ns, taskNam
 	client := "an MCP client"
 	if info := req.Session.InitializeParams(); info != nil && info.ClientInfo != nil && info.ClientInfo.Name != "" {
 		// The client names itself: data, shown to approvers, bounded and printable.
-		client = transcript.Cut(strings.Map(func(r rune) rune {
+		client = clip.Bytes(strings.Map(func(r rune) rune {
 			if unicode.IsPrint(r) {
 				return r
 			}
@@ -103,7 +105,7 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, ns, taskNam
 	}
 	session := req.Session.ID()
 	intent := pipeline.Proposal(task, existing, tool, input, "proposed over MCP by "+client, c.user, c.groups,
-		v1.ProposedBy{Provider: Provider, Model: client, ToolCallID: transcript.Cut(session, 253)})
+		v1.ProposedBy{Provider: Provider, Model: client, ToolCallID: clip.Bytes(session, 253)})
 	intent.Annotations = map[string]string{AnnotationSession: session}
 	if err := c.client.Create(ctx, intent); err != nil {
 		return nil, fmt.Errorf("creating the ToolIntent as %s: %w", c.user, err)
@@ -167,14 +169,23 @@ func (s *Server) observe(ctx context.Context, req *mcp.CallToolRequest, c *calle
 	}
 	deadline := time.Now().Add(s.MaxWait)
 	key := client.ObjectKeyFromObject(intent)
-	for {
-		current := &v1.ToolIntent{}
-		if err := c.client.Get(ctx, key, current); err != nil {
-			if ctx.Err() != nil {
-				return abandoned(intent)
-			}
-			return nil, fmt.Errorf("reading ToolIntent %s: %w", key.Name, err)
+	current := &v1.ToolIntent{}
+	if err := c.client.Get(ctx, key, current); err != nil {
+		if ctx.Err() != nil {
+			return abandoned(intent)
 		}
+		return nil, fmt.Errorf("reading ToolIntent %s: %w", key.Name, err)
+	}
+	// The intent is watched, not polled: a waiting call costs the API server one
+	// open watch instead of a read every few hundred milliseconds, and its result is
+	// sent the moment the controller writes the observation.
+	var changes watch.Interface
+	defer func() {
+		if changes != nil {
+			changes.Stop()
+		}
+	}()
+	for {
 		if obs := current.Status.Observation; obs != nil {
 			notify("observed: " + string(obs.Outcome))
 			metrics.MCPCalls.WithLabelValues(string(obs.Outcome)).Inc()
@@ -188,16 +199,55 @@ func (s *Server) observe(ctx context.Context, req *mcp.CallToolRequest, c *calle
 		} else if time.Since(lastSent) >= s.Heartbeat {
 			notify(state)
 		}
-		if time.Now().After(deadline) {
+		if !time.Now().Before(deadline) {
 			metrics.MCPCalls.WithLabelValues("StillWaiting").Inc()
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
 				"[still waiting] toolgate has not observed ToolIntent %s yet: %s. Nothing is known about its result yet. Call %s with {\"intent\": %q} to wait for its observation.",
 				current.Name, last, WaitTool, current.Name)}}}, nil
 		}
+		if changes == nil {
+			w, err := c.client.Watch(ctx, &v1.ToolIntentList{}, client.InNamespace(key.Namespace), client.MatchingFields{"metadata.name": key.Name},
+				&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: current.ResourceVersion, AllowWatchBookmarks: true}})
+			if err != nil {
+				if ctx.Err() != nil {
+					return abandoned(current)
+				}
+				return nil, fmt.Errorf("watching ToolIntent %s as %s (a proposer needs watch on toolintents, as the toolgate agent role gives): %w", key.Name, c.user, err)
+			}
+			changes = w
+		}
+		wake := min(deadline.Sub(time.Now()), s.Heartbeat-time.Since(lastSent))
+		if token == nil {
+			wake = deadline.Sub(time.Now())
+		}
+		timer := time.NewTimer(max(wake, 0))
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return abandoned(current)
-		case <-time.After(pollInterval):
+		case <-timer.C:
+		case ev, open := <-changes.ResultChan():
+			timer.Stop()
+			next, isIntent := ev.Object.(*v1.ToolIntent)
+			switch {
+			case open && isIntent && (ev.Type == watch.Added || ev.Type == watch.Modified):
+				current = next
+			case open && ev.Type == watch.Bookmark:
+			case open && ev.Type == watch.Deleted:
+				return nil, fmt.Errorf("ToolIntent %s was deleted before toolgate observed it", key.Name)
+			default:
+				// The watch ended (the API server closes watches from time to
+				// time) or its resource version expired: read the intent again
+				// and watch from there.
+				changes.Stop()
+				changes = nil
+				if err := c.client.Get(ctx, key, current); err != nil {
+					if ctx.Err() != nil {
+						return abandoned(current)
+					}
+					return nil, fmt.Errorf("reading ToolIntent %s: %w", key.Name, err)
+				}
+			}
 		}
 	}
 }

@@ -62,6 +62,14 @@ var (
 		Name: "toolgate_mcp_calls_total",
 		Help: "Tool calls over the MCP endpoint, by outcome (the observation's, StillWaiting, or Cancelled).",
 	}, []string{"outcome"})
+	// MCPTokenReviews counts the bearer tokens the MCP endpoint checked without a
+	// fresh cached review, by result: Authenticated or Rejected by a TokenReview,
+	// RejectedCached (refused again without one), Limited (too many new tokens at
+	// once), Error (the review failed).
+	MCPTokenReviews = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_mcp_token_reviews_total",
+		Help: "Bearer tokens the MCP endpoint checked without a cached review, by result (Authenticated, Rejected, RejectedCached, Limited, Error).",
+	}, []string{"result"})
 	// JudgeLatency is the latency of the judge's requests.
 	JudgeLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "toolgate_judge_latency_seconds",
@@ -72,5 +80,5 @@ var (
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(IntentsObserved, Decisions, ApprovalWait, ExecutionDuration, PipelineLatency,
-		CompletionChecks, JudgeVerdicts, JudgeLatency, MCPCalls)
+		CompletionChecks, JudgeVerdicts, JudgeLatency, MCPCalls, MCPTokenReviews)
 }
