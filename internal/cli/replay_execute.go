@@ -17,11 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/clip"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/mask"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/tools"
-	"github.com/toolgate/toolgate/internal/transcript"
 )
 
 // LabelReplayOf marks the objects of an execution replay (the throwaway task and
@@ -211,7 +211,7 @@ func replayTaskFor(task *v1.AgentTask, user string, calls int, storage *v1.Works
 	return &v1.AgentTask{
 		ObjectMeta: metav1.ObjectMeta{
 			// Room for the API server's five characters and the intents' suffixes.
-			GenerateName: transcript.Cut(task.Name, 200) + "-replay-",
+			GenerateName: clip.Bytes(task.Name, 200) + "-replay-",
 			Namespace:    task.Namespace,
 			Labels:       map[string]string{LabelReplayOf: executor.LabelValue(task.Name)},
 		},

@@ -19,6 +19,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/agent"
+	"github.com/toolgate/toolgate/internal/clip"
 	"github.com/toolgate/toolgate/internal/mask"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/policyset"
@@ -369,7 +370,8 @@ func cutText(s string) string {
 	if len(s) <= maxReplayText {
 		return s
 	}
-	return transcript.Cut(s, maxReplayText) + fmt.Sprintf(" [... %d more bytes]", len(s)-len(transcript.Cut(s, maxReplayText)))
+	kept := clip.Bytes(s, maxReplayText)
+	return kept + fmt.Sprintf(" [... %d more bytes]", len(s)-len(kept))
 }
 
 // RenderModelReplay writes the report as text: every turn, the changed ones marked.

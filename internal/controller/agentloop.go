@@ -20,6 +20,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/agent"
+	"github.com/toolgate/toolgate/internal/clip"
 	"github.com/toolgate/toolgate/internal/mask"
 	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/pipeline"
@@ -588,7 +589,7 @@ func (r *AgentTaskReconciler) reportTurn(ctx context.Context, task *v1.AgentTask
 			for _, c := range rec.ToolCalls {
 				names = append(names, c.Name)
 			}
-			note = fmt.Sprintf("turn %d: the model proposed %d tool calls (%s) (%d tokens)", rec.Turn, len(rec.ToolCalls), transcript.Cut(strings.Join(names, ", "), 512), rec.Usage.Total())
+			note = fmt.Sprintf("turn %d: the model proposed %d tool calls (%s) (%d tokens)", rec.Turn, len(rec.ToolCalls), clip.Bytes(strings.Join(names, ", "), 512), rec.Usage.Total())
 		}
 		r.Recorder.Eventf(task, nil, corev1.EventTypeNormal, EventModelTurn, EventModelTurn, "%s", note)
 		log.Info(note, "audit", true, "step", EventModelTurn, "namespace", task.Namespace, "task", task.Name,

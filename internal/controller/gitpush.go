@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/clip"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/gitws"
 	"github.com/toolgate/toolgate/internal/pipeline"
@@ -135,7 +136,7 @@ func (r *AgentTaskReconciler) preparePush(ctx context.Context, task *v1.AgentTas
 			TurnCalls: 1,
 			Tool:      v1.ToolGitPush,
 			Input:     runtime.RawExtension{Raw: input},
-			Reason: transcript.Cut(fmt.Sprintf("the task would succeed: push its change (%d file(s) against %s) as one commit on the new branch %s of %s (spec.workspace.git.push)",
+			Reason: clip.Bytes(fmt.Sprintf("the task would succeed: push its change (%d file(s) against %s) as one commit on the new branch %s of %s (spec.workspace.git.push)",
 				pw.Record.FileCount, pw.Record.Base, g.Push.Branch, g.URL), transcript.MaxIntentReason),
 			RequestedBy: r.Options.identity(),
 			ProposedBy:  v1.ProposedBy{Provider: "toolgate"},

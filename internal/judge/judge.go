@@ -13,7 +13,6 @@
 package judge
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/agent"
+	"github.com/toolgate/toolgate/internal/clip"
 	"github.com/toolgate/toolgate/internal/mask"
 	"github.com/toolgate/toolgate/internal/policy"
 )
@@ -180,11 +180,11 @@ func (j *Judge) request(ctx context.Context, call Call, batch []policy.JudgeRule
 		if ctx.Err() != nil {
 			return unknown(batch, fmt.Sprintf("the judge did not answer within %s", j.cfg.Timeout), took)
 		}
-		return unknown(batch, "the judge's endpoint failed: "+cut(mask.Secrets(err.Error()), 512), took)
+		return unknown(batch, "the judge's endpoint failed: "+clip.Bytes(mask.Secrets(err.Error()), 512), took)
 	}
 	verdicts, err := Parse(resp.Text, batch)
 	if err != nil {
-		return unknown(batch, "the judge's answer was not used: "+cut(err.Error(), 512), took)
+		return unknown(batch, "the judge's answer was not used: "+clip.Bytes(err.Error(), 512), took)
 	}
 	for i := range verdicts {
 		verdicts[i].LatencyMillis = took.Milliseconds()
@@ -232,7 +232,7 @@ func Payload(call Call, rules []policy.JudgeRule) ([]byte, error) {
 		p.Call.Categories = append(p.Call.Categories, string(c))
 	}
 	if len(input) > maxInputBytes {
-		input, p.Call.InputTruncated = cut(input, maxInputBytes), true
+		input, p.Call.InputTruncated = clip.Bytes(input, maxInputBytes), true
 	}
 	p.Call.Input = input
 	for _, r := range rules {
@@ -283,7 +283,7 @@ func Parse(text string, rules []policy.JudgeRule) ([]v1.JudgeVerdict, error) {
 		i, ok := index[d.RuleID]
 		switch {
 		case !ok:
-			return nil, fmt.Errorf("a decision for rule %q, which it was not asked about", cut(d.RuleID, 128))
+			return nil, fmt.Errorf("a decision for rule %q, which it was not asked about", clip.Bytes(d.RuleID, 128))
 		case seen[d.RuleID]:
 			return nil, fmt.Errorf("two decisions for rule %q", d.RuleID)
 		}
@@ -292,7 +292,7 @@ func Parse(text string, rules []policy.JudgeRule) ([]v1.JudgeVerdict, error) {
 		switch result {
 		case v1.JudgeMatchResult, v1.JudgeNoMatchResult, v1.JudgeUnknown:
 		default:
-			return nil, fmt.Errorf("result %q for rule %q is not match, no_match or unknown", cut(d.Result, 64), d.RuleID)
+			return nil, fmt.Errorf("result %q for rule %q is not match, no_match or unknown", clip.Bytes(d.Result, 64), d.RuleID)
 		}
 		v := v1.JudgeVerdict{Policy: rules[i].Policy, Rule: rules[i].Rule, Result: result}
 		if c := d.Confidence; c != nil {
@@ -326,18 +326,5 @@ func unknown(rules []policy.JudgeRule, why string, took time.Duration) []v1.Judg
 	}
 	return out
 }
-
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	b := []byte(s[:n])
-	for len(b) > 0 && !utf8Start(s[len(b)]) {
-		b = b[:len(b)-1]
-	}
-	return string(bytes.ToValidUTF8(b, nil))
-}
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
 
 func ptrInt32(v int32) *int32 { return &v }

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/clip"
 	"github.com/toolgate/toolgate/internal/mask"
 )
 
@@ -26,11 +26,8 @@ func cutText(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("…[%d more bytes not shown]", len(s)-cut)
+	kept := clip.Bytes(s, max)
+	return kept + fmt.Sprintf("…[%d more bytes not shown]", len(s)-len(kept))
 }
 
 // ApprovalName is the deterministic name of the Approval the intent's decision in

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +21,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/agent"
+	"github.com/toolgate/toolgate/internal/clip"
 	"github.com/toolgate/toolgate/internal/mask"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/tools"
@@ -75,7 +75,7 @@ func ModelIntent(task *v1.AgentTask, rec agent.TurnRecord, index int, identity s
 	}
 	tool, reason := ToolName(call.Name), ""
 	if string(tool) != call.Name {
-		reason = fmt.Sprintf("[the model called a tool named %q, which is not a valid tool name] ", Cut(call.Name, 128))
+		reason = fmt.Sprintf("[the model called a tool named %q, which is not a valid tool name] ", clip.Bytes(call.Name, 128))
 	}
 	if rec.Text != "" {
 		reason += mask.Secrets(rec.Text)
@@ -96,12 +96,12 @@ func ModelIntent(task *v1.AgentTask, rec agent.TurnRecord, index int, identity s
 			TurnCalls:   int32(len(rec.ToolCalls)),
 			Tool:        tool,
 			Input:       runtime.RawExtension{Raw: CallInput(call.Arguments)},
-			Reason:      Cut(reason, MaxIntentReason),
+			Reason:      clip.Bytes(reason, MaxIntentReason),
 			RequestedBy: identity,
 			ProposedBy: v1.ProposedBy{
 				Provider:   ProviderOf(task.Spec.Agent.Model.BaseURL),
-				Model:      Cut(rec.Model, maxProposedByText),
-				ToolCallID: Cut(call.ID, maxProposedByText),
+				Model:      clip.Bytes(rec.Model, maxProposedByText),
+				ToolCallID: clip.Bytes(call.ID, maxProposedByText),
 			},
 		},
 	}
@@ -154,7 +154,7 @@ func ToolName(name string) v1.ToolName {
 // path).
 func ProviderOf(baseURL string) string {
 	if u, err := url.Parse(baseURL); err == nil && u.Hostname() != "" {
-		return Cut(u.Hostname(), maxProposedByText)
+		return clip.Bytes(u.Hostname(), maxProposedByText)
 	}
 	return "openai-compatible"
 }
@@ -167,17 +167,6 @@ func ModelTools(task *v1.AgentTask) []agent.Tool {
 		out = append(out, agent.Tool{Name: string(t.Name), Description: t.Description, Schema: t.Schema})
 	}
 	return out
-}
-
-// Cut keeps at most n bytes of s, on a rune boundary.
-func Cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // Read reads the task's turn records from turn 0 up to the first turn not
@@ -296,7 +285,7 @@ func Pair(task *v1.AgentTask, records []agent.TurnRecord, checks map[int32]v1.Co
 				}
 				continue
 			case !metav1.IsControlledBy(in, task) || in.Spec.RequestedBy != identity ||
-				in.Spec.ProposedBy.ToolCallID != Cut(call.ID, maxProposedByText) || in.Spec.Turn != int32(t) || in.Spec.Index != int32(i):
+				in.Spec.ProposedBy.ToolCallID != clip.Bytes(call.ID, maxProposedByText) || in.Spec.Turn != int32(t) || in.Spec.Index != int32(i):
 				p.Failure = fmt.Sprintf("ToolIntent %s exists but was not created by the agent loop for tool call %s of turn %d: its observation is not the model's; delete it and create a new task", name, call.ID, t)
 				return p
 			case in.Status.Observation != nil:
