@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -221,10 +220,14 @@ func TestMCPEndpoint(t *testing.T) {
 			intent.Annotations[mcpserver.AnnotationSession] == "" || intent.Spec.ProposedBy.Model != "toolgate-test-client" {
 			t.Errorf("intent %s: requestedBy %q, proposedBy %+v, annotations %v", intent.Name, intent.Spec.RequestedBy, intent.Spec.ProposedBy, intent.Annotations)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if len(steps) == 0 || steps[len(steps)-1] != "observed: Succeeded" {
-			t.Errorf("progress notifications: %q", steps)
+		// The SDK hands notifications to their handler on a goroutine of their own:
+		// the last one may still be on its way when the result is returned.
+		last := func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), steps...) }
+		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			got := last()
+			return len(got) > 0 && got[len(got)-1] == "observed: Succeeded", nil
+		}); err != nil {
+			t.Errorf("progress notifications: %q; want the last to be \"observed: Succeeded\"", last())
 		}
 	})
 
@@ -402,6 +405,10 @@ func TestMCPEndpoint(t *testing.T) {
 			errs <- err
 		}()
 		intent := waitForIntent(t, e.ns, "sleep 600", func(in *v1.ToolIntent) bool { return in.Status.ExecutionRef != "" })
+		// The intent names its Execution before the Execution is authorized and its
+		// Job created: a cancel in between withdraws the call before it runs. Cancel
+		// once it runs.
+		waitJob(t, e.ns, pipeline.ExecutionName(intent))
 		cancel()
 		if err := <-errs; err == nil {
 			t.Errorf("the cancelled call returned no error")
@@ -501,8 +508,10 @@ func (c *countingReviews) count() int {
 }
 
 // A client sending junk tokens cannot make the endpoint flood the API server with
-// TokenReviews: a refused token is refused again from memory, and new tokens are
-// reviewed at a bounded rate, while a token already reviewed keeps working.
+// TokenReviews, nor lock out the callers already in: a refused token is refused
+// again from memory, new tokens are reviewed at a bounded rate, and a token the API
+// server accepted is reviewed again when its review is stale without waiting for
+// that rate.
 func TestMCPEndpointBoundsTokenReviews(t *testing.T) {
 	e := startMCP(t)
 	reviewer, err := kubernetes.NewForConfig(configs[controllerUser])
@@ -510,34 +519,21 @@ func TestMCPEndpointBoundsTokenReviews(t *testing.T) {
 		t.Fatal(err)
 	}
 	reviews := &countingReviews{TokenReviewInterface: reviewer.AuthenticationV1().TokenReviews()}
-	s := &mcpserver.Server{Config: env.Config, Reviews: reviews, Scheme: env.Scheme, ReviewRate: 0.1}
+	const reviewTTL = 2 * time.Second
+	s := &mcpserver.Server{Config: env.Config, Reviews: reviews, Scheme: env.Scheme, ReviewRate: 0.1, ReviewTTL: reviewTTL}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	url := srv.URL + "/mcp/" + e.ns + "/fix-tests"
-	initialize := func(token string) (int, string, http.Header) {
-		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(
-			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"flood","version":"1"}}}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = resp.Body.Close() }()
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-		return resp.StatusCode, string(body), resp.Header
-	}
 
-	if status, body, _ := initialize(e.agentToken); status != http.StatusOK {
+	status, body, session := rawMCP(t, url, e.agentToken, "", rawInitialize)
+	if status != http.StatusOK || session == "" {
 		t.Fatalf("the proposer's token: %d %s", status, body)
 	}
+	if status, body, _ := rawMCP(t, url, e.agentToken, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status >= 300 {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
 	for range 5 {
-		if status, body, _ := initialize("the-same-junk"); status != http.StatusUnauthorized || !strings.Contains(body, "the bearer token is not valid for this cluster") {
+		if status, body, _ := rawMCP(t, url, "the-same-junk", "", rawInitialize); status != http.StatusUnauthorized || !strings.Contains(body, "the bearer token is not valid for this cluster") {
 			t.Fatalf("a junk token: %d %s; want 401 saying the token is not valid", status, body)
 		}
 	}
@@ -545,25 +541,38 @@ func TestMCPEndpointBoundsTokenReviews(t *testing.T) {
 		t.Fatalf("%d TokenReviews for the proposer's token and one junk token sent five times; want 2", n)
 	}
 
-	// New junk on every request: past the burst, refused without a review.
-	limited := 0
-	for i := range 80 {
-		status, body, header := initialize(fmt.Sprintf("junk-%d", i))
-		switch {
-		case status == http.StatusTooManyRequests && strings.Contains(body, "too many new tokens") && header.Get("Retry-After") != "":
-			limited++
-		case status != http.StatusUnauthorized:
-			t.Fatalf("junk token %d: %d %s", i, status, body)
+	// New junk on every request, for longer than a review is reused: past the
+	// burst, refused without a review.
+	limited, junk := 0, 0
+	flood := func(n int) {
+		for range n {
+			junk++
+			status, body, _ := rawMCP(t, url, fmt.Sprintf("junk-%d", junk), "", rawInitialize)
+			switch {
+			case status == http.StatusTooManyRequests && strings.Contains(body, "too many new tokens"):
+				limited++
+			case status != http.StatusUnauthorized:
+				t.Fatalf("junk token %d: %d %s", junk, status, body)
+			}
 		}
 	}
-	if n := reviews.count(); limited == 0 || n > 2+60 {
-		t.Fatalf("80 new junk tokens: %d limited, %d TokenReviews in all; want the reviews bounded by the rate's burst", limited, n)
+	flood(80)
+	for deadline := time.Now().Add(reviewTTL + time.Second); time.Now().Before(deadline); {
+		flood(2)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := reviews.count(); limited == 0 || n > 2+50+1 {
+		t.Fatalf("%d new junk tokens: %d limited, %d TokenReviews in all; want the reviews bounded by the rate's burst", junk, limited, n)
 	}
 	before := reviews.count()
-	if status, body, _ := initialize(e.agentToken); status != http.StatusOK {
-		t.Fatalf("the proposer's reviewed token during the flood: %d %s", status, body)
+	const list = `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	if status, body, _ := rawMCP(t, url, e.agentToken, session, list); status != http.StatusOK {
+		t.Fatalf("the proposer's open session during the flood, its review stale: %d %s", status, body)
 	}
-	if n := reviews.count(); n != before {
-		t.Fatalf("the proposer's token was reviewed again (%d → %d): its review is reused", before, n)
+	if n := reviews.count(); n != before+1 {
+		t.Fatalf("the proposer's stale review: %d → %d TokenReviews; want it reviewed again, once", before, n)
+	}
+	if status, body, _ := rawMCP(t, url, e.agentToken, session, list); status != http.StatusOK || reviews.count() != before+1 {
+		t.Fatalf("the proposer's fresh review: %d %s, %d TokenReviews; want it reused", status, body, reviews.count())
 	}
 }

@@ -14,6 +14,7 @@ package mcpserver
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/clip"
 	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/pipeline"
 )
@@ -62,13 +64,16 @@ const (
 	// even when nothing changed, so that clients that reset their request timeout
 	// on progress keep waiting for a human.
 	DefaultHeartbeat = 10 * time.Second
-	// reviewTTL is how long a token's review is reused; rejectedTTL is how long a
-	// token the API server refused is refused without asking it again.
-	reviewTTL, rejectedTTL = 30 * time.Second, 10 * time.Second
-	// DefaultReviewRate bounds the TokenReviews of tokens the endpoint has not seen
-	// (a second), with a burst of reviewBurst: a client that sends a new junk token
-	// with every request costs the API server no more than that, while each valid
-	// token is reviewed once every reviewTTL (so this serves hundreds of agents).
+	// DefaultReviewTTL is how long a token's review is reused; rejectedTTL is how
+	// long a token the API server refused is refused without asking it again.
+	DefaultReviewTTL, rejectedTTL = 30 * time.Second, 10 * time.Second
+	// knownTTL is how long a token the API server accepted stays known: its next
+	// reviews are not held to the rate of new tokens, so that a flood of junk
+	// cannot lock out the callers already in.
+	knownTTL = time.Hour
+	// DefaultReviewRate bounds the TokenReviews of tokens the endpoint does not
+	// know (a second), with a burst of reviewBurst: a client that sends a new junk
+	// token with every request costs the API server no more than that.
 	DefaultReviewRate = 20
 	reviewBurst       = 50
 )
@@ -83,8 +88,10 @@ type Server struct {
 	Scheme  *runtime.Scheme
 	// MaxWait bounds how long a tools/call waits; Heartbeat is the progress interval.
 	MaxWait, Heartbeat time.Duration
-	// ReviewRate bounds the TokenReviews a second of tokens not seen before.
+	// ReviewRate bounds the TokenReviews a second of tokens not known; ReviewTTL
+	// is how long a review is reused.
 	ReviewRate rate.Limit
+	ReviewTTL  time.Duration
 	Log        logr.Logger
 
 	mu       sync.Mutex
@@ -96,12 +103,13 @@ type Server struct {
 // errBusy refuses a token the endpoint may not review now: too many new tokens.
 var errBusy = errors.New("too many new tokens are being presented at once; try again in a second")
 
-// caller is an authenticated token: who it is, and a client that acts as it.
+// caller is an authenticated token: who it is, and a client that acts as it. Its
+// review is used until expires; the token stays known until known.
 type caller struct {
-	user    string
-	groups  []string
-	client  client.WithWatch
-	expires time.Time
+	user           string
+	groups         []string
+	client         client.WithWatch
+	expires, known time.Time
 }
 
 type callerKey struct{}
@@ -116,6 +124,9 @@ func (s *Server) Handler() http.Handler {
 	}
 	if s.ReviewRate <= 0 {
 		s.ReviewRate = DefaultReviewRate
+	}
+	if s.ReviewTTL <= 0 {
+		s.ReviewTTL = DefaultReviewTTL
 	}
 	s.reviews = rate.NewLimiter(s.ReviewRate, reviewBurst)
 	mcpHandler := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{
@@ -171,7 +182,8 @@ func (s *Server) callerOf(ctx context.Context, token string) (*caller, error) {
 	key := sha256.Sum256([]byte(token))
 	now := time.Now()
 	s.mu.Lock()
-	if c, ok := s.callers[key]; ok && now.Before(c.expires) {
+	c, known := s.callers[key]
+	if known && now.Before(c.expires) {
 		s.mu.Unlock()
 		return c, nil
 	}
@@ -181,7 +193,7 @@ func (s *Server) callerOf(ctx context.Context, token string) (*caller, error) {
 		return nil, errRejected
 	}
 	s.mu.Unlock()
-	if !s.reviews.Allow() {
+	if !known && !s.reviews.Allow() {
 		metrics.MCPTokenReviews.WithLabelValues("Limited").Inc()
 		return nil, errBusy
 	}
@@ -201,6 +213,7 @@ func (s *Server) callerOf(ctx context.Context, token string) (*caller, error) {
 				s.rejected = map[[32]byte]time.Time{}
 			}
 			s.rejected[key] = time.Now().Add(rejectedTTL)
+			delete(s.callers, key)
 		})
 		return nil, errRejected
 	}
@@ -211,7 +224,7 @@ func (s *Server) callerOf(ctx context.Context, token string) (*caller, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &caller{user: review.Status.User.Username, groups: review.Status.User.Groups, client: cl, expires: time.Now().Add(reviewTTL)}
+	c = &caller{user: review.Status.User.Username, groups: review.Status.User.Groups, client: cl, expires: time.Now().Add(s.ReviewTTL), known: time.Now().Add(knownTTL)}
 	s.remember(func() {
 		if s.callers == nil {
 			s.callers = map[[32]byte]*caller{}
@@ -222,15 +235,16 @@ func (s *Server) callerOf(ctx context.Context, token string) (*caller, error) {
 	return c, nil
 }
 
-// remember records a review under the lock, first dropping the expired ones: both
-// caches hold no more than the reviews of the last reviewTTL, which the rate limit
-// bounds.
+// remember records a review under the lock, first dropping the expired ones: the
+// refused tokens of the last rejectedTTL, which the rate limit bounds, and the
+// tokens the API server accepted in the last knownTTL, which only a caller with
+// credentials adds to.
 func (s *Server) remember(record func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
 	for k, c := range s.callers {
-		if now.After(c.expires) {
+		if now.After(c.known) {
 			delete(s.callers, k)
 		}
 	}
@@ -255,6 +269,10 @@ func (s *Server) requireProposer(next http.Handler) http.Handler {
 			return
 		}
 		ns, name := r.PathValue("namespace"), r.PathValue("task")
+		if id := r.Header.Get(sessionHeader); id != "" && !strings.HasSuffix(id, "-"+endpointTag(ns, name)) {
+			refuse(w, r, http.StatusNotFound, fmt.Sprintf("session %q was not opened at this endpoint (AgentTask %s/%s): a session serves the task it was opened for; open a new one here", clip.Bytes(id, 64), ns, name))
+			return
+		}
 		task := &v1.AgentTask{}
 		err = c.client.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: name}, task)
 		switch {
@@ -274,6 +292,16 @@ func (s *Server) requireProposer(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	})
+}
+
+// sessionHeader carries the session id of every request after initialize.
+const sessionHeader = "Mcp-Session-Id"
+
+// endpointTag ends the id of each session opened at the endpoint of AgentTask
+// ns/task.
+func endpointTag(ns, task string) string {
+	sum := sha256.Sum256([]byte(ns + "/" + task))
+	return hex.EncodeToString(sum[:8])
 }
 
 // proposerProblem says why user may not propose into task over MCP, or "".

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -44,6 +45,9 @@ func (s *Server) serverFor(r *http.Request) *mcp.Server {
 			": it is validated, decided by policy, may wait for a human's approval, runs in a sandbox, and its result is the observation. " +
 			"A result that says nothing ran means the call was refused: change the call, do not repeat it unchanged.",
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		// The session's id names the endpoint it was opened at, so that it is
+		// refused at any other (requireProposer): its tools act on this task only.
+		GetSessionID: func() string { return rand.Text() + "-" + endpointTag(ns, name) },
 	})
 	for _, t := range tools.Visible(task.Spec.Mode, task.Spec.Tools, task.Spec.Sandbox.Isolation) {
 		name := t.Name

@@ -1,0 +1,104 @@
+package admission
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+// rawMCP posts one JSON-RPC message to url as token, in session sessionID (new
+// when empty), and returns the status, the body and the session id.
+func rawMCP(t *testing.T, url, token, sessionID, body string) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	if sessionID != "" {
+		req.Header.Set("Mcp-Session-Id", sessionID)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if sessionID == "" {
+		sessionID = resp.Header.Get("Mcp-Session-Id")
+	}
+	return resp.StatusCode, string(b), sessionID
+}
+
+const rawInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"attacker","version":"1"}}}`
+
+// A session is bound to its task and its user, whatever path and token later
+// requests carry: another proposer of the same task cannot ride it (the SDK's
+// user binding), a proposer removed from the task is refused on its open session,
+// and cannot go on through it by sending it to the path of another task it still
+// proposes for (the session's id names its endpoint). No intent is created.
+func TestMCPSessionIsBoundToItsUserAndItsTask(t *testing.T) {
+	e := startMCP(t)
+	ctx := t.Context()
+	agent := "system:serviceaccount:" + e.ns + ":coding-agent"
+	createTask(t, e.ns, "other", external(v1.Proposers{ServiceAccounts: []string{e.ns + "/coding-agent"}}))
+	otherURL := strings.TrimSuffix(e.url, "/fix-tests") + "/other"
+
+	status, body, session := rawMCP(t, e.url, e.agentToken, "", rawInitialize)
+	if status != http.StatusOK || session == "" {
+		t.Fatalf("initialize as the proposer: %d %s", status, body)
+	}
+	if status, body, _ := rawMCP(t, e.url, e.agentToken, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status >= 300 {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	const call = `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo %s"}}}`
+
+	// The task's other proposer, with its own valid token, on the first one's session.
+	status, body, _ = rawMCP(t, e.url, e.secondToken, session, fmt.Sprintf(call, 2, "hijack"))
+	if status != http.StatusForbidden || !strings.Contains(body, "session user mismatch") {
+		t.Errorf("another proposer on the session: %d %s; want 403 session user mismatch", status, body)
+	}
+
+	// coding-agent is removed from fix-tests' proposers mid-session.
+	task := &v1.AgentTask{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "fix-tests"}, task); err != nil {
+		t.Fatal(err)
+	}
+	unchanged := task.DeepCopy()
+	task.Spec.Agent.External.Proposers = v1.Proposers{ServiceAccounts: []string{e.ns + "/second-agent"}}
+	if err := env.Client.Patch(ctx, task, client.MergeFrom(unchanged)); err != nil {
+		t.Fatal(err)
+	}
+	status, body, _ = rawMCP(t, e.url, e.agentToken, session, fmt.Sprintf(call, 3, "removed"))
+	if status != http.StatusForbidden || !strings.Contains(body, agent+" may not propose calls for AgentTask "+e.ns+"/fix-tests") {
+		t.Errorf("a removed proposer on its task's path: %d %s; want 403", status, body)
+	}
+	// The same session, sent to the path of a task it still proposes for: a session
+	// serves the endpoint it was opened at only.
+	for i, msg := range []string{fmt.Sprintf(call, 4, "via-other-path"), `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"toolgate_wait","arguments":{"intent":"x"}}}`} {
+		status, body, _ = rawMCP(t, otherURL, e.agentToken, session, msg)
+		if status != http.StatusNotFound || !strings.Contains(body, "was not opened at this endpoint (AgentTask "+e.ns+"/other)") {
+			t.Errorf("request %d of a session of fix-tests at the endpoint of other: %d %s; want 404 saying the session is not this endpoint's", i, status, body)
+		}
+	}
+	time.Sleep(time.Second)
+	var intents v1.ToolIntentList
+	if err := env.Client.List(ctx, &intents, client.InNamespace(e.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range intents.Items {
+		if raw := string(in.Spec.Input.Raw); strings.Contains(raw, "hijack") || strings.Contains(raw, "removed") || strings.Contains(raw, "via-other-path") {
+			t.Errorf("intent %s of task %s was created (requestedBy %s, input %s)", in.Name, in.Spec.TaskRef.Name, in.Spec.RequestedBy, raw)
+		}
+	}
+}
