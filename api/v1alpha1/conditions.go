@@ -39,6 +39,10 @@ const (
 	ReasonWorkspaceReady = "WorkspaceReady"
 	// ReasonWorkspacePending: the workspace claim is being provisioned or does not exist yet.
 	ReasonWorkspacePending = "WorkspacePending"
+	// ReasonWorkspaceClaimNotOwned: a claim of the name the task's own claim would
+	// have (TASK-workspace) exists and is not controlled by the task; the task waits
+	// (Ready=False) until it is gone, and never writes into it.
+	ReasonWorkspaceClaimNotOwned = "WorkspaceClaimNotOwned"
 	// ReasonWorkspaceCloning: the clone of spec.workspace.git is running; the task's
 	// calls wait for it.
 	ReasonWorkspaceCloning = "WorkspaceCloning"

@@ -449,11 +449,11 @@ func (r *AgentTaskReconciler) stopRunningCalls(ctx context.Context, task *v1.Age
 // its copy, for spec.workspace.copyOf) and gathers the task's intents and
 // approvals. wait is when to look at a clone or copy again.
 func (r *AgentTaskReconciler) observe(ctx context.Context, task *v1.AgentTask) (world pipeline.TaskWorld, created bool, wait time.Duration, err error) {
-	ready, msg, created, err := r.ensureWorkspace(ctx, task)
+	ready, reason, msg, created, err := r.ensureWorkspace(ctx, task)
 	if err != nil {
 		return world, false, 0, err
 	}
-	world.WorkspaceReady, world.WorkspaceMessage, world.Workspace = ready, msg, task.Status.Workspace
+	world.WorkspaceReady, world.WorkspaceReason, world.WorkspaceMessage, world.Workspace = ready, reason, msg, task.Status.Workspace
 	var seed func(context.Context, *v1.AgentTask, string) (workspaceSeed, error)
 	switch {
 	case task.Spec.Workspace.Git != nil:
@@ -486,18 +486,24 @@ func (r *AgentTaskReconciler) observe(ctx context.Context, task *v1.AgentTask) (
 	return world, created, wait, nil
 }
 
-// ensureWorkspace checks the existing claim, or creates the claim the task owns.
-func (r *AgentTaskReconciler) ensureWorkspace(ctx context.Context, task *v1.AgentTask) (ready bool, msg string, created bool, err error) {
+// ensureWorkspace checks the existing claim, or creates the claim the task owns;
+// reason and msg say why it is not ready.
+func (r *AgentTaskReconciler) ensureWorkspace(ctx context.Context, task *v1.AgentTask) (ready bool, reason, msg string, created bool, err error) {
 	name := pipeline.WorkspaceClaimName(task)
 	pvc := &corev1.PersistentVolumeClaim{}
 	err = r.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: name}, pvc)
 	switch {
+	case err == nil && task.Spec.Workspace.ExistingClaim == "" && !metav1.IsControlledBy(pvc, task):
+		// A claim of the task's own name that is not the task's: using it would let
+		// whoever may create a task write into a claim others use, by its name (a
+		// copyOf copies into it, a clone clones into it, before any call is decided).
+		return false, v1.ReasonWorkspaceClaimNotOwned, fmt.Sprintf("PersistentVolumeClaim %s exists and is not this task's (spec.workspace.volumeClaim makes a claim of the task's own, controlled by it): delete the claim, give the task another name, or name the claim as spec.workspace.existingClaim", name), false, nil
 	case err == nil:
-		return true, "", false, nil
+		return true, "", "", false, nil
 	case !apierrors.IsNotFound(err):
-		return false, "", false, err
+		return false, "", "", false, err
 	case task.Spec.Workspace.ExistingClaim != "":
-		return false, fmt.Sprintf("PersistentVolumeClaim %q named by spec.workspace.existingClaim does not exist in namespace %s; create it or name another", name, task.Namespace), false, nil
+		return false, "", fmt.Sprintf("PersistentVolumeClaim %q named by spec.workspace.existingClaim does not exist in namespace %s; create it or name another", name, task.Namespace), false, nil
 	}
 	vc := task.Spec.Workspace.VolumeClaim
 	storage := vc.Storage
@@ -516,22 +522,32 @@ func (r *AgentTaskReconciler) ensureWorkspace(ctx context.Context, task *v1.Agen
 		delete(pvc.Labels, pipeline.LabelTask)
 	}
 	if err := controllerutil.SetControllerReference(task, pvc, r.Scheme); err != nil {
-		return false, "", false, err
+		return false, "", "", false, err
 	}
-	if err := r.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
-		return false, "", false, err
+	switch err := r.Create(ctx, pvc); {
+	case apierrors.IsAlreadyExists(err):
+		// Made meanwhile, by this controller (its cache had not seen it yet) or by
+		// someone else: whose it is is looked at when it is seen.
+		return false, "", fmt.Sprintf("PersistentVolumeClaim %s was just created; waiting to see it", name), false, nil
+	case err != nil:
+		return false, "", "", false, err
 	}
-	return true, "", true, nil
+	return true, "", "", true, nil
 }
 
-// tasksOfClaim maps a claim to the tasks that name it as spec.workspace.existingClaim.
+// tasksOfClaim maps a claim to the tasks that name it as spec.workspace.existingClaim,
+// and to the task whose own claim would have its name (one that waits for a claim
+// in the way to go).
 func (r *AgentTaskReconciler) tasksOfClaim(ctx context.Context, o client.Object) []reconcile.Request {
 	var tasks v1.AgentTaskList
 	if err := r.List(ctx, &tasks, client.InNamespace(o.GetNamespace()), client.MatchingFields{IndexTaskExistingClaim: o.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing the tasks that name a claim: they are not woken", "claim", klog.KObj(o))
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(tasks.Items))
+	reqs := make([]reconcile.Request, 0, len(tasks.Items)+1)
+	if owner, ok := pipeline.TaskOfOwnedClaim(o.GetName()); ok && metav1.GetControllerOf(o) == nil {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: owner}})
+	}
 	for i := range tasks.Items {
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&tasks.Items[i])})
 	}

@@ -407,3 +407,50 @@ func TestWorkspaceCopyFailuresFailTheTask(t *testing.T) {
 		}
 	})
 }
+
+// A claim of the name a task's own claim would have, made by someone else (one
+// that other tasks use as existingClaim, say), is never the task's: whoever may
+// create a task would otherwise have the copy pod (or a clone) write into it
+// before any call is decided. The task waits, Ready=False saying why, with no copy
+// pod, and goes on with a claim of its own once that claim is gone.
+func TestATaskNeverWritesIntoAClaimNotItsOwn(t *testing.T) {
+	p := startPipeline(t)
+	shared := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "shared-workspace"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if err := env.Client.Create(t.Context(), shared); err != nil {
+		t.Fatal(err)
+	}
+	p.task("plain", v1.ModeEdit)
+	p.readyReason("plain", v1.ReasonWorkspaceReady)
+	p.copyTask("shared", "plain")
+	task := p.readyReason("shared", v1.ReasonWorkspaceClaimNotOwned)
+	ready := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady)
+	mustContain(t, "the Ready message", ready.Message, "PersistentVolumeClaim shared-workspace exists and is not this task's", "delete the claim")
+	p.never("a copy pod into a claim not the task's", func() bool { return len(p.copyPods("shared")) > 0 })
+
+	// The claim goes (the test plays the PVC protection controller): the task
+	// makes its own and copies into that.
+	if err := env.Client.Delete(t.Context(), shared); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+	if err := env.Client.Patch(t.Context(), shared, patch); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	p.eventually("a copy pod into the task's own claim", func() (bool, string) {
+		pods := p.copyPods("shared")
+		if len(pods) == 0 {
+			return false, "no copy pod"
+		}
+		own := &corev1.PersistentVolumeClaim{}
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: "shared-workspace"}, own); err != nil {
+			return false, err.Error()
+		}
+		return metav1.IsControlledBy(own, p.getTask("shared")), fmt.Sprintf("the claim's owners: %+v", own.OwnerReferences)
+	})
+}

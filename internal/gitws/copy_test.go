@@ -238,3 +238,46 @@ func TestRunCopyReportsWithinATerminationMessage(t *testing.T) {
 		t.Fatalf("a copy of nothing: %+v", res)
 	}
 }
+
+
+// The claim copied into may hold entries already (a copy tried before, or a claim
+// that was not empty): a symlink or a hardlink there to something outside the
+// claim, at a name the copied tree also has, is replaced, never written through.
+func TestCopyTreeNeverWritesThroughWhatTheClaimHeld(t *testing.T) {
+	outside := t.TempDir()
+	write(t, outside, "victim", "untouched\n", 0o644)
+	write(t, outside, "dir/keep", "untouched\n", 0o644)
+	src, dst := t.TempDir(), t.TempDir()
+	write(t, src, "link-file", "attacker\n", 0o644)
+	write(t, src, "link-dir/planted", "attacker\n", 0o644)
+	write(t, src, "hard", "attacker\n", 0o644)
+	if err := os.Symlink(filepath.Join(outside, "victim"), filepath.Join(dst, "link-file")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "dir"), filepath.Join(dst, "link-dir")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(outside, "victim"), filepath.Join(dst, "hard")); err != nil {
+		t.Skipf("no hardlink across these temp dirs: %v", err)
+	}
+	if _, err := CopyTree(context.Background(), src, dst); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(outside, "victim")); err != nil || string(b) != "untouched\n" {
+		t.Errorf("a file outside the claim was written through a link the claim held: %q %v", b, err)
+	}
+	if _, err := os.Lstat(filepath.Join(outside, "dir", "planted")); !os.IsNotExist(err) {
+		t.Errorf("a file was planted outside the claim through a symlinked folder: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(outside, "dir", "keep")); err != nil || string(b) != "untouched\n" {
+		t.Errorf("outside dir/keep: %q %v", b, err)
+	}
+	for _, rel := range []string{"link-file", "hard", "link-dir/planted"} {
+		if b, err := os.ReadFile(filepath.Join(dst, rel)); err != nil || string(b) != "attacker\n" {
+			t.Errorf("the copy's %s: %q %v", rel, b, err)
+		}
+	}
+	if !mode(t, filepath.Join(dst, "link-dir")).IsDir() {
+		t.Error("link-dir is not a folder of the claim after the copy")
+	}
+}

@@ -1,16 +1,16 @@
 package pipeline
 
 import (
-	"github.com/toolgate/toolgate/internal/gitws"
-
 	"errors"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/gitws"
 	"github.com/toolgate/toolgate/internal/tools"
 )
 
@@ -106,7 +106,14 @@ func WorkspaceCloned(task *v1.AgentTask) bool {
 }
 
 // OwnedClaimName is the name of the claim toolgate creates for a task.
-func OwnedClaimName(task *v1.AgentTask) string { return task.Name + "-workspace" }
+func OwnedClaimName(task *v1.AgentTask) string { return task.Name + ownedClaimSuffix }
+
+const ownedClaimSuffix = "-workspace"
+
+// TaskOfOwnedClaim is the task whose own claim (OwnedClaimName) would be called claim.
+func TaskOfOwnedClaim(claim string) (string, bool) {
+	return strings.CutSuffix(claim, ownedClaimSuffix)
+}
 
 // ExecutionMismatch says why an existing Execution of an intent's name is not the one
 // the intent would create ("" when it is): it must be controlled by the intent (by
