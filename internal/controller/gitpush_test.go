@@ -31,8 +31,10 @@ const pushBranch = "toolgate/fix"
 func (p *pipelineEnv) pushTask(name string, repo gittest.Repo, edit bool) (claim string) {
 	p.t.Helper()
 	task := p.gitTask(name, repo.URL, "main", "git-creds")
+	unchanged := task.DeepCopy()
 	task.Spec.Workspace.Git.Push = &v1.GitPush{Branch: pushBranch}
-	if err := env.Client.Update(p.t.Context(), task); err != nil {
+	// A merge patch: the controller writes the task's status meanwhile.
+	if err := env.Client.Patch(p.t.Context(), task, client.MergeFrom(unchanged)); err != nil {
 		p.t.Fatal(err)
 	}
 	claim = p.t.TempDir()

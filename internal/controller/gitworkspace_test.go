@@ -229,8 +229,9 @@ func TestGitWorkspaceClonesAndCallsWaitForIt(t *testing.T) {
 	}
 
 	// The URL cannot change under a cloned workspace.
+	unchanged := got.DeepCopy()
 	got.Spec.Workspace.Git.URL = repo.URL + "x"
-	if err := env.Client.Update(t.Context(), got); err == nil || !strings.Contains(err.Error(), "spec.workspace.git.url is immutable") {
+	if err := env.Client.Patch(t.Context(), got, client.MergeFrom(unchanged)); err == nil || !strings.Contains(err.Error(), "spec.workspace.git.url is immutable") {
 		t.Fatalf("changing the URL: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -30,16 +31,20 @@ func TestPipelineRecordsMetrics(t *testing.T) {
 	p.propose("m", 1, 0, v1.ToolBash, `{"command":"touch b.txt"}`)
 	p.observed("m-t1-0")
 
-	if got := observed("read_file", "Succeeded") - readsBefore; got != 1 {
-		t.Errorf("toolgate_intents_total{read_file,Succeeded} rose by %v, want 1", got)
+	// The counters rise once the status write returned: a moment after the
+	// observation can be read.
+	for _, c := range []struct {
+		metric string
+		rise   func() float64
+	}{
+		{"toolgate_intents_total{read_file,Succeeded}", func() float64 { return observed("read_file", "Succeeded") - readsBefore }},
+		{"toolgate_intents_total{bash,Denied}", func() float64 { return observed("bash", "Denied") - deniesBefore }},
+		{"toolgate_decisions_total{Allow,mode-default}", func() float64 { return decided("Allow", "mode-default") - allowBefore }},
+		{"toolgate_decisions_total{Deny,mode-default}", func() float64 { return decided("Deny", "mode-default") - denyBefore }},
+	} {
+		p.eventually(c.metric+" to rise by 1", func() (bool, string) { got := c.rise(); return got == 1, fmt.Sprintf("rose by %v", got) })
 	}
-	if got := observed("bash", "Denied") - deniesBefore; got != 1 {
-		t.Errorf("toolgate_intents_total{bash,Denied} rose by %v, want 1", got)
-	}
-	if got := decided("Allow", "mode-default") - allowBefore; got != 1 {
-		t.Errorf("toolgate_decisions_total{Allow,mode-default} rose by %v, want 1", got)
-	}
-	if got := decided("Deny", "mode-default") - denyBefore; got != 1 {
-		t.Errorf("toolgate_decisions_total{Deny,mode-default} rose by %v, want 1", got)
-	}
+	p.never("a counter rising by more than 1", func() bool {
+		return observed("read_file", "Succeeded")-readsBefore > 1 || observed("bash", "Denied")-deniesBefore > 1
+	})
 }

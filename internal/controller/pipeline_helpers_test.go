@@ -72,7 +72,8 @@ func (c *testClock) advance(d time.Duration) {
 // plane, with the kubelet's part played by the test.
 type pipelineEnv struct {
 	t *testing.T
-	// stop stops the pipeline's manager before the test ends.
+	// mgr is the pipeline's manager; stop stops it before the test ends.
+	mgr   ctrl.Manager
 	stop  func()
 	ns    string
 	logs  *podLogs
@@ -104,7 +105,7 @@ func startPipelineIn(t *testing.T, ns string, tune ...func(*Options)) *pipelineE
 			return setup(mgr, opts)
 		}
 	}
-	_, p.stop = startManager(t,
+	p.mgr, p.stop = startManager(t,
 		setupIndexes,
 		withClock(setupAgentTask),
 		withClock(setupToolIntent),

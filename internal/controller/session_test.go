@@ -342,8 +342,10 @@ func TestSessionsEndWithTheirTask(t *testing.T) {
 	ws := l.workspace("e-workspace")
 	fileAppears(p, "the call started", filepath.Join(ws, "started"))
 	task := p.getTask("e")
+	unchanged := task.DeepCopy()
 	task.Spec.Cancel = true
-	if err := env.Client.Update(t.Context(), task); err != nil {
+	// A merge patch: the controller writes the task's status meanwhile.
+	if err := env.Client.Patch(t.Context(), task, client.MergeFrom(unchanged)); err != nil {
 		t.Fatal(err)
 	}
 	p.observed("e-t0-0")
@@ -473,7 +475,12 @@ func TestBackgroundJobsRunOnUntilKilledOrTheTaskEnds(t *testing.T) {
 
 	p.propose("b", 4, 0, v1.ToolJobKill, `{"job":"b-t0-0"}`)
 	mustContain(t, "job_kill", p.observed("b-t4-0").Status.Observation.Summary, "job b-t0-0 was stopped")
-	job = getExecution(t, p.ns, "b-t0-0")
+	// job_kill answers once the job is stopped; the job's own Execution records its
+	// end in a reconcile of its own.
+	p.eventually("the killed job's Execution to finish", func() (bool, string) {
+		job = getExecution(t, p.ns, "b-t0-0")
+		return executor.IsFinished(&job.Status), fmt.Sprintf("%+v", job.Status)
+	})
 	if !executor.IsFinished(&job.Status) || job.Status.ErrorKind != v1.ErrorAborted || job.Status.Background == nil {
 		t.Fatalf("the killed job's Execution: %+v", job.Status)
 	}
@@ -502,8 +509,10 @@ func TestBackgroundJobsRunOnUntilKilledOrTheTaskEnds(t *testing.T) {
 		return second > 0, fmt.Sprint(err)
 	})
 	task := p.getTask("b")
+	unchanged := task.DeepCopy()
 	task.Spec.Cancel = true
-	if err := env.Client.Update(t.Context(), task); err != nil {
+	// A merge patch: the controller writes the task's status meanwhile.
+	if err := env.Client.Patch(t.Context(), task, client.MergeFrom(unchanged)); err != nil {
 		t.Fatal(err)
 	}
 	p.eventually("the second job ended with its task", func() (bool, string) {
@@ -582,8 +591,10 @@ func TestSessionsWithACallInThemOutliveASwitchToPerCall(t *testing.T) {
 	p.propose("sw", 0, 0, v1.ToolBash, `{"command":"touch started; sleep 3; echo finished"}`)
 	fileAppears(p, "the call started", filepath.Join(ws, "started"))
 	task := p.getTask("sw")
+	unchanged := task.DeepCopy()
 	task.Spec.Sandbox.Isolation = v1.IsolationPerCall
-	if err := env.Client.Update(t.Context(), task); err != nil {
+	// A merge patch: the controller writes the task's status meanwhile.
+	if err := env.Client.Patch(t.Context(), task, client.MergeFrom(unchanged)); err != nil {
 		t.Fatal(err)
 	}
 	if obs := p.observed("sw-t0-0").Status.Observation; obs.Outcome != v1.OutcomeSucceeded || !strings.Contains(obs.Summary, "finished") {
