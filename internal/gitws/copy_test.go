@@ -239,7 +239,6 @@ func TestRunCopyReportsWithinATerminationMessage(t *testing.T) {
 	}
 }
 
-
 // The claim copied into may hold entries already (a copy tried before, or a claim
 // that was not empty): a symlink or a hardlink there to something outside the
 // claim, at a name the copied tree also has, is replaced, never written through.

@@ -220,9 +220,9 @@ func (s *Server) observe(ctx context.Context, req *mcp.CallToolRequest, c *calle
 			}
 			changes = w
 		}
-		wake := min(deadline.Sub(time.Now()), s.Heartbeat-time.Since(lastSent))
+		wake := min(time.Until(deadline), s.Heartbeat-time.Since(lastSent))
 		if token == nil {
-			wake = deadline.Sub(time.Now())
+			wake = time.Until(deadline)
 		}
 		timer := time.NewTimer(max(wake, 0))
 		select {
