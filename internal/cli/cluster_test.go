@@ -210,6 +210,18 @@ spec:
 	if code != replayError || !strings.Contains(errOut, "replay runs in one mode: --dry-run") {
 		t.Fatalf("replay without a mode: exit %d, %q; want 2 and the modes", code, errOut)
 	}
+	// A flag of another mode is refused, not ignored.
+	for _, args := range [][]string{
+		{"--dry-run", "--base-url", "https://example.invalid/v1"},
+		{"--execute", "--max-tokens", "10"},
+		{"--model", "--include", "fix-tests-t0-0"},
+		{"--dry-run", "--timeout", "1m"},
+	} {
+		code, _, errOut = kubectl(t, adminUser, ns, "", append([]string{"replay", "fix-tests"}, args...)...)
+		if code != replayError || !strings.Contains(errOut, "--"+strings.TrimPrefix(args[1], "--")+" is for --") {
+			t.Errorf("replay %v: exit %d, %q; want 2 naming the flag's mode", args, code, errOut)
+		}
+	}
 }
 
 func TestApproveFillsDecidedByFromSelfSubjectReview(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +19,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/gitws"
+	"github.com/toolgate/toolgate/internal/mask"
 )
 
 // changeOptions are the flags diff and export share.
@@ -61,7 +61,7 @@ patch always does.`,
 			}
 			summarize(cmd.ErrOrStderr(), task, rec)
 			if !raw {
-				diff = visible(diff)
+				diff = mask.Escape(diff)
 			}
 			_, err = io.WriteString(cmd.OutOrStdout(), diff)
 			return err
@@ -70,26 +70,6 @@ patch always does.`,
 	co.addFlags(cmd)
 	cmd.Flags().BoolVar(&raw, "raw", false, "Print the diff's bytes as recorded, control characters included (for a file or a pipe, not a terminal).")
 	return cmd
-}
-
-// visible escapes what would let text rewrite a terminal's display: C0 controls
-// but tab and newline, DEL, C1 controls, and the bidirectional formatting
-// characters (which reorder what is shown).
-func visible(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\t' || r == '\n':
-			b.WriteRune(r)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, "\\x%02x", r)
-		case r >= 0x80 && r <= 0x9f, r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == utf8.RuneError:
-			fmt.Fprintf(&b, "\\u%04x", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
 
 func newExportCommand(o *Options) *cobra.Command {
@@ -216,10 +196,10 @@ func parseRecord(cm *corev1.ConfigMap, task *v1.AgentTask) (gitws.Record, string
 func summarize(w io.Writer, task *v1.AgentTask, rec gitws.Record) {
 	fmt.Fprintf(w, "AgentTask %s: %d file(s) changed against %s (%s), read %s\n", task.Name, rec.FileCount, short(rec.Base), task.Spec.Workspace.Git.URL, rec.RecordedAt.Format(time.RFC3339))
 	if len(rec.Binary) > 0 {
-		fmt.Fprintf(w, "  binary, named but not carried in a patch: %s\n", visible(strings.Join(rec.Binary, ", ")))
+		fmt.Fprintf(w, "  binary, named but not carried in a patch: %s\n", mask.Escape(strings.Join(rec.Binary, ", ")))
 	}
 	if len(rec.Skipped) > 0 {
-		fmt.Fprintf(w, "  left out of the change: %s\n", visible(strings.Join(rec.Skipped, ", ")))
+		fmt.Fprintf(w, "  left out of the change: %s\n", mask.Escape(strings.Join(rec.Skipped, ", ")))
 	}
 }
 

@@ -47,6 +47,18 @@ func TestRenderTrace(t *testing.T) {
 		t.Errorf("the trace does not show the background job:\n%s", jobText.String())
 	}
 
+	// What the proposer says about itself reaches the terminal escaped, the call's
+	// id (an MCP session's) included.
+	forged := intents[0].DeepCopy()
+	forged.Spec.ProposedBy = v1.ProposedBy{Provider: "mcp", Model: "claude\x1b[2K\rtrusted-bot", ToolCallID: "S3SS10N-\u202eabc"}
+	var forgedText bytes.Buffer
+	if err := RenderTrace(&forgedText, BuildTrace(task, append([]v1.ToolIntent{*forged}, intents[1:]...), approvals, executions)); err != nil {
+		t.Fatal(err)
+	}
+	if out := forgedText.String(); strings.ContainsAny(out, "\x1b\r\u202e") || !strings.Contains(out, `via mcp claude\x1b[2K\x0dtrusted-bot (toolCallID S3SS10N-\u202eabc)`) {
+		t.Errorf("the trace shows proposedBy unescaped, or without the call's id:\n%s", out)
+	}
+
 	// Secrets in the input and the reason never reach the output, in either form.
 	for _, out := range []string{text.String(), data.String()} {
 		for _, secret := range []string{"abcdef123456", "hunter2hunter2"} {

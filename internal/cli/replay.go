@@ -360,8 +360,14 @@ error included.`,
 			if policyFile != "" && execute {
 				return errors.New("--policy is for --dry-run and --model: --execute proposes its calls to the cluster, where the cluster's policies decide them")
 			}
-			if len(include) > 0 && !execute {
-				return errors.New("--include is for --execute")
+			// A flag of another mode would be ignored: say so rather than run
+			// something other than what was asked.
+			on := map[string]bool{"--execute": execute, "--model": model}
+			for _, f := range []struct{ flag, mode string }{{"include", "--execute"}, {"timeout", "--execute"},
+				{"model-from", "--model"}, {"base-url", "--model"}, {"model-name", "--model"}, {"api-key-env", "--model"}, {"system-prompt", "--model"}, {"max-tokens", "--model"}} {
+				if cmd.Flags().Changed(f.flag) && !on[f.mode] {
+					return fmt.Errorf("--%s is for %s only", f.flag, f.mode)
+				}
 			}
 			if err := checkOutput(output); err != nil {
 				return err

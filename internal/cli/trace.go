@@ -175,13 +175,14 @@ func intentTrace(in *v1.ToolIntent) IntentTrace {
 		Tool:        in.Spec.Tool,
 		Input:       mask.Secrets(string(in.Spec.Input.Raw)),
 		Reason:      mask.Secrets(in.Spec.Reason),
-		RequestedBy: in.Spec.RequestedBy,
+		RequestedBy: mask.Escape(in.Spec.RequestedBy),
 		CreatedAt:   in.CreationTimestamp,
 		Validation:  in.Status.Validation,
 		Observation: in.Status.Observation,
 	}
 	if p := in.Spec.ProposedBy; p != (v1.ProposedBy{}) {
-		it.ProposedBy = &p
+		// What the proposer said about itself: data, shown escaped.
+		it.ProposedBy = &v1.ProposedBy{Provider: mask.Escape(p.Provider), Model: mask.Escape(p.Model), ToolCallID: mask.Escape(p.ToolCallID)}
 	}
 	if d := in.Status.Decision; d != nil {
 		it.Decision = maskedDecision(*d)
@@ -292,6 +293,10 @@ func renderIntent(b *strings.Builder, it IntentTrace) {
 		}
 		if len(via) > 0 {
 			proposed += " via " + strings.Join(via, " ")
+		}
+		if p.ToolCallID != "" {
+			// The model's id for the call; over MCP, the session's id.
+			proposed += " (toolCallID " + p.ToolCallID + ")"
 		}
 	}
 	line("Requested", "%s at %s", proposed, timestamp(it.CreatedAt.Time))

@@ -267,7 +267,11 @@ func (s *Server) cancel(ctx context.Context, c *caller, intent *v1.ToolIntent, s
 	err := c.client.Patch(patchCtx, intent.DeepCopy(), patch)
 	s.Log.Info("cancelled over MCP", "audit", true, "step", "MCPToolCancel", "mcpSession", session, "namespace", intent.Namespace,
 		"task", intent.Spec.TaskRef.Name, "intent", intent.Name, "requestedBy", c.user, "error", err)
-	metrics.MCPCalls.WithLabelValues("Cancelled").Inc()
+	outcome := "Cancelled"
+	if err != nil {
+		outcome = "CancelFailed"
+	}
+	metrics.MCPCalls.WithLabelValues(outcome).Inc()
 }
 
 // step says where an intent stands, for progress notifications.
@@ -286,13 +290,15 @@ func step(in *v1.ToolIntent) string {
 }
 
 // observationResult is the observation as a tool result: the summary the model
-// would see; a call that did not run is an error result that says so.
+// would see. Anything but a success is an error result, as MCP clients expect of a
+// tool that failed (a non-zero exit code, a timeout, an abort); one that did not
+// run says so, and structuredContent.executed tells the two apart.
 func observationResult(intent string, obs *v1.Observation) *mcp.CallToolResult {
 	text := obs.Summary
 	if obs.Instruction != "" {
 		text += "\n\nInstruction from the policy:\n" + obs.Instruction
 	}
-	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: !obs.Executed}
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: obs.Outcome != v1.OutcomeSucceeded}
 	res.StructuredContent = map[string]any{"intent": intent, "outcome": obs.Outcome, "executed": obs.Executed, "exitCode": obs.ExitCode, "truncated": obs.Truncated}
 	return res
 }

@@ -54,13 +54,15 @@ var (
 		Name: "toolgate_judge_verdicts_total",
 		Help: "Judge verdicts on rule conditions (shadow: never acted on), by result (match, no_match, unknown) and agreement with the deterministic decision (true, false, unknown).",
 	}, []string{"result", "agreement"})
-	// MCPCalls counts the tools/call requests of the MCP endpoint by how they
-	// ended: the observation's outcome; StillWaiting when the call outlasted the
-	// request and the client picks it up with toolgate_wait; Cancelled when the
-	// client cancelled it.
+	// MCPCalls counts the answers of the MCP endpoint to tools/call and
+	// toolgate_wait requests by how they ended: the observation's outcome;
+	// StillWaiting when the call outlasted the request (the client picks it up with
+	// toolgate_wait, whose answer is counted again); Cancelled when the client
+	// cancelled the call and it was withdrawn, CancelFailed when withdrawing it
+	// failed.
 	MCPCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "toolgate_mcp_calls_total",
-		Help: "Tool calls over the MCP endpoint, by outcome (the observation's, StillWaiting, or Cancelled).",
+		Help: "Answers of the MCP endpoint to tools/call and toolgate_wait, by outcome (the observation's, StillWaiting, Cancelled, or CancelFailed).",
 	}, []string{"outcome"})
 	// MCPTokenReviews counts the bearer tokens the MCP endpoint checked without a
 	// fresh cached review, by result: Authenticated or Rejected by a TokenReview,

@@ -155,12 +155,13 @@ var _ = Describe("The MCP endpoint", func() {
 		})).To(Succeed())
 		url := "http://" + addr + "/mcp/" + ns + "/mcp-task"
 
-		By("the proposer lists the tools, runs a command in the sandbox and is refused a network call")
+		By("the proposer lists the tools, runs a command in the sandbox, is refused a network call, and is told a failing command failed")
 		lines := runMCPClient(ctx, dir, url, agentToken, []map[string]any{
 			{"name": "bash", "arguments": map[string]any{"command": "echo hello from mcp > greeting.txt; cat greeting.txt"}},
 			{"name": "bash", "arguments": map[string]any{"command": "curl https://example.com"}},
+			{"name": "bash", "arguments": map[string]any{"command": "echo about to fail; exit 3"}},
 		})
-		Expect(lines).To(HaveLen(3), "%+v", lines)
+		Expect(lines).To(HaveLen(4), "%+v", lines)
 		Expect(lines[0].ConnectError).To(BeEmpty())
 		Expect(lines[0].Tools).To(ContainElements("bash", "read_file", "write_file", "toolgate_wait"))
 		Expect(lines[0].Tools).NotTo(ContainElement("git_push"))
@@ -172,6 +173,11 @@ var _ = Describe("The MCP endpoint", func() {
 		Expect(denied.IsError).To(BeTrue(), denied.Text)
 		Expect(denied.Text).To(ContainSubstring("[not executed]"))
 		Expect(denied.Text).To(ContainSubstring("No network calls from this task."))
+		Expect(denied.Structured["executed"]).To(BeFalse())
+		failed := lines[3]
+		Expect(failed.IsError).To(BeTrue(), "a command that exits non-zero is an error result: %s", failed.Text)
+		Expect(failed.Text).To(ContainSubstring("[exit code: 3]"))
+		Expect(failed.Structured["executed"]).To(BeTrue())
 
 		By("the call is a ToolIntent requested by the service account, proposed over MCP")
 		intent := &toolgatev1alpha1.ToolIntent{}
