@@ -89,7 +89,11 @@ type OutputFacts struct {
 	SummarySHA256 string `json:"summarySHA256"`
 	// ContentSHA256 is the file's hash after a read_file.
 	ContentSHA256 string `json:"contentSHA256,omitempty"`
-	Truncated     bool   `json:"truncated,omitempty"`
+	// OutputSHA256 hashes the call's whole output, as its Execution recorded it
+	// (the summary keeps only the head and tail of a long one); empty when the
+	// Execution is gone or cannot be read.
+	OutputSHA256 string `json:"outputSHA256,omitempty"`
+	Truncated    bool   `json:"truncated,omitempty"`
 	// Summary is the summary itself (secrets masked, as the controller stored it).
 	Summary string `json:"summary"`
 }
@@ -172,8 +176,11 @@ func compareOutputs(c *ReexecutedCall) {
 		if exitText(rec.ExitCode) != exitText(now.ExitCode) {
 			c.Differences = append(c.Differences, fmt.Sprintf("exit code %s -> %s", exitText(rec.ExitCode), exitText(now.ExitCode)))
 		}
-		if rec.SummarySHA256 != now.SummarySHA256 {
+		switch {
+		case rec.SummarySHA256 != now.SummarySHA256:
 			c.Differences = append(c.Differences, fmt.Sprintf("output the model saw differs (sha256 %s -> %s)", rec.SummarySHA256[:12], now.SummarySHA256[:12]))
+		case rec.OutputSHA256 != "" && now.OutputSHA256 != "" && rec.OutputSHA256 != now.OutputSHA256:
+			c.Differences = append(c.Differences, fmt.Sprintf("the whole output differs beyond the head and tail the model saw (sha256 %s -> %s)", shortHash(rec.OutputSHA256), shortHash(now.OutputSHA256)))
 		}
 		if rec.ContentSHA256 != now.ContentSHA256 {
 			c.Differences = append(c.Differences, fmt.Sprintf("file content sha256 %s -> %s", orDash(shortHash(rec.ContentSHA256)), orDash(shortHash(now.ContentSHA256))))
@@ -295,6 +302,11 @@ func executionReplay(ctx context.Context, c *cluster, task *v1.AgentTask, intent
 		rep.Error = err.Error()
 		return rep, nil
 	}
+	for i, in := range rerun {
+		if in != nil {
+			rep.Calls[i].Recorded.OutputSHA256 = outputHash(ctx, c, in)
+		}
+	}
 	var proposed []v1.ToolIntent
 	for i, in := range rerun {
 		if in == nil {
@@ -317,12 +329,23 @@ func executionReplay(ctx context.Context, c *cluster, task *v1.AgentTask, intent
 			return rep, nil
 		}
 		call.Replayed = outputFacts(obs)
+		call.Replayed.OutputSHA256 = outputHash(ctx, c, intent)
 		compareOutputs(call)
 		if call.Comparison == OutputChanged {
 			rep.Changed++
 		}
 	}
 	return rep, nil
+}
+
+// outputHash is the hash of the whole output of the intent's Execution, or "" when
+// there is none to read (the comparison then rests on the summary).
+func outputHash(ctx context.Context, c *cluster, intent *v1.ToolIntent) string {
+	exec := &v1.Execution{}
+	if err := c.client.Get(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: pipeline.ExecutionName(intent)}, exec); err != nil {
+		return ""
+	}
+	return exec.Status.OutputSHA256
 }
 
 // waitForReady waits until the replay task's workspace copy is made (Ready=True),

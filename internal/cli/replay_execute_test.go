@@ -84,4 +84,24 @@ func TestCompareOutputs(t *testing.T) {
 			}
 		}
 	}
+
+	// The same head and tail over a different middle: the whole output's hash,
+	// from the Executions, tells. Without one of the two hashes the summary decides.
+	same := v1.Observation{Outcome: v1.OutcomeSucceeded, Executed: true, ExitCode: &zero, Summary: "[exit code: 0]\na\n", ContentSHA256: "aa"}
+	for _, tc := range []struct {
+		rec, now string
+		want     string
+	}{
+		{"1111111111111111", "2222222222222222", "the whole output differs beyond the head and tail the model saw (sha256 111111111111 -> 222222222222)"},
+		{"1111111111111111", "1111111111111111", ""},
+		{"", "2222222222222222", ""},
+	} {
+		recorded, replayed := outputFacts(&same), outputFacts(&same)
+		recorded.OutputSHA256, replayed.OutputSHA256 = tc.rec, tc.now
+		c := ReexecutedCall{Recorded: recorded, Replayed: replayed}
+		compareOutputs(&c)
+		if got := strings.Join(c.Differences, "; "); got != tc.want || (c.Comparison == OutputChanged) != (tc.want != "") {
+			t.Errorf("whole-output hashes %q, %q: %s %q; want %q", tc.rec, tc.now, c.Comparison, got, tc.want)
+		}
+	}
 }
