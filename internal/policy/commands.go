@@ -212,6 +212,17 @@ func flagged(base, withFlag v1alpha1.CommandCategory, short string, long ...stri
 // of short, also inside clusters such as -fdx) or long flags (--name or --name=value).
 // Arguments after "--" are operands.
 func hasFlag(args []word, short string, long ...string) bool {
+	return findFlag(args, short, false, long)
+}
+
+// hasGitFlag is hasFlag for git's options, which git's parse-options takes by any
+// unambiguous prefix too (--har is --hard, --del is --delete): a prefix of a listed
+// name counts as it. Where git finds the prefix ambiguous it refuses to run.
+func hasGitFlag(args []word, short string, long ...string) bool {
+	return findFlag(args, short, true, long)
+}
+
+func findFlag(args []word, short string, prefixes bool, long []string) bool {
 	for _, a := range args {
 		t := a.text
 		if t == "--" {
@@ -220,7 +231,7 @@ func hasFlag(args []word, short string, long ...string) bool {
 		if strings.HasPrefix(t, "--") {
 			name, _, _ := strings.Cut(t[2:], "=")
 			for _, l := range long {
-				if name == l {
+				if name == l || (prefixes && name != "" && strings.HasPrefix(l, name)) {
 					return true
 				}
 			}

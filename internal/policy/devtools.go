@@ -86,11 +86,28 @@ func git(c *classifier, w []word, _ int) {
 	c.addWithReason(w, sp.category, sp.reason)
 }
 
+// gitSubcommand is the category of git SUB REST. Where a form is read-only only with
+// some options or operands (branch and tag list, config get, clean -n, remote show -n),
+// they are read from the subcommand's grammar, which knows the options that take a
+// value: in git branch --format -l NAME, "-l" is --format's value, and NAME makes a
+// branch. Everything else is told by its flags, as git takes them.
 func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
 	ops := operands(rest)
 	first := ""
 	if len(ops) > 0 {
 		first = ops[0].text
+	}
+	// read is rest as the read-only grammar of sub parses it; readable says every
+	// word fitted it.
+	var read parsedArgs
+	readable := false
+	if g, ok := gitReadGrammars[sub]; ok {
+		read = g.parse(rest)
+		readable = read.category == v1alpha1.CategoryReadOnly
+	}
+	readFirst := ""
+	if len(read.operands) > 0 {
+		readFirst = read.operands[0].text
 	}
 	switch {
 	case gitReadOnly[sub]:
@@ -102,55 +119,58 @@ func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
 				return v1alpha1.CategoryVCSDestructive // forced or deleting refspec
 			}
 		}
-		if hasFlag(rest, "fd", "force", "force-with-lease", "force-if-includes", "mirror", "delete", "prune") {
+		if hasGitFlag(rest, "fd", "force", "force-with-lease", "force-if-includes", "mirror", "delete", "prune") {
 			return v1alpha1.CategoryVCSDestructive
 		}
 		return v1alpha1.CategoryNetwork
 	case sub == "reset":
-		if hasFlag(rest, "", "hard", "merge", "keep") {
+		if hasGitFlag(rest, "", "hard", "merge", "keep") {
 			return v1alpha1.CategoryVCSDestructive
 		}
 		return v1alpha1.CategoryWrite
 	case sub == "clean":
-		if hasFlag(rest, "n", "dry-run") {
+		if readable && read.has("n", "dry-run") {
 			return v1alpha1.CategoryReadOnly
 		}
 		return v1alpha1.CategoryVCSDestructive
 	case sub == "checkout":
 		// checkout -f, -B, "--" paths and "." throw away uncommitted work. A bare
 		// operand may be a branch or a file; it is treated as a branch switch.
-		if hasFlag(rest, "fBp", "force", "patch") || hasWord(rest, "--") || first == "." {
+		if hasGitFlag(rest, "fBp", "force", "patch") || hasWord(rest, "--") || first == "." {
 			return v1alpha1.CategoryVCSDestructive
 		}
 		return v1alpha1.CategoryWrite
 	case sub == "switch":
-		if hasFlag(rest, "fC", "force", "discard-changes", "force-create") {
+		if hasGitFlag(rest, "fC", "force", "discard-changes", "force-create") {
 			return v1alpha1.CategoryVCSDestructive
 		}
 		return v1alpha1.CategoryWrite
 	case sub == "restore":
 		// restore without --staged (or with --worktree) discards working-tree changes.
-		if hasFlag(rest, "S", "staged") && !hasFlag(rest, "W", "worktree") {
+		if hasGitFlag(rest, "S", "staged") && !hasGitFlag(rest, "W", "worktree") {
 			return v1alpha1.CategoryWrite
 		}
 		return v1alpha1.CategoryVCSDestructive
 	case sub == "branch":
 		switch {
-		case hasFlag(rest, "DMC") || (hasFlag(rest, "d", "delete") && hasFlag(rest, "f", "force")):
+		case hasGitFlag(rest, "DMC") || (hasGitFlag(rest, "d", "delete") && hasGitFlag(rest, "f", "force")):
 			return v1alpha1.CategoryVCSDestructive
-		case hasFlag(rest, "dmcu", "delete", "move", "copy", "set-upstream-to", "unset-upstream", "edit-description", "track"):
+		case hasGitFlag(rest, "dmcu", "delete", "move", "copy", "set-upstream-to", "unset-upstream", "edit-description", "track"):
 			return v1alpha1.CategoryWrite
-		case len(ops) > 0 && !hasFlag(rest, "lar", "list", "all", "remotes", "contains", "no-contains", "merged", "no-merged", "points-at"):
+		case readable && len(read.operands) > 0 && !read.has("l", "a", "r", "list", "all", "remotes", "contains", "no-contains", "merged", "no-merged", "points-at"):
 			return v1alpha1.CategoryWrite // creates a branch
 		}
+		// A list, or words the grammar refuses: git's check of the grammar says why.
 		return v1alpha1.CategoryReadOnly
 	case sub == "tag":
 		switch {
-		case hasFlag(rest, "df", "delete", "force"):
+		case hasGitFlag(rest, "df", "delete", "force"):
 			return v1alpha1.CategoryVCSDestructive
-		case len(ops) > 0 && !hasFlag(rest, "lnv", "list", "contains", "no-contains", "merged", "no-merged", "points-at", "verify"):
-			return v1alpha1.CategoryWrite
+		case readable && len(read.operands) > 0 && !read.has("l", "n", "list", "contains", "no-contains", "merged", "no-merged", "points-at"):
+			return v1alpha1.CategoryWrite // creates a tag
 		}
+		// A list, or words the grammar refuses (-v runs gpg): git's check of the
+		// grammar says why.
 		return v1alpha1.CategoryReadOnly
 	case sub == "stash":
 		// Only the word right after stash names its action: anything else (an
@@ -171,8 +191,8 @@ func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
 			return v1alpha1.CategoryReadOnly
 		case "show":
 			// show asks the remote unless -n says not to.
-			if hasFlag(rest, "n") {
-				return v1alpha1.CategoryReadOnly
+			if !readable || read.has("n") {
+				return v1alpha1.CategoryReadOnly // the grammar check refuses what it does not know
 			}
 			return v1alpha1.CategoryNetwork
 		case "update", "prune":
@@ -180,7 +200,7 @@ func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
 		}
 		return v1alpha1.CategoryWrite
 	case sub == "config":
-		if hasFlag(rest, "l", "get", "get-all", "get-regexp", "list", "get-urlmatch", "get-color", "get-colorbool") || first == "get" || first == "list" {
+		if readable && (read.has("l", "get", "get-all", "get-regexp", "list", "get-urlmatch", "get-color", "get-colorbool") || readFirst == "get" || readFirst == "list") {
 			return v1alpha1.CategoryReadOnly
 		}
 		// Setting configuration can make later read-only commands run programs
@@ -193,19 +213,19 @@ func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
 		}
 		return v1alpha1.CategoryReadOnly
 	case sub == "gc":
-		if hasFlag(rest, "", "prune") {
+		if hasGitFlag(rest, "", "prune") {
 			return v1alpha1.CategoryVCSDestructive
 		}
 		return v1alpha1.CategoryWrite
 	case sub == "update-ref":
-		if hasFlag(rest, "d") {
+		if hasGitFlag(rest, "d") {
 			return v1alpha1.CategoryVCSDestructive
 		}
 		return v1alpha1.CategoryWrite
 	case sub == "filter-branch" || sub == "filter-repo":
 		return v1alpha1.CategoryVCSDestructive
 	case sub == "rm":
-		if hasFlag(rest, "", "cached") {
+		if hasGitFlag(rest, "", "cached") {
 			return v1alpha1.CategoryWrite
 		}
 		return v1alpha1.CategoryDelete

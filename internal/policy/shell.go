@@ -198,6 +198,7 @@ func (c *classifier) script(src string, depth int, posix bool) {
 		return
 	}
 	c.walk(file, depth)
+	c.heredocs(file, src)
 	if !posix {
 		return
 	}
@@ -208,6 +209,7 @@ func (c *classifier) script(src string, depth int, posix bool) {
 			break
 		}
 		sh.walk(stmt, depth)
+		sh.heredocs(stmt, src)
 	}
 	posixParsers.Put(posixParser)
 	known := map[string]bool{}
@@ -561,6 +563,63 @@ func (c *classifier) redirect(r *syntax.Redirect) {
 		return
 	}
 	c.note(text, v1alpha1.CategoryWrite, "")
+}
+
+// heredocs refuses the here-documents whose end bash could find elsewhere than the
+// parser, which would make a command bash runs read as data:
+//   - an unquoted one whose body continues a line with a backslash: bash joins
+//     such lines before it compares a line with the delimiter, so "EO\" and "F"
+//     end the body there (the parser does not join them);
+//   - one with a body line that starts with the delimiter: inside $( ), <( ) or
+//     backquotes bash ends the body at "EOF)" together with the substitution,
+//     where the parser reads on to a plain "EOF".
+//
+// src is the text root was parsed from.
+func (c *classifier) heredocs(root syntax.Node, src string) {
+	syntax.Walk(root, func(n syntax.Node) bool {
+		r, ok := n.(*syntax.Redirect)
+		if !ok || (r.Op != syntax.Hdoc && r.Op != syntax.DashHdoc) || r.Word == nil {
+			return true
+		}
+		delimiter, quoted := wordOf(r.Word), false
+		for _, part := range r.Word.Parts {
+			if lit, isLit := part.(*syntax.Lit); !isLit || strings.Contains(lit.Value, "\\") {
+				quoted = true
+			}
+		}
+		text := "here-document " + r.Op.String() + delimiter.text
+		if !delimiter.static || delimiter.text == "" {
+			c.note(text, v1alpha1.CategoryUnknown, "a here-document's delimiter must be a plain word: bash and the parser could end the body at different lines")
+			return true
+		}
+		if r.Hdoc == nil {
+			return true
+		}
+		start, end := int(r.Hdoc.Pos().Offset()), int(r.Hdoc.End().Offset())
+		if start < 0 || end > len(src) || start > end {
+			c.note(text, v1alpha1.CategoryUnknown, "the here-document's body could not be located in the command")
+			return true
+		}
+		body := src[start:end]
+		if !quoted && strings.Contains(body, "\\\n") {
+			c.note(text, v1alpha1.CategoryUnknown, "a line of this here-document ends with a backslash: bash joins it with the next line before it looks for the delimiter, so the body could end elsewhere than it appears to; quote the delimiter (<<'"+delimiter.text+"') to keep the text as it is")
+			return true
+		}
+		lines := strings.Split(body, "\n")
+		for i, line := range lines {
+			if r.Op == syntax.DashHdoc {
+				line = strings.TrimLeft(line, "\t")
+			}
+			if i == len(lines)-1 && line == delimiter.text {
+				break // the line that ends the body (the parser's span includes it)
+			}
+			if strings.HasPrefix(line, delimiter.text) {
+				c.note(text, v1alpha1.CategoryUnknown, fmt.Sprintf("a line of this here-document starts with its delimiter %q: inside a substitution bash could end the body there; choose a delimiter the text does not contain", delimiter.text))
+				return true
+			}
+		}
+		return true
+	})
 }
 
 func isDigits(s string) bool {
