@@ -96,3 +96,55 @@ func TestGitLongOptionPrefixesAreTheOptions(t *testing.T) {
 		"git checkout --forc main",
 	)
 }
+
+// python -m pip skipped the forms plain pip is held to: pip config set wrote
+// pip.conf, cache purge deletes the cache, list --outdated asks the index. And python
+// -m imports pip from the working directory first: ./pip/__main__.py ran instead. So
+// no form is read-only (at least build: it may run the workspace's code), and a form
+// plain pip does not call read-only is unknown.
+func TestPythonDashMPipIsHeldToPipsForms(t *testing.T) {
+	atLeast(t, v1alpha1.CategoryUnknown,
+		"python3 -m pip config set global.index-url http://evil.example/simple",
+		"python3 -m pip cache purge",
+		"python3 -m pip list --outdated",
+	)
+	exactly(t, v1alpha1.CategoryBuild, "python3 -m pip list", "python -m pip show requests")
+	exactly(t, v1alpha1.CategoryInstall, "python3 -m pip install requests")
+}
+
+// uv run CMD first locks and syncs the project's environment (resolving against the
+// index, installing, building the project) before CMD runs; uv run --no-sync does
+// not. poetry run creates the virtualenv when there is none.
+func TestRunnersArePreparedBeforeTheirCommand(t *testing.T) {
+	exactly(t, v1alpha1.CategoryInstall, "uv run ls", "uv run cat README.md")
+	exactly(t, v1alpha1.CategoryReadOnly, "uv run --no-sync ls")
+	exactly(t, v1alpha1.CategoryWrite, "poetry run ls")
+	exactly(t, v1alpha1.CategoryUnknown, "uv run --no-sync --with x ls", "uv run --with x ls")
+}
+
+// go list -m MODULE@QUERY resolves the query against the module proxy (with
+// GOPROXY=off: "module lookup disabled").
+func TestGoListModuleQueryUsesTheNetwork(t *testing.T) {
+	exactly(t, v1alpha1.CategoryNetwork, "go list -m golang.org/x/text@latest", "go list -m -json example.com/m@v1.2.3")
+	exactly(t, v1alpha1.CategoryReadOnly, "go list ./...", "go list -m")
+}
+
+// tar outside list mode matched the options that run programs by exact word, but GNU
+// tar takes long-option prefixes and -I with its value attached, and reaches
+// HOST:FILE archives in every mode: --to-c and --use-compress ran the command,
+// -cI./payload.sh ran it, --rsh-command with a HOST:FILE archive ran it, and
+// --remove-files deleted the files archived.
+func TestTarThatRunsProgramsOrDeletesIsNotAWrite(t *testing.T) {
+	exactly(t, v1alpha1.CategoryUnknown,
+		"tar -xf archive.tar --to-c='touch pwned'",
+		"tar -cf x.tar --use-compress=./payload.sh notes.txt",
+		"tar -cI./payload.sh -f x.tar notes.txt",
+		"tar -cf 127.0.0.1:x.tar --rsh-command=./payload.sh notes.txt",
+		"tar -xf a.tar --checkpoint=1 --checkpoint-action=exec=sh",
+		"tar -cPf a.tar /etc", // -P, absolute names: not in the table
+	)
+	exactly(t, v1alpha1.CategoryNetwork, "tar -cf host:x.tar notes.txt", "tar -xf host:x.tar", "tar tf host:x.tar")
+	exactly(t, v1alpha1.CategoryDelete, "tar -cf r.tar --remove-files notes.txt")
+	exactly(t, v1alpha1.CategoryWrite, "tar -czf out.tgz src", "tar xzf in.tgz -C build", "tar -xf a.tar --strip-components=1 --exclude='*.md'")
+	exactly(t, v1alpha1.CategoryReadOnly, "tar -tzf in.tgz", "tar tvf in.tar")
+}

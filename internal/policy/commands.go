@@ -752,34 +752,50 @@ var tarGrammar = &grammar{
 		"ignore-zeros occurrence[=] strip-components=",
 }
 
-// tar lists read-only when every option is in tarGrammar; anything else is a write
-// (create, extract, append) unless it runs a program.
+// tarChangeGrammar is tar's options that create, extract, append or update an
+// archive: the mode is a write; an option that runs a program (GNU tar takes any
+// unambiguous prefix of it too, and this table is not complete, so a prefix is
+// refused) is unknown, and --remove-files deletes.
+var tarChangeGrammar = &grammar{
+	short: "cxruAtvzjJaf:C:b:T:X:pkhmoOSWI:F:",
+	long: "create extract get append update catenate concatenate delete list file= directory= verbose " +
+		"gzip gunzip bzip2 xz lzma zstd auto-compress exclude= exclude-from= exclude-vcs exclude-vcs-ignores exclude-caches " +
+		"anchored no-anchored wildcards no-wildcards ignore-case strip-components= transform= xform= owner= group= mode= " +
+		"mtime= sort= numeric-owner same-owner no-same-owner same-permissions preserve-permissions no-same-permissions " +
+		"overwrite overwrite-dir keep-old-files skip-old-files keep-newer-files keep-directory-symlink one-file-system " +
+		"dereference hard-dereference touch to-stdout sparse blocking-factor= quiet show-transformed-names ignore-zeros " +
+		"occurrence[=] full-time utc format= posix null files-from= remove-files " +
+		"to-command= checkpoint-action= use-compress-program= info-script= new-volume-script= rsh-command= rmt-command=",
+	effects: map[string]v1alpha1.CommandCategory{
+		"remove-files": v1alpha1.CategoryDelete,
+		"to-command":   v1alpha1.CategoryUnknown, "checkpoint-action": v1alpha1.CategoryUnknown, "use-compress-program": v1alpha1.CategoryUnknown,
+		"info-script": v1alpha1.CategoryUnknown, "new-volume-script": v1alpha1.CategoryUnknown, "rsh-command": v1alpha1.CategoryUnknown,
+		"rmt-command": v1alpha1.CategoryUnknown, "I": v1alpha1.CategoryUnknown, "F": v1alpha1.CategoryUnknown,
+	},
+}
+
+// tar lists read-only when every option is in tarGrammar; anything else changes
+// files (create, extract, append), as tarChangeGrammar says. In every mode an
+// archive named HOST:FILE is another machine's, reached through rsh.
 func tar(c *classifier, w []word, _ int) {
 	args := w[1:]
 	if len(args) > 0 && !strings.HasPrefix(args[0].text, "-") {
 		args = tarOldStyle(args)
 	}
 	p := tarGrammar.parse(args)
-	if p.has("t", "list") {
-		for _, o := range p.options {
-			if (o.name == "f" || o.name == "file") && strings.Contains(o.value, ":") {
-				// tar reads HOST:FILE through rsh.
-				c.addWithReason(w, v1alpha1.CategoryNetwork, "tar reads an archive named HOST:FILE from another machine")
-				return
-			}
-		}
-		c.addWithReason(w, p.category, p.reason)
-		return
+	listing := p.has("t", "list")
+	if !listing {
+		p = tarChangeGrammar.parse(args)
 	}
-	for _, a := range args {
-		name, _, _ := strings.Cut(a.text, "=")
-		switch name {
-		case "--to-command", "--checkpoint-action", "--use-compress-program", "--info-script", "--new-volume-script", "-I", "-F":
-			c.addWithReason(w, v1alpha1.CategoryUnknown, name+" runs a program")
-			return
+	for _, o := range p.options {
+		if (o.name == "f" || o.name == "file") && strings.Contains(o.value, ":") {
+			p.raise(v1alpha1.CategoryNetwork, "tar reaches an archive named HOST:FILE on another machine")
 		}
 	}
-	c.add(w, v1alpha1.CategoryWrite)
+	if !listing {
+		p.raise(v1alpha1.CategoryWrite, "tar creates, extracts or changes an archive")
+	}
+	c.addWithReason(w, p.category, p.reason)
 }
 
 // tarOldStyle turns tar's old option style (tar tzf x.tgz: letters without a dash,

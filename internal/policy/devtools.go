@@ -276,6 +276,13 @@ func goCmd(c *classifier, w []word, _ int) {
 		category = v1alpha1.CategoryDelete
 	case "version", "list", "doc", "help", "bug":
 		category = v1alpha1.CategoryReadOnly
+		for _, a := range rest {
+			if sub == "list" && strings.Contains(a.text, "@") {
+				// go list -m MODULE@QUERY asks the module proxy.
+				c.addWithReason(w, v1alpha1.CategoryNetwork, "go list resolves a module@version query against the module proxy")
+				return
+			}
+		}
 	case "env":
 		category = v1alpha1.CategoryReadOnly
 		if hasFlag(w[1:], "wu") {
@@ -391,8 +398,8 @@ func pipCategory(w []word) v1alpha1.CommandCategory {
 	return v1alpha1.CategoryUnknown
 }
 
-// runner handles uv and poetry: "run CMD..." classifies CMD, anything else is a
-// package-manager subcommand.
+// runner handles uv and poetry: "run CMD..." classifies CMD, after what run itself
+// does first (prepare), and anything else is a package-manager subcommand.
 func runner(pm handler) handler {
 	return func(c *classifier, w []word, depth int) {
 		ops := operands(w[1:])
@@ -400,17 +407,28 @@ func runner(pm handler) handler {
 			// The command after run starts at the second operand; its own options
 			// come after it.
 			for i, a := range w {
-				if a.text == "run" {
-					rest := w[i+1:]
-					if len(rest) > 0 && strings.HasPrefix(rest[0].text, "-") {
-						// --with installs packages, -m runs a module: options of run are
-						// not followed.
-						c.addWithReason(w, v1alpha1.CategoryUnknown, "options of run install packages or choose what runs")
-						return
-					}
-					c.command(rest, depth+1, true)
+				if a.text != "run" {
+					continue
+				}
+				rest := w[i+1:]
+				synced := true
+				if w[0].text == "uv" && len(rest) > 0 && rest[0].text == "--no-sync" {
+					rest, synced = rest[1:], false
+				}
+				switch {
+				case w[0].text == "uv" && synced:
+					c.addWithReason(w, v1alpha1.CategoryInstall, "uv run first locks and syncs the project's environment: it resolves packages against the index, installs them and builds the project (uv run --no-sync does not)")
+				case w[0].text == "poetry":
+					c.addWithReason(w, v1alpha1.CategoryWrite, "poetry run creates the project's virtualenv when there is none")
+				}
+				if len(rest) > 0 && strings.HasPrefix(rest[0].text, "-") {
+					// --with installs packages, -m runs a module: options of run are
+					// not followed.
+					c.addWithReason(w, v1alpha1.CategoryUnknown, "options of run install packages or choose what runs")
 					return
 				}
+				c.command(rest, depth+1, true)
+				return
 			}
 		}
 		pm(c, w, depth)
@@ -434,7 +452,20 @@ func python(c *classifier, w []word, depth int) {
 		case "pytest", "unittest", "doctest", "tox", "nox":
 			c.add(w, v1alpha1.CategoryTest)
 		case "pip":
-			c.add(w, pipCategory(append([]word{{text: "pip", static: true}}, args[i+2:]...)))
+			// What pip would do, as plain pip's forms tell; and python imports pip from
+			// the working directory first, so a package named pip there runs instead:
+			// none of it is read-only.
+			pw := append([]word{{text: "pip", static: true}}, args[i+2:]...)
+			category, reason := pipCategory(pw), ""
+			if category == v1alpha1.CategoryReadOnly {
+				category, reason = v1alpha1.CategoryBuild, "python -m imports pip from the working directory first: a package named pip there would run"
+				if len(pw) > 1 {
+					if problem := devFormProblem(pipReadOnly, pw); problem != "" {
+						category, reason = v1alpha1.CategoryUnknown, problem
+					}
+				}
+			}
+			c.addWithReason(w, category, reason)
 		case "venv", "compileall", "black", "isort":
 			c.add(w, v1alpha1.CategoryWrite)
 		case "http.server":

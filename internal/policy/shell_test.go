@@ -177,7 +177,9 @@ func TestClassifyCommandCategory(t *testing.T) {
 		{"make check", tst},
 		{"cargo test", tst},
 		{"mvn test", tst},
-		{"uv run pytest", tst},
+		{"uv run pytest", inst}, // uv run syncs the environment first
+		{"uv run --no-sync pytest", tst},
+		{"poetry run pytest", wr}, // poetry run makes the virtualenv when there is none
 		{"go build ./...", bld},
 		{"go run ./cmd/x", bld},
 		{"go generate ./...", bld},
