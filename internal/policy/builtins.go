@@ -27,7 +27,8 @@ var builtinHandlers = map[string]handler{
 	"continue": anyArguments,
 	"shift":    anyArguments,
 	// jobs -x runs a command.
-	"jobs":  grammarCommand(&grammar{short: "lnprs", dynamic: true}),
+	// Not dynamic: jobs -x runs its operands as a command.
+	"jobs":  grammarCommand(&grammar{short: "lnprs"}),
 	"times": anyArguments,
 	"umask": grammarCommand(&grammar{short: "pS", dynamic: true}),
 	"type":  grammarCommand(&grammar{short: "afptP", dynamic: true}),
@@ -76,12 +77,17 @@ var testOperators = set("!", "(", ")", "-a", "-o", "-b", "-c", "-d", "-e", "-f",
 	"-gt", "-ge", "-nt", "-ot", "-ef")
 
 // testBinary are the binary operators: a word before one is its left operand.
-var testBinary = set("=", "==", "!=", "<", ">", "-eq", "-ne", "-lt", "-le", "-gt", "-ge", "-nt", "-ot", "-ef", "-a", "-o")
+var testBinary = set("=", "==", "!=", "<", ">", "-eq", "-ne", "-lt", "-le", "-gt", "-ge", "-nt", "-ot", "-ef")
+
+// testConnectives are the words of test's grammar that take no operand of their own:
+// what follows "!", "(", "-a" or "-o" starts a new expression, and may be -v.
+var testConnectives = set("!", "(", ")", "-a", "-o")
 
 // test and [ evaluate -v NAME and -R NAME by expanding NAME's subscript, which runs
 // command substitutions. A word known only when it runs is accepted where it can only
-// be an operand: right after an operator, right before a binary operator, or alone;
-// anywhere else it could be the -v ([ "$x" "$y" ] with x=-v).
+// be an operand: right after an operator that takes one, right before a binary
+// operator, or alone; anywhere else it could be the -v ([ "$x" "$y" ] with x=-v, and
+// [ ! "$y" NAME ] with y=-v).
 func testBuiltin(c *classifier, w []word, _ int) {
 	args := w[1:]
 	if w[0].text == "[" && len(args) > 0 && args[len(args)-1].static && args[len(args)-1].text == "]" {
@@ -102,7 +108,7 @@ func testBuiltin(c *classifier, w []word, _ int) {
 			c.addWithReason(w, v1alpha1.CategoryUnknown, a.text+" may split into an operator such as -v")
 			return
 		}
-		operandOnly := len(args) == 1 || isOp(i-1, testOperators) || isOp(i+1, testBinary)
+		operandOnly := len(args) == 1 || (isOp(i-1, testOperators) && !isOp(i-1, testConnectives)) || isOp(i+1, testBinary)
 		if !operandOnly {
 			c.addWithReason(w, v1alpha1.CategoryUnknown, a.text+" stands where an operator could, and could be -v")
 			return

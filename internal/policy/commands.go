@@ -22,8 +22,8 @@ func init() {
 			"bats",
 		},
 		v1alpha1.CategoryWrite: {
-			"cp", "mv", "touch", "mkdir", "ln", "install", "patch", "mktemp", "mkfifo", "rename",
-			"split", "csplit", "kill", "pkill", "killall",
+			"cp", "mv", "touch", "mkdir", "ln", "install", "patch", "mktemp", "mkfifo",
+			"csplit", "kill", "pkill", "killall",
 		},
 		v1alpha1.CategoryDelete: {"rm", "rmdir", "shred", "unlink", "truncate", "wipe", "srm"},
 		v1alpha1.CategoryInstall: {
@@ -47,7 +47,7 @@ func init() {
 		v1alpha1.CategoryUnknown: {
 			"hash", "enable", "shopt", "trap", "alias", "unalias", "let", "bind", "compgen", "complete", "compopt",
 			"fc", "history", "disown", "suspend", "logout", "ulimit", "source", ".", "caller", "bc", "dc", "tput",
-			"man", "help", "lsof", "getconf", "ldd",
+			"man", "help", "lsof", "getconf", "ldd", "rename",
 			// Pagers read LESSOPEN and commands from a lesskey file in HOME, which the
 			// agent can write.
 			"less", "more", "most", "pg",
@@ -120,7 +120,8 @@ func init() {
 		register(z, sensitive(flagged(v1alpha1.CategoryWrite, v1alpha1.CategoryUnknown, "lct", "list", "stdout", "test")))
 	}
 	register("unzip", sensitive(flagged(v1alpha1.CategoryWrite, v1alpha1.CategoryUnknown, "lvtZ", "list")))
-	register("zip", fixed(v1alpha1.CategoryWrite))
+	register("zip", sensitive(zip))
+	register("split", sensitive(split))
 	for _, a := range []string{"awk", "gawk", "mawk", "nawk"} {
 		register(a, awk)
 	}
@@ -155,9 +156,11 @@ var unknownReasons = map[string]string{
 	"more": "pagers run commands from +command operands, LESSOPEN and a lesskey file in HOME, which the agent can write",
 	"man":  "man runs the pager and formatters that -P, -H, MANPAGER and its configuration name",
 	"bc":   "bc reads a program, and BC_ENV_ARGS can load files",
-	"zsh":  "zsh reads the string as another language than bash",
-	"ksh":  "ksh reads the string as another language than bash",
-	"mksh": "mksh reads the string as another language than bash",
+	// Debian's rename is File::Rename, which evaluates its expression as Perl.
+	"rename": "rename evaluates its expression as Perl code (s/a/b/e;system(...) runs any program)",
+	"zsh":    "zsh reads the string as another language than bash",
+	"ksh":    "ksh reads the string as another language than bash",
+	"mksh":   "mksh reads the string as another language than bash",
 }
 
 // register adds a command's handler; a name registered twice is a table error (the
@@ -730,13 +733,59 @@ func awk(c *classifier, w []word, _ int) {
 	c.add(w, v1alpha1.CategoryReadOnly)
 }
 
-// setuidMode matches chmod modes that set the setuid or setgid bit.
-var setuidMode = regexp.MustCompile(`^([ugoa]*[+=][rwxXt]*s|[0-7]*[2-7][0-7]{3})$`)
+// octalSetID matches octal chmod modes that set the setuid or setgid bit.
+var octalSetID = regexp.MustCompile(`^[0-7]*[2-7][0-7]{3}$`)
 
+// setsID says whether a chmod mode clause sets the setuid or setgid bit: an octal
+// mode with either, or a symbolic one with s after + or = wherever it stands
+// (u+s, u+sx, u+s-w, g=rs).
+func setsID(clause string) bool {
+	if octalSetID.MatchString(clause) {
+		return true
+	}
+	rest := strings.TrimLeft(clause, "ugoa")
+	for rest != "" {
+		op := rest[0]
+		if op != '+' && op != '-' && op != '=' {
+			return false
+		}
+		perms := rest[1:]
+		if i := strings.IndexAny(perms, "+-="); i >= 0 {
+			perms, rest = perms[:i], perms[i:]
+		} else {
+			rest = ""
+		}
+		if op != '-' && strings.ContainsRune(perms, 's') {
+			return true
+		}
+	}
+	return false
+}
+
+// chmod is a write, or privilege when it sets the setuid or setgid bit: by its mode,
+// or with --reference, which copies another file's bits. A mode or option known only
+// when it runs could be either.
 func chmod(c *classifier, w []word, _ int) {
-	for _, a := range operands(w[1:]) {
+	for _, a := range w[1:] {
+		switch {
+		case !a.static:
+			if !a.operandOnly() {
+				c.addWithReason(w, v1alpha1.CategoryUnknown, a.text+" is known only when it runs, and could be a mode or option that sets the setuid bit")
+				return
+			}
+			continue
+		case a.split:
+			// A glob names files (chmod +x *.sh). One matching a file named
+			// --reference=F copies F's mode, which only a chmod this function calls
+			// privilege can have given a setuid bit.
+			continue
+		}
+		if strings.HasPrefix(a.text, "--ref") {
+			c.addWithReason(w, v1alpha1.CategoryPrivilege, "chmod --reference copies the other file's mode, setuid and setgid bits included")
+			return
+		}
 		for _, m := range strings.Split(a.text, ",") {
-			if setuidMode.MatchString(m) {
+			if setsID(m) {
 				c.add(w, v1alpha1.CategoryPrivilege)
 				return
 			}
@@ -744,6 +793,60 @@ func chmod(c *classifier, w []word, _ int) {
 	}
 	c.add(w, v1alpha1.CategoryWrite)
 }
+
+// splitGrammar is split's options: the pieces are written; --filter runs a shell
+// command on each.
+var splitGrammar = &grammar{
+	short: "a:b:C:del:n:t:ux",
+	long: "suffix-length= additional-suffix= bytes= line-bytes= numeric-suffixes[=] hex-suffixes[=] " +
+		"elide-empty-files lines= number= separator= unbuffered verbose filter=",
+	effects: map[string]v1alpha1.CommandCategory{"filter": v1alpha1.CategoryUnknown},
+}
+
+func split(c *classifier, w []word, _ int) {
+	p := splitGrammar.parse(w[1:])
+	p.raise(v1alpha1.CategoryWrite, "split writes the pieces")
+	c.addWithReason(w, p.category, p.reason)
+}
+
+// zip writes the archive, and -m (--move) deletes the files it adds. zip has many
+// options, some of several letters (-T with -TT or --unzip-command runs a command),
+// so only the common ones are known; any other is unknown.
+func zip(c *classifier, w []word, _ int) {
+	category, reason := v1alpha1.CategoryWrite, ""
+	for _, a := range w[1:] {
+		t := a.text
+		switch {
+		case !a.static || a.split:
+			if !a.operandOnly() {
+				c.addWithReason(w, v1alpha1.CategoryUnknown, t+" is known only when it runs, and could be a zip option that runs a command")
+				return
+			}
+		case t == "--":
+			c.addWithReason(w, category, reason)
+			return
+		case t == "-m" || t == "--move":
+			category, reason = v1alpha1.CategoryDelete, "zip -m deletes the files it adds"
+		case zipLong[t]:
+		case strings.HasPrefix(t, "--"):
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "toolgate does not know the zip option "+t)
+			return
+		case strings.HasPrefix(t, "-") && len(t) > 1:
+			for _, r := range t[1:] {
+				switch {
+				case r == 'm':
+					category, reason = v1alpha1.CategoryDelete, "zip -m deletes the files it adds"
+				case !strings.ContainsRune("rqjvufXyDx0123456789", r):
+					c.addWithReason(w, v1alpha1.CategoryUnknown, fmt.Sprintf("toolgate does not know the zip option -%c (%s)", r, t))
+					return
+				}
+			}
+		}
+	}
+	c.addWithReason(w, category, reason)
+}
+
+var zipLong = set("--recurse-paths", "--quiet", "--junk-paths", "--verbose", "--update", "--freshen", "--exclude", "--no-extra", "--symlinks", "--no-dir-entries")
 
 var tarGrammar = &grammar{
 	short: "tvzjJaf:C:b:",

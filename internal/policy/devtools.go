@@ -53,8 +53,9 @@ func git(c *classifier, w []word, _ int) {
 		c.addWithReason(w, p.category, p.reason)
 		return
 	}
-	if p.has("help") && len(p.operands) > 0 {
-		c.addWithReason(w, v1alpha1.CategoryUnknown, "git --help TOPIC runs man or the viewer its configuration names")
+	if p.has("help", "h") && len(p.operands) > 0 {
+		// git takes a leading -h as "help": git -h status is git help status.
+		c.addWithReason(w, v1alpha1.CategoryUnknown, "git --help TOPIC (and -h TOPIC) runs man or the viewer its configuration names")
 		return
 	}
 	if len(p.operands) == 0 || p.has("h", "help", "version") {
@@ -276,17 +277,25 @@ func goCmd(c *classifier, w []word, _ int) {
 		category = v1alpha1.CategoryDelete
 	case "version", "list", "doc", "help", "bug":
 		category = v1alpha1.CategoryReadOnly
-		for _, a := range rest {
-			if sub == "list" && strings.Contains(a.text, "@") {
-				// go list -m MODULE@QUERY asks the module proxy.
-				c.addWithReason(w, v1alpha1.CategoryNetwork, "go list resolves a module@version query against the module proxy")
+		if sub == "list" {
+			// The subcommand is w[1] (devTool). A form go list is not known to be
+			// read-only in is unknown, before whether it fetches.
+			if why := goListFetches(w[2:]); why != "" {
+				if problem := devFormProblem(goReadOnly, w); problem != "" {
+					c.addWithReason(w, v1alpha1.CategoryUnknown, problem)
+				} else {
+					c.addWithReason(w, v1alpha1.CategoryNetwork, why)
+				}
 				return
 			}
 		}
 	case "env":
 		category = v1alpha1.CategoryReadOnly
 		if hasFlag(w[1:], "wu") {
-			category = v1alpha1.CategoryWrite
+			// Like git config: what it sets (CC, GOFLAGS=-toolexec=...) runs programs
+			// in later go commands, read-only ones included.
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "go env -w and -u change the go command's configuration, which can make later go commands run programs")
+			return
 		}
 	case "mod":
 		category = v1alpha1.CategoryUnknown
@@ -305,6 +314,30 @@ func goCmd(c *classifier, w []word, _ int) {
 		category = v1alpha1.CategoryUnknown
 	}
 	c.add(w, category)
+}
+
+// goListFetches says why go list would download modules, or "": a MODULE@QUERY
+// operand is resolved against the module proxy, and -m all and -deps load the whole
+// module graph, fetching what the module cache lacks (as go mod graph does).
+func goListFetches(args []word) string {
+	modules, all := false, false
+	for _, a := range args {
+		name, _, _ := strings.Cut(strings.TrimLeft(a.text, "-"), "=")
+		switch {
+		case strings.Contains(a.text, "@"):
+			return "go list resolves a module@version query against the module proxy"
+		case strings.HasPrefix(a.text, "-") && name == "deps":
+			return "go list -deps loads every dependency, downloading those the module cache lacks"
+		case strings.HasPrefix(a.text, "-") && name == "m":
+			modules = true
+		case a.text == "all":
+			all = true
+		}
+	}
+	if modules && all {
+		return "go list -m all loads the whole module graph, downloading what the module cache lacks"
+	}
+	return ""
 }
 
 // nodePackageManager classifies npm, pnpm, yarn and bun.
@@ -604,6 +637,9 @@ func set(items ...string) map[string]bool {
 type devForm struct {
 	flags        map[string]bool
 	firstOperand map[string]bool
+	// noOperands says an operand makes the form run another program (cargo help
+	// NAME runs man, or cargo-NAME).
+	noOperands bool
 }
 
 // versionFlags print a tool's version.
@@ -650,6 +686,9 @@ func devFormProblem(readOnly map[string]devForm, w []word) string {
 	for i := 2; i < len(w); i++ {
 		t := w[i].text
 		if !strings.HasPrefix(t, "-") || t == "-" {
+			if form.noOperands {
+				return fmt.Sprintf("%s %s %s runs another program (man, or %s-%s)", w[0].text, sub, t, w[0].text, t)
+			}
 			if operands == 0 && form.firstOperand != nil && !form.firstOperand[t] {
 				return fmt.Sprintf("%s %s %s is not known to be read-only", w[0].text, sub, t)
 			}
@@ -719,7 +758,7 @@ var (
 		"cache":  {flags: flags(""), firstOperand: set("dir", "info", "list")},
 	}
 	cargoReadOnly = map[string]devForm{
-		"help":           {flags: flags("")},
+		"help":           {flags: flags(""), noOperands: true},
 		"version":        {flags: flags("", "v", "verbose")},
 		"locate-project": {flags: flags("manifest-path message-format color", "workspace", "q", "quiet", "offline", "frozen", "locked")},
 		"pkgid":          {flags: flags("manifest-path p package color", "q", "quiet", "offline", "frozen", "locked")},
