@@ -53,6 +53,12 @@ func TestHeredocsWhoseEndBashFindsElsewhereAreUnknown(t *testing.T) {
 		"cat <<EOF\nhello $USER\nEOF",
 		"cat <<\"END\"\nEOF)\nEND",
 	)
+	// A longer word that starts like the delimiter is text to bash too.
+	exactly(t, v1alpha1.CategoryWrite,
+		"cat > x.py <<EOF\nEOFError = 1\nEOF",
+		"cat > .env <<END\nENDPOINT=https://example.com\nEND",
+	)
+	atLeast(t, v1alpha1.CategoryUnknown, "cat <<EOF\nx\nEOF extra\nEOF")
 }
 
 // git's read-only forms are told from its subcommand's grammar, which knows the

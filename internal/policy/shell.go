@@ -613,13 +613,20 @@ func (c *classifier) heredocs(root syntax.Node, src string) {
 			if i == len(lines)-1 && line == delimiter.text {
 				break // the line that ends the body (the parser's span includes it)
 			}
-			if strings.HasPrefix(line, delimiter.text) {
+			// A longer word (EOFError under <<EOF) is text to bash too; the
+			// delimiter followed by anything else (")", "`", a space) may end it.
+			if rest, found := strings.CutPrefix(line, delimiter.text); found && (rest == "" || !isWordByte(rest[0])) {
 				c.note(text, v1alpha1.CategoryUnknown, fmt.Sprintf("a line of this here-document starts with its delimiter %q: inside a substitution bash could end the body there; choose a delimiter the text does not contain", delimiter.text))
 				return true
 			}
 		}
 		return true
 	})
+}
+
+// isWordByte says whether b can continue a shell word of letters, digits and _.
+func isWordByte(b byte) bool {
+	return b == '_' || (b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z')
 }
 
 func isDigits(s string) bool {
