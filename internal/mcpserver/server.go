@@ -182,11 +182,12 @@ func (s *Server) callerOf(ctx context.Context, token string) (*caller, error) {
 	key := sha256.Sum256([]byte(token))
 	now := time.Now()
 	s.mu.Lock()
-	c, known := s.callers[key]
-	if known && now.Before(c.expires) {
+	c, cached := s.callers[key]
+	if cached && now.Before(c.expires) {
 		s.mu.Unlock()
 		return c, nil
 	}
+	known := cached && now.Before(c.known)
 	if until, ok := s.rejected[key]; ok && now.Before(until) {
 		s.mu.Unlock()
 		metrics.MCPTokenReviews.WithLabelValues("RejectedCached").Inc()
