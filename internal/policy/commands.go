@@ -18,14 +18,15 @@ var commands = map[string]handler{}
 func init() {
 	fixedCategory := map[v1alpha1.CommandCategory][]string{
 		v1alpha1.CategoryTest: {
-			"pytest", "py.test", "tox", "nox", "jest", "vitest", "mocha", "rspec", "ctest", "phpunit",
+			"tox", "nox", "vitest", "mocha", "rspec", "phpunit",
 			"bats",
 		},
 		v1alpha1.CategoryWrite: {
-			"cp", "mv", "touch", "mkdir", "ln", "install", "patch", "mktemp", "mkfifo",
+			"cp", "mv", "touch", "ln", "mktemp", "mkfifo",
 			"csplit", "kill", "pkill", "killall",
 		},
-		v1alpha1.CategoryDelete: {"rm", "rmdir", "shred", "unlink", "truncate", "wipe", "srm"},
+		// patch deletes a file whose diff ends at /dev/null (and with -E an emptied one).
+		v1alpha1.CategoryDelete: {"rm", "rmdir", "shred", "unlink", "truncate", "wipe", "srm", "patch"},
 		v1alpha1.CategoryInstall: {
 			"apt", "apt-get", "aptitude", "yum", "dnf", "apk", "brew", "pacman", "zypper", "snap",
 			"gem", "conda", "mamba", "micromamba", "npx", "pnpx", "bunx", "pipx", "easy_install",
@@ -121,6 +122,11 @@ func init() {
 	}
 	register("unzip", sensitive(flagged(v1alpha1.CategoryWrite, v1alpha1.CategoryUnknown, "lvtZ", "list")))
 	register("zip", sensitive(zip))
+	for _, name := range []string{"pytest", "py.test", "jest", "ctest"} {
+		register(name, sensitive(testRunner))
+	}
+	register("install", sensitive(modeSetter))
+	register("mkdir", sensitive(modeSetter))
 	register("split", sensitive(split))
 	for _, a := range []string{"awk", "gawk", "mawk", "nawk"} {
 		register(a, awk)
@@ -788,6 +794,113 @@ func chmod(c *classifier, w []word, _ int) {
 			if setsID(m) {
 				c.add(w, v1alpha1.CategoryPrivilege)
 				return
+			}
+		}
+	}
+	c.add(w, v1alpha1.CategoryWrite)
+}
+
+// testRunnerOptions are the options of test runners that do more than run the
+// project's tests, by the option's start (an abbreviation counts).
+var testRunnerOptions = map[string][]struct {
+	prefix   string
+	category v1alpha1.CommandCategory
+	reason   string
+}{
+	"pytest": {{"--basetemp", v1alpha1.CategoryDelete, "pytest --basetemp deletes the folder it names if it exists"}},
+	"jest": {
+		{"--clearCache", v1alpha1.CategoryDelete, "jest --clearCache deletes its cache folder (--cacheDirectory names any)"},
+		{"--clear-cache", v1alpha1.CategoryDelete, "jest --clear-cache deletes its cache folder (--cache-directory names any)"},
+	},
+	"ctest": {
+		{"-D", v1alpha1.CategoryNetwork, "ctest -D runs a dashboard: it updates from version control and submits results"},
+		{"-T", v1alpha1.CategoryNetwork, "ctest -T runs a dashboard step (Update, Submit reach servers)"},
+		{"-M", v1alpha1.CategoryNetwork, "ctest -M runs a dashboard model"},
+		{"-S", v1alpha1.CategoryUnknown, "ctest -S runs a CTest script"},
+		{"--dashboard", v1alpha1.CategoryNetwork, "ctest --dashboard runs a dashboard step"},
+		{"--test-action", v1alpha1.CategoryNetwork, "ctest --test-action runs a dashboard step"},
+		{"--test-model", v1alpha1.CategoryNetwork, "ctest --test-model runs a dashboard model"},
+		{"--script", v1alpha1.CategoryUnknown, "ctest --script runs a CTest script"},
+	},
+}
+
+// testRunner runs the project's tests, unless an option of testRunnerOptions says
+// it does more.
+func testRunner(c *classifier, w []word, _ int) {
+	name := w[0].text
+	if name == "py.test" {
+		name = "pytest"
+	}
+	category, reason := v1alpha1.CategoryTest, ""
+	for _, a := range w[1:] {
+		if a.text == "--" {
+			break
+		}
+		for _, o := range testRunnerOptions[name] {
+			if strings.HasPrefix(a.text, o.prefix) && Stricter(o.category, category) {
+				category, reason = o.category, o.reason
+			}
+		}
+	}
+	c.addWithReason(w, category, reason)
+}
+
+// modeSetter handles install and mkdir: a write, but privilege with a mode that sets
+// the setuid or setgid bit or with an owner or group (as chmod and chown are), and
+// install's --strip-program runs the program it names.
+func modeSetter(c *classifier, w []word, _ int) {
+	args := w[1:]
+	mode := func(m string) bool {
+		for _, clause := range strings.Split(m, ",") {
+			if setsID(clause) {
+				c.addWithReason(w, v1alpha1.CategoryPrivilege, "mode "+m+" sets the setuid or setgid bit")
+				return true
+			}
+		}
+		return false
+	}
+	owner := func() {
+		c.addWithReason(w, v1alpha1.CategoryPrivilege, w[0].text+" -o/-g sets the files' owner or group")
+	}
+	for i := 0; i < len(args); i++ {
+		t := args[i].text
+		switch {
+		case t == "--":
+			c.add(w, v1alpha1.CategoryWrite)
+			return
+		case strings.HasPrefix(t, "--strip-p"):
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "install --strip-program runs the program it names")
+			return
+		case strings.HasPrefix(t, "--own") || strings.HasPrefix(t, "--gro"):
+			owner()
+			return
+		case strings.HasPrefix(t, "--mode"):
+			value, hasValue := strings.CutPrefix(t, "--mode=")
+			if !hasValue && i+1 < len(args) {
+				i++
+				value = args[i].text
+			}
+			if mode(value) {
+				return
+			}
+		case strings.HasPrefix(t, "-") && !strings.HasPrefix(t, "--") && len(t) > 1:
+			for j := 1; j < len(t); j++ {
+				switch t[j] {
+				case 'o', 'g':
+					owner()
+					return
+				case 'm', 't', 'S', 'Z':
+					// Each takes a value, attached or in the next word.
+					value := t[j+1:]
+					if value == "" && i+1 < len(args) {
+						i++
+						value = args[i].text
+					}
+					if t[j] == 'm' && mode(value) {
+						return
+					}
+					j = len(t)
+				}
 			}
 		}
 	}

@@ -373,21 +373,45 @@ func nodePackageManager(c *classifier, w []word, _ int) {
 		category = v1alpha1.CategoryInstall
 	case "ls", "list", "ll", "la", "why", "explain", "config", "root", "prefix", "bin", "help", "pack":
 		category = v1alpha1.CategoryReadOnly
-		if sub == "config" && script != "" && script != "get" && script != "list" && script != "ls" {
+		switch {
+		case sub == "config" && script == "edit":
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "config edit runs the editor that --editor, EDITOR or the configuration names")
+			return
+		case sub == "config" && script != "" && script != "get" && script != "list" && script != "ls":
 			category = v1alpha1.CategoryWrite
 		}
 	case "view", "info", "show", "outdated", "audit", "search", "publish", "login", "logout", "whoami", "ping":
 		category = v1alpha1.CategoryNetwork
 	default:
-		// yarn and bun run package scripts by name (yarn lint).
-		if w[0].text == "yarn" || w[0].text == "bun" || w[0].text == "pnpm" {
+		// yarn, pnpm and bun run package scripts by name (yarn lint), but their
+		// built-in commands come first.
+		switch {
+		case nodeBuiltins[sub]:
+			c.addWithReason(w, v1alpha1.CategoryUnknown, fmt.Sprintf("%s %s is a built-in command of %s (it installs, fetches or deletes), not a package script", w[0].text, sub, w[0].text))
+			return
+		case w[0].text == "yarn" || w[0].text == "bun" || w[0].text == "pnpm":
 			category = scriptCategory(sub)
-		} else {
+		default:
 			category = v1alpha1.CategoryUnknown
 		}
 	}
 	c.add(w, category)
 }
+
+// nodeBuiltins are built-in commands of yarn, pnpm and bun that the table above does
+// not classify: each runs before a package script of its name would, and installs,
+// fetches, deletes or changes the tool itself.
+var nodeBuiltins = set(
+	// yarn
+	"global", "workspace", "workspaces", "set", "plugin", "cache", "policies", "import", "generate-lock-file",
+	"tag", "team", "owner", "version", "versions", "unplug", "patch", "patch-commit", "node", "constraints",
+	"npm", "autoclean", "licenses", "upgrade-interactive", "stage", "unlink",
+	// pnpm
+	"self-update", "env", "install-test", "it", "fetch", "deploy", "store", "setup", "server", "recursive",
+	"approve-builds", "doctor", "cat-file", "cat-index", "find-hash",
+	// bun
+	"pm", "upgrade", "repl",
+)
 
 // scriptCategory classifies a package script by its conventional name: test and lint
 // scripts test, build scripts build, and anything else runs project code like a build.
@@ -519,6 +543,16 @@ func python(c *classifier, w []word, depth int) {
 // clean deletes, anything else (including the default target) builds. -n only prints.
 func makeCmd(c *classifier, w []word, _ int) {
 	args := w[1:]
+	for _, a := range args {
+		if t := a.text; t == "--" {
+			break
+		} else if strings.HasPrefix(t, "--ev") || (strings.HasPrefix(t, "-") && !strings.HasPrefix(t, "--") && strings.ContainsRune(t, 'E')) {
+			// An inline makefile is not the project's code: it is whatever the
+			// command says, even under -n ($(shell ...) runs).
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "make --eval (-E) runs a makefile given on the command line")
+			return
+		}
+	}
 	if hasFlag(args, "nq", "dry-run", "just-print", "question", "recon") {
 		// make -n still expands $(shell ...) and runs recursive + lines.
 		c.addWithReason(w, v1alpha1.CategoryBuild, "make -n still runs $(shell ...) in the makefile")
@@ -561,6 +595,16 @@ func cargo(c *classifier, w []word, _ int) {
 	if len(ops) == 0 || hasFlag(w[1:], "V", "version") {
 		c.add(w, v1alpha1.CategoryReadOnly)
 		return
+	}
+	for _, a := range w[1:] {
+		if t := a.text; t == "--" {
+			break
+		} else if t == "--config" || strings.HasPrefix(t, "--config=") || t == "-Z" || strings.HasPrefix(t, "-Z") {
+			// target.*.runner, build.rustc-wrapper, doc.browser: configuration given
+			// here runs what it names.
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "cargo --config and -Z set configuration that names programs cargo runs")
+			return
+		}
 	}
 	var category v1alpha1.CommandCategory
 	switch ops[0].text {
