@@ -868,28 +868,33 @@ func modeSetter(c *classifier, w []word, _ int) {
 		case t == "--":
 			c.add(w, v1alpha1.CategoryWrite)
 			return
-		case strings.HasPrefix(t, "--strip-p"):
-			c.addWithReason(w, v1alpha1.CategoryUnknown, "install --strip-program runs the program it names")
-			return
-		case strings.HasPrefix(t, "--own") || strings.HasPrefix(t, "--gro"):
-			owner()
-			return
-		case strings.HasPrefix(t, "--mode"):
-			value, hasValue := strings.CutPrefix(t, "--mode=")
-			if !hasValue && i+1 < len(args) {
-				i++
-				value = args[i].text
-			}
-			if mode(value) {
+		case strings.HasPrefix(t, "--"):
+			// GNU getopt takes any unambiguous prefix: --mo is --mode.
+			name, value, hasValue := strings.Cut(t[2:], "=")
+			switch {
+			case name == "":
+			case strings.HasPrefix("strip-program", name) && strings.HasPrefix(name, "strip-p"):
+				c.addWithReason(w, v1alpha1.CategoryUnknown, "install --strip-program runs the program it names")
 				return
+			case strings.HasPrefix("owner", name) || strings.HasPrefix("group", name):
+				owner()
+				return
+			case strings.HasPrefix("mode", name):
+				if !hasValue && i+1 < len(args) {
+					i++
+					value = args[i].text
+				}
+				if mode(value) {
+					return
+				}
 			}
-		case strings.HasPrefix(t, "-") && !strings.HasPrefix(t, "--") && len(t) > 1:
+		case strings.HasPrefix(t, "-") && len(t) > 1:
 			for j := 1; j < len(t); j++ {
 				switch t[j] {
 				case 'o', 'g':
 					owner()
 					return
-				case 'm', 't', 'S', 'Z':
+				case 'm', 't', 'S':
 					// Each takes a value, attached or in the next word.
 					value := t[j+1:]
 					if value == "" && i+1 < len(args) {
