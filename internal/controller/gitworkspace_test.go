@@ -362,7 +362,13 @@ func (p *pipelineEnv) changeRecord(task, request string) (*corev1.ConfigMap, git
 
 func (p *pipelineEnv) askForChange(task, request string) {
 	p.t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, gitws.AnnotationChangeRequest, request)
+	p.annotateTask(task, gitws.AnnotationChangeRequest, request)
+}
+
+// annotateTask sets one annotation of the task with a merge patch.
+func (p *pipelineEnv) annotateTask(task, key, value string) {
+	p.t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, value)
 	obj := &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: task}}
 	if err := env.Client.Patch(p.t.Context(), obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		p.t.Fatal(err)

@@ -102,11 +102,7 @@ func (p *pipelineEnv) copyPods(task string) []corev1.Pod {
 // wake changes the task's annotations, so that it is reconciled.
 func (p *pipelineEnv) wake(task, value string) {
 	p.t.Helper()
-	obj := &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: task}}
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{"test.toolgate.dev/wake":%q}}}`, value)
-	if err := env.Client.Patch(p.t.Context(), obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-		p.t.Fatal(err)
-	}
+	p.annotateTask(task, "test.toolgate.dev/wake", value)
 }
 
 // A task copying a git task's workspace gets its worktree, the agent's change
