@@ -180,10 +180,10 @@ func compareOutputs(c *ReexecutedCall) {
 		case rec.SummarySHA256 != now.SummarySHA256:
 			c.Differences = append(c.Differences, fmt.Sprintf("output the model saw differs (sha256 %s -> %s)", rec.SummarySHA256[:12], now.SummarySHA256[:12]))
 		case rec.OutputSHA256 != "" && now.OutputSHA256 != "" && rec.OutputSHA256 != now.OutputSHA256:
-			c.Differences = append(c.Differences, fmt.Sprintf("the whole output differs beyond the head and tail the model saw (sha256 %s -> %s)", shortHash(rec.OutputSHA256), shortHash(now.OutputSHA256)))
+			c.Differences = append(c.Differences, fmt.Sprintf("the whole output differs beyond the head and tail the model saw (sha256 %s -> %s)", short(rec.OutputSHA256), short(now.OutputSHA256)))
 		}
 		if rec.ContentSHA256 != now.ContentSHA256 {
-			c.Differences = append(c.Differences, fmt.Sprintf("file content sha256 %s -> %s", orDash(shortHash(rec.ContentSHA256)), orDash(shortHash(now.ContentSHA256))))
+			c.Differences = append(c.Differences, fmt.Sprintf("file content sha256 %s -> %s", orDash(short(rec.ContentSHA256)), orDash(short(now.ContentSHA256))))
 		}
 	}
 	c.Comparison = OutputSame
@@ -197,13 +197,6 @@ func exitText(code *int32) string {
 		return "none"
 	}
 	return fmt.Sprint(*code)
-}
-
-func shortHash(h string) string {
-	if len(h) > 12 {
-		return h[:12]
-	}
-	return h
 }
 
 // replayTaskFor is the throwaway task an execution replay runs in: the task's mode,
@@ -414,7 +407,12 @@ func RenderExecutionReplay(w io.Writer, rep ExecutionReplayReport) error {
 	if rep.Note != "" {
 		fmt.Fprintf(&b, "\n%s\n", rep.Note)
 	}
-	ran := len(rep.Calls) - rep.NotReplayed
+	ran := 0 // re-run and observed: a replay that stopped early did not reach the rest
+	for _, c := range rep.Calls {
+		if c.Replayed != nil {
+			ran++
+		}
+	}
 	fmt.Fprintf(&b, "\n%d of %d re-run call(s) changed; %d call(s) not replayed.\n", rep.Changed, ran, rep.NotReplayed)
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -105,3 +105,21 @@ func TestCompareOutputs(t *testing.T) {
 		}
 	}
 }
+
+// A replay that stopped early counts as re-run only the calls it observed.
+func TestRenderExecutionReplayCountsOnlyTheCallsThatRan(t *testing.T) {
+	zero := int32(0)
+	obs := outputFacts(&v1.Observation{Outcome: v1.OutcomeSucceeded, Executed: true, ExitCode: &zero, Summary: "[exit code: 0]\na\n"})
+	rep := ExecutionReplayReport{Task: "t", Namespace: "ns", ReplayTask: "t-replay-x", Error: "t-t1-0: timed out",
+		Calls: []ReexecutedCall{
+			{Name: "t-t0-0", Tool: v1.ToolReadFile, Comparison: OutputSame, Recorded: obs, Replayed: obs},
+			{Name: "t-t1-0", Tool: v1.ToolReadFile, Recorded: obs},
+		}}
+	var b strings.Builder
+	if err := RenderExecutionReplay(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "0 of 1 re-run call(s) changed") || !strings.Contains(b.String(), "The replay stopped: t-t1-0: timed out") {
+		t.Errorf("report:\n%s", b.String())
+	}
+}
