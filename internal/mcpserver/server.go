@@ -112,7 +112,8 @@ type caller struct {
 	expires, known time.Time
 }
 
-type callerKey struct{}
+// taskKey carries the task requireProposer read for the request to serverFor.
+type taskKey struct{}
 
 // Handler serves Path.
 func (s *Server) Handler() http.Handler {
@@ -291,7 +292,7 @@ func (s *Server) requireProposer(next http.Handler) http.Handler {
 			refuse(w, r, http.StatusForbidden, problem)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), taskKey{}, task)))
 	})
 }
 

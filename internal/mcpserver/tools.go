@@ -30,16 +30,16 @@ const AnnotationSession = "toolgate.dev/mcp-session"
 
 // serverFor is the MCP server of a new session: the task's visible tools, as the
 // agent loop offers them to a model, and toolgate_wait.
+//
+// The task is the one requireProposer read, as the caller, for this very request:
+// serverFor runs only behind it, and reading it again could only fail vaguely (the
+// SDK answers a nil server with "no server available").
 func (s *Server) serverFor(r *http.Request) *mcp.Server {
-	c, ok := r.Context().Value(callerKey{}).(*caller)
+	task, ok := r.Context().Value(taskKey{}).(*v1.AgentTask)
 	if !ok {
 		return nil
 	}
-	ns, name := r.PathValue("namespace"), r.PathValue("task")
-	task := &v1.AgentTask{}
-	if err := c.client.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: name}, task); err != nil {
-		return nil
-	}
+	ns, name := task.Namespace, task.Name
 	server := mcp.NewServer(&mcp.Implementation{Name: "toolgate", Title: "toolgate: AgentTask " + ns + "/" + name, Version: "v1alpha1"}, &mcp.ServerOptions{
 		Instructions: "Every tool call here is proposed to toolgate as a ToolIntent of AgentTask " + ns + "/" + name +
 			": it is validated, decided by policy, may wait for a human's approval, runs in a sandbox, and its result is the observation. " +
