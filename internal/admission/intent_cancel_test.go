@@ -48,6 +48,15 @@ func TestOnlyTheProposerCancelsItsCall(t *testing.T) {
 	// The proposer may not use its patch for anything but the cancel.
 	wantRefused(t, mergePatch(t.Context(), clients[agentUser], mine, map[string]any{"metadata": map[string]any{"labels": map[string]any{"toolgate.dev/task": "other"}}}),
 		"only the toolgate controller may change the labels or annotations of a ToolIntent; its proposer may only cancel it (spec.cancel).")
+	// Nor rewrite who proposed it after the fact (the MCP session annotation), or do
+	// it alongside the cancel.
+	wantRefused(t, mergePatch(t.Context(), clients[agentUser], mine, map[string]any{"metadata": map[string]any{"annotations": map[string]any{"toolgate.dev/mcp-session": "someone-elses"}}}),
+		"only the toolgate controller may change the labels or annotations of a ToolIntent; its proposer may only cancel it (spec.cancel).")
+	wantRefused(t, mergePatch(t.Context(), clients[agentUser], mine, map[string]any{"spec": map[string]any{"cancel": true}, "metadata": map[string]any{"annotations": map[string]any{"x": "y"}}}),
+		"only the toolgate controller may change the labels or annotations of a ToolIntent; its proposer may only cancel it (spec.cancel).")
+	if got := getIntent(t, mine); got.Spec.Cancel || len(got.Annotations) > 0 {
+		t.Fatalf("a refused patch took effect: cancel %t, annotations %v", got.Spec.Cancel, got.Annotations)
+	}
 
 	// Nor may any agent (the proposer or another) point an intent at an owner that
 	// does not exist, which the garbage collector would take as a reason to delete
