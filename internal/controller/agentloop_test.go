@@ -21,8 +21,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/agent"
@@ -72,6 +70,16 @@ func modelCompletion(text, finish string, tokens int64, calls []map[string]any) 
 func modelFailure(status int, message string) chatReply {
 	body, _ := json.Marshal(map[string]any{"error": map[string]any{"message": message, "type": "test_error"}})
 	return chatReply{status: status, body: string(body)}
+}
+
+// withHeader is the reply with one more response header.
+func withHeader(reply chatReply, key, value string) chatReply {
+	h := map[string]string{key: value}
+	for k, v := range reply.header {
+		h[k] = v
+	}
+	reply.header = h
+	return reply
 }
 
 // chatRequest is the part of a Chat Completions request the tests check.
@@ -237,17 +245,8 @@ func newLoopEnv(t *testing.T) *loopEnv {
 func (p *loopEnv) start() (stop func()) {
 	t := p.t
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: env.Scheme,
-		// The cache of cmd/manager: only labelled Secrets are visible.
-		Cache:                  CacheOptions(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatalf("creating manager: %v", err)
-	}
+	// The cache of cmd/manager: only labelled Secrets are visible.
+	mgr := newTestManager(t, p.ns)
 	p.mgr = mgr
 	opts := testOptions()
 	opts.Now = p.clock.Now
@@ -682,7 +681,9 @@ func TestAgentLoopProviderErrors(t *testing.T) {
 		modelFailure(http.StatusTooManyRequests, "Rate limit reached"),
 		toolCalls("", 10, chatCall{"c", "list_dir", `{}`}),
 		modelFailure(http.StatusTooManyRequests, "Rate limit reached for requests"),
-		modelFailure(http.StatusTooManyRequests, "Rate limit reached for requests"),
+		// The client's last attempt: its Retry-After keeps the task waiting (Ready=False)
+		// long enough for a slow poll to see it.
+		withHeader(modelFailure(http.StatusTooManyRequests, "Rate limit reached for requests"), "Retry-After", "5"),
 		answer("done", 10),
 	)
 	p.modelTask("limited", v1.ModeReadOnly, limited)

@@ -120,6 +120,7 @@ func TestRecreatedTaskDoesNotRunAnOldApproval(t *testing.T) {
 	if err := env.Client.Create(t.Context(), second); err != nil {
 		t.Fatal(err)
 	}
+	p.seenByController("t", "as the second task", func(got *v1.AgentTask) bool { return got.UID == second.UID })
 	p.decide("t-t0-0", v1.DecisionApproved, "bob", "")
 
 	intent := p.observed("t-t0-0")
@@ -170,8 +171,10 @@ func TestEmergencyDenyStopsAWaitingApproval(t *testing.T) {
 func TestEmergencyDenyStopsAHeldAllow(t *testing.T) {
 	p := startPipeline(t)
 	p.task("t", v1.ModeAuto)
-	p.propose("t", 0, 0, v1.ToolBash, `{"command":"go test ./..."}`)
-	p.propose("t", 0, 1, v1.ToolBash, `{"command":"curl https://example.com"}`)
+	// The turn says it has two calls, so the Allow is held for its sibling however
+	// late the controller sees the second one.
+	p.proposeTurn("t", 0, 0, 2, v1.ToolBash, `{"command":"go test ./..."}`)
+	p.proposeTurn("t", 0, 1, 2, v1.ToolBash, `{"command":"curl https://example.com"}`)
 	p.approval("t-t0-1")
 	held := p.condition("t-t0-0", v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonWaitingForSiblings)
 	expectDecision(t, held, v1.DecisionAllow, "", "mode-default")
@@ -215,10 +218,13 @@ func TestStricterAskAsksAgain(t *testing.T) {
 	})
 	mustContain(t, "retired approval", p.getApproval("t-t0-0").Status.Message, "ToolPolicy/deploys/ask-deploy", "t-t0-0-ask-2")
 	p.never("an Execution before the second approval", func() bool { return p.executionExists("t-t0-0") })
-	intent := p.condition("t-t0-0", v1.ConditionApproved, metav1.ConditionFalse, v1.ReasonApprovalPending)
-	if intent.Status.ApprovalRef != "t-t0-0-ask-2" || len(intent.Status.SupersededDecisions) != 1 || intent.Status.Decision.Rule != "ask-deploy" {
-		t.Fatalf("intent status: approvalRef %q, decision %+v, superseded %d", intent.Status.ApprovalRef, intent.Status.Decision, len(intent.Status.SupersededDecisions))
-	}
+	// The intent names the new Approval in a write after the one that creates it.
+	p.eventually("the intent waits on the second approval", func() (bool, string) {
+		intent := p.getIntent("t-t0-0")
+		ok := intent.Status.ApprovalRef == "t-t0-0-ask-2" && len(intent.Status.SupersededDecisions) == 1 && intent.Status.Decision.Rule == "ask-deploy" &&
+			meta.IsStatusConditionFalse(intent.Status.Conditions, v1.ConditionApproved)
+		return ok, fmt.Sprintf("approvalRef %q, decision %+v, superseded %d", intent.Status.ApprovalRef, intent.Status.Decision, len(intent.Status.SupersededDecisions))
+	})
 
 	p.decide("t-t0-0-ask-2", v1.DecisionApproved, "rita", "")
 	p.eventually("Execution", func() (bool, string) { return p.executionExists("t-t0-0"), "" })
@@ -253,7 +259,7 @@ func TestRetiredApprovalIsNeverUsed(t *testing.T) {
 	}
 }
 
-// A task being deleted adopts no intent. With orphan propagation the garbage
+// A task being deleted starts no call and adopts no intent. With orphan propagation the garbage
 // collector takes the task's owner reference off its intents; adopting one again
 // (with the deleted task's UID) would hand it back to be deleted with the task, and
 // an orphaned call of a task deleted and created again would never reach the
@@ -262,6 +268,9 @@ func TestRetiredApprovalIsNeverUsed(t *testing.T) {
 func TestATaskBeingDeletedAdoptsNothing(t *testing.T) {
 	p := startPipeline(t)
 	task := p.task("t", v1.ModeEdit)
+	// A call that waits for a human when the deletion starts.
+	p.propose("t", 0, 0, v1.ToolBash, `{"command":"make deploy-now"}`)
+	p.approval("t-t0-0")
 	if err := env.Client.Delete(t.Context(), task, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
 		t.Fatal(err)
 	}
@@ -276,8 +285,18 @@ func TestATaskBeingDeletedAdoptsNothing(t *testing.T) {
 	p.eventually("task in deletion", func() (bool, string) {
 		return !p.getTask("t").DeletionTimestamp.IsZero(), ""
 	})
-	p.propose("t", 0, 0, v1.ToolBash, `{"command":"ls"}`)
+	// It never runs, approved or not: a task being deleted starts no call.
+	waiting := p.observed("t-t0-0")
+	expectObservation(t, waiting, v1.OutcomeAborted, false, -1, "AgentTask t ended before this call ran (it is being deleted)")
+	p.decide("t-t0-0", v1.DecisionApproved, "carol", "")
+
+	// One proposed now is refused, and not adopted.
+	p.propose("t", 1, 0, v1.ToolBash, `{"command":"ls"}`)
+	expectObservation(t, p.observed("t-t1-0"), v1.OutcomeValidationFailed, false, -1, `AgentTask "t" accepts no more intents: it is being deleted`)
 	p.never("the intent adopted by the task being deleted", func() bool {
-		return metav1.GetControllerOf(p.getIntent("t-t0-0")) != nil
+		return metav1.GetControllerOf(p.getIntent("t-t1-0")) != nil
+	})
+	p.never("an Execution for a call of the task being deleted", func() bool {
+		return p.executionExists("t-t0-0") || p.executionExists("t-t1-0")
 	})
 }

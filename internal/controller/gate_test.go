@@ -105,10 +105,11 @@ func TestAgentLoopRedirect(t *testing.T) {
 	if d := asked.Status.Decision; d.Action != v1.DecisionAsk || len(d.NonActingHits) == 0 || !strings.Contains(d.NonActingHits[0].Limited, "maxFires 1 reached") {
 		t.Fatalf("rd-t1-0: decision %+v, want Ask with the spent Redirect as a limited hit", d)
 	}
-	fires := p.getTask("rd").Status.RuleFires
-	if len(fires) != 1 || fires[0].Rule != "plan-before-delete" || fires[0].Fires != 1 || fires[0].When != v1.WhenToolCall {
-		t.Fatalf("status.ruleFires %+v", fires)
-	}
+	// The task's status is the task controller's to write, apart from the intent's.
+	p.eventually("status.ruleFires counts the one fire", func() (bool, string) {
+		fires := p.getTask("rd").Status.RuleFires
+		return len(fires) == 1 && fires[0].Rule == "plan-before-delete" && fires[0].Fires == 1 && fires[0].When == v1.WhenToolCall, fmt.Sprintf("%+v", fires)
+	})
 	p.decide("rd-t1-0", v1.DecisionApproved, "bob", "the plan is fine")
 	p.runJob("rd-t1-0", runner.Result{ExitCode: 0}, "")
 	p.finished("rd", v1.ConditionSucceeded, v1.ReasonCompleted)
@@ -319,7 +320,7 @@ func TestJudgeInShadow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := startPipeline(t, func(o *Options) { o.Judge = judge.New(client, judge.Config{Model: "judge", Timeout: 2 * time.Second}) })
+	p := startPipeline(t, func(o *Options) { o.Judge = judge.New(client, judge.Config{Model: "judge", Timeout: 30 * time.Second}) })
 	p.task("jd", v1.ModeEdit)
 	p.policy("shadow", v1.PolicyRule{Name: "credentials", Action: v1.RuleDeny, Enforcement: v1.EnforcementDryRun,
 		Match: v1.RuleMatch{Tools: []v1.ToolName{v1.ToolReadFile}, Judge: &v1.JudgeMatch{Condition: "the file read holds credentials"}}})

@@ -136,7 +136,8 @@ func taskRef(p *pipelineEnv, name string) *v1.AgentTask {
 // CD would take them for synced resources and prune them) and each is owned; and the
 // controller never writes the task's spec, so generation and spec stay as synced.
 func TestGitOpsSyncedTaskThroughThePipeline(t *testing.T) {
-	p := startPipeline(t)
+	// Spent Jobs are kept for the whole test: it counts both calls' Jobs at the end.
+	p := startPipeline(t, func(o *Options) { o.SpentJobTTL = time.Hour })
 	synced := p.syncedTask("app", v1.ModeEdit)
 	waitHealth(p, "AgentTask", taskRef(p, "app"), argocd.HealthProgressing, "Running: turn 0, 0 of 0 intents in flight")
 

@@ -193,16 +193,13 @@ func TestGitWorkspaceClonesAndCallsWaitForIt(t *testing.T) {
 	if p.executionExists(intent.Name) {
 		t.Fatal("a call ran before the workspace was cloned")
 	}
-	got := p.getTask("fix")
-	if c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady); c == nil || c.Reason != v1.ReasonWorkspaceCloning {
-		t.Fatalf("while cloning, Ready is %+v", c)
-	}
+	p.readyReason("fix", v1.ReasonWorkspaceCloning)
 
 	claim := t.TempDir()
 	if res := p.runGitPod(pod, claim); res.Kind != "" {
 		t.Fatalf("clone failed: %+v", res)
 	}
-	got = p.readyReason("fix", v1.ReasonWorkspaceReady)
+	got := p.readyReason("fix", v1.ReasonWorkspaceReady)
 	if ws := got.Status.Workspace; ws == nil || ws.Commit != repo.Second || ws.Ref != "refs/heads/main" || ws.ClonedAt == nil {
 		t.Fatalf("status.workspace %+v, want commit %s of main", ws, repo.Second)
 	}

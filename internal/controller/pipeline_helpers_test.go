@@ -105,7 +105,7 @@ func startPipelineIn(t *testing.T, ns string, tune ...func(*Options)) *pipelineE
 			return setup(mgr, opts)
 		}
 	}
-	p.mgr, p.stop = startManager(t,
+	p.mgr, p.stop = startManagerIn(t, ns,
 		setupIndexes,
 		withClock(setupAgentTask),
 		withClock(setupToolIntent),
@@ -164,6 +164,18 @@ func (p *pipelineEnv) getTask(name string) *v1.AgentTask {
 		p.t.Fatalf("getting task: %v", err)
 	}
 	return task
+}
+
+// seenByController waits until the controller's cache holds the task as ok wants it:
+// a test that acts right after the API server shows a change would otherwise race
+// the controller's watch of it.
+func (p *pipelineEnv) seenByController(name, what string, ok func(*v1.AgentTask) bool) {
+	p.t.Helper()
+	p.eventually("the controller sees task "+name+" "+what, func() (bool, string) {
+		task := &v1.AgentTask{}
+		err := p.mgr.GetClient().Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: name}, task)
+		return err == nil && ok(task), fmt.Sprint(err)
+	})
 }
 
 // policy creates a ToolPolicy in the test namespace.

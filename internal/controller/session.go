@@ -51,7 +51,7 @@ const sessionExecGrace = 30 * time.Second
 // runs them again).
 type sessionCalls struct {
 	exec executor.SessionExecutor
-	// pods reads a session pod fresh, for a call that waited for its turn, and
+	// pods reads a session pod fresh, before a call runs in it, and
 	// deletes one that ran a call which did not end clean.
 	pods    client.Reader
 	deleter client.Writer
@@ -283,9 +283,9 @@ func (s *sessionCalls) release(key string, t *sessionTurn) {
 // deliver starts the call in its session pod, in the background: ctx is the
 // controller's, whose end closes the call's stream.
 //
-// The call runs in the pod of uid: one that waited for its turn checks the pod
-// again first, and does not run in a pod that replaced it meanwhile (an idle
-// session stopped, a task re-created under the same name).
+// The call runs in the pod of uid: the pod is read again first, and the call does
+// not run in a pod that replaced it meanwhile (an idle session stopped, a task
+// re-created under the same name), whether it waited for its turn or not.
 func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod string, uid types.UID) {
 	inv := executor.BuildInvocation(exec)
 	key := exec.Namespace + "/" + pod
@@ -326,7 +326,11 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 			// nothing else recorded why.
 			notRun = "the call was stopped before it started"
 		} else if waited {
-			notRun = s.replaced(callCtx, namespace, pod, uid)
+			notRun = s.replaced(callCtx, namespace, pod, uid, "while the call waited for its turn")
+		} else {
+			// Not waiting is no proof: this goroutine may start late, after a call
+			// before it ended and its pod was replaced under the same name.
+			notRun = s.replaced(callCtx, namespace, pod, uid, "before the call started")
 		}
 		switch {
 		case notRun != "":
@@ -413,18 +417,18 @@ func (s *sessionCalls) retire(namespace, name string, uid types.UID, why string)
 
 // replaced says why the session pod is no longer the one of uid (gone, replaced, or
 // being deleted), or "" when it still is, or cannot be read (the exec then says).
-func (s *sessionCalls) replaced(ctx context.Context, namespace, name string, uid types.UID) string {
+func (s *sessionCalls) replaced(ctx context.Context, namespace, name string, uid types.UID, when string) string {
 	pod := &corev1.Pod{}
 	err := s.pods.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod)
 	switch {
 	case apierrors.IsNotFound(err):
-		return fmt.Sprintf("session pod %s was deleted while the call waited for its turn", name)
+		return fmt.Sprintf("session pod %s was deleted %s", name, when)
 	case err != nil:
 		return ""
 	case pod.UID != uid:
-		return fmt.Sprintf("session pod %s was replaced by another pod of the name while the call waited for its turn", name)
+		return fmt.Sprintf("session pod %s was replaced by another pod of the name %s", name, when)
 	case pod.DeletionTimestamp != nil:
-		return fmt.Sprintf("session pod %s is being deleted since the call began to wait for its turn", name)
+		return fmt.Sprintf("session pod %s began to be deleted %s", name, when)
 	}
 	return ""
 }

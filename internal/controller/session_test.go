@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -117,12 +118,73 @@ func (l *localSessions) Exec(ctx context.Context, namespace, name string, stdin 
 			current := &corev1.Pod{}
 			err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(pod), current)
 			if apierrors.IsNotFound(err) || (err == nil && (current.UID != pod.UID || current.DeletionTimestamp != nil || current.Status.Phase == corev1.PodFailed)) {
-				_ = cmd.Process.Kill()
+				// A kubelet ends every process of the container, not only its first.
+				killTree(cmd.Process.Pid)
 				waitErr := <-done
 				return 0, fmt.Errorf("error reading from error stream: connection reset: pod %s ended (%v)", name, waitErr)
 			}
 		}
 	}
+}
+
+// killTree kills pid and every process under it, however each one grouped itself
+// (the runner starts a tool in a process group of its own), as a container's end
+// would. The processes are stopped before they are killed, so none forks away.
+func killTree(pid int) {
+	for range 3 {
+		tree := descendants(pid)
+		for _, p := range tree {
+			_ = syscall.Kill(p, syscall.SIGSTOP)
+		}
+		for _, p := range tree {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// processAlive says whether pid runs: a zombie (killed, not yet reaped) does not.
+func processAlive(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// descendants lists the processes under pid, read from /proc.
+func descendants(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	children := map[int][]int{}
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(fields[1]); err == nil {
+			children[ppid] = append(children[ppid], child)
+		}
+	}
+	var out []int
+	for next := []int{pid}; len(next) > 0; {
+		p := next[len(next)-1]
+		next = next[:len(next)-1]
+		for _, c := range children[p] {
+			out = append(out, c)
+			next = append(next, c)
+		}
+	}
+	return out
 }
 
 func (l *localSessions) delivered() []string {
@@ -363,6 +425,11 @@ func TestSessionsEndWithTheirTask(t *testing.T) {
 func TestIdleSessionsStopAndComeBack(t *testing.T) {
 	p, _ := startSessionPipeline(t, func(o *Options) { o.SessionIdleTimeout = 2 * time.Second })
 	p.task("i", v1.ModeAuto, sessionTask())
+	// The warm sessions start first; the idle stop is what takes them away.
+	p.eventually("warm sessions", func() (bool, string) {
+		n := len(sessionPods(t, p.ns))
+		return n > 0, fmt.Sprint(n)
+	})
 	p.eventually("no session once idle", func() (bool, string) {
 		n := len(sessionPods(t, p.ns))
 		return n == 0, fmt.Sprint(n)
@@ -487,9 +554,9 @@ func TestBackgroundJobsRunOnUntilKilledOrTheTaskEnds(t *testing.T) {
 	mustContain(t, "the killed job's message", job.Status.Message, "ToolIntent b-t4-0 (job_kill) stopped it")
 	mustContain(t, "the killed job's record", job.Status.Background.StoppedBy, "b-t4-0")
 	mustContain(t, "the killed job's output", job.Status.Output, "tick")
-	if syscall.Kill(jobPid, 0) == nil {
-		t.Fatalf("the job's shell (pid %d) outlived job_kill", jobPid)
-	}
+	p.eventually("the job's shell ended with job_kill", func() (bool, string) {
+		return !processAlive(jobPid), fmt.Sprintf("pid %d alive", jobPid)
+	})
 	p.eventually("the ended job's pod is gone", func() (bool, string) {
 		_, there := sessionPods(t, p.ns)[job.Status.SessionName]
 		return !there, job.Status.SessionName
@@ -524,9 +591,9 @@ func TestBackgroundJobsRunOnUntilKilledOrTheTaskEnds(t *testing.T) {
 		t.Fatalf("the second job: %+v", job.Status)
 	}
 	mustContain(t, "the second job's message", job.Status.Message, "AgentTask b ended")
-	if syscall.Kill(second, 0) == nil {
-		t.Fatalf("the second job (pid %d) outlived its task", second)
-	}
+	p.eventually("the second job's shell is gone", func() (bool, string) {
+		return !processAlive(second), fmt.Sprintf("pid %d alive", second)
+	})
 }
 
 // A PerCall task has no background jobs: the call fails validation, saying why,
@@ -622,7 +689,7 @@ func TestDeletingAnExecutionStopsItsSessionCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.eventually("the deleted Execution's call stopped", func() (bool, string) {
-		return syscall.Kill(shell, 0) != nil, fmt.Sprintf("pid %d alive", shell)
+		return !processAlive(shell), fmt.Sprintf("pid %d alive", shell)
 	})
 	if obs := p.observed("del-t0-0").Status.Observation; obs.Outcome != v1.OutcomeAborted {
 		t.Fatalf("the intent of the deleted Execution: %+v", obs)
@@ -634,7 +701,9 @@ func TestACallStoppedWhileQueuedNeverRuns(t *testing.T) {
 	p, l := startSessionPipeline(t)
 	p.task("sq", v1.ModeAuto, sessionTask())
 	ws := l.workspace("sq-workspace")
-	p.propose("sq", 0, 0, v1.ToolBash, `{"command":"touch started; sleep 4"}`)
+	// The first call holds the session until the test lets it go, however slowly the
+	// second call gets to its turn.
+	p.propose("sq", 0, 0, v1.ToolBash, `{"command":"touch started; while [ ! -e go ]; do sleep 0.1; done"}`)
 	fileAppears(p, "the first call started", filepath.Join(ws, "started"))
 	p.propose("sq", 0, 1, v1.ToolBash, `{"command":"echo queued > queued.txt"}`)
 	queued := &v1.Execution{}
@@ -645,6 +714,9 @@ func TestACallStoppedWhileQueuedNeverRuns(t *testing.T) {
 		return queued.Status.Phase == v1.ExecutionRunning, string(queued.Status.Phase)
 	})
 	if err := env.Client.Delete(t.Context(), queued); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p.observed("sq-t0-0")

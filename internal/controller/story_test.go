@@ -120,6 +120,7 @@ func TestSeedStory(t *testing.T) {
 	}
 
 	// A finished task accepts no more intents.
+	p.seenByController("fix", "Succeeded", func(got *v1.AgentTask) bool { return got.Status.Phase == v1.TaskSucceeded })
 	p.propose("fix", 5, 0, v1.ToolBash, `{"command":"ls"}`)
 	late := p.observed("fix-t5-0")
 	expectObservation(t, late, v1.OutcomeValidationFailed, false, -1, "accepts no more intents: it Succeeded")

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -42,18 +43,14 @@ func testOptions() Options {
 // process.
 func startManager(t *testing.T, setups ...func(ctrl.Manager, Options) error) (ctrl.Manager, func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: env.Scheme,
-		// The cache cmd/manager runs with: its selectors and trimmed objects are what
-		// the reconcilers read in production.
-		Cache:                  CacheOptions(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatalf("creating manager: %v", err)
-	}
+	return startManagerIn(t, "", setups...)
+}
+
+// startManagerIn is startManager watching one namespace (all when namespace is ""),
+// so that a test's controller never works on what earlier tests left in theirs.
+func startManagerIn(t *testing.T, namespace string, setups ...func(ctrl.Manager, Options) error) (ctrl.Manager, func()) {
+	t.Helper()
+	mgr := newTestManager(t, namespace)
 	for _, setup := range setups {
 		if err := setup(mgr, testOptions()); err != nil {
 			t.Fatalf("setting up controller: %v", err)
@@ -61,4 +58,26 @@ func startManager(t *testing.T, setups ...func(ctrl.Manager, Options) error) (ct
 	}
 	stop := testenv.RunManager(t, mgr)
 	return mgr, stop
+}
+
+// newTestManager is a manager against the shared control plane with the cache
+// cmd/manager runs with (its selectors and trimmed objects are what the reconcilers
+// read in production), its namespaced objects limited to namespace unless that is "".
+func newTestManager(t *testing.T, namespace string) ctrl.Manager {
+	t.Helper()
+	cacheOptions := CacheOptions()
+	if namespace != "" {
+		cacheOptions.DefaultNamespaces = map[string]cache.Config{namespace: {}}
+	}
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Cache:                  cacheOptions,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatalf("creating manager: %v", err)
+	}
+	return mgr
 }

@@ -321,7 +321,7 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 		// The task vanished after validation (its deletion removes its intents too).
 		return ctrl.Result{}, nil
 	}
-	done, why := pipeline.TaskFinished(task)
+	done, why := pipeline.TaskClosed(task)
 	if !done && intent.Status.ExecutionRef == "" {
 		var err error
 		if done, why, err = r.stoppedTask(ctx, run); err != nil {
@@ -416,8 +416,20 @@ func (r *ToolIntentReconciler) stoppedTask(ctx context.Context, run *intentRun) 
 	return false, "", nil
 }
 
-// adopt makes the task the intent's controller owner.
+// adopt makes the task the intent's controller owner. The task is read again from
+// the API server first: the cache may not have seen its deletion start yet (a
+// moment's lag would hand an orphaned intent back to the collector), and it reads
+// once per external intent.
 func (r *ToolIntentReconciler) adopt(ctx context.Context, intent *v1.ToolIntent, task *v1.AgentTask) error {
+	if r.APIReader != nil {
+		fresh := &v1.AgentTask{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(task), fresh); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if fresh.UID != task.UID || !fresh.DeletionTimestamp.IsZero() {
+			return nil
+		}
+	}
 	patch := client.MergeFromWithOptions(intent.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	if err := controllerutil.SetControllerReference(task, intent, r.Scheme); err != nil {
 		return err

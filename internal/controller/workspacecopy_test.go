@@ -386,6 +386,9 @@ func TestWorkspaceCopyFailuresFailTheTask(t *testing.T) {
 		msg := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionFailed).Message
 		mustContain(t, "Failed message", msg, "the copy pod "+pod.Name+" ended without a result", "exit code 137, reason OOMKilled")
 		// Failed for good: the pod gone, no copy is tried again.
+		p.seenByController("killed", "Failed", func(got *v1.AgentTask) bool {
+			return meta.IsStatusConditionTrue(got.Status.Conditions, v1.ConditionFailed)
+		})
 		if err := env.Client.Delete(t.Context(), pod); err != nil {
 			t.Fatal(err)
 		}

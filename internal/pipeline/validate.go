@@ -67,7 +67,19 @@ func (v Validation) Status() *v1.Validation {
 	}
 }
 
-// TaskFinished says whether a task accepts no more intents, and why.
+// TaskClosed says whether a task starts no more calls, and why: it finished, or it
+// is being deleted. A call already running when its task's deletion starts runs on
+// (orphan deletion keeps a task's children by request); one that has not started
+// never does.
+func TaskClosed(task *v1.AgentTask) (bool, string) {
+	if !task.DeletionTimestamp.IsZero() {
+		return true, "it is being deleted"
+	}
+	return TaskFinished(task)
+}
+
+// TaskFinished says whether a task ended (succeeded, failed or was cancelled), and
+// how.
 func TaskFinished(task *v1.AgentTask) (bool, string) {
 	switch {
 	case meta.IsStatusConditionTrue(task.Status.Conditions, v1.ConditionSucceeded):
@@ -99,7 +111,7 @@ func Validate(in ValidateInput) Validation {
 		v.Errors = append(v.Errors, fmt.Sprintf("spec.taskRef: AgentTask %q does not exist in this namespace", intent.Spec.TaskRef.Name))
 		return v
 	}
-	if done, why := TaskFinished(task); done {
+	if done, why := TaskClosed(task); done {
 		v.Errors = append(v.Errors, fmt.Sprintf("spec.taskRef: AgentTask %q accepts no more intents: %s", task.Name, why))
 	}
 	if t, known := tools.Lookup(intent.Spec.Tool); known && t.ControllerTool {

@@ -86,6 +86,17 @@ func TestValidate(t *testing.T) {
 			wantNormalized: `{"path":"README.md"}`,
 		},
 		{
+			name:   "a task being deleted, before any status says so",
+			intent: makeIntent("i").obj(),
+			task: func() *v1.AgentTask {
+				task := makeTask(testTask).external().obj()
+				task.DeletionTimestamp = &metav1.Time{Time: epoch}
+				return task
+			}(),
+			want:           Validation{Errors: []string{`spec.taskRef: AgentTask "t" accepts no more intents: it is being deleted`}, Path: "README.md", TimeoutSeconds: 120},
+			wantNormalized: `{"path":"README.md"}`,
+		},
+		{
 			name:           "a False Succeeded condition is not finished",
 			intent:         makeIntent("i").obj(),
 			task:           makeTask(testTask).external().condition(v1.ConditionSucceeded, metav1.ConditionFalse, v1.ReasonRunning, epoch).condition(v1.ConditionFailed, metav1.ConditionFalse, v1.ReasonRunning, epoch).obj(),
