@@ -9,7 +9,9 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/metrics"
@@ -35,7 +37,11 @@ type ApprovalReconciler struct {
 func setupApproval(mgr ctrl.Manager, opts Options) error {
 	r := &ApprovalReconciler{Client: mgr.GetClient(), Now: opts.clock()}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.Approval{}).
+		// A decision (spec) or a nudge (an annotation) is what it acts on; status
+		// writes, its own and the retirements by the other reconcilers, are not, and
+		// expiry comes from RequeueAfter. (Its own Pending write would otherwise wake
+		// it again for nothing.)
+		For(&v1.Approval{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: opts.Workers.orDefault().Approval}).
 		Named("approval").
 		Complete(r)

@@ -165,6 +165,9 @@ func (r *ExecutionReconciler) reconcileGitPush(ctx context.Context, exec *v1.Exe
 	log := ctrl.LoggerFrom(ctx)
 	name := executor.GitPodName(gitws.OpPush, string(exec.UID))
 	failed := func(format string, args ...any) *executor.JobToolAnswer { return pushFailed(r.Now(), format, args...) }
+	stopped := func(why string) *executor.JobToolAnswer {
+		return failed("stopped: AgentTask %s ended while its push ran (%s), so the push pod %s was deleted; whether the branch was created is unknown, look at the server", exec.Spec.TaskRef.Name, why, name)
+	}
 	var (
 		obs     executor.Observation
 		refused *refusal
@@ -175,6 +178,13 @@ func (r *ExecutionReconciler) reconcileGitPush(ctx context.Context, exec *v1.Exe
 	err := getFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: exec.Namespace, Name: name}, pod)
 	switch {
 	case apierrors.IsNotFound(err) && exec.Status.PodName == name:
+		// The task's end deletes its pods too, and may get there before this does.
+		if done, why, err := r.taskEnded(ctx, exec); err != nil {
+			return ctrl.Result{}, err
+		} else if done {
+			obs.Answer = stopped(why)
+			break
+		}
 		obs.Answer = failed("not pushed as far as toolgate knows: the push pod %s was deleted before it reported; whether the branch was created is unknown, look at the server", name)
 	case apierrors.IsNotFound(err):
 		var started *corev1.Pod
@@ -204,7 +214,7 @@ func (r *ExecutionReconciler) reconcileGitPush(ctx context.Context, exec *v1.Exe
 				if err := deleteSessionPod(ctx, r.Client, pod); err != nil {
 					return ctrl.Result{}, err
 				}
-				obs.Answer = failed("stopped: AgentTask %s ended while its push ran (%s), so the push pod %s was deleted; whether the branch was created is unknown, look at the server", exec.Spec.TaskRef.Name, why, name)
+				obs.Answer = stopped(why)
 				break
 			}
 			obs.Pod, wait = pod, gitPollEvery

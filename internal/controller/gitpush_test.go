@@ -339,3 +339,43 @@ func TestGitPushStopsWhenTheTaskIsCancelled(t *testing.T) {
 	got := p.observed(intent.Name)
 	mustContain(t, "the push's observation", got.Status.Observation.Summary, "ended while its push ran", "whether the branch was created is unknown")
 }
+
+// A push pod deleted by someone else while its task goes on is not started again (a
+// second push could not tell its branch from another's): the observation says
+// whether anything was pushed is unknown, and no other push pod starts.
+func TestGitPushPodDeletedBeforeItReported(t *testing.T) {
+	p := startPipeline(t)
+	server := gittest.NewServer(t)
+	repo := server.AddRepo("calc")
+	p.gitSecret("git-creds", server, server.Token, true)
+	claim := p.pushTask("fix", repo, true)
+	p.markDone("fix")
+	intent := p.proposedPush("fix", claim)
+	p.approval(intent.Name)
+	p.decide(intent.Name, v1.DecisionApproved, "bob", "")
+	pod := p.gitPod("fix", gitws.OpPush)
+	p.eventually("the Execution records its push pod", func() (bool, string) {
+		e := getExecution(t, p.ns, intent.Name)
+		return e.Status.PodName == pod.Name, e.Status.PodName
+	})
+	if err := env.Client.Delete(t.Context(), pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	// Seen being deleted or already gone, the call is over with its effect unknown.
+	got := p.observed(intent.Name)
+	if o := got.Status.Observation; o.Outcome == v1.OutcomeSucceeded || !strings.Contains(o.Summary, pod.Name) || !strings.Contains(o.Summary, "unknown") {
+		t.Fatalf("the push's observation: %+v", o)
+	}
+	p.never("a second push pod", func() bool {
+		var pods corev1.PodList
+		if err := env.Client.List(t.Context(), &pods, client.InNamespace(p.ns)); err != nil {
+			return false
+		}
+		for _, other := range pods.Items {
+			if other.Name == pod.Name && other.UID != pod.UID {
+				return true
+			}
+		}
+		return false
+	})
+}
