@@ -376,12 +376,15 @@ func TestBashTimeoutKillsTheProcessTree(t *testing.T) {
 	ws, _ := newWorkspace(t, nil)
 	// A child that ignores SIGTERM and a sleeping grandchild under it, plus a
 	// background sleep of the shell itself.
-	command := `sh -c 'trap "" TERM; sleep 300 & echo $! > grandchild.pid; echo $$ > child.pid; while :; do sleep 1; done' &
-sleep 300 & echo $! > sleeper.pid
+	// The pid files are written whole (renamed into place), and the shell says
+	// started only once all are there, so a slow machine's timeout cannot cut one.
+	command := `sh -c 'trap "" TERM; sleep 300 & echo $! > grandchild.tmp; mv grandchild.tmp grandchild.pid; echo $$ > child.tmp; mv child.tmp child.pid; while :; do sleep 1; done' &
+sleep 300 & echo $! > sleeper.tmp; mv sleeper.tmp sleeper.pid
+while [ ! -e child.pid ] || [ ! -e grandchild.pid ]; do sleep 0.01; done
 echo started
 wait`
-	o := invoke(t, ws, "bash", map[string]any{"command": command, "timeoutMs": 1500}, nil)
-	expectKind(t, o, runner.KindTimeout, "timed out after 1.5s")
+	o := invoke(t, ws, "bash", map[string]any{"command": command, "timeoutMs": 3000}, nil)
+	expectKind(t, o, runner.KindTimeout, "timed out after 3s")
 	if o.res.ExitCode != runner.TimeoutExitCode || o.exitCode != runner.ExitFailed {
 		t.Fatalf("result exit code %d, runner exit code %d; want %d and %d", o.res.ExitCode, o.exitCode, runner.TimeoutExitCode, runner.ExitFailed)
 	}
@@ -403,7 +406,7 @@ wait`
 
 func TestRunnerTerminatedBySignalStillReports(t *testing.T) {
 	ws, _ := newWorkspace(t, nil)
-	o := invoke(t, ws, "bash", map[string]any{"command": "echo $$ > shell.pid; sleep 300"}, nil, invokeOpts{
+	o := invoke(t, ws, "bash", map[string]any{"command": "echo $$ > shell.tmp; mv shell.tmp shell.pid; sleep 300"}, nil, invokeOpts{
 		whileRun: func(cmd *exec.Cmd) {
 			deadline := time.Now().Add(10 * time.Second)
 			for time.Now().Before(deadline) {

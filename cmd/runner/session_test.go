@@ -151,7 +151,7 @@ func TestSessionExecStopsWhenItsStreamCloses(t *testing.T) {
 		close(hangUp)
 	}()
 	start := time.Now()
-	o := execInSession(t, ws, bashInvocation("call-hangup", `sleep 300 & echo $! > sleeper.pid; wait`, 4096), hangUp)
+	o := execInSession(t, ws, bashInvocation("call-hangup", `sleep 300 & echo $! > sleeper.tmp; mv sleeper.tmp sleeper.pid; wait`, 4096), hangUp)
 	if time.Since(start) > 20*time.Second {
 		t.Errorf("the call ran %s after its stream closed", time.Since(start))
 	}
@@ -314,7 +314,19 @@ func TestSessionExecKillsEveryOtherProcessOfItsSession(t *testing.T) {
 	strayDone := make(chan struct{})
 	go func() { _ = stray.Wait(); close(strayDone) }()
 	t.Cleanup(func() { _ = stray.Process.Kill() })
-	time.Sleep(200 * time.Millisecond) // the stray's sleep runs in the namespace
+	// nsenter forks into the namespace; the stray is its child once that runs sleep.
+	strayRuns := false
+	for deadline := time.Now().Add(10 * time.Second); !strayRuns && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", stray.Process.Pid, stray.Process.Pid))
+		var child int
+		if _, err := fmt.Sscan(string(children), &child); err == nil {
+			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", child))
+			strayRuns = strings.TrimSpace(string(comm)) == "sleep"
+		}
+	}
+	if !strayRuns {
+		t.Fatal("the stray never ran sleep in the session's namespace")
+	}
 
 	ws, _ := newWorkspace(t, nil)
 	line, _ := json.Marshal(bashInvocation("call-in-session", "echo ran", 4096))

@@ -117,8 +117,10 @@ func TestFuzzedIntentsKeepEveryPromise(t *testing.T) {
 	}
 
 	ctx, stop := context.WithCancel(t.Context())
-	defer stop()
 	var churn sync.WaitGroup
+	// However the test ends (a Fatal included), the churn stops before it does: a
+	// goroutine logging after its test has ended panics the whole package.
+	defer func() { stop(); churn.Wait() }()
 	churn.Add(1)
 	go func() { defer churn.Done(); churnPolicies(ctx, t, f, ns) }()
 	decideAll(t, ns, fuzzDecider(f))
