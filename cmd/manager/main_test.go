@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/controller"
+	"github.com/toolgate/toolgate/internal/mcpserver"
 )
 
 func parse(args ...string) (config, error) {
@@ -18,9 +19,12 @@ func parse(args ...string) (config, error) {
 
 // The tuning flags reach the controller's Options; without them, the defaults do.
 func TestFlagsReachTheOptions(t *testing.T) {
-	c, err := parse("--intent-workers=3", "--execution-workers=4", "--approval-workers=1", "--task-workers=5", "--spent-job-ttl=90s")
+	c, err := parse("--intent-workers=3", "--execution-workers=4", "--approval-workers=1", "--task-workers=5", "--spent-job-ttl=90s", "--mcp-max-wait=2m")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.mcpMaxWait != 2*time.Minute {
+		t.Errorf("MCP max wait %s, want 2m", c.mcpMaxWait)
 	}
 	if want := (controller.Workers{Intent: 3, Execution: 4, Approval: 1, Task: 5}); c.opts.Workers != want {
 		t.Errorf("workers %+v, want %+v", c.opts.Workers, want)
@@ -32,8 +36,8 @@ func TestFlagsReachTheOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.opts.Workers != controller.DefaultWorkers || c.opts.SpentJobTTL != controller.DefaultSpentJobTTL {
-		t.Errorf("defaults: workers %+v, spent-job TTL %s", c.opts.Workers, c.opts.SpentJobTTL)
+	if c.opts.Workers != controller.DefaultWorkers || c.opts.SpentJobTTL != controller.DefaultSpentJobTTL || c.mcpMaxWait != mcpserver.DefaultMaxWait {
+		t.Errorf("defaults: workers %+v, spent-job TTL %s, MCP max wait %s", c.opts.Workers, c.opts.SpentJobTTL, c.mcpMaxWait)
 	}
 }
 
@@ -47,6 +51,8 @@ func TestFlagsRefuseBadValues(t *testing.T) {
 		"--execution-workers=-2":            "--execution-workers must be at least 1, got -2",
 		"--task-workers=0":                  "--task-workers must be at least 1",
 		"--model-endpoints=ftp://x.example": "--model-endpoints",
+		"--mcp-max-wait=0":                  "--mcp-max-wait must be positive",
+		"--mcp-max-wait=-5s":                "--mcp-max-wait must be positive",
 	} {
 		if _, err := parse(args); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want one containing %q", args, err, want)
