@@ -326,7 +326,7 @@ func (r *ExecutionReconciler) authorize(ctx context.Context, exec *toolgatev1alp
 	if broken == nil {
 		// The chain is whole; the call still does not start once its task ended
 		// (cancelled, failed, succeeded): the task would only delete the Job again.
-		if done, why, err := r.taskEnded(ctx, exec); err != nil || done {
+		if done, why, err := r.taskEnded(ctx, exec, pipeline.TaskClosed); err != nil || done {
 			if err != nil {
 				return 0, nil, err
 			}
@@ -358,11 +358,13 @@ func (r *ExecutionReconciler) authorize(ctx context.Context, exec *toolgatev1alp
 }
 
 // taskEnded reads the Execution's task from the API server (a task cancelled a
-// moment ago must count: the cache may not show it yet) and says whether it ended.
-// A task that does not exist ends nothing here: the chain check already holds the
-// Execution to its intent. A task that ends after this check stops its calls itself
-// (AgentTaskReconciler.stopRunningCalls deletes their Jobs).
-func (r *ExecutionReconciler) taskEnded(ctx context.Context, exec *toolgatev1alpha1.Execution) (bool, string, error) {
+// moment ago must count: the cache may not show it yet) and says whether it ended by
+// the rule: pipeline.TaskClosed for a call that has not started (a task being
+// deleted starts none), pipeline.TaskFinished for one that runs (it runs on through
+// an orphaning deletion). A task that does not exist ends nothing here: the chain
+// check already holds the Execution to its intent. A task that ends after this check
+// stops its calls itself (AgentTaskReconciler.stopRunningCalls deletes their Jobs).
+func (r *ExecutionReconciler) taskEnded(ctx context.Context, exec *toolgatev1alpha1.Execution, rule func(*toolgatev1alpha1.AgentTask) (bool, string)) (bool, string, error) {
 	var reader client.Reader = r.Client
 	if r.APIReader != nil {
 		reader = r.APIReader
@@ -371,7 +373,7 @@ func (r *ExecutionReconciler) taskEnded(ctx context.Context, exec *toolgatev1alp
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.TaskRef.Name}, task); err != nil {
 		return false, "", client.IgnoreNotFound(err)
 	}
-	done, why := pipeline.TaskFinished(task)
+	done, why := rule(task)
 	return done, why, nil
 }
 
@@ -754,7 +756,7 @@ func (r *ExecutionReconciler) reconcileSession(ctx context.Context, exec *toolga
 		if run != nil && obs.Session.Stopped == "" && (run.Err != nil || len(run.Result) == 0 || (run.ExitCode != runner.ExitSucceeded && run.ExitCode != runner.ExitFailed)) {
 			// A run cut short may have been stopped by its task's end, which stops
 			// the task's sessions and the calls in them.
-			done, why, err := r.taskEnded(ctx, exec)
+			done, why, err := r.taskEnded(ctx, exec, pipeline.TaskFinished)
 			if err != nil {
 				return ctrl.Result{}, err
 			}

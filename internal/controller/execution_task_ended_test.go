@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 )
@@ -29,5 +31,39 @@ func TestLateExecutionOfAnEndedTaskNeverStarts(t *testing.T) {
 	exec := newExecution(ns, "late")
 	createExecution(t, exec)
 	waitRefused(t, ns, "late", EventChainBroken, "AgentTask task ended before this call started (it was cancelled)")
+	noJobs(t, ns)
+}
+
+// TestLateExecutionOfATaskBeingDeletedNeverStarts: the same for a task whose deletion
+// has begun (held here by a finalizer, as an orphaning or foreground deletion holds
+// it): a call that has not started never does.
+func TestLateExecutionOfATaskBeingDeletedNeverStarts(t *testing.T) {
+	startChainExecutionManager(t, 3*time.Second)
+	ns := env.Namespace(t)
+	const hold = "test.toolgate.dev/hold"
+	task := &v1.AgentTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "task", Finalizers: []string{hold}},
+		Spec: v1.AgentTaskSpec{
+			Goal: "deleted before its call ran", Mode: v1.ModeEdit,
+			Workspace: v1.WorkspaceSpec{ExistingClaim: "task-workspace"},
+			Agent:     v1.AgentSpec{External: externalAgent()},
+		},
+	}
+	if err := env.Client.Create(t.Context(), task); err != nil {
+		t.Fatalf("creating task: %v", err)
+	}
+	t.Cleanup(func() {
+		got := &v1.AgentTask{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(task), got); err == nil {
+			got.Finalizers = nil
+			_ = env.Client.Update(context.Background(), got)
+		}
+	})
+	if err := env.Client.Delete(t.Context(), task); err != nil {
+		t.Fatal(err)
+	}
+	exec := newExecution(ns, "late")
+	createExecution(t, exec)
+	waitRefused(t, ns, "late", EventChainBroken, "AgentTask task ended before this call started (it is being deleted)")
 	noJobs(t, ns)
 }
