@@ -441,6 +441,22 @@ func (r *ToolIntentReconciler) getFresh(ctx context.Context, key client.ObjectKe
 	return getFresh(ctx, r.Client, r.APIReader, key, obj)
 }
 
+// staleIntent says whether the API server holds a newer intent than the one read
+// from the cache (or none any more).
+func (r *ToolIntentReconciler) staleIntent(ctx context.Context, intent *v1.ToolIntent) (bool, error) {
+	if r.APIReader == nil {
+		return false, nil
+	}
+	fresh := &v1.ToolIntent{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(intent), fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	}
+	return fresh.ResourceVersion != intent.ResourceVersion, nil
+}
+
 // getFresh reads obj from cached and confirms a NotFound with api (when there is
 // one), because the cache may not have seen an object created a moment ago.
 func getFresh(ctx context.Context, cached, api client.Reader, key client.ObjectKey, obj client.Object) error {
@@ -1104,7 +1120,14 @@ func (r *ToolIntentReconciler) observe(ctx context.Context, run *intentRun) erro
 	if err := r.getFresh(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: intent.Status.ExecutionRef}, exec); err != nil {
 		if apierrors.IsNotFound(err) {
 			if c := meta.FindStatusCondition(intent.Status.Conditions, v1.ConditionExecuted); c != nil && c.Reason == v1.ReasonExecutionRequested {
-				// Named, and not created yet: the pass that named it ended first.
+				// Named, and not created yet: the pass that named it ended first. Unless
+				// the cache is behind this controller's own last write (which recorded
+				// the Execution running, before someone deleted it): creating it again
+				// would run a call someone stopped. The intent is read from the API
+				// server first; when it moved on, the watch brings the newer one.
+				if stale, err := r.staleIntent(ctx, intent); err != nil || stale {
+					return err
+				}
 				exec, err := pipeline.BuildExecution(intent)
 				if err != nil {
 					return err
