@@ -312,11 +312,11 @@ func TestGitPushOnlyTheControllerProposesIt(t *testing.T) {
 	}
 }
 
-// A task cancelled while its push pod runs stops the push: the pod is deleted, and
-// the call's observation says whether the branch was made is unknown.
-func TestGitPushStopsWhenTheTaskIsCancelled(t *testing.T) {
-	p := startPipeline(t)
-	server := gittest.NewServer(t)
+// approvedPushRunning brings task "fix" to its approved push, whose pod is started
+// and runs (no kubelet plays it).
+func approvedPushRunning(p *pipelineEnv) (*v1.ToolIntent, *corev1.Pod) {
+	p.t.Helper()
+	server := gittest.NewServer(p.t)
 	repo := server.AddRepo("calc")
 	p.gitSecret("git-creds", server, server.Token, true)
 	claim := p.pushTask("fix", repo, true)
@@ -324,7 +324,14 @@ func TestGitPushStopsWhenTheTaskIsCancelled(t *testing.T) {
 	intent := p.proposedPush("fix", claim)
 	p.approval(intent.Name)
 	p.decide(intent.Name, v1.DecisionApproved, "bob", "")
-	pod := p.gitPod("fix", gitws.OpPush)
+	return intent, p.gitPod("fix", gitws.OpPush)
+}
+
+// A task cancelled while its push pod runs stops the push: the pod is deleted, and
+// the call's observation says whether the branch was made is unknown.
+func TestGitPushStopsWhenTheTaskIsCancelled(t *testing.T) {
+	p := startPipeline(t)
+	intent, pod := approvedPushRunning(p)
 
 	obj := &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "fix"}}
 	if err := env.Client.Patch(t.Context(), obj, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`))); err != nil {
@@ -345,15 +352,7 @@ func TestGitPushStopsWhenTheTaskIsCancelled(t *testing.T) {
 // whether anything was pushed is unknown, and no other push pod starts.
 func TestGitPushPodDeletedBeforeItReported(t *testing.T) {
 	p := startPipeline(t)
-	server := gittest.NewServer(t)
-	repo := server.AddRepo("calc")
-	p.gitSecret("git-creds", server, server.Token, true)
-	claim := p.pushTask("fix", repo, true)
-	p.markDone("fix")
-	intent := p.proposedPush("fix", claim)
-	p.approval(intent.Name)
-	p.decide(intent.Name, v1.DecisionApproved, "bob", "")
-	pod := p.gitPod("fix", gitws.OpPush)
+	intent, pod := approvedPushRunning(p)
 	p.eventually("the Execution records its push pod", func() (bool, string) {
 		e := getExecution(t, p.ns, intent.Name)
 		return e.Status.PodName == pod.Name, e.Status.PodName

@@ -325,12 +325,14 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 			// Ended while it waited for its turn (its Execution deleted: gone), and
 			// nothing else recorded why.
 			notRun = "the call was stopped before it started"
-		} else if waited {
-			notRun = s.replaced(callCtx, namespace, pod, uid, "while the call waited for its turn")
 		} else {
-			// Not waiting is no proof: this goroutine may start late, after a call
-			// before it ended and its pod was replaced under the same name.
-			notRun = s.replaced(callCtx, namespace, pod, uid, "before the call started")
+			// Not waiting is no proof either: this goroutine may start late, after a
+			// call before it ended and its pod was replaced under the same name.
+			when := "before the call started"
+			if waited {
+				when = "while the call waited for its turn"
+			}
+			notRun = s.replaced(callCtx, namespace, pod, uid, when)
 		}
 		switch {
 		case notRun != "":
