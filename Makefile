@@ -24,6 +24,9 @@ WORKSPACE_IMG ?= toolgate/workspace:dev
 # git-http-backend and git, from Debian's git package, with the libraries they load.
 GITSERVER_IMG ?= toolgate/gitserver:dev
 GIT_BINARIES ?= /usr/bin/git /usr/lib/git-core/git-http-backend
+# The workspace image carries git too (agents run it, and the e2e suite checks what
+# configuration it reads), with the libraries it loads.
+WORKSPACE_GIT ?= /usr/bin/git
 IMAGES_DIR ?= $(LOCALBIN)/images
 BUSYBOX ?= $(shell command -v busybox 2>/dev/null || echo /bin/busybox)
 # The bash tool runs commands with bash only (the shell the policy classifies them
@@ -120,8 +123,10 @@ images: build ## Build the controller, runner and workspace images, and the e2e 
 	@ldd $(BUSYBOX) 2>&1 | grep -q 'not a dynamic' || \
 	  { echo "$(BUSYBOX) is not a static busybox: install busybox-static or set BUSYBOX"; exit 1; }
 	@[ -x $(BASH_STATIC) ] || { echo "$(BASH_STATIC) is missing: install bash-static or set BASH_STATIC"; exit 1; }
-	$(LOCALBIN)/ocibuild -tag $(WORKSPACE_IMG) -o $(IMAGES_DIR)/workspace.tar -busybox $(BUSYBOX) -file $(BASH_STATIC)=/bin/bash:0755 -dir /workspace:0775 -workdir /workspace -entrypoint /bin/sh
 	@for f in $(GIT_BINARIES); do [ -x $$f ] || { echo "$$f is missing: install Debian's git package"; exit 1; }; done
+	$(LOCALBIN)/ocibuild -tag $(WORKSPACE_IMG) -o $(IMAGES_DIR)/workspace.tar -busybox $(BUSYBOX) -file $(BASH_STATIC)=/bin/bash:0755 \
+	  $$(for f in $(WORKSPACE_GIT) $$(ldd $(WORKSPACE_GIT) | awk '/=>/ {print $$3} /ld-linux/ && !/=>/ {print $$1}' | sort -u); do echo "-file $$f=$$f"; done) \
+	  -dir /workspace:0775 -workdir /workspace -entrypoint /bin/sh
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/gitserver ./hack/gitserver
 	$(LOCALBIN)/ocibuild -tag $(GITSERVER_IMG) -o $(IMAGES_DIR)/gitserver.tar -file $(LOCALBIN)/gitserver=/gitserver:0755 \
 	  $$(for f in $(GIT_BINARIES) $$(ldd $(GIT_BINARIES) | awk '/=>/ {print $$3} /ld-linux/ && !/=>/ {print $$1}' | sort -u); do echo "-file $$f=$$f"; done) \
