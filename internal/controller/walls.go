@@ -18,12 +18,12 @@ import (
 const EventWallsWidened = "WallsWidened"
 
 // wallsWidened refuses to run a call in pod (its description: "session pod x",
-// "the pod of Job y"), labelled podLabels, when a
-// NetworkPolicy of its namespace other than own (toolgate's fence for the pod's
-// walls) selects the pod and allows it more (netwall.Breaches): NetworkPolicies add
-// up, and the pod would get whatever any of them allows. The policies are read
-// from the cache, which holds every NetworkPolicy (CacheOptions); a change to any of
-// them wakes the calls that have not ended (executionsBehind).
+// "the pod of Job y"), labelled podLabels, when a NetworkPolicy of its namespace
+// other than own (toolgate's fence for the pod's walls) selects the pod and allows
+// it more (netwall.Breaches): NetworkPolicies add up, and the pod would get
+// whatever any of them allows. The policies are read from the cache, which holds
+// every NetworkPolicy (CacheOptions); a change to any of them wakes the calls that
+// have not ended (executionsBehind).
 func wallsWidened(ctx context.Context, c client.Reader, own *networkingv1.NetworkPolicy, pod string, podLabels map[string]string) (*refusal, error) {
 	var policies networkingv1.NetworkPolicyList
 	if err := c.List(ctx, &policies, client.InNamespace(own.Namespace)); err != nil {
@@ -49,11 +49,11 @@ func wallsWidenedError(own *networkingv1.NetworkPolicy, pod string, breaches []n
 		names = append(names, b.Policy)
 		whys = append(whys, b.Policy+": "+b.Why)
 	}
-	which, it := "NetworkPolicy "+names[0], "it"
+	which, opens, it := "NetworkPolicy "+names[0], "opens", "it"
 	if len(names) > 1 {
-		which, it = "NetworkPolicies "+strings.Join(names, ", "), "each of them"
+		which, opens, it = "NetworkPolicies "+strings.Join(names, ", "), "open", "each of them"
 	}
-	return fmt.Errorf("%s in namespace %s would open the network walls of %s (%s): %s. NetworkPolicies add up, and a pod gets whatever any policy that selects it allows. "+
+	return fmt.Errorf("%s in namespace %s %s the network walls of %s (%s): %s. NetworkPolicies add up, and a pod gets whatever any policy that selects it allows. "+
 		"Exclude toolgate's sandbox pods from %s (add {key: %s, operator: DoesNotExist} to its spec.podSelector.matchExpressions) or delete %s, then propose the call again",
-		which, own.Namespace, pod, walls, strings.Join(whys, "; "), it, executor.LabelNetwork, it)
+		which, own.Namespace, opens, pod, walls, strings.Join(whys, "; "), it, executor.LabelNetwork, it)
 }

@@ -92,7 +92,7 @@ func createPolicy(t *testing.T, p *pipelineEnv, policy *networkingv1.NetworkPoli
 // to the model and to a human, with nothing run.
 func assertWallsWidened(t *testing.T, p *pipelineEnv, name, policy string) {
 	t.Helper()
-	exec := waitRefused(t, p.ns, name, EventWallsWidened, "NetworkPolicy "+policy+" in namespace "+p.ns+" would open the network walls of ")
+	exec := waitRefused(t, p.ns, name, EventWallsWidened, "NetworkPolicy "+policy+" in namespace "+p.ns+" opens the network walls of ")
 	cond := meta.FindStatusCondition(exec.Status.Conditions, v1.ConditionComplete)
 	if cond == nil || cond.Reason != v1.ReasonWallsWidened {
 		t.Errorf("Complete condition %+v; want reason %s", cond, v1.ReasonWallsWidened)
