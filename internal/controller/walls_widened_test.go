@@ -92,6 +92,7 @@ func createPolicy(t *testing.T, p *pipelineEnv, policy *networkingv1.NetworkPoli
 // to the model and to a human, with nothing run.
 func assertWallsWidened(t *testing.T, p *pipelineEnv, name, policy string) {
 	t.Helper()
+	p.eventually("Execution "+name, func() (bool, string) { return p.executionExists(name), "" })
 	exec := waitRefused(t, p.ns, name, EventWallsWidened, "NetworkPolicy "+policy+" in namespace "+p.ns+" opens the network walls of ")
 	cond := meta.FindStatusCondition(exec.Status.Conditions, v1.ConditionComplete)
 	if cond == nil || cond.Reason != v1.ReasonWallsWidened {
@@ -178,7 +179,7 @@ func TestPolicyMadeWhileASessionCallRunsStopsIt(t *testing.T) {
 		t.Errorf("observation %s; want Aborted: %s", obs.Outcome, obs.Summary)
 	}
 	exec := getExecution(t, p.ns, "r-t0-0")
-	mustContain(t, "the Execution's message", exec.Status.Message, "was stopped while the call ran", "NetworkPolicy allow-dns in namespace "+p.ns, "UDP/53, TCP/53")
+	mustContain(t, "the Execution's message", exec.Status.Message, "stopped while it ran, because NetworkPolicy allow-dns", "in namespace "+p.ns+" opens the network walls of session pod "+exec.Status.SessionName, "UDP/53, TCP/53")
 }
 
 // A baseline that leaves toolgate's pods out (DoesNotExist on the network label)
