@@ -733,7 +733,8 @@ func (r *ExecutionReconciler) sessionCallCancelled(ctx context.Context, exec *to
 // sessionWallsWidened says why a call in flight must stop because a NetworkPolicy
 // now opens its session pod's walls (wallsWidened; a change to any NetworkPolicy
 // wakes the call), or "". A call delivered but waiting for its turn then never
-// starts; one that runs is stopped, and its session replaced.
+// starts; one that runs is stopped (the session then takes no further call:
+// readySession checks the walls before each one).
 func (r *ExecutionReconciler) sessionWallsWidened(ctx context.Context, exec *toolgatev1alpha1.Execution) (string, error) {
 	pod := &corev1.Pod{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Status.SessionName}, pod); err != nil {
