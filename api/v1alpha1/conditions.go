@@ -197,4 +197,9 @@ const (
 	// ReasonJobInvalid: the Execution could not be turned into a Job; the message
 	// names the field. Nothing ran.
 	ReasonJobInvalid = "JobInvalid"
+	// ReasonWallsWidened: a NetworkPolicy other than toolgate's own selects the
+	// call's pod and allows it traffic its network walls deny (NetworkPolicies add
+	// up), so the call was not run. The message names the policy and how to exclude
+	// toolgate's pods from it.
+	ReasonWallsWidened = "WallsWidened"
 )

@@ -93,14 +93,19 @@ type ExecutionReconciler struct {
 }
 
 // refusal is why an Execution is not run (or its Job not read), with the reason of
-// the Warning event that says so.
+// the Warning event that says so, and of its Complete condition when that is not
+// ReasonJobInvalid.
 type refusal struct {
-	reason string
-	err    error
+	reason    string
+	condition string
+	err       error
 }
 
 func (r *refusal) Error() string { return r.err.Error() }
 func (r *refusal) Unwrap() error { return r.err }
+
+// ConditionReason makes a refusal an executor.ReasonedError.
+func (r *refusal) ConditionReason() string { return r.condition }
 
 func refuse(reason, format string, args ...any) *refusal {
 	return &refusal{reason: reason, err: fmt.Errorf(format, args...)}
@@ -146,8 +151,9 @@ func setupExecution(mgr ctrl.Manager, opts Options) error {
 	return r.SetupWithManager(mgr)
 }
 
-// SetupWithManager watches Executions, the Jobs they own, the NetworkPolicies that
-// fence their pods (a change or deletion wakes the calls behind them), the
+// SetupWithManager watches Executions, the Jobs they own, the NetworkPolicies of
+// their namespaces (toolgate's fences, and any other policy, which may open the
+// walls: a new, changed or deleted one wakes the calls that have not ended), the
 // Jobs' pods (mapped to their Execution by label: a pod's owner is the Job, not the
 // Execution), and ToolIntents (mapped to their Execution by name, so that one waiting
 // for its intent to record it is checked again as soon as the intent's status moves).
@@ -158,7 +164,7 @@ func (r *ExecutionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToExecution)).
 		Watches(&toolgatev1alpha1.ToolIntent{}, handler.EnqueueRequestsFromMapFunc(intentToExecution), builder.WithPredicates(intentChainChanged)).
-		Watches(&networkingv1.NetworkPolicy{}, handler.EnqueueRequestsFromMapFunc(r.executionsBehind), builder.WithPredicates(fenceChanged)).
+		Watches(&networkingv1.NetworkPolicy{}, handler.EnqueueRequestsFromMapFunc(r.executionsBehind), builder.WithPredicates(networkPolicyChanged)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.executionsOfSession)).
 		WatchesRawSource(source.Channel(r.sessions.wake, &handler.EnqueueRequestForObject{})).
 		Named("execution").
@@ -437,6 +443,13 @@ func (r *ExecutionReconciler) observe(ctx context.Context, exec *toolgatev1alpha
 			return executor.Observation{BuildError: refused}, false, nil
 		}
 	}
+	if !obs.JobCreated {
+		if refused, err := r.jobWallsWidened(ctx, exec, job, policy); err != nil {
+			return obs, false, err
+		} else if refused != nil {
+			return executor.Observation{BuildError: refused}, false, nil
+		}
+	}
 	obs.Job, createdJob, err = r.ensureJob(ctx, exec, job, obs.JobCreated)
 	if err != nil {
 		return obs, false, err
@@ -464,6 +477,23 @@ func (r *ExecutionReconciler) observe(ctx context.Context, exec *toolgatev1alpha
 	return obs, createdJob, nil
 }
 
+// jobWallsWidened refuses a Job not made yet whose pod another NetworkPolicy would
+// open beyond its walls (wallsWidened). A Job that exists already (made by an
+// earlier reconcile whose record of it was lost) runs: its call is observed, not
+// refused.
+func (r *ExecutionReconciler) jobWallsWidened(ctx context.Context, exec *toolgatev1alpha1.Execution, job *batchv1.Job, own *networkingv1.NetworkPolicy) (*refusal, error) {
+	refused, err := wallsWidened(ctx, r.Client, own, "the pod of Job "+job.Name, job.Spec.Template.Labels)
+	if err != nil || refused == nil {
+		return refused, err
+	}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{}); err == nil {
+		return nil, nil
+	} else if !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	return refused, nil
+}
+
 // policyInTheWay refuses an existing NetworkPolicy whose spec is not the one
 // BuildNetworkPolicy makes for these walls (want).
 func policyInTheWay(want, existing *networkingv1.NetworkPolicy) *refusal {
@@ -489,17 +519,19 @@ func (r *ExecutionReconciler) fencedByNetworkKey(ctx context.Context, exec *tool
 }
 
 // executionsBehind maps a NetworkPolicy to the unfinished Executions of its
-// namespace whose pods it fences, so that one deleted or changed is made again or
-// refused at once.
+// namespace: toolgate's fence of some of them deleted or changed is made again or
+// refused at once, and any policy may open the walls of any of them
+// (wallsWidened), which then does not start, or stops in its session.
 func (r *ExecutionReconciler) executionsBehind(ctx context.Context, obj client.Object) []reconcile.Request {
 	var execs toolgatev1alpha1.ExecutionList
 	if err := r.List(ctx, &execs, client.InNamespace(obj.GetNamespace())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing the Executions a NetworkPolicy may fence", "networkPolicy", klog.KObj(obj))
 		return nil
 	}
 	var out []reconcile.Request
 	for i := range execs.Items {
 		exec := &execs.Items[i]
-		if !executor.IsFinished(&exec.Status) && executor.NetworkPolicyName(exec) == obj.GetName() {
+		if !executor.IsFinished(&exec.Status) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(exec)})
 		}
 	}
@@ -698,6 +730,27 @@ func (r *ExecutionReconciler) sessionCallCancelled(ctx context.Context, exec *to
 	return pipeline.CallStopped("", intent), nil
 }
 
+// sessionWallsWidened says why a call in flight must stop because a NetworkPolicy
+// now opens its session pod's walls (wallsWidened; a change to any NetworkPolicy
+// wakes the call), or "". A call delivered but waiting for its turn then never
+// starts; one that runs is stopped (the session then takes no further call:
+// readySession checks the walls before each one).
+func (r *ExecutionReconciler) sessionWallsWidened(ctx context.Context, exec *toolgatev1alpha1.Execution) (string, error) {
+	pod := &corev1.Pod{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Status.SessionName}, pod); err != nil {
+		return "", client.IgnoreNotFound(err) // a pod gone ends its call anyway
+	}
+	policy, err := executor.BuildNetworkPolicy(exec)
+	if err != nil {
+		return "", nil // it was built before the call was delivered
+	}
+	refused, err := wallsWidened(ctx, r.Client, policy, "session pod "+pod.Name, pod.Labels)
+	if err != nil || refused == nil {
+		return "", err
+	}
+	return refused.Error(), nil
+}
+
 // reconcileSession moves a call of a session (isolation Session) forward: the chain
 // is checked as for a Job; then the call waits for its session pod to take calls
 // (starting it when there is none, replacing it when it died); then the session and
@@ -739,6 +792,12 @@ func (r *ExecutionReconciler) reconcileSession(ctx context.Context, exec *toolga
 			} else if err == nil && r.sessions.job(exec.UID) != nil && task.Spec.Sandbox.Isolation != toolgatev1alpha1.IsolationSession {
 				// The job tools are gone with the sessions: nobody could see or stop it.
 				r.sessions.stop(exec.UID, fmt.Sprintf("its AgentTask %s was set to isolation %s, which has no background jobs", exec.Spec.TaskRef.Name, task.Spec.Sandbox.Isolation))
+				return ctrl.Result{}, nil
+			}
+			if why, err := r.sessionWallsWidened(ctx, exec); err != nil {
+				return ctrl.Result{}, err
+			} else if why != "" {
+				r.sessions.stop(exec.UID, why)
 				return ctrl.Result{}, nil
 			}
 			// A background job is recorded started once its runner said so: its
@@ -847,7 +906,9 @@ func (r *ExecutionReconciler) retireSession(ctx context.Context, namespace, name
 // calls, else why
 // the call waits: the session is started when it does not exist, and replaced when
 // it died. A pod under the session's name that is not the task's session is a
-// refusal. The NetworkPolicy of the call's walls is made first, as for a Job.
+// refusal. The NetworkPolicy of the call's walls is made first, as for a Job, and
+// a session whose walls another NetworkPolicy opens takes no call
+// (wallsWidened).
 func (r *ExecutionReconciler) readySession(ctx context.Context, exec *toolgatev1alpha1.Execution) (string, types.UID, *refusal, error) {
 	task := &toolgatev1alpha1.AgentTask{}
 	if err := getFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.TaskRef.Name}, task); apierrors.IsNotFound(err) {
@@ -901,13 +962,20 @@ func (r *ExecutionReconciler) readySession(ctx context.Context, exec *toolgatev1
 		return why, "", nil, nil
 	}
 	// The policy made before the pod may have been deleted since: the call still
-	// runs only behind it.
+	// runs only behind it. Another policy made since the pod started may open its
+	// walls: checked before every call.
 	policy, err := executor.BuildNetworkPolicy(exec)
 	if err != nil {
 		return "", "", refuse(EventChainBroken, "%s", err), nil
 	}
-	refused, err := ensureNetworkPolicy(ctx, r.Client, r.APIReader, policy)
-	return "", pod.UID, refused, err
+	if refused, err := ensureNetworkPolicy(ctx, r.Client, r.APIReader, policy); err != nil || refused != nil {
+		return "", "", refused, err
+	}
+	refused, err := wallsWidened(ctx, r.Client, policy, "session pod "+pod.Name, pod.Labels)
+	if err != nil || refused != nil {
+		return "", "", refused, err
+	}
+	return "", pod.UID, nil, nil
 }
 
 // decidedTaskUID is the UID of the task the Execution's intent was decided for, as

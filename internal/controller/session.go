@@ -567,8 +567,9 @@ func ensureNetworkPolicy(ctx context.Context, c client.Client, api client.Reader
 }
 
 // startSession creates the task's session pod for profile, behind its NetworkPolicy
-// (made first, so that the pod never runs unfenced). An existing pod of the name is
-// left as it is: the caller checks it (sessionInTheWay).
+// (made first, so that the pod never runs unfenced), unless another NetworkPolicy
+// would open its walls (wallsWidened). An existing pod of the name is left as it
+// is: the caller checks it (sessionInTheWay).
 func startSession(ctx context.Context, c client.Client, api client.Reader, scheme *runtime.Scheme, task *v1.AgentTask, session executor.Session, runnerImage string) (*refusal, error) {
 	policy, err := executor.BuildProfileNetworkPolicy(task.Namespace, session.Profile)
 	if err != nil {
@@ -580,6 +581,9 @@ func startSession(ctx context.Context, c client.Client, api client.Reader, schem
 	pod, err := executor.BuildSessionPod(task.Namespace, session, runnerImage)
 	if err != nil {
 		return refuse(EventChainBroken, "%s", err), nil
+	}
+	if refused, err := wallsWidened(ctx, c, policy, "session pod "+pod.Name, pod.Labels); err != nil || refused != nil {
+		return refused, err
 	}
 	if err := controllerutil.SetControllerReference(task, pod, scheme); err != nil {
 		return nil, err

@@ -8,7 +8,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -176,9 +175,11 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	return nil
 }
 
-// CacheOptions limit what the manager's cache watches and holds. Only the Jobs, Pods
-// (of Jobs and sessions) and NetworkPolicies toolgate created are cached: caching every pod of a large
-// cluster would cost memory for nothing. Only the Secrets labelled
+// CacheOptions limit what the manager's cache watches and holds. Only the Jobs and
+// Pods (of Jobs and sessions) toolgate created are cached: caching every pod of a
+// large cluster would cost memory for nothing. Every NetworkPolicy is cached, not
+// only toolgate's fences: any policy that selects a sandbox pod may open its walls
+// (wallsWidened), and namespaces hold few of them. Only the Secrets labelled
 // LabelModelCredentials=true are cached, and the agent loop reads API keys through
 // the cache: any other Secret is invisible to the controller's reads, whatever its
 // RBAC (which cannot select by label) allows.
@@ -191,10 +192,6 @@ func CacheOptions() cache.Options {
 	if err != nil {
 		panic(err)
 	}
-	fences, err := labels.NewRequirement(executor.LabelNetwork, selection.Exists, nil)
-	if err != nil {
-		panic(err)
-	}
 	// Job pods and session pods both name their task.
 	tasks, err := labels.NewRequirement(executor.LabelTask, selection.Exists, nil)
 	if err != nil {
@@ -204,12 +201,11 @@ func CacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: trimCached,
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:                 {Label: labels.NewSelector().Add(*tasks), Transform: trimCachedPod},
-			&batchv1.Job{}:                {Label: byLabel, Transform: trimCachedJob},
-			&networkingv1.NetworkPolicy{}: {Label: labels.NewSelector().Add(*fences)},
-			&corev1.Secret{}:              {Label: labels.NewSelector().Add(*credentials)},
-			&v1.ToolIntent{}:              {Transform: trimCachedIntent},
-			&v1.Execution{}:               {Transform: trimCachedExecution},
+			&corev1.Pod{}:    {Label: labels.NewSelector().Add(*tasks), Transform: trimCachedPod},
+			&batchv1.Job{}:   {Label: byLabel, Transform: trimCachedJob},
+			&corev1.Secret{}: {Label: labels.NewSelector().Add(*credentials)},
+			&v1.ToolIntent{}: {Transform: trimCachedIntent},
+			&v1.Execution{}:  {Transform: trimCachedExecution},
 		},
 	}
 }

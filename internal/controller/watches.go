@@ -106,10 +106,11 @@ var executionGotJob = predicate.TypedFuncs[client.Object]{
 	},
 }
 
-// fenceChanged passes a NetworkPolicy that was changed or deleted: the calls behind
-// it must see it made again, or refuse it (ExecutionReconciler.executionsBehind).
-var fenceChanged = predicate.TypedFuncs[client.Object]{
-	CreateFunc: func(event.TypedCreateEvent[client.Object]) bool { return false },
+// networkPolicyChanged passes a NetworkPolicy that was created, changed (its spec)
+// or deleted: toolgate's fence of some calls' walls must be made again or refused,
+// and any other policy may open the walls of the calls that have not ended, which
+// then do not start, or stop (ExecutionReconciler.executionsBehind).
+var networkPolicyChanged = predicate.TypedFuncs[client.Object]{
 	UpdateFunc: func(e event.TypedUpdateEvent[client.Object]) bool {
 		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration()
 	},

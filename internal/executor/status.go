@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -26,7 +27,8 @@ const maxMessageBytes = 4096
 // Observation is what the controller saw of one Execution's world.
 type Observation struct {
 	// BuildError is set when the Execution could not be turned into a Job; nothing
-	// else is looked at then.
+	// else is looked at then. The Complete condition's reason is ReasonJobInvalid,
+	// or the one a ReasonedError in its chain names.
 	BuildError error
 	// Job is the Execution's Job, nil when it does not exist.
 	Job *batchv1.Job
@@ -44,6 +46,13 @@ type Observation struct {
 	// Answer is set for a background-job tool (job_output, job_list, job_kill),
 	// which the controller answers itself; nothing else is looked at then.
 	Answer *JobToolAnswer
+}
+
+// ReasonedError is a BuildError that names the Complete condition's reason (a
+// documented constant of the API package) for why the call was not run.
+type ReasonedError interface {
+	error
+	ConditionReason() string
 }
 
 // JobToolAnswer is the controller's answer to a background-job tool.
@@ -161,6 +170,10 @@ func project(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1.Execut
 		st.Phase = toolgatev1alpha1.ExecutionFailed
 		st.ErrorKind = toolgatev1alpha1.ErrorException
 		st.Message = "not run: " + obs.BuildError.Error()
+		var reasoned ReasonedError
+		if errors.As(obs.BuildError, &reasoned) && reasoned.ConditionReason() != "" {
+			return reasoned.ConditionReason()
+		}
 		return toolgatev1alpha1.ReasonJobInvalid
 	}
 	if obs.Session != nil {

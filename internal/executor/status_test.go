@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -257,6 +258,12 @@ func TestProject(t *testing.T) {
 				message: "not run: spec.sandbox.image is empty"},
 		},
 		{
+			name: "not run for a reason of its own",
+			obs:  Observation{BuildError: fmt.Errorf("checking the walls: %w", reasonedError{reason: toolgatev1alpha1.ReasonWallsWidened, msg: "NetworkPolicy allow-all opens them"})},
+			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorException, reason: toolgatev1alpha1.ReasonWallsWidened, complete: metav1.ConditionTrue,
+				message: "not run: checking the walls: NetworkPolicy allow-all opens them"},
+		},
+		{
 			name: "output larger than the cap: head and tail, cut marked",
 			exec: makeExecution("e1").MaxOutput(256).Obj(),
 			obs: Observation{Job: testJob(), Pod: makePod().Terminated(0, resultJSON(runner.Result{ExitCode: 0, StdoutBytes: 1400, OutputSHA256: sha(bigOut), Truncated: true})).Obj(),
@@ -314,6 +321,12 @@ func TestProject(t *testing.T) {
 		})
 	}
 }
+
+// reasonedError is a BuildError with a condition reason of its own.
+type reasonedError struct{ reason, msg string }
+
+func (e reasonedError) Error() string           { return e.msg }
+func (e reasonedError) ConditionReason() string { return e.reason }
 
 func TestProjectSuccessFields(t *testing.T) {
 	out := "ok\n"
