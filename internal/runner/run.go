@@ -25,8 +25,12 @@ type Config struct {
 	// RootProbeDir is where the runner tries to create a file to find out whether the
 	// root filesystem is read-only (default "/").
 	RootProbeDir string
-	// Environ is the runner's own environment; only PATH is taken from it, for bash.
+	// Environ is the runner's own environment: bash's PATH is taken from it, and
+	// the targets that prove the call's walls (walls.go).
 	Environ []string
+	// HomeParent is where a bash call's home folder is made (default os.TempDir(),
+	// the pod's /tmp).
+	HomeParent string
 }
 
 // errTimedOut is the cause of a context that ended at the invocation's timeout.
