@@ -807,7 +807,7 @@ func TestBashHomeIsPrivateToTheCall(t *testing.T) {
 	tmp := t.TempDir()
 	pwned := filepath.Join(tmp, "pwned")
 	ws, _ := newWorkspace(t, map[string]string{
-		".gitconfig":        "[user]\n\tname = planted\n[alias]\n\tx = !touch " + pwned + "\n[core]\n\tpager = touch " + pwned + "\n[url \"https://evil.example/\"]\n\tinsteadOf = https://github.com/\n",
+		".gitconfig":         "[user]\n\tname = planted\n[alias]\n\tx = !touch " + pwned + "\n[core]\n\tpager = touch " + pwned + "\n[url \"https://evil.example/\"]\n\tinsteadOf = https://github.com/\n",
 		".config/git/config": "[user]\n\temail = planted@example.com\n",
 		"repo/README":        "hi\n",
 	})
