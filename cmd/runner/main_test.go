@@ -47,6 +47,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// heldTargets are probe targets where every connection and query is refused
+// (nothing listens on port 1 of the loopback), as a fenced pod sees them: a call
+// with no network runs.
+var heldTargets = []string{
+	"KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT=1",
+	runner.NodeIPEnv + "=127.0.0.1", runner.KubeletPortEnv + "=1", runner.DNSServerEnv + "=127.0.0.1:1",
+}
+
 // outcome is one run of the runner binary.
 type outcome struct {
 	res      runner.Result
@@ -101,7 +109,7 @@ func invokeRaw(t *testing.T, ws, invJSON string, o invokeOpts) outcome {
 	}
 	term := filepath.Join(termDir, "termination-log")
 	cmd := exec.Command(runnerBin, "-workspace", ws, "-termination-log", term)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), runner.InvocationEnv + "=" + invJSON}, o.env...)
+	cmd.Env = append(append([]string{"PATH=" + os.Getenv("PATH"), runner.InvocationEnv + "=" + invJSON}, heldTargets...), o.env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if o.credential != nil {
@@ -311,14 +319,14 @@ func TestBashEnvironmentIsMinimal(t *testing.T) {
 	ws, _ := newWorkspace(t, nil)
 	o := invoke(t, ws, "bash", map[string]any{"command": "env"},
 		func(inv *runner.Invocation) { inv.Env = map[string]string{"GREETING": "hello world"} },
-		invokeOpts{env: []string{"RUNNER_SECRET=s3cr3t", "KUBERNETES_SERVICE_HOST=10.0.0.1"}})
+		invokeOpts{env: []string{"RUNNER_SECRET=s3cr3t", runner.NodeIPEnv + "=127.0.0.1"}})
 	env := string(o.stdout)
 	for _, want := range []string{"GREETING=hello world\n", "HOME=/", "LANG=C.UTF-8\n", "PATH=" + os.Getenv("PATH") + "\n"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("env lacks %q:\n%s", want, env)
 		}
 	}
-	for _, leak := range []string{"RUNNER_SECRET", "KUBERNETES_SERVICE_HOST", runner.InvocationEnv} {
+	for _, leak := range []string{"RUNNER_SECRET", "KUBERNETES_SERVICE_HOST", runner.NodeIPEnv, runner.InvocationEnv} {
 		if strings.Contains(env, leak) {
 			t.Errorf("env leaks %s:\n%s", leak, env)
 		}
