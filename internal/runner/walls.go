@@ -76,7 +76,8 @@ const (
 	ProbeTimeout = 100 * time.Millisecond
 	// WallWait bounds how long the runner waits for a network wall to close before
 	// it refuses the call: the enforcer may fence a new pod a moment after it
-	// started.
+	// started. It fits in the grace a Job's deadline and a session call's exec
+	// give the runner beyond the tool's timeout.
 	WallWait = 10 * time.Second
 	// resolvConfPath lists the pod's nameservers.
 	resolvConfPath = "/etc/resolv.conf"
