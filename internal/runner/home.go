@@ -9,7 +9,9 @@ import (
 
 // A bash call's home is an empty folder made for it outside the workspace, in the
 // runner's temporary folder (os.TempDir: the pod's /tmp, an emptyDir), with a fresh
-// random name and mode 0700, and removed when the call ends (at its timeout too).
+// random name and mode 0700, and removed when the call ends (at its timeout too). A
+// runner killed outright (SIGKILL) leaves it behind: a Job's pod goes with it, and a
+// session whose runner sent no Result is replaced before its next call.
 // HOME and the XDG base folders point into it, and GIT_CONFIG_NOSYSTEM=1 keeps git
 // from the image's /etc/gitconfig. The workspace is writable by earlier calls: a
 // .gitconfig (an alias or core.sshCommand that runs a program, url.*.insteadOf), a
