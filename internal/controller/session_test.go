@@ -102,7 +102,9 @@ func (l *localSessions) Exec(ctx context.Context, namespace, name string, stdin 
 	}
 	// On a host: the runner is not in a session pod, and must not kill its namespace.
 	// Its probe targets refuse every connection, as a fenced pod sees them.
-	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin", "TOOLGATE_OUTSIDE_SESSION=1",
+	// A bash call's home goes under the test's folder: a runner killed with its
+	// stream leaves it behind.
+	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin", "TOOLGATE_OUTSIDE_SESSION=1", "TMPDIR=" + l.root,
 		"KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT=1", runner.NodeIPEnv + "=127.0.0.1",
 		runner.KubeletPortEnv + "=1", runner.DNSServerEnv + "=127.0.0.1:1"}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
