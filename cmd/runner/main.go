@@ -9,7 +9,10 @@
 //
 // The Invocation is read as JSON from TOOLGATE_INVOCATION (required). The workspace
 // root is -workspace, else TOOLGATE_WORKSPACE, else /workspace; the Result goes to
-// -termination-log, else TOOLGATE_TERMINATION_LOG, else /dev/termination-log. stdout
+// -termination-log, else TOOLGATE_TERMINATION_LOG, else /dev/termination-log. Before
+// the tool starts, the runner proves the call's walls (internal/runner/walls.go),
+// trying the targets its own environment names: KUBERNETES_SERVICE_HOST and _PORT,
+// TOOLGATE_NODE_IP, and for tests TOOLGATE_KUBELET_PORT and TOOLGATE_DNS_SERVER. stdout
 // carries only the tool's combined output. Before the Result is written, every other
 // process of the container (or, when the runner is not the container's PID 1, every
 // process below it) is killed, so that nothing the tool left behind can overwrite it.

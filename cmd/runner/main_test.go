@@ -47,6 +47,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// heldTargets are probe targets where every connection and query is refused
+// (nothing listens on port 1 of the loopback), as a fenced pod sees them: a call
+// with no network runs.
+var heldTargets = []string{
+	"KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT=1",
+	runner.NodeIPEnv + "=127.0.0.1", runner.KubeletPortEnv + "=1", runner.DNSServerEnv + "=127.0.0.1:1",
+}
+
 // outcome is one run of the runner binary.
 type outcome struct {
 	res      runner.Result
@@ -101,7 +109,7 @@ func invokeRaw(t *testing.T, ws, invJSON string, o invokeOpts) outcome {
 	}
 	term := filepath.Join(termDir, "termination-log")
 	cmd := exec.Command(runnerBin, "-workspace", ws, "-termination-log", term)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), runner.InvocationEnv + "=" + invJSON}, o.env...)
+	cmd.Env = append(append([]string{"PATH=" + os.Getenv("PATH"), runner.InvocationEnv + "=" + invJSON}, heldTargets...), o.env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if o.credential != nil {
@@ -311,14 +319,14 @@ func TestBashEnvironmentIsMinimal(t *testing.T) {
 	ws, _ := newWorkspace(t, nil)
 	o := invoke(t, ws, "bash", map[string]any{"command": "env"},
 		func(inv *runner.Invocation) { inv.Env = map[string]string{"GREETING": "hello world"} },
-		invokeOpts{env: []string{"RUNNER_SECRET=s3cr3t", "KUBERNETES_SERVICE_HOST=10.0.0.1"}})
+		invokeOpts{env: []string{"RUNNER_SECRET=s3cr3t", runner.NodeIPEnv + "=127.0.0.1"}})
 	env := string(o.stdout)
-	for _, want := range []string{"GREETING=hello world\n", "HOME=" + ws + "\n", "LANG=C.UTF-8\n", "PATH=" + os.Getenv("PATH") + "\n"} {
+	for _, want := range []string{"GREETING=hello world\n", "HOME=/", "LANG=C.UTF-8\n", "PATH=" + os.Getenv("PATH") + "\n"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("env lacks %q:\n%s", want, env)
 		}
 	}
-	for _, leak := range []string{"RUNNER_SECRET", "KUBERNETES_SERVICE_HOST", runner.InvocationEnv} {
+	for _, leak := range []string{"RUNNER_SECRET", "KUBERNETES_SERVICE_HOST", runner.NodeIPEnv, runner.InvocationEnv} {
 		if strings.Contains(env, leak) {
 			t.Errorf("env leaks %s:\n%s", leak, env)
 		}
@@ -794,6 +802,89 @@ func TestBadInvocationsStillReportValidJSON(t *testing.T) {
 			expectKind(t, o, runner.KindException, tc.msgPart)
 			if o.res.ExitCode != 1 || o.exitCode != runner.ExitFailed {
 				t.Errorf("result exit code %d, runner exit code %d; want 1 and %d", o.res.ExitCode, o.exitCode, runner.ExitFailed)
+			}
+		})
+	}
+}
+
+// A call's HOME is an empty folder made for it outside the workspace, and gone when
+// the call ended: configuration an earlier call wrote into the workspace (a
+// .gitconfig with an alias that runs a program, a pager, a user) is never read as
+// the home's.
+func TestBashHomeIsPrivateToTheCall(t *testing.T) {
+	tmp := t.TempDir()
+	pwned := filepath.Join(tmp, "pwned")
+	ws, _ := newWorkspace(t, map[string]string{
+		".gitconfig":         "[user]\n\tname = planted\n[alias]\n\tx = !touch " + pwned + "\n[core]\n\tpager = touch " + pwned + "\n[url \"https://evil.example/\"]\n\tinsteadOf = https://github.com/\n",
+		".config/git/config": "[user]\n\temail = planted@example.com\n",
+		"repo/README":        "hi\n",
+	})
+	command := `printf 'home=%s\n' "$HOME"; stat -c 'mode=%a' "$HOME"; ls -A "$HOME" | wc -l;
+env | grep -E '^(XDG_[A-Z_]+|GIT_CONFIG_NOSYSTEM)=' | sort;
+printf 'user=%s\n' "$(git config --get user.name)"; printf 'email=%s\n' "$(git config --get user.email)";
+printf 'url=%s\n' "$(git config --get-regexp '^url\.' )"; git x 2>/dev/null; echo "alias exit $?";
+cd repo && git init -q . && git -c core.pager= log -1 2>/dev/null; git --paginate status >/dev/null 2>&1; true`
+	o := invoke(t, ws, "bash", map[string]any{"command": command}, nil,
+		invokeOpts{env: []string{"TMPDIR=" + tmp}})
+	if o.res.ErrorKind != "" {
+		t.Fatalf("result %+v, output %s", o.res, o.stdout)
+	}
+	out := string(o.stdout)
+	home := ""
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "home="); ok {
+			home = v
+		}
+	}
+	if home == "" || !strings.HasPrefix(home, tmp+"/") {
+		t.Fatalf("HOME %q is not a folder of its own under the runner's temporary folder %s:\n%s", home, tmp, out)
+	}
+	for _, want := range []string{
+		"mode=700\n0\n",
+		"XDG_CACHE_HOME=" + home + "/.cache\n", "XDG_CONFIG_HOME=" + home + "/.config\n",
+		"XDG_DATA_HOME=" + home + "/.local/share\n", "XDG_STATE_HOME=" + home + "/.local/state\n",
+		"GIT_CONFIG_NOSYSTEM=1\n",
+		"user=\n", "email=\n", "url=\n", "alias exit 1\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(pwned); err == nil {
+		t.Errorf("git ran a program the workspace's .gitconfig named")
+	}
+	if _, err := os.Stat(home); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the call's HOME %s is still there after the call (%v)", home, err)
+	}
+}
+
+// The call's HOME goes when the call is killed at its timeout, too.
+func TestBashHomeIsRemovedAfterATimeout(t *testing.T) {
+	tmp := t.TempDir()
+	ws, _ := newWorkspace(t, nil)
+	o := invoke(t, ws, "bash", map[string]any{"command": `touch "$HOME/left"; echo "$HOME" > home.txt; sleep 300`, "timeoutMs": 500}, nil,
+		invokeOpts{env: []string{"TMPDIR=" + tmp}})
+	expectKind(t, o, runner.KindTimeout, "timed out")
+	home := strings.TrimSpace(readFile(t, filepath.Join(ws, "home.txt")))
+	if !strings.HasPrefix(home, tmp+"/") {
+		t.Fatalf("HOME %q is not under %s", home, tmp)
+	}
+	if _, err := os.Stat(home); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the call's HOME %s is still there after its timeout (%v)", home, err)
+	}
+}
+
+// The invocation's environment cannot take back the call's home or point git, curl
+// or npm at configuration in the workspace.
+func TestBashEnvCannotSetTheHome(t *testing.T) {
+	ws, _ := newWorkspace(t, nil)
+	for _, name := range []string{"HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_COUNT", "CURL_HOME", "npm_config_userconfig"} {
+		t.Run(name, func(t *testing.T) {
+			o := invoke(t, ws, "bash", map[string]any{"command": "touch ran"},
+				func(inv *runner.Invocation) { inv.Env = map[string]string{name: ws} })
+			expectKind(t, o, runner.KindException, name)
+			if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+				t.Error("the command ran")
 			}
 		})
 	}

@@ -34,7 +34,7 @@ func execInSession(t *testing.T, ws string, inv runner.Invocation, hangUp <-chan
 		t.Fatal(err)
 	}
 	cmd := exec.Command(runnerBin, runner.ExecCommand)
-	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin", outsideSessionEnv + "=1"}
+	cmd.Env = append([]string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin", outsideSessionEnv + "=1"}, heldTargets...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +217,7 @@ func TestSessionExecRunsABackgroundJob(t *testing.T) {
 	inv.Background = true
 	line, _ := json.Marshal(inv)
 	cmd := exec.Command(runnerBin, runner.ExecCommand)
-	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin", outsideSessionEnv + "=1"}
+	cmd.Env = append([]string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin", outsideSessionEnv + "=1"}, heldTargets...)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	stderr, _ := cmd.StderrPipe()
@@ -330,7 +330,7 @@ func TestSessionExecKillsEveryOtherProcessOfItsSession(t *testing.T) {
 
 	ws, _ := newWorkspace(t, nil)
 	line, _ := json.Marshal(bashInvocation("call-in-session", "echo ran", 4096))
-	call := enter("env", "TOOLGATE_WORKSPACE="+ws, "PATH=/usr/bin:/bin", runnerBin, runner.ExecCommand)
+	call := enter(append(append([]string{"env", "TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin"}, heldTargets...), runnerBin, runner.ExecCommand)...)
 	stdin, err := call.StdinPipe() // held open for the call: its end would stop it
 	if err != nil {
 		t.Fatal(err)

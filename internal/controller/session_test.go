@@ -25,6 +25,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/runner"
 )
 
 // envtest has no kubelet, so neither session pods nor pods/exec exist here: the
@@ -91,9 +92,21 @@ func (l *localSessions) Exec(ctx context.Context, namespace, name string, stdin 
 	l.execs = append(l.execs, name)
 	l.mu.Unlock()
 	claim := pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName
+	ws := l.workspace(claim)
 	cmd := exec.CommandContext(ctx, l.runner, "exec")
+	if pod.Spec.Containers[0].VolumeMounts[0].ReadOnly {
+		// The runner proves a read-only workspace by its mount: bind the folder
+		// read-only in a mount namespace of the runner's own.
+		cmd = exec.CommandContext(ctx, "unshare", "--mount", "--map-root-user", "--", "sh", "-c",
+			`mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && exec "$2" exec`, "sh", ws, l.runner)
+	}
 	// On a host: the runner is not in a session pod, and must not kill its namespace.
-	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + l.workspace(claim), "PATH=/usr/bin:/bin", "TOOLGATE_OUTSIDE_SESSION=1"}
+	// Its probe targets refuse every connection, as a fenced pod sees them.
+	// A bash call's home goes under the test's folder: a runner killed with its
+	// stream leaves it behind.
+	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin", "TOOLGATE_OUTSIDE_SESSION=1", "TMPDIR=" + l.root,
+		"KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT=1", runner.NodeIPEnv + "=127.0.0.1",
+		runner.KubeletPortEnv + "=1", runner.DNSServerEnv + "=127.0.0.1:1"}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// Copied by hand: exec.Cmd would wait for a Stdin reader that the controller
 	// keeps open for the whole call.
@@ -287,7 +300,7 @@ func TestSessionTaskKeepsTwoWarmSessionsWithTheWallsOfAJob(t *testing.T) {
 		}
 		want := job.Spec.Template.Spec
 		want.Containers[0].Command = []string{executor.RunnerPath, "session"}
-		want.Containers[0].Env = nil
+		want.Containers[0].Env = want.Containers[0].Env[1:] // the probe targets, without the invocation
 		got := pod.Spec
 		if got.TerminationGracePeriodSeconds == nil || *got.TerminationGracePeriodSeconds != executor.SessionGraceSeconds {
 			t.Errorf("grace period %v", got.TerminationGracePeriodSeconds)

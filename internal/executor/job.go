@@ -54,7 +54,8 @@ const (
 	// container runs it as `runner install DEST`, which copies itself to DEST, so the
 	// runner image needs no shell or cp.
 	RunnerImageBinary = "/runner"
-	// TmpDir is a writable emptyDir: the root filesystem is read-only.
+	// TmpDir is a writable emptyDir: the root filesystem is read-only. Each bash
+	// call's home is made in it, and removed after the call.
 	TmpDir = "/tmp"
 
 	// SandboxUID and SandboxGID are the non-root user and group the pod runs as; the
@@ -204,7 +205,24 @@ func BuildInvocation(exec *toolgatev1alpha1.Execution) runner.Invocation {
 		BaselineSHA256: exec.Spec.BaselineSHA256,
 		Env:            env,
 		Background:     tools.IsBackground(exec.Spec.Tool, exec.Spec.Input.Raw),
+		// What the pod's NetworkPolicy (BuildNetworkPolicy) and workspace mount are
+		// built from: the runner proves them before the tool starts.
+		Walls: runner.Walls{
+			Network:           *exec.Spec.Sandbox.Network.DeepCopy(),
+			ReadOnlyWorkspace: exec.Spec.Sandbox.ReadOnlyWorkspace,
+		},
 	}
+}
+
+// wallProbeEnv is the environment the runner finds its probe targets in, besides
+// KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT, which the kubelet sets in
+// every container: the node's address, from the downward API. It is the runner's
+// alone; the tool's environment is built by the runner (runner.Invocation.Env).
+func wallProbeEnv() []corev1.EnvVar {
+	return []corev1.EnvVar{{
+		Name:      runner.NodeIPEnv,
+		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.hostIP"}},
+	}}
 }
 
 // validate reports the first thing that makes exec impossible to run, naming the field.
@@ -244,9 +262,9 @@ func BuildJob(exec *toolgatev1alpha1.Execution, runnerImage string) (*batchv1.Jo
 	}
 	labels := Labels(exec)
 	pod := sandboxPodSpec(exec.Spec.Sandbox, runnerImage, []string{RunnerPath},
-		// Only the invocation: the tool's environment is in it, and the runner sets
-		// it for the tool alone.
-		[]corev1.EnvVar{{Name: runner.InvocationEnv, Value: string(invocation)}})
+		// Only the invocation and the walls' probe targets: the tool's environment
+		// is in the invocation, and the runner sets it for the tool alone.
+		append([]corev1.EnvVar{{Name: runner.InvocationEnv, Value: string(invocation)}}, wallProbeEnv()...))
 	job := &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{

@@ -167,7 +167,8 @@ func TestBuildNetworkPolicyGolden(t *testing.T) {
 // rewritten by mistake cannot hide a weakened sandbox.
 func TestBuildJobSandbox(t *testing.T) {
 	for _, readOnly := range []bool{true, false} {
-		b := makeExecution("e1").Tool(toolgatev1alpha1.ToolBash, `{"command":"true"}`).Timeout(45).Env("A", "b")
+		b := makeExecution("e1").Tool(toolgatev1alpha1.ToolBash, `{"command":"true"}`).Timeout(45).Env("A", "b").
+			Network(toolgatev1alpha1.NetworkSpec{Mode: toolgatev1alpha1.NetworkAllowList, Egress: []toolgatev1alpha1.EgressRule{{CIDR: "10.0.0.0/8", Ports: []int32{443}}}, ClusterDNS: true})
 		if readOnly {
 			b.ReadOnly()
 		}
@@ -178,24 +179,25 @@ func TestBuildJobSandbox(t *testing.T) {
 		}
 		spec := job.Spec.Template.Spec
 		checks := map[string]bool{
-			"name is the Execution's":             job.Name == "e1" && job.Namespace == "team-a",
-			"no retries":                          ptr.Deref(job.Spec.BackoffLimit, -1) == 0,
-			"deadline is timeout plus grace":      ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0) == 45+DeadlineGraceSeconds,
-			"ttl set":                             job.Spec.TTLSecondsAfterFinished != nil,
-			"restart never":                       spec.RestartPolicy == corev1.RestartPolicyNever,
-			"no token":                            spec.AutomountServiceAccountToken != nil && !*spec.AutomountServiceAccountToken,
-			"no service links":                    spec.EnableServiceLinks != nil && !*spec.EnableServiceLinks,
-			"non-root pod":                        ptr.Deref(spec.SecurityContext.RunAsNonRoot, false) && ptr.Deref(spec.SecurityContext.RunAsUser, 0) == SandboxUID && ptr.Deref(spec.SecurityContext.FSGroup, 0) == SandboxGID,
-			"seccomp RuntimeDefault":              spec.SecurityContext.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault,
-			"pod selected by execution label":     job.Spec.Template.Labels[LabelExecution] == "e1",
-			"intent and task labels":              job.Labels[LabelIntent] == "fix-bug-t1-0" && job.Labels[LabelTask] == "fix-bug",
-			"one init container from the runner":  len(spec.InitContainers) == 1 && spec.InitContainers[0].Image == testRunnerImage,
-			"tool container runs the runner":      len(spec.Containers) == 1 && spec.Containers[0].Command[0] == RunnerPath,
-			"tool container uses sandbox image":   spec.Containers[0].Image == "example.test/workspace:v1",
-			"termination message from file":       spec.Containers[0].TerminationMessagePolicy == corev1.TerminationMessageReadFile,
-			"default resources when none":         spec.Containers[0].Resources.Limits.Memory().Cmp(resource.MustParse("512Mi")) == 0,
-			"runtimeClass unset when none":        spec.RuntimeClassName == nil,
-			"invocation is the only env variable": len(spec.Containers[0].Env) == 1 && spec.Containers[0].Env[0].Name == runner.InvocationEnv,
+			"name is the Execution's":            job.Name == "e1" && job.Namespace == "team-a",
+			"no retries":                         ptr.Deref(job.Spec.BackoffLimit, -1) == 0,
+			"deadline is timeout plus grace":     ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0) == 45+DeadlineGraceSeconds,
+			"ttl set":                            job.Spec.TTLSecondsAfterFinished != nil,
+			"restart never":                      spec.RestartPolicy == corev1.RestartPolicyNever,
+			"no token":                           spec.AutomountServiceAccountToken != nil && !*spec.AutomountServiceAccountToken,
+			"no service links":                   spec.EnableServiceLinks != nil && !*spec.EnableServiceLinks,
+			"non-root pod":                       ptr.Deref(spec.SecurityContext.RunAsNonRoot, false) && ptr.Deref(spec.SecurityContext.RunAsUser, 0) == SandboxUID && ptr.Deref(spec.SecurityContext.FSGroup, 0) == SandboxGID,
+			"seccomp RuntimeDefault":             spec.SecurityContext.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault,
+			"pod selected by execution label":    job.Spec.Template.Labels[LabelExecution] == "e1",
+			"intent and task labels":             job.Labels[LabelIntent] == "fix-bug-t1-0" && job.Labels[LabelTask] == "fix-bug",
+			"one init container from the runner": len(spec.InitContainers) == 1 && spec.InitContainers[0].Image == testRunnerImage,
+			"tool container runs the runner":     len(spec.Containers) == 1 && spec.Containers[0].Command[0] == RunnerPath,
+			"tool container uses sandbox image":  spec.Containers[0].Image == "example.test/workspace:v1",
+			"termination message from file":      spec.Containers[0].TerminationMessagePolicy == corev1.TerminationMessageReadFile,
+			"default resources when none":        spec.Containers[0].Resources.Limits.Memory().Cmp(resource.MustParse("512Mi")) == 0,
+			"runtimeClass unset when none":       spec.RuntimeClassName == nil,
+			"env is the invocation and the node's address": len(spec.Containers[0].Env) == 2 && spec.Containers[0].Env[0].Name == runner.InvocationEnv &&
+				spec.Containers[0].Env[1].Name == runner.NodeIPEnv && spec.Containers[0].Env[1].ValueFrom.FieldRef.FieldPath == "status.hostIP",
 		}
 		for _, c := range append(spec.InitContainers, spec.Containers...) {
 			sc := c.SecurityContext
@@ -222,6 +224,8 @@ func TestBuildJobSandbox(t *testing.T) {
 		}
 		checks["invocation carries the spec"] = inv.ExecutionName == "e1" && inv.Tool == "bash" && string(inv.Input) == `{"command":"true"}` &&
 			inv.TimeoutSeconds == 45 && inv.MaxOutputBytes == 1024 && inv.Env["A"] == "b"
+		checks["invocation carries the walls"] = inv.Walls.ReadOnlyWorkspace == readOnly && inv.Walls.Network.Mode == toolgatev1alpha1.NetworkAllowList &&
+			len(inv.Walls.Network.Egress) == 1 && inv.Walls.Network.Egress[0].CIDR == "10.0.0.0/8" && inv.Walls.Network.Egress[0].Ports[0] == 443 && inv.Walls.Network.ClusterDNS
 		for name, ok := range checks {
 			if !ok {
 				t.Errorf("readOnly=%v: %s: not so", readOnly, name)

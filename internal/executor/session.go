@@ -137,7 +137,7 @@ func BuildSessionPod(namespace string, s Session, runnerImage string) (*corev1.P
 	case profile.WorkspaceClaimName == "":
 		return nil, fmt.Errorf("spec.sandbox.workspaceClaimName is empty: the Execution must name the workspace claim to mount")
 	}
-	spec := sandboxPodSpec(profile, runnerImage, []string{RunnerPath, runner.SessionCommand}, nil)
+	spec := sandboxPodSpec(profile, runnerImage, []string{RunnerPath, runner.SessionCommand}, wallProbeEnv())
 	spec.TerminationGracePeriodSeconds = ptr.To[int64](SessionGraceSeconds)
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},

@@ -70,7 +70,7 @@ func TestSessionPodHasTheWallsOfAJob(t *testing.T) {
 		}
 		want := job.Spec.Template.Spec.DeepCopy()
 		want.Containers[0].Command = []string{RunnerPath, runner.SessionCommand}
-		want.Containers[0].Env = nil
+		want.Containers[0].Env = wallProbeEnv() // the Job's, without the invocation
 		grace := int64(SessionGraceSeconds)
 		want.TerminationGracePeriodSeconds = &grace
 		if !equality.Semantic.DeepEqual(&pod.Spec, want) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,8 +32,8 @@ const pipeDrainTimeout = 2 * time.Second
 // policy classified the command as bash reads it, and another shell (dash, busybox
 // ash) can read the same string as other commands, so an image without bash on PATH
 // is an Exception, never a fallback. The shell gets a minimal
-// environment: PATH (the container's, which is the image's), HOME (the workspace), LANG,
-// then Invocation.Env; nothing else of the runner's environment leaks in.
+// environment: PATH (the container's, which is the image's), LANG, Invocation.Env, and
+// an empty home of its own (home.go); nothing else of the runner's environment leaks in.
 func runBash(ctx context.Context, ic *invocationContext) error {
 	var in tools.BashInput
 	if err := decodeInput(ic, &in); err != nil {
@@ -44,6 +45,9 @@ func runBash(ctx context.Context, ic *invocationContext) error {
 	for k, v := range ic.inv.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
 			return exceptionf("invocation field env has an invalid variable %q: names must be non-empty without '=' or NUL, values without NUL", k)
+		}
+		if err := checkEnvName(k); err != nil {
+			return err
 		}
 	}
 	workdir := ic.inv.Workdir
@@ -67,7 +71,15 @@ func runBash(ctx context.Context, ic *invocationContext) error {
 		timeout = time.Duration(in.TimeoutMs) * time.Millisecond
 	}
 
-	env := bashEnv(ic.cfg.Environ, ic.ws.given, ic.inv.Env)
+	home, err := makeHome(ic.cfg.HomeParent)
+	if err != nil {
+		return err
+	}
+	// Once the process group is gone. A process that left the group (setsid) and
+	// writes into the home can make this fail; the sweep kills it, and the folder's
+	// random name is never another call's home.
+	defer func() { _ = removeHome(home) }()
+	env := bashEnv(ic.cfg.Environ, home, ic.inv.Env)
 	shell, err := findBash(env)
 	if err != nil {
 		return err
@@ -209,17 +221,17 @@ func exitCode(waitErr error) (int, error) {
 }
 
 // bashEnv builds the shell's environment: PATH from the container (or defaultPath),
-// HOME at the workspace, LANG C.UTF-8, then extra, sorted for determinism.
+// LANG C.UTF-8, extra (which checkEnvName keeps off the home's variables), then the
+// call's home (homeEnv), sorted for determinism.
 func bashEnv(environ []string, home string, extra map[string]string) []string {
-	vars := map[string]string{"PATH": defaultPath, "HOME": home, "LANG": "C.UTF-8"}
+	vars := map[string]string{"PATH": defaultPath, "LANG": "C.UTF-8"}
 	for _, kv := range environ {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok && v != "" {
 			vars["PATH"] = v
 		}
 	}
-	for k, v := range extra {
-		vars[k] = v
-	}
+	maps.Copy(vars, extra)
+	maps.Copy(vars, homeEnv(home))
 	env := make([]string, 0, len(vars))
 	for k, v := range vars {
 		env = append(env, k+"="+v)

@@ -122,13 +122,27 @@ func TestNextLine(t *testing.T) {
 }
 
 func TestBashEnv(t *testing.T) {
-	got := bashEnv([]string{"PATH=/custom/bin", "SECRET=x", "HOME=/root"}, "/workspace", map[string]string{"FOO": "bar", "LANG": "en_US.UTF-8"})
-	want := []string{"FOO=bar", "HOME=/workspace", "LANG=en_US.UTF-8", "PATH=/custom/bin"}
+	got := bashEnv([]string{"PATH=/custom/bin", "SECRET=x", "HOME=/root"}, "/tmp/h", map[string]string{"FOO": "bar", "LANG": "en_US.UTF-8"})
+	want := []string{"FOO=bar", "GIT_CONFIG_NOSYSTEM=1", "HOME=/tmp/h", "LANG=en_US.UTF-8", "PATH=/custom/bin",
+		"XDG_CACHE_HOME=/tmp/h/.cache", "XDG_CONFIG_HOME=/tmp/h/.config", "XDG_DATA_HOME=/tmp/h/.local/share", "XDG_STATE_HOME=/tmp/h/.local/state"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 	if got := bashEnv(nil, "/w", nil); !slices.Contains(got, "PATH="+defaultPath) {
 		t.Errorf("no PATH in the container: %v", got)
+	}
+}
+
+func TestCheckEnvName(t *testing.T) {
+	for name, reserved := range map[string]bool{
+		"HOME": true, "XDG_CONFIG_HOME": true, "XDG_RUNTIME_DIR": true, "GIT_CONFIG": true, "GIT_CONFIG_GLOBAL": true,
+		"GIT_CONFIG_KEY_0": true, "GIT_CONFIG_PARAMETERS": true, "GIT_SSH_COMMAND": true, "CURL_HOME": true,
+		"npm_config_userconfig": true, "NPM_CONFIG_GLOBALCONFIG": true, "home": true,
+		"GOFLAGS": false, "GIT_AUTHOR_NAME": false, "LANG": false, "HOMEBREW": false,
+	} {
+		if got := checkEnvName(name) != nil; got != reserved {
+			t.Errorf("checkEnvName(%q) refused %v, want %v", name, got, reserved)
+		}
 	}
 }
 

@@ -24,10 +24,16 @@
 //     at most MaxOutputBytes of the log (HeadTail); the log and artifact are complete.
 //   - Every tool path is confined to the workspace (see Workspace); relative paths are
 //     relative to the workspace root, absolute ones must lie inside it.
+//   - Before the tool starts, the runner proves the call's walls (Invocation.Walls,
+//     walls.go); a call whose walls do not hold is an Exception and runs nothing.
 
 package runner
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+)
 
 // Fixed locations inside the Execution's pod.
 const (
@@ -69,6 +75,19 @@ type Invocation struct {
 	// Background makes a session call a background job (see session.go): `runner
 	// exec` reports it started at once and streams its output as it comes.
 	Background bool `json:"background,omitempty"`
+	// Walls are what the call's sandbox holds it to; the runner proves them before
+	// the tool starts. Absent, they are the strictest network wall (no network, the
+	// API's default) and a writable workspace.
+	Walls Walls `json:"walls"`
+}
+
+// Walls are what must hold around a call, from the same sandbox spec that its pod's
+// NetworkPolicy and workspace mount are built from.
+type Walls struct {
+	// Network is the egress the call's NetworkPolicy allows (mode None when empty).
+	Network v1alpha1.NetworkSpec `json:"network"`
+	// ReadOnlyWorkspace says the workspace is mounted read-only.
+	ReadOnlyWorkspace bool `json:"readOnlyWorkspace,omitempty"`
 }
 
 // Process identifies one process of a session: its pid and its start time (field
@@ -113,10 +132,12 @@ const (
 // Result is the compact JSON written to the termination message. It always fits in
 // MaxTerminationMessageBytes and is always valid JSON.
 type Result struct {
-	ExitCode      int    `json:"exitCode"`
-	ErrorKind     string `json:"errorKind,omitempty"`
-	Message       string `json:"message,omitempty"`
-	DurationMs    int64  `json:"durationMs"`
+	ExitCode   int    `json:"exitCode"`
+	ErrorKind  string `json:"errorKind,omitempty"`
+	Message    string `json:"message,omitempty"`
+	DurationMs int64  `json:"durationMs"`
+	// WallCheckMs is how long proving the call's walls took (part of DurationMs).
+	WallCheckMs   int64  `json:"wallCheckMs,omitempty"`
 	StdoutBytes   int64  `json:"stdoutBytes"`
 	StderrBytes   int64  `json:"stderrBytes"`
 	Truncated     bool   `json:"truncated,omitempty"`

@@ -25,8 +25,18 @@ type Config struct {
 	// RootProbeDir is where the runner tries to create a file to find out whether the
 	// root filesystem is read-only (default "/").
 	RootProbeDir string
-	// Environ is the runner's own environment; only PATH is taken from it, for bash.
+	// Environ is the runner's own environment: bash's PATH is taken from it, and
+	// the targets that prove the call's walls (walls.go).
 	Environ []string
+	// HomeParent is where a bash call's home folder is made (default os.TempDir(),
+	// the pod's /tmp).
+	HomeParent string
+	// ResolvConf lists the nameservers a DNS probe tries (default
+	// /etc/resolv.conf); WallWait and ProbeTimeout default to the constants of
+	// those names (walls.go).
+	ResolvConf   string
+	WallWait     time.Duration
+	ProbeTimeout time.Duration
 }
 
 // errTimedOut is the cause of a context that ended at the invocation's timeout.
@@ -133,6 +143,14 @@ func Run(ctx context.Context, cfg Config, invocationJSON []byte) (res Result) {
 		return res
 	}
 	defer func() { _ = ws.Close() }()
+	// Before anything is written or run: a call whose walls do not hold runs nothing.
+	wallsStart := time.Now()
+	err = proveWalls(ctx, cfg.walls(), inv, ws)
+	res.WallCheckMs = time.Since(wallsStart).Milliseconds()
+	if err != nil {
+		fail(&res, err)
+		return res
+	}
 
 	out = newOutput(cfg.Log)
 	artifact, artifactRel, skipped := openArtifact(ws, inv.ExecutionName)
