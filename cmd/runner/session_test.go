@@ -288,13 +288,26 @@ func TestSessionExecKillsEveryOtherProcessOfItsSession(t *testing.T) {
 			t.Skipf("%s is not installed", tool)
 		}
 	}
-	session := exec.Command("unshare", "--pid", "--fork", "--mount-proc", runnerBin, runner.SessionCommand)
+	// --kill-child: the namespace's PID 1 (which ignores SIGTERM) dies with unshare,
+	// however unshare ends, and with it every process of the namespace.
+	session := exec.Command("unshare", "--pid", "--kill-child", "--mount-proc", runnerBin, runner.SessionCommand)
 	if err := session.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = session.Process.Kill(); _ = session.Wait() })
 	// PID 1 of the namespace is unshare's child.
 	var pid1 int
+	t.Cleanup(func() {
+		// The end of PID 1 ends the namespace; it is killed by its pid too, in case
+		// unshare died before it could.
+		if pid1 != 0 {
+			_ = syscall.Kill(pid1, syscall.SIGKILL)
+		}
+		_ = session.Process.Kill()
+		_ = session.Wait()
+		if pid1 != 0 && !waitGone(t, pid1, 10*time.Second) {
+			t.Errorf("the session's PID 1 (pid %d) outlived the test", pid1)
+		}
+	})
 	deadline := time.Now().Add(10 * time.Second)
 	for pid1 == 0 && time.Now().Before(deadline) {
 		children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", session.Process.Pid, session.Process.Pid))
@@ -313,7 +326,7 @@ func TestSessionExecKillsEveryOtherProcessOfItsSession(t *testing.T) {
 	}
 	strayDone := make(chan struct{})
 	go func() { _ = stray.Wait(); close(strayDone) }()
-	t.Cleanup(func() { _ = stray.Process.Kill() })
+	t.Cleanup(func() { _ = stray.Process.Kill(); <-strayDone })
 	// nsenter forks into the namespace; the stray is its child once that runs sleep.
 	strayRuns := false
 	for deadline := time.Now().Add(10 * time.Second); !strayRuns && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
