@@ -129,6 +129,10 @@ func invokeRaw(t *testing.T, ws, invJSON string, o invokeOpts) outcome {
 	}
 	out.stdout, out.stderr = stdout.Bytes(), stderr.Bytes()
 	out.res = checkTerminationMessage(t, term)
+	// The Result names the invocation the runner read from its environment.
+	if want := hashOrNone(invJSON); out.res.InvocationSHA256 != want {
+		t.Errorf("the Result names invocation %q, want %q (the sha256 of %s)", out.res.InvocationSHA256, want, runner.InvocationEnv)
+	}
 	checkOutputFacts(t, ws, out)
 	return out
 }
@@ -180,6 +184,14 @@ func checkOutputFacts(t *testing.T, ws string, o outcome) {
 	if (o.res.ErrorKind == "") != (o.exitCode == 0) {
 		t.Errorf("errorKind %q with exit code %d", o.res.ErrorKind, o.exitCode)
 	}
+}
+
+// hashOrNone is what a Result names of an invocation: its sha256, nothing for none.
+func hashOrNone(invocation string) string {
+	if invocation == "" {
+		return ""
+	}
+	return sha256Hex([]byte(invocation))
 }
 
 func sha256Hex(b []byte) string {

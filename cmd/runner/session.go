@@ -63,6 +63,8 @@ func execCall(workspace string, stdin io.Reader, stdout, stderr io.Writer) (res 
 	if err != nil {
 		return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: " + err.Error(), UID: os.Getuid()}, nil
 	}
+	// Every Result from here on names the invocation read, whatever became of it.
+	defer func() { res.InvocationSHA256 = runner.HashInvocation(line) }()
 	maxOutput, background := runner.SessionInvocation(line)
 	// In a session pod, nothing but its PID 1 and this runner may be alive while the
 	// call runs, before the tool starts and after it ended (runner.KillOthers). A

@@ -67,6 +67,10 @@ func execInSession(t *testing.T, ws string, inv runner.Invocation, hangUp <-chan
 	if want := runner.ProcessExitCode(out.res); out.exitCode != want {
 		t.Errorf("runner exited %d, its Result says %d", out.exitCode, want)
 	}
+	// The Result names the invocation the runner read: the line it was sent.
+	if out.res.InvocationSHA256 != sha256Hex(line) {
+		t.Errorf("the Result names invocation %q, want the sha256 of the line sent, %s", out.res.InvocationSHA256, sha256Hex(line))
+	}
 	return out
 }
 
@@ -179,6 +183,9 @@ func TestSessionExecRefusesABadInvocationLine(t *testing.T) {
 	if res.ErrorKind != runner.KindException || !strings.Contains(res.Message, "stdin ended before") || cmd.ProcessState.ExitCode() != runner.ExitFailed {
 		t.Errorf("result %+v exit %d", res, cmd.ProcessState.ExitCode())
 	}
+	if res.InvocationSHA256 != "" {
+		t.Errorf("a runner that read no invocation names one: %q", res.InvocationSHA256)
+	}
 	if stdout.Len() != 0 {
 		t.Errorf("stdout %q", stdout.String())
 	}
@@ -264,6 +271,9 @@ func TestSessionExecRunsABackgroundJob(t *testing.T) {
 	}
 	if res.ErrorKind != runner.KindTimeout || !strings.Contains(res.Message, "the controller's stream of the call closed") {
 		t.Errorf("result %+v, want the job stopped by its stream's end, saying so", res)
+	}
+	if res.InvocationSHA256 != sha256Hex(line) {
+		t.Errorf("the job's Result names invocation %q, want the sha256 of the line sent", res.InvocationSHA256)
 	}
 	if res.StdoutBytes != int64(len("one\ntwo\n")) {
 		t.Errorf("result counts %d bytes of output, want %d", res.StdoutBytes, len("one\ntwo\n"))
