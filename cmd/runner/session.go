@@ -56,6 +56,14 @@ func runExec(workspace string, stdin io.Reader, stdout, stderr io.Writer) int {
 // to send (a background job's went to stdout as it came); every process of the call
 // is gone when it returns.
 func execCall(workspace string, stdin io.Reader, stdout, stderr io.Writer) (res runner.Result, output []byte) {
+	// The invocation comes on stdin, a pipe of the sandbox's uid that any process of
+	// that uid could open through /proc/PID/fd/0 while this process is dumpable. It
+	// is not, from its exec on: the pod's runner is execute-only (install), and the
+	// kernel execs a binary its user cannot read non-dumpable. This call is for a
+	// runner started otherwise (by hand, in tests); it comes after the Go runtime
+	// started, which a process racing it can beat. What is left to a process of an
+	// earlier call is to stop or kill this runner before KillOthers: the call then
+	// never reports, and the controller retires the session.
 	dumpErr := runner.MakeNonDumpable()
 	subreaperErr := runner.BecomeSubreaper()
 	in := bufio.NewReaderSize(stdin, 64<<10)
