@@ -30,7 +30,17 @@ func sha(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func resultJSON(r runner.Result) string { return string(runner.EncodeResult(r)) }
+// testInvocation is the invocation the pods of these tests were given (makePod).
+const testInvocation = `{"executionName":"e1","tool":"bash","input":{"command":"echo hi"},"timeoutSeconds":30,"maxOutputBytes":1024}`
+
+// resultJSON is r as the runner writes it, naming testInvocation unless r names
+// another one.
+func resultJSON(r runner.Result) string {
+	if r.InvocationSHA256 == "" {
+		r.InvocationSHA256 = runner.HashInvocation([]byte(testInvocation))
+	}
+	return string(runner.EncodeResult(r))
+}
 
 func testJob(conds ...batchv1.JobCondition) *batchv1.Job {
 	return &batchv1.Job{
@@ -50,6 +60,8 @@ type podBuilder struct{ pod corev1.Pod }
 func makePod() *podBuilder {
 	return &podBuilder{pod: corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "e1-abcde", Namespace: "team-a"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: ToolContainerName,
+			Env: []corev1.EnvVar{{Name: runner.InvocationEnv, Value: testInvocation}}}}},
 		Status: corev1.PodStatus{
 			Phase:                 corev1.PodPending,
 			InitContainerStatuses: []corev1.ContainerStatus{{Name: InstallContainerName}},
