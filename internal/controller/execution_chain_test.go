@@ -424,7 +424,8 @@ func TestExecutionJobFromBeforeTheNetworkLabel(t *testing.T) {
 	}
 
 	pod := createJobPod(t, job)
-	result := runner.EncodeResult(runner.Result{ExitCode: 0, DurationMs: 5, UID: 65532, ReadOnlyRoot: true})
+	result := runner.EncodeResult(runner.Result{ExitCode: 0, DurationMs: 5, UID: 65532, ReadOnlyRoot: true,
+		InvocationSHA256: runner.HashInvocation(executor.PodInvocation(pod))})
 	setPodStatus(t, pod, corev1.PodSucceeded, terminated(0, string(result)))
 	done := waitForPhase(t, ns, "legacy", v1.ExecutionSucceeded)
 	if done.Status.JobName != job.Name {

@@ -49,7 +49,8 @@ func FinishJobPod(ctx context.Context, c client.Client, job *batchv1.Job, runner
 		return err
 	}
 	sum := sha256.Sum256(nil)
-	msg, err := json.Marshal(runner.Result{ExitCode: 0, OutputSHA256: hex.EncodeToString(sum[:])})
+	msg, err := json.Marshal(runner.Result{ExitCode: 0, OutputSHA256: hex.EncodeToString(sum[:]),
+		InvocationSHA256: runner.HashInvocation(executor.PodInvocation(pod))})
 	if err != nil {
 		return err
 	}
