@@ -21,7 +21,8 @@ const installCommand = "install"
 // which carries a Job's) from its first instruction on. The runner's own
 // prctl(PR_SET_DUMPABLE, 0) comes only after the Go runtime started, which a
 // process racing it can beat. The pod's runner folder is mounted read-only, so
-// the mode cannot be changed back.
+// the mode cannot be changed back. (A node with fs.suid_dumpable=1, a debugging
+// setting, keeps such a process dumpable.)
 func install(dest string) error {
 	self, err := os.Executable()
 	if err != nil {
