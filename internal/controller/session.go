@@ -360,6 +360,10 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 		invocation, err := json.Marshal(inv)
 		var run *executor.SessionRun
 		var notRun string
+		when := "before the call started"
+		if waited {
+			when = "while the call waited for its turn"
+		}
 		if why := s.stoppedBy(execUID); why != "" {
 			notRun = "the call was stopped before it started: " + why
 		} else if ended(call.hangUp) {
@@ -367,14 +371,10 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 			// nothing else recorded why.
 			notRun = "the call was stopped before it started"
 		} else if why := s.retiredBecause(uid); why != "" {
-			notRun = fmt.Sprintf("session pod %s was retired before the call started, because %s", pod, why)
+			notRun = fmt.Sprintf("session pod %s was retired %s, because %s", pod, when, why)
 		} else {
 			// Not waiting is no proof either: this goroutine may start late, after a
 			// call before it ended and its pod was replaced under the same name.
-			when := "before the call started"
-			if waited {
-				when = "while the call waited for its turn"
-			}
 			notRun = s.replaced(callCtx, namespace, pod, uid, when)
 		}
 		switch {

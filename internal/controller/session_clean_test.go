@@ -69,7 +69,7 @@ func TestACallQueuedBehindOneThatDidNotEndCleanNeverRunsInItsPod(t *testing.T) {
 		t.Fatalf("the queued call: %+v", queued.Status)
 	}
 	mustContain(t, "the queued call's message", queued.Status.Message,
-		"not run: session pod "+dirty.Name+" was retired before the call started, because a call's runner exited 137 without its result", "nothing of the call ran")
+		"not run: session pod "+dirty.Name+" was retired while the call waited for its turn, because a call's runner exited 137 without its result", "nothing of the call ran")
 	retired(p, dirty.Name, dirty.UID)
 
 	// The next call runs, in a new session.
