@@ -424,7 +424,7 @@ func (k *fakeKubelet) report(t *testing.T, pod *corev1.Pod, phase corev1.PodPhas
 // runnerResult is the termination message the runner of pod writes for res and the
 // log it counted.
 func runnerResult(pod *corev1.Pod, res runner.Result, log string) string {
-	res.InvocationSHA256 = runner.HashInvocation(executor.PodInvocation(pod))
+	res.InvocationSHA256 = testenv.InvocationSHA256(pod)
 	sum := sha256.Sum256([]byte(log))
 	res.StdoutBytes = int64(len(log))
 	res.OutputSHA256 = hex.EncodeToString(sum[:])

@@ -20,6 +20,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // createIntentFor creates the ToolIntent exec's spec.intentRef names, with the
@@ -425,7 +426,7 @@ func TestExecutionJobFromBeforeTheNetworkLabel(t *testing.T) {
 
 	pod := createJobPod(t, job)
 	result := runner.EncodeResult(runner.Result{ExitCode: 0, DurationMs: 5, UID: 65532, ReadOnlyRoot: true,
-		InvocationSHA256: runner.HashInvocation(executor.PodInvocation(pod))})
+		InvocationSHA256: testenv.InvocationSHA256(pod)})
 	setPodStatus(t, pod, corev1.PodSucceeded, terminated(0, string(result)))
 	done := waitForPhase(t, ns, "legacy", v1.ExecutionSucceeded)
 	if done.Status.JobName != job.Name {

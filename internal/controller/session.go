@@ -329,6 +329,7 @@ func (s *sessionCalls) release(key string, t *sessionTurn) {
 // re-created under the same name), whether it waited for its turn or not.
 func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod string, uid types.UID) {
 	inv := executor.BuildInvocation(exec)
+	invocation, encodeErr := executor.EncodeInvocation(exec)
 	key := exec.Namespace + "/" + pod
 	callCtx, cancel := context.WithCancelCause(ctx)
 	call := &sessionCall{exec: client.ObjectKeyFromObject(exec), pod: key, hangUp: make(chan struct{}), cancel: cancel}
@@ -357,7 +358,6 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 		turn, waited := s.acquire(key)
 		var releaseOnce sync.Once
 		release := func() { releaseOnce.Do(func() { s.release(key, turn) }) }
-		invocation, err := json.Marshal(inv)
 		var run *executor.SessionRun
 		var notRun string
 		when := "before the call started"
@@ -380,8 +380,8 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 		switch {
 		case notRun != "":
 			run = &executor.SessionRun{StartedAt: s.now(), FinishedAt: s.now(), NotRun: notRun}
-		case err != nil:
-			run = &executor.SessionRun{StartedAt: s.now(), FinishedAt: s.now(), Err: fmt.Errorf("encoding the runner's invocation: %w", err)}
+		case encodeErr != nil:
+			run = &executor.SessionRun{StartedAt: s.now(), FinishedAt: s.now(), Err: fmt.Errorf("encoding the runner's invocation: %w", encodeErr)}
 		case call.job != nil:
 			stderr := &startedWriter{rest: boundedBuffer{limit: maxResultBytes}, started: func() {
 				call.job.mu.Lock()

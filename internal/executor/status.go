@@ -201,7 +201,7 @@ func project(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1.Execut
 
 	switch {
 	case tool != nil && tool.State.Terminated != nil:
-		return projectTerminated(st, exec, obs, tool.State.Terminated, deadline, deadlineMessage, runner.HashInvocation(PodInvocation(pod)))
+		return projectTerminated(st, exec, obs, tool.State.Terminated, deadline, deadlineMessage, sentInvocation(exec))
 	case deadline:
 		return failed(toolgatev1alpha1.ErrorTimeout, "the Job's deadline of %ds passed before the runner reported (%s); the tool was killed", ptr.Deref(activeDeadline(job), 0), deadlineMessage)
 	case install != nil && install.State.Terminated != nil && install.State.Terminated.ExitCode != 0:
@@ -375,30 +375,23 @@ func otherInvocation(sent string, res runner.Result) string {
 	case res.InvocationSHA256 == "":
 		return "it names no invocation (invocationSHA256 is empty): it was written by a runner older than this controller (the runner image must be the one of the controller's version), or by something else"
 	case sent == "":
-		return "the controller cannot tell which invocation the runner was given (the pod's container " + ToolContainerName + " has no " + runner.InvocationEnv + "), so it cannot check the result against it"
+		return "the controller could not encode the call's invocation to check the result against it"
 	case res.InvocationSHA256 != sent:
 		return fmt.Sprintf("it is the result of another invocation (sha256 %s) than the one the controller sent (sha256 %s): the call's input was changed on its way to the runner, so what ran is not the call", res.InvocationSHA256, sent)
 	}
 	return ""
 }
 
-// PodInvocation is the invocation a Job's pod was given: the value of
-// runner.InvocationEnv in the spec of its tool container; nil when it has none.
-func PodInvocation(pod *corev1.Pod) []byte {
-	if pod == nil {
-		return nil
+// sentInvocation is runner.HashInvocation of the invocation a Job's pod was given:
+// the Execution's, as BuildJob encoded it (the spec is immutable), or "" when it
+// cannot be encoded. It is computed, not read from the pod: the controller's cache
+// keeps no pod spec.
+func sentInvocation(exec *toolgatev1alpha1.Execution) string {
+	invocation, err := EncodeInvocation(exec)
+	if err != nil {
+		return ""
 	}
-	for _, c := range pod.Spec.Containers {
-		if c.Name != ToolContainerName {
-			continue
-		}
-		for _, e := range c.Env {
-			if e.Name == runner.InvocationEnv {
-				return []byte(e.Value)
-			}
-		}
-	}
-	return nil
+	return runner.HashInvocation(invocation)
 }
 
 // signalSuffix names the signal of an exit code above 128, as the runtime reports a

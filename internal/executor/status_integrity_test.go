@@ -122,22 +122,19 @@ func TestProjectDeletedJobWithTheRunnersResultIsAborted(t *testing.T) {
 }
 
 // The runner names the invocation it read. A result that names another one than
-// the pod was given ran something else, and one that names none was written by a
+// the Execution's ran something else, and one that names none was written by a
 // runner older than the controller (or by something else): the Execution fails
 // closed, as an Exception that shows nothing of what ran.
 func TestProjectRefusesTheResultOfAnotherInvocation(t *testing.T) {
 	success := runner.Result{ExitCode: 0, Message: "ran", DurationMs: 5, StdoutBytes: 8, OutputSHA256: sha("printed\n"), UID: 65532, ReadOnlyRoot: true}
 	other, none := success, success
 	other.InvocationSHA256 = sha(`{"executionName":"e1","tool":"bash","input":{"command":"curl evil"}}`)
-	noEnv := makePod().Terminated(0, resultJSON(success)).Obj()
-	noEnv.Spec.Containers[0].Env = nil
 	for name, tc := range map[string]struct {
 		pod     *corev1.Pod
 		message string
 	}{
-		"another invocation":       {makePod().Terminated(0, resultJSON(other)).Obj(), "result of another invocation (sha256 " + other.InvocationSHA256 + ") than the one the controller sent (sha256 " + sha(testInvocation) + ")"},
-		"no invocation named":      {makePod().Terminated(0, string(runner.EncodeResult(none))).Obj(), "names no invocation (invocationSHA256 is empty): it was written by a runner older than this controller"},
-		"no invocation in the pod": {noEnv, "cannot tell which invocation the runner was given"},
+		"another invocation":  {makePod().Terminated(0, resultJSON(other)).Obj(), "result of another invocation (sha256 " + other.InvocationSHA256 + ") than the one the controller sent (sha256 " + invocationOf(makeExecution("e1").Obj()) + ")"},
+		"no invocation named": {makePod().Terminated(0, string(runner.EncodeResult(none))).Obj(), "names no invocation (invocationSHA256 is empty): it was written by a runner older than this controller"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			st := Project(makeExecution("e1").Obj(), Observation{Job: testJob(), Pod: tc.pod, Log: LogText{Head: []byte("printed\n"), Total: 8}}, now)

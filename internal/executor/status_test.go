@@ -30,14 +30,20 @@ func sha(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// testInvocation is the invocation the pods of these tests were given (makePod).
-const testInvocation = `{"executionName":"e1","tool":"bash","input":{"command":"echo hi"},"timeoutSeconds":30,"maxOutputBytes":1024}`
+// invocationOf is the hash the runner names in its result for exec's invocation.
+func invocationOf(exec *toolgatev1alpha1.Execution) string {
+	invocation, err := EncodeInvocation(exec)
+	if err != nil {
+		panic(err)
+	}
+	return runner.HashInvocation(invocation)
+}
 
-// resultJSON is r as the runner writes it, naming testInvocation unless r names
-// another one.
+// resultJSON is r as the runner of makeExecution("e1") writes it, unless r names
+// another invocation.
 func resultJSON(r runner.Result) string {
 	if r.InvocationSHA256 == "" {
-		r.InvocationSHA256 = runner.HashInvocation([]byte(testInvocation))
+		r.InvocationSHA256 = invocationOf(makeExecution("e1").Obj())
 	}
 	return string(runner.EncodeResult(r))
 }
@@ -60,8 +66,6 @@ type podBuilder struct{ pod corev1.Pod }
 func makePod() *podBuilder {
 	return &podBuilder{pod: corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "e1-abcde", Namespace: "team-a"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: ToolContainerName,
-			Env: []corev1.EnvVar{{Name: runner.InvocationEnv, Value: testInvocation}}}}},
 		Status: corev1.PodStatus{
 			Phase:                 corev1.PodPending,
 			InitContainerStatuses: []corev1.ContainerStatus{{Name: InstallContainerName}},
@@ -271,7 +275,8 @@ func TestProject(t *testing.T) {
 		{
 			name: "output larger than the cap: head and tail, cut marked",
 			exec: makeExecution("e1").MaxOutput(256).Obj(),
-			obs: Observation{Job: testJob(), Pod: makePod().Terminated(0, resultJSON(runner.Result{ExitCode: 0, StdoutBytes: 1400, OutputSHA256: sha(bigOut), Truncated: true})).Obj(),
+			obs: Observation{Job: testJob(), Pod: makePod().Terminated(0, resultJSON(runner.Result{ExitCode: 0, StdoutBytes: 1400, OutputSHA256: sha(bigOut), Truncated: true,
+				InvocationSHA256: invocationOf(makeExecution("e1").MaxOutput(256).Obj())})).Obj(),
 				Log: LogText{Head: []byte(bigOut[:96]), Tail: []byte(bigOut[1400-96:]), Total: 1400}},
 			want: want{phase: toolgatev1alpha1.ExecutionSucceeded, reason: toolgatev1alpha1.ReasonJobSucceeded, complete: metav1.ConditionTrue,
 				exitCode: ptr.To[int32](0), outputHas: []string{strings.Repeat("a", 96) + "\n…[toolgate: 1208 of 1400 bytes omitted]…\n" + strings.Repeat("z", 96)},
