@@ -12,8 +12,17 @@ import (
 // image, so that image needs no shell and no cp.
 const installCommand = "install"
 
-// install copies the running binary to dest with mode 0555. It writes a temporary
+// install copies the running binary to dest with mode 0111. It writes a temporary
 // file next to dest and renames it, so dest is never a partial binary.
+//
+// Execute only: the kernel execs a binary its user cannot read non-dumpable, so
+// that no process of the sandbox's uid can ptrace the runner or open its /proc
+// files (its stdin, which carries a session call's invocation; its environment,
+// which carries a Job's) from its first instruction on. The runner's own
+// prctl(PR_SET_DUMPABLE, 0) comes only after the Go runtime started, which a
+// process racing it can beat. The pod's runner folder is mounted read-only, so
+// the mode cannot be changed back. (A node with fs.suid_dumpable=1, a debugging
+// setting, keeps such a process dumpable.)
 func install(dest string) error {
 	self, err := os.Executable()
 	if err != nil {
@@ -33,7 +42,7 @@ func install(dest string) error {
 		tmp.Close()
 		return fmt.Errorf("install: copying to %s: %w", tmp.Name(), err)
 	}
-	if err := tmp.Chmod(0o555); err != nil {
+	if err := tmp.Chmod(0o111); err != nil {
 		tmp.Close()
 		return err
 	}

@@ -92,7 +92,9 @@ func main() {
 
 	// Before the tool starts: its orphans must stay below the runner for the sweep.
 	subreaperErr := runner.BecomeSubreaper()
-	res := run(*workspace)
+	invocation := []byte(os.Getenv(runner.InvocationEnv))
+	res := run(*workspace, invocation)
+	res.InvocationSHA256 = runner.HashInvocation(invocation)
 	if err := runner.Sweep("/proc", runner.DefaultSweepBound); err != nil {
 		untrusted(&res, err)
 	} else if subreaperErr != nil && os.Getpid() != 1 {
@@ -121,9 +123,9 @@ func untrusted(res *runner.Result, err error) {
 	}
 }
 
-// run runs the invocation from the environment; a panic outside runner.Run (which
-// recovers its own) still yields a Result.
-func run(workspace string) (res runner.Result) {
+// run runs the invocation read from the environment; a panic outside runner.Run
+// (which recovers its own) still yields a Result.
+func run(workspace string, invocation []byte) (res runner.Result) {
 	defer func() {
 		if p := recover(); p != nil {
 			res = runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: fmt.Sprintf("runner panicked: %v", p), UID: os.Getuid()}
@@ -136,7 +138,7 @@ func run(workspace string) (res runner.Result) {
 		Log:           os.Stdout,
 		Environ:       os.Environ(),
 	}
-	return runner.Run(ctx, cfg, []byte(os.Getenv(runner.InvocationEnv)))
+	return runner.Run(ctx, cfg, invocation)
 }
 
 func envOr(name, def string) string {

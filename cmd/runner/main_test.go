@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/leakcheck"
 	"github.com/toolgate/toolgate/internal/runner"
 )
 
@@ -23,16 +24,22 @@ import (
 var runnerBin string
 
 func TestMain(m *testing.M) {
+	os.Exit(leakcheck.Main(func() int { return runTests(m) }))
+}
+
+// runTests builds the runner into a folder of the run and runs the tests.
+func runTests(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "runner-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
+	defer func() { _ = os.RemoveAll(dir) }()
 	// Other users (the read-only workspace test runs the runner as nobody) must be
 	// able to execute it.
 	if err := os.Chmod(dir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
 	runnerBin = filepath.Join(dir, "runner")
 	build := exec.Command("go", "build", "-o", runnerBin, ".")
@@ -40,11 +47,9 @@ func TestMain(m *testing.M) {
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the runner:", err)
-		os.Exit(1)
+		return 1
 	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	return m.Run()
 }
 
 // heldTargets are probe targets where every connection and query is refused
@@ -132,6 +137,10 @@ func invokeRaw(t *testing.T, ws, invJSON string, o invokeOpts) outcome {
 	}
 	out.stdout, out.stderr = stdout.Bytes(), stderr.Bytes()
 	out.res = checkTerminationMessage(t, term)
+	// The Result names the invocation the runner read from its environment.
+	if want := hashOrNone(invJSON); out.res.InvocationSHA256 != want {
+		t.Errorf("the Result names invocation %q, want %q (the sha256 of %s)", out.res.InvocationSHA256, want, runner.InvocationEnv)
+	}
 	checkOutputFacts(t, ws, out)
 	return out
 }
@@ -183,6 +192,14 @@ func checkOutputFacts(t *testing.T, ws string, o outcome) {
 	if (o.res.ErrorKind == "") != (o.exitCode == 0) {
 		t.Errorf("errorKind %q with exit code %d", o.res.ErrorKind, o.exitCode)
 	}
+}
+
+// hashOrNone is what a Result names of an invocation: its sha256, nothing for none.
+func hashOrNone(invocation string) string {
+	if invocation == "" {
+		return ""
+	}
+	return sha256Hex([]byte(invocation))
 }
 
 func sha256Hex(b []byte) string {

@@ -56,6 +56,14 @@ func runExec(workspace string, stdin io.Reader, stdout, stderr io.Writer) int {
 // to send (a background job's went to stdout as it came); every process of the call
 // is gone when it returns.
 func execCall(workspace string, stdin io.Reader, stdout, stderr io.Writer) (res runner.Result, output []byte) {
+	// The invocation comes on stdin, a pipe of the sandbox's uid that any process of
+	// that uid could open through /proc/PID/fd/0 while this process is dumpable. It
+	// is not, from its exec on: the pod's runner is execute-only (install), and the
+	// kernel execs a binary its user cannot read non-dumpable. This call is for a
+	// runner started otherwise (by hand, in tests); it comes after the Go runtime
+	// started, which a process racing it can beat. What is left to a process of an
+	// earlier call is to stop or kill this runner before KillOthers: the call then
+	// never reports, and the controller retires the session.
 	dumpErr := runner.MakeNonDumpable()
 	subreaperErr := runner.BecomeSubreaper()
 	in := bufio.NewReaderSize(stdin, 64<<10)
@@ -63,6 +71,8 @@ func execCall(workspace string, stdin io.Reader, stdout, stderr io.Writer) (res 
 	if err != nil {
 		return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: " + err.Error(), UID: os.Getuid()}, nil
 	}
+	// Every Result from here on names the invocation read, whatever became of it.
+	defer func() { res.InvocationSHA256 = runner.HashInvocation(line) }()
 	maxOutput, background := runner.SessionInvocation(line)
 	// In a session pod, nothing but its PID 1 and this runner may be alive while the
 	// call runs, before the tool starts and after it ended (runner.KillOthers). A

@@ -67,6 +67,10 @@ func execInSession(t *testing.T, ws string, inv runner.Invocation, hangUp <-chan
 	if want := runner.ProcessExitCode(out.res); out.exitCode != want {
 		t.Errorf("runner exited %d, its Result says %d", out.exitCode, want)
 	}
+	// The Result names the invocation the runner read: the line it was sent.
+	if out.res.InvocationSHA256 != sha256Hex(line) {
+		t.Errorf("the Result names invocation %q, want the sha256 of the line sent, %s", out.res.InvocationSHA256, sha256Hex(line))
+	}
 	return out
 }
 
@@ -179,6 +183,9 @@ func TestSessionExecRefusesABadInvocationLine(t *testing.T) {
 	if res.ErrorKind != runner.KindException || !strings.Contains(res.Message, "stdin ended before") || cmd.ProcessState.ExitCode() != runner.ExitFailed {
 		t.Errorf("result %+v exit %d", res, cmd.ProcessState.ExitCode())
 	}
+	if res.InvocationSHA256 != "" {
+		t.Errorf("a runner that read no invocation names one: %q", res.InvocationSHA256)
+	}
 	if stdout.Len() != 0 {
 		t.Errorf("stdout %q", stdout.String())
 	}
@@ -265,6 +272,9 @@ func TestSessionExecRunsABackgroundJob(t *testing.T) {
 	if res.ErrorKind != runner.KindTimeout || !strings.Contains(res.Message, "the controller's stream of the call closed") {
 		t.Errorf("result %+v, want the job stopped by its stream's end, saying so", res)
 	}
+	if res.InvocationSHA256 != sha256Hex(line) {
+		t.Errorf("the job's Result names invocation %q, want the sha256 of the line sent", res.InvocationSHA256)
+	}
 	if res.StdoutBytes != int64(len("one\ntwo\n")) {
 		t.Errorf("result counts %d bytes of output, want %d", res.StdoutBytes, len("one\ntwo\n"))
 	}
@@ -288,13 +298,26 @@ func TestSessionExecKillsEveryOtherProcessOfItsSession(t *testing.T) {
 			t.Skipf("%s is not installed", tool)
 		}
 	}
-	session := exec.Command("unshare", "--pid", "--fork", "--mount-proc", runnerBin, runner.SessionCommand)
+	// --kill-child: the namespace's PID 1 (which ignores SIGTERM) dies with unshare,
+	// however unshare ends, and with it every process of the namespace.
+	session := exec.Command("unshare", "--pid", "--kill-child", "--mount-proc", runnerBin, runner.SessionCommand)
 	if err := session.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = session.Process.Kill(); _ = session.Wait() })
 	// PID 1 of the namespace is unshare's child.
 	var pid1 int
+	t.Cleanup(func() {
+		// The end of PID 1 ends the namespace; it is killed by its pid too, in case
+		// unshare died before it could.
+		if pid1 != 0 {
+			_ = syscall.Kill(pid1, syscall.SIGKILL)
+		}
+		_ = session.Process.Kill()
+		_ = session.Wait()
+		if pid1 != 0 && !waitGone(t, pid1, 10*time.Second) {
+			t.Errorf("the session's PID 1 (pid %d) outlived the test", pid1)
+		}
+	})
 	deadline := time.Now().Add(10 * time.Second)
 	for pid1 == 0 && time.Now().Before(deadline) {
 		children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", session.Process.Pid, session.Process.Pid))
@@ -313,7 +336,7 @@ func TestSessionExecKillsEveryOtherProcessOfItsSession(t *testing.T) {
 	}
 	strayDone := make(chan struct{})
 	go func() { _ = stray.Wait(); close(strayDone) }()
-	t.Cleanup(func() { _ = stray.Process.Kill() })
+	t.Cleanup(func() { _ = stray.Process.Kill(); <-strayDone })
 	// nsenter forks into the namespace; the stray is its child once that runs sleep.
 	strayRuns := false
 	for deadline := time.Now().Add(10 * time.Second); !strayRuns && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {

@@ -421,9 +421,10 @@ func (k *fakeKubelet) report(t *testing.T, pod *corev1.Pod, phase corev1.PodPhas
 	}
 }
 
-// runnerResult is the termination message the runner writes for res and the log it
-// counted.
-func runnerResult(res runner.Result, log string) string {
+// runnerResult is the termination message the runner of pod writes for res and the
+// log it counted.
+func runnerResult(pod *corev1.Pod, res runner.Result, log string) string {
+	res.InvocationSHA256 = testenv.InvocationSHA256(pod)
 	sum := sha256.Sum256([]byte(log))
 	res.StdoutBytes = int64(len(log))
 	res.OutputSHA256 = hex.EncodeToString(sum[:])
@@ -435,7 +436,7 @@ func succeed(t *testing.T, ns, execName, log string) {
 	t.Helper()
 	k := theKubelet(t)
 	pod := k.startPod(t, waitJob(t, ns, execName))
-	k.finish(t, pod, 0, runnerResult(runner.Result{ExitCode: 0}, log), log)
+	k.finish(t, pod, 0, runnerResult(pod, runner.Result{ExitCode: 0}, log), log)
 }
 
 // Hole 2: an approval covers where the call runs. The task's owner, olive, moves the
@@ -737,7 +738,7 @@ func TestAForgedResultIsNotBelieved(t *testing.T) {
 		intent := proposeBash(t, ns, tc.name, victimTask, int32(i), "ls")
 		pod := k.startPod(t, waitJob(t, ns, pipeline.ExecutionName(intent)))
 		const log = "printed\n"
-		k.finish(t, pod, tc.exitCode, runnerResult(forgedSuccess, log), log)
+		k.finish(t, pod, tc.exitCode, runnerResult(pod, forgedSuccess, log), log)
 
 		got := observed(t, intent, v1.OutcomeFailed, true, "cannot be trusted", tc.say)
 		if strings.Contains(got.Status.Observation.Summary, "forged by the tool") {
@@ -920,7 +921,8 @@ func foreignJob(t *testing.T, ns, name string) *batchv1.Job {
 	}
 	k := theKubelet(t)
 	const log = "forged\n"
-	k.finish(t, k.startPod(t, job), 0, runnerResult(runner.Result{ExitCode: 0}, log), log)
+	pod := k.startPod(t, job)
+	k.finish(t, pod, 0, runnerResult(pod, runner.Result{ExitCode: 0}, log), log)
 	return job
 }
 

@@ -20,6 +20,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // createIntentFor creates the ToolIntent exec's spec.intentRef names, with the
@@ -424,7 +425,8 @@ func TestExecutionJobFromBeforeTheNetworkLabel(t *testing.T) {
 	}
 
 	pod := createJobPod(t, job)
-	result := runner.EncodeResult(runner.Result{ExitCode: 0, DurationMs: 5, UID: 65532, ReadOnlyRoot: true})
+	result := runner.EncodeResult(runner.Result{ExitCode: 0, DurationMs: 5, UID: 65532, ReadOnlyRoot: true,
+		InvocationSHA256: testenv.InvocationSHA256(pod)})
 	setPodStatus(t, pod, corev1.PodSucceeded, terminated(0, string(result)))
 	done := waitForPhase(t, ns, "legacy", v1.ExecutionSucceeded)
 	if done.Status.JobName != job.Name {

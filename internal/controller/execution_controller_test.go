@@ -278,7 +278,8 @@ func TestExecutionSucceeds(t *testing.T) {
 	waitForPhase(t, ns, "run-ok", toolgatev1alpha1.ExecutionRunning)
 
 	result := runner.EncodeResult(runner.Result{ExitCode: 0, DurationMs: 1500, StdoutBytes: int64(len(out)),
-		OutputSHA256: sha256Hex(out), ArtifactPath: ".toolgate/executions/run-ok/output.log", UID: 65532, ReadOnlyRoot: true})
+		OutputSHA256: sha256Hex(out), ArtifactPath: ".toolgate/executions/run-ok/output.log", UID: 65532, ReadOnlyRoot: true,
+		InvocationSHA256: testenv.InvocationSHA256(pod)})
 	setPodStatus(t, pod, corev1.PodSucceeded, terminated(0, string(result)))
 	done := waitForPhase(t, ns, "run-ok", toolgatev1alpha1.ExecutionSucceeded)
 
@@ -312,7 +313,8 @@ func TestExecutionNonZeroExit(t *testing.T) {
 	startExecutionManager(t, &fixedLog{text: out})
 	createExecution(t, newExecution(ns, "run-fail"))
 	pod := createJobPod(t, waitForJob(t, ns, "run-fail"))
-	result := runner.EncodeResult(runner.Result{ExitCode: 3, ErrorKind: runner.KindExitCode, StdoutBytes: int64(len(out)), OutputSHA256: sha256Hex(out)})
+	result := runner.EncodeResult(runner.Result{ExitCode: 3, ErrorKind: runner.KindExitCode, StdoutBytes: int64(len(out)), OutputSHA256: sha256Hex(out),
+		InvocationSHA256: testenv.InvocationSHA256(pod)})
 	setPodStatus(t, pod, corev1.PodFailed, terminated(3, string(result)))
 
 	done := waitForPhase(t, ns, "run-fail", toolgatev1alpha1.ExecutionFailed)

@@ -22,6 +22,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // podLogs stands in for the pods/log subresource (envtest runs no kubelet): the test
@@ -283,6 +284,7 @@ func (p *pipelineEnv) runJob(execName string, res runner.Result, output string) 
 	pod := createJobPod(p.t, job)
 	res.StdoutBytes = int64(len(output))
 	res.OutputSHA256 = sha256Hex(output)
+	res.InvocationSHA256 = testenv.InvocationSHA256(pod)
 	msg, err := json.Marshal(res)
 	if err != nil {
 		p.t.Fatal(err)

@@ -72,7 +72,22 @@ type sessionCalls struct {
 	// sessions holds a turn of each session pod (namespace/name) with calls queued
 	// or running; a session's entry goes when its last call did.
 	sessions map[string]*sessionTurn
+	// retired says, by pod UID, why a session pod takes no call any more (retireAfter)
+	// and since when: it is set before the next call gets the session's turn, so
+	// that no call runs in the pod even while its deletion fails or lags.
+	retired map[types.UID]retiredPod
 }
+
+// retiredPod is why, and since when, a session pod takes no call.
+type retiredPod struct {
+	why   string
+	since time.Time
+}
+
+// retiredKeep is how long a retired pod is remembered: by then it is deleted (the
+// Execution reconciler retries a deletion that failed), and the fresh read before
+// each call refuses a pod being deleted or gone.
+const retiredKeep = time.Hour
 
 // sessionCall is a call in flight.
 type sessionCall struct {
@@ -165,7 +180,33 @@ func newSessionCalls(exec executor.SessionExecutor, pods client.Reader, deleter 
 		doneOf:   map[types.NamespacedName]types.UID{},
 		stopped:  map[types.UID]string{},
 		sessions: map[string]*sessionTurn{},
+		retired:  map[types.UID]retiredPod{},
 	}
+}
+
+// retireHeld marks the session pod of uid as taking no call, for why, and deletes
+// it. The caller holds the session's turn: no call starts in the pod from then on,
+// whether the deletion succeeded or not.
+func (s *sessionCalls) retireHeld(namespace, name string, uid types.UID, why string) {
+	now := s.now()
+	s.mu.Lock()
+	for u, r := range s.retired {
+		if now.Sub(r.since) > retiredKeep {
+			delete(s.retired, u)
+		}
+	}
+	if _, already := s.retired[uid]; !already {
+		s.retired[uid] = retiredPod{why: why, since: now}
+	}
+	s.mu.Unlock()
+	s.retire(namespace, name, uid, why)
+}
+
+// retiredBecause says why the session pod of uid takes no call, or "".
+func (s *sessionCalls) retiredBecause(uid types.UID) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.retired[uid].why
 }
 
 // known says whether the call was delivered by this process (in flight or done).
@@ -288,6 +329,7 @@ func (s *sessionCalls) release(key string, t *sessionTurn) {
 // re-created under the same name), whether it waited for its turn or not.
 func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod string, uid types.UID) {
 	inv := executor.BuildInvocation(exec)
+	invocation, encodeErr := executor.EncodeInvocation(exec)
 	key := exec.Namespace + "/" + pod
 	callCtx, cancel := context.WithCancelCause(ctx)
 	call := &sessionCall{exec: client.ObjectKeyFromObject(exec), pod: key, hangUp: make(chan struct{}), cancel: cancel}
@@ -316,29 +358,30 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 		turn, waited := s.acquire(key)
 		var releaseOnce sync.Once
 		release := func() { releaseOnce.Do(func() { s.release(key, turn) }) }
-		invocation, err := json.Marshal(inv)
 		var run *executor.SessionRun
 		var notRun string
+		when := "before the call started"
+		if waited {
+			when = "while the call waited for its turn"
+		}
 		if why := s.stoppedBy(execUID); why != "" {
 			notRun = "the call was stopped before it started: " + why
 		} else if ended(call.hangUp) {
 			// Ended while it waited for its turn (its Execution deleted: gone), and
 			// nothing else recorded why.
 			notRun = "the call was stopped before it started"
+		} else if why := s.retiredBecause(uid); why != "" {
+			notRun = fmt.Sprintf("session pod %s was retired %s, because %s", pod, when, why)
 		} else {
 			// Not waiting is no proof either: this goroutine may start late, after a
 			// call before it ended and its pod was replaced under the same name.
-			when := "before the call started"
-			if waited {
-				when = "while the call waited for its turn"
-			}
 			notRun = s.replaced(callCtx, namespace, pod, uid, when)
 		}
 		switch {
 		case notRun != "":
 			run = &executor.SessionRun{StartedAt: s.now(), FinishedAt: s.now(), NotRun: notRun}
-		case err != nil:
-			run = &executor.SessionRun{StartedAt: s.now(), FinishedAt: s.now(), Err: fmt.Errorf("encoding the runner's invocation: %w", err)}
+		case encodeErr != nil:
+			run = &executor.SessionRun{StartedAt: s.now(), FinishedAt: s.now(), Err: fmt.Errorf("encoding the runner's invocation: %w", encodeErr)}
 		case call.job != nil:
 			stderr := &startedWriter{rest: boundedBuffer{limit: maxResultBytes}, started: func() {
 				call.job.mu.Lock()
@@ -358,7 +401,15 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 		if run.Err != nil && executor.NeverOpened(run.Err) {
 			run.NotRun = fmt.Sprintf("the exec into session pod %s was refused before it started (%v)", pod, run.Err)
 		}
-		run.PodUID = uid
+		run.PodUID, run.InvocationSHA256 = uid, runner.HashInvocation(invocation)
+		// A session takes no call after one that did not end clean: it is retired
+		// while this call still holds its turn, so that no call queued behind it runs
+		// in the pod (what this call left there could reach the next call's runner).
+		// The Execution reconciler retires it again once the run is recorded: that
+		// one retries.
+		if why := retireAfter(run, call.job != nil); why != "" {
+			s.retireHeld(namespace, pod, uid, why)
+		}
 		release()
 		s.mu.Lock()
 		delete(s.inFlight, execUID)
@@ -368,11 +419,7 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 		}
 		s.mu.Unlock()
 		if gone {
-			// Nobody records this run: its session is retired here, if it must be.
-			if why := retireAfter(run, call.job != nil); why != "" {
-				s.retire(namespace, pod, uid, why)
-			}
-			return
+			return // nobody records this run
 		}
 		notify()
 	}()
@@ -380,8 +427,9 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 
 // retireAfter says why a session must not take another call after run, or "": a
 // background job's session was its own; a call that did not end clean (no
-// trusted Result: the stream broke, the runner was killed or stopped, or it said
-// it could not clean up) may have left processes that would see the next call.
+// trusted Result: the stream broke or timed out, the runner was killed or stopped,
+// it said it could not clean up, or its Result names another invocation than the
+// one sent) may have left processes that would see the next call.
 func retireAfter(run *executor.SessionRun, job bool) string {
 	switch {
 	case job:
@@ -399,13 +447,15 @@ func retireAfter(run *executor.SessionRun, job bool) string {
 		return "a call's runner sent no readable result"
 	case res.Unclean:
 		return "a call's runner could not make sure its processes are gone"
+	case res.InvocationSHA256 != run.InvocationSHA256:
+		return "a call's runner reported on another invocation than the one it was sent"
 	}
 	return ""
 }
 
-// retire deletes the session pod of a call whose Execution was deleted (by UID: a
-// new pod of the name is not this one). Nothing retries it: an error is logged. A
-// recorded run's session is retired by the Execution reconciler, which retries.
+// retire deletes a session pod that takes no call any more (by UID: a new pod of
+// the name is not this one). Nothing retries it here: an error is logged, and the
+// Execution reconciler retires a recorded run's session again, retrying.
 func (s *sessionCalls) retire(namespace, name string, uid types.UID, why string) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

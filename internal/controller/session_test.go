@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
@@ -39,6 +41,13 @@ var (
 	runnerBinary    string
 	buildRunnerErr  error
 )
+
+// removeTestRunner removes the runner built for the tests, once they all ran.
+func removeTestRunner() {
+	if runnerBinary != "" {
+		_ = os.RemoveAll(filepath.Dir(runnerBinary))
+	}
+}
 
 func testRunnerBinary(t *testing.T) string {
 	t.Helper()
@@ -69,7 +78,11 @@ type localSessions struct {
 	runner string
 	root   string
 	mu     sync.Mutex
-	execs  []string // pods exec'd into, in order
+	// forge, when set, rewrites the invocation line on its way to the runner, as a
+	// process left in the session pod that reached the runner's stdin could.
+	forge func(line []byte) []byte
+	execs []string    // pods exec'd into, in order
+	uids  []types.UID // and their UIDs
 }
 
 func (l *localSessions) workspace(claim string) string {
@@ -90,6 +103,8 @@ func (l *localSessions) Exec(ctx context.Context, namespace, name string, stdin 
 	}
 	l.mu.Lock()
 	l.execs = append(l.execs, name)
+	l.uids = append(l.uids, pod.UID)
+	forge := l.forge
 	l.mu.Unlock()
 	claim := pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName
 	ws := l.workspace(claim)
@@ -117,14 +132,29 @@ func (l *localSessions) Exec(ctx context.Context, namespace, name string, stdin 
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
-	go func() { _, _ = io.Copy(in, stdin); _ = in.Close() }()
+	go func() {
+		if forge != nil {
+			lines := bufio.NewReader(stdin)
+			line, err := lines.ReadBytes('\n')
+			if _, werr := in.Write(forge(line)); err != nil || werr != nil {
+				_ = in.Close()
+				return
+			}
+			stdin = lines
+		}
+		_, _ = io.Copy(in, stdin)
+		_ = in.Close()
+	}()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	for {
 		select {
 		case err := <-done:
-			if cmd.ProcessState != nil && cmd.ProcessState.ExitCode() >= 0 {
-				return int32(cmd.ProcessState.ExitCode()), nil
+			if state := cmd.ProcessState; state != nil && state.ExitCode() >= 0 {
+				return int32(state.ExitCode()), nil
+			} else if status, ok := state.Sys().(syscall.WaitStatus); state != nil && ok && status.Signaled() {
+				// A container runtime reports a process killed by a signal as 128+n.
+				return 128 + int32(status.Signal()), nil
 			}
 			return 0, err
 		case <-time.After(50 * time.Millisecond):
@@ -204,6 +234,19 @@ func (l *localSessions) delivered() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]string(nil), l.execs...)
+}
+
+// deliveredTo counts the execs into the pod of uid.
+func (l *localSessions) deliveredTo(uid types.UID) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, u := range l.uids {
+		if u == uid {
+			n++
+		}
+	}
+	return n
 }
 
 // playKubelet marks every session pod of the namespace running once it exists, until

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/toolgate/toolgate/internal/leakcheck"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -26,7 +27,10 @@ const (
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
-	os.Exit(testenv.Main(m, &env, nil))
+	os.Exit(leakcheck.Main(func() int {
+		defer removeTestRunner()
+		return testenv.Main(m, &env, nil)
+	}))
 }
 
 // testOptions are the Options managers started by startManager get.

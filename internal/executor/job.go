@@ -225,6 +225,12 @@ func wallProbeEnv() []corev1.EnvVar {
 	}}
 }
 
+// EncodeInvocation is the invocation of exec as the runner reads it: a Job's pod
+// carries it in runner.InvocationEnv, a session call sends it as its first line.
+func EncodeInvocation(exec *toolgatev1alpha1.Execution) ([]byte, error) {
+	return json.Marshal(BuildInvocation(exec))
+}
+
 // validate reports the first thing that makes exec impossible to run, naming the field.
 func validate(exec *toolgatev1alpha1.Execution, runnerImage string) error {
 	if errs := validation.IsDNS1123Label(exec.Name); len(errs) > 0 {
@@ -256,7 +262,7 @@ func BuildJob(exec *toolgatev1alpha1.Execution, runnerImage string) (*batchv1.Jo
 	if err := validate(exec, runnerImage); err != nil {
 		return nil, err
 	}
-	invocation, err := json.Marshal(BuildInvocation(exec))
+	invocation, err := EncodeInvocation(exec)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the runner's invocation: %w", err)
 	}

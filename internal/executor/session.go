@@ -199,6 +199,9 @@ type SessionRun struct {
 	NotRun string
 	// PodUID is the session pod the call was delivered to.
 	PodUID types.UID
+	// InvocationSHA256 is runner.HashInvocation of the invocation the controller
+	// sent: the runner's Result must name the same one.
+	InvocationSHA256 string
 	// JobStartedAt is when a background job's runner reported it started; zero for
 	// other calls.
 	JobStartedAt time.Time
@@ -289,7 +292,7 @@ func projectSession(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1
 		FinishedAt: metav1.NewTime(run.FinishedAt),
 	}
 	obs.Log = log
-	reason := projectTerminated(st, exec, obs, terminated, false, "")
+	reason := projectTerminated(st, exec, obs, terminated, false, "", run.InvocationSHA256)
 	if s.Stopped != "" && st.ErrorKind == toolgatev1alpha1.ErrorTimeout && st.Sandbox != nil {
 		// The runner reports a call stopped by its stream's end as a Timeout; the
 		// controller ended the stream, and says why.

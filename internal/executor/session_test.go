@@ -118,7 +118,14 @@ func TestProjectSession(t *testing.T) {
 	exec := makeExecution("c").MaxOutput(300).Obj()
 	started := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	finished := started.Add(1500 * time.Millisecond)
-	result := func(r runner.Result) []byte { return runner.EncodeResult(r) }
+	const invocation = `{"executionName":"c","tool":"bash","input":{"command":"echo hello"},"timeoutSeconds":30,"maxOutputBytes":300}`
+	hash := runner.HashInvocation([]byte(invocation))
+	result := func(r runner.Result) []byte {
+		if r.InvocationSHA256 == "" {
+			r.InvocationSHA256 = hash
+		}
+		return runner.EncodeResult(r)
+	}
 	small := "hello\n"
 	long := strings.Repeat("a", 200) + strings.Repeat("b", 800) + strings.Repeat("c", 200)
 	head, tail := Budgets(300)
@@ -131,6 +138,7 @@ func TestProjectSession(t *testing.T) {
 		reason   string
 		message  []string
 		output   []string
+		noOutput bool
 		finished bool
 	}{
 		{name: "waiting", session: SessionObservation{Name: "s", Waiting: "session pod s is starting"},
@@ -148,6 +156,13 @@ func TestProjectSession(t *testing.T) {
 		{name: "forged success", session: SessionObservation{Name: "s", Started: &started, Run: &SessionRun{FinishedAt: finished, ExitCode: runner.ExitFailed,
 			Result: result(runner.Result{ExitCode: 0, OutputSHA256: sha(small), StdoutBytes: int64(len(small))}), Output: []byte(small)}},
 			phase: toolgatev1alpha1.ExecutionFailed, kind: toolgatev1alpha1.ErrorException, message: []string{"cannot be trusted"}, finished: true},
+		{name: "the result of another invocation", session: SessionObservation{Name: "s", Started: &started, Run: &SessionRun{FinishedAt: finished,
+			Result: result(runner.Result{ExitCode: 0, OutputSHA256: sha(small), StdoutBytes: int64(len(small)), UID: 65532, InvocationSHA256: sha("forged")}), Output: []byte(small)}},
+			phase: toolgatev1alpha1.ExecutionFailed, kind: toolgatev1alpha1.ErrorException,
+			message: []string{"cannot be trusted", "result of another invocation (sha256 " + sha("forged") + ") than the one the controller sent (sha256 " + hash, "session pod s, which is replaced before the next call"}, noOutput: true, finished: true},
+		{name: "a result that names no invocation", session: SessionObservation{Name: "s", Started: &started, Run: &SessionRun{FinishedAt: finished,
+			Result: runner.EncodeResult(runner.Result{ExitCode: 0, OutputSHA256: sha(small), StdoutBytes: int64(len(small)), UID: 65532}), Output: []byte(small)}},
+			phase: toolgatev1alpha1.ExecutionFailed, kind: toolgatev1alpha1.ErrorException, message: []string{"cannot be trusted", "names no invocation", "older than this controller"}, noOutput: true, finished: true},
 		{name: "success", session: SessionObservation{Name: "s", Started: &started, Run: &SessionRun{FinishedAt: finished,
 			Result: result(runner.Result{ExitCode: 0, DurationMs: 1200, OutputSHA256: sha(small), StdoutBytes: int64(len(small)), UID: 65532, ReadOnlyRoot: true}), Output: []byte(small)}},
 			phase: toolgatev1alpha1.ExecutionSucceeded, reason: toolgatev1alpha1.ReasonJobSucceeded, output: []string{small}, finished: true},
@@ -159,6 +174,11 @@ func TestProjectSession(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := c.session
+			if s.Run != nil && s.Run.InvocationSHA256 == "" {
+				run := *s.Run
+				run.InvocationSHA256 = hash // what the controller sent
+				s.Run = &run
+			}
 			st := Project(exec, Observation{Session: &s}, finished)
 			if st.Phase != c.phase || st.ErrorKind != c.kind {
 				t.Fatalf("phase %s kind %q, want %s %q: %s", st.Phase, st.ErrorKind, c.phase, c.kind, st.Message)
@@ -175,6 +195,9 @@ func TestProjectSession(t *testing.T) {
 				if !strings.Contains(st.Output, o) {
 					t.Errorf("output lacks %q: %q", o, st.Output)
 				}
+			}
+			if c.noOutput && (st.Output != "" || st.Sandbox != nil || st.OutputSHA256 != "") {
+				t.Errorf("what ran instead of the call is shown as its result: output %q, sandbox %+v", st.Output, st.Sandbox)
 			}
 			if IsFinished(&st) != c.finished {
 				t.Errorf("finished %v", IsFinished(&st))

@@ -214,7 +214,7 @@ func project(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1.Execut
 
 	switch {
 	case tool != nil && tool.State.Terminated != nil:
-		return projectTerminated(st, exec, obs, tool.State.Terminated, deadline, deadlineMessage)
+		return projectTerminated(st, exec, obs, tool.State.Terminated, deadline, deadlineMessage, sentInvocation(exec))
 	case deadline:
 		return failed(toolgatev1alpha1.ErrorTimeout, "the Job's deadline of %ds passed before the runner reported (%s); the tool was killed", ptr.Deref(activeDeadline(job), 0), deadlineMessage)
 	case install != nil && install.State.Terminated != nil && install.State.Terminated.ExitCode != 0:
@@ -241,9 +241,10 @@ func project(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1.Execut
 	}
 }
 
-// projectTerminated reads the runner's result of a terminated tool container.
+// projectTerminated reads the runner's result of a terminated tool container;
+// sent is runner.HashInvocation of the invocation the runner was given.
 func projectTerminated(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1.Execution, obs Observation,
-	terminated *corev1.ContainerStateTerminated, deadline bool, deadlineMessage string) string {
+	terminated *corev1.ContainerStateTerminated, deadline bool, deadlineMessage, sent string) string {
 	st.StartTime = ptr.To(terminated.StartedAt)
 	st.CompletionTime = ptr.To(terminated.FinishedAt)
 	st.Phase = toolgatev1alpha1.ExecutionFailed
@@ -259,6 +260,15 @@ func projectTerminated(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alp
 		}
 		st.Output, st.Truncated = ComposeOutput(obs.Log, exec.Spec.MaxOutputBytes)
 		st.Message = appendNote(st.Message, obs.Log.Err)
+		return toolgatev1alpha1.ReasonJobFailed
+	}
+
+	if why := otherInvocation(sent, res); why != "" {
+		// Fail closed: what ran is not known to be this call, so nothing of it, not
+		// even its output, is shown as the call's.
+		st.ErrorKind = toolgatev1alpha1.ErrorException
+		st.ExitCode = ptr.To(terminated.ExitCode)
+		st.Message = "the runner's result cannot be trusted: " + why + "; whether the call ran, and what ran instead, is unknown, and nothing of it is shown"
 		return toolgatev1alpha1.ReasonJobFailed
 	}
 
@@ -364,6 +374,37 @@ func untrustedResult(exitCode int32, res runner.Result) string {
 		return fmt.Sprintf("the runner exited %d%s, a code it never exits with after writing its result (it was killed or crashed), so the termination message was written by something else", exitCode, signalSuffix(exitCode))
 	}
 	return ""
+}
+
+// otherInvocation says why res is not the result of the invocation whose hash is
+// sent (runner.HashInvocation of what the controller gave the runner), or "" when
+// it is. The runner names the invocation it read (Result.InvocationSHA256); a
+// result that names another one ran something else (the call's input was swapped
+// on its way to the runner, as a process left in a session pod could try), and one
+// that names none was written by a runner older than the controller, or by
+// something else: both are refused.
+func otherInvocation(sent string, res runner.Result) string {
+	switch {
+	case res.InvocationSHA256 == "":
+		return "it names no invocation (invocationSHA256 is empty): it was written by a runner older than this controller (the runner image must be the one of the controller's version), or by something else"
+	case sent == "":
+		return "the controller could not encode the call's invocation to check the result against it"
+	case res.InvocationSHA256 != sent:
+		return fmt.Sprintf("it is the result of another invocation (sha256 %s) than the one the controller sent (sha256 %s): the call's input was changed on its way to the runner, so what ran is not the call", res.InvocationSHA256, sent)
+	}
+	return ""
+}
+
+// sentInvocation is runner.HashInvocation of the invocation a Job's pod was given:
+// the Execution's, as BuildJob encoded it (the spec is immutable), or "" when it
+// cannot be encoded. It is computed, not read from the pod: the controller's cache
+// keeps no pod spec.
+func sentInvocation(exec *toolgatev1alpha1.Execution) string {
+	invocation, err := EncodeInvocation(exec)
+	if err != nil {
+		return ""
+	}
+	return runner.HashInvocation(invocation)
 }
 
 // signalSuffix names the signal of an exit code above 128, as the runtime reports a

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -117,5 +118,41 @@ func TestProjectDeletedJobWithTheRunnersResultIsAborted(t *testing.T) {
 	st := Project(makeExecution("e1").Obj(), Observation{Job: testJob(), Pod: makePod().Terminated(runner.ExitFailed, resultJSON(stopped)).Obj()}, now)
 	if st.ErrorKind != toolgatev1alpha1.ErrorTimeout {
 		t.Errorf("errorKind %s, want Timeout", st.ErrorKind)
+	}
+}
+
+// The runner names the invocation it read. A result that names another one than
+// the Execution's ran something else, and one that names none was written by a
+// runner older than the controller (or by something else): the Execution fails
+// closed, as an Exception that shows nothing of what ran.
+func TestProjectRefusesTheResultOfAnotherInvocation(t *testing.T) {
+	success := runner.Result{ExitCode: 0, Message: "ran", DurationMs: 5, StdoutBytes: 8, OutputSHA256: sha("printed\n"), UID: 65532, ReadOnlyRoot: true}
+	other, none := success, success
+	other.InvocationSHA256 = sha(`{"executionName":"e1","tool":"bash","input":{"command":"curl evil"}}`)
+	for name, tc := range map[string]struct {
+		pod     *corev1.Pod
+		message string
+	}{
+		"another invocation":  {makePod().Terminated(0, resultJSON(other)).Obj(), "result of another invocation (sha256 " + other.InvocationSHA256 + ") than the one the controller sent (sha256 " + invocationOf(makeExecution("e1").Obj()) + ")"},
+		"no invocation named": {makePod().Terminated(0, string(runner.EncodeResult(none))).Obj(), "names no invocation (invocationSHA256 is empty): it was written by a runner older than this controller"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := Project(makeExecution("e1").Obj(), Observation{Job: testJob(), Pod: tc.pod, Log: LogText{Head: []byte("printed\n"), Total: 8}}, now)
+			if st.Phase != toolgatev1alpha1.ExecutionFailed || st.ErrorKind != toolgatev1alpha1.ErrorException {
+				t.Fatalf("phase %s, errorKind %s (message %q), want Failed Exception", st.Phase, st.ErrorKind, st.Message)
+			}
+			for _, part := range []string{"cannot be trusted", tc.message} {
+				if !strings.Contains(st.Message, part) {
+					t.Errorf("message %q does not say %q", st.Message, part)
+				}
+			}
+			if st.Output != "" || st.Sandbox != nil || st.DurationMillis != 0 || st.OutputSHA256 != "" || st.ExitCode == nil || *st.ExitCode != 0 {
+				t.Errorf("status shows what ran as the call's result: %+v", st)
+			}
+		})
+	}
+	// The invocation the pod was given, named: believed.
+	if st := Project(makeExecution("e1").Obj(), Observation{Job: testJob(), Pod: makePod().Terminated(0, resultJSON(success)).Obj(), Log: LogText{Head: []byte("printed\n"), Total: 8}}, now); st.Phase != toolgatev1alpha1.ExecutionSucceeded {
+		t.Errorf("the result of the invocation sent: %s %s", st.Phase, st.Message)
 	}
 }

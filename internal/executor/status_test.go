@@ -31,7 +31,23 @@ func sha(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func resultJSON(r runner.Result) string { return string(runner.EncodeResult(r)) }
+// invocationOf is the hash the runner names in its result for exec's invocation.
+func invocationOf(exec *toolgatev1alpha1.Execution) string {
+	invocation, err := EncodeInvocation(exec)
+	if err != nil {
+		panic(err)
+	}
+	return runner.HashInvocation(invocation)
+}
+
+// resultJSON is r as the runner of makeExecution("e1") writes it, unless r names
+// another invocation.
+func resultJSON(r runner.Result) string {
+	if r.InvocationSHA256 == "" {
+		r.InvocationSHA256 = invocationOf(makeExecution("e1").Obj())
+	}
+	return string(runner.EncodeResult(r))
+}
 
 func testJob(conds ...batchv1.JobCondition) *batchv1.Job {
 	return &batchv1.Job{
@@ -266,7 +282,8 @@ func TestProject(t *testing.T) {
 		{
 			name: "output larger than the cap: head and tail, cut marked",
 			exec: makeExecution("e1").MaxOutput(256).Obj(),
-			obs: Observation{Job: testJob(), Pod: makePod().Terminated(0, resultJSON(runner.Result{ExitCode: 0, StdoutBytes: 1400, OutputSHA256: sha(bigOut), Truncated: true})).Obj(),
+			obs: Observation{Job: testJob(), Pod: makePod().Terminated(0, resultJSON(runner.Result{ExitCode: 0, StdoutBytes: 1400, OutputSHA256: sha(bigOut), Truncated: true,
+				InvocationSHA256: invocationOf(makeExecution("e1").MaxOutput(256).Obj())})).Obj(),
 				Log: LogText{Head: []byte(bigOut[:96]), Tail: []byte(bigOut[1400-96:]), Total: 1400}},
 			want: want{phase: toolgatev1alpha1.ExecutionSucceeded, reason: toolgatev1alpha1.ReasonJobSucceeded, complete: metav1.ConditionTrue,
 				exitCode: ptr.To[int32](0), outputHas: []string{strings.Repeat("a", 96) + "\n…[toolgate: 1208 of 1400 bytes omitted]…\n" + strings.Repeat("z", 96)},

@@ -22,6 +22,8 @@
 //     its Result. The controller refuses a Result its exit code disagrees with.
 //   - Truncated means StdoutBytes+StderrBytes > MaxOutputBytes: the controller shows
 //     at most MaxOutputBytes of the log (HeadTail); the log and artifact are complete.
+//   - The Result names the invocation the runner read (InvocationSHA256); the
+//     controller refuses one that names another, or none.
 //   - Every tool path is confined to the workspace (see Workspace); relative paths are
 //     relative to the workspace root, absolute ones must lie inside it.
 //   - Before the tool starts, the runner proves the call's walls (Invocation.Walls,
@@ -30,6 +32,8 @@
 package runner
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
@@ -160,4 +164,20 @@ type Result struct {
 	// ArtifactSkipped says why the full output was not copied into the workspace
 	// (for example a read-only workspace); the container log still has all of it.
 	ArtifactSkipped string `json:"artifactSkipped,omitempty"`
+	// InvocationSHA256 is HashInvocation of the invocation exactly as the runner read
+	// it: the value of InvocationEnv in a Job, the first line of stdin (without its
+	// newline) for `runner exec`; empty when it read none. The controller refuses a
+	// Result whose hash is not that of the invocation it sent: the call's input was
+	// changed on its way to the runner, or the runner is older than the controller.
+	InvocationSHA256 string `json:"invocationSHA256,omitempty"`
+}
+
+// HashInvocation is the hex SHA-256 of an invocation's bytes, as a Result carries
+// it (Result.InvocationSHA256); "" for none.
+func HashInvocation(invocation []byte) string {
+	if len(invocation) == 0 {
+		return ""
+	}
+	sum := sha256.Sum256(invocation)
+	return hex.EncodeToString(sum[:])
 }

@@ -49,7 +49,8 @@ func FinishJobPod(ctx context.Context, c client.Client, job *batchv1.Job, runner
 		return err
 	}
 	sum := sha256.Sum256(nil)
-	msg, err := json.Marshal(runner.Result{ExitCode: 0, OutputSHA256: hex.EncodeToString(sum[:])})
+	msg, err := json.Marshal(runner.Result{ExitCode: 0, OutputSHA256: hex.EncodeToString(sum[:]),
+		InvocationSHA256: InvocationSHA256(pod)})
 	if err != nil {
 		return err
 	}
@@ -66,4 +67,17 @@ func FinishJobPod(ctx context.Context, c client.Client, job *batchv1.Job, runner
 	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{exited(executor.InstallContainerName, runnerImage, "")}
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{exited(executor.ToolContainerName, sandboxImage, string(msg))}
 	return c.Status().Update(ctx, pod)
+}
+
+// InvocationSHA256 is what the runner of a Job's pod names in its result: the hash
+// of the invocation in its tool container's environment ("" for none).
+func InvocationSHA256(pod *corev1.Pod) string {
+	for _, c := range pod.Spec.Containers {
+		for _, e := range c.Env {
+			if c.Name == executor.ToolContainerName && e.Name == runner.InvocationEnv {
+				return runner.HashInvocation([]byte(e.Value))
+			}
+		}
+	}
+	return ""
 }
