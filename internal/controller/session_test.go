@@ -91,9 +91,11 @@ func (l *localSessions) Exec(ctx context.Context, namespace, name string, stdin 
 	l.execs = append(l.execs, name)
 	l.mu.Unlock()
 	claim := pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName
+	// The folder of the claim the pod mounts (a git task's tools see its worktree).
+	workspace := filepath.Join(l.workspace(claim), pod.Spec.Containers[0].VolumeMounts[0].SubPath)
 	cmd := exec.CommandContext(ctx, l.runner, "exec")
 	// On a host: the runner is not in a session pod, and must not kill its namespace.
-	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + l.workspace(claim), "PATH=/usr/bin:/bin", "TOOLGATE_OUTSIDE_SESSION=1"}
+	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + workspace, "PATH=/usr/bin:/bin", "TOOLGATE_OUTSIDE_SESSION=1"}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// Copied by hand: exec.Cmd would wait for a Stdin reader that the controller
 	// keeps open for the whole call.
