@@ -246,9 +246,9 @@ func soonest(a, b time.Duration) time.Duration {
 // Ready and has had a call within the idle timeout (or was created within it), its
 // two warm sessions (pipeline.SessionProfiles) exist; a session with no call for
 // the idle timeout is deleted, as is every session once the task ended or pushes
-// its change (which stops the calls in them, background jobs too), and every session with no call in it
-// when the task was set to PerCall or is not Ready. It returns when to look again:
-// when the sessions would go idle.
+// its change (which stops the calls in them, background jobs too), and every
+// session with no call in it when the task was set to PerCall or is not Ready. It
+// returns when to look again: when the sessions would go idle.
 func (r *AgentTaskReconciler) keepSessions(ctx context.Context, task *v1.AgentTask, status v1.AgentTaskStatus) (time.Duration, error) {
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(task.Namespace), client.HasLabels{executor.LabelSession}); err != nil {
@@ -311,11 +311,11 @@ func (r *AgentTaskReconciler) keepSessions(ctx context.Context, task *v1.AgentTa
 		}
 		return nil
 	}
-	// A task that pushes its change runs nothing of the agent's any more: what
-	// the push read is what it pushes (pipeline.PushPending).
 	if _, ended := taskEnded(task, status); ended {
 		return 0, stop(true)
 	}
+	// A task that pushes its change runs nothing of the agent's any more: what
+	// the push read is what it pushes (pipeline.PushPending).
 	if pushing, _ := pipeline.PushPending(task); pushing {
 		return 0, stop(true)
 	}
