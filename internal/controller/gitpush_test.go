@@ -445,11 +445,19 @@ func TestGitPushStopsTheAgentBeforeItsChangeIsRead(t *testing.T) {
 	if res := p.runGitPod(change, claim); res.Kind != "" {
 		t.Fatalf("reading the change: %+v", res)
 	}
+	p.eventually("the push intent", func() (bool, string) {
+		err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: pipeline.PushIntentName("fix")}, &v1.ToolIntent{})
+		return err == nil, fmt.Sprint(err)
+	})
 	push := p.condition(pipeline.PushIntentName("fix"), v1.ConditionDecided, metav1.ConditionTrue, v1.ReasonPolicyAsk)
 	shown, err := os.ReadFile(calc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.eventually("the task waits for its push's approval", func() (bool, string) {
+		got := p.getTask("fix")
+		return got.Status.Phase == v1.TaskAwaitingApproval && got.Status.Workspace.Push.Intent == push.Name, fmt.Sprintf("%s %+v", got.Status.Phase, got.Status.Workspace.Push)
+	})
 
 	// While the push waits for a human, the agent turns the files harmless: it is
 	// refused, and told why.
@@ -471,9 +479,6 @@ func TestGitPushStopsTheAgentBeforeItsChangeIsRead(t *testing.T) {
 	})
 	if now, err := os.ReadFile(calc); err != nil || string(now) != string(shown) {
 		t.Fatalf("the worktree changed while the push waits (%v):\n%s", err, now)
-	}
-	if got := p.getTask("fix"); got.Status.Phase != v1.TaskAwaitingApproval || got.Status.Workspace.Push.Intent != push.Name {
-		t.Fatalf("the task while its push waits: %s %+v", got.Status.Phase, got.Status.Workspace.Push)
 	}
 }
 
