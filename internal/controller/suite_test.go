@@ -2,6 +2,7 @@ package controller
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	"k8s.io/utils/ptr"
@@ -26,7 +27,12 @@ const (
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
-	os.Exit(testenv.Main(m, &env, nil))
+	code := testenv.Main(m, &env, nil)
+	if runnerBinary != "" {
+		// Built once for the session tests (testRunnerBinary), in a folder of its own.
+		_ = os.RemoveAll(filepath.Dir(runnerBinary))
+	}
+	os.Exit(code)
 }
 
 // testOptions are the Options managers started by startManager get.
