@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,6 +21,8 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/mask"
+	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/tools"
 )
 
 // PendingApproval is one row of `approvals -o json`.
@@ -233,7 +237,12 @@ func newDecideCommand(o *Options, approve bool) *cobra.Command {
 fingerprint, requester, expiry), ask for confirmation unless --yes, and %s the
 approval as the user the API server knows you as (SelfSubjectReview): a JSON merge
 patch of spec.decision, spec.decidedBy and spec.comment. The API server's admission
-policy checks that you may decide it; its refusal is printed as it is.`, verb),
+policy checks that you may decide it; its refusal is printed as it is.
+
+Approving a git_push also shows the change it pushes: the push's record (ConfigMap
+TASK-git-push, the diff kubectl toolgate diff prints while the push is pending) and
+its tree hash, which must be the tree the push binds; the push pod pushes that tree
+and no other. A push whose record is missing or names another tree is not approved.`, verb),
 		Example: fmt.Sprintf(`  kubectl toolgate %s fix-tests-0-1 -n team-a -m "ok, tests only"`, verb),
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -256,6 +265,12 @@ policy checks that you may decide it; its refusal is printed as it is.`, verb),
 			if err := decidable(a, now); err != nil {
 				return err
 			}
+			if approve && a.Spec.Request.Tool == v1.ToolGitPush {
+				// A push is approved on what it pushes, which the input only names.
+				if err := showPush(ctx, c, a, o.Streams.Out); err != nil {
+					return err
+				}
+			}
 			user, err := c.whoAmI(ctx)
 			if err != nil {
 				return err
@@ -277,4 +292,53 @@ policy checks that you may decide it; its refusal is printed as it is.`, verb),
 	cmd.Flags().StringVarP(&comment, "message", "m", "", "Comment recorded with the decision; for a denial it is fed back to the model")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Do not ask for confirmation")
 	return cmd
+}
+
+// showPush prints the change a git_push Approval pushes: the push's own record (its
+// diff, escaped, and its tree), after checking that it is the record of the tree
+// and base the push's ToolIntent binds, which the Approval's fingerprint covers and
+// the push pod enforces. A push whose change cannot be shown so is not approved.
+func showPush(ctx context.Context, c *cluster, a *v1.Approval, w io.Writer) error {
+	refuse := func(format string, args ...any) error {
+		return fmt.Errorf("not approved: "+format+"; deny it, or ask the task's owner", args...)
+	}
+	intent := &v1.ToolIntent{}
+	if err := c.client.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: a.Spec.IntentRef.Name}, intent); err != nil {
+		return refuse("reading ToolIntent %s, the push: %v", a.Spec.IntentRef.Name, apiError(err))
+	}
+	var in tools.GitPushInput
+	if err := json.Unmarshal(intent.Spec.Input.Raw, &in); err != nil {
+		return refuse("ToolIntent %s holds no git_push input: %v", intent.Name, err)
+	}
+	task := &v1.AgentTask{}
+	if err := c.client.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: a.Spec.TaskRef.Name}, task); err != nil {
+		return refuse("reading AgentTask %s, whose change is pushed: %v", a.Spec.TaskRef.Name, apiError(err))
+	}
+	if !metav1.IsControlledBy(intent, task) {
+		return refuse("ToolIntent %s is not AgentTask %s's push (the task does not control it)", intent.Name, task.Name)
+	}
+	name := pipeline.PushRecordName(task.Name)
+	cm := &corev1.ConfigMap{}
+	if err := c.client.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: name}, cm); err != nil {
+		return refuse("the change it pushes is recorded in ConfigMap %s, which cannot be read (%v)", name, apiError(err))
+	}
+	shown, err := parseRecord(cm, task)
+	if shown.task == nil {
+		return refuse("%v", err)
+	}
+	if shown.rec.Tree != in.Tree || shown.rec.Base != in.Base {
+		return refuse("ConfigMap %s records tree %s on %s, but ToolIntent %s pushes tree %s on %s: what would be pushed is not what is recorded",
+			name, shown.rec.Tree, shown.rec.Base, intent.Name, in.Tree, in.Base)
+	}
+	shown.push = intent.Name
+	fmt.Fprintf(w, "  %-16stree %s on %s, as one commit on the new branch %s of %s; the push pod pushes no other tree\n", "Pushes:", in.Tree, in.Base, in.Branch, in.URL)
+	fmt.Fprintf(w, "The change it pushes (ConfigMap %s):\n", name)
+	summarize(w, shown)
+	if err != nil {
+		// Too large for the record: it says where the diff is.
+		fmt.Fprintf(w, "  %v\n", err)
+		return nil
+	}
+	_, err = io.WriteString(w, mask.Escape(shown.diff))
+	return err
 }

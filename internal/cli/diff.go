@@ -20,6 +20,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/gitws"
 	"github.com/toolgate/toolgate/internal/mask"
+	"github.com/toolgate/toolgate/internal/pipeline"
 )
 
 // changeOptions are the flags diff and export share.
@@ -45,7 +46,11 @@ The controller reads it in a pod of its own (the claim mounted read-only, no net
 no credentials): this command asks for a read by setting the task's
 toolgate.dev/change-request annotation, and prints the diff the controller recorded in
 the ConfigMap TASK-change. Works while the task runs and after it ended. A summary
-(files, skipped paths, binary files) goes to stderr.
+(files, the tree's hash, skipped paths, binary files) goes to stderr.
+
+While the task's push (spec.workspace.git.push) is pending, it prints the push's own
+record instead, ConfigMap TASK-git-push, without a new read: the change and tree the
+push pushes, and no other. Its tree is the one the push's Approval names.
 
 The agent wrote the files: their control characters (escape sequences, carriage
 returns, bidirectional overrides) would let it rewrite what a terminal shows, so they
@@ -55,11 +60,12 @@ patch always does.`,
   kubectl toolgate diff fix-tests --recorded   # the last read, without a new one`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rec, diff, task, err := readChange(cmd.Context(), o, args[0], co)
+			shown, err := readChange(cmd.Context(), o, args[0], co)
 			if err != nil {
 				return err
 			}
-			summarize(cmd.ErrOrStderr(), task, rec)
+			summarize(cmd.ErrOrStderr(), shown)
+			diff := shown.diff
 			if !raw {
 				diff = mask.Escape(diff)
 			}
@@ -93,15 +99,16 @@ stderr lists them.`,
 			if format != "patch" {
 				return fmt.Errorf("-o %q: the one format is patch (git am)", format)
 			}
-			rec, diff, task, err := readChange(cmd.Context(), o, args[0], co)
+			shown, err := readChange(cmd.Context(), o, args[0], co)
 			if err != nil {
 				return err
 			}
-			summarize(cmd.ErrOrStderr(), task, rec)
+			summarize(cmd.ErrOrStderr(), shown)
+			rec, task := shown.rec, shown.task
 			if rec.FileCount == 0 {
 				return fmt.Errorf("AgentTask %s made no change to its workspace: there is nothing to export", task.Name)
 			}
-			mail := gitws.Mail(gitws.Change{Diff: diff}, rec.Tree, "AgentTask "+task.Namespace+"/"+task.Name, "toolgate@"+task.Namespace+".invalid", task.Spec.Goal, rec.RecordedAt)
+			mail := gitws.Mail(gitws.Change{Diff: shown.diff}, rec.Tree, "AgentTask "+task.Namespace+"/"+task.Name, "toolgate@"+task.Namespace+".invalid", task.Spec.Goal, rec.RecordedAt)
 			_, err = io.WriteString(cmd.OutOrStdout(), mail)
 			return err
 		},
@@ -111,22 +118,33 @@ stderr lists them.`,
 	return cmd
 }
 
+// shownChange is a recorded change as diff and export show it.
+type shownChange struct {
+	rec  gitws.Record
+	diff string
+	task *v1.AgentTask
+	// push is the pending push whose own record this is, "" for a read of the
+	// workspace.
+	push string
+}
+
 // readChange asks the controller for a read of the task's change (unless
-// --recorded) and returns the record and the diff.
-func readChange(ctx context.Context, o *Options, name string, co changeOptions) (gitws.Record, string, *v1.AgentTask, error) {
+// --recorded) and returns the record and the diff; while the task's push is
+// pending, the push's own record.
+func readChange(ctx context.Context, o *Options, name string, co changeOptions) (shownChange, error) {
 	c, err := o.connect()
 	if err != nil {
-		return gitws.Record{}, "", nil, err
+		return shownChange{}, err
 	}
 	task := &v1.AgentTask{}
 	if err := c.client.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: name}, task); err != nil {
 		if apierrors.IsNotFound(err) {
-			return gitws.Record{}, "", nil, fmt.Errorf("AgentTask %q not found in namespace %q", name, c.namespace)
+			return shownChange{}, fmt.Errorf("AgentTask %q not found in namespace %q", name, c.namespace)
 		}
-		return gitws.Record{}, "", nil, apiError(err)
+		return shownChange{}, apiError(err)
 	}
 	if task.Spec.Workspace.Git == nil {
-		return gitws.Record{}, "", nil, fmt.Errorf("AgentTask %s has no spec.workspace.git: its workspace has no commit to compare with", name)
+		return shownChange{}, fmt.Errorf("AgentTask %s has no spec.workspace.git: its workspace has no commit to compare with", name)
 	}
 	if task.Status.Workspace == nil || task.Status.Workspace.Commit == "" {
 		why := ""
@@ -135,7 +153,12 @@ func readChange(ctx context.Context, o *Options, name string, co changeOptions) 
 				why = fmt.Sprintf(" (%s: %s)", cond.Reason, cond.Message)
 			}
 		}
-		return gitws.Record{}, "", nil, fmt.Errorf("AgentTask %s has not cloned its workspace yet%s", name, why)
+		return shownChange{}, fmt.Errorf("AgentTask %s has not cloned its workspace yet%s", name, why)
+	}
+	if pushing, _ := pipeline.PushPending(task); pushing {
+		// A new read would show the worktree as it is now, which is not what the
+		// push pushes: that is its record, read once when the push was prepared.
+		return readPushRecord(ctx, c, task, co.timeout)
 	}
 	key := client.ObjectKey{Namespace: c.namespace, Name: gitws.ChangeConfigMapName(name)}
 	want := ""
@@ -145,7 +168,7 @@ func readChange(ctx context.Context, o *Options, name string, co changeOptions) 
 		want = time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(nonce[:])
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{gitws.AnnotationChangeRequest: want}}})
 		if err := c.client.Patch(ctx, task, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			return gitws.Record{}, "", nil, fmt.Errorf("asking for a read of the change (patching AgentTask %s's %s annotation): %w; with no right to patch the task, --recorded prints the last read", name, gitws.AnnotationChangeRequest, apiError(err))
+			return shownChange{}, fmt.Errorf("asking for a read of the change (patching AgentTask %s's %s annotation): %w; with no right to patch the task, --recorded prints the last read", name, gitws.AnnotationChangeRequest, apiError(err))
 		}
 	}
 	deadline := time.Now().Add(co.timeout)
@@ -157,44 +180,102 @@ func readChange(ctx context.Context, o *Options, name string, co changeOptions) 
 			return parseRecord(cm, task)
 		case err == nil, apierrors.IsNotFound(err):
 			if want == "" {
-				return gitws.Record{}, "", nil, fmt.Errorf("AgentTask %s has no recorded change yet (ConfigMap %s): run without --recorded to ask for one", name, key.Name)
+				return shownChange{}, fmt.Errorf("AgentTask %s has no recorded change yet (ConfigMap %s): run without --recorded to ask for one", name, key.Name)
 			}
 		default:
-			return gitws.Record{}, "", nil, apiError(err)
+			return shownChange{}, apiError(err)
 		}
 		if time.Now().After(deadline) {
-			return gitws.Record{}, "", nil, fmt.Errorf("the controller did not record the change within %s (ConfigMap %s, request %s): the task's events say why (kubectl describe agenttask %s -n %s), its change pod is labelled toolgate.dev/git=change", co.timeout, key.Name, want, name, c.namespace)
+			return shownChange{}, fmt.Errorf("the controller did not record the change within %s (ConfigMap %s, request %s): the task's events say why (kubectl describe agenttask %s -n %s), its change pod is labelled toolgate.dev/git=change", co.timeout, key.Name, want, name, c.namespace)
 		}
-		select {
-		case <-ctx.Done():
-			return gitws.Record{}, "", nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
+		if err := pause(ctx); err != nil {
+			return shownChange{}, err
 		}
+	}
+}
+
+// readPushRecord waits for the record of the task's pending push (the controller
+// writes it once nothing of the task runs any more) and returns it.
+func readPushRecord(ctx context.Context, c *cluster, task *v1.AgentTask, timeout time.Duration) (shownChange, error) {
+	key := client.ObjectKey{Namespace: task.Namespace, Name: pipeline.PushRecordName(task.Name)}
+	deadline := time.Now().Add(timeout)
+	for {
+		cm := &corev1.ConfigMap{}
+		err := c.client.Get(ctx, key, cm)
+		switch {
+		case err == nil:
+			shown, err := parseRecord(cm, task)
+			shown.push = pipeline.PushIntentName(task.Name)
+			return shown, err
+		case !apierrors.IsNotFound(err):
+			return shownChange{}, fmt.Errorf("reading ConfigMap %s, the record of AgentTask %s's pending push: %w", key.Name, task.Name, apiError(err))
+		}
+		if time.Now().After(deadline) {
+			why := ""
+			if ws := task.Status.Workspace; ws != nil && ws.Push != nil && ws.Push.Message != "" {
+				why = " (status.workspace.push: " + ws.Push.Message + ")"
+			}
+			if ws := task.Status.Workspace; ws != nil && ws.Push != nil && ws.Push.Intent != "" {
+				return shownChange{}, fmt.Errorf("ConfigMap %s, the record of the change ToolIntent %s pushes, does not exist: it was deleted, so the change cannot be shown; compare the tree the push's Approval names with the workspace yourself, or deny it", key.Name, ws.Push.Intent)
+			}
+			return shownChange{}, fmt.Errorf("AgentTask %s is preparing its push, and its change was not recorded within %s (ConfigMap %s)%s", task.Name, timeout, key.Name, why)
+		}
+		if err := pause(ctx); err != nil {
+			return shownChange{}, err
+		}
+		if err := c.client.Get(ctx, client.ObjectKeyFromObject(task), task); err != nil {
+			return shownChange{}, apiError(err)
+		}
+	}
+}
+
+// pause waits before the next look at a record, or until ctx ends.
+func pause(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(500 * time.Millisecond):
+		return nil
 	}
 }
 
 // parseRecord reads a change ConfigMap, refusing one the task does not control.
-func parseRecord(cm *corev1.ConfigMap, task *v1.AgentTask) (gitws.Record, string, *v1.AgentTask, error) {
+// A record that holds no diff (the read failed, or the diff is too large for a
+// ConfigMap) is returned with an error that says why.
+func parseRecord(cm *corev1.ConfigMap, task *v1.AgentTask) (shownChange, error) {
 	owner := metav1.GetControllerOf(cm)
 	if owner == nil || owner.UID != task.UID || owner.Kind != "AgentTask" {
-		return gitws.Record{}, "", nil, fmt.Errorf("ConfigMap %s is not AgentTask %s's change record (its controller is not the task): it is not shown", cm.Name, task.Name)
+		return shownChange{}, fmt.Errorf("ConfigMap %s is not AgentTask %s's change record (its controller is not the task): it is not shown", cm.Name, task.Name)
 	}
 	var rec gitws.Record
 	if err := json.Unmarshal([]byte(cm.Data[gitws.RecordKey]), &rec); err != nil {
-		return gitws.Record{}, "", nil, fmt.Errorf("ConfigMap %s holds no readable change record: %v", cm.Name, err)
+		return shownChange{}, fmt.Errorf("ConfigMap %s holds no readable change record: %v", cm.Name, err)
 	}
+	shown := shownChange{rec: rec, task: task}
 	if rec.Kind != "" {
-		return rec, "", task, fmt.Errorf("the change of AgentTask %s could not be read (%s): %s", task.Name, rec.Kind, rec.Message)
+		return shown, fmt.Errorf("the change of AgentTask %s could not be read (%s): %s", task.Name, rec.Kind, rec.Message)
 	}
 	if !rec.Complete {
-		return rec, "", task, fmt.Errorf("the change of AgentTask %s is not in its record: %s", task.Name, rec.Message)
+		return shown, fmt.Errorf("the change of AgentTask %s (tree %s) is not in its record: %s", task.Name, rec.Tree, rec.Message)
 	}
-	return rec, cm.Data[gitws.DiffKey], task, nil
+	shown.diff = cm.Data[gitws.DiffKey]
+	return shown, nil
 }
 
-// summarize says on w what the change is.
-func summarize(w io.Writer, task *v1.AgentTask, rec gitws.Record) {
-	fmt.Fprintf(w, "AgentTask %s: %d file(s) changed against %s (%s), read %s\n", task.Name, rec.FileCount, short(rec.Base), task.Spec.Workspace.Git.URL, rec.RecordedAt.Format(time.RFC3339))
+// summarize says on w what the change is: its files, its tree (what a push of it
+// would push), and whose record it is.
+func summarize(w io.Writer, s shownChange) {
+	rec := s.rec
+	fmt.Fprintf(w, "AgentTask %s: %d file(s) changed against %s (%s), read %s\n", s.task.Name, rec.FileCount, short(rec.Base), s.task.Spec.Workspace.Git.URL, rec.RecordedAt.Format(time.RFC3339))
+	fmt.Fprintf(w, "  tree %s\n", rec.Tree)
+	if s.push != "" {
+		branch := s.task.Spec.Workspace.Git.Push.Branch
+		if ws := s.task.Status.Workspace; ws != nil && ws.Push != nil && ws.Push.Branch != "" {
+			branch = ws.Push.Branch
+		}
+		fmt.Fprintf(w, "  pending push: ToolIntent %s pushes this tree, and no other, to branch %s; this is its record (ConfigMap %s, written once), not a new read of the workspace\n",
+			s.push, branch, pipeline.PushRecordName(s.task.Name))
+	}
 	if len(rec.Binary) > 0 {
 		fmt.Fprintf(w, "  binary, named but not carried in a patch: %s\n", mask.Escape(strings.Join(rec.Binary, ", ")))
 	}

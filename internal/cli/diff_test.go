@@ -1,8 +1,21 @@
 package cli
 
 import (
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/gitws"
 	"github.com/toolgate/toolgate/internal/mask"
 )
 
@@ -22,5 +35,143 @@ func TestDiffEscapesWhatRewritesATerminal(t *testing.T) {
 		if got := mask.Escape(in); got != want {
 			t.Errorf("mask.Escape(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+const (
+	pushBase     = "9debc41a9debc41a9debc41a9debc41a9debc41a"
+	pushedTree   = "1111111111111111111111111111111111111111"
+	harmlessTree = "2222222222222222222222222222222222222222"
+	// controllerUser proposes a task's push.
+	controllerUser = "system:serviceaccount:toolgate-system:toolgate-controller-manager"
+)
+
+// pendingPush records, as the controller leaves them, a git task "fix" whose push
+// waits for a human: the push's record (ConfigMap fix-git-push: the change it
+// pushes, tree recordTree), its ToolIntent and Approval (tree pushedTree), and a
+// later read of the worktree in fix-change, which shows harmless files.
+func pendingPush(t *testing.T, ns, recordTree string) *v1.AgentTask {
+	t.Helper()
+	task := &v1.AgentTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fix"},
+		Spec: v1.AgentTaskSpec{
+			Goal: "Make the failing test pass.",
+			Mode: v1.ModeEdit,
+			Workspace: v1.WorkspaceSpec{
+				VolumeClaim: &v1.WorkspaceVolumeClaim{Storage: resource.MustParse("1Gi")},
+				Git:         &v1.GitSource{URL: "http://git/calc.git", Push: &v1.GitPush{Branch: "agent/fix"}},
+			},
+			Agent: v1.AgentSpec{External: &v1.ExternalAgent{Proposers: v1.Proposers{Users: []string{agentUser}}}},
+			Done:  true,
+		},
+		Status: v1.AgentTaskStatus{
+			Phase:     v1.TaskAwaitingApproval,
+			Workspace: &v1.WorkspaceStatus{Commit: pushBase, Push: &v1.PushStatus{Branch: "agent/fix", Intent: "fix-git-push"}},
+		},
+	}
+	record(t, task)
+	owned := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: ns, Name: name,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(task, v1.GroupVersion.WithKind("AgentTask"))}}
+	}
+	change := func(name, request, tree, diff string, immutable bool) *corev1.ConfigMap {
+		rec, _ := json.Marshal(gitws.Record{Request: request, Base: pushBase, Tree: tree, Files: []string{"calc.sh"}, FileCount: 1,
+			DiffBytes: len(diff), Complete: true, RecordedAt: time.Date(2026, 12, 2, 10, 5, 0, 0, time.UTC)})
+		cm := &corev1.ConfigMap{ObjectMeta: owned(name), Data: map[string]string{gitws.RecordKey: string(rec), gitws.DiffKey: diff}}
+		cm.Annotations = map[string]string{gitws.AnnotationChangeRequest: request}
+		if immutable {
+			cm.Immutable = ptr.To(true)
+		}
+		return cm
+	}
+	input := fmt.Sprintf(`{"base":%q,"branch":"agent/fix","fileCount":1,"files":["calc.sh"],"tree":%q,"url":"http://git/calc.git"}`, pushBase, pushedTree)
+	intent := &v1.ToolIntent{ObjectMeta: owned("fix-git-push"), Spec: v1.ToolIntentSpec{
+		TaskRef: v1.LocalObjectReference{Name: "fix"}, Tool: v1.ToolGitPush, Input: runtime.RawExtension{Raw: []byte(input)},
+		RequestedBy: controllerUser, ProposedBy: v1.ProposedBy{Provider: "toolgate"},
+	}}
+	approval := pendingApproval(ns, "fix-git-push", controllerUser, func(a *v1.Approval) {
+		a.Spec.TaskRef.Name = "fix"
+		a.Spec.Request.Tool, a.Spec.Request.Input, a.Spec.Request.Category = v1.ToolGitPush, input, v1.CategoryNetwork
+	})
+	for _, obj := range []client.Object{
+		change("fix-git-push", "push-"+string(task.UID), recordTree, "+++ b/calc.sh\n+echo pwned\n", true),
+		change("fix-change", "r1", harmlessTree, "+++ b/calc.sh\n+echo harmless\n", false),
+		intent,
+	} {
+		if err := env.Client.Create(t.Context(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record(t, approval)
+	return task
+}
+
+// While a push is pending, diff prints the push's own record, with the tree the
+// push binds, and asks for no new read: a read of the worktree as it is now (the
+// agent made it harmless since) is not what is pushed. An approver, who may not
+// patch the task, can read it too; export gives the same change.
+func TestDiffPrintsThePendingPushsRecord(t *testing.T) {
+	ns := testNamespace(t)
+	pendingPush(t, ns, pushedTree)
+
+	code, out, errOut := kubectl(t, alice, ns, "", "diff", "fix")
+	if code != 0 {
+		t.Fatalf("diff exited %d: %s", code, errOut)
+	}
+	for _, want := range []string{"AgentTask fix: 1 file(s) changed against 9debc41a9deb (http://git/calc.git)", "\n  tree " + pushedTree + "\n",
+		"  pending push: ToolIntent fix-git-push pushes this tree, and no other, to branch agent/fix; this is its record (ConfigMap fix-git-push, written once), not a new read of the workspace"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("diff's summary lacks %q:\n%s", want, errOut)
+		}
+	}
+	if !strings.Contains(out, "+echo pwned") || strings.Contains(out, "harmless") {
+		t.Errorf("diff printed another change than the push's:\n%s", out)
+	}
+	task := &v1.AgentTask{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "fix"}, task); err != nil {
+		t.Fatal(err)
+	}
+	if got := task.Annotations[gitws.AnnotationChangeRequest]; got != "" {
+		t.Errorf("diff asked for a new read while the push is pending: %q", got)
+	}
+	code, out, errOut = kubectl(t, alice, ns, "", "export", "fix", "-o", "patch")
+	if code != 0 || !strings.Contains(out, "+echo pwned") || strings.Contains(out, "harmless") {
+		t.Errorf("export while the push is pending: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// Approving a git_push shows what it pushes: the push's record, its diff and its
+// tree; a push whose record is not of the tree the push binds is not approved
+// (deny still works), and nothing is patched.
+func TestApproveOfAPushShowsWhatItPushes(t *testing.T) {
+	ns := testNamespace(t)
+	pendingPush(t, ns, pushedTree)
+	code, out, errOut := kubectl(t, alice, ns, "", "approve", "fix-git-push", "--yes")
+	if code != 0 {
+		t.Fatalf("approve exited %d: %s\n%s", code, errOut, out)
+	}
+	for _, want := range []string{"Tool:           git_push", "  Pushes:         tree " + pushedTree + " on " + pushBase + ", as one commit on the new branch agent/fix of http://git/calc.git; the push pod pushes no other tree",
+		"The change it pushes (ConfigMap fix-git-push):", "\n  tree " + pushedTree + "\n", "+echo pwned", "Approval fix-git-push approved by alice."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("approve's output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "harmless") {
+		t.Errorf("approve showed a later read:\n%s", out)
+	}
+
+	other := testNamespace(t)
+	pendingPush(t, other, harmlessTree)
+	code, out, errOut = kubectl(t, alice, other, "", "approve", "fix-git-push", "--yes")
+	want := "error: not approved: ConfigMap fix-git-push records tree " + harmlessTree + " on " + pushBase + ", but ToolIntent fix-git-push pushes tree " + pushedTree + " on " + pushBase + ": what would be pushed is not what is recorded; deny it, or ask the task's owner\n"
+	if code != 1 || errOut != want || strings.Contains(out, "approved by") {
+		t.Fatalf("approving a push whose record is another tree: exit %d\n%s\nstderr %q\nwant   %q", code, out, errOut, want)
+	}
+	a := &v1.Approval{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: other, Name: "fix-git-push"}, a); err != nil || a.Spec.Decision != v1.DecisionPending {
+		t.Fatalf("after the refusal the approval is %s (%v)", a.Spec.Decision, err)
+	}
+	if code, _, errOut = kubectl(t, bob, other, "", "deny", "fix-git-push", "--yes"); code != 0 {
+		t.Fatalf("deny of that push exited %d: %s", code, errOut)
 	}
 }

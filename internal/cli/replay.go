@@ -177,13 +177,17 @@ func loopIdentity(task *v1.AgentTask, intents []v1.ToolIntent) string {
 	return ""
 }
 
-// runningTask is the task with its end undone, so that validation judges the call
-// and not whether the task still accepts calls today.
+// runningTask is the task with its end undone (and its push, which begins its
+// end), so that validation judges the call and not whether the task still accepts
+// calls today.
 func runningTask(task *v1.AgentTask) *v1.AgentTask {
 	t := task.DeepCopy()
 	t.Spec.Cancel = false
 	meta.RemoveStatusCondition(&t.Status.Conditions, v1.ConditionSucceeded)
 	meta.RemoveStatusCondition(&t.Status.Conditions, v1.ConditionFailed)
+	if t.Status.Workspace != nil {
+		t.Status.Workspace.Push = nil
+	}
 	return t
 }
 

@@ -199,8 +199,13 @@ func (r *AgentTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		r.emit(log, task, before, created)
 	}
 	r.reportTurn(ctx, task, step)
-	// The push's change, while it is read, has the change record to itself: a diff
-	// asked for meanwhile is answered after.
+	// Before the push's change is read: a task that pushes keeps no session.
+	sessionsWait, err := r.keepSessions(ctx, task, status)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	// The push's change, while it is read, has the claim to itself: a diff asked
+	// for meanwhile is answered after.
 	changeRequest := task.Annotations[gitws.AnnotationChangeRequest]
 	if pushReading(task) {
 		changeRequest = ""
@@ -214,10 +219,6 @@ func (r *AgentTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 	cloneWait = soonest(soonest(cloneWait, changeWait), pushWait)
-	sessionsWait, err := r.keepSessions(ctx, task, status)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
 	if why, ended := taskEnded(task, status); ended || cancelledCalls(world.Intents) {
 		running, err := r.stopRunningCalls(ctx, task, why, world.Intents)
 		if err != nil {
@@ -244,10 +245,10 @@ func soonest(a, b time.Duration) time.Duration {
 // keepSessions keeps the task's session pods (isolation Session): while the task is
 // Ready and has had a call within the idle timeout (or was created within it), its
 // two warm sessions (pipeline.SessionProfiles) exist; a session with no call for
-// the idle timeout is deleted, as is every session once the task ended (which stops
-// the calls in them, background jobs too), and every session with no call in it
-// when the task was set to PerCall or is not Ready. It returns when to look again:
-// when the sessions would go idle.
+// the idle timeout is deleted, as is every session once the task ended or pushes
+// its change (which stops the calls in them, background jobs too), and every
+// session with no call in it when the task was set to PerCall or is not Ready. It
+// returns when to look again: when the sessions would go idle.
 func (r *AgentTaskReconciler) keepSessions(ctx context.Context, task *v1.AgentTask, status v1.AgentTaskStatus) (time.Duration, error) {
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(task.Namespace), client.HasLabels{executor.LabelSession}); err != nil {
@@ -311,6 +312,11 @@ func (r *AgentTaskReconciler) keepSessions(ctx context.Context, task *v1.AgentTa
 		return nil
 	}
 	if _, ended := taskEnded(task, status); ended {
+		return 0, stop(true)
+	}
+	// A task that pushes its change runs nothing of the agent's any more: what
+	// the push read is what it pushes (pipeline.PushPending).
+	if pushing, _ := pipeline.PushPending(task); pushing {
 		return 0, stop(true)
 	}
 	if task.Spec.Sandbox.Isolation != v1.IsolationSession || !meta.IsStatusConditionTrue(status.Conditions, v1.ConditionReady) {
@@ -480,7 +486,7 @@ func (r *AgentTaskReconciler) observe(ctx context.Context, task *v1.AgentTask) (
 		return world, false, 0, err
 	}
 	world.Approvals = int32(len(approvals.Items))
-	if world.Push, err = r.observePush(ctx, task); err != nil {
+	if world.Push, err = r.observePush(ctx, task, world.Intents); err != nil {
 		return world, false, 0, err
 	}
 	return world, created, wait, nil

@@ -45,8 +45,9 @@ func pushReading(task *v1.AgentTask) bool {
 
 // observePush is what the task's push stands at, once the task would succeed
 // (status.workspace.push is set): its intent, or the change recorded for it, or
-// why there is none. nil before.
-func (r *AgentTaskReconciler) observePush(ctx context.Context, task *v1.AgentTask) (*pipeline.PushWorld, error) {
+// what it waits for before the change is read, or why there is nothing to push.
+// nil before. intents are the task's.
+func (r *AgentTaskReconciler) observePush(ctx context.Context, task *v1.AgentTask, intents []v1.ToolIntent) (*pipeline.PushWorld, error) {
 	g := task.Spec.Workspace.Git
 	ws := task.Status.Workspace
 	if g == nil || g.Push == nil || ws == nil || ws.Push == nil {
@@ -76,22 +77,21 @@ func (r *AgentTaskReconciler) observePush(ctx context.Context, task *v1.AgentTas
 		return pw, nil
 	}
 	cm := &corev1.ConfigMap{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: gitws.ChangeConfigMapName(task.Name)}, cm)
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: pipeline.PushRecordName(task.Name)}, cm)
 	switch {
 	case apierrors.IsNotFound(err):
-		return pw, nil
+		pw.Waiting, err = r.pushReadWaitsFor(ctx, task, intents)
+		return pw, err
 	case err != nil:
 		return nil, err
 	case !transcript.ControlledByTask(cm, task):
-		pw.Failure = fmt.Sprintf("ConfigMap %s exists and is not this task's change record, so the change to push cannot be recorded: nothing was pushed", cm.Name)
-		return pw, nil
-	case cm.Annotations[gitws.AnnotationChangeRequest] != pushRequest(task):
+		pw.Failure = fmt.Sprintf("ConfigMap %s exists and is not this task's push record (the task does not control it), so the change to push cannot be recorded: nothing was pushed", cm.Name)
 		return pw, nil
 	}
 	var rec gitws.Record
 	switch err := json.Unmarshal([]byte(cm.Data[gitws.RecordKey]), &rec); {
 	case err != nil:
-		pw.Failure = fmt.Sprintf("the change record %s does not parse (%v): nothing was pushed", cm.Name, err)
+		pw.Failure = fmt.Sprintf("the push record %s does not parse (%v): nothing was pushed", cm.Name, err)
 	case rec.Kind != "":
 		pw.Failure = fmt.Sprintf("the workspace's change could not be read (%s): %s", rec.Kind, rec.Message)
 	default:
@@ -100,18 +100,85 @@ func (r *AgentTaskReconciler) observePush(ctx context.Context, task *v1.AgentTas
 	return pw, nil
 }
 
-// preparePush moves a push that reads its change on: it records the change (a
-// change pod, as for kubectl toolgate diff), then proposes the git_push intent
-// that pushes exactly that change (its base and tree), which policy decides and a
-// human approves like any call. It returns when to look again.
+// maxNamedWaits is how many of the things a push waits for its message names.
+const maxNamedWaits = 5
+
+// pushReadWaitsFor names what of the task still runs, or may still run, before its
+// change is read for the push: an intent of the agent's not observed yet (it may
+// yet be allowed and run), an Execution not finished, a session pod (its calls and
+// background jobs), a call's pod whose container has not ended. "" once none is
+// left: then nothing of the agent's writes the worktree while the change is read,
+// approved and pushed. A Job call is waited for, not stopped: it was decided (and
+// perhaps approved) before the task would succeed, and its timeout bounds the wait;
+// sessions are stopped by keepSessions, since a background job has no end of its own.
+func (r *AgentTaskReconciler) pushReadWaitsFor(ctx context.Context, task *v1.AgentTask, intents []v1.ToolIntent) (string, error) {
+	var running []string
+	push := pipeline.PushIntentName(task.Name)
+	for i := range intents {
+		if in := &intents[i]; in.Name != push && in.Status.Observation == nil {
+			running = append(running, "ToolIntent "+in.Name)
+		}
+	}
+	var execs v1.ExecutionList
+	if err := r.List(ctx, &execs, client.InNamespace(task.Namespace), client.MatchingFields{IndexExecutionTask: task.Name}); err != nil {
+		return "", err
+	}
+	calls := map[string]bool{}
+	for i := range execs.Items {
+		exec := &execs.Items[i]
+		if exec.Spec.TaskRef.Name != task.Name {
+			continue
+		}
+		calls[exec.Name] = true
+		if !executor.IsFinished(&exec.Status) {
+			running = append(running, "Execution "+exec.Name)
+		}
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(task.Namespace), client.MatchingLabels{executor.LabelTask: executor.LabelValue(task.Name)}); err != nil {
+		return "", err
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if _, git := pod.Labels[executor.LabelGit]; git {
+			continue // toolgate's own (clone, change), never the agent's
+		}
+		ended := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+		switch {
+		case metav1.IsControlledBy(pod, task):
+			// A session pod runs its processes until it is gone, whatever its phase.
+			running = append(running, "session pod "+pod.Name)
+		case calls[pod.Labels[executor.LabelExecution]] && !ended:
+			running = append(running, "pod "+pod.Name)
+		}
+	}
+	if len(running) > maxNamedWaits {
+		running = append(running[:maxNamedWaits], fmt.Sprintf("%d more", len(running)-maxNamedWaits))
+	}
+	return strings.Join(running, ", "), nil
+}
+
+// preparePush moves a push that reads its change on: once nothing of the task
+// runs (keepSessions stops its sessions and background jobs), it records the
+// change in the push's own immutable record (a change pod, as for kubectl
+// toolgate diff), then proposes the git_push intent that pushes exactly that
+// change (its base and tree), which policy decides and a human approves like any
+// call. It returns when to look again.
 func (r *AgentTaskReconciler) preparePush(ctx context.Context, task *v1.AgentTask, pw *pipeline.PushWorld) (time.Duration, error) {
-	if !pushReading(task) || pw != nil && (pw.Intent != nil || pw.Failure != "") {
+	switch {
+	case !pushReading(task):
 		return 0, nil
-	}
-	if pw == nil || pw.Record == nil {
-		return r.recordChange(ctx, task, pushRequest(task))
-	}
-	if pw.Record.FileCount == 0 {
+	case pw == nil:
+		// This pass wrote the status that starts the push: the task's calls are
+		// looked at on the next one, before anything is read.
+		return time.Second, nil
+	case pw.Intent != nil || pw.Failure != "":
+		return 0, nil
+	case pw.Waiting != "":
+		return gitPollEvery, nil
+	case pw.Record == nil:
+		return r.recordPushChange(ctx, task)
+	case pw.Record.FileCount == 0:
 		return 0, nil // nothing to push: the task succeeds
 	}
 	input, err := json.Marshal(pipeline.PushInput(task, *pw.Record))
@@ -136,8 +203,8 @@ func (r *AgentTaskReconciler) preparePush(ctx context.Context, task *v1.AgentTas
 			TurnCalls: 1,
 			Tool:      v1.ToolGitPush,
 			Input:     runtime.RawExtension{Raw: input},
-			Reason: clip.Bytes(fmt.Sprintf("the task would succeed: push its change (%d file(s) against %s) as one commit on the new branch %s of %s (spec.workspace.git.push)",
-				pw.Record.FileCount, pw.Record.Base, g.Push.Branch, g.URL), transcript.MaxIntentReason),
+			Reason: clip.Bytes(fmt.Sprintf("the task would succeed: push its change (%d file(s) against %s, tree %s, recorded in ConfigMap %s) as one commit on the new branch %s of %s (spec.workspace.git.push)",
+				pw.Record.FileCount, pw.Record.Base, pw.Record.Tree, pipeline.PushRecordName(task.Name), g.Push.Branch, g.URL), transcript.MaxIntentReason),
 			RequestedBy: r.Options.identity(),
 			ProposedBy:  v1.ProposedBy{Provider: "toolgate"},
 		},
@@ -148,7 +215,7 @@ func (r *AgentTaskReconciler) preparePush(ctx context.Context, task *v1.AgentTas
 		return 0, fmt.Errorf("creating the push ToolIntent %s: %w", intent.Name, err)
 	}
 	r.Recorder.Eventf(task, intent, corev1.EventTypeNormal, EventPushProposed, EventPushProposed,
-		"ToolIntent %s pushes %d changed file(s) to branch %s of %s once it is decided (and approved, when asked)", intent.Name, pw.Record.FileCount, g.Push.Branch, g.URL)
+		"ToolIntent %s pushes %d changed file(s) (tree %s) to branch %s of %s once it is decided (and approved, when asked)", intent.Name, pw.Record.FileCount, pw.Record.Tree, g.Push.Branch, g.URL)
 	ctrl.LoggerFrom(ctx).Info("proposed the push", "audit", true, "step", EventPushProposed, "namespace", task.Namespace, "task", task.Name,
 		"intent", intent.Name, "branch", g.Push.Branch, "base", pw.Record.Base, "tree", pw.Record.Tree, "files", pw.Record.FileCount)
 	return 0, nil

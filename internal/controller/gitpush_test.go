@@ -1,21 +1,27 @@
 package controller
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/cli"
+	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/gitws"
 	"github.com/toolgate/toolgate/internal/gitws/gittest"
 	"github.com/toolgate/toolgate/internal/pipeline"
@@ -377,4 +383,205 @@ func TestGitPushPodDeletedBeforeItReported(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// A task that pushes runs nothing of the agent's while its change is read and
+// pushed: its sessions and background jobs are stopped, and gone, before the change
+// pod starts, and an intent the agent proposes afterwards (to turn the files
+// harmless before the approver looks, or to put back what was read after the
+// approval) is refused, saying which push is pending. Without that, an agent
+// showed the approver one tree and had another pushed.
+func TestGitPushStopsTheAgentBeforeItsChangeIsRead(t *testing.T) {
+	p, l := startSessionPipeline(t)
+	server := gittest.NewServer(t)
+	repo := server.AddRepo("calc")
+	p.gitSecret("git-creds", server, server.Token, true)
+	task := p.gitTask("fix", repo.URL, "main", "git-creds", func(task *v1.AgentTask) {
+		task.Spec.Mode = v1.ModeAuto
+		task.Spec.Sandbox.Isolation = v1.IsolationSession
+		task.Spec.Workspace.Git.Push = &v1.GitPush{Branch: pushBranch}
+	})
+	claim := l.workspace(pipeline.WorkspaceClaimName(task))
+	if res := p.runGitPod(p.gitPod("fix", gitws.OpClone), claim); res.Kind != "" {
+		t.Fatalf("clone: %+v", res)
+	}
+	p.readyReason("fix", v1.ReasonWorkspaceReady)
+	calc := filepath.Join(claim, gitws.WorktreeDir, "calc.sh")
+
+	// The agent's change, then a background job that outlives its call: in the
+	// attack it waits to write the worktree again once the push is approved.
+	p.propose("fix", 0, 0, v1.ToolBash, `{"command":"echo 'echo pwned' >> calc.sh"}`)
+	if obs := p.observed("fix-t0-0").Status.Observation; obs.Outcome != v1.OutcomeSucceeded {
+		t.Fatalf("the agent's change: %+v", obs)
+	}
+	p.propose("fix", 1, 0, v1.ToolBash, `{"command":"mkdir -p .toolgate && echo $$ > .toolgate/job.pid && exec sleep 300","runInBackground":true}`)
+	p.observed("fix-t1-0")
+	jobPid := 0
+	p.eventually("the background job wrote its pid", func() (bool, string) {
+		b, err := os.ReadFile(filepath.Join(claim, gitws.WorktreeDir, ".toolgate", "job.pid"))
+		jobPid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return jobPid > 0, fmt.Sprint(err)
+	})
+	if !processAlive(jobPid) {
+		t.Fatal("the background job is not running")
+	}
+
+	p.markDone("fix")
+	change := p.gitPod("fix", gitws.OpChange)
+	// When the change pod starts, nothing of the agent's runs any more.
+	var sessions corev1.PodList
+	if err := env.Client.List(t.Context(), &sessions, client.InNamespace(p.ns), client.HasLabels{executor.LabelSession}); err != nil {
+		t.Fatal(err)
+	}
+	if len(sessions.Items) > 0 {
+		t.Fatalf("the push's change is read while %d session pod(s) of the task exist, the first %s", len(sessions.Items), sessions.Items[0].Name)
+	}
+	if processAlive(jobPid) {
+		t.Fatalf("the push's change is read while the background job (pid %d) runs", jobPid)
+	}
+	if job := getExecution(t, p.ns, "fix-t1-0"); !executor.IsFinished(&job.Status) {
+		t.Fatalf("the push's change is read while the background job's Execution runs: %+v", job.Status)
+	}
+	if res := p.runGitPod(change, claim); res.Kind != "" {
+		t.Fatalf("reading the change: %+v", res)
+	}
+	p.eventually("the push intent", func() (bool, string) {
+		err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: pipeline.PushIntentName("fix")}, &v1.ToolIntent{})
+		return err == nil, fmt.Sprint(err)
+	})
+	push := p.condition(pipeline.PushIntentName("fix"), v1.ConditionDecided, metav1.ConditionTrue, v1.ReasonPolicyAsk)
+	shown, err := os.ReadFile(calc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.eventually("the task waits for its push's approval", func() (bool, string) {
+		got := p.getTask("fix")
+		return got.Status.Phase == v1.TaskAwaitingApproval && got.Status.Workspace.Push.Intent == push.Name, fmt.Sprintf("%s %+v", got.Status.Phase, got.Status.Workspace.Push)
+	})
+
+	// While the push waits for a human, the agent turns the files harmless: it is
+	// refused, and told why.
+	p.propose("fix", 2, 0, v1.ToolWriteFile, `{"path":"calc.sh","content":"echo harmless\n"}`)
+	p.propose("fix", 2, 1, v1.ToolBash, `{"command":"sleep 5; echo harmless > calc.sh","runInBackground":true}`)
+	for _, name := range []string{"fix-t2-0", "fix-t2-1"} {
+		got := p.observed(name)
+		if o := got.Status.Observation; o.Outcome != v1.OutcomeValidationFailed || o.Executed || got.Status.ExecutionRef != "" {
+			t.Fatalf("%s, proposed while the push is pending: %+v", name, got.Status)
+		}
+		mustContain(t, name+"'s refusal", got.Status.Observation.Summary,
+			`AgentTask "fix" accepts no more intents: its push is pending: ToolIntent `+push.Name+" pushes its change to branch "+pushBranch,
+			"until that push is approved, denied or the task cancelled")
+	}
+	p.never("a session of the pushing task", func() bool {
+		var pods corev1.PodList
+		_ = env.Client.List(t.Context(), &pods, client.InNamespace(p.ns), client.HasLabels{executor.LabelSession})
+		return len(pods.Items) > 0
+	})
+	if now, err := os.ReadFile(calc); err != nil || string(now) != string(shown) {
+		t.Fatalf("the worktree changed while the push waits (%v):\n%s", err, now)
+	}
+}
+
+// runCLI runs kubectl toolgate's command code with args against the control plane,
+// as the user of kubeconfig, in the test's namespace.
+func (p *pipelineEnv) runCLI(kubeconfig, stdin string, args ...string) (stdout, stderr string, err error) {
+	p.t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := cli.NewRootCommand(genericiooptions.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut})
+	cmd.SetArgs(append(args, "--kubeconfig", kubeconfig, "-n", p.ns))
+	err = cmd.ExecuteContext(p.t.Context())
+	return out.String(), errOut.String(), err
+}
+
+// The push's change is its own record, ConfigMap TASK-git-push: written once,
+// immutable, of the tree the push intent binds. A diff asked for later reads the
+// worktree as it is then into TASK-change and leaves the push's record alone;
+// kubectl toolgate diff prints the push's record, with its tree, while the push is
+// pending, and approve the same before it approves; and a worktree that is no
+// longer that tree pushes nothing.
+func TestGitPushShowsAndPushesOneRecordedTree(t *testing.T) {
+	p := startPipeline(t)
+	server := gittest.NewServer(t)
+	repo := server.AddRepo("calc")
+	p.gitSecret("git-creds", server, server.Token, true)
+	claim := p.pushTask("fix", repo, true)
+	before := serverRefs(t, repo)
+	p.markDone("fix")
+	intent := p.proposedPush("fix", claim)
+	var in tools.GitPushInput
+	if err := json.Unmarshal(intent.Spec.Input.Raw, &in); err != nil {
+		t.Fatal(err)
+	}
+	task := p.getTask("fix")
+
+	record := &corev1.ConfigMap{}
+	key := client.ObjectKey{Namespace: p.ns, Name: pipeline.PushRecordName("fix")}
+	if err := env.Client.Get(t.Context(), key, record); err != nil {
+		t.Fatalf("the push's record: %v", err)
+	}
+	var rec gitws.Record
+	if err := json.Unmarshal([]byte(record.Data[gitws.RecordKey]), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if owner := metav1.GetControllerOf(record); owner == nil || owner.UID != task.UID || record.Immutable == nil || !*record.Immutable {
+		t.Fatalf("the push's record is not the task's, immutable: %+v immutable=%v", record.OwnerReferences, record.Immutable)
+	}
+	if !rec.Complete || rec.Tree != in.Tree || rec.Base != in.Base || rec.FileCount != 2 || !strings.Contains(record.Data[gitws.DiffKey], "+added by the agent") {
+		t.Fatalf("the push's record %+v is not the change the push binds (%+v):\n%s", rec, in, record.Data[gitws.DiffKey])
+	}
+	mustContain(t, "the push's reason", intent.Spec.Reason, "tree "+in.Tree, "ConfigMap "+key.Name)
+
+	// The files are turned harmless (the agent's intents are refused; anyone with
+	// the claim can still write it), and a diff is asked for: the read goes to the
+	// task's change record, not to the push's.
+	p.writeWorktree(claim, map[string]string{"NOTES.md": "harmless\n"})
+	p.askForChange("fix", "r1")
+	pushRead := executor.GitPodName(gitws.OpChange, string(task.UID), pushRequest(task))
+	if res := p.runGitPod(p.gitPod("fix", gitws.OpChange, pushRead), claim); res.Kind != "" {
+		t.Fatalf("reading the change: %+v", res)
+	}
+	if _, now := p.changeRecord("fix", "r1"); now.Tree == in.Tree {
+		t.Fatalf("the read after the change has the push's tree %s", now.Tree)
+	}
+	after := &corev1.ConfigMap{}
+	if err := env.Client.Get(t.Context(), key, after); err != nil || after.ResourceVersion != record.ResourceVersion || after.Data[gitws.DiffKey] != record.Data[gitws.DiffKey] {
+		t.Fatalf("the push's record changed (%v): %s", err, after.Data[gitws.RecordKey])
+	}
+	// Nobody rewrites it: the API server refuses a change of its data.
+	after.Data[gitws.DiffKey] = "+harmless\n"
+	if err := env.Client.Update(t.Context(), after); !apierrors.IsInvalid(err) {
+		t.Fatalf("an update of the push's record: %v, want it refused as immutable", err)
+	}
+
+	// What a person deciding the push is shown is that record: its tree, its diff.
+	kubeconfig, err := env.AdminKubeconfig("push-approver", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := p.runCLI(kubeconfig, "", "diff", "fix")
+	if err != nil {
+		t.Fatalf("kubectl toolgate diff: %v\n%s", err, errOut)
+	}
+	mustContain(t, "diff's summary", errOut, "  tree "+in.Tree+"\n", "pending push: ToolIntent "+intent.Name+" pushes this tree, and no other, to branch "+pushBranch)
+	mustContain(t, "diff", out, "+added by the agent")
+	mustNotContain(t, "diff", out, "harmless")
+	if got := p.getTask("fix"); got.Annotations[gitws.AnnotationChangeRequest] != "r1" {
+		t.Fatalf("diff asked for a new read while the push is pending: %q", got.Annotations[gitws.AnnotationChangeRequest])
+	}
+	p.approval(intent.Name)
+	out, errOut, err = p.runCLI(kubeconfig, "", "approve", intent.Name, "--yes")
+	if err != nil {
+		t.Fatalf("kubectl toolgate approve: %v\n%s", err, errOut)
+	}
+	mustContain(t, "approve", out, "Pushes:         tree "+in.Tree+" on "+in.Base, "  tree "+in.Tree+"\n", "+added by the agent", "Approval "+intent.Name+" approved by push-approver.")
+	mustNotContain(t, "approve", out, "harmless")
+
+	// The worktree is no longer the approved tree: the push pod pushes nothing.
+	if res := p.runGitPod(p.gitPod("fix", gitws.OpPush), claim); res.Kind != gitws.FailureChanged {
+		t.Fatalf("a push of a worktree that is not the approved tree: %+v", res)
+	}
+	p.finished("fix", v1.ConditionFailed, v1.ReasonPushFailed)
+	if refs := serverRefs(t, repo); refs != before {
+		t.Fatalf("the push changed the server:\n%s", refs)
+	}
 }

@@ -27,8 +27,8 @@ import (
 )
 
 // gitTask creates an external task whose workspace is cloned from url at revision,
-// without waiting for it to be Ready.
-func (p *pipelineEnv) gitTask(name, url, revision, secret string) *v1.AgentTask {
+// changed by mutate, without waiting for it to be Ready.
+func (p *pipelineEnv) gitTask(name, url, revision, secret string, mutate ...func(*v1.AgentTask)) *v1.AgentTask {
 	p.t.Helper()
 	task := &v1.AgentTask{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: name},
@@ -44,6 +44,9 @@ func (p *pipelineEnv) gitTask(name, url, revision, secret string) *v1.AgentTask 
 	}
 	if secret != "" {
 		task.Spec.Workspace.Git.SecretRef = &corev1.LocalObjectReference{Name: secret}
+	}
+	for _, m := range mutate {
+		m(task)
 	}
 	if err := env.Client.Create(p.t.Context(), task); err != nil {
 		p.t.Fatalf("creating task: %v", err)

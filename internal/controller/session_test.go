@@ -107,7 +107,8 @@ func (l *localSessions) Exec(ctx context.Context, namespace, name string, stdin 
 	forge := l.forge
 	l.mu.Unlock()
 	claim := pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName
-	ws := l.workspace(claim)
+	// The folder of the claim the pod mounts (a git task's tools see its worktree).
+	ws := filepath.Join(l.workspace(claim), pod.Spec.Containers[0].VolumeMounts[0].SubPath)
 	cmd := exec.CommandContext(ctx, l.runner, "exec")
 	if pod.Spec.Containers[0].VolumeMounts[0].ReadOnly {
 		// The runner proves a read-only workspace by its mount: bind the folder

@@ -17,12 +17,41 @@ import (
 type PushWorld struct {
 	// Intent is the task's git_push ToolIntent, once the controller created it.
 	Intent *v1.ToolIntent
-	// Record is the change read for the push, once read (before the intent exists).
+	// Record is the change read for the push, once read (before the intent exists):
+	// the push's record (PushRecordName), written once and never again.
 	Record *gitws.Record
+	// Waiting names what of the task still runs while the push waits to read its
+	// change: the change is read only once nothing of the agent's runs.
+	Waiting string
 	// Failure says why there is nothing to push and the task fails PushFailed: the
 	// change could not be read, or an intent that is not the task's push is in its
 	// place.
 	Failure string
+}
+
+// PushRecordName is the ConfigMap that holds the change a task's push pushes: its
+// diff, base and tree, recorded once, when the push is prepared, and immutable.
+// It has the push intent's name (ConfigMaps and ToolIntents do not share names).
+func PushRecordName(task string) string { return PushIntentName(task) }
+
+// PushPending says whether a task with spec.workspace.git.push is pushing its
+// change, and how to say so: it would have succeeded (status.workspace.push is
+// set) and has not ended. From then on it takes no intent of the agent's and
+// runs nothing of it, so the tree read for the push, shown to whoever approves
+// it, is the worktree the push pod finds; the task ends with the push.
+func PushPending(task *v1.AgentTask) (bool, string) {
+	ws := task.Status.Workspace
+	if ws == nil || ws.Push == nil || task.Spec.Workspace.Git == nil || task.Spec.Workspace.Git.Push == nil {
+		return false, ""
+	}
+	if done, _ := TaskFinished(task); done {
+		return false, ""
+	}
+	what := fmt.Sprintf("its change is being read to be pushed to branch %s (spec.workspace.git.push) as ToolIntent %s", ws.Push.Branch, PushIntentName(task.Name))
+	if ws.Push.Intent != "" {
+		what = fmt.Sprintf("its push is pending: ToolIntent %s pushes its change to branch %s (spec.workspace.git.push)", ws.Push.Intent, ws.Push.Branch)
+	}
+	return true, what + "; no other call of the task runs until that push is approved, denied or the task cancelled, and the task ends with the push"
 }
 
 // PushSecret is the credentials Secret a task's push uses: push.secretRef, else the

@@ -88,6 +88,51 @@ func TestValidatePushOnlyAsTheTasksOwnPush(t *testing.T) {
 	}
 }
 
+// Once a task's push is being prepared (status.workspace.push is set), the agent's
+// intents are refused, saying which push is pending and what ends the wait; the
+// push itself is not; a task whose push ended (it finished) refuses as any ended
+// task does.
+func TestValidateRefusesTheAgentWhileThePushIsPending(t *testing.T) {
+	reading := pushingTask()
+	reading.Spec.Done = true
+	reading.Status.Workspace.Push = &v1.PushStatus{Branch: "agent/fix"}
+	pending := reading.DeepCopy()
+	pending.Status.Workspace.Push.Intent = PushIntentName(testTask)
+	ended := pending.DeepCopy()
+	ended.Status.Conditions = []metav1.Condition{{Type: v1.ConditionSucceeded, Status: metav1.ConditionTrue, Reason: v1.ReasonMarkedDone}}
+	write := makeIntent("t-t3-0").tool(v1.ToolWriteFile).input(`{"path":"calc.sh","content":"echo harmless"}`).requestedBy("agent").obj()
+	push := makeIntent(PushIntentName(testTask)).tool(v1.ToolGitPush).input(pushInputJSON(t, pending, nil)).requestedBy(pushController).ownedBy(pending).obj()
+	cases := []struct {
+		name   string
+		intent *v1.ToolIntent
+		task   *v1.AgentTask
+		want   []string // nil for valid
+	}{
+		{"the agent, before the push", write, pushingTask(), nil},
+		{"the agent, while the change is read", write, reading, []string{`spec.taskRef: AgentTask "t" accepts no more intents: its change is being read to be pushed to branch agent/fix`, "as ToolIntent t-git-push", "until that push is approved, denied or the task cancelled"}},
+		{"the agent, while the push waits", write, pending, []string{`accepts no more intents: its push is pending: ToolIntent t-git-push pushes its change to branch agent/fix`, "until that push is approved, denied or the task cancelled", "the task ends with the push"}},
+		{"the agent, after the push", write, ended, []string{`accepts no more intents: it Succeeded`}},
+		{"the push itself", push, pending, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := Validate(ValidateInput{Intent: c.intent, Task: c.task, ControllerIdentity: pushController})
+			got := strings.Join(v.Errors, "\n")
+			if c.want == nil && got != "" {
+				t.Fatalf("refused: %s", got)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(got, w) {
+					t.Fatalf("errors %q, want one with %q", got, w)
+				}
+			}
+			if strings.Contains(got, "it Succeeded") && strings.Contains(got, "push is pending") {
+				t.Fatalf("an ended task is said to push: %q", got)
+			}
+		})
+	}
+}
+
 // The task ends on the push's observation, and the push is no call of the agent's.
 func TestTaskStatusWaitsForThePush(t *testing.T) {
 	task := pushingTask()
@@ -109,6 +154,7 @@ func TestTaskStatusWaitsForThePush(t *testing.T) {
 		wantCommit string
 	}{
 		{name: "the change is being read", world: nil, msg: "reading the workspace's change"},
+		{name: "the task's calls still run", world: &PushWorld{Waiting: "session pod toolgate-session-1"}, msg: "waiting for session pod toolgate-session-1 to end: the workspace's change is read, to be pushed to branch agent/fix, once nothing of the task runs"},
 		{name: "nothing to push", world: &PushWorld{Record: &gitws.Record{Base: pushBase}}, typ: v1.ConditionSucceeded, reason: v1.ReasonMarkedDone, msg: "nothing was pushed"},
 		{name: "the change could not be read", world: &PushWorld{Failure: "the change pod failed"}, typ: v1.ConditionFailed, reason: v1.ReasonPushFailed, msg: "the change pod failed"},
 		{name: "waiting for the approval", world: &PushWorld{Intent: push("", "")}, msg: "pushes the change to branch agent/fix"},

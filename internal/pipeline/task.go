@@ -303,6 +303,8 @@ func succeedAfterPush(task *v1.AgentTask, pw *PushWorld, st *v1.AgentTaskStatus,
 		ps.Message = fmt.Sprintf("nothing to push: the workspace has no change against %s", pw.Record.Base)
 		set(v1.ConditionSucceeded, true, reason, fmt.Sprintf("%s; the workspace has no change against %s, so nothing was pushed", msg, pw.Record.Base))
 		return true
+	case pw.Waiting != "":
+		ps.Message = fmt.Sprintf("waiting for %s to end: the workspace's change is read, to be pushed to branch %s, once nothing of the task runs", pw.Waiting, ps.Branch)
 	default:
 		ps.Message = fmt.Sprintf("reading the workspace's change to push it to branch %s", ps.Branch)
 	}

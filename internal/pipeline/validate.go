@@ -111,7 +111,8 @@ func Validate(in ValidateInput) Validation {
 		v.Errors = append(v.Errors, fmt.Sprintf("spec.taskRef: AgentTask %q does not exist in this namespace", intent.Spec.TaskRef.Name))
 		return v
 	}
-	if done, why := TaskClosed(task); done {
+	closed, why := TaskClosed(task)
+	if closed {
 		v.Errors = append(v.Errors, fmt.Sprintf("spec.taskRef: AgentTask %q accepts no more intents: %s", task.Name, why))
 	}
 	if t, known := tools.Lookup(intent.Spec.Tool); known && t.ControllerTool {
@@ -122,6 +123,12 @@ func Validate(in ValidateInput) Validation {
 			v.TimeoutSeconds, v.TimeoutClamped = timeoutFor(intent.Spec.Tool, normalized, task.Spec.Budgets)
 		}
 		return v
+	}
+	if pushing, what := PushPending(task); pushing && !closed {
+		// What the push pushes is the tree read for it: a call of the agent's now
+		// could change the worktree the approver is shown, or put back what was
+		// there when it was read.
+		v.Errors = append(v.Errors, fmt.Sprintf("spec.taskRef: AgentTask %q accepts no more intents: %s", task.Name, what))
 	}
 	if e := proposerError(intent, task, in.ControllerIdentity); e != "" {
 		v.Errors = append(v.Errors, e)
