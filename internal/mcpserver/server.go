@@ -111,9 +111,12 @@ type Server struct {
 	issuer   *clusterIssuer
 }
 
-// errBusy refuses a token the endpoint may not review now: too many new tokens
-// from its source address, or from all of them.
-var errBusy = errors.New("too many new tokens are being presented at once from this address; try again in a second (a service-account token of this cluster is never held to this limit)")
+// errSourceBusy and errBusy refuse a token the endpoint may not review now: too
+// many new tokens from its source address, or from all of them (sources.go).
+var (
+	errSourceBusy = errors.New("too many new tokens from this address at once; try again in a second (a service-account token of this cluster is not held to this limit)")
+	errBusy       = errors.New("too many new tokens are being presented at once; try again in a second (a service-account token of this cluster is not held to this limit)")
+)
 
 // caller is an authenticated token: who it is, and a client that acts as it. Its
 // review is used until expires; the token stays known until known.
@@ -168,7 +171,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		if _, err := s.callerOf(r.Context(), fields[1], sourceOf(r)); err != nil {
 			status := http.StatusUnauthorized
-			if errors.Is(err, errBusy) {
+			if errors.Is(err, errBusy) || errors.Is(err, errSourceBusy) {
 				status = http.StatusTooManyRequests
 				w.Header().Set("Retry-After", "1")
 			}
@@ -210,9 +213,11 @@ func (s *Server) callerOf(ctx context.Context, token string, source netip.Prefix
 		return nil, errRejected
 	}
 	s.mu.Unlock()
-	if !known && !s.mayReview(ctx, token, source, now) {
-		metrics.MCPTokenReviews.WithLabelValues("Limited").Inc()
-		return nil, errBusy
+	if !known {
+		if err := s.mayReview(ctx, token, source, now); err != nil {
+			metrics.MCPTokenReviews.WithLabelValues("Limited").Inc()
+			return nil, err
+		}
 	}
 	review, err := s.Reviews.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
@@ -252,14 +257,19 @@ func (s *Server) callerOf(ctx context.Context, token string, source netip.Prefix
 	return c, nil
 }
 
-// mayReview decides whether a token the endpoint does not know may be reviewed
-// now: a token the cluster's issuer signed always (issuer.go), another within its
-// source's budget and then the endpoint's (sources.go).
-func (s *Server) mayReview(ctx context.Context, token string, source netip.Prefix, now time.Time) bool {
-	if s.issuer.signed(ctx, token, now) {
-		return true
+// mayReview says why a token the endpoint does not know may not be reviewed now,
+// or nil: a token the cluster's issuer signed may always be (issuer.go), another
+// within its source's budget and then the endpoint's (sources.go).
+func (s *Server) mayReview(ctx context.Context, token string, source netip.Prefix, now time.Time) error {
+	switch {
+	case s.issuer.signed(ctx, token, now):
+		return nil
+	case !s.sources.allow(source, now):
+		return errSourceBusy
+	case !s.reviews.AllowN(now, 1):
+		return errBusy
 	}
-	return s.sources.allow(source, now) && s.reviews.AllowN(now, 1)
+	return nil
 }
 
 // remember records a review under the lock, first dropping the expired ones: the
