@@ -185,7 +185,7 @@ func main() {
 			setupLog.Error(err, "unable to create the MCP endpoint's client")
 			os.Exit(1)
 		}
-		endpoint := &mcpserver.Server{Config: restConfig, Reviews: kube.AuthenticationV1().TokenReviews(), Scheme: scheme,
+		endpoint := &mcpserver.Server{Config: restConfig, Reviews: kube.AuthenticationV1().TokenReviews(), Discovery: kube.Discovery().RESTClient(), Scheme: scheme,
 			MaxWait: c.mcpMaxWait, Log: ctrl.Log.WithName("mcp")}
 		if err := mgr.Add(mcpserver.Runnable{Addr: c.mcpAddr, Server: endpoint}); err != nil {
 			setupLog.Error(err, "unable to add the MCP endpoint")

@@ -2,10 +2,17 @@
 // creates (the node image's default storage). It makes the StorageClass toolgate-local the default,
 // gives every pending claim of that class a directory on this node as a `local`
 // PersistentVolume bound to the claim, and removes the directory and the volume when
-// the claim is deleted. `local` (not hostPath) volumes are used because the kubelet
-// applies a pod's fsGroup to them, so a non-root sandbox can write its workspace.
+// the claim is deleted.
 //
-//	localpv [--kubeconfig FILE] --root DIR --node NAME
+// The kubelet does not apply a pod's fsGroup to a `local` volume made of a plain
+// directory, as it does on a real CSI driver's volume. So the directory is made
+// the way fsGroup leaves a volume's root: owned by root and by the group --group
+// (toolgate's sandbox gid, its pods' fsGroup), setgid, group-writable (2775). A
+// pod that holds that group (by fsGroup or runAsGroup) writes its workspace, and
+// what it creates keeps the group; a pod without it cannot write, as on a real
+// cluster, so a pod that forgot its fsGroup fails here too.
+//
+//	localpv [--kubeconfig FILE] --root DIR --node NAME [--group GID]
 package main
 
 import (
@@ -43,13 +50,24 @@ type Provisioner struct {
 	Client client.Client
 	Root   string
 	Node   string
+	// Group owns the volumes' directories (DefaultGroup: toolgate's sandbox gid).
+	Group int
 }
+
+// DefaultGroup is the gid toolgate's pods run with and give as fsGroup
+// (internal/executor SandboxGID).
+const DefaultGroup = 65532
+
+// volumeDirMode is what fsGroup makes of a volume's root: group-writable, and
+// setgid so that what is created in it keeps the group.
+const volumeDirMode = os.ModeSetgid | 0o775
 
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "Kubeconfig of the cluster (default: the pod's in-cluster credentials).")
 	root := flag.String("root", "", "Folder the volumes' directories are made in (required).")
 	node := flag.String("node", "", "Name of the node the volumes are on (required).")
 	interval := flag.Duration("interval", time.Second, "How often claims and volumes are checked.")
+	group := flag.Int("group", DefaultGroup, "Group that owns the volumes' directories (setgid, group-writable): the fsGroup of the pods that write them.")
 	flag.Parse()
 	if *root == "" || *node == "" {
 		fmt.Fprintln(os.Stderr, "localpv: --root and --node are required")
@@ -65,7 +83,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "localpv: %v\n", err)
 		os.Exit(1)
 	}
-	p := &Provisioner{Client: c, Root: *root, Node: *node}
+	p := &Provisioner{Client: c, Root: *root, Node: *node, Group: *group}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	for {
@@ -136,7 +154,7 @@ func volumeName(claim *corev1.PersistentVolumeClaim) string { return "pvc-" + st
 func (p *Provisioner) provision(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
 	name := volumeName(claim)
 	dir := filepath.Join(p.Root, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := makeVolumeDir(dir, p.Group); err != nil {
 		return err
 	}
 	capacity, ok := claim.Spec.Resources.Requests[corev1.ResourceStorage]
@@ -169,6 +187,19 @@ func (p *Provisioner) provision(ctx context.Context, claim *corev1.PersistentVol
 		return err
 	}
 	return nil
+}
+
+// makeVolumeDir makes dir (or finds it made by an earlier pass) group's own,
+// with volumeDirMode. The mode is set after the directory is made: mkdir's mode
+// passes through the umask, which takes the group's write bit.
+func makeVolumeDir(dir string, group int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.Chown(dir, -1, group); err != nil {
+		return fmt.Errorf("giving %s to group %d: %w", dir, group, err)
+	}
+	return os.Chmod(dir, volumeDirMode)
 }
 
 func (p *Provisioner) remove(ctx context.Context, pv *corev1.PersistentVolume) error {

@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -125,5 +129,84 @@ func TestRemoveRefusesForeignPaths(t *testing.T) {
 	}
 	if _, err := os.Stat(outside); err != nil {
 		t.Fatalf("the outside directory is gone: %v", err)
+	}
+}
+
+// TestVolumeIsWritableByTheSandboxGroup: the kubelet does not apply fsGroup to a
+// local volume, so the provisioner makes the directory what fsGroup would: the
+// sandbox group's, setgid, group-writable. A process running as the sandbox's
+// uid and gid (as the Job and session pods do) creates a file and a directory in
+// it, and they keep the group; a process of another uid and gid (a pod without
+// toolgate's fsGroup) cannot write, as on a real cluster.
+func TestVolumeIsWritableByTheSandboxGroup(t *testing.T) {
+	if DefaultGroup != executor.SandboxGID {
+		t.Fatalf("DefaultGroup %d is not the sandbox's gid %d", DefaultGroup, executor.SandboxGID)
+	}
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	root := t.TempDir()
+	p := &Provisioner{Client: env.Client, Root: root, Node: "node-a", Group: DefaultGroup}
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "ws", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To(ClassName),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if err := env.Client.Create(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	// Provisioned twice: a second pass over an existing directory keeps it so.
+	// (Sync would also reach the volumes other tests left in the cluster.)
+	for range 2 {
+		if err := p.provision(ctx, claim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(root, volumeName(claim))
+	info, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := info.Mode(), os.ModeDir|os.ModeSetgid|0o775; got != want {
+		t.Errorf("the volume's directory is %s; want %s", got, want)
+	}
+	if gid := info.Sys().(*syscall.Stat_t).Gid; gid != DefaultGroup {
+		t.Errorf("the volume's directory belongs to group %d; want %d", gid, DefaultGroup)
+	}
+
+	if os.Geteuid() != 0 {
+		t.Skip("running processes as other users needs root")
+	}
+	// The kubelet mounts the directory itself into a pod; here a process reaches it
+	// through the test's temporary folders, which only their owner may enter.
+	for d := root; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as := func(uid, gid uint32, script string) (string, error) {
+		cmd := exec.Command("/bin/sh", "-c", script)
+		cmd.Dir = dir
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{gid}}}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	sandbox := uint32(executor.SandboxUID)
+	if out, err := as(sandbox, uint32(executor.SandboxGID), "echo ok > written && mkdir made && echo ok > made/nested"); err != nil {
+		t.Fatalf("the sandbox's uid and gid cannot write the volume: %v: %s", err, out)
+	}
+	for _, name := range []string{"written", "made", "made/nested"} {
+		info, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gid := info.Sys().(*syscall.Stat_t).Gid; gid != DefaultGroup {
+			t.Errorf("%s, made by the sandbox, belongs to group %d; want %d (setgid)", name, gid, DefaultGroup)
+		}
+	}
+	if out, err := as(12345, 12345, "echo x > stranger"); err == nil || !strings.Contains(out, "Permission denied") {
+		t.Errorf("a process of another uid and gid wrote the volume: %v: %s", err, out)
 	}
 }

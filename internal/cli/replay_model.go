@@ -147,10 +147,6 @@ func ReplayModel(ctx context.Context, task *v1.AgentTask, records []agent.TurnRe
 	for i := range approvals {
 		approvalOf[approvals[i].Spec.IntentRef.Name] = &approvals[i]
 	}
-	byName := map[string]*v1.ToolIntent{}
-	for i := range sorted {
-		byName[sorted[i].Name] = &sorted[i]
-	}
 	tools := transcript.ModelTools(task)
 
 	stopped := ""
@@ -206,7 +202,11 @@ func ReplayModel(ctx context.Context, task *v1.AgentTask, records []agent.TurnRe
 			}
 		}
 		proposed := agent.NewTurnRecord(int32(t), resp)
-		turn.Calls = pairCalls(task, rec, proposed, byName, func(i int) *Verdict {
+		var recordedIntents []*v1.ToolIntent
+		if t < len(paired.Intents) {
+			recordedIntents = paired.Intents[t]
+		}
+		turn.Calls = pairCalls(task, rec, proposed, recordedIntents, func(i int) *Verdict {
 			in := transcript.ModelIntent(task, proposed, i, identity)
 			v := judge(task, live, in, earlier, approvalOf, r.policies, identity)
 			return &v
@@ -246,25 +246,33 @@ func unreplayable(p transcript.Paired, t int) string {
 // pairCalls pairs the proposed calls with the recorded ones: first the same tool
 // with the same input, in order; then, of the calls left, the same tool (changed);
 // what is left is added or missing. judge decides a proposed call by its index.
-func pairCalls(task *v1.AgentTask, rec, proposed agent.TurnRecord, recordedIntent map[string]*v1.ToolIntent, judgeCall func(int) *Verdict) []ReplayedCall {
+// intents are the recorded calls' intents, by call (transcript.Paired.Intents: the
+// loop's own, whatever their names; nil for a call without one).
+func pairCalls(task *v1.AgentTask, rec, proposed agent.TurnRecord, intents []*v1.ToolIntent, judgeCall func(int) *Verdict) []ReplayedCall {
 	type side struct {
-		tool  v1.ToolName
-		input string // canonical JSON
-		name  string // the recorded intent
-		taken bool
+		tool   v1.ToolName
+		input  string // canonical JSON
+		name   string // the recorded intent
+		intent *v1.ToolIntent
+		taken  bool
 	}
 	recorded := make([]side, len(rec.ToolCalls))
 	for i, c := range rec.ToolCalls {
-		name := transcript.ModelIntentName(task.Name, rec.Turn, int32(i))
+		r := side{tool: transcript.ToolName(c.Name), name: transcript.ModelIntentName(task.Name, rec.Turn, int32(i))}
 		raw := transcript.CallInput(c.Arguments)
-		// The record may have omitted large arguments; the intent holds them whole.
-		if in, ok := recordedIntent[name]; ok && len(in.Spec.Input.Raw) > 0 {
-			raw = in.Spec.Input.Raw
+		if i < len(intents) && intents[i] != nil {
+			r.intent, r.name = intents[i], intents[i].Name
+			// The record may have omitted large arguments; the intent holds them whole.
+			if len(r.intent.Spec.Input.Raw) > 0 {
+				raw = r.intent.Spec.Input.Raw
+			}
 		}
-		recorded[i] = side{tool: transcript.ToolName(c.Name), input: canonicalJSON(raw), name: name}
+		r.input = canonicalJSON(raw)
+		recorded[i] = r
 	}
 	out := make([]ReplayedCall, len(proposed.ToolCalls))
 	matched := make([]bool, len(proposed.ToolCalls))
+	pairedWith := make([]int, len(proposed.ToolCalls))
 	match := func(same func(p, r side) bool, comparison string) {
 		for i, c := range proposed.ToolCalls {
 			if matched[i] {
@@ -275,7 +283,7 @@ func pairCalls(task *v1.AgentTask, rec, proposed agent.TurnRecord, recordedInten
 				if recorded[j].taken || !same(p, recorded[j]) {
 					continue
 				}
-				recorded[j].taken, matched[i] = true, true
+				recorded[j].taken, matched[i], pairedWith[i] = true, true, j
 				out[i] = ReplayedCall{Comparison: comparison, Tool: p.tool, Input: mask.Secrets(p.input),
 					RecordedIntent: recorded[j].name, RecordedTool: recorded[j].tool, RecordedInput: mask.Secrets(recorded[j].input)}
 				if comparison == CallChanged {
@@ -292,8 +300,8 @@ func pairCalls(task *v1.AgentTask, rec, proposed agent.TurnRecord, recordedInten
 			out[i] = ReplayedCall{Comparison: CallAdded, Tool: transcript.ToolName(c.Name), Input: mask.Secrets(canonicalJSON(transcript.CallInput(c.Arguments)))}
 		}
 		out[i].Replayed = judgeCall(i)
-		if in, ok := recordedIntent[out[i].RecordedIntent]; ok {
-			v := recordedVerdict(in)
+		if matched[i] && recorded[pairedWith[i]].intent != nil {
+			v := recordedVerdict(recorded[pairedWith[i]].intent)
 			out[i].Recorded = &v
 		}
 	}
@@ -302,8 +310,8 @@ func pairCalls(task *v1.AgentTask, rec, proposed agent.TurnRecord, recordedInten
 			continue
 		}
 		c := ReplayedCall{Comparison: CallMissing, RecordedIntent: r.name, RecordedTool: r.tool, RecordedInput: mask.Secrets(r.input)}
-		if in, ok := recordedIntent[r.name]; ok {
-			v := recordedVerdict(in)
+		if r.intent != nil {
+			v := recordedVerdict(r.intent)
 			c.Recorded = &v
 		}
 		out = append(out, c)

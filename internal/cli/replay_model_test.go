@@ -395,14 +395,16 @@ func TestReplayModelOfAnExternalTask(t *testing.T) {
 }
 
 // pairCalls is pure: calls in another order and inputs with keys in another order
-// still pair as the same.
+// still pair as the same. A recorded call is named by its intent (one the loop
+// created under another name when its own was taken), else by the name it would
+// have.
 func TestPairCalls(t *testing.T) {
 	task := &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Name: "fix"}}
 	rec := agent.TurnRecord{Turn: 2, ToolCalls: []agent.ToolCall{{ID: "a", Name: "read_file", Arguments: `{"path":"a"}`}, {ID: "b", Name: "read_file", Arguments: `{"path":"b"}`}, {ID: "c", Name: "bash", Arguments: `{"command":"ls"}`}}}
 	proposed := agent.TurnRecord{Turn: 2, ToolCalls: []agent.ToolCall{{Name: "read_file", Arguments: ` { "path" : "b" } `}, {Name: "read_file", Arguments: `{"path":"c"}`}, {Name: "grep", Arguments: `{"pattern":"x"}`}}}
-	recorded := map[string]*v1.ToolIntent{"fix-t2-0": {Spec: v1.ToolIntentSpec{Input: runtime.RawExtension{Raw: []byte(`{"path":"a"}`)}}}}
+	recorded := []*v1.ToolIntent{{ObjectMeta: metav1.ObjectMeta{Name: "fix-t2-0-x7k2p"}, Spec: v1.ToolIntentSpec{Input: runtime.RawExtension{Raw: []byte(`{"path":"a"}`)}}}}
 	got := pairCalls(task, rec, proposed, recorded, func(int) *Verdict { return nil })
-	want := []string{"Same fix-t2-1", "Changed fix-t2-0", "Added ", "Missing fix-t2-2"}
+	want := []string{"Same fix-t2-1", "Changed fix-t2-0-x7k2p", "Added ", "Missing fix-t2-2"}
 	if len(got) != len(want) {
 		t.Fatalf("%d calls: %+v", len(got), got)
 	}

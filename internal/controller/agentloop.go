@@ -62,6 +62,11 @@ const (
 	// ReasonEndpointNotAllowed: Ready=False because the task's baseURL is not on the
 	// controller's --model-endpoints allow-list; the model is not called.
 	ReasonEndpointNotAllowed = "EndpointNotAllowed"
+
+	// EventIntentNameTaken (Warning) is emitted on a task when another user's
+	// ToolIntent took the name of one of its model's calls first: the call was
+	// created under another name, and the other intent is no part of the task.
+	EventIntentNameTaken = "IntentNameTaken"
 )
 
 // ModelFactory makes the model client for one task's endpoint.
@@ -171,6 +176,9 @@ type agentStep struct {
 	refused *modelRefusal
 	// completion is the completion check made in this reconcile, if any.
 	completion *v1.CompletionCheck
+	// nameTaken says, for each call created under another name in this reconcile,
+	// whose intent took its name.
+	nameTaken []string
 }
 
 // modelWait is a temporary model failure and when to try again. The reconciler
@@ -286,18 +294,75 @@ func (r *AgentTaskReconciler) runAgentLoop(ctx context.Context, task *v1.AgentTa
 	}
 	last := records[len(records)-1]
 	for _, i := range state.missing {
-		intent := transcript.ModelIntent(task, last, i, identity)
-		if err := r.Create(ctx, intent); err != nil {
-			if apierrors.IsAlreadyExists(err) {
-				continue
-			}
-			return step, fmt.Errorf("creating ToolIntent %s for tool call %s of turn %d: %w", intent.Name, last.ToolCalls[i].ID, last.Turn, err)
+		intent, taken, err := r.createCall(ctx, task, last, i, identity)
+		if err != nil {
+			return step, err
+		}
+		if intent == nil {
+			continue
+		}
+		if taken != "" {
+			step.nameTaken = append(step.nameTaken, taken)
 		}
 		world.Intents = append(world.Intents, *intent)
 		step.intents = append(step.intents, intent.Name)
 	}
 	refresh()
 	return step, nil
+}
+
+// createCall creates the intent of call i of the turn rec, or finds it created
+// already (nil). Its name, transcript.ModelIntentName, is predictable: anyone who
+// may create ToolIntents in the namespace can create one under it first. An intent
+// there that the loop did not create is left alone (it is no part of the task, and
+// one that names the task fails validation: only the loop proposes for a model
+// task) and the call is created under a name the API server makes up. taken then
+// says whose intent took the name.
+//
+// A made-up name is not idempotent as the call's own name is, so before it is used
+// the task's intents of the turn are read from the API server, not the cache: a call
+// created a moment ago under a made-up name is found there and never created twice.
+func (r *AgentTaskReconciler) createCall(ctx context.Context, task *v1.AgentTask, rec agent.TurnRecord, i int, identity string) (created *v1.ToolIntent, taken string, err error) {
+	intent := transcript.ModelIntent(task, rec, i, identity)
+	call := fmt.Sprintf("tool call %s of turn %d", rec.ToolCalls[i].ID, rec.Turn)
+	err = r.Create(ctx, intent)
+	if err == nil {
+		return intent, "", nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return nil, "", fmt.Errorf("creating ToolIntent %s for %s: %w", intent.Name, call, err)
+	}
+	theirs := &v1.ToolIntent{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(intent), theirs); err != nil {
+		return nil, "", fmt.Errorf("reading ToolIntent %s, in the place of %s: %w", intent.Name, call, err)
+	}
+	if transcript.IsLoopIntent(theirs, task, identity) {
+		// Another reconcile created it; the cache has not brought it yet.
+		return nil, "", nil
+	}
+	var turn v1.ToolIntentList
+	if err := r.APIReader.List(ctx, &turn, client.InNamespace(task.Namespace), client.MatchingLabels{pipeline.LabelTurn: fmt.Sprint(rec.Turn)}); err != nil {
+		return nil, "", fmt.Errorf("listing the intents of turn %d: %w", rec.Turn, err)
+	}
+	for j := range turn.Items {
+		if in := &turn.Items[j]; transcript.IsLoopIntent(in, task, identity) && in.Spec.Turn == rec.Turn && in.Spec.Index == int32(i) {
+			return nil, "", nil
+		}
+	}
+	intent.Name, intent.GenerateName = "", transcript.ModelIntentGenerateName(task.Name, rec.Turn, int32(i))
+	if err := r.Create(ctx, intent); err != nil {
+		return nil, "", fmt.Errorf("creating the ToolIntent of %s under a new name (%s was taken by %s): %w", call, theirs.Name, orUnknown(theirs.Spec.RequestedBy), err)
+	}
+	taken = fmt.Sprintf("ToolIntent %s, the name of %s, was created by %s, not by the agent loop: it is no part of this task (if it names the task, validation refuses it and it never runs); the call is ToolIntent %s",
+		theirs.Name, call, orUnknown(theirs.Spec.RequestedBy), intent.Name)
+	return intent, taken, nil
+}
+
+func orUnknown(user string) string {
+	if user == "" {
+		return "an unknown user"
+	}
+	return user
 }
 
 // finished says whether the task, with its status rebuilt from world, takes no more
@@ -599,6 +664,10 @@ func (r *AgentTaskReconciler) reportTurn(ctx context.Context, task *v1.AgentTask
 		note := fmt.Sprintf("created the missing intents %v of a recorded turn", step.intents)
 		r.Recorder.Eventf(task, nil, corev1.EventTypeNormal, EventModelTurn, EventModelTurn, "%s", note)
 		log.Info(note, "audit", true, "step", EventModelTurn, "namespace", task.Namespace, "task", task.Name, "intents", step.intents)
+	}
+	for _, note := range step.nameTaken {
+		r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, EventIntentNameTaken, EventIntentNameTaken, "%s", note)
+		log.Info(note, "audit", true, "step", EventIntentNameTaken, "namespace", task.Namespace, "task", task.Name)
 	}
 	if c := step.completion; c != nil {
 		kind, by := corev1.EventTypeNormal, "no rule"

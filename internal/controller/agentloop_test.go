@@ -825,6 +825,10 @@ func TestLoopStateOf(t *testing.T) {
 	final := agent.TurnRecord{Turn: 1, Text: "done", FinishReason: "stop", Usage: agent.Usage{PromptTokens: 3, CompletionTokens: 4}}
 	foreign := intentOf(r1, 0, "forged")
 	foreign.Spec.RequestedBy = "mallory"
+	renamed := intentOf(r1, 0, "z")
+	renamed.Name = "t-t1-0-x7k2p"
+	otherCall := intentOf(r1, 0, "z")
+	otherCall.Spec.ProposedBy.ToolCallID = "not-c"
 	accepted := map[int32]v1.CompletionCheck{1: {Turn: 1, Action: v1.DecisionAllow}}
 	redirected := map[int32]v1.CompletionCheck{1: {Turn: 1, Action: v1.DecisionRedirect, Policy: "ToolPolicy/p", Rule: "tests-first", Instruction: "Run the tests."}}
 	refused := map[int32]v1.CompletionCheck{1: {Turn: 1, Action: v1.DecisionDeny, Policy: "ToolPolicy/p", Rule: "no", Reason: "never"}}
@@ -868,8 +872,12 @@ func TestLoopStateOf(t *testing.T) {
 			want: pipeline.ModelWorld{Turns: 1, Failure: "the model refused in turn 0: I can't help with that."}, history: 1},
 		{name: "answer cut at length", records: []agent.TurnRecord{{Turn: 0, Text: "The fix is", FinishReason: "length"}},
 			want: pipeline.ModelWorld{Turns: 1, Failure: "the model's reply in turn 0 was cut at its length limit (finish_reason length) before it proposed a tool call or finished its answer"}, history: 1},
-		{name: "foreign intent in the call's place", records: []agent.TurnRecord{r0, r1}, intents: []v1.ToolIntent{intentOf(r0, 0, "x"), intentOf(r0, 1, "y"), foreign},
-			want: pipeline.ModelWorld{Turns: 2, TokensUsed: 15, Failure: "ToolIntent t-t1-0 exists but was not created by the agent loop for tool call c of turn 1: its observation is not the model's; delete it and create a new task"}, history: 1},
+		{name: "another user's intent in the call's place is no part of the task", records: []agent.TurnRecord{r0, r1}, intents: []v1.ToolIntent{intentOf(r0, 0, "x"), intentOf(r0, 1, "y"), foreign},
+			want: pipeline.ModelWorld{Turns: 2, TokensUsed: 15}, missing: []int{0}, history: 2},
+		{name: "the call under another name, another user's in its place", records: []agent.TurnRecord{r0, r1}, intents: []v1.ToolIntent{intentOf(r0, 0, "x"), intentOf(r0, 1, "y"), foreign, renamed},
+			want: pipeline.ModelWorld{Turns: 2, TokensUsed: 15, NextTurnDue: true}, history: 2},
+		{name: "the loop's intent for another tool call", records: []agent.TurnRecord{r0, r1}, intents: []v1.ToolIntent{intentOf(r0, 0, "x"), intentOf(r0, 1, "y"), otherCall},
+			want: pipeline.ModelWorld{Turns: 2, TokensUsed: 15, Failure: "ToolIntent t-t1-0 was created as call 0 of turn 1, but for tool call not-c, not c as the turn record says: its observation is not the model's; delete it and create a new task"}, history: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := loopStateOf(task, tc.records, tc.checks, tc.intents, me)

@@ -8,7 +8,9 @@
 // own credentials: the intent is created by the caller, so admission sets and checks
 // spec.requestedBy, the task's proposers decide who may propose, and the caller's
 // RBAC decides what it may read. The server's own identity is used only for the
-// TokenReview.
+// TokenReview and for reading the cluster's service-account issuer keys, which tell
+// the cluster's own tokens from junk before a new token spends the budget of
+// reviews (issuer.go, sources.go).
 package mcpserver
 
 import (
@@ -20,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -72,8 +75,10 @@ const (
 	// cannot lock out the callers already in.
 	knownTTL = time.Hour
 	// DefaultReviewRate bounds the TokenReviews of tokens the endpoint does not
-	// know (a second), with a burst of reviewBurst: a client that sends a new junk
-	// token with every request costs the API server no more than that.
+	// know and that the cluster's issuer did not sign (a second), with a burst of
+	// reviewBurst: clients that send a new junk token with every request cost the
+	// API server no more than that. Each source address has a share of it
+	// (sources.go).
 	DefaultReviewRate = 20
 	reviewBurst       = 50
 )
@@ -85,7 +90,11 @@ type Server struct {
 	Config *rest.Config
 	// Reviews authenticates tokens (the server's own identity: create tokenreviews).
 	Reviews authenticationclient.TokenReviewInterface
-	Scheme  *runtime.Scheme
+	// Discovery reads the cluster's service-account issuer and keys (the server's
+	// own identity; every service account may). Nil recognizes no token as the
+	// cluster's: every new token goes by its source's budget.
+	Discovery rest.Interface
+	Scheme    *runtime.Scheme
 	// MaxWait bounds how long a tools/call waits; Heartbeat is the progress interval.
 	MaxWait, Heartbeat time.Duration
 	// ReviewRate bounds the TokenReviews a second of tokens not known; ReviewTTL
@@ -98,10 +107,16 @@ type Server struct {
 	callers  map[[32]byte]*caller
 	rejected map[[32]byte]time.Time
 	reviews  *rate.Limiter
+	sources  *sourceBuckets
+	issuer   *clusterIssuer
 }
 
-// errBusy refuses a token the endpoint may not review now: too many new tokens.
-var errBusy = errors.New("too many new tokens are being presented at once; try again in a second")
+// errSourceBusy and errBusy refuse a token the endpoint may not review now: too
+// many new tokens from its source address, or from all of them (sources.go).
+var (
+	errSourceBusy = errors.New("too many new tokens from this address at once; try again in a second (a service-account token of this cluster is not held to this limit)")
+	errBusy       = errors.New("too many new tokens are being presented at once; try again in a second (a service-account token of this cluster is not held to this limit)")
+)
 
 // caller is an authenticated token: who it is, and a client that acts as it. Its
 // review is used until expires; the token stays known until known.
@@ -130,6 +145,8 @@ func (s *Server) Handler() http.Handler {
 		s.ReviewTTL = DefaultReviewTTL
 	}
 	s.reviews = rate.NewLimiter(s.ReviewRate, reviewBurst)
+	s.sources = newSourceBuckets(s.ReviewRate, reviewBurst)
+	s.issuer = &clusterIssuer{discovery: s.Discovery, log: s.Log}
 	mcpHandler := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{
 		// Behind a Service, the Host header is the Service's, not localhost.
 		DisableLocalhostProtection: true,
@@ -152,9 +169,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			refuse(w, r, http.StatusUnauthorized, "no bearer token: send Authorization: Bearer TOKEN with a Kubernetes token of one of the task's proposers (for a service account: kubectl create token NAME)")
 			return
 		}
-		if _, err := s.callerOf(r.Context(), fields[1]); err != nil {
+		if _, err := s.callerOf(r.Context(), fields[1], sourceOf(r)); err != nil {
 			status := http.StatusUnauthorized
-			if errors.Is(err, errBusy) {
+			if errors.Is(err, errBusy) || errors.Is(err, errSourceBusy) {
 				status = http.StatusTooManyRequests
 				w.Header().Set("Retry-After", "1")
 			}
@@ -166,8 +183,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 }
 
 // verify authenticates a bearer token with a TokenReview.
-func (s *Server) verify(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-	c, err := s.callerOf(ctx, token)
+func (s *Server) verify(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
+	c, err := s.callerOf(ctx, token, sourceOf(r))
 	if err != nil {
 		return nil, err
 	}
@@ -178,8 +195,9 @@ func (s *Server) verify(ctx context.Context, token string, _ *http.Request) (*au
 var errRejected = fmt.Errorf("%w: the bearer token is not valid for this cluster; present a service-account token (kubectl create token NAME) or any token the API server accepts", auth.ErrInvalidToken)
 
 // callerOf is the caller a token authenticates as: from the cache while its review
-// is fresh, else from a new TokenReview.
-func (s *Server) callerOf(ctx context.Context, token string) (*caller, error) {
+// is fresh, else from a new TokenReview. source is the address the token came
+// from, whose budget a new token spends.
+func (s *Server) callerOf(ctx context.Context, token string, source netip.Prefix) (*caller, error) {
 	key := sha256.Sum256([]byte(token))
 	now := time.Now()
 	s.mu.Lock()
@@ -195,9 +213,11 @@ func (s *Server) callerOf(ctx context.Context, token string) (*caller, error) {
 		return nil, errRejected
 	}
 	s.mu.Unlock()
-	if !known && !s.reviews.Allow() {
-		metrics.MCPTokenReviews.WithLabelValues("Limited").Inc()
-		return nil, errBusy
+	if !known {
+		if err := s.mayReview(ctx, token, source, now); err != nil {
+			metrics.MCPTokenReviews.WithLabelValues("Limited").Inc()
+			return nil, err
+		}
 	}
 	review, err := s.Reviews.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
@@ -237,6 +257,21 @@ func (s *Server) callerOf(ctx context.Context, token string) (*caller, error) {
 	return c, nil
 }
 
+// mayReview says why a token the endpoint does not know may not be reviewed now,
+// or nil: a token the cluster's issuer signed may always be (issuer.go), another
+// within its source's budget and then the endpoint's (sources.go).
+func (s *Server) mayReview(ctx context.Context, token string, source netip.Prefix, now time.Time) error {
+	switch {
+	case s.issuer.signed(ctx, token, now):
+		return nil
+	case !s.sources.allow(source, now):
+		return errSourceBusy
+	case !s.reviews.AllowN(now, 1):
+		return errBusy
+	}
+	return nil
+}
+
 // remember records a review under the lock, first dropping the expired ones: the
 // refused tokens of the last rejectedTTL, which the rate limit bounds, and the
 // tokens the API server accepted in the last knownTTL, which only a caller with
@@ -265,7 +300,7 @@ func (s *Server) requireProposer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := auth.TokenInfoFromContext(r.Context())
 		token, _ := info.Extra["token"].(string)
-		c, err := s.callerOf(r.Context(), token)
+		c, err := s.callerOf(r.Context(), token, sourceOf(r))
 		if err != nil {
 			refuse(w, r, http.StatusUnauthorized, err.Error())
 			return
@@ -348,13 +383,15 @@ func refuse(w http.ResponseWriter, r *http.Request, status int, message string) 
 // callerFrom is the caller of the token the request carried. The SDK runs tool
 // handlers with the context of the request that opened the session, so the caller
 // is read from the request's own token (verified by authenticate on this request),
-// never from the context: a session outlives its first token.
+// never from the context: a session outlives its first token. That token is known
+// (authenticate reviewed it), so no source's budget is spent: the source is not
+// read.
 func (s *Server) callerFrom(ctx context.Context, extra *mcp.RequestExtra) (*caller, error) {
 	if extra == nil || extra.TokenInfo == nil {
 		return nil, errors.New("the request carries no bearer token")
 	}
 	token, _ := extra.TokenInfo.Extra["token"].(string)
-	return s.callerOf(ctx, token)
+	return s.callerOf(ctx, token, netip.Prefix{})
 }
 
 // Runnable serves the endpoint on Addr until its context ends. It is a

@@ -7,6 +7,8 @@ package transcript
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -59,8 +61,38 @@ func CompletionCheckName(task string, turn int32) string {
 }
 
 // ModelIntentName is the name of the ToolIntent for call index of a task's turn.
+// Anyone who may create ToolIntents in the namespace can predict it and take it
+// first: the loop then creates the call under ModelIntentGenerateName, and the
+// call's intent is found by what it is (Pair), never by its name alone.
 func ModelIntentName(task string, turn, index int32) string {
 	return pipeline.BoundedName(task, fmt.Sprintf("-t%d-%d", turn, index))
+}
+
+// maxGenerateName is the longest generateName the API server keeps whole (it cuts a
+// longer one to leave room for its five random characters in 63).
+const maxGenerateName = 58
+
+// ModelIntentGenerateName is the metadata.generateName of the ToolIntent for call
+// index of a task's turn when another user's intent took ModelIntentName first: the
+// API server adds a random tail that nobody can predict. A long task name is cut
+// and a hash of it kept, as in pipeline.BoundedName, so that the turn and call stay
+// readable.
+func ModelIntentGenerateName(task string, turn, index int32) string {
+	suffix := fmt.Sprintf("-t%d-%d-", turn, index)
+	if len(task)+len(suffix) <= maxGenerateName {
+		return task + suffix
+	}
+	sum := sha256.Sum256([]byte(task))
+	hash := hex.EncodeToString(sum[:])[:10]
+	return strings.TrimRight(task[:maxGenerateName-len(suffix)-len(hash)-1], "-.") + "-" + hash + suffix
+}
+
+// IsLoopIntent says whether the agent loop of task created in: it is controlled by
+// the task and requested by identity, the controller's (admission makes
+// spec.requestedBy the creator's user name, so nobody else can write it). Its name
+// says nothing: anyone can create an intent under a name the loop would use.
+func IsLoopIntent(in *v1.ToolIntent, task *v1.AgentTask, identity string) bool {
+	return identity != "" && in.Spec.RequestedBy == identity && ControlledByTask(in, task)
 }
 
 // ModelIntent is the ToolIntent for call index of a recorded turn. The model's
@@ -252,42 +284,63 @@ type Paired struct {
 	// Turns is every recorded turn with the observations of its calls, for
 	// agent.BuildMessages; a call without an observation yet is not Observed.
 	Turns []agent.Turn
+	// Intents are, by turn of Turns and by call, the intent the loop created for the
+	// call, or nil.
+	Intents [][]*v1.ToolIntent
 	// Missing are the indexes of the last turn's calls that have no ToolIntent yet.
 	Missing []int
-	// Failure says why the record cannot be the model's conversation: an intent in a
-	// call's place that the loop did not create for that call. Turns is then cut.
+	// Failure says why the record cannot be the model's conversation: an intent the
+	// loop created for a turn's call that is not that call. Turns is then cut.
 	Failure string
 }
 
-// Pair pairs each recorded tool call with the ToolIntent of its deterministic name.
-// An intent of that name that the loop did not create for that very call (not
-// controlled by the task, requested by someone other than identity, the controller,
-// or for another call id) is never taken as the call's observation.
+// Pair pairs each recorded tool call with the ToolIntent the loop created for it
+// (IsLoopIntent, for the call's turn and index), whatever its name: ModelIntentName,
+// or the name the API server made up when someone else's intent took that one
+// first. Another user's intent is never taken as a call's observation, whatever
+// name it took; it is no part of the conversation. An intent of the loop's for a
+// call whose tool call id is not the call's fails the pairing.
 //
 // A turn whose final answer a completion check redirected is a step like any other:
 // the answer, then the rule's instruction.
 func Pair(task *v1.AgentTask, records []agent.TurnRecord, checks map[int32]v1.CompletionCheck, intents []v1.ToolIntent, identity string) Paired {
-	byName := make(map[string]*v1.ToolIntent, len(intents))
+	type callKey struct{ turn, index int32 }
+	own := map[callKey]*v1.ToolIntent{}
 	for i := range intents {
-		byName[intents[i].Name] = &intents[i]
+		in := &intents[i]
+		if !IsLoopIntent(in, task, identity) {
+			continue
+		}
+		key := callKey{in.Spec.Turn, in.Spec.Index}
+		// The loop creates one intent a call; were there two, the one under the
+		// call's own name, else the first, stands for it.
+		named := func(in *v1.ToolIntent) bool { return in.Name == ModelIntentName(task.Name, key.turn, key.index) }
+		if prev, ok := own[key]; ok && (named(prev) || !named(in) && pipeline.IntentBefore(prev, in)) {
+			continue
+		}
+		own[key] = in
 	}
 	var p Paired
 	for t, rec := range records {
 		observations := map[int]string{}
 		var instructions []agent.Instruction
+		calls := make([]*v1.ToolIntent, len(rec.ToolCalls))
+		p.Intents = append(p.Intents, calls)
 		for i, call := range rec.ToolCalls {
-			name := ModelIntentName(task.Name, int32(t), int32(i))
-			in, ok := byName[name]
+			in, ok := own[callKey{int32(t), int32(i)}]
 			switch {
 			case !ok:
 				if t == len(records)-1 {
 					p.Missing = append(p.Missing, i)
 				}
 				continue
-			case !metav1.IsControlledBy(in, task) || in.Spec.RequestedBy != identity ||
-				in.Spec.ProposedBy.ToolCallID != clip.Bytes(call.ID, maxProposedByText) || in.Spec.Turn != int32(t) || in.Spec.Index != int32(i):
-				p.Failure = fmt.Sprintf("ToolIntent %s exists but was not created by the agent loop for tool call %s of turn %d: its observation is not the model's; delete it and create a new task", name, call.ID, t)
+			case in.Spec.ProposedBy.ToolCallID != clip.Bytes(call.ID, maxProposedByText):
+				p.Failure = fmt.Sprintf("ToolIntent %s was created as call %d of turn %d, but for tool call %s, not %s as the turn record says: its observation is not the model's; delete it and create a new task", in.Name, i, t, in.Spec.ProposedBy.ToolCallID, call.ID)
+				p.Intents = p.Intents[:t]
 				return p
+			}
+			calls[i] = in
+			switch {
 			case in.Status.Observation != nil:
 				observations[i] = in.Status.Observation.Summary
 				if text := in.Status.Observation.Instruction; text != "" && in.Status.Decision != nil {

@@ -103,3 +103,45 @@ func TestModelIntent(t *testing.T) {
 		t.Errorf("reason of %d bytes, valid UTF-8 %t", len(long.Spec.Reason), utf8.ValidString(long.Spec.Reason))
 	}
 }
+
+// The name of a call whose own name was taken keeps the turn and call readable
+// and leaves the API server room for its random tail.
+func TestModelIntentGenerateName(t *testing.T) {
+	if got := transcript.ModelIntentGenerateName("fix", 2, 1); got != "fix-t2-1-" {
+		t.Errorf("%q, want fix-t2-1-", got)
+	}
+	long, other := strings.Repeat("a", 250), strings.Repeat("a", 249)+"b"
+	a, b := transcript.ModelIntentGenerateName(long, 999, 31), transcript.ModelIntentGenerateName(other, 999, 31)
+	if len(a) > 58 || a == b || !strings.HasSuffix(a, "-t999-31-") || len(validation.IsDNS1123Subdomain(a+"x7k2p")) > 0 {
+		t.Errorf("long task names give %q and %q", a, b)
+	}
+}
+
+// Pair takes a call's intent by what it is, the loop's own for that turn and call,
+// whatever its name; another user's intent under the call's name is no part of the
+// conversation.
+func TestPairTakesOnlyTheLoopsOwnIntents(t *testing.T) {
+	task := &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "fix", UID: "uid-1"},
+		Spec: v1.AgentTaskSpec{Agent: v1.AgentSpec{Model: &v1.ModelAgent{BaseURL: "http://m/v1"}}}}
+	rec := agent.TurnRecord{Turn: 0, ToolCalls: []agent.ToolCall{{ID: "c0", Name: "bash", Arguments: `{"command":"ls"}`}}}
+	observed := func(in *v1.ToolIntent, summary string) v1.ToolIntent {
+		in.Status.Observation = &v1.Observation{Outcome: v1.OutcomeSucceeded, Summary: summary}
+		return *in
+	}
+	squatter := observed(transcript.ModelIntent(task, rec, 0, "mallory"), "planted")
+	forgedOwner := observed(transcript.ModelIntent(task, rec, 0, "me"), "planted")
+	forgedOwner.Name = "fix-t0-0-forged"
+	forgedOwner.OwnerReferences[0].Kind = "ConfigMap"
+	renamed := transcript.ModelIntent(task, rec, 0, "me")
+	renamed.Name = "fix-t0-0-x7k2p"
+	mine := observed(renamed, "the real output")
+
+	p := transcript.Pair(task, []agent.TurnRecord{rec}, nil, []v1.ToolIntent{squatter, forgedOwner}, "me")
+	if p.Failure != "" || len(p.Missing) != 1 || p.Intents[0][0] != nil || p.Turns[0].Calls[0].Observed {
+		t.Fatalf("only other users' intents: %+v; want the call missing, nothing observed", p)
+	}
+	p = transcript.Pair(task, []agent.TurnRecord{rec}, nil, []v1.ToolIntent{squatter, forgedOwner, mine}, "me")
+	if p.Failure != "" || len(p.Missing) != 0 || p.Intents[0][0] == nil || p.Intents[0][0].Name != "fix-t0-0-x7k2p" || p.Turns[0].Calls[0].Observation != "the real output" {
+		t.Fatalf("the loop's intent under a made-up name: %+v; want it the call's", p)
+	}
+}
