@@ -29,6 +29,7 @@ import (
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/controller"
+	"github.com/toolgate/toolgate/internal/gitws"
 	"github.com/toolgate/toolgate/internal/gitws/gittest"
 )
 
@@ -337,6 +338,67 @@ var _ = Describe("Git workspaces", func() {
 		Expect(serverGit("log", "-1", "--format=%an%n%s", commit)).To(Equal("AgentTask " + ns + "/pushed\nMake the failing test pass"))
 		after := strings.Split(serverGit("for-each-ref", "--format=%(refname) %(objectname)"), "\n")
 		Expect(after).To(ConsistOf(append(strings.Split(refs, "\n"), "refs/heads/agent/fix "+commit)), "the push moved other refs")
+	})
+
+	It("binds a push to the tree its approver is shown: the agent changes nothing while it is pending, diff shows its record, and that tree is what is pushed", func(ctx SpecContext) {
+		Expect(k8s.Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "alice-approves", Namespace: ns},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "toolgate-approver"},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: alice}},
+		})).To(Succeed())
+		serverGit := func(args ...string) string {
+			GinkgoHelper()
+			out, err := kubectl(ctx, append([]string{"-n", ns, "exec", "git-server", "--", "git", "--git-dir=/repos/calc.git"}, args...)...)
+			Expect(err).NotTo(HaveOccurred())
+			return strings.TrimSpace(out)
+		}
+		const task = "bound"
+		gitTask(ctx, task, "main", "git-creds", func(t *toolgatev1alpha1.AgentTask) {
+			t.Spec.Workspace.Git.Push = &toolgatev1alpha1.GitPush{Branch: "agent/bound"}
+		})
+		ready(ctx, task, toolgatev1alpha1.ReasonWorkspaceReady)
+		shown := strings.Replace(gittest.Files["calc.sh"], "-", "+", 1)
+		obs := call(ctx, task, toolgatev1alpha1.ToolWriteFile, map[string]any{"path": "calc.sh", "content": shown}).Status.Observation
+		Expect(obs.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), obs.Summary)
+		_, err := kubectl(ctx, "-n", ns, "patch", "agenttask", task, "--type", "merge", "-p", `{"spec":{"done":true}}`)
+		Expect(err).NotTo(HaveOccurred())
+		push := &toolgatev1alpha1.ToolIntent{}
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: task + "-git-push"}, push)).To(Succeed())
+			g.Expect(push.Status.ApprovalRef).NotTo(BeEmpty())
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		refs := serverGit("for-each-ref", "--format=%(refname) %(objectname)")
+
+		By("the agent's edit while the push waits is refused, and runs nothing")
+		obs = call(ctx, task, toolgatev1alpha1.ToolWriteFile, map[string]any{"path": "calc.sh", "content": "echo something else\n"}).Status.Observation
+		Expect(obs.Outcome).NotTo(Equal(toolgatev1alpha1.OutcomeSucceeded), obs.Summary)
+		Expect(obs.Summary).To(ContainSubstring("its push is pending"))
+
+		By("the push's record is its own immutable ConfigMap, and diff shows it with its tree")
+		var record corev1.ConfigMap
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: task + "-git-push"}, &record)).To(Succeed())
+		Expect(record.Immutable).To(HaveValue(BeTrue()))
+		var rec gitws.Record
+		Expect(json.Unmarshal([]byte(record.Data[gitws.RecordKey]), &rec)).To(Succeed())
+		Expect(rec.Tree).To(MatchRegexp("^[0-9a-f]{40}$"))
+		out, errOut, code := toolgateCLI(ctx, "diff", task, "-n", ns)
+		Expect(code).To(Equal(0), errOut)
+		Expect(out).To(ContainSubstring("+echo $(($1 + $2))"))
+		Expect(out).NotTo(ContainSubstring("something else"))
+		Expect(errOut).To(ContainSubstring("  tree " + rec.Tree))
+		Expect(errOut).To(ContainSubstring("pending push: ToolIntent " + push.Name + " pushes this tree"))
+		Expect(serverGit("for-each-ref", "--format=%(refname) %(objectname)")).To(Equal(refs), "nothing is pushed before the approval")
+
+		By("once approved, the tree pushed is the tree shown")
+		_, err = kubectl(ctx, "--as", alice, "-n", ns, "patch", "approval", push.Status.ApprovalRef, "--type", "merge",
+			"-p", fmt.Sprintf(`{"spec":{"decision":"Approved","decidedBy":%q}}`, alice))
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			t := &toolgatev1alpha1.AgentTask{}
+			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: task}, t)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(t.Status.Conditions, toolgatev1alpha1.ConditionSucceeded)).To(BeTrue(), "%+v", t.Status.Conditions)
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		Expect(serverGit("rev-parse", "refs/heads/agent/bound^{tree}")).To(Equal(rec.Tree))
 	})
 
 	It("replays a task's reads on a copy of its workspace: an unchanged file reads the same, a changed one shows the change; the task's workspace and intents are untouched", func(ctx SpecContext) {
