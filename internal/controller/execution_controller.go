@@ -444,7 +444,7 @@ func (r *ExecutionReconciler) observe(ctx context.Context, exec *toolgatev1alpha
 		}
 	}
 	if !obs.JobCreated {
-		if refused, err := r.jobWallsWidened(ctx, exec, job, policy); err != nil {
+		if refused, err := r.jobWallsWidened(ctx, job, policy); err != nil {
 			return obs, false, err
 		} else if refused != nil {
 			return executor.Observation{BuildError: refused}, false, nil
@@ -481,7 +481,7 @@ func (r *ExecutionReconciler) observe(ctx context.Context, exec *toolgatev1alpha
 // open beyond its walls (wallsWidened). A Job that exists already (made by an
 // earlier reconcile whose record of it was lost) runs: its call is observed, not
 // refused.
-func (r *ExecutionReconciler) jobWallsWidened(ctx context.Context, exec *toolgatev1alpha1.Execution, job *batchv1.Job, own *networkingv1.NetworkPolicy) (*refusal, error) {
+func (r *ExecutionReconciler) jobWallsWidened(ctx context.Context, job *batchv1.Job, own *networkingv1.NetworkPolicy) (*refusal, error) {
 	refused, err := wallsWidened(ctx, r.Client, own, "the pod of Job "+job.Name, job.Spec.Template.Labels)
 	if err != nil || refused == nil {
 		return refused, err
