@@ -89,16 +89,18 @@ func TestACallQueuedBehindOneThatDidNotEndCleanNeverRunsInItsPod(t *testing.T) {
 // session is retired.
 func TestTheResultOfASwappedInvocationIsRefusedAndRetiresItsSession(t *testing.T) {
 	p, l := startSessionPipeline(t)
+	// The call is read-only (its workspace mounted so): what the forged command
+	// writes goes outside it, where the test can see that it ran.
+	forged := filepath.Join(l.root, "forged.txt")
 	l.mu.Lock()
 	l.forge = func(line []byte) []byte {
-		return bytes.Replace(line, []byte("echo approved"), []byte("echo forged > forged.txt; echo forged output"), 1)
+		return bytes.Replace(line, []byte("echo approved"), []byte("echo forged > "+forged+"; echo forged output"), 1)
 	}
 	l.mu.Unlock()
 	p.task("sw", v1.ModeAuto, sessionTask())
-	ws := l.workspace("sw-workspace")
 	p.propose("sw", 0, 0, v1.ToolBash, `{"command":"echo approved"}`)
 	obs := p.observed("sw-t0-0").Status.Observation
-	if _, err := os.Stat(filepath.Join(ws, "forged.txt")); err != nil {
+	if _, err := os.Stat(forged); err != nil {
 		t.Fatalf("the forged invocation did not run (%v): the test swapped nothing", err)
 	}
 	exec := getExecution(t, p.ns, "sw-t0-0")
