@@ -89,7 +89,11 @@ func git(c *classifier, w []word, _ int) {
 	}
 	category := gitSubcommand(sub, rest)
 	if category != v1alpha1.CategoryReadOnly {
-		c.add(w, category)
+		reason := ""
+		if sub == "config" && category == v1alpha1.CategoryUnknown {
+			reason = gitConfigSets
+		}
+		c.addWithReason(w, category, reason)
 		return
 	}
 	forms, problem := gitReadForms(sub, rest)

@@ -141,12 +141,13 @@ var gitReadGrammars = map[string]*grammar{
 	"check-attr":       {short: "az", long: "all cached stdin"},
 	"check-ref-format": {long: "normalize allow-onelevel no-allow-onelevel refspec-pattern branch"},
 	// Subcommands that gitSubcommand calls read-only only in some forms.
-	"branch":        {short: "alrvq", long: "list all remotes verbose contains= no-contains= merged= no-merged= points-at= sort= format= color[=] no-color column[=] no-column abbrev[=] no-abbrev show-current ignore-case"},
-	"tag":           {short: "ln::", long: "list contains= no-contains= merged= no-merged= points-at= sort= format= color[=] column[=] no-column ignore-case"},
-	"remote":        {short: "v", long: "verbose", noOptionsAfterOperands: true},
-	"remote show":   {short: "n"},
-	"worktree list": {short: "vz", long: "porcelain verbose expire="},
-	"submodule":     {short: "q", long: "quiet cached recursive"},
+	"branch":         {short: "alrvq", long: "list all remotes verbose contains= no-contains= merged= no-merged= points-at= sort= format= color[=] no-color column[=] no-column abbrev[=] no-abbrev show-current ignore-case"},
+	"tag":            {short: "ln::", long: "list contains= no-contains= merged= no-merged= points-at= sort= format= color[=] column[=] no-column ignore-case"},
+	"remote":         {short: "v", long: "verbose", noOptionsAfterOperands: true},
+	"remote show":    {short: "n"},
+	"remote get-url": {long: "push all"},
+	"worktree list":  {short: "vz", long: "porcelain verbose expire="},
+	"submodule":      {short: "q", long: "quiet cached recursive"},
 	// git config stops reading options at its first operand: git config NAME VALUE
 	// --get sets NAME.
 	"config": {
@@ -223,6 +224,10 @@ func gitBundledValue(g *grammar, args []word) string {
 func harmlessPager(name, value string) bool {
 	return (name == "GIT_PAGER" || name == "PAGER") && value == "cat"
 }
+
+// gitConfigSets is why a git config that does not provably read is refused.
+const gitConfigSets = "git config sets configuration (which later git commands run programs from) unless it names " +
+	"one KEY, or a get or list action comes before its first operand: git stops reading options there"
 
 // gitConfigReads says whether git config, its words parsed with its grammar (which
 // stops reading options at the first operand, as git does), only reads: an action

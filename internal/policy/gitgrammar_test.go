@@ -97,7 +97,8 @@ var gitProbeContexts = map[string]gitProbeContext{
 	"branch":           {args: []string{"branch"}, operands: []string{"zz-probe-branch"}, canary: gitCanaryHelp},
 	"tag":              {args: []string{"tag"}, operands: []string{"zz-probe-tag"}, canary: gitCanaryHelp},
 	"remote":           {args: []string{"remote"}, canary: gitCanaryHelp},
-	"remote show":      {args: []string{"remote", "show"}, operands: []string{"origin"}, canary: gitCanaryHelp},
+	"remote show":      {args: []string{"remote", "show", "-n"}, operands: []string{"origin"}, canary: gitCanaryHelp},
+	"remote get-url":   {args: []string{"remote", "get-url"}, operands: []string{"origin"}, canary: gitCanaryHelp},
 	"config":           {args: []string{"config"}, operands: []string{"zz.probe"}, canary: gitCanaryHelp},
 	"clean":            {args: []string{"clean"}, operands: []string{"f.txt"}, canary: gitCanaryHelp},
 	"worktree list":    {args: []string{"worktree", "list"}, canary: gitCanaryHelp},
@@ -171,6 +172,7 @@ func newGitProber(t *testing.T) *gitProber {
 	write("f.txt", "alpha\nbeta\ngamma\n")
 	must("commit", "-q", "-a", "-m", "two")
 	must("tag", "v1")
+	must("remote", "add", "origin", p.repo)
 	write("f.txt", "alpha\nbeta\ngamma\ndelta\n")
 	must("stash", "-q")
 	write("f.txt", "alpha\nbeta\ngamma\nepsilon\n")
