@@ -103,6 +103,9 @@ func git(c *classifier, w []word, _ int) {
 	}
 	read := parsedArgs{category: v1alpha1.CategoryReadOnly}
 	for _, f := range forms {
+		if f.g == nil {
+			continue
+		}
 		sp := gitParse(f.g, f.args)
 		if sp.category == v1alpha1.CategoryReadOnly && gitOwnBundles[f.key] {
 			if problem := gitBundledValue(f.g, f.args); problem != "" {
@@ -127,38 +130,41 @@ type gitForm struct {
 // gitReadForms finds the grammars a read-only git SUB REST is checked against. The
 // subcommands whose action word picks the options (stash list, remote show) have one
 // grammar for the options before the action, when they take any, and one for the
-// words after it.
-func gitReadForms(sub string, rest []word) ([]gitForm, string) {
+// words after it; the others have one. An array, not a slice: nothing to allocate.
+func gitReadForms(sub string, rest []word) ([2]gitForm, string) {
+	var forms [2]gitForm
 	switch sub {
 	case "stash", "remote", "worktree", "submodule":
 		i := 0
 		for i < len(rest) && rest[i].static && strings.HasPrefix(rest[i].text, "-") && rest[i].text != "--" {
 			i++
 		}
-		var forms []gitForm
 		if g, ok := gitReadGrammars[sub]; ok {
-			forms = append(forms, gitForm{key: sub, g: g, args: rest[:i]})
+			forms[0] = gitForm{key: sub, g: g, args: rest[:i]}
 		} else if i > 0 {
-			return nil, fmt.Sprintf("toolgate has no grammar for options of git %s before its action", sub)
+			return forms, fmt.Sprintf("toolgate has no grammar for options of git %s before its action", sub)
 		}
 		if i == len(rest) {
 			return forms, ""
 		}
 		key := sub + " " + rest[i].text
 		if g, ok := gitReadGrammars[key]; ok {
-			return append(forms, gitForm{key: key, g: g, args: rest[i+1:]}), ""
+			forms[1] = gitForm{key: key, g: g, args: rest[i+1:]}
+			return forms, ""
 		}
 		if sub == "submodule" {
 			// Its actions take the same options.
-			return []gitForm{{key: sub, g: gitReadGrammars[sub], args: rest}}, ""
+			forms[0].args = rest
+			return forms, ""
 		}
-		return nil, fmt.Sprintf("toolgate has no grammar for git %s", key)
+		return forms, fmt.Sprintf("toolgate has no grammar for git %s", key)
 	}
 	g, ok := gitReadGrammars[sub]
 	if !ok {
-		return nil, fmt.Sprintf("toolgate has no grammar for git %s", sub)
+		return forms, fmt.Sprintf("toolgate has no grammar for git %s", sub)
 	}
-	return []gitForm{{key: sub, g: g, args: rest}}, ""
+	forms[0] = gitForm{key: sub, g: g, args: rest}
+	return forms, ""
 }
 
 // gitSubcommand is the category of git SUB REST. Where a form is read-only only with
@@ -262,8 +268,8 @@ func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
 			return v1alpha1.CategoryReadOnly
 		case "show":
 			// show asks the remote unless -n says not to.
-			if forms, problem := gitReadForms(sub, rest); problem == "" {
-				show := forms[len(forms)-1]
+			if forms, problem := gitReadForms(sub, rest); problem == "" && forms[1].g != nil {
+				show := forms[1]
 				if sp := gitParse(show.g, show.args); sp.category == v1alpha1.CategoryReadOnly && !sp.has("n") {
 					return v1alpha1.CategoryNetwork
 				}

@@ -49,14 +49,14 @@ const gitWalkOptions = "all branches[=] tags[=] remotes[=] glob= exclude= not re
 	"extended-regexp fixed-strings perl-regexp merges no-merges min-parents[=] max-parents[=] no-min-parents " +
 	"no-max-parents first-parent reverse topo-order date-order author-date-order left-right left-only right-only " +
 	"cherry-pick cherry-mark cherry boundary ancestry-path[=] simplify-by-decoration full-history dense sparse " +
-	"simplify-merges show-pulls walk-reflogs no-walk do-walk in-commit-order"
+	"simplify-merges show-pulls walk-reflogs no-walk[=] do-walk in-commit-order"
 
 // gitCommitFormat are the options that choose how commits are shown.
 const gitCommitFormat = "oneline format[=] pretty[=] abbrev-commit no-abbrev-commit encoding= expand-tabs[=] " +
 	"no-expand-tabs notes[=] no-notes standard-notes no-standard-notes date= relative-date parents children graph " +
 	"show-linear-break[=] log-size"
 
-// gitLogOwn are git log's own options (and show's, whatchanged's, reflog's), read
+// gitLogOwn are git log's own options (and git show's), read
 // before the revision machinery's. --show-signature runs gpg: not listed.
 const gitLogOwn = "source use-mailmap mailmap no-mailmap decorate[=] no-decorate decorate-refs= " +
 	"decorate-refs-exclude= clear-decorations follow diff-merges= no-diff-merges remerge-diff cc"

@@ -48,6 +48,11 @@ const (
 	gitShortSample = "Q"
 )
 
+// gitProbeValues are the values attached to the long options whose value git
+// checks by refusing any other as an unknown option (--no-walk=1 is "unrecognized
+// argument"); the others get "1".
+var gitProbeValues = map[string]string{"no-walk": "unsorted"}
+
 // gitProbeContext is how to run one grammar's options: git ARGS OPTION CANARY
 // OPERANDS, in a repository that has what the operands name.
 type gitProbeContext struct {
@@ -353,9 +358,13 @@ func (p *gitProber) gitOptionArity(c gitProbeContext, how gitRejection, long boo
 	sample := word + gitShortSample
 	if long {
 		word = "--" + name
-		sample = word + "=1"
+		value := "1"
+		if v, ok := gitProbeValues[name]; ok {
+			value = v
+		}
+		sample = word + "=" + value
 		bare = []string{word, name}
-		attached = []string{sample, name + "=1", name}
+		attached = []string{sample, name + "=" + value, name}
 	} else {
 		bare = []string{word, name}
 		attached = []string{sample, gitShortSample, "-" + gitShortSample}
@@ -612,8 +621,8 @@ func TestGitConfigGetAndListNeverWrite(t *testing.T) {
 // One wrong arity in a git grammar hides the word after it. git's revision machinery
 // takes --format=, --min-parents= and --max-parents= only attached, and --unified,
 // --decorate and --ancestry-path with an optional attached value; blame's --reverse
-// and log's --no-walk are flags; and it reads -n and -S only as words of their own,
-// so -pn is an unknown option to it, not -p -n. The hand-written tables said
+// is a flag; and it reads -n only as a word of its own, so -pn is an unknown option
+// to it, not -p -n (-iS likewise). The hand-written tables said
 // otherwise, so the classifier took --output=owned.txt for a value; git read it as
 // an option, opened and truncated owned.txt, and only then died.
 func TestGitArityHidesNoOption(t *testing.T) {
@@ -633,8 +642,7 @@ func TestGitArityHidesNoOption(t *testing.T) {
 		"git blame --abbrev --output=owned.txt notes.txt",
 		"git log -pn --output=owned.txt",
 		"git log -pn5 --output=owned.txt",
-		"git log -pS --output=owned.txt",
-		"git -PC --output=owned.txt log",
+		"git log -iS --output=owned.txt",
 		"git diff --unified --output=owned.txt",
 		"git diff --no-index --output=owned.txt notes.txt list.txt",
 		"git reflog show --format --output=owned.txt",
