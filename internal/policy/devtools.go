@@ -65,13 +65,16 @@ func git(c *classifier, w []word, _ int) {
 		return
 	}
 	for i, a := range w[1:] {
-		if strings.Contains(a.text, "%G") || strings.Contains(a.text, "%(signature") {
-			// Signature placeholders make git run gpg (gpg.program).
-			c.addWithReason(w, v1alpha1.CategoryUnknown, "a %G or %(signature) format placeholder makes git run gpg.program to check signatures")
+		// Signature placeholders (%G?, %(signature)) and sort keys make git run gpg
+		// (gpg.program) to check signatures.
+		format := i > 0 && (w[i].text == "--format" || w[i].text == "--pretty" || w[i].text == "--sort")
+		if strings.Contains(a.text, "%G") || strings.Contains(a.text, "%(signature") ||
+			((format || strings.HasPrefix(a.text, "--sort=")) && strings.Contains(a.text, "signature")) {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "a %G or signature format placeholder or sort key makes git run gpg.program to check signatures")
 			return
 		}
-		if !a.static && i > 0 && (w[i].text == "--format" || w[i].text == "--pretty") {
-			c.addWithReason(w, v1alpha1.CategoryUnknown, "a format known only when it runs could make git run gpg.program")
+		if !a.static && format {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "a format or sort key known only when it runs could make git run gpg.program")
 			return
 		}
 	}

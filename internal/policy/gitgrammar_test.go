@@ -699,7 +699,7 @@ func TestGitDynamicWordsThatCouldBeOptions(t *testing.T) {
 	atLeast(t, v1alpha1.CategoryUnknown,
 		`git show "$rev"`, `git log $range`, `git log -n $n`, `git "$sub"`, `git checkout "$b"`,
 		`git -C $dir log`, `git log --format="$f"`, `git grep "$pattern"`, `git for-each-ref --format "$f"`,
-		"git for-each-ref --format='%(signature)'",
+		"git for-each-ref --format='%(signature)'", "git for-each-ref --sort=signature", `git branch --sort "$k"`,
 		"GIT_PAGER=less git log", `GIT_PAGER="$p" git log`, "GIT_PAGER='cat; touch pwned' git log",
 		"PAGER='cat -v' git log", "GIT_PAGER+=cat git log",
 	)
