@@ -14,7 +14,7 @@ import (
 // --output, checked separately).
 var gitReadOnly = set("status", "log", "diff", "show", "blame", "annotate", "ls-files", "ls-tree",
 	"rev-parse", "describe", "shortlog", "grep", "cat-file", "rev-list", "show-ref", "merge-base",
-	"name-rev", "count-objects", "whatchanged", "for-each-ref", "help", "version", "check-ignore",
+	"name-rev", "count-objects", "for-each-ref", "help", "version", "check-ignore",
 	"var", "cherry", "show-branch", "diff-tree", "diff-files",
 	"diff-index", "range-diff", "fsck", "check-attr", "check-ref-format")
 
@@ -39,16 +39,18 @@ var gitGlobal = &grammar{
 }
 
 // git classifies a git command by its subcommand. Whatever the subcommand, a call
-// that would be read-only is read-only only when its options are in the
-// subcommand's grammar (gitReadGrammars).
+// that would be read-only is read-only only when its options are in the grammar of
+// its form (gitReadGrammars). A word known only when it runs ("$rev") is accepted
+// only by the read-only subcommands, and there only where the grammar proves it is
+// no option: a value ("-n "$n""), after "--", or starting with text that is no
+// option ("origin/$branch").
 func git(c *classifier, w []word, _ int) {
-	for _, a := range w[1:] {
-		if !a.static {
-			c.addWithReason(w, v1alpha1.CategoryUnknown, a.text+" is known only when it runs, and could be any git option")
-			return
+	p := gitGlobal.parse(w[1:])
+	if p.category == v1alpha1.CategoryReadOnly {
+		if problem := gitBundledValue(gitGlobal, w[1:]); problem != "" {
+			p.raise(v1alpha1.CategoryUnknown, problem)
 		}
 	}
-	p := gitGlobal.parse(w[1:])
 	if p.category != v1alpha1.CategoryReadOnly {
 		c.addWithReason(w, p.category, p.reason)
 		return
@@ -62,29 +64,110 @@ func git(c *classifier, w []word, _ int) {
 		c.add(w, v1alpha1.CategoryReadOnly) // prints usage or the version
 		return
 	}
-	for _, a := range w[1:] {
-		if strings.Contains(a.text, "%G") {
-			// Signature placeholders make git run gpg (gpg.program).
-			c.addWithReason(w, v1alpha1.CategoryUnknown, "a %G format placeholder makes git run gpg.program to check signatures")
+	for i, a := range w[1:] {
+		// Signature placeholders (%G?, %(signature)) and sort keys make git run gpg
+		// (gpg.program) to check signatures.
+		format := i > 0 && (w[i].text == "--format" || w[i].text == "--pretty" || w[i].text == "--sort")
+		if strings.Contains(a.text, "%G") || strings.Contains(a.text, "%(signature") ||
+			((format || strings.HasPrefix(a.text, "--sort=")) && strings.Contains(a.text, "signature")) {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "a %G or signature format placeholder or sort key makes git run gpg.program to check signatures")
+			return
+		}
+		if !a.static && format {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "a format or sort key known only when it runs could make git run gpg.program")
 			return
 		}
 	}
-	sub, rest := p.operands[0].text, p.operands[1:]
+	subWord, rest := p.operands[0], p.operands[1:]
+	if !subWord.static || subWord.split {
+		c.addWithReason(w, v1alpha1.CategoryUnknown, subWord.text+" is known only when it runs, and could be any git subcommand or option")
+		return
+	}
+	sub := subWord.text
+	for _, a := range rest {
+		if (!a.static || a.split) && !gitReadOnly[sub] {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, a.text+" is known only when it runs, and could be any git option")
+			return
+		}
+	}
 	category := gitSubcommand(sub, rest)
 	if category != v1alpha1.CategoryReadOnly {
-		c.add(w, category)
+		reason := ""
+		if sub == "config" && category == v1alpha1.CategoryUnknown {
+			reason = gitConfigSets
+		}
+		c.addWithReason(w, category, reason)
 		return
+	}
+	forms, problem := gitReadForms(sub, rest)
+	if problem != "" {
+		c.addWithReason(w, v1alpha1.CategoryUnknown, problem)
+		return
+	}
+	read := parsedArgs{category: v1alpha1.CategoryReadOnly}
+	for _, f := range forms {
+		if f.g == nil {
+			continue
+		}
+		sp := gitParse(f.g, f.args)
+		if sp.category == v1alpha1.CategoryReadOnly && gitOwnBundles[f.key] {
+			if problem := gitBundledValue(f.g, f.args); problem != "" {
+				sp.raise(v1alpha1.CategoryUnknown, problem)
+			}
+		}
+		if sp.has("help") {
+			sp.raise(v1alpha1.CategoryUnknown, "git "+f.key+" --help runs man or the viewer its configuration names")
+		}
+		read.raise(sp.category, sp.reason)
+	}
+	c.addWithReason(w, read.category, read.reason)
+}
+
+// gitForm is one grammar of a git command and the words it reads.
+type gitForm struct {
+	key  string
+	g    *grammar
+	args []word
+}
+
+// gitReadForms finds the grammars a read-only git SUB REST is checked against. The
+// subcommands whose action word picks the options (stash list, remote show) have one
+// grammar for the options before the action, when they take any, and one for the
+// words after it; the others have one. An array, not a slice: nothing to allocate.
+func gitReadForms(sub string, rest []word) ([2]gitForm, string) {
+	var forms [2]gitForm
+	switch sub {
+	case "stash", "remote", "worktree", "submodule":
+		i := 0
+		for i < len(rest) && rest[i].static && strings.HasPrefix(rest[i].text, "-") && rest[i].text != "--" {
+			i++
+		}
+		if g, ok := gitReadGrammars[sub]; ok {
+			forms[0] = gitForm{key: sub, g: g, args: rest[:i]}
+		} else if i > 0 {
+			return forms, fmt.Sprintf("toolgate has no grammar for options of git %s before its action", sub)
+		}
+		if i == len(rest) {
+			return forms, ""
+		}
+		key := sub + " " + rest[i].text
+		if g, ok := gitReadGrammars[key]; ok {
+			forms[1] = gitForm{key: key, g: g, args: rest[i+1:]}
+			return forms, ""
+		}
+		if sub == "submodule" {
+			// Its actions take the same options.
+			forms[0].args = rest
+			return forms, ""
+		}
+		return forms, fmt.Sprintf("toolgate has no grammar for git %s", key)
 	}
 	g, ok := gitReadGrammars[sub]
 	if !ok {
-		c.addWithReason(w, v1alpha1.CategoryUnknown, fmt.Sprintf("toolgate has no grammar for git %s", sub))
-		return
+		return forms, fmt.Sprintf("toolgate has no grammar for git %s", sub)
 	}
-	sp := g.parse(rest)
-	if sp.has("help") {
-		sp.raise(v1alpha1.CategoryUnknown, "git "+sub+" --help runs man or the viewer its configuration names")
-	}
-	c.addWithReason(w, sp.category, sp.reason)
+	forms[0] = gitForm{key: sub, g: g, args: rest}
+	return forms, ""
 }
 
 // gitSubcommand is the category of git SUB REST. Where a form is read-only only with
@@ -103,12 +186,8 @@ func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
 	var read parsedArgs
 	readable := false
 	if g, ok := gitReadGrammars[sub]; ok {
-		read = g.parse(rest)
+		read = gitParse(g, rest)
 		readable = read.category == v1alpha1.CategoryReadOnly
-	}
-	readFirst := ""
-	if len(read.operands) > 0 {
-		readFirst = read.operands[0].text
 	}
 	switch {
 	case gitReadOnly[sub]:
@@ -192,16 +271,19 @@ func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
 			return v1alpha1.CategoryReadOnly
 		case "show":
 			// show asks the remote unless -n says not to.
-			if !readable || read.has("n") {
-				return v1alpha1.CategoryReadOnly // the grammar check refuses what it does not know
+			if forms, problem := gitReadForms(sub, rest); problem == "" && forms[1].g != nil {
+				show := forms[1]
+				if sp := gitParse(show.g, show.args); sp.category == v1alpha1.CategoryReadOnly && !sp.has("n") {
+					return v1alpha1.CategoryNetwork
+				}
 			}
-			return v1alpha1.CategoryNetwork
+			return v1alpha1.CategoryReadOnly // the grammar check refuses what it does not know
 		case "update", "prune":
 			return v1alpha1.CategoryNetwork
 		}
 		return v1alpha1.CategoryWrite
 	case sub == "config":
-		if readable && (read.has("l", "get", "get-all", "get-regexp", "list", "get-urlmatch", "get-color", "get-colorbool") || readFirst == "get" || readFirst == "list") {
+		if readable && gitConfigReads(read) {
 			return v1alpha1.CategoryReadOnly
 		}
 		// Setting configuration can make later read-only commands run programs
@@ -212,7 +294,12 @@ func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
 		case "expire", "delete", "drop":
 			return v1alpha1.CategoryVCSDestructive
 		}
-		return v1alpha1.CategoryReadOnly
+		// git reflog [show] [options] [REF] and git reflog exists REF read; any
+		// other first word may be an action of a later git.
+		if len(rest) == 0 || strings.HasPrefix(rest[0].text, "-") || rest[0].text == "show" || rest[0].text == "exists" {
+			return v1alpha1.CategoryReadOnly
+		}
+		return v1alpha1.CategoryUnknown
 	case sub == "gc":
 		if hasGitFlag(rest, "", "prune") {
 			return v1alpha1.CategoryVCSDestructive
@@ -240,7 +327,7 @@ func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
 		return v1alpha1.CategoryWrite
 	case sub == "submodule":
 		switch first {
-		case "status", "summary":
+		case "", "status", "summary":
 			return v1alpha1.CategoryReadOnly
 		case "foreach":
 			return v1alpha1.CategoryUnknown

@@ -374,6 +374,9 @@ func (c *classifier) assigns(assigns []*syntax.Assign, beforeCommand bool) {
 		if a.Name == nil {
 			continue
 		}
+		if pagerOff(a) {
+			continue
+		}
 		c.binds(a.Name.Value, beforeCommand)
 		c.subscripts(a)
 	}
@@ -408,7 +411,9 @@ func (c *classifier) declaration(d *syntax.DeclClause) {
 			c.note(variant+" "+text, v1alpha1.CategoryUnknown, fmt.Sprintf("%s with attributes or with a name that is not static changes how later words are evaluated", variant))
 			continue
 		}
-		c.binds(a.Name.Value, variant == "export")
+		if !pagerOff(a) {
+			c.binds(a.Name.Value, variant == "export")
+		}
 		if a.Index != nil {
 			c.note(variant+" "+a.Name.Value+"[...]", v1alpha1.CategoryUnknown, "a subscript in a declaration is evaluated as arithmetic, which runs command substitutions")
 		}
