@@ -634,40 +634,11 @@ func oracleSupervise() (rep oracleReport) {
 			*list = append(*list, s)
 		}
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", oracleCanaryPort)
-	ln, err := stdnet.Listen("tcp", addr)
+	canary, err := oracleListenCanary(func(s string) { record(&rep.Connections, s) })
 	if err != nil {
-		return oracleReport{Error: "canary tcp listener: " + err.Error()}
+		return oracleReport{Error: err.Error()}
 	}
-	defer func() { _ = ln.Close() }()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-			buf := make([]byte, 64)
-			n, _ := c.Read(buf)
-			record(&rep.Connections, fmt.Sprintf("tcp from %s, sent %q", c.RemoteAddr(), buf[:n]))
-			_ = c.Close()
-		}
-	}()
-	pc, err := stdnet.ListenPacket("udp", addr)
-	if err != nil {
-		return oracleReport{Error: "canary udp listener: " + err.Error()}
-	}
-	defer func() { _ = pc.Close() }()
-	go func() {
-		buf := make([]byte, 64)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			record(&rep.Connections, fmt.Sprintf("udp from %s, sent %q", from, buf[:n]))
-		}
-	}()
+	defer canary.close()
 	// A socket that sends nothing (cat < /dev/udp/..., a refused connect) never
 	// reaches a listener; polling the namespace's socket tables sees it anyway.
 	seen := map[string]bool{}
@@ -690,6 +661,7 @@ func oracleSupervise() (rep oracleReport) {
 		defer tick.Stop()
 		for {
 			pollSockets()
+			canary.drain()
 			select {
 			case <-stopPoll:
 				return
@@ -774,6 +746,7 @@ func oracleSupervise() (rep oracleReport) {
 	close(stopPoll)
 	<-pollDone
 	pollSockets()
+	canary.drain()
 	if master != nil {
 		// The output goroutine may still be reading; take what it has.
 		time.Sleep(10 * time.Millisecond)
@@ -785,6 +758,82 @@ func oracleSupervise() (rep oracleReport) {
 	rep.Connections = append([]string(nil), rep.Connections...)
 	rep.Sockets = append([]string(nil), rep.Sockets...)
 	return rep
+}
+
+// oracleCanary is the TCP and UDP listener pair on the canary port. Nothing waits in
+// the kernel for it: drain takes, without blocking, what the kernel has queued, so the
+// drain after bash exits sees every connection and datagram bash made (loopback has
+// queued them by the time a send returns), however late a goroutine would have been
+// scheduled on a busy machine.
+type oracleCanary struct {
+	tcp    stdnet.Listener
+	pc     stdnet.PacketConn
+	tcpRaw syscall.RawConn
+	udpRaw syscall.RawConn
+	record func(string)
+}
+
+func oracleListenCanary(record func(string)) (*oracleCanary, error) {
+	addr := fmt.Sprintf("127.0.0.1:%d", oracleCanaryPort)
+	ln, err := stdnet.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("canary tcp listener: %w", err)
+	}
+	pc, err := stdnet.ListenPacket("udp", addr)
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("canary udp listener: %w", err)
+	}
+	c := &oracleCanary{tcp: ln, pc: pc, record: record}
+	if c.tcpRaw, err = ln.(*stdnet.TCPListener).SyscallConn(); err == nil {
+		c.udpRaw, err = pc.(*stdnet.UDPConn).SyscallConn()
+	}
+	if err != nil {
+		c.close()
+		return nil, fmt.Errorf("canary raw sockets: %w", err)
+	}
+	return c, nil
+}
+
+func (c *oracleCanary) close() {
+	_ = c.tcp.Close()
+	_ = c.pc.Close()
+}
+
+// drain records every queued datagram and every connection waiting to be accepted,
+// with up to 64 bytes of what each connection sent (read for at most 100 ms, then it
+// is closed so a reader on the other end sees end of file).
+func (c *oracleCanary) drain() {
+	buf := make([]byte, 64)
+	_ = c.udpRaw.Read(func(fd uintptr) bool {
+		for {
+			n, from, err := syscall.Recvfrom(int(fd), buf, syscall.MSG_DONTWAIT)
+			if err != nil {
+				return true
+			}
+			c.record(fmt.Sprintf("udp from %s, sent %q", oracleSockaddr(from), buf[:n]))
+		}
+	})
+	_ = c.tcpRaw.Read(func(fd uintptr) bool {
+		for {
+			conn, from, err := syscall.Accept4(int(fd), syscall.SOCK_CLOEXEC)
+			if err != nil {
+				return true
+			}
+			timeout := syscall.NsecToTimeval((100 * time.Millisecond).Nanoseconds())
+			_ = syscall.SetsockoptTimeval(conn, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &timeout)
+			n, _ := syscall.Read(conn, buf)
+			_ = syscall.Close(conn)
+			c.record(fmt.Sprintf("tcp from %s, sent %q", oracleSockaddr(from), buf[:max(n, 0)]))
+		}
+	})
+}
+
+func oracleSockaddr(sa syscall.Sockaddr) string {
+	if in4, ok := sa.(*syscall.SockaddrInet4); ok {
+		return fmt.Sprintf("%d.%d.%d.%d:%d", in4.Addr[0], in4.Addr[1], in4.Addr[2], in4.Addr[3], in4.Port)
+	}
+	return fmt.Sprintf("%v", sa)
 }
 
 // oracleSurvivors lists the processes of the pid namespace other than bwrap's init (pid 1)

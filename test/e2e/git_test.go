@@ -358,6 +358,7 @@ var _ = Describe("Git workspaces", func() {
 		})
 		ready(ctx, task, toolgatev1alpha1.ReasonWorkspaceReady)
 		shown := strings.Replace(gittest.Files["calc.sh"], "-", "+", 1)
+		call(ctx, task, toolgatev1alpha1.ToolReadFile, map[string]any{"path": "calc.sh"})
 		obs := call(ctx, task, toolgatev1alpha1.ToolWriteFile, map[string]any{"path": "calc.sh", "content": shown}).Status.Observation
 		Expect(obs.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), obs.Summary)
 		_, err := kubectl(ctx, "-n", ns, "patch", "agenttask", task, "--type", "merge", "-p", `{"spec":{"done":true}}`)

@@ -61,7 +61,7 @@ var _ = Describe("Walls another NetworkPolicy of the namespace would widen", fun
 			By("no Job was made, and the command wrote nothing")
 			err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: executor.JobName(exec)}, &batchv1.Job{})
 			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the call's Job: %v", err)
-			Expect(workspaceFiles(ctx, ns, claim, "ran.txt")).To(HaveKeyWithValue("ran.txt", "-"))
+			Expect(workspaceFiles(ctx, ns, claim, "ran.txt")).To(HaveKeyWithValue("ran.txt", absent))
 		})
 	}
 })
@@ -79,7 +79,7 @@ var _ = Describe("A no-network call where nothing enforces NetworkPolicy", Seria
 		Expect(exec.Status.Phase).To(Equal(toolgatev1alpha1.ExecutionFailed), "Execution %s: %+v", exec.Name, exec.Status)
 		Expect(exec.Status.ErrorKind).To(Equal(toolgatev1alpha1.ErrorException), "Execution %s: %+v", exec.Name, exec.Status)
 		Expect(exec.Status.Message + exec.Status.Output).To(ContainSubstring("network wall does not hold"))
-		Expect(workspaceFiles(ctx, ns, claim, "ran.txt")).To(HaveKeyWithValue("ran.txt", "-"))
+		Expect(workspaceFiles(ctx, ns, claim, "ran.txt")).To(HaveKeyWithValue("ran.txt", absent))
 	})
 })
 
