@@ -111,8 +111,10 @@ type word struct {
 	text string
 	// static is true when the word holds only literals and quotes: its value is text.
 	static bool
-	// split is true when bash may turn the word into several words or into other
-	// text than its source: an unquoted expansion, a glob, a brace expansion.
+	// split is true when bash may turn the word into several words (or none) or into
+	// other text than its source: an unquoted expansion, a glob, a brace expansion,
+	// and quoted expansions that are not provably one word ("$@", "${!prefix@}"). An
+	// operand counter counts such a word as several (atMostOperands refuses it).
 	split bool
 	// glob is true when the word is static text that pathname expansion may turn
 	// into file names (split for that reason alone).
@@ -235,8 +237,10 @@ func (c *classifier) script(src string, depth int, posix bool) {
 // cost more to allocate than a short command costs to parse. Parse and Print reset
 // them; one that panicked is not put back.
 var (
-	bashParsers  = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash)) }}
-	posixParsers = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangPOSIX)) }}
+	// Comments are kept so that one the parser ends differently from bash can be
+	// refused (see comment).
+	bashParsers  = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.KeepComments(true)) }}
+	posixParsers = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangPOSIX), syntax.KeepComments(true)) }}
 	printers     = sync.Pool{New: func() any { return syntax.NewPrinter(syntax.Minify(true)) }}
 )
 
@@ -282,6 +286,10 @@ func (c *classifier) walk(root syntax.Node, depth int) {
 			c.note(source(n), v1alpha1.CategoryUnknown, "let evaluates arithmetic, which runs command substitutions held in variables")
 		case *syntax.ParamExp:
 			c.parameter(n)
+		case *syntax.DblQuoted:
+			c.quotedInExpansion(n.Parts)
+		case *syntax.Comment:
+			c.comment(n)
 		case *syntax.TestClause:
 			c.test(n)
 		case *syntax.CoprocClause:
@@ -521,6 +529,49 @@ func (c *classifier) test(clause *syntax.TestClause) {
 	})
 }
 
+// quotedInExpansion refuses single quotes inside a parameter expansion inside double
+// quotes (parts are those of a double-quoted string or of an unquoted here-document's
+// body), where bash and the parser disagree. In "${x:-'$(cmd)'}" (and -, +, :+, =,
+// :=) bash takes the single quotes, and $' and $", as literal characters and expands
+// what they hold, so cmd runs; the parser reads a quoted string and sees no command.
+// ($'...' is decoded first: $'\x24(cmd)' runs cmd too.) A quoted string with nothing
+// bash could expand is the same text to both, quotes aside, and stays.
+//
+// Every expansion operator is covered, not only those six: in pattern operators
+// (${x#'...'}) bash reads the quotes as quotes, but an operator nested in one
+// (${x#${y:-'...'}}) is expanded one way or the other depending on the outer one.
+func (c *classifier) quotedInExpansion(parts []syntax.WordPart) {
+	for _, part := range parts {
+		pe, ok := part.(*syntax.ParamExp)
+		if !ok {
+			continue
+		}
+		syntax.Walk(pe, func(n syntax.Node) bool {
+			switch n := n.(type) {
+			case *syntax.CmdSubst, *syntax.ProcSubst:
+				// A new quoting context, walked on its own.
+				return false
+			case *syntax.SglQuoted:
+				if n.Dollar || strings.ContainsAny(n.Value, "$`") {
+					c.note(source(pe), v1alpha1.CategoryUnknown, "single quotes inside a ${...} expansion inside double quotes are literal characters to bash, which runs the substitutions they hold (the parser reads them as quotes and sees none); drop the single quotes or the double quotes")
+					return false
+				}
+			}
+			return true
+		})
+	}
+}
+
+// comment refuses a comment that ends in a backslash: bash ends every comment at the
+// newline, while the parser takes the backslash and newline for a line continuation
+// and reads the next line as more of the command before the comment, so that
+// "echo a # \" followed by "touch x" is one echo to it and runs touch in bash.
+func (c *classifier) comment(n *syntax.Comment) {
+	if strings.HasSuffix(n.Text, "\\\n") {
+		c.note("#"+strings.TrimSuffix(n.Text, "\\\n"), v1alpha1.CategoryUnknown, "a comment ends in a backslash: bash ends the comment at the newline and runs the next line, which the parser reads as part of the command before it; remove the backslash")
+	}
+}
+
 // harmlessSinks are redirection targets that keep nothing.
 var harmlessSinks = set("/dev/null", "/dev/stdout", "/dev/stderr")
 
@@ -594,6 +645,10 @@ func (c *classifier) heredocs(root syntax.Node, src string) {
 		}
 		if r.Hdoc == nil {
 			return true
+		}
+		if !quoted {
+			// An unquoted body is expanded as if it were in double quotes.
+			c.quotedInExpansion(r.Hdoc.Parts)
 		}
 		start, end := int(r.Hdoc.Pos().Offset()), int(r.Hdoc.End().Offset())
 		if start < 0 || end > len(src) || start > end {
@@ -719,9 +774,7 @@ func wordOf(w *syntax.Word) word {
 			for _, inner := range p.Parts {
 				lit, ok := inner.(*syntax.Lit)
 				if !ok {
-					// "$@" and "${a[@]}" become several words.
-					pe, isParam := inner.(*syntax.ParamExp)
-					dynamic(isParam && (paramName(pe) == "@" || pe.Index != nil))
+					dynamic(!oneWordInQuotes(inner))
 					continue
 				}
 				b.WriteString(unescape(lit.Value, true))
@@ -754,6 +807,39 @@ func wordOf(w *syntax.Word) word {
 	}
 	out.text = b.String()
 	return out
+}
+
+// oneWordInQuotes says whether a part of a double-quoted string always expands to
+// exactly one word. "$@", "${a[@]}", "${!a[@]}", "${!prefix@}" and an indirect
+// "${!x}" (x=@) expand to as many words as there are elements or names, none if there
+// are none, and so do they nested in another expansion's word ("${x:-"$@"}",
+// "${x+${a[@]}}"). The output of a substitution in quotes is one word.
+func oneWordInQuotes(part syntax.WordPart) bool {
+	one := true
+	syntax.Walk(part, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.CmdSubst, *syntax.ProcSubst:
+			return false
+		case *syntax.ParamExp:
+			if expandsToElements(n) {
+				one = false
+			}
+		}
+		return one
+	})
+	return one
+}
+
+// expandsToElements says whether a parameter expansion yields one word per element
+// (quoted) rather than one string; ${#a[@]}, a count, is one.
+func expandsToElements(p *syntax.ParamExp) bool {
+	if p.Length {
+		return false
+	}
+	if w, ok := p.Index.(*syntax.Word); ok && w.Lit() == "@" {
+		return true
+	}
+	return paramName(p) == "@" || (p.Excl && (p.Names == syntax.NamesPrefixWords || p.Names == 0))
 }
 
 // pieces builds a string from pieces, allocating only when there is more than one
