@@ -117,6 +117,7 @@ for ((i = 0; i < n; i++)); do
 	IFS= read -r -d '' c <"/cases/$i"
 	(cd "/w/$i" && exec timeout -s KILL 5 /bin/bash -c "$c") </dev/null 3>"/out/$i" >/dev/null 2>&1
 done
+exit 0
 `
 
 // differentialRun runs commands in one sandbox and reports what each did.

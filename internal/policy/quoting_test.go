@@ -54,6 +54,33 @@ func TestSingleQuotesInADoubleQuotedExpansionAreUnknown(t *testing.T) {
 	}
 }
 
+// Found by the differential test: inside a ${...} expansion's word bash runs a process
+// substitution the parser reads as the text "<(cmd)", and decodes $'...' and expands
+// the result inside double quotes, or inside a command substitution inside double
+// quotes even where the expansion itself is unquoted. Each ran touch pwned.
+func TestProcessSubstitutionsAndDollarQuotesInExpansionsAreUnknown(t *testing.T) {
+	atLeast(t, v1alpha1.CategoryUnknown,
+		`echo ${x:-<(touch pwned)}`,
+		`echo ${x:->(touch pwned)}`,
+		`x=1; echo "${x,<(touch pwned)}"`,
+		`x=1; echo ${x#>(touch pwned)}`,
+		`echo "$(: ${x-$'\x24(touch pwned)'})"`,
+		`echo "$(: ${x-$'$(touch pwned)'})"`,
+		`v="$(echo ${x-$'\x60touch pwned\x60'})"`,
+		`echo "$( (: ${x-$'\x24(touch pwned)'}) )"`,
+	)
+	// Plain text in $'...', and a process substitution outside an expansion (which
+	// the parser sees), stay what they were.
+	exactly(t, v1alpha1.CategoryReadOnly,
+		`echo "${x:-$'plain'}"`,
+		`diff <(ls) <(ls src)`,
+		`echo "${x:-a(b)}"`,
+	)
+	if why := reasons(ClassifyCommand(`echo ${x:-<(touch pwned)}`)); !strings.Contains(why, "process substitution") {
+		t.Errorf("the refusal does not say why: %s", why)
+	}
+}
+
 // A backslash at the end of a comment: bash ends the comment at the newline and runs
 // the next line; the parser joins the lines and reads the next line as more words of
 // the command before the comment (echo a touch pwned). Where the joined reading
