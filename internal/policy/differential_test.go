@@ -194,7 +194,7 @@ func differentialRun(t testing.TB, fixture string, commands []string) []differen
 
 // differentialMisreadings are the reasons the classifier gives for text it knows bash
 // and the parser read differently; its reading of the words is not checked then.
-var differentialMisreadings = []string{reasonQuotesInExpansion, reasonCommentBackslash, reasonProcessInExpansion, reasonDollarQuoteInExpansion}
+var differentialMisreadings = []string{reasonQuotesInExpansion, reasonCommentBackslash, reasonProcessInExpansion, reasonDollarQuoteInExpansion, reasonDollarContinuation}
 
 // differentialCheck compares the classifier's reading of command with what bash did.
 // problems are failures; notes are disagreements on the safe side (the classifier saw
@@ -427,6 +427,11 @@ var differentialTemplates = []string{
 	"echo \"${u#$(@)}\"", "echo \"${s/1/$(@)}\"", "echo \"${s/$(@)/x}\"", "echo \"$(: \"${u-$'\\x24(@)'}\")\"",
 	"echo \"$(: ${u-$'\\x24(@)'})\"", "echo \"$(: ${u-'$(@)'})\"", "echo \"`: ${u-$'\\x24(@)'}`\"",
 	"echo ${u:-<(@)}", "echo \"${s,<(@)}\"", "echo ${s#>(@)}", "echo ${u:-a<(@)}", "echo $\"${u:-'$(@)'}\"",
+	"echo $\\\n(@)", "echo \"$\\\n(@)\"", "echo <\\\n(@)", "echo $\\\n{u:-$(@)}", "echo ${u:-'\\\n$(@)'}",
+	"echo \"${u:-'\\\n$(@)'}\"", "echo a \\\n# c\n@", "echo `@\\\n`", "echo $(\\\n@\\\n)", "echo '\\'; @",
+	"echo \"\\\\\"; @", "a=(\"${u:-'$(@)'}\")", "for v in \"${u:-'$(@)'}\"; do :; done", "cat < \"${u:-'$(@)'}\"",
+	"case a in \"${u:-'$(@)'}\") ;; esac", "[[ a == \"${u:-'$(@)'}\" ]]", "declare v=\"${u:-'$(@)'}\"",
+	"echo \"${u:-'${s:-$(@)}'}\"", "echo \"${u:-'\"$(@)\"'}\"", "echo ${u:-\"'$(@)'\"}", "echo \"${u:-`echo '$(@)'`}\"",
 }
 
 // probe2 is a second command after a probe: a canary alone, or in a word.

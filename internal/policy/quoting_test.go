@@ -191,3 +191,22 @@ func reasons(c Classification) string {
 	}
 	return strings.Join(out, "; ")
 }
+
+// A $ followed by a backslash and a newline: bash removes the pair and expands what
+// follows on the next line ($( ), ${ }, $@), the parser reads a literal $ (found by
+// the differential test). The first ran touch pwned; the uniq wrote owned.txt.
+func TestDollarBeforeALineContinuationIsUnknown(t *testing.T) {
+	atLeast(t, v1alpha1.CategoryUnknown,
+		"echo \"$\\\n(touch pwned)\"",
+		"echo \"${x:-$\\\n(touch pwned)}\"",
+		"cat <<EOF\n$\\\n(touch pwned)\nEOF",
+		"[[ -n \"$\\\n(touch pwned)\" ]]",
+		"a=(x \"$\\\n(touch pwned)\")",
+		"set -- notes.txt owned.txt; uniq -- \"$\\\n@\"",
+		"bash -c 'echo \"$\\\n(touch pwned)\"'",
+	)
+	exactly(t, v1alpha1.CategoryReadOnly, "echo a \\\nb", "echo \"a \\\nb $x\"")
+	if why := reasons(ClassifyCommand("echo \"$\\\n(touch pwned)\"")); !strings.Contains(why, "joins the lines") {
+		t.Errorf("the refusal does not say why: %s", why)
+	}
+}

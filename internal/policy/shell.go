@@ -192,6 +192,9 @@ func (c *classifier) script(src string, depth int, posix bool) {
 		c.note("nested too deep to follow", v1alpha1.CategoryUnknown, fmt.Sprintf("strings run by bash -c, eval or find -exec are followed %d levels deep", maxDepth))
 		return
 	}
+	if strings.Contains(src, "$\\\n") {
+		c.note("$\\ and a newline", v1alpha1.CategoryUnknown, reasonDollarContinuation)
+	}
 	parser := bashParsers.Get().(*syntax.Parser)
 	file, err := parser.Parse(strings.NewReader(src), "")
 	bashParsers.Put(parser)
@@ -538,6 +541,9 @@ const (
 	reasonProcessInExpansion = "a process substitution <(...) or >(...) inside a ${...} expansion runs in bash, while the parser reads it as text; use a variable or a plain word"
 	// reasonDollarQuoteInExpansion: "${x:-$'\x24(cmd)'}" runs cmd (expansionWords).
 	reasonDollarQuoteInExpansion = "bash decodes $'...' inside a ${...} expansion and, in double quotes or a substitution inside them, expands the result, which can run a command the parser does not see; use a variable or plain quotes"
+	// reasonDollarContinuation: "$\" then "(cmd)" on the next line runs cmd
+	// (script).
+	reasonDollarContinuation = "a $ is followed by a backslash and a newline: bash joins the lines and expands what follows ($(...), ${...}, $@), the parser reads a plain $; join the lines"
 	// reasonCommentBackslash: "# x \" then a line is a comment and a command to
 	// bash, more words of the command before the comment to the parser (comment).
 	reasonCommentBackslash = "a comment ends in a backslash: bash ends the comment at the newline and runs the next line, which the parser reads as part of the command before it; remove the backslash"
