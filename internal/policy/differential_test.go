@@ -561,7 +561,7 @@ func differentialFails(t *testing.T, fixture string, commands []string, labels [
 }
 
 // differentialGenerated is how many generated cases TestDifferentialGenerated runs.
-const differentialGenerated = 300
+const differentialGenerated = 200
 
 // TestDifferentialSeeds runs the hand-written seeds: one or more per class of
 // disagreement found so far, and per class of the classifier's known bypasses.
