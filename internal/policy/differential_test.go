@@ -123,16 +123,13 @@ exit 0
 // differentialRun runs commands in one sandbox and reports what each did.
 func differentialRun(t testing.TB, fixture string, commands []string) []differentialObservation {
 	t.Helper()
-	scratch, err := os.MkdirTemp("", "toolgate-differential-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = os.RemoveAll(scratch) }()
+	scratch := t.TempDir()
 	for _, dir := range []string{"w", "cases", "out", "home"} {
 		if err := os.MkdirAll(filepath.Join(scratch, dir), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
+	var err error
 	before := make([]map[string]string, len(commands))
 	for i, c := range commands {
 		dir := filepath.Join(scratch, "w", strconv.Itoa(i))
@@ -603,7 +600,6 @@ func TestDifferentialGenerated(t *testing.T) {
 //	go test -run '^$' -fuzz FuzzDifferential -fuzztime 10m ./internal/policy/
 func FuzzDifferential(f *testing.F) {
 	oracleRequireSandbox(f)
-	fixture := differentialFixture(f, false)
 	for _, seed := range [][]byte{
 		{0, 0, 4, 2},                // a probe with a single-quoted word
 		{3, 0, 5, 3, 1, 1},          // a comment ending in a backslash
@@ -614,8 +610,10 @@ func FuzzDifferential(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// The fixture is made per input, in the input's own temporary directory: the
+		// fuzzing engine stops its workers without running the target's cleanups.
 		command := differentialGenerate(data)
-		o := differentialRun(t, fixture, []string{command})[0]
+		o := differentialRun(t, differentialFixture(t, false), []string{command})[0]
 		if problems, _ := differentialCheck(command, o); len(problems) > 0 {
 			t.Fatalf("%q: %s", command, strings.Join(problems, "\n"))
 		}
