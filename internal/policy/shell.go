@@ -562,7 +562,7 @@ const (
 func (c *classifier) quotedInExpansion(parts []syntax.WordPart) {
 	for _, part := range parts {
 		pe, ok := part.(*syntax.ParamExp)
-		if !ok {
+		if !ok || !hasWords(pe) {
 			continue
 		}
 		syntax.Walk(pe, func(n syntax.Node) bool {
@@ -594,6 +594,9 @@ func (c *classifier) quotedInExpansion(parts []syntax.WordPart) {
 // Expansions nested in p are checked on their own; substitutions are walked on their
 // own.
 func (c *classifier) expansionWords(p *syntax.ParamExp) {
+	if !hasWords(p) {
+		return
+	}
 	syntax.Walk(p, func(n syntax.Node) bool {
 		switch n := n.(type) {
 		case *syntax.CmdSubst, *syntax.ProcSubst:
@@ -866,6 +869,14 @@ func wordOf(w *syntax.Word) word {
 // are none, and so do they nested in another expansion's word ("${x:-"$@"}",
 // "${x+${a[@]}}"). The output of a substitution in quotes is one word.
 func oneWordInQuotes(part syntax.WordPart) bool {
+	switch p := part.(type) {
+	case *syntax.CmdSubst, *syntax.ArithmExp:
+		return true
+	case *syntax.ParamExp:
+		if !hasWords(p) {
+			return !expandsToElements(p)
+		}
+	}
 	one := true
 	syntax.Walk(part, func(n syntax.Node) bool {
 		switch n := n.(type) {
@@ -879,6 +890,12 @@ func oneWordInQuotes(part syntax.WordPart) bool {
 		return one
 	})
 	return one
+}
+
+// hasWords says whether a parameter expansion holds words of its own (an operator's
+// word, a replacement, a subscript, an offset) rather than only a name ($x, ${x}).
+func hasWords(p *syntax.ParamExp) bool {
+	return p.Exp != nil || p.Repl != nil || p.Index != nil || p.Slice != nil
 }
 
 // expandsToElements says whether a parameter expansion yields one word per element
