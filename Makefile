@@ -17,6 +17,7 @@ GOTEST_FLAGS ?=
 BENCH_INTENTS ?= 1000
 BENCH_TASKS ?= 100
 BENCH_PERTASK ?= 100
+FUZZTIME ?= 10m
 
 # Images built without a container engine (hack/ocibuild) and the kind cluster.
 WORKSPACE_IMG ?= toolgate/workspace:dev
@@ -82,6 +83,10 @@ test: envtest-assets oracle-deps ## Run unit and integration (envtest) tests aga
 .PHONY: test-reliability
 test-reliability: envtest-assets ## Run the reliability tests (kill points, split brain, a flaky API server, fuzzed intents) in their long form: 1000 fuzzed intents.
 	TOOLGATE_RELIABILITY_LONG=1 KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test $(GOTEST_FLAGS) ./internal/reliability/ -count=1 -v -timeout 60m
+
+.PHONY: fuzz-differential
+fuzz-differential: oracle-deps ## Explore the differential test of the classifier against bash in the oracle's sandbox (docs/policy.md, "The oracle") for FUZZTIME (default 10m); a failing input is kept in internal/policy/testdata/fuzz/.
+	go test ./internal/policy/ -run '^$$' -fuzz '^FuzzDifferential$$' -fuzztime $(FUZZTIME)
 
 .PHONY: bench
 bench: ## Run the benchmarks reported in docs/benchmarks.md.

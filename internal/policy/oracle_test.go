@@ -82,9 +82,8 @@ const (
 )
 
 // oracleLoadCorpus reads a corpus file in the format documented at the top of each file:
-// one command per line, '#' comment lines and blank lines ignored, the two characters
-// \n stand for a newline (\\n for a literal backslash-n), and trailing markers
-// #!noexec and #!tty.
+// one command per line, '#' comment lines and blank lines ignored, escapes as
+// oracleUnescape reads them, and trailing markers #!noexec and #!tty.
 func oracleLoadCorpus(t testing.TB, name string) []oracleCorpusLine {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", "corpus", name))
@@ -115,10 +114,15 @@ func oracleLoadCorpus(t testing.TB, name string) []oracleCorpusLine {
 	return out
 }
 
+// oracleUnescape turns a corpus line into its command: \n is a newline, \\n a
+// backslash and n, and \\\n a backslash and a newline (a line continuation).
 func oracleUnescape(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		switch {
+		case strings.HasPrefix(s[i:], `\\\n`):
+			b.WriteString("\\\n")
+			i += 3
 		case strings.HasPrefix(s[i:], `\\n`):
 			b.WriteString(`\n`)
 			i += 2

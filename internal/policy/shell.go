@@ -111,8 +111,10 @@ type word struct {
 	text string
 	// static is true when the word holds only literals and quotes: its value is text.
 	static bool
-	// split is true when bash may turn the word into several words or into other
-	// text than its source: an unquoted expansion, a glob, a brace expansion.
+	// split is true when bash may turn the word into several words (or none) or into
+	// other text than its source: an unquoted expansion, a glob, a brace expansion,
+	// and quoted expansions that are not provably one word ("$@", "${!prefix@}"). An
+	// operand counter counts such a word as several (atMostOperands refuses it).
 	split bool
 	// glob is true when the word is static text that pathname expansion may turn
 	// into file names (split for that reason alone).
@@ -190,6 +192,9 @@ func (c *classifier) script(src string, depth int, posix bool) {
 		c.note("nested too deep to follow", v1alpha1.CategoryUnknown, fmt.Sprintf("strings run by bash -c, eval or find -exec are followed %d levels deep", maxDepth))
 		return
 	}
+	if strings.Contains(src, "$\\\n") {
+		c.note("$\\ and a newline", v1alpha1.CategoryUnknown, reasonDollarContinuation)
+	}
 	parser := bashParsers.Get().(*syntax.Parser)
 	file, err := parser.Parse(strings.NewReader(src), "")
 	bashParsers.Put(parser)
@@ -235,8 +240,10 @@ func (c *classifier) script(src string, depth int, posix bool) {
 // cost more to allocate than a short command costs to parse. Parse and Print reset
 // them; one that panicked is not put back.
 var (
-	bashParsers  = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash)) }}
-	posixParsers = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangPOSIX)) }}
+	// Comments are kept so that one the parser ends differently from bash can be
+	// refused (see comment).
+	bashParsers  = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash), syntax.KeepComments(true)) }}
+	posixParsers = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangPOSIX), syntax.KeepComments(true)) }}
 	printers     = sync.Pool{New: func() any { return syntax.NewPrinter(syntax.Minify(true)) }}
 )
 
@@ -282,6 +289,10 @@ func (c *classifier) walk(root syntax.Node, depth int) {
 			c.note(source(n), v1alpha1.CategoryUnknown, "let evaluates arithmetic, which runs command substitutions held in variables")
 		case *syntax.ParamExp:
 			c.parameter(n)
+		case *syntax.DblQuoted:
+			c.quotedInExpansion(n.Parts)
+		case *syntax.Comment:
+			c.comment(n)
 		case *syntax.TestClause:
 			c.test(n)
 		case *syntax.CoprocClause:
@@ -471,6 +482,7 @@ func isNumber(s string) bool {
 // (${x@P}) and subscripts or offsets that are not literal all evaluate what the
 // variable holds.
 func (c *classifier) parameter(p *syntax.ParamExp) {
+	c.expansionWords(p)
 	switch {
 	case p.Excl && p.Names == 0:
 		c.note(source(p), v1alpha1.CategoryUnknown, "indirect expansion evaluates the name a variable holds, subscripts included")
@@ -524,6 +536,99 @@ func (c *classifier) test(clause *syntax.TestClause) {
 		}
 		return true
 	})
+}
+
+// Reasons for refusing text that bash and the parser read differently.
+const (
+	// reasonQuotesInExpansion: "${x:-'$(cmd)'}" runs cmd in bash (quotedInExpansion).
+	reasonQuotesInExpansion = "single quotes inside a ${...} expansion inside double quotes are literal characters to bash, which runs the substitutions they hold (the parser reads them as quotes and sees none); drop the single quotes or the double quotes"
+	// reasonProcessInExpansion: ${x:-<(cmd)} runs cmd in bash (expansionWords).
+	reasonProcessInExpansion = "a process substitution <(...) or >(...) inside a ${...} expansion runs in bash, while the parser reads it as text; use a variable or a plain word"
+	// reasonDollarQuoteInExpansion: "${x:-$'\x24(cmd)'}" runs cmd (expansionWords).
+	reasonDollarQuoteInExpansion = "bash decodes $'...' inside a ${...} expansion and, in double quotes or a substitution inside them, expands the result, which can run a command the parser does not see; use a variable or plain quotes"
+	// reasonDollarContinuation: "$\" then "(cmd)" on the next line runs cmd
+	// (script).
+	reasonDollarContinuation = "a $ is followed by a backslash and a newline: bash joins the lines and expands what follows ($(...), ${...}, $@), the parser reads a plain $; join the lines"
+	// reasonCommentBackslash: "# x \" then a line is a comment and a command to
+	// bash, more words of the command before the comment to the parser (comment).
+	reasonCommentBackslash = "a comment ends in a backslash: bash ends the comment at the newline and runs the next line, which the parser reads as part of the command before it; remove the backslash"
+)
+
+// quotedInExpansion refuses single quotes inside a parameter expansion inside double
+// quotes (parts are those of a double-quoted string or of an unquoted here-document's
+// body), where bash and the parser disagree. In "${x:-'$(cmd)'}" (and -, +, :+, =,
+// :=) bash takes the single quotes as literal characters and expands what they hold,
+// so cmd runs; the parser reads a quoted string and sees no command. A quoted string
+// with nothing bash could expand is the same text to both, quotes aside, and stays.
+//
+// Every expansion operator is covered, not only those six: in pattern operators
+// (${x#'...'}) bash reads the quotes as quotes, but an operator nested in one
+// (${x#${y:-'...'}}) is expanded one way or the other depending on the outer one.
+func (c *classifier) quotedInExpansion(parts []syntax.WordPart) {
+	for _, part := range parts {
+		pe, ok := part.(*syntax.ParamExp)
+		if !ok || !hasWords(pe) {
+			continue
+		}
+		syntax.Walk(pe, func(n syntax.Node) bool {
+			switch n := n.(type) {
+			case *syntax.CmdSubst, *syntax.ProcSubst:
+				// A new quoting context, walked on its own.
+				return false
+			case *syntax.SglQuoted:
+				// $'...' is refused in every context by expansionWords.
+				if !n.Dollar && strings.ContainsAny(n.Value, "$`") {
+					c.note(source(pe), v1alpha1.CategoryUnknown, reasonQuotesInExpansion)
+					return false
+				}
+			}
+			return true
+		})
+	}
+}
+
+// expansionWords refuses what bash runs inside a ${...} expansion's words and the
+// parser reads as text, in every quoting context:
+//   - a process substitution: the parser reads ${x:-<(cmd)} and "${x,<(cmd)}" as
+//     the literal text "<(cmd)", bash runs cmd;
+//   - $'...' holding an escape, a $ or a backquote: bash decodes it and, inside
+//     double quotes, expands the result ("${x:-$'\x24(cmd)'}" runs cmd), and so
+//     also inside a command substitution inside double quotes, where the
+//     expansion itself is not quoted ("$(: ${x:-$'\x24(cmd)'})").
+//
+// Expansions nested in p are checked on their own; substitutions are walked on their
+// own.
+func (c *classifier) expansionWords(p *syntax.ParamExp) {
+	if !hasWords(p) {
+		return
+	}
+	syntax.Walk(p, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.CmdSubst, *syntax.ProcSubst:
+			return false
+		case *syntax.ParamExp:
+			return n == p
+		case *syntax.Lit:
+			if strings.Contains(n.Value, "<(") || strings.Contains(n.Value, ">(") {
+				c.note(source(p), v1alpha1.CategoryUnknown, reasonProcessInExpansion)
+			}
+		case *syntax.SglQuoted:
+			if n.Dollar && strings.ContainsAny(n.Value, "\\$`") {
+				c.note(source(p), v1alpha1.CategoryUnknown, reasonDollarQuoteInExpansion)
+			}
+		}
+		return true
+	})
+}
+
+// comment refuses a comment that ends in a backslash: bash ends every comment at the
+// newline, while the parser takes the backslash and newline for a line continuation
+// and reads the next line as more of the command before the comment, so that
+// "echo a # \" followed by "touch x" is one echo to it and runs touch in bash.
+func (c *classifier) comment(n *syntax.Comment) {
+	if strings.HasSuffix(n.Text, "\\\n") {
+		c.note("#"+strings.TrimSuffix(n.Text, "\\\n"), v1alpha1.CategoryUnknown, reasonCommentBackslash)
+	}
 }
 
 // harmlessSinks are redirection targets that keep nothing.
@@ -599,6 +704,10 @@ func (c *classifier) heredocs(root syntax.Node, src string) {
 		}
 		if r.Hdoc == nil {
 			return true
+		}
+		if !quoted {
+			// An unquoted body is expanded as if it were in double quotes.
+			c.quotedInExpansion(r.Hdoc.Parts)
 		}
 		start, end := int(r.Hdoc.Pos().Offset()), int(r.Hdoc.End().Offset())
 		if start < 0 || end > len(src) || start > end {
@@ -724,9 +833,7 @@ func wordOf(w *syntax.Word) word {
 			for _, inner := range p.Parts {
 				lit, ok := inner.(*syntax.Lit)
 				if !ok {
-					// "$@" and "${a[@]}" become several words.
-					pe, isParam := inner.(*syntax.ParamExp)
-					dynamic(isParam && (paramName(pe) == "@" || pe.Index != nil))
+					dynamic(!oneWordInQuotes(inner))
 					continue
 				}
 				b.WriteString(unescape(lit.Value, true))
@@ -759,6 +866,53 @@ func wordOf(w *syntax.Word) word {
 	}
 	out.text = b.String()
 	return out
+}
+
+// oneWordInQuotes says whether a part of a double-quoted string always expands to
+// exactly one word. "$@", "${a[@]}", "${!a[@]}", "${!prefix@}" and an indirect
+// "${!x}" (x=@) expand to as many words as there are elements or names, none if there
+// are none, and so do they nested in another expansion's word ("${x:-"$@"}",
+// "${x+${a[@]}}"). The output of a substitution in quotes is one word.
+func oneWordInQuotes(part syntax.WordPart) bool {
+	switch p := part.(type) {
+	case *syntax.CmdSubst, *syntax.ArithmExp:
+		return true
+	case *syntax.ParamExp:
+		if !hasWords(p) {
+			return !expandsToElements(p)
+		}
+	}
+	one := true
+	syntax.Walk(part, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.CmdSubst, *syntax.ProcSubst:
+			return false
+		case *syntax.ParamExp:
+			if expandsToElements(n) {
+				one = false
+			}
+		}
+		return one
+	})
+	return one
+}
+
+// hasWords says whether a parameter expansion holds words of its own (an operator's
+// word, a replacement, a subscript, an offset) rather than only a name ($x, ${x}).
+func hasWords(p *syntax.ParamExp) bool {
+	return p.Exp != nil || p.Repl != nil || p.Index != nil || p.Slice != nil
+}
+
+// expandsToElements says whether a parameter expansion yields one word per element
+// (quoted) rather than one string; ${#a[@]}, a count, is one.
+func expandsToElements(p *syntax.ParamExp) bool {
+	if p.Length {
+		return false
+	}
+	if w, ok := p.Index.(*syntax.Word); ok && w.Lit() == "@" {
+		return true
+	}
+	return paramName(p) == "@" || (p.Excl && (p.Names == syntax.NamesPrefixWords || p.Names == 0))
 }
 
 // pieces builds a string from pieces, allocating only when there is more than one
