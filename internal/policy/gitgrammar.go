@@ -29,30 +29,36 @@ const gitLogDiff = "oneline stat[=] numstat shortstat name-only name-status patc
 	"standard-notes"
 
 // gitReadGrammars are the grammars of git's read-only subcommands. Short options are
-// bundled and take values as with getopt; -NUM is a count (git log -5).
+// bundled and take values as with getopt; -NUM is a count (git log -5). git's
+// parse-options and revision parser read options after operands; where a
+// subcommand stops at its first operand instead (git grep and show-branch refuse
+// or misread a later option), reading the later words as options is the stricter
+// reading.
 var gitReadGrammars = map[string]*grammar{
-	"log":         {short: "pusn:S:G:L:M::C::B::lRzawbWDiEFP", long: gitLogDiff, digits: true},
-	"show":        {short: "pusn:S:G:M::C::B::lRzawbWDiEFP", long: gitLogDiff, digits: true},
-	"whatchanged": {short: "pusn:S:G:M::C::B::lRzawbWDiEFP", long: gitLogDiff, digits: true},
-	"diff":        {short: "pusS:G:M::C::B::lRzawbWDiU::", long: gitLogDiff},
-	"diff-tree":   {short: "pusS:G:M::C::B::lRzawbWDirtmcU::", long: gitLogDiff},
-	"diff-files":  {short: "pusS:G:M::C::B::lRzawbWq0123U::", long: gitLogDiff},
-	"diff-index":  {short: "pusS:G:M::C::B::lRzawbWmU::", long: gitLogDiff},
-	"range-diff":  {short: "pusS:G:", long: gitLogDiff + " creation-factor= no-dual-color"},
-	"shortlog":    {short: "nsecw::", long: gitLogDiff + " numbered email group= width[=]", digits: true},
-	"rev-list":    {short: "n:", long: gitLogDiff + " objects objects-edge objects-edge-aggressive unpacked missing= filter= header timestamp", digits: true},
+	"log":         {order: permutes, short: "pusn:S:G:L:M::C::B::lRzawbWDiEFP", long: gitLogDiff, digits: true},
+	"show":        {order: permutes, short: "pusn:S:G:M::C::B::lRzawbWDiEFP", long: gitLogDiff, digits: true},
+	"whatchanged": {order: permutes, short: "pusn:S:G:M::C::B::lRzawbWDiEFP", long: gitLogDiff, digits: true},
+	"diff":        {order: permutes, short: "pusS:G:M::C::B::lRzawbWDiU::", long: gitLogDiff},
+	"diff-tree":   {order: permutes, short: "pusS:G:M::C::B::lRzawbWDirtmcU::", long: gitLogDiff},
+	"diff-files":  {order: permutes, short: "pusS:G:M::C::B::lRzawbWq0123U::", long: gitLogDiff},
+	"diff-index":  {order: permutes, short: "pusS:G:M::C::B::lRzawbWmU::", long: gitLogDiff},
+	"range-diff":  {order: permutes, short: "pusS:G:", long: gitLogDiff + " creation-factor= no-dual-color"},
+	"shortlog":    {order: permutes, short: "nsecw::", long: gitLogDiff + " numbered email group= width[=]", digits: true},
+	"rev-list":    {order: permutes, short: "n:", long: gitLogDiff + " objects objects-edge objects-edge-aggressive unpacked missing= filter= header timestamp", digits: true},
 	"status": {
+		order: permutes,
 		short: "sbuvz",
 		long: "short branch show-stash porcelain[=] long verbose untracked-files[=] ignore-submodules[=] ignored[=] " +
 			"null column[=] no-column ahead-behind no-ahead-behind renames no-renames find-renames[=]",
 	},
-	"blame":     {short: "bL:ltfnsepcwM::C::S:", long: "root show-stats reverse= first-parent porcelain line-porcelain incremental encoding= contents= date= score-debug show-name show-number show-email ignore-rev= ignore-revs-file= color-lines color-by-age progress no-progress minimal abbrev="},
-	"annotate":  {short: "bL:ltfnsepcwM::C::S:", long: "root show-stats reverse= porcelain incremental encoding= date= show-name show-number show-email"},
-	"ls-files":  {short: "cdmoiskuzvftx:X:", long: "cached deleted modified others ignored stage unmerged killed directory no-empty-directory eol full-name recurse-submodules abbrev[=] exclude= exclude-from= exclude-per-directory= exclude-standard error-unmatch with-tree= format= sparse deduplicate"},
-	"ls-tree":   {short: "dtrlz", long: "long name-only name-status object-only full-name full-tree abbrev[=] format="},
-	"rev-parse": {long: "abbrev-ref[=] short[=] verify quiet sq-quote show-toplevel show-prefix show-cdup git-dir git-common-dir absolute-git-dir is-inside-work-tree is-inside-git-dir is-bare-repository is-shallow-repository show-superproject-working-tree shared-index-path show-object-format[=] show-ref-format symbolic symbolic-full-name all branches[=] tags[=] remotes[=] glob= exclude= disambiguate= local-env-vars path-format= git-path= resolve-git-dir= default= prefix= since= after= until= before= parseopt stuck-long keep-dashdash stop-at-non-option revs-only no-revs flags no-flags"},
-	"describe":  {long: "all tags contains abbrev= candidates= exact-match debug long match= exclude= always first-parent dirty[=] broken[=]"},
+	"blame":     {order: permutes, short: "bL:ltfnsepcwM::C::S:", long: "root show-stats reverse= first-parent porcelain line-porcelain incremental encoding= contents= date= score-debug show-name show-number show-email ignore-rev= ignore-revs-file= color-lines color-by-age progress no-progress minimal abbrev="},
+	"annotate":  {order: permutes, short: "bL:ltfnsepcwM::C::S:", long: "root show-stats reverse= porcelain incremental encoding= date= show-name show-number show-email"},
+	"ls-files":  {order: permutes, short: "cdmoiskuzvftx:X:", long: "cached deleted modified others ignored stage unmerged killed directory no-empty-directory eol full-name recurse-submodules abbrev[=] exclude= exclude-from= exclude-per-directory= exclude-standard error-unmatch with-tree= format= sparse deduplicate"},
+	"ls-tree":   {order: permutes, short: "dtrlz", long: "long name-only name-status object-only full-name full-tree abbrev[=] format="},
+	"rev-parse": {order: permutes, long: "abbrev-ref[=] short[=] verify quiet sq-quote show-toplevel show-prefix show-cdup git-dir git-common-dir absolute-git-dir is-inside-work-tree is-inside-git-dir is-bare-repository is-shallow-repository show-superproject-working-tree shared-index-path show-object-format[=] show-ref-format symbolic symbolic-full-name all branches[=] tags[=] remotes[=] glob= exclude= disambiguate= local-env-vars path-format= git-path= resolve-git-dir= default= prefix= since= after= until= before= parseopt stuck-long keep-dashdash stop-at-non-option revs-only no-revs flags no-flags"},
+	"describe":  {order: permutes, long: "all tags contains abbrev= candidates= exact-match debug long match= exclude= always first-parent dirty[=] broken[=]"},
 	"grep": {
+		order: permutes,
 		short: "A:B:C:e:f:m:EFGPHhIilLnovwcqWpz",
 		long: "cached untracked no-index no-exclude-standard exclude-standard recurse-submodules text textconv-no ignore-case " +
 			"max-depth= recursive no-recursive word-regexp invert-match full-name extended-regexp basic-regexp perl-regexp " +
@@ -61,34 +67,34 @@ var gitReadGrammars = map[string]*grammar{
 			"threads= and or not all-match quiet max-count=",
 		digits: true,
 	},
-	"cat-file":      {short: "tspe", long: "batch[=] batch-check[=] batch-all-objects buffer follow-symlinks unordered allow-unknown-type"},
-	"show-ref":      {short: "dsq", long: "head tags heads branches dereference hash[=] abbrev[=] verify exists quiet"},
-	"merge-base":    {short: "a", long: "all octopus independent is-ancestor fork-point"},
-	"name-rev":      {long: "tags refs= exclude= all annotate-stdin name-only no-undefined always"},
-	"count-objects": {short: "vH", long: "verbose human-readable"},
-	"for-each-ref":  {long: "count= sort= format= color[=] shell perl python tcl points-at= merged[=] no-merged[=] contains[=] no-contains[=] ignore-case omit-empty exclude= include-root-refs"},
+	"cat-file":      {order: permutes, short: "tspe", long: "batch[=] batch-check[=] batch-all-objects buffer follow-symlinks unordered allow-unknown-type"},
+	"show-ref":      {order: permutes, short: "dsq", long: "head tags heads branches dereference hash[=] abbrev[=] verify exists quiet"},
+	"merge-base":    {order: permutes, short: "a", long: "all octopus independent is-ancestor fork-point"},
+	"name-rev":      {order: permutes, long: "tags refs= exclude= all annotate-stdin name-only no-undefined always"},
+	"count-objects": {order: permutes, short: "vH", long: "verbose human-readable"},
+	"for-each-ref":  {order: permutes, long: "count= sort= format= color[=] shell perl python tcl points-at= merged[=] no-merged[=] contains[=] no-contains[=] ignore-case omit-empty exclude= include-root-refs"},
 	// git help TOPIC and --help run man (or the viewer configuration names): only
 	// the lists are read-only.
-	"help":             {short: "ag", long: "all guides config verbose", operands: atMostOperands(0, v1alpha1.CategoryUnknown, "git help TOPIC runs man or the viewer its configuration names")},
-	"version":          {long: "build-options"},
-	"check-ignore":     {short: "qvnz", long: "quiet verbose non-matching no-index stdin"},
-	"var":              {short: "l"},
-	"cherry":           {short: "v", long: "abbrev[=]"},
-	"show-branch":      {short: "ar", long: "all remotes topo-order date-order current sparse more[=] list merge-base independent no-name sha1-name topics reflog[=] color[=] no-color"},
-	"verify-commit":    {short: "v", long: "verbose raw"},
-	"verify-tag":       {short: "v", long: "verbose raw format="},
-	"fsck":             {long: "unreachable dangling no-dangling root tags cache no-reflogs full no-full connectivity-only strict verbose name-objects progress no-progress"},
-	"check-attr":       {short: "az", long: "all cached stdin source="},
-	"check-ref-format": {long: "normalize allow-onelevel no-allow-onelevel refspec-pattern branch"},
+	"help":             {order: permutes, short: "ag", long: "all guides config verbose", operands: atMostOperands(0, v1alpha1.CategoryUnknown, "git help TOPIC runs man or the viewer its configuration names")},
+	"version":          {order: permutes, long: "build-options"},
+	"check-ignore":     {order: permutes, short: "qvnz", long: "quiet verbose non-matching no-index stdin"},
+	"var":              {order: permutes, short: "l"},
+	"cherry":           {order: permutes, short: "v", long: "abbrev[=]"},
+	"show-branch":      {order: permutes, short: "ar", long: "all remotes topo-order date-order current sparse more[=] list merge-base independent no-name sha1-name topics reflog[=] color[=] no-color"},
+	"verify-commit":    {order: permutes, short: "v", long: "verbose raw"},
+	"verify-tag":       {order: permutes, short: "v", long: "verbose raw format="},
+	"fsck":             {order: permutes, long: "unreachable dangling no-dangling root tags cache no-reflogs full no-full connectivity-only strict verbose name-objects progress no-progress"},
+	"check-attr":       {order: permutes, short: "az", long: "all cached stdin source="},
+	"check-ref-format": {order: permutes, long: "normalize allow-onelevel no-allow-onelevel refspec-pattern branch"},
 	// Subcommands that gitSubcommand calls read-only only in some forms.
-	"branch": {short: "alrvq", long: "list all remotes verbose contains[=] no-contains[=] merged[=] no-merged[=] points-at= sort= format= color[=] no-color column[=] no-column abbrev[=] no-abbrev show-current ignore-case omit-empty"},
-	"tag":    {short: "ln", long: "list contains[=] no-contains[=] merged[=] no-merged[=] points-at= sort= format= color[=] column[=] no-column ignore-case omit-empty"},
-	"remote": {short: "vn", long: "verbose"},
-	"stash":  {short: "pu", long: "include-untracked only-untracked patch stat name-only name-status"},
-	"config": {short: "lz", long: "get get-all get-regexp get-urlmatch get-color get-colorbool list global system local worktree file= blob= " +
+	"branch": {order: permutes, short: "alrvq", long: "list all remotes verbose contains[=] no-contains[=] merged[=] no-merged[=] points-at= sort= format= color[=] no-color column[=] no-column abbrev[=] no-abbrev show-current ignore-case omit-empty"},
+	"tag":    {order: permutes, short: "ln", long: "list contains[=] no-contains[=] merged[=] no-merged[=] points-at= sort= format= color[=] column[=] no-column ignore-case omit-empty"},
+	"remote": {order: permutes, short: "vn", long: "verbose"},
+	"stash":  {order: permutes, short: "pu", long: "include-untracked only-untracked patch stat name-only name-status"},
+	"config": {order: permutes, short: "lz", long: "get get-all get-regexp get-urlmatch get-color get-colorbool list global system local worktree file= blob= " +
 		"type= bool int bool-or-int path expiry-date null name-only show-origin show-scope includes no-includes default="},
-	"reflog":    {short: "n:", long: gitLogDiff, digits: true},
-	"clean":     {short: "ndxXqe:", long: "dry-run quiet exclude="},
-	"worktree":  {long: "porcelain verbose expire= z"},
-	"submodule": {long: "cached recursive quiet files summary-limit="},
+	"reflog":    {order: permutes, short: "n:", long: gitLogDiff, digits: true},
+	"clean":     {order: permutes, short: "ndxXqe:", long: "dry-run quiet exclude="},
+	"worktree":  {order: permutes, long: "porcelain verbose expire= z"},
+	"submodule": {order: permutes, long: "cached recursive quiet files summary-limit="},
 }
