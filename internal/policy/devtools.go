@@ -263,6 +263,15 @@ func goCmd(c *classifier, w []word, _ int) {
 		return
 	}
 	sub, rest := ops[0].text, ops[1:]
+	for _, a := range w[2:] {
+		// -exec, -toolexec and -vettool run the program they name; go test reads
+		// flags after its packages too.
+		name, _, _ := strings.Cut(strings.TrimLeft(a.text, "-"), "=")
+		if strings.HasPrefix(a.text, "-") && (name == "exec" || name == "toolexec" || name == "vettool") {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, fmt.Sprintf("go %s %s runs the program it names", sub, a.text))
+			return
+		}
+	}
 	var category v1alpha1.CommandCategory
 	switch sub {
 	case "test", "vet":

@@ -63,3 +63,14 @@ func TestTransparentWrappersAddNothing(t *testing.T) {
 	exactly(t, v1alpha1.CategoryWrite, "nice sort notes.txt -o out.txt", "stdbuf -o0 sed p notes.txt -i",
 		"timeout --foreground 5 sort notes.txt --out=owned.txt")
 }
+
+// go vet -vettool, go test -exec and -toolexec run the program they name on the
+// command line (go vet -vettool=./payload.sh ran payload.sh), as cargo --config and
+// make --eval do: not the project's tests or build, whatever the subcommand, and
+// after the packages too (go test reads flags after them).
+func TestGoFlagsThatRunTheProgramTheyName(t *testing.T) {
+	exactly(t, v1alpha1.CategoryUnknown, "go vet -vettool=./payload.sh ./...", "go vet -vettool ./payload.sh .",
+		"go test -exec ./payload.sh ./...", "go test ./... -exec=./payload.sh", "go test --exec ./payload.sh .",
+		"go build -toolexec=./payload.sh .", "go run -exec ./payload.sh .", "go list -toolexec ./payload.sh ./...")
+	exactly(t, v1alpha1.CategoryTest, "go test ./...", "go test -run Exec ./...", "go vet ./...")
+}
