@@ -15,7 +15,9 @@ import (
 // included, so that an abbreviation resolves the way the tool resolves it.
 //
 // Review rule: add an option only after reading what the tool does with it; an option
-// that runs a program, reads a script, or writes a file goes in effects.
+// that runs a program, reads a script, or writes a file goes in effects. Declare the
+// order after running the tool with an option after an operand
+// (TestGrammarOrderMatchesTheProgram does it for every installed program).
 var readOnlyGrammars = map[string]*grammar{
 	"cat":  {order: permutes, short: "AbeEnstTuv", long: "show-all number-nonblank show-ends number squeeze-blank show-tabs show-nonprinting", complete: true, dynamic: true},
 	"tac":  {order: permutes, short: "brs:", long: "before regex separator=", complete: true, dynamic: true},
@@ -135,11 +137,11 @@ var readOnlyGrammars = map[string]*grammar{
 		effects:  map[string]v1alpha1.CommandCategory{"s": v1alpha1.CategoryPrivilege, "set": v1alpha1.CategoryPrivilege},
 		operands: func(ops []word) (v1alpha1.CommandCategory, string) {
 			// date refuses a second operand before it does anything ("extra
-			// operand"): date +%F -d yesterday as POSIXLY_CORRECT reads it. A word
-			// known only when it runs may expand to no word at all.
+			// operand"): date +%F -d "$day" as POSIXLY_CORRECT reads it. A word
+			// that may split may also expand to no word at all.
 			fails := len(ops) > 1
 			for _, o := range ops {
-				fails = fails && o.static && !o.split
+				fails = fails && !o.split
 			}
 			if fails {
 				return v1alpha1.CategoryReadOnly, ""
@@ -193,7 +195,8 @@ var readOnlyGrammars = map[string]*grammar{
 		effects: map[string]v1alpha1.CommandCategory{"z": v1alpha1.CategoryUnknown},
 	},
 	// gofmt and goimports parse options with Go's flag package: each option is a
-	// word of its own, so a bundle such as -lw is unknown to them and to this.
+	// word of its own, so a bundle such as -lw is unknown to them and to this, and
+	// the first operand ends the options (gofmt x.go -w reads a file named -w).
 	"gofmt":     {order: stopsAtOperand, short: "delsr:w", effects: map[string]v1alpha1.CommandCategory{"w": v1alpha1.CategoryWrite}},
 	"goimports": {order: stopsAtOperand, short: "dlw", effects: map[string]v1alpha1.CommandCategory{"w": v1alpha1.CategoryWrite}},
 

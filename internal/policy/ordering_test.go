@@ -196,10 +196,10 @@ func TestOptionsAfterTheFirstOperand(t *testing.T) {
 		"uniq notes.txt -c", "uniq notes.txt -- x", "tee /dev/null -a", "tee /dev/null -- /dev/null")
 	exactly(t, v1alpha1.CategoryReadOnly,
 		"gofmt x.go -w", "gofmt -l . -w", "seq 5 -1 1", "basename a.txt -s", "printenv HOME -0", "tr a-z A-Z -d",
-		"date +%F -d yesterday", "date -u +%Y", "uniq -c notes.txt", "tee /dev/null", "type ls -a", "expr 1 - 2",
+		"date +%F -d yesterday", `date +%s -d "$day"`, "date -u +%Y", "uniq -c notes.txt", "tee /dev/null", "type ls -a", "expr 1 - 2",
 		"nice ls -l --color=never")
 	exactly(t, v1alpha1.CategoryPrivilege, "date 0101", "date -u 0101", "date +%s -s 2020-01-01")
-	exactly(t, v1alpha1.CategoryUnknown, "date $when", "date +%s $extra")
+	exactly(t, v1alpha1.CategoryUnknown, "date $when", "date +%s $extra", `date "$when"`)
 	// POSIXLY_CORRECT set by the command itself is refused outright.
 	exactly(t, v1alpha1.CategoryUnknown, "POSIXLY_CORRECT=1 uniq -c notes.txt", "env POSIXLY_CORRECT=1 sort notes.txt",
 		"export POSIXLY_CORRECT=1; tee /dev/null", "POSIXLY_CORRECT= cat notes.txt")
