@@ -9,15 +9,16 @@ import (
 )
 
 // builtinHandlers are the bash builtins that can be read-only, each with what makes
-// it otherwise. The builtins that change how bash looks up or evaluates later words
+// it otherwise. bash's builtins stop reading options at their first operand (type
+// ls -a looks up a command named -a). The builtins that change how bash looks up or evaluates later words
 // (hash, enable, shopt, trap, alias, let, ...) are unknown in commands.go.
 var builtinHandlers = map[string]handler{
 	":":        anyArguments,
 	"true":     anyArguments,
 	"false":    anyArguments,
 	"echo":     anyArguments,
-	"pwd":      grammarCommand(&grammar{short: "LP", dynamic: true}),
-	"cd":       grammarCommand(&grammar{short: "LPe@", dynamic: true}),
+	"pwd":      grammarCommand(&grammar{order: stopsAtOperand, short: "LP", dynamic: true}),
+	"cd":       grammarCommand(&grammar{order: stopsAtOperand, short: "LPe@", dynamic: true}),
 	"pushd":    anyArguments,
 	"popd":     anyArguments,
 	"dirs":     anyArguments,
@@ -28,20 +29,20 @@ var builtinHandlers = map[string]handler{
 	"shift":    anyArguments,
 	// jobs -x runs a command.
 	// Not dynamic: jobs -x runs its operands as a command.
-	"jobs":  grammarCommand(&grammar{short: "lnprs"}),
+	"jobs":  grammarCommand(&grammar{order: stopsAtOperand, short: "lnprs"}),
 	"times": anyArguments,
-	"umask": grammarCommand(&grammar{short: "pS", dynamic: true}),
-	"type":  grammarCommand(&grammar{short: "afptP", dynamic: true}),
-	"wait": grammarCommand(&grammar{short: "fnp:", effects: map[string]v1alpha1.CommandCategory{
+	"umask": grammarCommand(&grammar{order: stopsAtOperand, short: "pS", dynamic: true}),
+	"type":  grammarCommand(&grammar{order: stopsAtOperand, short: "afptP", dynamic: true}),
+	"wait": grammarCommand(&grammar{order: stopsAtOperand, short: "fnp:", effects: map[string]v1alpha1.CommandCategory{
 		// -p NAME sets a variable, whose name could hold a subscript.
 		"p": v1alpha1.CategoryUnknown,
 	}}),
 	"printf":    printfBuiltin,
 	"test":      testBuiltin,
 	"[":         testBuiltin,
-	"read":      binder(&grammar{short: "ersa:d:i:n:N:p:t:u:", dynamic: true}, "a"),
-	"mapfile":   binder(&grammar{short: "d:n:O:s:tu:C:c:", effects: map[string]v1alpha1.CommandCategory{"C": v1alpha1.CategoryUnknown}}, ""),
-	"readarray": binder(&grammar{short: "d:n:O:s:tu:C:c:", effects: map[string]v1alpha1.CommandCategory{"C": v1alpha1.CategoryUnknown}}, ""),
+	"read":      binder(&grammar{order: stopsAtOperand, short: "ersa:d:i:n:N:p:t:u:", dynamic: true}, "a"),
+	"mapfile":   binder(&grammar{order: stopsAtOperand, short: "d:n:O:s:tu:C:c:", effects: map[string]v1alpha1.CommandCategory{"C": v1alpha1.CategoryUnknown}}, ""),
+	"readarray": binder(&grammar{order: stopsAtOperand, short: "d:n:O:s:tu:C:c:", effects: map[string]v1alpha1.CommandCategory{"C": v1alpha1.CategoryUnknown}}, ""),
 	"getopts":   getoptsBuiltin,
 	"unset":     unsetBuiltin,
 	"set":       setBuiltin,
@@ -158,7 +159,7 @@ func getoptsBuiltin(c *classifier, w []word, _ int) {
 
 // unset NAME evaluates a subscript in NAME.
 func unsetBuiltin(c *classifier, w []word, _ int) {
-	p := (&grammar{short: "fvn"}).parse(w[1:])
+	p := (&grammar{order: stopsAtOperand, short: "fvn"}).parse(w[1:])
 	if p.category != v1alpha1.CategoryReadOnly {
 		c.addWithReason(w, p.category, p.reason)
 		return

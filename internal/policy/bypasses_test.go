@@ -120,10 +120,11 @@ func TestPythonDashMPipIsHeldToPipsForms(t *testing.T) {
 
 // uv run CMD first locks and syncs the project's environment (resolving against the
 // index, installing, building the project) before CMD runs; uv run --no-sync does
-// not. poetry run creates the virtualenv when there is none.
+// not, but still puts .venv/bin first on PATH, so ls may be the project's file.
+// poetry run creates the virtualenv when there is none.
 func TestRunnersArePreparedBeforeTheirCommand(t *testing.T) {
 	exactly(t, v1alpha1.CategoryInstall, "uv run ls", "uv run cat README.md")
-	exactly(t, v1alpha1.CategoryReadOnly, "uv run --no-sync ls")
+	exactly(t, v1alpha1.CategoryBuild, "uv run --no-sync ls")
 	exactly(t, v1alpha1.CategoryWrite, "poetry run ls")
 	exactly(t, v1alpha1.CategoryUnknown, "uv run --no-sync --with x ls", "uv run --with x ls")
 }

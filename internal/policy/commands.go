@@ -67,32 +67,9 @@ func init() {
 		register(name, h)
 	}
 
-	// Privilege wrappers: the wrapper is a privilege part, the wrapped command its own.
-	register("sudo", wrapper(v1alpha1.CategoryPrivilege, &grammar{short: "ABbEHiKknPSsVvg:C:D:h:p:R:r:t:T:U:u:", long: "user= group= login shell preserve-env[=] chdir= non-interactive", noOptionsAfterOperands: true}))
-	register("doas", wrapper(v1alpha1.CategoryPrivilege, &grammar{short: "nsLu:C:", noOptionsAfterOperands: true}))
-	// Transparent wrappers run their command unchanged.
-	register("nice", wrapper("", &grammar{short: "n:", long: "adjustment=", complete: true, digits: true, noOptionsAfterOperands: true}))
-	register("ionice", wrapper("", &grammar{
-		short: "c:n:p:P:u:t", long: "class= classdata= pid= pgid= uid= ignore", noOptionsAfterOperands: true,
-		// -p, -P and -u change other processes.
-		effects: map[string]v1alpha1.CommandCategory{
-			"p": v1alpha1.CategoryPrivilege, "P": v1alpha1.CategoryPrivilege, "u": v1alpha1.CategoryPrivilege,
-			"pid": v1alpha1.CategoryPrivilege, "pgid": v1alpha1.CategoryPrivilege, "uid": v1alpha1.CategoryPrivilege,
-		},
-	}))
-	register("nohup", wrapper("", &grammar{complete: true, noOptionsAfterOperands: true}))
-	register("stdbuf", wrapper("", &grammar{short: "i:o:e:", long: "input= output= error=", complete: true, noOptionsAfterOperands: true}))
-	register("builtin", wrapper("", &grammar{noOptionsAfterOperands: true}))
-	// exec -c empties the environment (a shell then falls back to a PATH ending in
-	// "."), -l and -a -NAME make a login shell that reads profile files.
-	register("exec", wrapper("", &grammar{short: "cla:", noOptionsAfterOperands: true, effects: map[string]v1alpha1.CommandCategory{
-		"c": v1alpha1.CategoryUnknown, "l": v1alpha1.CategoryUnknown, "a": v1alpha1.CategoryUnknown,
-	}}))
-	// time as a program (command time, /usr/bin/time) writes -o FILE.
-	register("time", wrapper("", &grammar{
-		short: "af:o:pqv", long: "append format= output= portability quiet verbose", noOptionsAfterOperands: true,
-		effects: map[string]v1alpha1.CommandCategory{"o": v1alpha1.CategoryWrite, "output": v1alpha1.CategoryWrite},
-	}))
+	for name, wc := range wrappers {
+		register(name, wrapper(wc))
+	}
 	register("timeout", timeout)
 	register("watch", watch)
 	register("command", commandBuiltin)
@@ -132,14 +109,15 @@ func init() {
 		register(a, awk)
 	}
 	register("go", sensitive(devTool(goCmd, goReadOnly)))
-	for _, n := range []string{"npm", "pnpm", "yarn", "bun"} {
-		register(n, sensitive(devTool(nodePackageManager, npmReadOnly)))
+	for name, tool := range nodeTools {
+		register(name, sensitive(tool.adds.wrap(devTool(nodePackageManager, tool.readOnly))))
 	}
 	for _, p := range []string{"pip", "pip3"} {
 		register(p, sensitive(devTool(pip, pipReadOnly)))
 	}
-	register("uv", sensitive(devTool(runner(pip), pipReadOnly)))
-	register("poetry", sensitive(devTool(runner(pip), pipReadOnly)))
+	register("uv", sensitive(devTool(runner(pip, adds{path: "uv run puts the project's .venv/bin first on PATH"}), pipReadOnly)))
+	// poetry's virtualenv is the project's .venv when virtualenvs.in-project is set.
+	register("poetry", sensitive(devTool(runner(pip, adds{path: "poetry run puts the project's virtualenv first on PATH"}), pipReadOnly)))
 	for _, p := range []string{"python", "python3", "python2"} {
 		register(p, sensitive(python))
 	}
@@ -272,14 +250,117 @@ func operands(args []word) []word {
 	return out
 }
 
-// wrapper handles a command that runs another command: its operands. own is the
-// wrapper's own category ("" when it is transparent); g is the grammar of its options.
-func wrapper(own v1alpha1.CommandCategory, g *grammar) handler {
+// adds is what a wrapper or a tool does besides running the command (or the
+// subcommand) it is given, as each declares it (addsNothing for none).
+type adds struct {
+	// writes says why the wrapper writes a file itself ("" when it writes none):
+	// nohup appends to nohup.out. The wrapper's part is then a write.
+	writes string
+	// path says why the wrapper puts a directory the workspace can hold first on
+	// PATH ("" when it changes no PATH): uv run puts .venv/bin there. Every program
+	// run by name under it, by the command or by the commands that command runs,
+	// may then be a file of the workspace, so a part under it that would be
+	// read-only runs the project's code: build.
+	path string
+	// projectCode says why every command of the tool, --version included, first runs
+	// code that a file of the project names ("" when none does): yarn runs the
+	// release yarnPath names, pnpm loads .pnpmfile.cjs. The tool's parts that would
+	// be read-only are then build.
+	projectCode string
+}
+
+// addsNothing declares a wrapper that runs its command unchanged and does nothing
+// else.
+var addsNothing = adds{}
+
+// apply raises the parts the wrapper w added from index n on by what it adds.
+func (a adds) apply(c *classifier, w []word, n int) {
+	if a.path != "" || a.projectCode != "" {
+		for i := n; i < len(c.parts); i++ {
+			p := &c.parts[i]
+			// Only what would be read-only: a test or a build runs the project's
+			// code already.
+			if p.Argv == nil || p.Category != v1alpha1.CategoryReadOnly {
+				continue
+			}
+			switch {
+			case a.path != "":
+				p.Category, p.Reason = v1alpha1.CategoryBuild, fmt.Sprintf("%s: %s may be a program of the workspace", a.path, p.Argv[0])
+			case p.Argv[0] == w[0].text:
+				p.Category, p.Reason = v1alpha1.CategoryBuild, a.projectCode
+			}
+		}
+	}
+	if a.writes != "" {
+		c.addWithReason(w, v1alpha1.CategoryWrite, a.writes)
+	}
+}
+
+// wrap makes h's parts carry what a adds.
+func (a adds) wrap(h handler) handler {
+	if a == addsNothing {
+		return h
+	}
 	return func(c *classifier, w []word, depth int) {
-		p := g.parse(w[1:])
+		n := len(c.parts)
+		h(c, w, depth)
+		a.apply(c, w, n)
+	}
+}
+
+// wrapperCommand is a command that runs the command it is given, as its operands.
+type wrapperCommand struct {
+	// own is the wrapper's own category, "" when it is transparent.
+	own v1alpha1.CommandCategory
+	// grammar is the grammar of its own options.
+	grammar *grammar
+	// adds declares what it does besides running the command.
+	adds adds
+}
+
+// wrappers are the wrappers that do nothing but run their command (and what they
+// declare they add). timeout, watch, env, xargs, command, the package managers' run
+// and uv run, which do more, have handlers of their own.
+var wrappers = map[string]wrapperCommand{
+	"sudo": {own: v1alpha1.CategoryPrivilege, adds: addsNothing, grammar: &grammar{
+		short: "ABbEHiKknPSsVvg:C:D:h:p:R:r:t:T:U:u:", long: "user= group= login shell preserve-env[=] chdir= non-interactive", order: stopsAtOperand,
+	}},
+	"doas": {own: v1alpha1.CategoryPrivilege, adds: addsNothing, grammar: &grammar{short: "nsLu:C:", order: stopsAtOperand}},
+	"nice": {adds: addsNothing, grammar: &grammar{short: "n:", long: "adjustment=", complete: true, digits: true, order: stopsAtOperand}},
+	"ionice": {adds: addsNothing, grammar: &grammar{
+		short: "c:n:p:P:u:t", long: "class= classdata= pid= pgid= uid= ignore", order: stopsAtOperand,
+		// -p, -P and -u change other processes.
+		effects: map[string]v1alpha1.CommandCategory{
+			"p": v1alpha1.CategoryPrivilege, "P": v1alpha1.CategoryPrivilege, "u": v1alpha1.CategoryPrivilege,
+			"pid": v1alpha1.CategoryPrivilege, "pgid": v1alpha1.CategoryPrivilege, "uid": v1alpha1.CategoryPrivilege,
+		},
+	}},
+	"nohup": {
+		grammar: &grammar{complete: true, order: stopsAtOperand},
+		adds:    adds{writes: "nohup appends the command's output to nohup.out in the working directory (or in HOME) when its output is a terminal, which toolgate cannot see"},
+	},
+	// stdbuf preloads its library from the system's directories.
+	"stdbuf":  {adds: addsNothing, grammar: &grammar{short: "i:o:e:", long: "input= output= error=", complete: true, order: stopsAtOperand}},
+	"builtin": {adds: addsNothing, grammar: &grammar{order: stopsAtOperand}},
+	// exec -c empties the environment (a shell then falls back to a PATH ending in
+	// "."), -l and -a -NAME make a login shell that reads profile files.
+	"exec": {adds: addsNothing, grammar: &grammar{short: "cla:", order: stopsAtOperand, effects: map[string]v1alpha1.CommandCategory{
+		"c": v1alpha1.CategoryUnknown, "l": v1alpha1.CategoryUnknown, "a": v1alpha1.CategoryUnknown,
+	}}},
+	// time as a program (command time, /usr/bin/time) writes -o FILE.
+	"time": {adds: addsNothing, grammar: &grammar{
+		short: "af:o:pqv", long: "append format= output= portability quiet verbose", order: stopsAtOperand,
+		effects: map[string]v1alpha1.CommandCategory{"o": v1alpha1.CategoryWrite, "output": v1alpha1.CategoryWrite},
+	}},
+}
+
+// wrapper handles a command of wrappers: its operands are the command it runs.
+func wrapper(wc wrapperCommand) handler {
+	return wc.adds.wrap(func(c *classifier, w []word, depth int) {
+		p := wc.grammar.parse(w[1:])
 		rest := p.operands
-		if own != "" {
-			c.add(w, own)
+		if wc.own != "" {
+			c.add(w, wc.own)
 		} else if p.category != v1alpha1.CategoryReadOnly || len(rest) == 0 {
 			// An option it does not know, or nothing to run: nice or nohup alone
 			// only print or fail.
@@ -289,11 +370,11 @@ func wrapper(own v1alpha1.CommandCategory, g *grammar) handler {
 			return
 		}
 		c.command(rest, depth+1, true)
-	}
+	})
 }
 
 var timeoutGrammar = &grammar{
-	short: "k:s:v", long: "foreground kill-after= preserve-status signal= verbose", complete: true, noOptionsAfterOperands: true,
+	short: "k:s:v", long: "foreground kill-after= preserve-status signal= verbose", complete: true, order: stopsAtOperand,
 }
 
 // timeout DURATION COMMAND runs COMMAND in a process group of its own unless
@@ -321,9 +402,11 @@ func timeout(c *classifier, w []word, depth int) {
 	c.addWithReason(w, v1alpha1.CategoryUnknown, "timeout runs the command in a process group of its own, which can outlive the call; timeout --foreground keeps it in the call's")
 }
 
+var commandGrammar = &grammar{short: "pvV", order: stopsAtOperand}
+
 // command [-pvV] name [args]: -v and -V only say what name is.
 func commandBuiltin(c *classifier, w []word, depth int) {
-	p := (&grammar{short: "pvV", noOptionsAfterOperands: true}).parse(w[1:])
+	p := commandGrammar.parse(w[1:])
 	if p.category != v1alpha1.CategoryReadOnly || p.has("v", "V") || len(p.operands) == 0 {
 		c.addWithReason(w, p.category, p.reason)
 		return
@@ -333,7 +416,7 @@ func commandBuiltin(c *classifier, w []word, depth int) {
 
 var envGrammar = &grammar{
 	short: "i0u:C:S:v", long: "ignore-environment null unset= chdir= split-string= block-signal[=] default-signal[=] ignore-signal[=] list-signal-handling debug",
-	complete: true, noOptionsAfterOperands: true,
+	complete: true, order: stopsAtOperand,
 	// -S splits a string into a command line: not followed. -i empties the
 	// environment, and a shell without PATH looks commands up in ".".
 	effects: map[string]v1alpha1.CommandCategory{
@@ -370,7 +453,7 @@ var xargsGrammar = &grammar{
 	short: "0a:d:E:e::I:i::L:l::n:oP:prs:tx",
 	long: "arg-file= delimiter= eof[=] exit interactive max-args= max-chars= max-lines[=] max-procs= no-run-if-empty null " +
 		"open-tty process-slot-var= replace[=] show-limits verbose",
-	complete: true, noOptionsAfterOperands: true,
+	complete: true, order: stopsAtOperand,
 	// --process-slot-var sets a variable of the commands xargs runs (BASH_ENV, PATH).
 	effects: map[string]v1alpha1.CommandCategory{"process-slot-var": v1alpha1.CategoryUnknown},
 }
@@ -417,13 +500,15 @@ func fromInput(words []word, placeholder string) []word {
 	return out
 }
 
+var watchGrammar = &grammar{
+	short: "bcCd::egn:ptxwrq", long: "beep color no-color differences[=] errexit chgexit interval= precise no-title exec no-wrap no-rerun equexit=",
+	order: stopsAtOperand,
+}
+
 // watch runs its operands joined as a string by sh -c, unless -x runs them as a
 // command; either way they are followed.
 func watch(c *classifier, w []word, depth int) {
-	p := (&grammar{
-		short: "bcCd::egn:ptxwrq", long: "beep color no-color differences[=] errexit chgexit interval= precise no-title exec no-wrap no-rerun equexit=",
-		noOptionsAfterOperands: true,
-	}).parse(w[1:])
+	p := watchGrammar.parse(w[1:])
 	if p.category != v1alpha1.CategoryReadOnly || len(p.operands) == 0 {
 		c.addWithReason(w, p.category, p.reason)
 		if len(p.operands) == 0 {
@@ -615,16 +700,23 @@ func find(c *classifier, w []word, depth int) {
 	}
 }
 
+var teeGrammar = &grammar{short: "aip", long: "append ignore-interrupts output-error[=]", complete: true, order: permutes}
+
+// tee writes every operand; it is read-only only when each is a sink that keeps
+// nothing, in both readings of its words (tee /dev/null -a writes a file named -a
+// under POSIXLY_CORRECT).
 func tee(c *classifier, w []word, _ int) {
-	p := (&grammar{short: "aip", long: "append ignore-interrupts output-error[=]", complete: true}).parse(w[1:])
+	p := teeGrammar.parse(w[1:])
 	if p.category != v1alpha1.CategoryReadOnly {
 		c.addWithReason(w, p.category, p.reason)
 		return
 	}
-	for _, a := range p.operands {
-		if !a.static || a.split || !harmlessSinks[a.text] {
-			c.add(w, v1alpha1.CategoryWrite)
-			return
+	for _, ops := range p.operandReadings() {
+		for _, a := range ops {
+			if !a.static || a.split || !harmlessSinks[a.text] {
+				c.add(w, v1alpha1.CategoryWrite)
+				return
+			}
 		}
 	}
 	c.add(w, v1alpha1.CategoryReadOnly)
@@ -666,6 +758,7 @@ func xxd(c *classifier, w []word, _ int) {
 }
 
 var sedGrammar = &grammar{
+	order:    permutes,
 	short:    "nrsuzEe:f:l:i::",
 	long:     "quiet silent debug expression= file= follow-symlinks in-place[=] line-length= null-data zero-terminated posix regexp-extended separate sandbox unbuffered",
 	complete: true,
@@ -710,11 +803,17 @@ func sed(c *classifier, w []word, _ int) {
 	c.add(w, v1alpha1.CategoryReadOnly)
 }
 
-// awk programs can run commands (system, | and getline) and write files (print >);
-// a program is read-only only when it has none of the characters and names that do
-// that, so a comparison with > is refused too. Only -F and -v are known options.
+// awkGrammar: awk's options stop at its first operand, the program (mawk and gawk
+// read awk '{print}' f -F: as a file named -F:); -f (a program file) and the
+// options of one awk only (gawk -i, -l, -o, -p, -d load code or write files) are
+// unknown.
+var awkGrammar = &grammar{short: "F:v:", order: stopsAtOperand}
+
+// awk is read-only when its program only reads (awkProgramProblem). The operands
+// after the program are files it reads and var=value assignments, whatever they
+// expand to.
 func awk(c *classifier, w []word, _ int) {
-	p := (&grammar{short: "F:v:"}).parse(w[1:])
+	p := awkGrammar.parse(w[1:])
 	if p.category != v1alpha1.CategoryReadOnly {
 		c.addWithReason(w, p.category, p.reason)
 		return
@@ -723,20 +822,8 @@ func awk(c *classifier, w []word, _ int) {
 		c.addWithReason(w, v1alpha1.CategoryUnknown, "the awk program is known only when it runs")
 		return
 	}
-	program := p.operands[0].text
-	for _, bad := range []string{"system", "getline", "|", ">", "@", "close", "fflush", "ENVIRON", "PROCINFO", "/inet"} {
-		if strings.Contains(program, bad) {
-			c.addWithReason(w, v1alpha1.CategoryUnknown, fmt.Sprintf("the awk program uses %q, which can run commands or write files", bad))
-			return
-		}
-	}
-	for _, o := range p.operands[1:] {
-		if !o.operandOnly() && !o.static {
-			c.addWithReason(w, v1alpha1.CategoryUnknown, o.text+" may expand to an awk option")
-			return
-		}
-	}
-	c.add(w, v1alpha1.CategoryReadOnly)
+	category, reason := awkProgramProblem(p.operands[0].text)
+	c.addWithReason(w, category, reason)
 }
 
 // octalSetID matches octal chmod modes that set the setuid or setgid bit.
@@ -915,6 +1002,7 @@ func modeSetter(c *classifier, w []word, _ int) {
 // splitGrammar is split's options: the pieces are written; --filter runs a shell
 // command on each.
 var splitGrammar = &grammar{
+	order: permutes,
 	short: "a:b:C:del:n:t:ux",
 	long: "suffix-length= additional-suffix= bytes= line-bytes= numeric-suffixes[=] hex-suffixes[=] " +
 		"elide-empty-files lines= number= separator= unbuffered verbose filter=",
@@ -967,6 +1055,7 @@ func zip(c *classifier, w []word, _ int) {
 var zipLong = set("--recurse-paths", "--quiet", "--junk-paths", "--verbose", "--update", "--freshen", "--exclude", "--no-extra", "--symlinks", "--no-dir-entries")
 
 var tarGrammar = &grammar{
+	order: permutes,
 	short: "tvzjJaf:C:b:",
 	long: "list file= verbose gzip gunzip bzip2 xz lzma zstd auto-compress directory= wildcards no-wildcards exclude= " +
 		"anchored no-anchored ignore-case numeric-owner utc full-time blocking-factor= quiet show-transformed-names " +
@@ -978,6 +1067,7 @@ var tarGrammar = &grammar{
 // unambiguous prefix of it too, and this table is not complete, so a prefix is
 // refused) is unknown, and --remove-files deletes.
 var tarChangeGrammar = &grammar{
+	order: permutes,
 	short: "cxruAtvzjJaf:C:b:T:X:pkhmoOSWI:F:",
 	long: "create extract get append update catenate concatenate delete list file= directory= verbose " +
 		"gzip gunzip bzip2 xz lzma zstd auto-compress exclude= exclude-from= exclude-vcs exclude-vcs-ignores exclude-caches " +

@@ -35,7 +35,7 @@ var gitGlobal = &grammar{
 	short: "C:hP",
 	long: "git-dir= work-tree= namespace= no-pager bare no-replace-objects literal-pathspecs glob-pathspecs " +
 		"noglob-pathspecs icase-pathspecs no-optional-locks",
-	noOptionsAfterOperands: true,
+	order: stopsAtOperand,
 }
 
 // git classifies a git command by its subcommand. Whatever the subcommand, a call
@@ -350,6 +350,15 @@ func goCmd(c *classifier, w []word, _ int) {
 		return
 	}
 	sub, rest := ops[0].text, ops[1:]
+	for _, a := range w[2:] {
+		// -exec, -toolexec and -vettool run the program they name; go test reads
+		// flags after its packages too.
+		name, _, _ := strings.Cut(strings.TrimLeft(a.text, "-"), "=")
+		if strings.HasPrefix(a.text, "-") && (name == "exec" || name == "toolexec" || name == "vettool") {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, fmt.Sprintf("go %s %s runs the program it names", sub, a.text))
+			return
+		}
+	}
 	var category v1alpha1.CommandCategory
 	switch sub {
 	case "test", "vet":
@@ -427,19 +436,100 @@ func goListFetches(args []word) string {
 	return ""
 }
 
-// nodePackageManager classifies npm, pnpm, yarn and bun.
+// nodeTool is what toolgate knows of one JavaScript package manager. Each has
+// tables of its own, read from the tool itself (npm 11.19, yarn 1.22 and 4.18,
+// pnpm 9.15 and 10, bun 1.4: their command lists, and each candidate name run in a
+// project whose package.json has a script of that name).
+type nodeTool struct {
+	// commands are its built-in commands and their aliases, of every version
+	// named above: a name built in to any of them is not taken for a script.
+	commands map[string]bool
+	// scriptsByName says a name that is not a built-in command runs the
+	// package.json script of that name (or a program of node_modules/.bin, or a
+	// file): yarn lint, pnpm ls, bun root.
+	scriptsByName bool
+	// bare is what the tool does with no subcommand: yarn and bun install.
+	bare v1alpha1.CommandCategory
+	// readOnly are the forms of its built-in commands that only read.
+	readOnly map[string]devForm
+	// adds declares what every command of the tool does besides (projectCode).
+	adds adds
+}
+
+// nodeTools are the JavaScript package managers.
+var nodeTools = map[string]nodeTool{
+	// npm runs no script for a name it does not know (Unknown command); it takes an
+	// unambiguous prefix of a command (npm inst is install), which is unknown here.
+	"npm": {
+		commands: set("access", "adduser", "approve-scripts", "audit", "bugs", "cache", "ci", "completion", "config", "dedupe",
+			"deny-scripts", "deprecate", "diff", "dist-tag", "docs", "doctor", "edit", "exec", "explain", "explore", "find-dupes",
+			"fund", "get", "help", "help-search", "init", "install", "install-ci-test", "install-scripts", "install-test", "link",
+			"ll", "login", "logout", "ls", "org", "outdated", "owner", "pack", "ping", "pkg", "prefix", "profile", "prune",
+			"publish", "query", "rebuild", "repo", "restart", "root", "run", "sbom", "search", "set", "shrinkwrap", "stage",
+			"star", "stars", "start", "stop", "team", "test", "token", "trust", "undeprecate", "uninstall", "unpublish",
+			"unstar", "update", "version", "view", "whoami",
+			// aliases
+			"author", "home", "issues", "info", "show", "find", "add", "unlink", "remove", "rm", "r", "un", "rb", "list", "ln",
+			"create", "i", "it", "cit", "u", "up", "c", "s", "se", "tst", "t", "ddp", "v", "run-script", "clean-install",
+			"clean-install-test", "x", "why", "la", "verison", "ic", "innit", "in", "ins", "inst", "insta", "instal", "isnt",
+			"isnta", "isntal", "isntall", "install-clean", "isntall-clean", "hlep", "dist-tags", "upgrade", "udpate", "rum",
+			"sit", "urn", "ogr", "add-user"),
+		bare:     v1alpha1.CategoryReadOnly,
+		readOnly: npmReadOnly,
+		adds:     addsNothing,
+	},
+	// yarn 1 and yarn 2+ have different commands (yarn list is a command of yarn 1
+	// and a script for yarn 4); both run the release yarnPath (.yarnrc.yml) or
+	// yarn-path (.yarnrc) names for every command, --version included.
+	"yarn": {
+		commands: set("access", "add", "audit", "autoclean", "bin", "cache", "check", "config", "constraints", "create", "dedupe",
+			"dlx", "exec", "explain", "generate-lock-entry", "global", "help", "import", "info", "init", "install", "licenses",
+			"link", "list", "login", "logout", "node", "npm", "outdated", "owner", "pack", "patch", "patch-commit", "plugin",
+			"policies", "publish", "rebuild", "remove", "run", "search", "set", "stage", "tag", "team", "test", "unlink",
+			"unplug", "up", "upgrade", "upgrade-interactive", "version", "versions", "why", "workspace", "workspaces"),
+		scriptsByName: true,
+		bare:          v1alpha1.CategoryInstall,
+		readOnly:      yarnReadOnly,
+		adds:          adds{projectCode: "yarn first runs the release that yarnPath in the project's .yarnrc.yml (yarn-path in .yarnrc) names, a file of the workspace, for every command"},
+	},
+	// pnpm loads the project's .pnpmfile.cjs for every command, --version included.
+	"pnpm": {
+		commands: set("add", "dedupe", "fetch", "import", "i", "install", "it", "install-test", "ln", "link", "prune", "rb",
+			"rebuild", "rm", "remove", "uninstall", "un", "unlink", "up", "update", "upgrade", "patch", "patch-commit",
+			"patch-remove", "audit", "licenses", "ls", "list", "ll", "la", "outdated", "why", "approve-builds", "create", "dlx",
+			"exec", "ignored-builds", "run", "run-script", "start", "t", "test", "tst", "bin", "c", "config", "get", "set",
+			"deploy", "doctor", "init", "pack", "publish", "root", "self-update", "env", "cat-file", "cat-index", "find-hash",
+			"store", "cache", "server", "setup", "recursive", "multi", "m", "help", "install-completion", "completion",
+			// passed on to npm
+			"access", "adduser", "bugs", "deprecate", "dist-tag", "docs", "edit", "info", "login", "logout", "owner", "ping",
+			"prefix", "profile", "pkg", "repo", "s", "search", "set-script", "show", "star", "stars", "team", "token",
+			"unpublish", "unstar", "v", "version", "view", "whoami", "xmas"),
+		scriptsByName: true,
+		bare:          v1alpha1.CategoryReadOnly,
+		readOnly:      pnpmReadOnly,
+		adds:          adds{projectCode: "pnpm first loads the project's .pnpmfile.cjs (or the pnpmfile its .npmrc names), a file of the workspace, for every command"},
+	},
+	"bun": {
+		commands: set("run", "test", "check", "fmt", "x", "repl", "exec", "install", "i", "add", "a", "remove", "rm", "update",
+			"audit", "dedupe", "prune", "outdated", "link", "unlink", "publish", "patch", "patch-commit", "pm", "info", "why",
+			"build", "init", "create", "c", "upgrade", "list", "help", "completions", "discord", "getcompletes", "feedback"),
+		scriptsByName: true,
+		bare:          v1alpha1.CategoryInstall,
+		readOnly:      bunReadOnly,
+		adds:          addsNothing,
+	},
+}
+
+// nodePackageManager classifies npm, pnpm, yarn and bun, each by its own tables.
 func nodePackageManager(c *classifier, w []word, _ int) {
+	tool := nodeTools[w[0].text]
 	if hasFlag(w[1:], "v", "version") {
 		c.add(w, v1alpha1.CategoryReadOnly)
 		return
 	}
 	ops := operands(w[1:])
 	if len(ops) == 0 {
-		if w[0].text == "yarn" || w[0].text == "bun" {
-			c.add(w, v1alpha1.CategoryInstall) // bare yarn installs
-			return
-		}
-		c.add(w, v1alpha1.CategoryReadOnly)
+		c.add(w, tool.bare)
 		return
 	}
 	sub := ops[0].text
@@ -447,18 +537,29 @@ func nodePackageManager(c *classifier, w []word, _ int) {
 	if len(ops) > 1 {
 		script = ops[1].text
 	}
+	if tool.scriptsByName && !tool.commands[sub] {
+		c.addWithReason(w, scriptCategory(sub), fmt.Sprintf("%s %s runs the package script (or the node_modules/.bin program) named %s: it is not a command of %s", w[0].text, sub, sub, w[0].text))
+		return
+	}
 	var category v1alpha1.CommandCategory
 	switch sub {
 	case "test", "t", "tst":
 		category = v1alpha1.CategoryTest
 	case "run", "run-script":
 		category = scriptCategory(script)
+	case "start", "stop", "restart":
+		category = scriptCategory(sub)
 	case "build":
 		category = v1alpha1.CategoryBuild
 	case "install", "i", "ci", "add", "remove", "rm", "uninstall", "un", "update", "up", "upgrade",
 		"exec", "x", "dlx", "create", "init", "link", "rebuild", "dedupe", "prune":
 		category = v1alpha1.CategoryInstall
-	case "ls", "list", "ll", "la", "why", "explain", "config", "root", "prefix", "bin", "help", "pack":
+		if w[0].text == "bun" && sub == "exec" {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "bun exec runs a shell script with bun's own shell")
+			return
+		}
+	case "ls", "list", "ll", "la", "why", "explain", "config", "root", "prefix", "bin", "help", "pack", "pm":
+		// Held to the tool's readOnly forms (devTool).
 		category = v1alpha1.CategoryReadOnly
 		switch {
 		case sub == "config" && script == "edit":
@@ -470,35 +571,11 @@ func nodePackageManager(c *classifier, w []word, _ int) {
 	case "view", "info", "show", "outdated", "audit", "search", "publish", "login", "logout", "whoami", "ping":
 		category = v1alpha1.CategoryNetwork
 	default:
-		// yarn, pnpm and bun run package scripts by name (yarn lint), but their
-		// built-in commands come first.
-		switch {
-		case nodeBuiltins[sub]:
-			c.addWithReason(w, v1alpha1.CategoryUnknown, fmt.Sprintf("%s %s is a built-in command of %s (it installs, fetches or deletes), not a package script", w[0].text, sub, w[0].text))
-			return
-		case w[0].text == "yarn" || w[0].text == "bun" || w[0].text == "pnpm":
-			category = scriptCategory(sub)
-		default:
-			category = v1alpha1.CategoryUnknown
-		}
+		c.addWithReason(w, v1alpha1.CategoryUnknown, fmt.Sprintf("%s %s is a built-in command of %s that toolgate does not classify (it may install, fetch, delete or change the tool itself)", w[0].text, sub, w[0].text))
+		return
 	}
 	c.add(w, category)
 }
-
-// nodeBuiltins are built-in commands of yarn, pnpm and bun that the table above does
-// not classify: each runs before a package script of its name would, and installs,
-// fetches, deletes or changes the tool itself.
-var nodeBuiltins = set(
-	// yarn
-	"global", "workspace", "workspaces", "set", "plugin", "cache", "policies", "import", "generate-lock-file",
-	"tag", "team", "owner", "version", "versions", "unplug", "patch", "patch-commit", "node", "constraints",
-	"npm", "autoclean", "licenses", "upgrade-interactive", "stage", "unlink",
-	// pnpm
-	"self-update", "env", "install-test", "it", "fetch", "deploy", "store", "setup", "server", "recursive",
-	"approve-builds", "doctor", "cat-file", "cat-index", "find-hash",
-	// bun
-	"pm", "upgrade", "repl",
-)
 
 // scriptCategory classifies a package script by its conventional name: test and lint
 // scripts test, build scripts build, and anything else runs project code like a build.
@@ -543,8 +620,9 @@ func pipCategory(w []word) v1alpha1.CommandCategory {
 }
 
 // runner handles uv and poetry: "run CMD..." classifies CMD, after what run itself
-// does first (prepare), and anything else is a package-manager subcommand.
-func runner(pm handler) handler {
+// does first (prepare), and anything else is a package-manager subcommand. run
+// puts the project's environment first on PATH (what declares it).
+func runner(pm handler, what adds) handler {
 	return func(c *classifier, w []word, depth int) {
 		ops := operands(w[1:])
 		if len(ops) > 1 && ops[0].text == "run" {
@@ -571,7 +649,9 @@ func runner(pm handler) handler {
 					c.addWithReason(w, v1alpha1.CategoryUnknown, "options of run install packages or choose what runs")
 					return
 				}
+				n := len(c.parts)
 				c.command(rest, depth+1, true)
+				what.apply(c, w, n)
 				return
 			}
 		}
@@ -876,6 +956,30 @@ var (
 		"prefix":  {flags: flags("", "global", "g")},
 		"config":  {flags: flags("location", "json", "global", "g", "long", "l"), firstOperand: set("get", "list", "ls")},
 		"run":     {flags: flags("")},
+	}
+	// yarn's forms are those that only read in yarn 1 and in yarn 4 alike; every
+	// yarn command still runs the project's yarnPath first (nodeTools).
+	yarnReadOnly = map[string]devForm{
+		"why":    {flags: flags("", "json", "R", "recursive", "peers")},
+		"bin":    {flags: flags("", "v", "verbose", "json")},
+		"config": {flags: flags("", "json", "why"), firstOperand: set("get")},
+		"help":   {flags: flags(""), noOperands: true},
+	}
+	// pnpm's forms (pnpm 9 and 10); every pnpm command still loads the project's
+	// .pnpmfile.cjs first (nodeTools).
+	pnpmReadOnly = map[string]devForm{
+		"ls":     {flags: flags("depth", "json", "long", "parseable", "global", "g", "prod", "P", "dev", "D", "no-optional", "only-projects", "exclude-peers")},
+		"list":   {flags: flags("depth", "json", "long", "parseable", "global", "g", "prod", "P", "dev", "D", "no-optional", "only-projects", "exclude-peers")},
+		"ll":     {flags: flags("depth", "json", "parseable", "global", "g", "prod", "P", "dev", "D")},
+		"la":     {flags: flags("depth", "json", "parseable", "global", "g", "prod", "P", "dev", "D")},
+		"why":    {flags: flags("depth", "json", "long", "parseable", "global", "g", "prod", "P", "dev", "D")},
+		"root":   {flags: flags("", "global", "g")},
+		"bin":    {flags: flags("", "global", "g")},
+		"config": {flags: flags("location", "json", "global", "g"), firstOperand: set("get", "list")},
+	}
+	// bun's forms (bun 1.4); bun why and bun list are scripts for older bun.
+	bunReadOnly = map[string]devForm{
+		"pm": {flags: flags("", "all", "prod", "trusted", "g"), firstOperand: set("ls", "bin")},
 	}
 	pipReadOnly = map[string]devForm{
 		"list":   {flags: flags("format path exclude", "l", "local", "user", "not-required", "exclude-editable", "include-editable", "e", "editable", "v", "verbose", "q", "quiet")},

@@ -15,9 +15,13 @@ import (
 // Options are parsed the way GNU getopt_long parses them, because that is how the
 // commands themselves read them: short options bundle (-rn), a short option's value
 // may be attached (-n5) or the next word (-n 5), a long option's value follows = or
-// is the next word, "--" ends the options, and options may follow operands (GNU
-// permutes them).
+// is the next word, and "--" ends the options. Whether options may follow operands
+// is the program's own choice, and every grammar declares it (order).
 type grammar struct {
+	// order says whether the program reads options after its first operand. It has
+	// no default: a grammar that does not declare it makes every part it parses
+	// unknown, and TestEveryGrammarDeclaresItsOrder fails.
+	order optionOrder
 	// short lists the short options: a letter alone takes no value, "x:" requires a
 	// value, "x::" takes an optional value that must be attached (-x5).
 	short string
@@ -40,18 +44,32 @@ type grammar struct {
 	dynamic bool
 	// digits says -NUM is an option (head -20, tail -5, xargs is not).
 	digits bool
-	// noOptionsAfterOperands stops option parsing at the first operand, as POSIX
-	// utilities and getopt's "+" mode do (env, timeout, nice, xargs: what follows is
-	// the command they run).
-	noOptionsAfterOperands bool
 	// operands checks the operands when they matter (uniq IN OUT writes OUT); nil
-	// accepts any operand.
+	// accepts any operand. For a program that permutes it is called with both
+	// readings of the words (see parsedArgs.posixOperands).
 	operands func(ops []word) (v1alpha1.CommandCategory, string)
 
 	// longs is long, read once: grammars are shared by concurrent decisions.
 	longsOnce sync.Once
 	longs     []longOption
 }
+
+// optionOrder says where a program reads options.
+type optionOrder uint8
+
+const (
+	// orderUndeclared is the zero value: the grammar does not say, and is refused.
+	orderUndeclared optionOrder = iota
+	// permutes: options may follow operands, as GNU getopt_long reads them by
+	// default (sort notes.txt -o out writes out).
+	permutes
+	// stopsAtOperand: the first operand ends the options, and every later word is
+	// an operand however it is spelled: getopt with a "+" optstring (env, nice,
+	// timeout, xargs, tr, seq, basename), POSIX utilities, Go's flag package
+	// (gofmt x.go -w formats nothing and reads a file named -w), awk (whose first
+	// operand is the program), bash's builtins.
+	stopsAtOperand
+)
 
 // longOption is one long option of a grammar.
 type longOption struct {
@@ -71,6 +89,20 @@ type parsedArgs struct {
 	options []parsedOption
 	// operands in order.
 	operands []word
+	// posixOperands, for a program that permutes, are the operands as it reads them
+	// when POSIXLY_CORRECT is set in its environment (which the classifier cannot
+	// always see): the first operand and every word after it, "-o" and "--"
+	// included. nil when that is operands.
+	posixOperands []word
+}
+
+// operandReadings are the lists of operands the program may read: operands, and
+// posixOperands when they differ. A check of operands must hold for each.
+func (p *parsedArgs) operandReadings() [][]word {
+	if p.posixOperands == nil {
+		return [][]word{p.operands}
+	}
+	return [][]word{p.operands, p.posixOperands}
 }
 
 type parsedOption struct {
@@ -171,6 +203,15 @@ func (g *grammar) shortValue(r byte) (string, bool) {
 // parse reads args (the words after the command name) with the grammar.
 func (g *grammar) parse(args []word) parsedArgs {
 	p := parsedArgs{category: v1alpha1.CategoryReadOnly}
+	if g.order == orderUndeclared {
+		p.raise(v1alpha1.CategoryUnknown, "toolgate's grammar of this command does not say whether it reads options after operands")
+		return p
+	}
+	stops := g.order == stopsAtOperand
+	// firstOperand is the index in args of the first operand met while options are
+	// still read (-1 before it): from there on a program that permutes reads
+	// operands only, under POSIXLY_CORRECT.
+	firstOperand := -1
 	unresolvable := func(w word) {
 		if !g.dynamic {
 			p.raise(v1alpha1.CategoryUnknown, fmt.Sprintf("%s cannot be checked before it runs: it could expand to an option", w.text))
@@ -182,11 +223,14 @@ func (g *grammar) parse(args []word) parsedArgs {
 		}
 	}
 	// operand and option append to lists made once, as long as the words left.
-	operand := func(i int, a word) {
+	operand := func(i int, a word, optionsStillRead bool) {
 		if p.operands == nil {
 			p.operands = make([]word, 0, len(args)-i)
 		}
 		p.operands = append(p.operands, a)
+		if optionsStillRead && firstOperand < 0 {
+			firstOperand = i
+		}
 	}
 	option := func(i int, o parsedOption) {
 		if p.options == nil {
@@ -202,18 +246,14 @@ func (g *grammar) parse(args []word) parsedArgs {
 			if !onlyOperands && !a.operandOnly() {
 				unresolvable(a)
 			}
-			operand(i, a)
-			if g.noOptionsAfterOperands {
-				onlyOperands = true
-			}
+			operand(i, a, !onlyOperands)
+			onlyOperands = onlyOperands || stops
 			continue
 		}
 		t := a.text
 		if onlyOperands || t == "-" || !strings.HasPrefix(t, "-") {
-			operand(i, a)
-			if g.noOptionsAfterOperands {
-				onlyOperands = true
-			}
+			operand(i, a, !onlyOperands)
+			onlyOperands = onlyOperands || stops
 			continue
 		}
 		if t == "--" {
@@ -287,9 +327,14 @@ func (g *grammar) parse(args []word) parsedArgs {
 			effect(opt.name, "-")
 		}
 	}
+	if !stops && firstOperand >= 0 && len(args)-firstOperand != len(p.operands) {
+		p.posixOperands = args[firstOperand:]
+	}
 	if g.operands != nil {
-		if c, reason := g.operands(p.operands); c != v1alpha1.CategoryReadOnly {
-			p.raise(c, reason)
+		for _, ops := range p.operandReadings() {
+			if c, reason := g.operands(ops); c != v1alpha1.CategoryReadOnly {
+				p.raise(c, reason)
+			}
 		}
 	}
 	return p

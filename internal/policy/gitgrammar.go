@@ -64,7 +64,7 @@ const gitLogOwn = "source use-mailmap mailmap no-mailmap decorate[=] no-decorate
 // gitLog is the grammar of git log and its kind: the log's, the walk's, the
 // format's and the diff machinery's options.
 func gitLog() *grammar {
-	return &grammar{
+	return &grammar{order: permutes,
 		short:  gitDiffShort + "n:L:iEFPgcmtrq",
 		long:   gitLogOwn + " " + gitWalkOptions + " " + gitCommitFormat + " " + gitDiffOptions,
 		digits: true,
@@ -84,35 +84,35 @@ const gitBriefLog = "oneline format[=] pretty[=] abbrev-commit no-abbrev-commit 
 var gitReadGrammars = map[string]*grammar{
 	"log":        gitLog(),
 	"show":       gitLog(),
-	"reflog":     {short: "n:ps", long: gitBriefLog, digits: true},
-	"stash list": {short: "n:ps", long: gitBriefLog, digits: true},
-	"stash show": {short: "upsR", long: gitDiffOptions + " include-untracked only-untracked"},
-	"diff":       {short: gitDiffShort, long: gitDiffOptions + " cached staged merge-base"},
-	"diff-tree":  {short: gitDiffShort + "rtmcv", long: gitDiffOptions + " root no-commit-id always merge-base"},
-	"diff-files": {short: gitDiffShort + "q", long: gitDiffOptions, noOptionsAfterOperands: true},
-	"diff-index": {short: gitDiffShort + "m", long: gitDiffOptions + " cached merge-base"},
-	"range-diff": {long: "creation-factor= no-dual-color left-only right-only notes[=] no-notes color[=] no-color stat[=] name-only name-status"},
-	"shortlog": {
+	"reflog":     {order: permutes, short: "n:ps", long: gitBriefLog, digits: true},
+	"stash list": {order: permutes, short: "n:ps", long: gitBriefLog, digits: true},
+	"stash show": {order: permutes, short: "upsR", long: gitDiffOptions + " include-untracked only-untracked"},
+	"diff":       {order: permutes, short: gitDiffShort, long: gitDiffOptions + " cached staged merge-base"},
+	"diff-tree":  {order: permutes, short: gitDiffShort + "rtmcv", long: gitDiffOptions + " root no-commit-id always merge-base"},
+	"diff-files": {short: gitDiffShort + "q", long: gitDiffOptions, order: stopsAtOperand},
+	"diff-index": {order: permutes, short: gitDiffShort + "m", long: gitDiffOptions + " cached merge-base"},
+	"range-diff": {order: permutes, long: "creation-factor= no-dual-color left-only right-only notes[=] no-notes color[=] no-color stat[=] name-only name-status"},
+	"shortlog": {order: permutes,
 		short:  "nsecw::",
 		long:   "numbered summary email committer group= all branches[=] tags[=] since= after= until= before= author= max-count= no-merges merges first-parent",
 		digits: true,
 	},
-	"rev-list": {
+	"rev-list": {order: permutes,
 		short:  "n:",
 		long:   gitWalkOptions + " objects objects-edge objects-edge-aggressive count header timestamp parents children abbrev-commit abbrev[=] format[=] pretty[=] oneline missing[=] filter[=] disk-usage[=]",
 		digits: true,
 	},
-	"status": {
+	"status": {order: permutes,
 		short: "sbu::vz",
 		long: "short branch show-stash porcelain[=] long verbose untracked-files[=] ignore-submodules[=] ignored[=] " +
 			"null column[=] no-column ahead-behind no-ahead-behind renames[=] no-renames find-renames[=]",
 	},
-	"blame":     {short: "bL:ltfnsepcwM::C::S:", long: "root show-stats reverse first-parent porcelain line-porcelain incremental encoding= contents= date= score-debug show-name show-number show-email ignore-rev= ignore-revs-file= color-lines color-by-age progress no-progress minimal abbrev[=]"},
-	"annotate":  {short: "bL:ltfnsepcwM::C::S:", long: "root show-stats reverse porcelain incremental encoding= date= show-name show-number show-email"},
-	"ls-files":  {short: "cdmoiskuzvftx:X:", long: "cached deleted modified others ignored stage unmerged killed directory no-empty-directory eol full-name recurse-submodules abbrev[=] exclude= exclude-from= exclude-per-directory= exclude-standard error-unmatch with-tree= format= sparse deduplicate"},
-	"ls-tree":   {short: "dtrlz", long: "long name-only name-status object-only full-name full-tree abbrev[=] format="},
-	"rev-parse": {long: "abbrev-ref[=] short[=] verify quiet show-toplevel show-prefix show-cdup git-dir git-common-dir absolute-git-dir is-inside-work-tree is-inside-git-dir is-bare-repository is-shallow-repository show-superproject-working-tree shared-index-path show-object-format[=] symbolic symbolic-full-name all branches[=] tags[=] remotes[=] glob[=] exclude[=] disambiguate[=] local-env-vars path-format[=] git-path= resolve-git-dir= default= prefix= since[=] after[=] until[=] before[=] revs-only no-revs flags no-flags"},
-	"describe":  {long: "all tags contains abbrev[=] candidates= exact-match debug long match= exclude= always first-parent dirty[=] broken[=]"},
+	"blame":     {order: permutes, short: "bL:ltfnsepcwM::C::S:", long: "root show-stats reverse first-parent porcelain line-porcelain incremental encoding= contents= date= score-debug show-name show-number show-email ignore-rev= ignore-revs-file= color-lines color-by-age progress no-progress minimal abbrev[=]"},
+	"annotate":  {order: permutes, short: "bL:ltfnsepcwM::C::S:", long: "root show-stats reverse porcelain incremental encoding= date= show-name show-number show-email"},
+	"ls-files":  {order: permutes, short: "cdmoiskuzvftx:X:", long: "cached deleted modified others ignored stage unmerged killed directory no-empty-directory eol full-name recurse-submodules abbrev[=] exclude= exclude-from= exclude-per-directory= exclude-standard error-unmatch with-tree= format= sparse deduplicate"},
+	"ls-tree":   {order: permutes, short: "dtrlz", long: "long name-only name-status object-only full-name full-tree abbrev[=] format="},
+	"rev-parse": {order: permutes, long: "abbrev-ref[=] short[=] verify quiet show-toplevel show-prefix show-cdup git-dir git-common-dir absolute-git-dir is-inside-work-tree is-inside-git-dir is-bare-repository is-shallow-repository show-superproject-working-tree shared-index-path show-object-format[=] symbolic symbolic-full-name all branches[=] tags[=] remotes[=] glob[=] exclude[=] disambiguate[=] local-env-vars path-format[=] git-path= resolve-git-dir= default= prefix= since[=] after[=] until[=] before[=] revs-only no-revs flags no-flags"},
+	"describe":  {order: permutes, long: "all tags contains abbrev[=] candidates= exact-match debug long match= exclude= always first-parent dirty[=] broken[=]"},
 	"grep": {
 		short: "A:B:C:e:f:m:EFGPHhIilLnovwcqWpz",
 		long: "cached untracked no-index no-exclude-standard exclude-standard recurse-submodules text ignore-case " +
@@ -120,42 +120,42 @@ var gitReadGrammars = map[string]*grammar{
 			"fixed-strings line-number column files-with-matches name-only files-without-match null only-matching count " +
 			"color[=] no-color break heading show-function context= after-context= before-context= function-context " +
 			"threads= and or not all-match quiet max-count=",
-		digits:                 true,
-		noOptionsAfterOperands: true,
+		digits: true,
+		order:  stopsAtOperand,
 	},
-	"cat-file":      {short: "tspe", long: "batch[=] batch-check[=] batch-all-objects buffer follow-symlinks unordered allow-unknown-type"},
-	"show-ref":      {short: "ds::q", long: "head tags heads dereference hash[=] abbrev[=] verify quiet"},
-	"merge-base":    {short: "a", long: "all octopus independent is-ancestor fork-point"},
-	"name-rev":      {long: "tags refs= exclude= all name-only no-undefined always"},
-	"count-objects": {short: "vH", long: "verbose human-readable"},
-	"for-each-ref":  {long: "count= sort= format= color[=] shell perl python tcl points-at= merged= no-merged= contains= no-contains= ignore-case"},
+	"cat-file":      {order: permutes, short: "tspe", long: "batch[=] batch-check[=] batch-all-objects buffer follow-symlinks unordered allow-unknown-type"},
+	"show-ref":      {order: permutes, short: "ds::q", long: "head tags heads dereference hash[=] abbrev[=] verify quiet"},
+	"merge-base":    {order: permutes, short: "a", long: "all octopus independent is-ancestor fork-point"},
+	"name-rev":      {order: permutes, long: "tags refs= exclude= all name-only no-undefined always"},
+	"count-objects": {order: permutes, short: "vH", long: "verbose human-readable"},
+	"for-each-ref":  {order: permutes, long: "count= sort= format= color[=] shell perl python tcl points-at= merged= no-merged= contains= no-contains= ignore-case"},
 	// git help TOPIC and --help run man (or the viewer its configuration names): only
 	// the lists are read-only.
-	"help":             {short: "ag", long: "all guides config verbose", operands: atMostOperands(0, v1alpha1.CategoryUnknown, "git help TOPIC runs man or the viewer its configuration names")},
-	"version":          {long: "build-options"},
-	"check-ignore":     {short: "qvnz", long: "quiet verbose non-matching no-index stdin"},
-	"var":              {short: "l"},
-	"cherry":           {short: "v", long: "abbrev[=]"},
-	"show-branch":      {short: "ar", long: "all remotes topo-order date-order current sparse more[=] list merge-base independent no-name sha1-name topics reflog[=] color[=] no-color", noOptionsAfterOperands: true},
-	"fsck":             {long: "unreachable dangling no-dangling root tags cache no-reflogs full no-full connectivity-only strict verbose name-objects progress no-progress"},
-	"check-attr":       {short: "az", long: "all cached stdin"},
-	"check-ref-format": {long: "normalize allow-onelevel no-allow-onelevel refspec-pattern branch"},
+	"help":             {order: permutes, short: "ag", long: "all guides config verbose", operands: atMostOperands(0, v1alpha1.CategoryUnknown, "git help TOPIC runs man or the viewer its configuration names")},
+	"version":          {order: permutes, long: "build-options"},
+	"check-ignore":     {order: permutes, short: "qvnz", long: "quiet verbose non-matching no-index stdin"},
+	"var":              {order: permutes, short: "l"},
+	"cherry":           {order: permutes, short: "v", long: "abbrev[=]"},
+	"show-branch":      {short: "ar", long: "all remotes topo-order date-order current sparse more[=] list merge-base independent no-name sha1-name topics reflog[=] color[=] no-color", order: stopsAtOperand},
+	"fsck":             {order: permutes, long: "unreachable dangling no-dangling root tags cache no-reflogs full no-full connectivity-only strict verbose name-objects progress no-progress"},
+	"check-attr":       {order: permutes, short: "az", long: "all cached stdin"},
+	"check-ref-format": {order: permutes, long: "normalize allow-onelevel no-allow-onelevel refspec-pattern branch"},
 	// Subcommands that gitSubcommand calls read-only only in some forms.
-	"branch":         {short: "alrvq", long: "list all remotes verbose contains= no-contains= merged= no-merged= points-at= sort= format= color[=] no-color column[=] no-column abbrev[=] no-abbrev show-current ignore-case"},
-	"tag":            {short: "ln::", long: "list contains= no-contains= merged= no-merged= points-at= sort= format= color[=] column[=] no-column ignore-case"},
-	"remote":         {short: "v", long: "verbose", noOptionsAfterOperands: true},
-	"remote show":    {short: "n"},
-	"remote get-url": {long: "push all"},
-	"worktree list":  {short: "vz", long: "porcelain verbose expire="},
-	"submodule":      {short: "q", long: "quiet cached recursive"},
+	"branch":         {order: permutes, short: "alrvq", long: "list all remotes verbose contains= no-contains= merged= no-merged= points-at= sort= format= color[=] no-color column[=] no-column abbrev[=] no-abbrev show-current ignore-case"},
+	"tag":            {order: permutes, short: "ln::", long: "list contains= no-contains= merged= no-merged= points-at= sort= format= color[=] column[=] no-column ignore-case"},
+	"remote":         {short: "v", long: "verbose", order: stopsAtOperand},
+	"remote show":    {order: permutes, short: "n"},
+	"remote get-url": {order: permutes, long: "push all"},
+	"worktree list":  {order: permutes, short: "vz", long: "porcelain verbose expire="},
+	"submodule":      {order: permutes, short: "q", long: "quiet cached recursive"},
 	// git config stops reading options at its first operand: git config NAME VALUE
 	// --get sets NAME.
 	"config": {
 		short: "lzt:f:", long: "get get-all get-regexp get-urlmatch get-color get-colorbool list global system local worktree file= blob= " +
 			"type= bool int bool-or-int bool-or-str path expiry-date null name-only show-origin show-scope includes no-includes default= fixed-value",
-		noOptionsAfterOperands: true,
+		order: stopsAtOperand,
 	},
-	"clean": {short: "ndxXqe:", long: "dry-run quiet exclude="},
+	"clean": {order: permutes, short: "ndxXqe:", long: "dry-run quiet exclude="},
 }
 
 // gitOwnBundles are the grammars whose git does not bundle short options as getopt
@@ -183,7 +183,7 @@ func gitBundledValue(g *grammar, args []word) string {
 		t := a.text
 		switch {
 		case !a.static || a.split || t == "-" || !strings.HasPrefix(t, "-"):
-			if g.noOptionsAfterOperands {
+			if g.order == stopsAtOperand {
 				return ""
 			}
 			continue

@@ -543,10 +543,10 @@ func (p *gitProber) checkOrdering(t *testing.T, label string, g *grammar, c gitP
 	}
 	r := p.probe(c, true)
 	switch {
-	case r.fired && g.noOptionsAfterOperands:
+	case r.fired && g.order == stopsAtOperand:
 		t.Errorf("%s: git reads options after operands, the grammar stops at the first operand", label)
-	case !r.fired && !g.noOptionsAfterOperands:
-		t.Errorf("%s: git stops reading options at the first operand, the grammar reads them after operands: set noOptionsAfterOperands", label)
+	case !r.fired && g.order != stopsAtOperand:
+		t.Errorf("%s: git stops reading options at the first operand, the grammar reads them after operands: write order: stopsAtOperand", label)
 	}
 }
 

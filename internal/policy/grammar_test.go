@@ -270,7 +270,7 @@ func TestClassifyBypassClasses(t *testing.T) {
 		{"python -c before -m", `python3 -c 'import os; os.system("touch pwned")' -m json.tool`, ""},
 		{"python -m from the working directory", "python3 -m json.tool in.json", "working directory first"},
 		{"go -C shifts the subcommand", "go -C version run .", "an option before the subcommand"},
-		{"go list -toolexec", "go list -export -toolexec=./evil.sh .", "toolgate does not know the option -export"},
+		{"go list -toolexec", "go list -export -toolexec=./evil.sh .", "-toolexec=./evil.sh runs the program it names"},
 		{"go env --w", "go env --w GOFLAGS=-toolexec=/tmp/evil", ""},
 		{"go bug", "go bug", "not known to be read-only"},
 		{"npm pack runs prepack", "npm pack", "not known to be read-only"},

@@ -354,7 +354,7 @@ func TestClassifyCommandCategory(t *testing.T) {
 		{"env -S 'rm -rf x'", unk},
 		{"alias ls='rm -rf'", unk},
 		{"awk 'BEGIN{system(\"rm x\")}'", unk},
-		{"awk '{print > \"out\"}' f", unk},
+		{"awk '{print > \"out\"}' f", wr},
 		{"sed 's/x/y/e' file", unk},
 		{"sed '1e rm x' file", unk},
 		{"sed -f script.sed file", unk},
