@@ -98,7 +98,7 @@ func TestInstalledRunnerIsOutOfReachFromItsExec(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	call := exec.Command(dest, runner.ExecCommand)
-	call.Env = []string{"TOOLGATE_WORKSPACE=" + dir, outsideSessionEnv + "=1"}
+	call.Env = append([]string{"TOOLGATE_WORKSPACE=" + dir, outsideSessionEnv + "=1"}, heldTargets...)
 	call.SysProcAttr = &syscall.SysProcAttr{Credential: sandbox, Ptrace: true}
 	// In a pod, the exec's pipes belong to the sandbox's uid.
 	stdin, feed, err := os.Pipe()
