@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/gitws"
 	"github.com/toolgate/toolgate/internal/runner"
 )
 
@@ -105,20 +107,27 @@ func TestNoProcessOutlivesASuccessfulRun(t *testing.T) {
 
 // When the runner cannot write its Result (the tool made the termination message
 // read-only), it exits ExitNoResult, so the controller refuses what the file holds.
+// The runner and its tool run as a user who is not root, as in a pod (root writes
+// a read-only file).
 func TestUnwritableTerminationMessageExitsNoResult(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Skip("root writes a read-only file")
-	}
 	ws, _ := newWorkspace(t, nil)
-	termDir := t.TempDir()
+	termDir, tmp := t.TempDir(), t.TempDir()
+	openToSandbox(t, ws, termDir, tmp)
 	term := filepath.Join(termDir, "termination-log")
 	forged := string(runner.EncodeResult(runner.Result{ExitCode: 0, Message: "forged"}))
 	command := `printf %s '` + forged + `' > ` + term + ` && chmod 0444 ` + term
 	cmd := runnerCommand(ws, term, command)
+	cmd.Env = append(cmd.Env, "TMPDIR="+tmp)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: sandboxUser()}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	err := cmd.Run()
 	code := cmd.ProcessState.ExitCode()
 	if err == nil || code != runner.ExitNoResult {
-		t.Fatalf("runner exit code %d (%v), want %d", code, err, runner.ExitNoResult)
+		t.Fatalf("runner exit code %d (%v), want %d; stderr %q", code, err, runner.ExitNoResult, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "toolgate runner: cannot write the result to "+term) {
+		t.Errorf("stderr %q does not say the result could not be written", stderr.String())
 	}
 }
 
@@ -128,6 +137,31 @@ func runnerCommand(ws, term, command string) *exec.Cmd {
 	input, _ := json.Marshal(map[string]string{"command": command})
 	inv, _ := json.Marshal(runner.Invocation{ExecutionName: "exec-1", Tool: "bash", Input: input, TimeoutSeconds: 30, MaxOutputBytes: 1 << 10})
 	cmd := exec.Command(runnerBin, "-workspace", ws, "-termination-log", term)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), runner.InvocationEnv + "=" + string(inv)}
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), runner.InvocationEnv + "=" + string(inv)}, heldTargets...)
 	return cmd
+}
+
+// `runner git` too exits ExitNoResult when it cannot write its result (here its
+// termination log's folder is a file, which stops root as well), and only then:
+// with the log writable, a failed request exits 3 with its result written.
+func TestGitUnwritableTerminationMessageExitsNoResult(t *testing.T) {
+	claim := t.TempDir()
+	notADir := filepath.Join(t.TempDir(), "file")
+	writeFile(t, notADir, "")
+	writable := filepath.Join(t.TempDir(), "termination-log")
+	for _, tc := range []struct {
+		term string
+		code int
+	}{{filepath.Join(notADir, "termination-log"), runner.ExitNoResult}, {writable, 3}} {
+		cmd := exec.Command(runnerBin, gitCommand)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), claimEnv + "=" + claim, terminationLogEnv + "=" + tc.term, gitws.RequestEnv + `={"op":"no-such-op"}`}
+		out, err := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != tc.code {
+			t.Errorf("termination log %s: runner git exited %d (%v), want %d: %s", tc.term, code, err, tc.code, out)
+		}
+	}
+	res, err := gitws.ParseResult(readFile(t, writable))
+	if err != nil || res.Kind == "" || !strings.Contains(res.Message, `unknown git operation "no-such-op"`) {
+		t.Errorf("result %+v (%v)", res, err)
+	}
 }

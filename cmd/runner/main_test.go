@@ -895,7 +895,7 @@ func TestBashHomeIsRemovedAfterATimeout(t *testing.T) {
 // or npm at configuration in the workspace.
 func TestBashEnvCannotSetTheHome(t *testing.T) {
 	ws, _ := newWorkspace(t, nil)
-	for _, name := range []string{"HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_COUNT", "CURL_HOME", "npm_config_userconfig"} {
+	for _, name := range []string{"HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_COUNT", "CURL_HOME", "npm_config_userconfig", "BASH_ENV", "GIT_SSH_COMMAND"} {
 		t.Run(name, func(t *testing.T) {
 			o := invoke(t, ws, "bash", map[string]any{"command": "touch ran"},
 				func(inv *runner.Invocation) { inv.Env = map[string]string{name: ws} })

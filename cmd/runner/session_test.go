@@ -284,12 +284,19 @@ func TestSessionExecRunsABackgroundJob(t *testing.T) {
 	}
 }
 
-// In a PID namespace of its own whose PID 1 is `runner session`, as in a session
-// pod, a call's runner kills every other process of the namespace before its tool
-// runs: here a process put into the namespace from outside (nsenter), so no
-// descendant of the call's runner and no child of PID 1, which only KillOthers
-// reaches. It needs root (unshare, nsenter).
-func TestSessionExecKillsEveryOtherProcessOfItsSession(t *testing.T) {
+// sessionNS is `runner session` as the PID 1 of a PID namespace (and mount
+// namespace, for its /proc) of its own, as in a session pod. It needs root
+// (unshare, nsenter).
+type sessionNS struct {
+	t *testing.T
+	// pid1 is the namespace's PID 1 as the host sees it.
+	pid1 int
+}
+
+// startSession starts a session; it and every process of its namespace are gone
+// when the test ends. It returns once PID 1 said it is ready.
+func startSession(t *testing.T) *sessionNS {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("a PID namespace of its own needs root")
 	}
@@ -301,79 +308,209 @@ func TestSessionExecKillsEveryOtherProcessOfItsSession(t *testing.T) {
 	// --kill-child: the namespace's PID 1 (which ignores SIGTERM) dies with unshare,
 	// however unshare ends, and with it every process of the namespace.
 	session := exec.Command("unshare", "--pid", "--kill-child", "--mount-proc", runnerBin, runner.SessionCommand)
+	stderr, err := session.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := session.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// PID 1 of the namespace is unshare's child.
-	var pid1 int
+	s := &sessionNS{t: t}
 	t.Cleanup(func() {
 		// The end of PID 1 ends the namespace; it is killed by its pid too, in case
 		// unshare died before it could.
-		if pid1 != 0 {
-			_ = syscall.Kill(pid1, syscall.SIGKILL)
+		if s.pid1 != 0 {
+			_ = syscall.Kill(s.pid1, syscall.SIGKILL)
 		}
 		_ = session.Process.Kill()
 		_ = session.Wait()
-		if pid1 != 0 && !waitGone(t, pid1, 10*time.Second) {
-			t.Errorf("the session's PID 1 (pid %d) outlived the test", pid1)
+		if s.pid1 != 0 && !waitGone(t, s.pid1, 10*time.Second) {
+			t.Errorf("the session's PID 1 (pid %d) outlived the test", s.pid1)
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for pid1 == 0 && time.Now().Before(deadline) {
-		children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", session.Process.Pid, session.Process.Pid))
-		_, _ = fmt.Sscan(string(children), &pid1)
-		time.Sleep(20 * time.Millisecond)
+	ready := make(chan bool, 1)
+	go func() {
+		lines := bufio.NewScanner(stderr)
+		said := false
+		for lines.Scan() {
+			if !said && lines.Text() == "toolgate runner: session ready" {
+				said = true
+				ready <- true
+			}
+		}
+		if !said {
+			ready <- false
+		}
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatal("runner session ended without saying it is ready")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("runner session did not say it is ready")
 	}
-	if pid1 == 0 {
-		t.Fatal("runner session did not start")
+	// PID 1 of the namespace is unshare's child.
+	children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", session.Process.Pid, session.Process.Pid))
+	if _, err := fmt.Sscan(string(children), &s.pid1); err != nil {
+		t.Fatalf("unshare has no child: %q", children)
 	}
-	enter := func(args ...string) *exec.Cmd {
-		return exec.Command("nsenter", append([]string{"--target", strconv.Itoa(pid1), "--pid", "--mount", "--"}, args...)...)
-	}
-	stray := enter("sleep", "300")
+	return s
+}
+
+// enter is a command run in the session's namespaces, from outside: no descendant
+// of a call's runner, no child of PID 1.
+func (s *sessionNS) enter(args ...string) *exec.Cmd {
+	return exec.Command("nsenter", append([]string{"--target", strconv.Itoa(s.pid1), "--pid", "--mount", "--"}, args...)...)
+}
+
+// stray puts a `sleep 300` into the session from outside (enter), which only
+// KillOthers reaches, and returns its pid in the namespace and a channel closed
+// once it ended. It is killed when the test ends.
+func (s *sessionNS) stray() (nsPid int, ended <-chan struct{}) {
+	t := s.t
+	t.Helper()
+	stray := s.enter("sleep", "300")
 	if err := stray.Start(); err != nil {
 		t.Fatal(err)
 	}
-	strayDone := make(chan struct{})
-	go func() { _ = stray.Wait(); close(strayDone) }()
-	t.Cleanup(func() { _ = stray.Process.Kill(); <-strayDone })
+	done := make(chan struct{})
+	go func() { _ = stray.Wait(); close(done) }()
+	t.Cleanup(func() { _ = stray.Process.Kill(); <-done })
 	// nsenter forks into the namespace; the stray is its child once that runs sleep.
-	strayRuns := false
-	for deadline := time.Now().Add(10 * time.Second); !strayRuns && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", stray.Process.Pid, stray.Process.Pid))
 		var child int
-		if _, err := fmt.Sscan(string(children), &child); err == nil {
-			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", child))
-			strayRuns = strings.TrimSpace(string(comm)) == "sleep"
+		if _, err := fmt.Sscan(string(children), &child); err != nil {
+			continue
+		}
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", child)); strings.TrimSpace(string(comm)) != "sleep" {
+			continue
+		}
+		// NSpid: the pid in each namespace, the session's last.
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", child))
+		for line := range strings.SplitSeq(string(status), "\n") {
+			if ids, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				f := strings.Fields(ids)
+				nsPid, _ = strconv.Atoi(f[len(f)-1])
+			}
+		}
+		if nsPid != 0 {
+			return nsPid, done
 		}
 	}
-	if !strayRuns {
-		t.Fatal("the stray never ran sleep in the session's namespace")
-	}
+	t.Fatal("the stray never ran sleep in the session's namespace")
+	return 0, nil
+}
 
-	ws, _ := newWorkspace(t, nil)
-	line, _ := json.Marshal(bashInvocation("call-in-session", "echo ran", 4096))
-	call := enter(append(append([]string{"env", "TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin"}, heldTargets...), runnerBin, runner.ExecCommand)...)
+// call runs a call in the session as the controller does (`runner exec`, stdin held
+// open until it exits); during, when not nil, runs while the call does.
+func (s *sessionNS) call(ws string, inv runner.Invocation, during func()) (stdout string, res runner.Result) {
+	t := s.t
+	t.Helper()
+	line, _ := json.Marshal(inv)
+	call := s.enter(append(append([]string{"env", "TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin"}, heldTargets...), runnerBin, runner.ExecCommand)...)
 	stdin, err := call.StdinPipe() // held open for the call: its end would stop it
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr bytes.Buffer
-	call.Stdout, call.Stderr = &stdout, &stderr
+	var out, errOut bytes.Buffer
+	call.Stdout, call.Stderr = &out, &errOut
 	if err := call.Start(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := stdin.Write(append(line, '\n')); err != nil {
 		t.Fatal(err)
 	}
+	if during != nil {
+		during()
+	}
 	_ = call.Wait()
-	if stdout.String() != "ran\n" {
-		t.Fatalf("the call's output %q, stderr %q", stdout.String(), stderr.String())
+	res, err = runner.DecodeResult(errOut.Bytes())
+	if err != nil {
+		t.Fatalf("the call's stderr is not a Result: %v: %q (output %q)", err, errOut.String(), out.String())
+	}
+	return out.String(), res
+}
+
+// waitForFile waits until path exists: what a call's tool writes to say it got
+// that far.
+func waitForFile(t *testing.T, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+	}
+	t.Fatalf("%s never appeared", path)
+}
+
+// A call's tool starts alone in its session: a process of the session that is not
+// the call's (here one put into the namespace from outside, so no descendant of
+// the call's runner and no child of PID 1) is dead before the tool starts. The
+// tool looks for it.
+func TestSessionCallStartsAloneInItsSession(t *testing.T) {
+	s := startSession(t)
+	stray, _ := s.stray()
+	ws, _ := newWorkspace(t, nil)
+	look := fmt.Sprintf(`if grep -qs '^%d (sleep) [^ZX]' /proc/%d/stat; then echo "a stray runs beside the tool"; else echo alone; fi`, stray, stray)
+	out, res := s.call(ws, bashInvocation("call-alone", look, 4096), nil)
+	if res.ErrorKind != "" || out != "alone\n" {
+		t.Fatalf("the tool saw %q (result %+v): a process of the session that was not the call's ran beside it", out, res)
+	}
+}
+
+// Nothing but PID 1 is left in the session after a call: a process that came into
+// the session while the tool ran (from outside, so the runner's sweep of its own
+// descendants misses it) is dead once the call reported.
+func TestSessionCallLeavesNothingInItsSession(t *testing.T) {
+	s := startSession(t)
+	ws, _ := newWorkspace(t, nil)
+	var ended <-chan struct{}
+	out, res := s.call(ws, bashInvocation("call-then-alone", `touch started; while [ ! -e stray-in ]; do sleep 0.02; done; echo ran`, 4096), func() {
+		waitForFile(t, filepath.Join(ws, "started"))
+		_, ended = s.stray()
+		writeFile(t, filepath.Join(ws, "stray-in"), "")
+	})
+	if res.ErrorKind != "" || out != "ran\n" {
+		t.Fatalf("the call's output %q, result %+v", out, res)
 	}
 	select {
-	case <-strayDone:
-	case <-time.After(5 * time.Second):
+	case <-ended:
+	case <-time.After(10 * time.Second):
 		t.Fatal("a process of the session that was not the call's survived the call")
+	}
+}
+
+// The session's PID 1 ignores SIGTERM, SIGINT, SIGHUP and SIGQUIT: a call's tool
+// that sends them cannot end the session (its next call runs in it); only SIGKILL
+// from outside (the kubelet) ends it.
+func TestSessionOutlivesTheSignalsOfACall(t *testing.T) {
+	s := startSession(t)
+	// The kernel's record of the signals PID 1 ignores: they are dropped when sent.
+	status := readFile(t, fmt.Sprintf("/proc/%d/status", s.pid1))
+	var ignored uint64
+	for line := range strings.SplitSeq(status, "\n") {
+		if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			ignored, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		}
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT} {
+		if ignored&(1<<(sig-1)) == 0 {
+			t.Errorf("the session's PID 1 does not ignore %v (SigIgn %x)", sig, ignored)
+		}
+	}
+	ws, _ := newWorkspace(t, nil)
+	out, res := s.call(ws, bashInvocation("call-signals", `for s in TERM INT HUP QUIT; do kill -s $s 1 || echo "kill -s $s 1 failed"; done; echo sent`, 4096), nil)
+	if res.ErrorKind != "" || out != "sent\n" {
+		t.Fatalf("the call's output %q, result %+v", out, res)
+	}
+	out, res = s.call(ws, bashInvocation("call-after", `echo still here`, 4096), nil)
+	if res.ErrorKind != "" || out != "still here\n" {
+		t.Fatalf("the call after the signals: output %q, result %+v", out, res)
+	}
+	if !alive(s.pid1) {
+		t.Fatal("the session's PID 1 died")
 	}
 }
 
@@ -402,5 +539,94 @@ func TestSessionExecRunsNothingOutsideASession(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
 		t.Error("the call ran outside a session")
+	}
+}
+
+// sandboxUser is who a test runs the runner as where it must not be root, as in a
+// pod: nobody when the tests run as root, else nil, the tests' own user.
+func sandboxUser() *syscall.Credential {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	return &syscall.Credential{Uid: 65534, Gid: 65534}
+}
+
+// openToSandbox lets the sandbox user write in dirs, and go through the folders
+// above them up to the tests' temporary directory.
+func openToSandbox(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, dir := range dirs {
+		if err := os.Chmod(dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		for d := filepath.Dir(dir); d != os.TempDir() && d != filepath.Dir(d); d = filepath.Dir(d) {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// reachProc is a shell command that says which of PID's /proc files a process can
+// open: its environment, its stdin (a call's invocation and lifeline; opened, not
+// read).
+func reachProc(pid int) string {
+	return fmt.Sprintf(`for f in environ fd/0; do (: < /proc/%d/$f) 2>/dev/null && echo "reached $f"; done; echo checked`, pid)
+}
+
+// The session's PID 1 is non-dumpable: a process of its user (a call's tool) can
+// reach none of its /proc files.
+func TestSessionPID1IsOutOfReachOfItsUser(t *testing.T) {
+	session := exec.Command(runnerBin, runner.SessionCommand)
+	session.SysProcAttr = &syscall.SysProcAttr{Credential: sandboxUser()}
+	stderr, err := session.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := session.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = session.Process.Kill(); _ = session.Wait() })
+	if line, err := bufio.NewReader(stderr).ReadString('\n'); err != nil || line != "toolgate runner: session ready\n" {
+		t.Fatalf("runner session said %q (%v), not that it is ready", line, err)
+	}
+	probe := exec.Command("sh", "-c", reachProc(session.Process.Pid))
+	probe.SysProcAttr = &syscall.SysProcAttr{Credential: sandboxUser()}
+	if out, err := probe.CombinedOutput(); err != nil || string(out) != "checked\n" {
+		t.Errorf("a process of the session's user reached its PID 1: %q (%v)", out, err)
+	}
+}
+
+// A call's runner is non-dumpable: its tool, of the same user, can reach none of
+// the runner's /proc files (its stdin is the invocation, its memory the output and
+// Result), while the tool's own are the tool's.
+func TestSessionExecIsOutOfReachOfItsTool(t *testing.T) {
+	ws, _ := newWorkspace(t, nil)
+	tmp := t.TempDir()
+	openToSandbox(t, ws, tmp)
+	cmd := exec.Command(runnerBin, runner.ExecCommand)
+	cmd.Env = append([]string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin", "TMPDIR=" + tmp, outsideSessionEnv + "=1"}, heldTargets...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: sandboxUser()}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stdin.Close() }()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := json.Marshal(bashInvocation("call-reach", `cat /proc/$$/environ >/dev/null && echo "own environ"; `+reachProc(cmd.Process.Pid), 4096))
+	if _, err := stdin.Write(append(line, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	res, err := runner.DecodeResult(stderr.Bytes())
+	if err != nil {
+		t.Fatalf("stderr is not a Result: %v: %q", err, stderr.String())
+	}
+	if res.ErrorKind != "" || stdout.String() != "own environ\nchecked\n" {
+		t.Errorf("the tool's output %q (result %+v): it reached its runner", stdout.String(), res)
 	}
 }

@@ -143,6 +143,27 @@ func TestCallIsNotRunWhenTheNetworkWallIsOpen(t *testing.T) {
 	}
 }
 
+// A call whose walls the runner cannot try (the pod gave it no target, or one it
+// cannot read) is not run: the runner fails closed rather than run unproven.
+func TestCallIsNotRunWhenItsWallsCannotBeProven(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		env    []string
+		saying string
+	}{
+		{"no API server address", []string{"KUBERNETES_SERVICE_HOST="}, "the runner's environment has no KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT"},
+		{"no node address", []string{runner.NodeIPEnv + "="}, "the runner's environment has no " + runner.NodeIPEnv},
+		{"a node address that is none", []string{runner.NodeIPEnv + "=node-1"}, runner.NodeIPEnv + ` "node-1" is not an IP address`},
+		{"a kubelet port that is none", []string{runner.KubeletPortEnv + "=0"}, runner.KubeletPortEnv + ` "0" is not a port`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws, _ := newWorkspace(t, nil)
+			o := invoke(t, ws, "bash", map[string]any{"command": "touch ran"}, noNetwork, invokeOpts{env: tc.env})
+			expectNotRun(t, ws, o, "not run: the network wall cannot be proven: "+tc.saying)
+		})
+	}
+}
+
 func TestCallRunsWhenTheNetworkWallHolds(t *testing.T) {
 	// [100::1] is in the discard-only prefix 100::/64 (RFC 6666): nothing answers it,
 	// as a wall that drops packets.

@@ -38,6 +38,58 @@ func TestDiffEscapesWhatRewritesATerminal(t *testing.T) {
 	}
 }
 
+// diff prints what the agent wrote with its control characters escaped, end to
+// end: from the change record the controller left, through the command, to what a
+// terminal would get. --raw prints the bytes as recorded.
+func TestDiffCommandEscapesWhatRewritesATerminal(t *testing.T) {
+	ns := testNamespace(t)
+	task := &v1.AgentTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fix"},
+		Spec: v1.AgentTaskSpec{
+			Goal: "Make the failing test pass.",
+			Mode: v1.ModeEdit,
+			Workspace: v1.WorkspaceSpec{
+				VolumeClaim: &v1.WorkspaceVolumeClaim{Storage: resource.MustParse("1Gi")},
+				Git:         &v1.GitSource{URL: "http://git/calc.git"},
+			},
+			Agent: v1.AgentSpec{External: &v1.ExternalAgent{Proposers: v1.Proposers{Users: []string{agentUser}}}},
+		},
+		Status: v1.AgentTaskStatus{Phase: v1.TaskRunning, Workspace: &v1.WorkspaceStatus{Commit: pushBase}},
+	}
+	record(t, task)
+	diff := "+++ b/calc.sh\n+curl x|sh\x1b[1A\x1b[2K+echo ok\n+rm -rf /\r+echo safe\n+x\u202egnp.exe\n+a\tb\n"
+	escaped := "+++ b/calc.sh\n+curl x|sh\\x1b[1A\\x1b[2K+echo ok\n+rm -rf /\\x0d+echo safe\n+x\\u202egnp.exe\n+a\tb\n"
+	rec, _ := json.Marshal(gitws.Record{Request: "r1", Base: pushBase, Tree: harmlessTree, Files: []string{"calc.sh"}, FileCount: 1,
+		Binary: []string{"clear\x1b[2J.bin"}, Skipped: []string{"title\x1b]0;pwned\x07 (a control character in its name)"}, DiffBytes: len(diff), Complete: true, RecordedAt: time.Date(2026, 12, 2, 10, 5, 0, 0, time.UTC)})
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gitws.ChangeConfigMapName("fix"), Annotations: map[string]string{gitws.AnnotationChangeRequest: "r1"},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(task, v1.GroupVersion.WithKind("AgentTask"))}},
+		Data: map[string]string{gitws.RecordKey: string(rec), gitws.DiffKey: diff},
+	}
+	if err := env.Client.Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errOut := kubectl(t, alice, ns, "", "diff", "fix", "--recorded")
+	if code != 0 {
+		t.Fatalf("diff exited %d: %s", code, errOut)
+	}
+	if out != escaped {
+		t.Errorf("diff printed %q, want %q", out, escaped)
+	}
+	for _, want := range []string{`binary, named but not carried in a patch: clear\x1b[2J.bin`, `left out of the change: title\x1b]0;pwned\x07 (a control character in its name)`} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("diff's summary lacks %q:\n%q", want, errOut)
+		}
+	}
+	if strings.ContainsAny(out+errOut, "\x1b\r\x07\u202e") {
+		t.Errorf("diff printed a control character:\n%q\n%q", out, errOut)
+	}
+	if code, out, errOut = kubectl(t, alice, ns, "", "diff", "fix", "--recorded", "--raw"); code != 0 || out != diff {
+		t.Errorf("diff --raw exited %d, printed %q, want the bytes recorded: %s", code, out, errOut)
+	}
+}
+
 const (
 	pushBase     = "9debc41a9debc41a9debc41a9debc41a9debc41a"
 	pushedTree   = "1111111111111111111111111111111111111111"

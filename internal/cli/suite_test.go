@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/leakcheck"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -54,16 +55,19 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
+	os.Exit(leakcheck.Main(func() int {
+		code := m.Run()
+		if env != nil {
+			if err := env.Stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
+				code = 1
+			}
 		}
-	}
-	if tmpDir != "" {
-		_ = os.RemoveAll(tmpDir)
-	}
-	os.Exit(code)
+		if tmpDir != "" {
+			_ = os.RemoveAll(tmpDir)
+		}
+		return code
+	}))
 }
 
 // startEnv starts the control plane once, for the tests that need it; the unit

@@ -2,11 +2,14 @@ package gitws
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -304,6 +307,66 @@ func TestPush(t *testing.T) {
 	})
 }
 
+// A workspace with no change pushes nothing: no empty commit, no branch.
+func TestPushRefusesAnEmptyChange(t *testing.T) {
+	s, repo, wt, gd, cloned := cloneMain(t)
+	c, err := ComputeChange(gd, wt, cloned.Commit)
+	if err != nil || len(c.Files) != 0 {
+		t.Fatalf("an untouched workspace has a change: %+v %v", c, err)
+	}
+	req := PushRequest{URL: repo.URL, Branch: "toolgate/empty", Base: cloned.Commit, Tree: c.Tree,
+		Author: "AgentTask default/fix-tests", Email: "toolgate@toolgate.dev", Message: "Nothing.", Date: time.Now()}
+	_, err = Push(context.Background(), req, goodCreds(s), gd, wt)
+	if err == nil || !strings.Contains(err.Error(), "the workspace has no change against "+cloned.Commit+": nothing to push") {
+		t.Fatalf("push of no change: %v", err)
+	}
+	assertNoBranch(t, repo, "toolgate/empty")
+}
+
+// The push only creates a branch, and never forces: a branch of the same name that
+// another pusher creates after the push looked at the remote's branches, before it
+// sends, is not rewritten (the push's commit does not descend from it).
+func TestPushNeverForcesABranchThatAppeared(t *testing.T) {
+	s, repo, wt, gd, cloned := cloneMain(t)
+	edit(t, wt)
+	c, err := ComputeChange(gd, wt, cloned.Commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const branch = "toolgate/raced"
+	raced := make(chan error, 1)
+	var once sync.Once
+	s.Before(func(r *http.Request) {
+		// The push's second look, for its send: the branch is there now.
+		if r.URL.Query().Get("service") == "git-receive-pack" {
+			once.Do(func() {
+				out, err := exec.Command("git", "--git-dir", repo.Dir, "update-ref", "refs/heads/"+branch, repo.Feature).CombinedOutput()
+				if err != nil {
+					err = fmt.Errorf("%v: %s", err, out)
+				}
+				raced <- err
+			})
+		}
+	})
+	req := PushRequest{URL: repo.URL, Branch: branch, Base: cloned.Commit, Tree: c.Tree,
+		Author: "AgentTask default/fix-tests", Email: "toolgate@toolgate.dev", Message: "Fix the sum.", Date: time.Now()}
+	pushed, err := Push(context.Background(), req, goodCreds(s), gd, wt)
+	select {
+	case raceErr := <-raced:
+		if raceErr != nil {
+			t.Fatalf("creating the other pusher's branch: %v", raceErr)
+		}
+	default:
+		t.Fatal("the push never asked to send: the other pusher's branch was not made")
+	}
+	if got := gittest.Git(t, repo.Dir, "rev-parse", "refs/heads/"+branch); got != repo.Feature {
+		t.Fatalf("the other pusher's branch was rewritten: it is at %s, not %s (push: %+v, %v)", got, repo.Feature, pushed, err)
+	}
+	if KindOf(err) != FailureBranchExists || !strings.Contains(err.Error(), "already has branch "+branch+" (at "+repo.Feature+")") {
+		t.Fatalf("the push over a branch that appeared: %+v, %v; want %s naming the branch", pushed, err, FailureBranchExists)
+	}
+}
+
 func assertNoBranch(t *testing.T, repo gittest.Repo, branch string) {
 	t.Helper()
 	cmd := exec.Command("git", "rev-parse", "--verify", "-q", "refs/heads/"+branch)
@@ -400,8 +463,8 @@ func TestMailGoalCannotForgeAnAuthorOrAPatch(t *testing.T) {
 }
 
 // Whatever the agent names or makes in the worktree costs it that entry, never the
-// whole change: names git refuses, an unreadable file, a FIFO that would block a
-// reader, a file too big to hold.
+// whole change: names git refuses, a FIFO that would block a reader, a file too big
+// to hold (an unreadable one: TestChangeLeavesOutWhatItCannotRead).
 func TestChangeSkipsWhatNoCommitHolds(t *testing.T) {
 	_, _, wt, gd, cloned := cloneMain(t)
 	if err := os.WriteFile(filepath.Join(wt, "calc.sh"), []byte("echo $(($1 + $2))\n"), 0o644); err != nil {
@@ -414,9 +477,6 @@ func TestChangeSkipsWhatNoCommitHolds(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(wt, name, "config"), []byte("[core]\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := os.WriteFile(filepath.Join(wt, "secret"), []byte("x"), 0o000); err != nil {
-		t.Fatal(err)
 	}
 	if err := syscall.Mkfifo(filepath.Join(wt, "fifo"), 0o644); err != nil {
 		t.Fatal(err)
@@ -434,7 +494,7 @@ func TestChangeSkipsWhatNoCommitHolds(t *testing.T) {
 		t.Fatalf("the change could not be read: %v", err)
 	}
 	files := strings.Join(c.Files, ",")
-	if files != "calc.sh" && (os.Getuid() != 0 || files != "calc.sh,secret") {
+	if files != "calc.sh" {
 		t.Fatalf("files %v, skipped %v", c.Files, c.Skipped)
 	}
 	skipped := strings.Join(c.Skipped, "|")
@@ -443,8 +503,44 @@ func TestChangeSkipsWhatNoCommitHolds(t *testing.T) {
 			t.Errorf("skipped %q lacks %q", skipped, want)
 		}
 	}
-	if os.Getuid() != 0 && !strings.Contains(skipped, "secret (unreadable)") {
-		t.Errorf("skipped %q lacks the unreadable file", skipped)
+}
+
+// A file or folder the change pod cannot read is left out of the change and named,
+// never taken for an empty file: what was shown and pushed would not be what the
+// agent wrote. The pod's user is not root (root reads every
+// file), so the change is read by a workspace pod of its own as an unprivileged
+// user.
+func TestChangeLeavesOutWhatItCannotRead(t *testing.T) {
+	_, _, wt, _, cloned := cloneMain(t)
+	if err := os.WriteFile(filepath.Join(wt, "calc.sh"), []byte("echo $(($1 + $2))\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(wt, "secret"), []byte("x"), 0o000); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(wt, "locked"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(wt, "locked", "inside"), []byte("y"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(wt, "locked"), 0o000); err != nil {
+		t.Fatal(err)
+	}
+	claim := filepath.Dir(wt)
+	openToAll(t, claim)
+	res := runPodUnprivileged(t, claim, Request{Op: OpChange, Base: cloned.Commit})
+	if res.Kind != "" || res.Change == nil {
+		t.Fatalf("the change could not be read: %+v", res)
+	}
+	if files := strings.Join(res.Change.Files, ","); files != "calc.sh" {
+		t.Errorf("files %q, want calc.sh alone: what could not be read is no change", files)
+	}
+	skipped := strings.Join(res.Change.Skipped, "|")
+	for _, want := range []string{"secret (unreadable)", "locked (unreadable)"} {
+		if !strings.Contains(skipped, want) {
+			t.Errorf("skipped %q lacks %q", skipped, want)
+		}
 	}
 }
 

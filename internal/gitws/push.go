@@ -65,15 +65,10 @@ func Push(ctx context.Context, req PushRequest, creds *Credentials, gitDir, work
 	if err != nil {
 		return Pushed{}, err
 	}
-	refs, err := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{remote.URL}}).
-		ListContext(ctx, &git.ListOptions{Auth: auth})
-	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
-		return Pushed{}, classify(remote, err)
-	}
-	for _, r := range refs {
-		if r.Name() == branch {
-			return Pushed{}, fail(FailureBranchExists, "%s already has branch %s (at %s): the push only creates a branch; name a new one in spec.workspace.git.push.branch", remote.URL, req.Branch, r.Hash())
-		}
+	if at, err := remoteBranch(ctx, remote, auth, branch); err != nil {
+		return Pushed{}, err
+	} else if !at.IsZero() {
+		return Pushed{}, branchExists(remote, req.Branch, at)
 	}
 	sig := object.Signature{Name: req.Author, Email: req.Email, When: req.Date}
 	commit := &object.Commit{
@@ -98,7 +93,32 @@ func Push(ctx context.Context, req PushRequest, creds *Credentials, gitDir, work
 		Auth:      auth,
 	})
 	if err != nil {
+		// The refspec has no "+": a branch another pusher made since the look above
+		// fails the push, which then says so.
+		if at, listErr := remoteBranch(ctx, remote, auth, branch); listErr == nil && !at.IsZero() && at != hash {
+			return Pushed{}, branchExists(remote, req.Branch, at)
+		}
 		return Pushed{}, classify(remote, err)
 	}
 	return Pushed{Commit: hash.String(), Branch: req.Branch, Files: len(c.Files)}, nil
+}
+
+// remoteBranch returns the commit branch is at on remote, the zero hash when the
+// remote has no such branch.
+func remoteBranch(ctx context.Context, remote Remote, auth transport.AuthMethod, branch plumbing.ReferenceName) (plumbing.Hash, error) {
+	refs, err := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{remote.URL}}).
+		ListContext(ctx, &git.ListOptions{Auth: auth})
+	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		return plumbing.ZeroHash, classify(remote, err)
+	}
+	for _, r := range refs {
+		if r.Name() == branch {
+			return r.Hash(), nil
+		}
+	}
+	return plumbing.ZeroHash, nil
+}
+
+func branchExists(remote Remote, branch string, at plumbing.Hash) error {
+	return fail(FailureBranchExists, "%s already has branch %s (at %s): the push only creates a branch; name a new one in spec.workspace.git.push.branch", remote.URL, branch, at)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -232,5 +233,56 @@ func TestAgreement(t *testing.T) {
 		if got := Agreement(tc.v, v1.RuleDeny, tc.decided); got != tc.want {
 			t.Errorf("Agreement(%s, Deny rule, decided %s) = %s, want %s", tc.v.Result, tc.decided, got, tc.want)
 		}
+	}
+}
+
+// What the judge is shown of a call is bounded, as the request reaches the
+// endpoint: the input is cut at 8 KiB and the parts at 8 KiB in all (whole parts,
+// the first ones), and the payload says it was cut. A long call cannot push the
+// conditions out of the model's context or run up what the judge costs.
+func TestJudgeSeesAtMost8KiBOfInputAndOfParts(t *testing.T) {
+	const kib8 = 8 << 10 // as docs/policy.md says
+	small := json.RawMessage(`{"command":"ls"}`)
+	long, _ := json.Marshal(map[string]string{"command": strings.Repeat("a", 20<<10)})
+	var many []string
+	for i := range 40 {
+		many = append(many, fmt.Sprintf("part-%02d %s", i, strings.Repeat("b", 1000)))
+	}
+	for _, tc := range []struct {
+		name      string
+		call      Call
+		wantInput string
+		wantParts []string
+		cut       bool
+	}{
+		{"a small call, whole", Call{Tool: v1.ToolBash, Input: small, Parts: []string{"ls"}}, string(small), []string{"ls"}, false},
+		{"a long input, cut", Call{Tool: v1.ToolBash, Input: long, Parts: []string{"ls"}}, string(long[:kib8]), []string{"ls"}, true},
+		{"many parts, cut", Call{Tool: v1.ToolBash, Input: small, Parts: many}, string(small), many[:kib8/len(many[0])], true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &endpoint{answer: verdicts("no_match")}
+			if v := newJudge(t, e, 2*time.Second, 1).Evaluate(t.Context(), tc.call, rules(1)); v[0].Result != v1.JudgeNoMatchResult {
+				t.Fatalf("verdict %+v", v)
+			}
+			var p struct {
+				Call struct {
+					Input     string   `json:"input_json"`
+					Parts     []string `json:"parts"`
+					Truncated bool     `json:"truncated"`
+				} `json:"call"`
+			}
+			if len(e.payloads) != 1 || json.Unmarshal([]byte(e.payloads[0]), &p) != nil {
+				t.Fatalf("payloads %q", e.payloads)
+			}
+			if p.Call.Input != tc.wantInput {
+				t.Errorf("input_json is %d bytes, want the first %d of the input", len(p.Call.Input), len(tc.wantInput))
+			}
+			if !slices.Equal(p.Call.Parts, tc.wantParts) {
+				t.Errorf("%d parts sent, want the first %d", len(p.Call.Parts), len(tc.wantParts))
+			}
+			if p.Call.Truncated != tc.cut {
+				t.Errorf("truncated %v, want %v", p.Call.Truncated, tc.cut)
+			}
+		})
 	}
 }

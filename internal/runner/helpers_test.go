@@ -138,6 +138,10 @@ func TestCheckEnvName(t *testing.T) {
 		"HOME": true, "XDG_CONFIG_HOME": true, "XDG_RUNTIME_DIR": true, "GIT_CONFIG": true, "GIT_CONFIG_GLOBAL": true,
 		"GIT_CONFIG_KEY_0": true, "GIT_CONFIG_PARAMETERS": true, "GIT_SSH_COMMAND": true, "CURL_HOME": true,
 		"npm_config_userconfig": true, "NPM_CONFIG_GLOBALCONFIG": true, "home": true,
+		// Each of home.go's homeVariables, named here so that dropping one fails.
+		"WGETRC": true, "NETRC": true, "GNUPGHOME": true, "PIP_CONFIG_FILE": true, "CARGO_HOME": true,
+		"RUSTUP_HOME": true, "DOCKER_CONFIG": true, "KUBECONFIG": true, "GIT_SSH": true, "GIT_ASKPASS": true,
+		"SSH_ASKPASS": true, "GIT_EXEC_PATH": true, "GIT_TEMPLATE_DIR": true, "INPUTRC": true, "BASH_ENV": true, "ENV": true,
 		"GOFLAGS": false, "GIT_AUTHOR_NAME": false, "LANG": false, "HOMEBREW": false,
 	} {
 		if got := checkEnvName(name) != nil; got != reserved {

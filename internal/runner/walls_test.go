@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 )
@@ -134,6 +135,16 @@ func TestWaitForFenceStopped(t *testing.T) {
 	err = waitForFence(ctx, wallConfig{wait: WallWait, timeout: ProbeTimeout}, v1alpha1.NetworkSpec{},
 		[]target{{kind: probeTCP, what: "the API server", addr: l.Addr().String()}})
 	if err == nil || !strings.Contains(err.Error(), "not run: the call was stopped while the runner proved its walls") {
+		t.Errorf("error %v", err)
+	}
+}
+
+// A probe that fails in a way no wall makes (here an address no socket takes) is
+// no proof that the wall holds: the call is refused, saying what happened.
+func TestWaitForFenceRefusesAProbeThatShowsNoWall(t *testing.T) {
+	plan := []target{{kind: probeDNS, what: "the DNS server", addr: "127.0.0.1:70000", name: defaultProbeName}}
+	err := waitForFence(context.Background(), wallConfig{wait: 200 * time.Millisecond, timeout: ProbeTimeout}, v1alpha1.NetworkSpec{}, plan)
+	if err == nil || !strings.Contains(err.Error(), "not run: the network wall does not hold: trying the DNS server at 127.0.0.1:70000 failed in a way that shows no wall") {
 		t.Errorf("error %v", err)
 	}
 }

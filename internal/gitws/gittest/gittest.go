@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,7 +56,14 @@ type Server struct {
 	// User and Token are the only credentials it accepts.
 	User, Token string
 	t           testing.TB
+	before      atomic.Pointer[func(*http.Request)]
 }
+
+// Before makes the server run f before it answers each request: a test's way to
+// change a repository between two requests of one client operation (another
+// pusher's branch appearing after a push listed the branches, before it sends).
+// f runs on the server's goroutine: it must not call t.Fatal.
+func (s *Server) Before(f func(*http.Request)) { s.before.Store(&f) }
 
 // NewServer starts a server for the test; it is closed when the test ends.
 func NewServer(t testing.TB) *Server {
@@ -64,7 +72,13 @@ func NewServer(t testing.TB) *Server {
 		t.Fatalf("%s is missing: install Debian's git package", Backend)
 	}
 	s := &Server{Root: t.TempDir(), User: "agent", Token: "s3cret-token", t: t}
-	srv := httptest.NewServer(Handler(s.Root, s.User, s.Token, Backend))
+	h := Handler(s.Root, s.User, s.Token, Backend)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f := s.before.Load(); f != nil {
+			(*f)(r)
+		}
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
 	return s

@@ -1,0 +1,10 @@
+package judge
+
+import (
+	"os"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/leakcheck"
+)
+
+func TestMain(m *testing.M) { os.Exit(leakcheck.Main(m.Run)) }
