@@ -157,6 +157,9 @@ func TestGitPushOnceApprovedCreatesTheBranch(t *testing.T) {
 	if mounts != 1 {
 		t.Fatalf("the push pod does not mount the push's Secret: %+v", pod.Spec.Volumes)
 	}
+	// The pod that holds the credentials and the agent's change reaches the git
+	// server alone: nothing else the agent's files could send them to.
+	p.wantFencedToServer("the push pod", pod, server)
 	if res := p.runGitPod(pod, claim); res.Kind != "" || res.Pushed == nil {
 		t.Fatalf("the push failed: %+v", res)
 	}
