@@ -777,10 +777,19 @@ func TestACallStoppedWhileQueuedNeverRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.observed("sq-t0-0")
-	time.Sleep(time.Second)
-	if _, err := os.Stat(filepath.Join(ws, "queued.txt")); err == nil {
-		t.Fatal("a call stopped while it waited for its turn ran")
-	}
+	// The session's turn goes to the calls waiting for it in order: a call proposed
+	// now gets it after the stopped one had it, and ran or not.
+	p.propose("sq", 1, 0, v1.ToolBash, `{"command":"echo next > next.txt"}`)
+	session := getExecution(t, p.ns, "sq-t0-0").Status.SessionName
+	absent(t, moment{name: "the next call ran in the session", passed: func() (bool, string) {
+		next := &v1.Execution{}
+		err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: "sq-t1-0"}, next)
+		return err == nil && next.Status.Phase == v1.ExecutionSucceeded && next.Status.SessionName == session,
+			fmt.Sprintf("%v %s in %s", err, next.Status.Phase, next.Status.SessionName)
+	}}, "the call stopped while it waited for its turn ran", func() bool {
+		_, err := os.Stat(filepath.Join(ws, "queued.txt"))
+		return err == nil
+	})
 }
 
 // A call decided for a task that was deleted and created again under its name never
