@@ -5,20 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/mcpserver"
 )
 
 // rawMCP posts one JSON-RPC message to url as token, in session sessionID (new
@@ -99,7 +92,8 @@ func TestMCPSessionIsBoundToItsUserAndItsTask(t *testing.T) {
 			t.Errorf("request %d of a session of fix-tests at the endpoint of other: %d %s; want 404 saying the session is not this endpoint's", i, status, body)
 		}
 	}
-	time.Sleep(time.Second)
+	// Each request was refused before it reached a tool: its answer is the moment
+	// an intent it created would exist by.
 	var intents v1.ToolIntentList
 	if err := env.Client.List(ctx, &intents, client.InNamespace(e.ns)); err != nil {
 		t.Fatal(err)
@@ -136,34 +130,15 @@ func TestMCPCallRechecksTheProposerAfterTheMiddleware(t *testing.T) {
 		task.Spec.Agent.External.Proposers = v1.Proposers{ServiceAccounts: []string{e.ns + "/second-agent"}}
 		return env.Client.Patch(ctx, task, client.MergeFrom(unchanged))
 	}
-	api, err := url.Parse(env.Config.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	transport, err := rest.TransportFor(rest.AnonymousClientConfig(env.Config))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(api)
-	proxy.Transport = transport
-	proxy.ModifyResponse = func(resp *http.Response) error {
+	proxy := newAPIProxy(t)
+	proxy.answered(func(resp *http.Response) {
 		mu.Lock()
 		defer mu.Unlock()
 		if armed && resp.Request.Method == http.MethodGet && resp.Request.URL.Path == taskPath && resp.StatusCode == http.StatusOK {
 			armed, removed = false, removeProposer(resp.Request.Context())
 		}
-		return nil
-	}
-	front := httptest.NewServer(proxy)
-	t.Cleanup(front.Close)
-	reviewer, err := kubernetes.NewForConfig(configs[controllerUser])
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &mcpserver.Server{Config: &rest.Config{Host: front.URL}, Reviews: reviewer.AuthenticationV1().TokenReviews(), Scheme: env.Scheme, MaxWait: time.Minute, Heartbeat: time.Second}
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(srv.Close)
-	endpoint := srv.URL + "/mcp/" + e.ns + "/fix-tests"
+	})
+	endpoint := proxy.endpointBehind(t, e.ns, "fix-tests")
 
 	status, body, session := rawMCP(t, endpoint, e.agentToken, "", rawInitialize)
 	if status != http.StatusOK || session == "" {
