@@ -319,7 +319,7 @@ func TestGitWorkspaceFailuresSayWhich(t *testing.T) {
 		p.gitTask("unlabelled", repo.URL, "main", "creds-unlabelled")
 		task := p.readyReason("unlabelled", v1.ReasonGitCredentialsNotFound)
 		mustContain(t, "Ready message", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady).Message, "is not labelled toolgate.dev/git-credentials=true", "looked at again every 1s")
-		p.never("a clone pod for an unlabelled Secret", func() bool {
+		p.absent(p.reconciledNow("agenttask", p.getTask("unlabelled")), "a clone pod for an unlabelled Secret", func() bool {
 			var pods corev1.PodList
 			_ = env.Client.List(t.Context(), &pods, client.InNamespace(p.ns), client.MatchingLabels{executor.LabelTask: "unlabelled"})
 			return len(pods.Items) > 0

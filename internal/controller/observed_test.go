@@ -10,10 +10,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -263,4 +266,60 @@ func reconciledOnce(t *testing.T, mgr ctrl.Manager, controller string, obj clien
 			return log.reconciled(controller, key, ""), "no reconcile of it ended"
 		},
 	}
+}
+
+// all is the moment every one of ms has come.
+func all(ms ...moment) moment {
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		names[i] = m.name
+	}
+	return moment{name: strings.Join(names, ", and "), passed: func() (bool, string) {
+		for _, m := range ms {
+			if ok, seen := m.passed(); !ok {
+				return false, m.name + ": " + seen
+			}
+		}
+		return true, ""
+	}}
+}
+
+// absent asserts that what never happened by the moment m.
+func (p *pipelineEnv) absent(m moment, what string, happened func() bool) {
+	p.t.Helper()
+	absent(p.t, m, what, happened)
+}
+
+// wasObserved is the moment the intent's observation was written: the controller
+// writes the observation of a call that does not run in the reconcile that would
+// have started it, and an observed call is final.
+func (p *pipelineEnv) wasObserved(name string) moment {
+	return moment{name: "the observation of " + name, passed: func() (bool, string) {
+		intent := &v1.ToolIntent{}
+		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: name}, intent)
+		return err == nil && intent.Status.Observation != nil, fmt.Sprint(err, intent.Status.Conditions)
+	}}
+}
+
+// hasCondition is the moment the intent has the condition: the reconcile that
+// wrote it took the step it names.
+func (p *pipelineEnv) hasCondition(name, typ string, status metav1.ConditionStatus, reason string) moment {
+	return moment{name: fmt.Sprintf("%s %s=%s/%s", name, typ, status, reason), passed: func() (bool, string) {
+		intent := &v1.ToolIntent{}
+		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: name}, intent)
+		c := meta.FindStatusCondition(intent.Status.Conditions, typ)
+		return err == nil && c != nil && c.Status == status && c.Reason == reason, fmt.Sprint(err, intent.Status.Conditions)
+	}}
+}
+
+// reconciledNow is reconciledNow with the pipeline's manager.
+func (p *pipelineEnv) reconciledNow(controller string, obj client.Object) moment {
+	p.t.Helper()
+	return reconciledNow(p.t, p.mgr, controller, obj)
+}
+
+// reconciledNow is reconciledNow with the manager the loop started last.
+func (p *loopEnv) reconciledNow(controller string, obj client.Object) moment {
+	p.t.Helper()
+	return reconciledNow(p.t, p.mgr, controller, obj)
 }
