@@ -75,6 +75,7 @@ var configs = map[string]*rest.Config{}
 var roleNames = map[string]string{}
 
 func TestMain(m *testing.M) {
+	testenv.RefuseLookups()
 	// The control plane's processes, and the controllers and servers the tests
 	// start, end with the run: leakcheck fails it if one does not.
 	os.Exit(leakcheck.Main(func() int {

@@ -27,6 +27,7 @@ const (
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
+	testenv.RefuseLookups()
 	os.Exit(leakcheck.Main(func() int {
 		defer removeTestRunner()
 		return testenv.Main(m, &env, nil)

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -48,4 +49,20 @@ func TestAbsent(t *testing.T) {
 			t.Fatalf("failure %q", f.failure)
 		}
 	})
+}
+
+// After RefuseLookups, a host name does not resolve and the error says why; an
+// address and localhost still do.
+func TestRefuseLookups(t *testing.T) {
+	saved := net.DefaultResolver
+	t.Cleanup(func() { net.DefaultResolver = saved })
+	RefuseLookups()
+	if _, err := net.DefaultResolver.LookupHost(t.Context(), "no-such-host.example"); err == nil || !strings.Contains(err.Error(), "tests reach no host outside the machine") {
+		t.Fatalf("a lookup of a host name: %v", err)
+	}
+	for _, host := range []string{"127.0.0.1", "localhost"} {
+		if _, err := net.DefaultResolver.LookupHost(t.Context(), host); err != nil {
+			t.Errorf("%s: %v", host, err)
+		}
+	}
 }
