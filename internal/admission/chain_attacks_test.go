@@ -278,20 +278,26 @@ func waitEvent(t *testing.T, ns, kind, name, reason, typ string) {
 	}
 }
 
-// neverExecution checks for a while that no Execution of the name appears.
-func neverExecution(t *testing.T, ns, name string) {
+// noExecution asserts that the intent got no Execution by the moment it was
+// observed: the reconcile that writes a call's observation without running it is
+// the one that would have created its Execution, and an observed call is final.
+func noExecution(t *testing.T, intent *v1.ToolIntent) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
-		err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &v1.Execution{})
-		if err == nil {
-			t.Fatalf("Execution %s exists", name)
+	key := client.ObjectKeyFromObject(intent)
+	name := pipeline.ExecutionName(intent)
+	testenv.Absent(t, 30*time.Second, "the observation of "+intent.Name, func() (bool, string) {
+		got := &v1.ToolIntent{}
+		if err := env.Client.Get(t.Context(), key, got); err != nil {
+			return false, err.Error()
 		}
-		if !apierrors.IsNotFound(err) {
+		return got.Status.Observation != nil, fmt.Sprintf("%+v", got.Status.Conditions)
+	}, "Execution "+name, func() bool {
+		err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: intent.Namespace, Name: name}, &v1.Execution{})
+		if err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil
+	})
 }
 
 // fakeKubelet serves the tool containers' logs to the API server, which proxies
@@ -522,7 +528,7 @@ func TestTheTaskOwnerCannotMoveAnApprovedCall(t *testing.T) {
 	ownerTask(t, ns, victimTask, v1.ModeAuto, func(task *v1.AgentTask) { task.Spec.Goal = "something else" })
 	approveAs(t, alice, second)
 	observed(t, again, v1.OutcomeAborted, false, "deleted and created again", string(oldUID))
-	neverExecution(t, ns, pipeline.ExecutionName(again))
+	noExecution(t, again)
 }
 
 // Hole 3: paula, the policy admin, adds an emergency ClusterToolPolicy Deny while one
@@ -576,7 +582,7 @@ func TestAnEmergencyDenyStopsCallsThatWait(t *testing.T) {
 		t.Errorf("the asked call's Decided condition: %+v; want reason %s", c, v1.ReasonRedecided)
 	}
 	observed(t, tests, v1.OutcomeDenied, false, rule, "was Allow by mode-default")
-	neverExecution(t, ns, pipeline.ExecutionName(fetch))
+	noExecution(t, fetch)
 	wantNothingRan(t, fetch)
 	wantNothingRan(t, tests)
 	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -640,7 +646,7 @@ func TestAnApprovalDecidedAfterItExpiredIsNotHonoured(t *testing.T) {
 	approveAs(t, alice, a)
 
 	observed(t, build, v1.OutcomeApprovalExpired, false, "expired at "+a.Spec.ExpiresAt.UTC().Format(time.RFC3339))
-	neverExecution(t, ns, pipeline.ExecutionName(build))
+	noExecution(t, build)
 	wantNothingRan(t, build)
 	if got := getApproval(t, a); got.Status.State != v1.ApprovalStateExpired {
 		t.Errorf("the late approval's state is %s: %+v", got.Status.State, got.Status)
@@ -1078,7 +1084,15 @@ func TestATaskOwnerCannotSendAnotherSecretAnywhere(t *testing.T) {
 	if err != nil {
 		t.Fatal("the honest task never reached its allowed endpoint")
 	}
-	time.Sleep(time.Second) // a request of the refused tasks would be here by now
+	// The refused tasks wait: the reconciles that would have sent their requests
+	// wrote why they did not. The honest task's one request ends it.
+	testenv.Absent(t, 30*time.Second, "the honest task succeeded", func() (bool, string) {
+		task := &v1.AgentTask{}
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "honest"}, task); err != nil {
+			return false, err.Error()
+		}
+		return task.Status.Phase == v1.TaskSucceeded, string(task.Status.Phase)
+	}, "a request of a refused task, or a second one", func() bool { return len(allowed.received()) > 1 || len(hers.received()) > 0 })
 	if got := allowed.received(); len(got) != 1 || got[0] != "Bearer "+modelKey {
 		t.Errorf("the allowed endpoint received %q; want only the model key, once", got)
 	}

@@ -1,12 +1,13 @@
 package admission
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
-	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -91,7 +92,8 @@ func TestMCPSessionIsBoundToItsUserAndItsTask(t *testing.T) {
 			t.Errorf("request %d of a session of fix-tests at the endpoint of other: %d %s; want 404 saying the session is not this endpoint's", i, status, body)
 		}
 	}
-	time.Sleep(time.Second)
+	// Each request was refused before it reached a tool: its answer is the moment
+	// an intent it created would exist by.
 	var intents v1.ToolIntentList
 	if err := env.Client.List(ctx, &intents, client.InNamespace(e.ns)); err != nil {
 		t.Fatal(err)
@@ -99,6 +101,74 @@ func TestMCPSessionIsBoundToItsUserAndItsTask(t *testing.T) {
 	for _, in := range intents.Items {
 		if raw := string(in.Spec.Input.Raw); strings.Contains(raw, "hijack") || strings.Contains(raw, "removed") || strings.Contains(raw, "via-other-path") {
 			t.Errorf("intent %s of task %s was created (requestedBy %s, input %s)", in.Name, in.Spec.TaskRef.Name, in.Spec.RequestedBy, raw)
+		}
+	}
+}
+
+// tools/call reads the task again and checks the caller is still its proposer
+// (mcpserver's call), whatever the check of the same request's HTTP middleware saw
+// a moment before: a proposer removed in between proposes nothing. The removal is
+// made at that moment by a proxy in front of the API server, the one the endpoint
+// talks to as the caller: it removes coding-agent from the task's proposers when
+// the middleware's read of the task has been answered, before the answer reaches
+// the middleware.
+func TestMCPCallRechecksTheProposerAfterTheMiddleware(t *testing.T) {
+	e := startMCP(t)
+	agent := "system:serviceaccount:" + e.ns + ":coding-agent"
+	taskPath := "/apis/" + v1.GroupVersion.Group + "/" + v1.GroupVersion.Version + "/namespaces/" + e.ns + "/agenttasks/fix-tests"
+	var (
+		mu      sync.Mutex
+		armed   bool
+		removed error
+	)
+	removeProposer := func(ctx context.Context) error {
+		task := &v1.AgentTask{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "fix-tests"}, task); err != nil {
+			return err
+		}
+		unchanged := task.DeepCopy()
+		task.Spec.Agent.External.Proposers = v1.Proposers{ServiceAccounts: []string{e.ns + "/second-agent"}}
+		return env.Client.Patch(ctx, task, client.MergeFrom(unchanged))
+	}
+	proxy := newAPIProxy(t)
+	proxy.answered(func(resp *http.Response) {
+		mu.Lock()
+		defer mu.Unlock()
+		if armed && resp.Request.Method == http.MethodGet && resp.Request.URL.Path == taskPath && resp.StatusCode == http.StatusOK {
+			armed, removed = false, removeProposer(resp.Request.Context())
+		}
+	})
+	endpoint := proxy.endpointBehind(t, e.ns, "fix-tests")
+
+	status, body, session := rawMCP(t, endpoint, e.agentToken, "", rawInitialize)
+	if status != http.StatusOK || session == "" {
+		t.Fatalf("initialize as the proposer: %d %s", status, body)
+	}
+	if status, body, _ := rawMCP(t, endpoint, e.agentToken, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status >= 300 {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	mu.Lock()
+	armed = true
+	mu.Unlock()
+	status, body, _ = rawMCP(t, endpoint, e.agentToken, session, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo removed-meanwhile"}}}`)
+	mu.Lock()
+	stillArmed, err := armed, removed
+	mu.Unlock()
+	if stillArmed || err != nil {
+		t.Fatalf("the proposer was not removed between the middleware and the call (armed %t): %v", stillArmed, err)
+	}
+	want := agent + " may not propose calls for AgentTask " + e.ns + "/fix-tests; its proposers are service accounts " + e.ns + "/second-agent"
+	if !strings.Contains(body, want) {
+		t.Errorf("a proposer removed after the middleware's check: %d %s; want the call refused saying %q", status, body, want)
+	}
+	// The call was answered: an intent it created would exist by now.
+	var intents v1.ToolIntentList
+	if err := env.Client.List(t.Context(), &intents, client.InNamespace(e.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range intents.Items {
+		if strings.Contains(string(in.Spec.Input.Raw), "removed-meanwhile") {
+			t.Errorf("intent %s was created for a caller no longer the task's proposer (requestedBy %s)", in.Name, in.Spec.RequestedBy)
 		}
 	}
 }

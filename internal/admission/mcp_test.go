@@ -355,14 +355,35 @@ func TestMCPEndpoint(t *testing.T) {
 				t.Errorf("toolgate_wait by another proposer on %s: %v %q; want %q", intentName, err, resultText(other), want)
 			}
 		}
-		// A client that gives up on toolgate_wait leaves the call as it is.
-		waitCtx, giveUp := context.WithTimeout(ctx, 300*time.Millisecond)
-		_, _ = s.CallTool(waitCtx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intent": intent.Name}})
-		giveUp()
-		time.Sleep(time.Second)
-		if got := waitFor(t, intent, "being read", func(*v1.ToolIntent) bool { return true }); got.Spec.Cancel || got.Status.Observation != nil {
-			t.Fatalf("giving up on toolgate_wait withdrew the call: cancel %t, observation %+v", got.Spec.Cancel, got.Status.Observation)
+		// A client that gives up on toolgate_wait leaves the call as it is. The wait
+		// watches the intent through a proxy: the client gives up once the watch is
+		// open, and the wait has ended once it is closed (what it would do about the
+		// client giving up, it does before).
+		proxy := newAPIProxy(t)
+		watched, err := e.connectTo(t, proxy.endpointBehind(t, e.ns, "fix-tests"), e.agentToken, nil)
+		if err != nil {
+			t.Fatal(err)
 		}
+		waitCtx, giveUp := context.WithCancel(ctx)
+		gaveUp := make(chan struct{})
+		go func() {
+			defer close(gaveUp)
+			_, _ = watched.CallTool(waitCtx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intent": intent.Name}})
+		}()
+		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return proxy.watches("toolintents") > 0, nil
+		}); err != nil {
+			t.Fatal("toolgate_wait never watched the intent")
+		}
+		giveUp()
+		<-gaveUp
+		testenv.Absent(t, 30*time.Second, "the wait stopped watching the intent", func() (bool, string) {
+			n := proxy.watches("toolintents")
+			return n == 0, fmt.Sprintf("%d watches open", n)
+		}, "the call withdrawn", func() bool {
+			got := waitFor(t, intent, "being read", func(*v1.ToolIntent) bool { return true })
+			return got.Spec.Cancel || got.Status.Observation != nil
+		})
 		approval := &v1.Approval{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: intent.Status.ApprovalRef}, approval); err != nil {
 			t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/leakcheck"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -74,7 +75,12 @@ var configs = map[string]*rest.Config{}
 var roleNames = map[string]string{}
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Main(m, &env, func() error { return setup(context.Background()) }, testenv.WithAdmissionPolicies()))
+	testenv.RefuseLookups()
+	// The control plane's processes, and the controllers and servers the tests
+	// start, end with the run: leakcheck fails it if one does not.
+	os.Exit(leakcheck.Main(func() int {
+		return testenv.Main(m, &env, func() error { return setup(context.Background()) }, testenv.WithAdmissionPolicies())
+	}))
 }
 
 // setup installs the user-facing roles, creates the users and waits until the API

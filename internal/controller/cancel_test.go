@@ -81,7 +81,7 @@ func TestCancelStopsRunningCalls(t *testing.T) {
 	p.waitEvents("a-t0-0", EventObserved)
 
 	// The other task's call is untouched.
-	p.never("Job b-t0-0 deleted", func() bool {
+	p.absent(p.reconciledNow("execution", getExecution(t, p.ns, "b-t0-0")), "Job b-t0-0 deleted", func() bool {
 		job := &batchv1.Job{}
 		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(jobB), job)
 		return err != nil || job.DeletionTimestamp != nil

@@ -88,8 +88,8 @@ func ownBy(t *testing.T, obj, owner client.Object) {
 
 // startChainExecutionManager runs the Execution controller alone with a short wait
 // for intents to catch up.
-func startChainExecutionManager(t *testing.T, grace time.Duration) {
-	startManager(t, func(mgr ctrl.Manager, opts Options) error {
+func startChainExecutionManager(t *testing.T, grace time.Duration) ctrl.Manager {
+	mgr, _ := startManager(t, func(mgr ctrl.Manager, opts Options) error {
 		r, err := newExecutionReconciler(mgr, opts)
 		if err != nil {
 			return err
@@ -98,6 +98,7 @@ func startChainExecutionManager(t *testing.T, grace time.Duration) {
 		r.ChainGrace = grace
 		return r.SetupWithManager(mgr)
 	})
+	return mgr
 }
 
 // waitRefused waits until the Execution failed as an Exception whose message holds
@@ -245,7 +246,7 @@ func TestExecutionChainRefused(t *testing.T) {
 // the Execution exists before the intent's status names it. It waits without a Job,
 // and runs once the intent catches up.
 func TestExecutionWaitsForItsIntent(t *testing.T) {
-	startChainExecutionManager(t, time.Minute)
+	mgr := startChainExecutionManager(t, time.Minute)
 	t.Run("allow", func(t *testing.T) {
 		ns := env.Namespace(t)
 		exec := newExecution(ns, "run")
@@ -253,11 +254,9 @@ func TestExecutionWaitsForItsIntent(t *testing.T) {
 		intent := createIntentFor(t, exec, func(i *v1.ToolIntent) { i.Status = v1.ToolIntentStatus{} })
 		ownBy(t, exec, intent)
 		createBareExecution(t, exec)
-		time.Sleep(1500 * time.Millisecond)
-		noJobs(t, ns)
-		if got := getExecution(t, ns, "run"); got.Status.Phase != "" {
-			t.Fatalf("status = %+v while the intent has not caught up, want none", got.Status)
-		}
+		absent(t, reconciledNow(t, mgr, "execution", exec), "a Job or a status while the intent has not caught up", func() bool {
+			return len(listJobs(t, ns)) > 0 || getExecution(t, ns, "run").Status.Phase != ""
+		})
 		intent.Status = v1.ToolIntentStatus{
 			Validation:   &v1.Validation{TimeoutSeconds: exec.Spec.TimeoutSeconds},
 			Decision:     &v1.Decision{Action: v1.DecisionAllow, Rule: "mode-default", Fingerprint: exec.Spec.Fingerprint, Sandbox: sandboxOf(exec)},
@@ -295,8 +294,9 @@ func TestExecutionWaitsForItsIntent(t *testing.T) {
 		exec.Spec.ApprovalRef = "run"
 		ownBy(t, exec, intent)
 		createBareExecution(t, exec)
-		time.Sleep(time.Second)
-		noJobs(t, ns)
+		absent(t, reconciledNow(t, mgr, "execution", exec), "a Job while the intent does not name the Execution", func() bool {
+			return len(listJobs(t, ns)) > 0
+		})
 		intent.Status.ExecutionRef = "run"
 		if err := env.Client.Status().Update(t.Context(), intent); err != nil {
 			t.Fatal(err)

@@ -59,8 +59,8 @@ func (l *fixedLog) requests() []corev1.PodLogOptions {
 
 // startExecutionManager starts a manager running only the Execution controller, with
 // logs read from logs instead of the kubelet.
-func startExecutionManager(t *testing.T, logs executor.LogReader) {
-	startManager(t, func(mgr ctrl.Manager, opts Options) error {
+func startExecutionManager(t *testing.T, logs executor.LogReader) ctrl.Manager {
+	mgr, _ := startManager(t, func(mgr ctrl.Manager, opts Options) error {
 		r, err := newExecutionReconciler(mgr, opts)
 		if err != nil {
 			return err
@@ -68,6 +68,7 @@ func startExecutionManager(t *testing.T, logs executor.LogReader) {
 		r.Logs = logs
 		return r.SetupWithManager(mgr)
 	})
+	return mgr
 }
 
 func newExecution(ns, name string) *toolgatev1alpha1.Execution {
@@ -299,12 +300,17 @@ func TestExecutionSucceeds(t *testing.T) {
 	}
 	// A call that went as it should sends no event from its Execution (its intent's
 	// Observed event tells it); its steps are in the status and the audit log. Events
-	// are sent in the background: none may come for a while.
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if reasons := eventReasons(t, ns, "run-ok"); len(reasons) != 0 {
-			t.Fatalf("events of a successful Execution: %v, want none", reasons)
-		}
-	}
+	// are sent in the background: the moment run-ok's would have come is marked by
+	// the Warning of a call that fails after it, sent by the same recorder.
+	sentinel := newExecution(ns, "run-after")
+	createExecution(t, sentinel)
+	failed := createJobPod(t, waitForJob(t, ns, "run-after"))
+	setPodStatus(t, failed, corev1.PodFailed, terminated(3, string(runner.EncodeResult(runner.Result{ExitCode: 3, ErrorKind: runner.KindExitCode,
+		StdoutBytes: int64(len(out)), OutputSHA256: sha256Hex(out), InvocationSHA256: testenv.InvocationSHA256(failed)}))))
+	absent(t, moment{name: "the Warning Finished event of run-after, which failed after run-ok succeeded", passed: func() (bool, string) {
+		reasons := eventReasons(t, ns, "run-after")
+		return reasons[EventFinished] == "Warning", fmt.Sprint(reasons)
+	}}, "an event of the successful Execution run-ok", func() bool { return len(eventReasons(t, ns, "run-ok")) != 0 })
 }
 
 func TestExecutionNonZeroExit(t *testing.T) {
@@ -358,7 +364,7 @@ func TestExecutionTimeout(t *testing.T) {
 
 func TestExecutionJobDeleted(t *testing.T) {
 	ns := env.Namespace(t)
-	startExecutionManager(t, &fixedLog{})
+	mgr := startExecutionManager(t, &fixedLog{})
 	createExecution(t, newExecution(ns, "run-gone"))
 	job := waitForJob(t, ns, "run-gone")
 	waitForPhase(t, ns, "run-gone", toolgatev1alpha1.ExecutionPending)
@@ -371,10 +377,7 @@ func TestExecutionJobDeleted(t *testing.T) {
 		t.Errorf("status = %+v, want Aborted because the Job was deleted", done.Status)
 	}
 	// Aborted is final: the Job is not created again.
-	time.Sleep(time.Second)
-	if jobs := listJobs(t, ns); len(jobs) != 0 {
-		t.Errorf("a deleted Job was created again: %d Jobs", len(jobs))
-	}
+	absent(t, reconciledNow(t, mgr, "execution", done), "the deleted Job created again", func() bool { return len(listJobs(t, ns)) != 0 })
 }
 
 func TestExecutionMissingTerminationMessage(t *testing.T) {

@@ -136,7 +136,7 @@ func TestAgentLoopStop(t *testing.T) {
 		"ToolIntent st-t0-1", "rule ToolPolicy/tripwire/no-exfiltration", "this task may not talk to the network")
 	expectObservation(t, p.observed("st-t0-0"), v1.OutcomeStopped, false, -1, "st-t0-1 (call 1 of this turn) was stopped")
 	expectObservation(t, p.observed("st-t0-1"), v1.OutcomeStopped, false, -1, "stopped the task")
-	p.never("an Execution or a second model request", func() bool {
+	p.absent(p.reconciledNow("agenttask", p.getTask("st")), "an Execution or a second model request", func() bool {
 		return p.countExecutions() > 0 || len(server.received()) > 1
 	})
 }
@@ -155,7 +155,8 @@ func TestBatchAskAndRedirect(t *testing.T) {
 	first := p.proposeTurn("batch", 0, 0, 3, v1.ToolBash, `{"command":"ls"}`)
 	p.condition(first.Name, v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonWaitingForSiblings)
 	mustContain(t, "hold", meta.FindStatusCondition(p.getIntent(first.Name).Status.Conditions, v1.ConditionExecuted).Message, "calls [1 2] of it do not exist yet")
-	p.never("the read runs while its turn is incomplete", func() bool { return p.countExecutions() > 0 })
+	p.absent(p.hasCondition(first.Name, v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonWaitingForSiblings),
+		"the read runs while its turn is incomplete", func() bool { return p.countExecutions() > 0 })
 
 	// Edit mode asks for the write; it waits for a human.
 	p.proposeTurn("batch", 0, 1, 3, v1.ToolBash, `{"command":"touch notes.txt"}`)
@@ -176,7 +177,7 @@ func TestBatchAskAndRedirect(t *testing.T) {
 	})
 	// A human approving it anyway changes nothing.
 	p.decide("batch-t0-1", v1.DecisionApproved, "bob", "late")
-	p.never("an Execution", func() bool { return p.countExecutions() > 0 })
+	p.absent(p.reconciledNow("toolintent", p.getIntent("batch-t0-1")), "an Execution", func() bool { return p.countExecutions() > 0 })
 	if got := p.getIntent("batch-t0-0").Status.Observation.Instruction; got != "" {
 		t.Errorf("a consumed sibling carries the instruction %q; only the redirected call does", got)
 	}

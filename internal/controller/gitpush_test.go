@@ -157,6 +157,9 @@ func TestGitPushOnceApprovedCreatesTheBranch(t *testing.T) {
 	if mounts != 1 {
 		t.Fatalf("the push pod does not mount the push's Secret: %+v", pod.Spec.Volumes)
 	}
+	// The pod that holds the credentials and the agent's change reaches the git
+	// server alone: nothing else the agent's files could send them to.
+	p.wantFencedToServer("the push pod", pod, server)
 	if res := p.runGitPod(pod, claim); res.Kind != "" || res.Pushed == nil {
 		t.Fatalf("the push failed: %+v", res)
 	}
@@ -207,7 +210,7 @@ func TestGitPushDeniedOrChangedPushesNothing(t *testing.T) {
 	task := p.finished("denied", v1.ConditionFailed, v1.ReasonPushDenied)
 	mustContain(t, "the Failed condition", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionFailed).Message,
 		"nothing was pushed", "kubectl toolgate export denied -o patch", string(v1.OutcomeApprovalDenied))
-	p.never("a push pod for a denied push", func() bool {
+	p.absent(p.reconciledNow("agenttask", p.getTask("denied")), "a push pod for a denied push", func() bool {
 		var pods corev1.PodList
 		_ = env.Client.List(t.Context(), &pods, client.InNamespace(p.ns), client.MatchingLabels{"toolgate.dev/git": gitws.OpPush})
 		return len(pods.Items) > 0
@@ -371,7 +374,7 @@ func TestGitPushPodDeletedBeforeItReported(t *testing.T) {
 	if o := got.Status.Observation; o.Outcome == v1.OutcomeSucceeded || !strings.Contains(o.Summary, pod.Name) || !strings.Contains(o.Summary, "unknown") {
 		t.Fatalf("the push's observation: %+v", o)
 	}
-	p.never("a second push pod", func() bool {
+	p.absent(p.reconciledNow("execution", getExecution(t, p.ns, intent.Name)), "a second push pod", func() bool {
 		var pods corev1.PodList
 		if err := env.Client.List(t.Context(), &pods, client.InNamespace(p.ns)); err != nil {
 			return false
@@ -472,7 +475,7 @@ func TestGitPushStopsTheAgentBeforeItsChangeIsRead(t *testing.T) {
 			`AgentTask "fix" accepts no more intents: its push is pending: ToolIntent `+push.Name+" pushes its change to branch "+pushBranch,
 			"until that push is approved, denied or the task cancelled")
 	}
-	p.never("a session of the pushing task", func() bool {
+	p.absent(p.reconciledNow("agenttask", p.getTask("fix")), "a session of the pushing task", func() bool {
 		var pods corev1.PodList
 		_ = env.Client.List(t.Context(), &pods, client.InNamespace(p.ns), client.HasLabels{executor.LabelSession})
 		return len(pods.Items) > 0

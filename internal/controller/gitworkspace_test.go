@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +17,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
@@ -88,6 +95,42 @@ func (p *pipelineEnv) gitPod(task, op string, done ...string) *corev1.Pod {
 		return false, fmt.Sprintf("%d pods", len(pods.Items))
 	})
 	return found
+}
+
+// wantFencedToServer fails the test unless the NetworkPolicy that selects the git
+// pod (by its network label) lets it reach the git server's address and port, and
+// nothing else: no other address, port or DNS, and no ingress.
+func (p *pipelineEnv) wantFencedToServer(what string, pod *corev1.Pod, server *gittest.Server) {
+	p.t.Helper()
+	key := pod.Labels[executor.LabelNetwork]
+	if key == "" {
+		p.t.Fatalf("%s has no network label %s: no NetworkPolicy of toolgate's selects it", what, executor.LabelNetwork)
+	}
+	policy := &networkingv1.NetworkPolicy{}
+	if err := env.Client.Get(p.t.Context(), client.ObjectKey{Namespace: p.ns, Name: "toolgate-net-" + key}, policy); err != nil {
+		p.t.Fatalf("no NetworkPolicy fences %s: %v", what, err)
+	}
+	u, err := url.Parse(server.URL)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	want := []networkingv1.NetworkPolicyEgressRule{{
+		To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: u.Hostname() + "/32"}}},
+		Ports: []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(int32(port)))}},
+	}}
+	selected, err := metav1.LabelSelectorAsSelector(&policy.Spec.PodSelector)
+	if err != nil || !selected.Matches(labels.Set(pod.Labels)) {
+		p.t.Fatalf("NetworkPolicy %s does not select %s (%v): %+v", policy.Name, what, err, policy.Spec.PodSelector)
+	}
+	if !slices.Contains(policy.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) || !slices.Contains(policy.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) ||
+		len(policy.Spec.Ingress) != 0 || !equality.Semantic.DeepEqual(policy.Spec.Egress, want) {
+		p.t.Fatalf("%s may reach more than the git server %s: NetworkPolicy %s has types %v, ingress %+v, egress %+v", what, server.URL, policy.Name,
+			policy.Spec.PolicyTypes, policy.Spec.Ingress, policy.Spec.Egress)
+	}
 }
 
 func contains(l []string, s string) bool {
@@ -180,15 +223,7 @@ func TestGitWorkspaceClonesAndCallsWaitForIt(t *testing.T) {
 	if owner := metav1.GetControllerOf(pod); owner == nil || owner.UID != task.UID {
 		t.Fatalf("the clone pod is not the task's: %+v", pod.OwnerReferences)
 	}
-	policy := &networkingv1.NetworkPolicy{}
-	policyName := "toolgate-net-" + pod.Labels[executor.LabelNetwork]
-	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: policyName}, policy); err != nil {
-		t.Fatalf("no NetworkPolicy fences the clone pod: %v", err)
-	}
-	port := strings.TrimPrefix(server.URL, "http://127.0.0.1:")
-	if len(policy.Spec.Egress) != 1 || policy.Spec.Egress[0].To[0].IPBlock.CIDR != "127.0.0.1/32" || policy.Spec.Egress[0].Ports[0].Port.String() != port {
-		t.Fatalf("the clone pod's egress is not the repository's host alone: %+v", policy.Spec.Egress)
-	}
+	p.wantFencedToServer("the clone pod", pod, server)
 
 	// A call proposed while the clone runs waits for it; it is not failed.
 	intent := p.propose("fix", 0, 0, v1.ToolReadFile, `{"path":"calc.sh"}`)
@@ -284,7 +319,7 @@ func TestGitWorkspaceFailuresSayWhich(t *testing.T) {
 		p.gitTask("unlabelled", repo.URL, "main", "creds-unlabelled")
 		task := p.readyReason("unlabelled", v1.ReasonGitCredentialsNotFound)
 		mustContain(t, "Ready message", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady).Message, "is not labelled toolgate.dev/git-credentials=true", "looked at again every 1s")
-		p.never("a clone pod for an unlabelled Secret", func() bool {
+		p.absent(p.reconciledNow("agenttask", p.getTask("unlabelled")), "a clone pod for an unlabelled Secret", func() bool {
 			var pods corev1.PodList
 			_ = env.Client.List(t.Context(), &pods, client.InNamespace(p.ns), client.MatchingLabels{executor.LabelTask: "unlabelled"})
 			return len(pods.Items) > 0
@@ -431,13 +466,33 @@ func TestGitWorkspaceChangeIsRecorded(t *testing.T) {
 		return err != nil || !got.DeletionTimestamp.IsZero(), fmt.Sprint(err)
 	})
 
-	// A log that is not the diff the pod's result describes is not recorded.
-	p.askForChange("fix", "r2")
-	tampered := p.gitPod("fix", gitws.OpChange, pod.Name)
-	p.runGitPodLogging(tampered, claim, func(log string) string { return strings.Replace(log, "added by", "planted by", 1) })
-	cm, rec = p.changeRecord("fix", "r2")
-	if rec.Complete || cm.Data[gitws.DiffKey] != "" || !strings.Contains(rec.Message, "is not the diff its result describes") {
-		t.Fatalf("a tampered log was recorded: %+v\n%s", rec, cm.Data[gitws.DiffKey])
+	// A log that is not the diff the pod's result describes is not recorded: one of
+	// another length, and one of the same length, which only its SHA-256 tells
+	// from the diff the pod read.
+	done := []string{pod.Name}
+	for _, tamper := range []struct {
+		request, what string
+		sameLength    bool
+		edit          func(string) string
+	}{
+		{"r2", "longer than the diff", false, func(log string) string { return strings.Replace(log, "added by", "planted by", 1) }},
+		{"r3", "as long as the diff", true, func(log string) string { return strings.Replace(log, "added by", "ADDED BY", 1) }},
+	} {
+		p.askForChange("fix", tamper.request)
+		tampered := p.gitPod("fix", gitws.OpChange, done...)
+		done = append(done, tampered.Name)
+		var original string
+		p.runGitPodLogging(tampered, claim, func(log string) string {
+			original = log
+			return tamper.edit(log)
+		})
+		if edited := tamper.edit(original); edited == original || (tamper.sameLength && len(edited) != len(original)) {
+			t.Fatalf("the tampered log %s is not what the test means it to be", tamper.what)
+		}
+		cm, rec = p.changeRecord("fix", tamper.request)
+		if rec.Complete || cm.Data[gitws.DiffKey] != "" || !strings.Contains(rec.Message, "is not the diff its result describes") {
+			t.Fatalf("a tampered log %s was recorded: %+v\n%s", tamper.what, rec, cm.Data[gitws.DiffKey])
+		}
 	}
 
 	// A ConfigMap of the record's name that is not the task's is left alone, and the

@@ -45,7 +45,7 @@ func TestIntentCancelledBeforeItIsDecided(t *testing.T) {
 		t.Errorf("a cancelled call was decided: %+v", got.Status.Decision)
 	}
 	p.waitEvents("c-t0-0", EventCancelled, EventObserved)
-	p.never("an Execution for a cancelled call", func() bool { return p.countExecutions() > 0 })
+	p.absent(p.wasObserved("c-t0-0"), "an Execution for a cancelled call", func() bool { return p.countExecutions() > 0 })
 }
 
 // A call waiting for a human when its proposer cancels it never runs: its Approval
@@ -65,7 +65,7 @@ func TestIntentCancelledWhileItWaitsForApproval(t *testing.T) {
 	}
 	mustContain(t, "approval message", a.Status.Message, "cancelled by "+testProposer)
 	p.decide("c-t0-0", v1.DecisionApproved, "bob", "too late")
-	p.never("an Execution for a cancelled call", func() bool { return p.countExecutions() > 0 })
+	p.absent(p.reconciledNow("toolintent", p.getIntent("c-t0-0")), "an Execution for a cancelled call", func() bool { return p.countExecutions() > 0 })
 	if a := p.approval("c-t0-0"); a.Status.State != v1.ApprovalStateSuperseded {
 		t.Errorf("after a late approve: %+v, want Superseded still", a.Status)
 	}
@@ -104,7 +104,7 @@ func TestIntentCancelledWhileItRuns(t *testing.T) {
 	mustContain(t, "summary", obs.Summary, "[aborted: the execution was stopped before it finished; it may have had effects]",
 		"cancelled by "+testProposer+" (spec.cancel on ToolIntent a-t0-0) while it ran", "the workspace may be partly changed")
 
-	p.never("the other call's Job deleted", func() bool {
+	p.absent(p.reconciledNow("execution", getExecution(t, p.ns, "a-t1-0")), "the other call's Job deleted", func() bool {
 		job := &batchv1.Job{}
 		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(other), job)
 		return err != nil || job.DeletionTimestamp != nil
@@ -121,7 +121,7 @@ func TestIntentCancelledAfterItsObservation(t *testing.T) {
 	p.propose("r", 0, 0, v1.ToolBash, `{"command":"rm -rf /"}`)
 	before := p.observed("r-t0-0").Status.Observation
 	p.cancelIntent("r-t0-0")
-	p.never("the observation changed", func() bool {
+	p.absent(p.reconciledNow("toolintent", p.getIntent("r-t0-0")), "the observation changed", func() bool {
 		now := p.getIntent("r-t0-0").Status.Observation
 		return now == nil || now.Outcome != before.Outcome || now.Summary != before.Summary
 	})

@@ -299,18 +299,6 @@ func (p *pipelineEnv) runJob(execName string, res runner.Result, output string) 
 	setPodStatus(p.t, pod, phase, terminated(int32(runner.ProcessExitCode(res)), string(msg)))
 }
 
-// never asserts that cond stays false for a while.
-func (p *pipelineEnv) never(what string, cond func() bool) {
-	p.t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
-		if cond() {
-			p.t.Fatalf("%s happened", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func (p *pipelineEnv) executionExists(name string) bool {
 	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: name}, &v1.Execution{})
 	if err != nil && !apierrors.IsNotFound(err) {

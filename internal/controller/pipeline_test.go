@@ -91,7 +91,7 @@ func TestDenyNeverExecutes(t *testing.T) {
 	if d.Policy != "ToolPolicy/guard" || d.Rule != "no-deletes" || d.PolicyGeneration != 1 || d.Category != v1.CategoryDelete {
 		t.Fatalf("decision: %+v", d)
 	}
-	p.never("an Execution for a denied intent", func() bool { return p.countExecutions() > 0 })
+	p.absent(p.wasObserved("t-t0-0"), "an Execution for a denied intent", func() bool { return p.countExecutions() > 0 })
 	p.waitEvents("t-t0-0", EventDecided, EventObserved)
 }
 
@@ -126,7 +126,11 @@ func TestValidationFailuresNeverExecute(t *testing.T) {
 			t.Fatalf("%s: an invalid intent was decided: %+v", name, intent.Status.Decision)
 		}
 	}
-	p.never("an Execution for an invalid intent", func() bool { return p.countExecutions() > 0 })
+	var observed []moment
+	for i := range cases {
+		observed = append(observed, p.wasObserved(fmt.Sprintf("t-t0-%d", i)))
+	}
+	p.absent(all(observed...), "an Execution for an invalid intent", func() bool { return p.countExecutions() > 0 })
 }
 
 func TestAskApproveByMergePatchRunsOnce(t *testing.T) {
@@ -148,7 +152,8 @@ func TestAskApproveByMergePatchRunsOnce(t *testing.T) {
 		task := p.getTask("t")
 		return task.Status.Phase == v1.TaskAwaitingApproval && meta.IsStatusConditionTrue(task.Status.Conditions, v1.ConditionAwaitingApproval), string(task.Status.Phase)
 	})
-	p.never("an Execution before approval", func() bool { return p.executionExists("t-t0-0") })
+	p.absent(p.hasCondition("t-t0-0", v1.ConditionApproved, metav1.ConditionFalse, v1.ReasonApprovalPending),
+		"an Execution before approval", func() bool { return p.executionExists("t-t0-0") })
 
 	p.decide("t-t0-0", v1.DecisionApproved, "bob", "fine")
 	intent := p.condition("t-t0-0", v1.ConditionApproved, metav1.ConditionTrue, v1.ReasonApprovalGranted)
@@ -201,7 +206,7 @@ func TestAskDenyAndTheSameCallIsNotAskedAgain(t *testing.T) {
 		t.Fatalf("repeat: %+v", again.Status)
 	}
 	mustContain(t, "repeat summary", again.Status.Observation.Summary, "already denied by bob in Approval t-t0-0")
-	p.never("a second Approval", func() bool {
+	p.absent(p.wasObserved("t-t1-0"), "a second Approval", func() bool {
 		list := &v1.ApprovalList{}
 		_ = env.Client.List(context.Background(), list, client.InNamespace(p.ns))
 		return len(list.Items) > 1
@@ -366,7 +371,7 @@ func TestConcurrentReconcilesConsumeAnApprovalOnce(t *testing.T) {
 	}
 	// The Approval is consumed before the Execution is created.
 	p.eventually("the Execution", func() (bool, string) { n := p.countExecutions(); return n == 1, fmt.Sprintf("%d Executions", n) })
-	p.never("a second Execution", func() bool { return p.countExecutions() > 1 })
+	p.absent(p.reconciledNow("toolintent", p.getIntent("t-t0-0")), "a second Execution", func() bool { return p.countExecutions() > 1 })
 }
 
 func TestBatchPreflightHoldsSiblings(t *testing.T) {
@@ -381,7 +386,8 @@ func TestBatchPreflightHoldsSiblings(t *testing.T) {
 		t.Fatalf("the read should be allowed: %+v", held.Status.Decision)
 	}
 	mustContain(t, "held message", meta.FindStatusCondition(held.Status.Conditions, v1.ConditionExecuted).Message, "t-t0-0")
-	p.never("the sibling executing while the batch waits", func() bool { return p.executionExists("t-t0-1") })
+	p.absent(p.hasCondition("t-t0-1", v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonWaitingForSiblings),
+		"the sibling executing while the batch waits", func() bool { return p.executionExists("t-t0-1") })
 
 	p.decide("t-t0-0", v1.DecisionApproved, "bob", "")
 	p.eventually("both executions", func() (bool, string) {

@@ -777,10 +777,19 @@ func TestACallStoppedWhileQueuedNeverRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.observed("sq-t0-0")
-	time.Sleep(time.Second)
-	if _, err := os.Stat(filepath.Join(ws, "queued.txt")); err == nil {
-		t.Fatal("a call stopped while it waited for its turn ran")
-	}
+	// The session's turn goes to the calls waiting for it in order: a call proposed
+	// now gets it after the stopped one had it, and ran or not.
+	p.propose("sq", 1, 0, v1.ToolBash, `{"command":"echo next > next.txt"}`)
+	session := getExecution(t, p.ns, "sq-t0-0").Status.SessionName
+	absent(t, moment{name: "the next call ran in the session", passed: func() (bool, string) {
+		next := &v1.Execution{}
+		err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: "sq-t1-0"}, next)
+		return err == nil && next.Status.Phase == v1.ExecutionSucceeded && next.Status.SessionName == session,
+			fmt.Sprintf("%v %s in %s", err, next.Status.Phase, next.Status.SessionName)
+	}}, "the call stopped while it waited for its turn ran", func() bool {
+		_, err := os.Stat(filepath.Join(ws, "queued.txt"))
+		return err == nil
+	})
 }
 
 // A call decided for a task that was deleted and created again under its name never
@@ -827,4 +836,160 @@ func TestACallOfAnEarlierTaskNeverRunsInItsSuccessorsSession(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(l.workspace("re-workspace"), "old.txt")); err == nil {
 		t.Fatal("the earlier task's call ran in the new task's session")
 	}
+}
+
+// A pod under a session's name that is not the task's session takes no call (the
+// gate is sessionInTheWay): neither a pod the task does not control, nor the task's
+// own session pod that lost one of its labels (its NetworkPolicy selects it by
+// label). Each call is refused, saying which pod and what to do, and nothing is
+// delivered to the pod. The pods are put in place while the controller is stopped,
+// so that the next controller finds them where the session was.
+func TestAPodInTheWayOfASessionTakesNoCall(t *testing.T) {
+	p, l := startSessionPipeline(t)
+	sessions := map[string]string{}
+	for _, task := range []string{"planted", "relabelled"} {
+		p.task(task, v1.ModeAuto, sessionTask())
+		// Both calls write: they are decided into one profile, so run in one session.
+		p.propose(task, 0, 0, v1.ToolBash, `{"command":"echo first > first.txt"}`)
+		if obs := p.observed(task + "-t0-0").Status.Observation; obs.Outcome != v1.OutcomeSucceeded {
+			t.Fatalf("%s's first call: %+v", task, obs)
+		}
+		sessions[task] = getExecution(t, p.ns, task+"-t0-0").Status.SessionName
+	}
+	p.stop()
+
+	// planted: the session pod replaced by one of its name, labels and spec that no
+	// task controls.
+	session := &corev1.Pod{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: sessions["planted"]}, session); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(t.Context(), session); err != nil {
+		t.Fatal(err)
+	}
+	p.eventually("the planted task's session pod gone", func() (bool, string) {
+		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(session), &corev1.Pod{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	planted := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: session.Name, Labels: session.Labels}, Spec: *session.Spec.DeepCopy()}
+	if err := env.Client.Create(t.Context(), planted); err != nil {
+		t.Fatal(err)
+	}
+	// relabelled: the task's own session pod, its network label changed.
+	relabelled := &corev1.Pod{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: sessions["relabelled"]}, relabelled); err != nil {
+		t.Fatal(err)
+	}
+	unchanged := relabelled.DeepCopy()
+	relabelled.Labels[executor.LabelNetwork] = "open"
+	if err := env.Client.Patch(t.Context(), relabelled, client.MergeFrom(unchanged)); err != nil {
+		t.Fatal(err)
+	}
+	p.eventually("the planted pod running", func() (bool, string) {
+		got := &corev1.Pod{}
+		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(planted), got)
+		ready, why := executor.SessionReady(got)
+		return err == nil && ready, fmt.Sprint(err, why)
+	})
+	delivered := len(l.delivered())
+
+	again := startPipelineIn(t, p.ns, func(o *Options) { o.SessionExecutor = l })
+	for task, want := range map[string][]string{
+		"planted": {"a pod named " + planted.Name + " exists in namespace " + p.ns + " and is not a session of AgentTask planted",
+			"delete it, and the next call starts the session"},
+		"relabelled": {"session pod " + relabelled.Name + " in namespace " + p.ns + " lost its label " + executor.LabelNetwork + "=" + unchanged.Labels[executor.LabelNetwork],
+			"it is not trusted to run calls", "Delete it, and the next call starts a new session"},
+	} {
+		again.propose(task, 1, 0, v1.ToolBash, `{"command":"echo second > second.txt"}`)
+		if obs := again.observed(task + "-t1-0").Status.Observation; obs.Outcome != v1.OutcomeFailed || !strings.Contains(obs.Summary, "not run: ") {
+			t.Errorf("%s's call beside a pod in the way: %+v", task, obs)
+		}
+		mustContain(t, task+"'s refused call", getExecution(t, p.ns, task+"-t1-0").Status.Message, want...)
+		if _, err := os.Stat(filepath.Join(l.workspace(task+"-workspace"), "second.txt")); err == nil {
+			t.Errorf("%s's refused call ran", task)
+		}
+	}
+	if got := l.delivered(); len(got) != delivered {
+		t.Fatalf("calls were delivered to a pod in the way: %v", got[delivered:])
+	}
+}
+
+// A task deleted and created again under its name is another task: the job tools
+// of the new one (job ids are intent names, which it may name) neither read, stop
+// nor list the background jobs of the earlier one (the gate is sameTask, which
+// compares the task UIDs the two calls were decided for).
+func TestJobToolsOfATaskCreatedAgainDoNotReachTheEarlierTasksJobs(t *testing.T) {
+	p, l := startSessionPipeline(t)
+	old := p.task("re", v1.ModeAuto, sessionTask())
+	p.propose("re", 0, 0, v1.ToolBash, `{"command":"echo earlier-task-output; touch job.started; sleep 300","runInBackground":true}`)
+	p.observed("re-t0-0")
+	fileAppears(p, "the earlier task's job started", filepath.Join(l.workspace("re-workspace"), "job.started"))
+	p.propose("re", 0, 1, v1.ToolJobOutput, `{"job":"re-t0-0"}`)
+	mustContain(t, "the earlier task's own job_output", p.observed("re-t0-1").Status.Observation.Summary, "earlier-task-output")
+
+	// The earlier task ends, which stops its job, and goes. envtest has no garbage
+	// collector: what it owned is deleted here, but its intents and Executions,
+	// which name it, stay.
+	cancelled := p.getTask("re")
+	unchanged := cancelled.DeepCopy()
+	cancelled.Spec.Cancel = true
+	// A merge patch: the controller writes the task's status meanwhile.
+	if err := env.Client.Patch(t.Context(), cancelled, client.MergeFrom(unchanged)); err != nil {
+		t.Fatal(err)
+	}
+	p.eventually("the earlier task's job ended with it", func() (bool, string) {
+		e := getExecution(t, p.ns, "re-t0-0")
+		return executor.IsFinished(&e.Status), e.Status.Message
+	})
+	if err := env.Client.Delete(t.Context(), old); err != nil {
+		t.Fatal(err)
+	}
+	var pods corev1.PodList
+	if err := env.Client.List(t.Context(), &pods, client.InNamespace(p.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods.Items {
+		if err := env.Client.Delete(t.Context(), &pods.Items[i]); client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	var claims corev1.PersistentVolumeClaimList
+	if err := env.Client.List(t.Context(), &claims, client.InNamespace(p.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range claims.Items {
+		claim := &claims.Items[i]
+		unchanged := claim.DeepCopy()
+		claim.Finalizers = nil // no controller-manager here removes pvc-protection
+		if err := env.Client.Patch(t.Context(), claim, client.MergeFrom(unchanged)); client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.Delete(t.Context(), claim); client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	p.eventually("the earlier task and what it owned gone", func() (bool, string) {
+		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(old), &v1.AgentTask{})
+		var claims corev1.PersistentVolumeClaimList
+		_ = env.Client.List(t.Context(), &claims, client.InNamespace(p.ns))
+		return apierrors.IsNotFound(err) && len(claims.Items) == 0, fmt.Sprint(err, len(claims.Items))
+	})
+
+	successor := p.task("re", v1.ModeAuto, sessionTask())
+	if successor.UID == old.UID {
+		t.Fatal("the task was not created again")
+	}
+	p.propose("re", 1, 0, v1.ToolJobOutput, `{"job":"re-t0-0"}`)
+	p.propose("re", 1, 1, v1.ToolJobKill, `{"job":"re-t0-0"}`)
+	p.propose("re", 1, 2, v1.ToolJobList, `{}`)
+	for _, name := range []string{"re-t1-0", "re-t1-1"} {
+		obs := p.observed(name).Status.Observation
+		if obs.Outcome != v1.OutcomeFailed || strings.Contains(obs.Summary, "earlier-task-output") {
+			t.Errorf("%s of the earlier task's job: %+v", name, obs)
+		}
+		mustContain(t, name, obs.Summary, "job re-t0-0: AgentTask re has no background job of that id")
+	}
+	list := p.observed("re-t1-2").Status.Observation.Summary
+	mustContain(t, "job_list", list, "AgentTask re has no background jobs.")
+	mustNotContain(t, "job_list", list, "re-t0-0")
 }

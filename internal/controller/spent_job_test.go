@@ -57,7 +57,7 @@ func TestSpentJobIsReaped(t *testing.T) {
 	p.propose("t", 1, 0, v1.ToolReadFile, `{"path":"big.txt"}`)
 	p.runJob("t-t1-0", runner.Result{ExitCode: 0, Truncated: true}, "head ... tail\n")
 	p.observed("t-t1-0")
-	p.never("the Job of a truncated call deleted", func() bool { return !p.jobExists("t-t1-0") })
+	p.absent(p.reconciledNow("execution", getExecution(t, p.ns, "t-t1-0")), "the Job of a truncated call deleted", func() bool { return !p.jobExists("t-t1-0") })
 }
 
 // laggingCache is a cache that still shows an old version of one Execution: what a

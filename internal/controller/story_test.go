@@ -157,7 +157,7 @@ func TestCancelEndsTheTask(t *testing.T) {
 	})
 	expectObservation(t, p.observed("c-t0-0"), v1.OutcomeAborted, false, -1, "Nothing was run", "ended before this call ran")
 	p.decide("c-t0-0", v1.DecisionApproved, "bob", "too late")
-	p.never("an Execution for a cancelled task", func() bool { return p.countExecutions() > 0 })
+	p.absent(p.reconciledNow("toolintent", p.getIntent("c-t0-0")), "an Execution for a cancelled task", func() bool { return p.countExecutions() > 0 })
 	p.propose("c", 1, 0, v1.ToolReadFile, `{"path":"a"}`)
 	expectObservation(t, p.observed("c-t1-0"), v1.OutcomeValidationFailed, false, -1, "it Failed (Cancelled)")
 }

@@ -27,6 +27,7 @@ const (
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
+	testenv.RefuseLookups()
 	os.Exit(leakcheck.Main(func() int {
 		defer removeTestRunner()
 		return testenv.Main(m, &env, nil)
@@ -67,13 +68,16 @@ func startManagerIn(t *testing.T, namespace string, setups ...func(ctrl.Manager,
 // newTestManager is a manager against the shared control plane with the cache
 // cmd/manager runs with (its selectors and trimmed objects are what the reconcilers
 // read in production), its namespaced objects limited to namespace unless that is "".
+// Its reconciles are recorded (observed_test.go).
 func newTestManager(t *testing.T, namespace string) ctrl.Manager {
 	t.Helper()
 	cacheOptions := CacheOptions()
 	if namespace != "" {
 		cacheOptions.DefaultNamespaces = map[string]cache.Config{namespace: {}}
 	}
+	reconciles := newReconcileLog()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Logger:                 reconciles.logger(ctrl.Log),
 		Scheme:                 env.Scheme,
 		Cache:                  cacheOptions,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -83,5 +87,11 @@ func newTestManager(t *testing.T, namespace string) ctrl.Manager {
 	if err != nil {
 		t.Fatalf("creating manager: %v", err)
 	}
+	reconciles.attach(mgr)
+	t.Cleanup(func() {
+		reconcileLogsMu.Lock()
+		delete(reconcileLogs, mgr)
+		reconcileLogsMu.Unlock()
+	})
 	return mgr
 }

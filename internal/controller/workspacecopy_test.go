@@ -210,8 +210,7 @@ func TestWorkspaceCopyOfAGitTaskIsItsWorktree(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.wake("fix", "1")
-	p.wake("replay", "1")
-	p.never("a second copy", func() bool { return len(p.copyPods("replay")) != 1 })
+	p.absent(p.reconciledNow("agenttask", p.getTask("replay")), "a second copy", func() bool { return len(p.copyPods("replay")) != 1 })
 	if again := p.getTask("replay"); !again.Status.Workspace.CopiedAt.Equal(ws.CopiedAt) {
 		t.Fatalf("copiedAt moved from %v to %v", ws.CopiedAt, again.Status.Workspace.CopiedAt)
 	}
@@ -275,7 +274,7 @@ func TestWorkspaceCopyWaitsForItsSource(t *testing.T) {
 		if failed := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionFailed); failed == nil || failed.Status != metav1.ConditionFalse {
 			t.Fatalf("a task waiting for its source failed: %+v", failed)
 		}
-		p.never("a copy pod before its source exists", func() bool { return len(p.copyPods("replay")) > 0 })
+		p.absent(p.reconciledNow("agenttask", p.getTask("replay")), "a copy pod before its source exists", func() bool { return len(p.copyPods("replay")) > 0 })
 
 		server := gittest.NewServer(t)
 		repo := server.AddRepo("calc")
@@ -392,8 +391,7 @@ func TestWorkspaceCopyFailuresFailTheTask(t *testing.T) {
 		if err := env.Client.Delete(t.Context(), pod); err != nil {
 			t.Fatal(err)
 		}
-		p.wake("killed", "1")
-		p.never("a copy tried again after the task failed", func() bool {
+		p.absent(p.reconciledNow("agenttask", p.getTask("killed")), "a copy tried again after the task failed", func() bool {
 			for _, pod := range p.copyPods("killed") {
 				if pod.DeletionTimestamp.IsZero() {
 					return true
@@ -430,7 +428,7 @@ func TestATaskNeverWritesIntoAClaimNotItsOwn(t *testing.T) {
 	task := p.readyReason("shared", v1.ReasonWorkspaceClaimNotOwned)
 	ready := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady)
 	mustContain(t, "the Ready message", ready.Message, "PersistentVolumeClaim shared-workspace exists and is not this task's", "delete the claim")
-	p.never("a copy pod into a claim not the task's", func() bool { return len(p.copyPods("shared")) > 0 })
+	p.absent(p.reconciledNow("agenttask", p.getTask("shared")), "a copy pod into a claim not the task's", func() bool { return len(p.copyPods("shared")) > 0 })
 
 	// The claim goes (the test plays the PVC protection controller): the task
 	// makes its own and copies into that.

@@ -3,6 +3,11 @@
 //
 // The binaries come from hack/envtest-assets.sh (make envtest-assets), which builds
 // them from source into bin/k8s/. KUBEBUILDER_ASSETS wins when set.
+//
+// It also holds what every test package of the repository shares: Absent, the one
+// way a test asserts that something did not happen (by a positive event, never
+// after a sleep), and RefuseLookups, which keeps a test run off the machine's DNS
+// resolver.
 package testenv
 
 import (

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"path"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -15,6 +16,7 @@ import (
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
+	"github.com/toolgate/toolgate/internal/runner"
 )
 
 // Sessions (isolation Session) on the real cluster: the task's warm pods, calls
@@ -218,7 +220,13 @@ var _ = Describe("A task's sessions", func() {
 			g.Expect(exec.Status.Phase).To(Equal(toolgatev1alpha1.ExecutionRunning))
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
 		dead := sessionPod(ctx, exec)
-		time.Sleep(time.Second) // the tool is past its first line
+		// The pod dies once the tool has started: its marker is in the workspace, as
+		// a cluster admin's exec into the pod reads it.
+		Eventually(func(g Gomega) {
+			out, err := kubectl(ctx, "exec", "-n", ns, dead.Name, "-c", executor.ToolContainerName, "--", "cat", path.Join(runner.WorkspaceRoot, "begun.txt"))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(out).To(Equal("begun\n"))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(500*time.Millisecond).Should(Succeed(), "the tool never started")
 		Expect(k8s.Delete(ctx, dead)).To(Succeed())
 
 		intent = observedIntent(ctx, intent)
