@@ -215,7 +215,7 @@ func newWorker(root, dir string, env []string) (*worker, error) {
 // baseline runs g's tests with every gate in place: they must pass, and at least
 // one of them must have run and not skipped.
 func (w *worker) baseline(ctx context.Context, g Gate) error {
-	run, err := w.test(ctx, g)
+	run, err := w.test(ctx, g, false)
 	if err != nil {
 		return fmt.Errorf("with the gate in place, the tests do not build: %v", err)
 	}
@@ -249,7 +249,7 @@ func (w *worker) mutant(ctx context.Context, g Gate) (Outcome, string) {
 		return Broken, err.Error()
 	}
 	defer func() { _ = os.WriteFile(path, orig, info.Mode()) }()
-	run, err := w.test(ctx, g)
+	run, err := w.test(ctx, g, true)
 	switch {
 	case err != nil:
 		return Broken, "the mutation does not compile: " + err.Error()
@@ -273,26 +273,33 @@ type testRun struct {
 func (r testRun) failure() string {
 	switch {
 	case len(r.failedSub) > 0:
-		return strings.Join(r.failedSub, ", ")
+		return names(r.failedSub)
 	case len(r.failed) > 0:
-		return strings.Join(r.failed, ", ")
+		return names(r.failed)
 	case r.timedOut:
 		return "a test timed out"
 	}
 	return fmt.Sprintf("exit status %d, no test failed (TestMain: a leak check, or a crash)", r.exit)
 }
 
-// test builds g's package's test binary in the copy and runs g's tests there, in a
-// process group of their own that is killed once the run ended. The error is a
-// build failure.
-func (w *worker) test(ctx context.Context, g Gate) (testRun, error) {
-	bin := filepath.Join(w.bin, "pkg.test")
-	build := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, g.Package)
-	build.Dir, build.Env = w.repo, w.buildEnv
-	if out, err := build.CombinedOutput(); err != nil {
-		return testRun{}, fmt.Errorf("%v\n%s", err, lastLines(string(out), 20))
+// test builds g's package's test binary in the copy (mutated: with g removed) and
+// runs g's tests there, in a process group of their own that is killed once the
+// run ended. The error is a build failure.
+func (w *worker) test(ctx context.Context, g Gate, mutated bool) (testRun, error) {
+	// The binary of the code as it is serves every baseline of its package; a
+	// mutant's is built, run and removed.
+	bin := filepath.Join(w.bin, strings.NewReplacer("/", "_", ".", "_").Replace(g.Package)+".test")
+	if mutated {
+		bin = filepath.Join(w.bin, "mutant.test")
+		defer func() { _ = os.Remove(bin) }()
 	}
-	defer func() { _ = os.Remove(bin) }()
+	if _, err := os.Stat(bin); mutated || err != nil {
+		build := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, g.Package)
+		build.Dir, build.Env = w.repo, w.buildEnv
+		if out, err := build.CombinedOutput(); err != nil {
+			return testRun{}, fmt.Errorf("%v\n%s", err, lastLines(string(out), 20))
+		}
+	}
 	if err := os.RemoveAll(w.tmp); err != nil {
 		return testRun{}, err
 	}
@@ -370,6 +377,15 @@ func parseTestOutput(r io.Reader) testRun {
 	_, _ = io.Copy(io.Discard, r)
 	run.tail = strings.Join(tail, "\n")
 	return run
+}
+
+// names lists the first few test names.
+func names(tests []string) string {
+	const shown = 4
+	if len(tests) <= shown {
+		return strings.Join(tests, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(tests[:shown], ", "), len(tests)-shown)
 }
 
 func lastLines(s string, n int) string {

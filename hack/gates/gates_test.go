@@ -55,7 +55,7 @@ func TestLocateRefusesStaleEntries(t *testing.T) {
 }
 
 func TestMutateMatchesAnyWhitespaceRun(t *testing.T) {
-	g := Gate{Anchor: "if a  &&\n b {", Mutation: "if true {"}
+	g := Gate{Anchor: "if a  &&\n b {", Mutation: "if true {\n"}
 	got, err := g.Mutate([]byte("x\nif a &&\n\t\tb {\n\treturn\n}"))
 	if err != nil {
 		t.Fatal(err)

@@ -24,7 +24,8 @@ type Gate struct {
 	// whitespace in it matches any run of whitespace, so gofmt's realignment does
 	// not stale the entry; everything else is matched as it is.
 	Anchor string `json:"anchor"`
-	// Mutation replaces Anchor to remove the gate. It must compile.
+	// Mutation replaces Anchor to remove the gate (its trailing whitespace dropped,
+	// as the anchor's match has none). It must compile.
 	Mutation string `json:"mutation"`
 	// Package is the package whose tests must catch the removal, as go test
 	// names it (./internal/mask).
@@ -140,10 +141,10 @@ func (g Gate) Mutate(src []byte) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("%s: the anchor is found %d times, so which one is the gate is unclear; make it longer (anchor %q)", g.File, len(locs), firstLine(g.Anchor))
 	}
-	at := locs[0]
-	out := make([]byte, 0, len(src)-(at[1]-at[0])+len(g.Mutation))
+	at, mutation := locs[0], strings.TrimRight(g.Mutation, " \t\n")
+	out := make([]byte, 0, len(src)-(at[1]-at[0])+len(mutation))
 	out = append(out, src[:at[0]]...)
-	out = append(out, g.Mutation...)
+	out = append(out, mutation...)
 	return append(out, src[at[1]:]...), nil
 }
 
