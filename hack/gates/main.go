@@ -6,7 +6,7 @@
 // stale (its anchor is not found exactly once). The checkout is never changed.
 // Usage, from the repository's root (make test-gates):
 //
-//	go run ./hack/gates [-list hack/gates/gates.yaml] [-j 1] [-only REGEXP]
+//	go run ./hack/gates [-list hack/gates/gates.yaml] [-j 1] [-only REGEXP] [-locate]
 //
 // Envtest packages need KUBEBUILDER_ASSETS; when it is unset, the newest
 // bin/k8s/*/ of the checkout is used, as internal/testenv does.
@@ -29,6 +29,7 @@ func main() {
 	root := flag.String("root", ".", "The repository's root (copied, never changed).")
 	jobs := flag.Int("j", 1, "How many removals are tested at once, each in a copy of the repository.")
 	only := flag.String("only", "", "Check only the entries whose id matches this regexp.")
+	locate := flag.Bool("locate", false, "Only check that every entry's anchor is found exactly once; run nothing.")
 	flag.Parse()
 
 	gates, err := LoadList(*list)
@@ -54,6 +55,13 @@ func main() {
 	abs, err := filepath.Abs(*root)
 	if err != nil {
 		fail(err)
+	}
+	if *locate {
+		if err := Locate(abs, gates); err != nil {
+			fail(err)
+		}
+		fmt.Printf("every anchor of the %d gates of %s is found exactly once\n", len(gates), *list)
+		return
 	}
 	env := os.Environ()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
