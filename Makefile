@@ -6,11 +6,13 @@ RUNNER_IMG ?= toolgate/runner:dev
 LOCALBIN ?= $(shell pwd)/bin
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION ?= v2.15.0
+GREMLINS_VERSION ?= v0.6.0
 K8S_VERSION ?= 1.37.2
 ETCD_VERSION ?= 3.7.3
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+GREMLINS ?= $(LOCALBIN)/gremlins-$(GREMLINS_VERSION)
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(K8S_VERSION)-$(shell go env GOOS)-$(shell go env GOARCH)
 
 GOTEST_FLAGS ?=
@@ -18,6 +20,12 @@ BENCH_INTENTS ?= 1000
 BENCH_TASKS ?= 100
 BENCH_PERTASK ?= 100
 FUZZTIME ?= 10m
+# make test-gates: how many gate removals are tested at once (each in a copy of the
+# repository of its own).
+GATES_JOBS ?= 1
+# make mutation-score: the packages gremlins mutates, and the bound of each run.
+MUTATION_PACKAGES ?= ./internal/mask ./internal/judge ./internal/netwall
+MUTATION_TIMEOUT ?= 30m
 
 # Images built without a container engine (hack/ocibuild) and the kind cluster.
 WORKSPACE_IMG ?= toolgate/workspace:dev
@@ -87,6 +95,14 @@ test-reliability: envtest-assets ## Run the reliability tests (kill points, spli
 .PHONY: fuzz-differential
 fuzz-differential: oracle-deps ## Explore the differential test of the classifier against bash in the oracle's sandbox (docs/policy.md, "The oracle") for FUZZTIME (default 10m); a failing input is kept in internal/policy/testdata/fuzz/.
 	go test ./internal/policy/ -run '^$$' -fuzz '^FuzzDifferential$$' -fuzztime $(FUZZTIME)
+.PHONY: test-gates
+test-gates: envtest-assets ## Remove each gate listed in hack/gates/gates.yaml in turn, in a throwaway copy of the repository, and fail unless the tests the list names catch it (docs/reliability.md). GATES_JOBS sets how many at once.
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go run ./hack/gates -j $(GATES_JOBS)
+
+.PHONY: mutation-score
+mutation-score: gremlins ## Report gremlins' mutation score of MUTATION_PACKAGES (every operator mutant; a report, not a gate: docs/reliability.md).
+	@for p in $(MUTATION_PACKAGES); do echo "== $$p"; \
+	  timeout $(MUTATION_TIMEOUT) $(GREMLINS) unleash $$p --workers 1 --test-cpu 1 --timeout-coefficient 3 -S lt || exit 1; done
 
 .PHONY: bench
 bench: ## Run the benchmarks reported in docs/benchmarks.md.
@@ -204,6 +220,12 @@ controller-gen: $(CONTROLLER_GEN)
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
 	mv $(LOCALBIN)/controller-gen $(CONTROLLER_GEN)
+
+.PHONY: gremlins
+gremlins: $(GREMLINS)
+$(GREMLINS):
+	GOBIN=$(LOCALBIN) go install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
+	mv $(LOCALBIN)/gremlins $(GREMLINS)
 
 .PHONY: golangci-lint
 golangci-lint: $(GOLANGCI_LINT)

@@ -211,6 +211,41 @@ func TestJudgeApproval(t *testing.T) {
 	}
 }
 
+// TestJudgeApprovalBelievesApprovedOnlyWithItsGrounds: an Approved state is the
+// controller's record, believed only with what it rests on (a person's Approved,
+// first seen before expiresAt). A status written otherwise (by hand past
+// admission, or by an older controller) that says Approved without them is
+// refused, not run.
+func TestJudgeApprovalBelievesApprovedOnlyWithItsGrounds(t *testing.T) {
+	const fp = "sha256:abc"
+	expires := epoch.Add(10 * time.Minute)
+	at := func(t time.Time) *metav1.Time { m := metav1.NewTime(t); return &m }
+	for _, tc := range []struct {
+		name      string
+		decision  v1.ApprovalDecision
+		decidedAt *metav1.Time
+		want      ApprovalVerdict
+	}{
+		{name: "approved, seen before expiry", decision: v1.DecisionApproved, decidedAt: at(epoch), want: VerdictApproved},
+		{name: "no decidedAt", decision: v1.DecisionApproved, want: VerdictExpired},
+		{name: "seen at expiry", decision: v1.DecisionApproved, decidedAt: at(expires), want: VerdictExpired},
+		{name: "seen after expiry", decision: v1.DecisionApproved, decidedAt: at(expires.Add(time.Second)), want: VerdictExpired},
+		{name: "nobody decided", decision: v1.DecisionPending, decidedAt: at(epoch), want: VerdictExpired},
+		{name: "a person denied it", decision: v1.DecisionDenied, decidedAt: at(epoch), want: VerdictExpired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &v1.Approval{
+				ObjectMeta: metav1.ObjectMeta{Name: "i", Namespace: testNS},
+				Spec:       v1.ApprovalSpec{Fingerprint: fp, ExpiresAt: metav1.NewTime(expires), Decision: tc.decision},
+				Status:     v1.ApprovalStatus{State: v1.ApprovalStateApproved, DecidedAt: tc.decidedAt},
+			}
+			if got := JudgeApproval(a, fp, "i"); got != tc.want {
+				t.Errorf("JudgeApproval(state Approved) = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestApprovalStatusAt: the states the Approval's reconciler records, and that a
 // state it did not record is not believed.
 func TestApprovalStatusAt(t *testing.T) {
