@@ -137,7 +137,7 @@ func TestAwkReadingsMatchTheAwks(t *testing.T) {
 		for _, awk := range awks {
 			seen = seen || len(run(awk, r.program)) > 0
 		}
-		if !seen && !(r.gawkOnly && !strings.Contains(strings.Join(awks, " "), "gawk")) {
+		if !seen && (!r.gawkOnly || strings.Contains(strings.Join(awks, " "), "gawk")) {
 			t.Errorf("%q left nothing behind in %s: the table does not show what it claims", r.program, strings.Join(awks, ", "))
 		}
 	}

@@ -468,10 +468,10 @@ var nodeTools = map[string]nodeTool{
 			"publish", "query", "rebuild", "repo", "restart", "root", "run", "sbom", "search", "set", "shrinkwrap", "stage",
 			"star", "stars", "start", "stop", "team", "test", "token", "trust", "undeprecate", "uninstall", "unpublish",
 			"unstar", "update", "version", "view", "whoami",
-			// aliases
+			// aliases, npm's own misspellings included
 			"author", "home", "issues", "info", "show", "find", "add", "unlink", "remove", "rm", "r", "un", "rb", "list", "ln",
 			"create", "i", "it", "cit", "u", "up", "c", "s", "se", "tst", "t", "ddp", "v", "run-script", "clean-install",
-			"clean-install-test", "x", "why", "la", "verison", "ic", "innit", "in", "ins", "inst", "insta", "instal", "isnt",
+			"clean-install-test", "x", "why", "la", "verison", "ic", //nolint:misspell // npm's alias of version "innit", "in", "ins", "inst", "insta", "instal", "isnt",
 			"isnta", "isntal", "isntall", "install-clean", "isntall-clean", "hlep", "dist-tags", "upgrade", "udpate", "rum",
 			"sit", "urn", "ogr", "add-user"),
 		bare:     v1alpha1.CategoryReadOnly,
