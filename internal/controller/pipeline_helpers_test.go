@@ -261,9 +261,11 @@ func (p *pipelineEnv) approval(name string) *v1.Approval {
 	return a
 }
 
-// decide patches an Approval's decision the way `kubectl patch --type merge` does.
+// decide patches an Approval's decision the way `kubectl patch --type merge` does,
+// once the Approval is there to be decided (a person sees it before deciding it).
 func (p *pipelineEnv) decide(name string, decision v1.ApprovalDecision, by, comment string) {
 	p.t.Helper()
+	p.approval(name)
 	body, _ := json.Marshal(map[string]any{"spec": map[string]any{"decision": decision, "decidedBy": by, "comment": comment}})
 	a := &v1.Approval{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: name}}
 	if err := env.Client.Patch(context.Background(), a, client.RawPatch("application/merge-patch+json", body)); err != nil {

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -108,23 +109,49 @@ func Start(opts ...Option) (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		// envtest's 20 s per component is missed on a busy two-core machine.
+		te.ControlPlaneStartTimeout = time.Minute
+	}
+	env := &Env{Environment: te, Scheme: scheme}
 	cfg, err := te.Start()
 	if err != nil {
+		_ = env.Stop()
 		return nil, fmt.Errorf("starting envtest from %s: %w", dir, err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	env.Config = cfg
+	env.Client, err = client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		_ = te.Stop()
+		_ = env.Stop()
 		return nil, err
 	}
-	env := &Env{Environment: te, Config: cfg, Client: c, Scheme: scheme}
 	if o.admissionPolicies {
 		if err := env.installAdmissionPolicies(); err != nil {
-			_ = te.Stop()
+			_ = env.Stop()
 			return nil, err
 		}
 	}
 	return env, nil
+}
+
+// Stop stops the control plane and removes the folders envtest made for it.
+// envtest retries a component that did not come up in time, and the retry reuses
+// the folder the failed try made but no longer counts it as its own to remove.
+func (e *Env) Stop() error {
+	var made []string
+	if cp := e.ControlPlane; cp.Etcd != nil {
+		made = append(made, cp.Etcd.DataDir)
+	}
+	if cp := e.ControlPlane; cp.APIServer != nil {
+		made = append(made, cp.APIServer.CertDir)
+	}
+	err := e.Environment.Stop()
+	for _, dir := range made {
+		if strings.HasPrefix(filepath.Base(dir), "k8s_test_framework_") {
+			_ = os.RemoveAll(dir)
+		}
+	}
+	return err
 }
 
 // AdmissionObjects reads the ValidatingAdmissionPolicies and bindings shipped in

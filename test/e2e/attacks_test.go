@@ -281,6 +281,21 @@ exit 5
 		})
 	}
 
+	// stillWaits checks that no Job exists for an intent the controller recorded as
+	// waiting for its Approval and not running: a call that waits has no observation
+	// to wait for, so the moment is the recorded wait itself.
+	stillWaits := func(ctx SpecContext, intent, approval string) {
+		GinkgoHelper()
+		Expect(approval).NotTo(BeEmpty(), "intent %s names no Approval", intent)
+		testenv.Absent(GinkgoT(), 2*time.Minute, "intent "+intent+" waiting for Approval "+approval, func() (bool, string) {
+			got := &toolgatev1alpha1.ToolIntent{}
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: intent}, got); err != nil {
+				return false, err.Error()
+			}
+			return got.Status.ApprovalRef == approval && got.Status.ExecutionRef == "", got.Status.ApprovalRef + " " + got.Status.ExecutionRef
+		}, "a Job for intent "+intent, func() bool { return len(jobsOf(ctx, ns, intent)) > 0 })
+	}
+
 	It("refuses every attack on the Approval itself, and accepts the rightful decision once", func(ctx SpecContext) {
 		newTask(ctx, "approval")
 		intent := propose(ctx, rita, "approval", 0, "sh approve.sh approved.txt", "")
@@ -345,13 +360,7 @@ exit 5
 		By("nothing ran and nothing changed")
 		// Every attack was refused by the API server; the call still waits for its
 		// Approval, as the controller recorded before them.
-		testenv.Absent(GinkgoT(), 2*time.Minute, "the intent waiting for its Approval", func() (bool, string) {
-			got := &toolgatev1alpha1.ToolIntent{}
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(intent), got); err != nil {
-				return false, err.Error()
-			}
-			return got.Status.ApprovalRef == approval.Name && got.Status.ExecutionRef == "", got.Status.ApprovalRef
-		}, "a Job for intent "+intent.Name, func() bool { return len(jobsOf(ctx, ns, intent.Name)) > 0 })
+		stillWaits(ctx, intent.Name, approval.Name)
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(approval), approval)).To(Succeed())
 		Expect(approval.Spec.Decision).To(Equal(toolgatev1alpha1.DecisionPending))
 		Expect(approval.Spec.DecidedBy).To(BeEmpty())
@@ -696,7 +705,7 @@ exit 5
 			Expect(k8s.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{executor.LabelExecution: exec.Name})).To(Succeed())
 			Expect(jobs.Items).To(BeEmpty())
 		}
-		nothingRan(ctx, intent.Name)
+		stillWaits(ctx, intent.Name, intent.Status.ApprovalRef)
 		Expect(workspaceFiles(ctx, ns, claim, "direct.txt")).To(HaveKeyWithValue("direct.txt", absent))
 
 		By("the admin replays a call that ran, as a copy of its Execution")
