@@ -202,8 +202,7 @@ func (c *classifier) script(src string, depth int, posix bool) {
 		c.note("unparsable: "+err.Error(), v1alpha1.CategoryUnknown, "bash would read this command differently or not at all")
 		return
 	}
-	c.walk(file, depth)
-	c.heredocs(file, src)
+	c.walk(file, src, depth)
 	if !posix {
 		return
 	}
@@ -213,8 +212,7 @@ func (c *classifier) script(src string, depth int, posix bool) {
 		if err != nil {
 			break
 		}
-		sh.walk(stmt, depth)
-		sh.heredocs(stmt, src)
+		sh.walk(stmt, src, depth)
 	}
 	posixParsers.Put(posixParser)
 	known := map[string]bool{}
@@ -247,8 +245,8 @@ var (
 	printers     = sync.Pool{New: func() any { return syntax.NewPrinter(syntax.Minify(true)) }}
 )
 
-// walk classifies every part of a parsed command.
-func (c *classifier) walk(root syntax.Node, depth int) {
+// walk classifies every part of a command parsed from src.
+func (c *classifier) walk(root syntax.Node, src string, depth int) {
 	syntax.Walk(root, func(n syntax.Node) bool {
 		switch n := n.(type) {
 		case *syntax.Stmt:
@@ -270,6 +268,9 @@ func (c *classifier) walk(root syntax.Node, depth int) {
 			c.function(n)
 		case *syntax.Redirect:
 			c.redirect(n)
+			if n.Op == syntax.Hdoc || n.Op == syntax.DashHdoc {
+				c.heredoc(n, src)
+			}
 		case *syntax.ForClause:
 			switch loop := n.Loop.(type) {
 			case *syntax.WordIter:
@@ -675,7 +676,7 @@ func (c *classifier) redirect(r *syntax.Redirect) {
 	c.note(text, v1alpha1.CategoryWrite, "")
 }
 
-// heredocs refuses the here-documents whose end bash could find elsewhere than the
+// heredoc refuses a here-document whose end bash could find elsewhere than the
 // parser, which would make a command bash runs read as data:
 //   - an unquoted one whose body continues a line with a backslash: bash joins
 //     such lines before it compares a line with the delimiter, so "EO\" and "F"
@@ -684,58 +685,54 @@ func (c *classifier) redirect(r *syntax.Redirect) {
 //     backquotes bash ends the body at "EOF)" together with the substitution,
 //     where the parser reads on to a plain "EOF".
 //
-// src is the text root was parsed from.
-func (c *classifier) heredocs(root syntax.Node, src string) {
-	syntax.Walk(root, func(n syntax.Node) bool {
-		r, ok := n.(*syntax.Redirect)
-		if !ok || (r.Op != syntax.Hdoc && r.Op != syntax.DashHdoc) || r.Word == nil {
-			return true
+// src is the text r was parsed from.
+func (c *classifier) heredoc(r *syntax.Redirect, src string) {
+	if r.Word == nil {
+		return
+	}
+	delimiter, quoted := wordOf(r.Word), false
+	for _, part := range r.Word.Parts {
+		if lit, isLit := part.(*syntax.Lit); !isLit || strings.Contains(lit.Value, "\\") {
+			quoted = true
 		}
-		delimiter, quoted := wordOf(r.Word), false
-		for _, part := range r.Word.Parts {
-			if lit, isLit := part.(*syntax.Lit); !isLit || strings.Contains(lit.Value, "\\") {
-				quoted = true
-			}
+	}
+	text := "here-document " + r.Op.String() + delimiter.text
+	if !delimiter.static || delimiter.text == "" {
+		c.note(text, v1alpha1.CategoryUnknown, "a here-document's delimiter must be a plain word: bash and the parser could end the body at different lines")
+		return
+	}
+	if r.Hdoc == nil {
+		return
+	}
+	if !quoted {
+		// An unquoted body is expanded as if it were in double quotes.
+		c.quotedInExpansion(r.Hdoc.Parts)
+	}
+	start, end := int(r.Hdoc.Pos().Offset()), int(r.Hdoc.End().Offset())
+	if start < 0 || end > len(src) || start > end {
+		c.note(text, v1alpha1.CategoryUnknown, "the here-document's body could not be located in the command")
+		return
+	}
+	body := src[start:end]
+	if !quoted && strings.Contains(body, "\\\n") {
+		c.note(text, v1alpha1.CategoryUnknown, "a line of this here-document ends with a backslash: bash joins it with the next line before it looks for the delimiter, so the body could end elsewhere than it appears to; quote the delimiter (<<'"+delimiter.text+"') to keep the text as it is")
+		return
+	}
+	lines := strings.Split(body, "\n")
+	for i, line := range lines {
+		if r.Op == syntax.DashHdoc {
+			line = strings.TrimLeft(line, "\t")
 		}
-		text := "here-document " + r.Op.String() + delimiter.text
-		if !delimiter.static || delimiter.text == "" {
-			c.note(text, v1alpha1.CategoryUnknown, "a here-document's delimiter must be a plain word: bash and the parser could end the body at different lines")
-			return true
+		if i == len(lines)-1 && line == delimiter.text {
+			break // the line that ends the body (the parser's span includes it)
 		}
-		if r.Hdoc == nil {
-			return true
+		// A longer word (EOFError under <<EOF) is text to bash too; the
+		// delimiter followed by anything else (")", "`", a space) may end it.
+		if rest, found := strings.CutPrefix(line, delimiter.text); found && (rest == "" || !isWordByte(rest[0])) {
+			c.note(text, v1alpha1.CategoryUnknown, fmt.Sprintf("a line of this here-document starts with its delimiter %q: inside a substitution bash could end the body there; choose a delimiter the text does not contain", delimiter.text))
+			return
 		}
-		if !quoted {
-			// An unquoted body is expanded as if it were in double quotes.
-			c.quotedInExpansion(r.Hdoc.Parts)
-		}
-		start, end := int(r.Hdoc.Pos().Offset()), int(r.Hdoc.End().Offset())
-		if start < 0 || end > len(src) || start > end {
-			c.note(text, v1alpha1.CategoryUnknown, "the here-document's body could not be located in the command")
-			return true
-		}
-		body := src[start:end]
-		if !quoted && strings.Contains(body, "\\\n") {
-			c.note(text, v1alpha1.CategoryUnknown, "a line of this here-document ends with a backslash: bash joins it with the next line before it looks for the delimiter, so the body could end elsewhere than it appears to; quote the delimiter (<<'"+delimiter.text+"') to keep the text as it is")
-			return true
-		}
-		lines := strings.Split(body, "\n")
-		for i, line := range lines {
-			if r.Op == syntax.DashHdoc {
-				line = strings.TrimLeft(line, "\t")
-			}
-			if i == len(lines)-1 && line == delimiter.text {
-				break // the line that ends the body (the parser's span includes it)
-			}
-			// A longer word (EOFError under <<EOF) is text to bash too; the
-			// delimiter followed by anything else (")", "`", a space) may end it.
-			if rest, found := strings.CutPrefix(line, delimiter.text); found && (rest == "" || !isWordByte(rest[0])) {
-				c.note(text, v1alpha1.CategoryUnknown, fmt.Sprintf("a line of this here-document starts with its delimiter %q: inside a substitution bash could end the body there; choose a delimiter the text does not contain", delimiter.text))
-				return true
-			}
-		}
-		return true
-	})
+	}
 }
 
 // isWordByte says whether b can continue a shell word of letters, digits and _.
