@@ -417,9 +417,8 @@ type Budgets struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=86400
 	MaxTimeoutSeconds int32 `json:"maxTimeoutSeconds,omitempty"`
-	// maxOutputBytes caps the combined output (stdout and stderr) an observation
-	// carries back to the model, in bytes before masking (head and tail are kept,
-	// the cut is announced). Default 32768, at most 262144 (MaxOutputBytesLimit).
+	// maxOutputBytes caps the output an observation carries back to the model (head
+	// and tail are kept, the cut is announced). Default 32768.
 	// +optional
 	// +kubebuilder:default=32768
 	// +kubebuilder:validation:Minimum=256

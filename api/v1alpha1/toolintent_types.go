@@ -296,11 +296,8 @@ type DecidedSandbox struct {
 	// timeoutSeconds after which the call is killed.
 	// +required
 	TimeoutSeconds int32 `json:"timeoutSeconds"`
-	// maxOutputBytes caps the combined output the call's status shows (see
-	// Execution spec.maxOutputBytes).
+	// maxOutputBytes caps each of stdout and stderr kept in the result.
 	// +required
-	// +kubebuilder:validation:Minimum=256
-	// +kubebuilder:validation:Maximum=262144
 	MaxOutputBytes int32 `json:"maxOutputBytes"`
 	// workdir is the working directory, relative to the workspace root.
 	// +optional
@@ -349,10 +346,9 @@ type Observation struct {
 	Executed bool `json:"executed"`
 	// summary is the text the model sees: the [exit code: N] marker, the head and tail
 	// of the output within the task's cap and an explicit notice of anything cut.
-	// Secrets are masked, and the summary is cut in the middle after masking so that
-	// it takes at most 1 MiB as stored (MaxOutputTextBytes).
+	// Secrets are masked.
 	// +optional
-	// +kubebuilder:validation:MaxLength=1048576
+	// +kubebuilder:validation:MaxLength=300000
 	Summary string `json:"summary,omitempty"`
 	// exitCode of the tool, when it ran to an exit.
 	// +optional

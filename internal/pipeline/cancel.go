@@ -5,8 +5,6 @@ import (
 	"time"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/executor"
-	"github.com/toolgate/toolgate/internal/mask"
 )
 
 // CancelledBy names who cancelled the intent (spec.cancel): its requester, or "its
@@ -58,9 +56,7 @@ func CancelledWhileRunning(intent *v1.ToolIntent, obs *v1.Observation) *v1.Obser
 	if !intent.Spec.Cancel || obs.Outcome != v1.OutcomeAborted || !obs.Executed {
 		return obs
 	}
-	note := mask.Secrets(fmt.Sprintf("\n%s while it ran, and it was stopped before it finished: the workspace may be partly changed by it.", withdrawnText(intent)))
-	summary, _ := executor.CutToStored(obs.Summary, v1.MaxOutputTextBytes-executor.StoredSize(note))
-	obs.Summary = summary + note
+	obs.Summary += fmt.Sprintf("\n%s while it ran, and it was stopped before it finished: the workspace may be partly changed by it.", withdrawnText(intent))
 	return obs
 }
 
