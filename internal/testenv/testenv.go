@@ -139,13 +139,15 @@ func Start(opts ...Option) (*Env, error) {
 // the folder the failed try made but no longer counts it as its own to remove.
 func (e *Env) Stop() error {
 	var made []string
-	if cp := e.ControlPlane; cp.Etcd != nil {
-		made = append(made, cp.Etcd.DataDir)
+	if etcd := e.ControlPlane.Etcd; etcd != nil {
+		made = append(made, etcd.DataDir)
 	}
-	if cp := e.ControlPlane; cp.APIServer != nil {
-		made = append(made, cp.APIServer.CertDir)
+	if apiServer := e.ControlPlane.APIServer; apiServer != nil {
+		made = append(made, apiServer.CertDir)
 	}
 	err := e.Environment.Stop()
+	// Only a folder envtest named is removed: a DataDir or CertDir a caller set is
+	// the caller's.
 	for _, dir := range made {
 		if strings.HasPrefix(filepath.Base(dir), "k8s_test_framework_") {
 			_ = os.RemoveAll(dir)

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 )
@@ -45,5 +44,4 @@ func TestStopRemovesTheFolders(t *testing.T) {
 	if len(left) != 0 {
 		t.Fatalf("a stopped control plane left %v", left)
 	}
-	_ = os.Remove(tmp)
 }
