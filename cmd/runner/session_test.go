@@ -123,10 +123,15 @@ func TestSessionExecSendsHeadAndTailOfLongOutput(t *testing.T) {
 }
 
 // A call's processes never outlive it, even the ones it detached: the next call of
-// the session starts with none of them.
+// the session starts with none of them. The call waits until its detached sleep has
+// a session of its own (setsid done, so the end of the call's process group misses
+// it) and has lost its parent: only the runner, the reaper of its orphans, can find
+// it then.
 func TestSessionExecKillsWhatTheCallLeftBehind(t *testing.T) {
 	ws, _ := newWorkspace(t, nil)
-	o := execInSession(t, ws, bashInvocation("call-bg", `(setsid sleep 300 & echo $! > detached.pid) ; nohup sleep 300 > /dev/null 2>&1 & echo $! > nohup.pid; echo left`, 4096), nil)
+	o := execInSession(t, ws, bashInvocation("call-bg", `(setsid sleep 300 > /dev/null 2>&1 & echo $! > detached.pid); p=$(cat detached.pid); `+
+		`until read -r _ _ _ _ _ sid _ < /proc/$p/stat && [ "$sid" = "$p" ]; do sleep 0.01; done; `+
+		`nohup sleep 300 > /dev/null 2>&1 & echo $! > nohup.pid; echo left`, 4096), nil)
 	if o.res.ErrorKind != "" {
 		t.Fatalf("result %+v", o.res)
 	}

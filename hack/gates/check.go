@@ -105,7 +105,7 @@ func Check(ctx context.Context, o Options) (Report, error) {
 	if err := Locate(o.Root, o.Gates); err != nil {
 		return Report{}, err
 	}
-	base, err := os.MkdirTemp("", "toolgate-gates-")
+	base, err := workRoot()
 	if err != nil {
 		return Report{}, err
 	}
@@ -117,7 +117,7 @@ func Check(ctx context.Context, o Options) (Report, error) {
 	}
 	workers := make(chan *worker, max(o.Jobs, 1))
 	for i := range cap(workers) {
-		w, err := newWorker(o.Root, filepath.Join(base, fmt.Sprint(i)), o.Env)
+		w, err := newWorker(o.Root, workerDir(base, i), o.Env)
 		if err != nil {
 			return Report{}, err
 		}
@@ -188,6 +188,15 @@ func parallel(workers chan *worker, n int, f func(w *worker, i int)) {
 	wg.Wait()
 }
 
+// workRoot makes the folder of a run's workers. Its name is short, and so are the
+// workers' folders below it (workerDir, and their "t"): a socket a test makes in
+// its t.TempDir must fit the 107 bytes of a Unix socket's path, as it does outside
+// the check.
+func workRoot() (string, error) { return os.MkdirTemp("", "gates-") }
+
+// workerDir is the folder of worker i below base.
+func workerDir(base string, i int) string { return filepath.Join(base, fmt.Sprint(i)) }
+
 // worker is one copy of the repository, where one entry at a time is checked.
 type worker struct {
 	repo     string // the copy
@@ -198,7 +207,7 @@ type worker struct {
 }
 
 func newWorker(root, dir string, env []string) (*worker, error) {
-	w := &worker{repo: filepath.Join(dir, "repo"), tmp: filepath.Join(dir, "tmp"), bin: filepath.Join(dir, "bin")}
+	w := &worker{repo: filepath.Join(dir, "repo"), tmp: filepath.Join(dir, "t"), bin: filepath.Join(dir, "bin")}
 	for _, d := range []string{dir, w.bin} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err

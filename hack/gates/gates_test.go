@@ -176,6 +176,27 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// A worker's tests get a TMPDIR at most 21 bytes longer than the check's own: a
+// Unix socket's path holds 107 bytes, and a test's socket lies 74 bytes below
+// TMPDIR (leakcheck's folder, then t.TempDir's: internal/gitws's
+// TestCopyTreeSkipsSpecialFiles), so with TMPDIR=/tmp it must still fit, as it does
+// outside the check.
+func TestWorkersTmpLeavesRoomForASocket(t *testing.T) {
+	base, err := workRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = os.RemoveAll(base) }()
+	w, err := newWorker(fixture, workerDir(base, 0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const most = 21 // "/gates-" and its 10 digits, "/0", "/t"
+	if extra := len(w.tmp) - len(os.TempDir()); extra > most {
+		t.Errorf("a worker's TMPDIR %s is %d bytes longer than %s, want at most %d: a test's Unix socket below it may not fit", w.tmp, extra, os.TempDir(), most)
+	}
+}
+
 // TestTheGateListIsCurrent checks every entry of the repository's list against
 // the code as it is: a stale entry fails here, in the ordinary test run, without
 // waiting for make test-gates.
