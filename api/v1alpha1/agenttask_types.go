@@ -22,13 +22,18 @@ const (
 	ModeAuto TaskMode = "Auto"
 )
 
-// AgentTaskSpec is what a person (or a GitOps repository) asks an agent to do.
+// AgentTaskSpec is what a person (or a GitOps repository) asks an agent to do. The
+// goal, the agent's kind and the workspace are fixed when the task is created: its
+// calls were proposed, decided and run for them.
+// +kubebuilder:validation:XValidation:rule="!has(self.lifecycle) || self.lifecycle != 'Done' || has(self.agent.external)",message="spec.lifecycle Done finishes a task whose agent is external; a task with agent.model finishes with the model's final answer. Set spec.lifecycle to Cancelled to stop it"
 // +kubebuilder:validation:XValidation:rule="!has(self.budgets) || !has(self.budgets.defaultTimeoutSeconds) || !has(self.budgets.maxTimeoutSeconds) || self.budgets.defaultTimeoutSeconds <= self.budgets.maxTimeoutSeconds",message="budgets.defaultTimeoutSeconds must not exceed budgets.maxTimeoutSeconds"
 type AgentTaskSpec struct {
 	// goal is the user's request, in their words. It is sent to the model as the task.
+	// Immutable: every turn, and a replay, reads it as the task's first message.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=16384
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.goal is immutable: the task's turns were taken toward it, and the model and a replay read it as the task's first message; create a new task for another goal"
 	Goal string `json:"goal"`
 
 	// mode decides which tools are visible and the default decision when no policy rule
@@ -65,16 +70,39 @@ type AgentTaskSpec struct {
 	// +kubebuilder:default={}
 	Budgets Budgets `json:"budgets,omitempty"`
 
-	// done, set by the task's owner, finishes a task whose agent is external. The task
-	// becomes Succeeded with reason MarkedDone once no intent is still in flight.
+	// lifecycle is what the task's owner wants of it: Active (the default) runs it;
+	// Done finishes a task whose agent is external, which becomes Succeeded with
+	// reason MarkedDone once no intent is still in flight; Cancelled stops the task:
+	// no new intent is accepted, running calls are stopped, and the task becomes
+	// Failed with reason Cancelled. It moves only away from Active (Active to Done or
+	// Cancelled, Done to Cancelled) and never back: a task that was told to end
+	// ends. To go on, create a new task.
 	// +optional
-	Done bool `json:"done,omitempty"`
-
-	// cancel, set by the task's owner, stops the task: no new intent is accepted and
-	// the task becomes Failed with reason Cancelled.
-	// +optional
-	Cancel bool `json:"cancel,omitempty"`
+	// +kubebuilder:default=Active
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf || oldSelf == 'Active' || (oldSelf == 'Done' && self == 'Cancelled')",message="spec.lifecycle cannot go back: Active may become Done or Cancelled and Done may become Cancelled, never Active again; a task told to end ends. Create a new task to go on"
+	Lifecycle TaskLifecycle `json:"lifecycle,omitempty"`
 }
+
+// TaskLifecycle is what a task's owner wants of it.
+// +kubebuilder:validation:Enum=Active;Done;Cancelled
+type TaskLifecycle string
+
+const (
+	// LifecycleActive: the task runs (the default).
+	LifecycleActive TaskLifecycle = "Active"
+	// LifecycleDone: the owner of an external-agent task says it is finished.
+	LifecycleDone TaskLifecycle = "Done"
+	// LifecycleCancelled: the owner stops the task.
+	LifecycleCancelled TaskLifecycle = "Cancelled"
+)
+
+// IsCancelled reports whether the task's owner cancelled it (spec.lifecycle
+// Cancelled).
+func (t *AgentTask) IsCancelled() bool { return t.Spec.Lifecycle == LifecycleCancelled }
+
+// IsMarkedDone reports whether the task's owner marked it done (spec.lifecycle
+// Done).
+func (t *AgentTask) IsMarkedDone() bool { return t.Spec.Lifecycle == LifecycleDone }
 
 // WorkspaceSpec names the volume the tools work on: an existing claim, or a claim
 // that the task creates and owns (optionally seeded from a git repository, or with
@@ -83,6 +111,8 @@ type AgentTaskSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.git) || has(self.volumeClaim)",message="workspace.git needs workspace.volumeClaim: the repository is cloned into a claim the task owns"
 // +kubebuilder:validation:XValidation:rule="!has(self.copyOf) || has(self.volumeClaim)",message="workspace.copyOf needs workspace.volumeClaim: the other task's workspace is copied into a claim this task owns, never into a claim it shares"
 // +kubebuilder:validation:XValidation:rule="!has(self.copyOf) || !has(self.git)",message="set at most one of workspace.git or workspace.copyOf: a workspace is seeded once, from a repository or from another task's workspace"
+// +kubebuilder:validation:XValidation:rule="has(self.existingClaim) == has(oldSelf.existingClaim) && (!has(self.existingClaim) || self.existingClaim == oldSelf.existingClaim) && has(self.volumeClaim) == has(oldSelf.volumeClaim) && (!has(self.volumeClaim) || self.volumeClaim == oldSelf.volumeClaim)",message="spec.workspace.existingClaim and spec.workspace.volumeClaim are immutable: the task's calls were decided for and ran in that workspace; create a new task to work in another claim"
+// +kubebuilder:validation:XValidation:rule="has(self.git) == has(oldSelf.git)",message="spec.workspace.git cannot be added or removed: the workspace is cloned once, before the task is Ready, and the tools are kept from its git directory only while git is set; create a new task to work on another repository"
 // +kubebuilder:validation:XValidation:rule="has(self.copyOf) == has(oldSelf.copyOf)",message="spec.workspace.copyOf cannot be added or removed: the workspace is copied once, before the task is Ready; create a new task to copy another workspace"
 type WorkspaceSpec struct {
 	// existingClaim is the name of a PersistentVolumeClaim in the task's namespace.
@@ -288,8 +318,10 @@ type EgressRule struct {
 	Ports []int32 `json:"ports,omitempty"`
 }
 
-// AgentSpec says who proposes tool calls.
+// AgentSpec says who proposes tool calls. Whether that is a model or an external
+// agent is fixed when the task is created.
 // +kubebuilder:validation:XValidation:rule="has(self.model) != has(self.external)",message="set exactly one of agent.model or agent.external"
+// +kubebuilder:validation:XValidation:rule="has(self.model) == has(oldSelf.model)",message="spec.agent cannot switch between model and external: the task's turns and intents were proposed by the one it has; create a new task for the other"
 type AgentSpec struct {
 	// model makes toolgate run the agent loop against an OpenAI-compatible endpoint.
 	// +optional

@@ -119,7 +119,7 @@ type ToolIntentSpec struct {
 	// has not started running ends without running: its observation is Aborted, not
 	// executed, and says that nothing ran and who cancelled it (spec.requestedBy,
 	// or "its proposer"); an Approval it waits on is retired and never used. A call
-	// that is running is aborted as a task's spec.cancel aborts it (its Job is
+	// that is running is aborted as a task's spec.lifecycle Cancelled aborts it (its Job is
 	// deleted): its observation is Aborted, executed, and says the workspace may be
 	// partly changed. A call that was already observed does not change. Once true it
 	// stays true. It is the one field of spec that may change after creation, and
@@ -299,7 +299,6 @@ type DecidedSandbox struct {
 	// maxOutputBytes caps the combined output the call's status shows (see
 	// Execution spec.maxOutputBytes).
 	// +required
-	// +kubebuilder:validation:Minimum=256
 	// +kubebuilder:validation:Maximum=262144
 	MaxOutputBytes int32 `json:"maxOutputBytes"`
 	// workdir is the working directory, relative to the workspace root.

@@ -94,7 +94,7 @@ func TestValidatePushOnlyAsTheTasksOwnPush(t *testing.T) {
 // task does.
 func TestValidateRefusesTheAgentWhileThePushIsPending(t *testing.T) {
 	reading := pushingTask()
-	reading.Spec.Done = true
+	reading.Spec.Lifecycle = v1.LifecycleDone
 	reading.Status.Workspace.Push = &v1.PushStatus{Branch: "agent/fix"}
 	pending := reading.DeepCopy()
 	pending.Status.Workspace.Push.Intent = PushIntentName(testTask)
@@ -136,7 +136,7 @@ func TestValidateRefusesTheAgentWhileThePushIsPending(t *testing.T) {
 // The task ends on the push's observation, and the push is no call of the agent's.
 func TestTaskStatusWaitsForThePush(t *testing.T) {
 	task := pushingTask()
-	task.Spec.Done = true
+	task.Spec.Lifecycle = v1.LifecycleDone
 	push := func(o v1.Outcome, summary string) *v1.ToolIntent {
 		in := makeIntent(PushIntentName(testTask)).tool(v1.ToolGitPush).requestedBy(pushController).ownedBy(task).decided(v1.DecisionAsk).obj()
 		if o != "" {

@@ -797,7 +797,7 @@ exit 5
 
 		By("the task owner cancels the task")
 		task := &toolgatev1alpha1.AgentTask{ObjectMeta: metav1.ObjectMeta{Name: "cancel", Namespace: ns}}
-		Expect(mergePatch(ctx, as(olivia), task, map[string]any{"spec": map[string]any{"cancel": true}})).To(Succeed())
+		Expect(mergePatch(ctx, as(olivia), task, map[string]any{"spec": map[string]any{"lifecycle": "Cancelled"}})).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(exec), exec)).To(Succeed())
 			g.Expect(exec.Status.ErrorKind).To(Equal(toolgatev1alpha1.ErrorAborted), "Execution %s: %+v", exec.Name, exec.Status)

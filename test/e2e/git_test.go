@@ -285,7 +285,7 @@ var _ = Describe("Git workspaces", func() {
 			obs := call(ctx, task, toolgatev1alpha1.ToolWriteFile, map[string]any{"path": "calc.sh", "content": fixed}).Status.Observation
 			Expect(obs.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), obs.Summary)
 			call(ctx, task, toolgatev1alpha1.ToolBash, map[string]any{"command": "mkdir -p .toolgate; echo scratch > .toolgate/notes"})
-			_, err := kubectl(ctx, "-n", ns, "patch", "agenttask", task, "--type", "merge", "-p", `{"spec":{"done":true}}`)
+			_, err := kubectl(ctx, "-n", ns, "patch", "agenttask", task, "--type", "merge", "-p", `{"spec":{"lifecycle":"Done"}}`)
 			Expect(err).NotTo(HaveOccurred())
 			push := &toolgatev1alpha1.ToolIntent{}
 			Eventually(func(g Gomega) {
@@ -361,7 +361,7 @@ var _ = Describe("Git workspaces", func() {
 		call(ctx, task, toolgatev1alpha1.ToolReadFile, map[string]any{"path": "calc.sh"})
 		obs := call(ctx, task, toolgatev1alpha1.ToolWriteFile, map[string]any{"path": "calc.sh", "content": shown}).Status.Observation
 		Expect(obs.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), obs.Summary)
-		_, err := kubectl(ctx, "-n", ns, "patch", "agenttask", task, "--type", "merge", "-p", `{"spec":{"done":true}}`)
+		_, err := kubectl(ctx, "-n", ns, "patch", "agenttask", task, "--type", "merge", "-p", `{"spec":{"lifecycle":"Done"}}`)
 		Expect(err).NotTo(HaveOccurred())
 		push := &toolgatev1alpha1.ToolIntent{}
 		Eventually(func(g Gomega) {
