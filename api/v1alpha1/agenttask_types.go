@@ -45,10 +45,13 @@ type AgentTaskSpec struct {
 	Mode TaskMode `json:"mode,omitempty"`
 
 	// tools optionally narrows the visible tools to this allow-list (after the mode's
-	// own filter). Empty means every tool the mode allows.
+	// own filter). Empty means every tool the mode allows. Each is a tool a task's
+	// agent may call: bash, read_file, write_file, edit_file, glob, grep, list_dir,
+	// and (with isolation Session) job_output, job_list, job_kill.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:Enum=bash;read_file;write_file;edit_file;glob;grep;list_dir;job_output;job_list;job_kill
 	Tools []ToolName `json:"tools,omitempty"`
 
 	// workspace is the volume the tools work on, mounted at /workspace in every Execution.
@@ -186,9 +189,10 @@ type GitSource struct {
 	// clone: keys token (or password) and optionally username for http(s), or
 	// ssh-privatekey and known_hosts for ssh. The Secret must be labelled
 	// toolgate.dev/git-credentials: "true". It is mounted into the clone pod only,
-	// never into a tool's sandbox. A changed Secret is tried again.
+	// never into a tool's sandbox. A changed Secret is tried again. Its name is
+	// required: leave secretRef out for a repository that needs no credentials.
 	// +optional
-	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 	// push, when set, pushes the agent's change as one commit on a new branch of
 	// the repository once the task would succeed: as a git_push call of the
 	// controller's, decided by policy (Ask unless a rule says otherwise), so a human
@@ -212,7 +216,7 @@ type GitPush struct {
 	// label as spec.workspace.git.secretRef); default the clone's secretRef. It is
 	// mounted into the push pod only.
 	// +optional
-	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 }
 
 // NetworkMode says whether Executions may reach the network.
@@ -242,8 +246,12 @@ type SandboxSpec struct {
 	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
 
 	// resources of the tool container. Default: requests 100m CPU and 128Mi memory,
-	// limits 1 CPU and 512Mi memory.
+	// limits 1 CPU and 512Mi memory. A resources block replaces the default whole,
+	// so it must set limits.cpu and limits.memory (requests default to the limits);
+	// claims are not supported.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="has(self.limits) && 'cpu' in self.limits && 'memory' in self.limits",message="spec.sandbox.resources.limits must set both cpu and memory: a resources block replaces the defaults (requests 100m CPU and 128Mi, limits 1 CPU and 512Mi), and a tool container without limits could take the whole node. Set both, or leave resources out for the defaults"
+	// +kubebuilder:validation:XValidation:rule="!has(self.claims) || size(self.claims) == 0",message="spec.sandbox.resources.claims is not supported: a tool's sandbox gets no dynamically allocated resources; remove it"
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
 	// network is the egress the tool container gets. Default: none at all.
@@ -304,10 +312,12 @@ type NetworkSpec struct {
 
 // EgressRule allows traffic to one CIDR block, optionally on some ports only.
 type EgressRule struct {
-	// cidr is the destination block, for example 10.0.0.0/8.
+	// cidr is the destination block, IPv4 or IPv6, for example 10.0.0.0/8: an
+	// address and its prefix length, the address the block's first.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self) == cidr(self).masked()",message="must be a CIDR block such as 10.0.0.0/8 or fd00::/8: an address and its prefix length, the address the block's first (10.0.0.0/8, not 10.0.0.1/8)"
 	CIDR string `json:"cidr"`
 	// ports limits the rule to these TCP ports; empty means every port.
 	// +optional
@@ -345,9 +355,10 @@ type ModelAgent struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Model string `json:"model"`
-	// apiKeySecretRef names a Secret key in the task's namespace holding the API key.
-	// Optional for endpoints that need none.
+	// apiKeySecretRef names a Secret key in the task's namespace holding the API key:
+	// name and key are both required. Leave it out for endpoints that need none.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="has(self.name) && size(self.name) > 0",message="spec.agent.model.apiKeySecretRef.name must name the Secret that holds the API key; leave apiKeySecretRef out for an endpoint that needs none"
 	APIKeySecretRef *corev1.SecretKeySelector `json:"apiKeySecretRef,omitempty"`
 	// requestTimeoutSeconds bounds one model request. Default 120.
 	// +optional
@@ -359,7 +370,8 @@ type ModelAgent struct {
 
 // ExternalAgent marks a task whose intents come from outside toolgate.
 type ExternalAgent struct {
-	// description of the agent, shown to people.
+	// description of the agent, shown to people: kubectl toolgate trace prints it
+	// beside the agent kind.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Description string `json:"description,omitempty"`

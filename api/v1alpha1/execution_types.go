@@ -266,8 +266,8 @@ type ExecutionStatus struct {
 	// facts are tool-specific facts from the runner.
 	// +optional
 	Facts *ToolFacts `json:"facts,omitempty"`
-	// runAsNonRoot and readOnlyRootFS are what the runner observed about its own
-	// container, as evidence that the sandbox held.
+	// sandbox is what the runner observed about its own container (uid,
+	// readOnlyRootFilesystem), as evidence that the sandbox held.
 	// +optional
 	Sandbox *ObservedSandbox `json:"sandbox,omitempty"`
 }

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -24,7 +23,7 @@ const (
 func pushingTask() *v1.AgentTask {
 	task := makeTask(testTask).external().uid("uid-1").obj()
 	task.Spec.Workspace = v1.WorkspaceSpec{Git: &v1.GitSource{
-		URL: "https://git.example.com/calc.git", SecretRef: &corev1.LocalObjectReference{Name: "clone-creds"},
+		URL: "https://git.example.com/calc.git", SecretRef: &v1.LocalObjectReference{Name: "clone-creds"},
 		Push: &v1.GitPush{Branch: "agent/fix"},
 	}}
 	task.Status.Workspace = &v1.WorkspaceStatus{Commit: pushBase}

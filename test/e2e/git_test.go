@@ -134,7 +134,7 @@ var _ = Describe("Git workspaces", func() {
 				Goal: "Make the failing test pass\n\ncalc.sh subtracts where test.sh expects a sum.", Mode: toolgatev1alpha1.ModeEdit,
 				Workspace: toolgatev1alpha1.WorkspaceSpec{
 					VolumeClaim: &toolgatev1alpha1.WorkspaceVolumeClaim{Storage: resource.MustParse("1Gi")},
-					Git:         &toolgatev1alpha1.GitSource{URL: "http://git/calc.git", Revision: revision, SecretRef: &corev1.LocalObjectReference{Name: secret}},
+					Git:         &toolgatev1alpha1.GitSource{URL: "http://git/calc.git", Revision: revision, SecretRef: &toolgatev1alpha1.LocalObjectReference{Name: secret}},
 				},
 				Agent:   toolgatev1alpha1.AgentSpec{External: &toolgatev1alpha1.ExternalAgent{Description: "the e2e suite", Proposers: toolgatev1alpha1.Proposers{Users: []string{me}}}},
 				Budgets: toolgatev1alpha1.Budgets{MaxTurns: 20, MaxIntents: 20},
