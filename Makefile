@@ -188,6 +188,7 @@ docker-build: ## Build the controller image with Docker.
 .PHONY: install
 install: manifests ## Install CRDs and admission policies into the cluster in KUBECONFIG.
 	kubectl apply -k config/crd
+	kubectl create namespace toolgate-system --dry-run=client -o yaml | kubectl apply -f -
 	kubectl apply -k config/admission
 
 .PHONY: uninstall

@@ -22,13 +22,18 @@ const (
 	ModeAuto TaskMode = "Auto"
 )
 
-// AgentTaskSpec is what a person (or a GitOps repository) asks an agent to do.
+// AgentTaskSpec is what a person (or a GitOps repository) asks an agent to do. The
+// goal, the agent's kind and the workspace are fixed when the task is created: its
+// calls were proposed, decided and run for them.
+// +kubebuilder:validation:XValidation:rule="!has(self.lifecycle) || self.lifecycle != 'Done' || has(self.agent.external)",message="spec.lifecycle Done finishes a task whose agent is external; a task with agent.model finishes with the model's final answer. Set spec.lifecycle to Cancelled to stop it"
 // +kubebuilder:validation:XValidation:rule="!has(self.budgets) || !has(self.budgets.defaultTimeoutSeconds) || !has(self.budgets.maxTimeoutSeconds) || self.budgets.defaultTimeoutSeconds <= self.budgets.maxTimeoutSeconds",message="budgets.defaultTimeoutSeconds must not exceed budgets.maxTimeoutSeconds"
 type AgentTaskSpec struct {
 	// goal is the user's request, in their words. It is sent to the model as the task.
+	// Immutable: every turn, and a replay, reads it as the task's first message.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=16384
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.goal is immutable: the task's turns were taken toward it, and the model and a replay read it as the task's first message; create a new task for another goal"
 	Goal string `json:"goal"`
 
 	// mode decides which tools are visible and the default decision when no policy rule
@@ -40,10 +45,13 @@ type AgentTaskSpec struct {
 	Mode TaskMode `json:"mode,omitempty"`
 
 	// tools optionally narrows the visible tools to this allow-list (after the mode's
-	// own filter). Empty means every tool the mode allows.
+	// own filter). Empty means every tool the mode allows. Each is a tool a task's
+	// agent may call: bash, read_file, write_file, edit_file, glob, grep, list_dir,
+	// and (with isolation Session) job_output, job_list, job_kill.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:Enum=bash;read_file;write_file;edit_file;glob;grep;list_dir;job_output;job_list;job_kill
 	Tools []ToolName `json:"tools,omitempty"`
 
 	// workspace is the volume the tools work on, mounted at /workspace in every Execution.
@@ -65,16 +73,39 @@ type AgentTaskSpec struct {
 	// +kubebuilder:default={}
 	Budgets Budgets `json:"budgets,omitempty"`
 
-	// done, set by the task's owner, finishes a task whose agent is external. The task
-	// becomes Succeeded with reason MarkedDone once no intent is still in flight.
+	// lifecycle is what the task's owner wants of it: Active (the default) runs it;
+	// Done finishes a task whose agent is external, which becomes Succeeded with
+	// reason MarkedDone once no intent is still in flight; Cancelled stops the task:
+	// no new intent is accepted, running calls are stopped, and the task becomes
+	// Failed with reason Cancelled. It moves only away from Active (Active to Done or
+	// Cancelled, Done to Cancelled) and never back: a task that was told to end
+	// ends. To go on, create a new task.
 	// +optional
-	Done bool `json:"done,omitempty"`
-
-	// cancel, set by the task's owner, stops the task: no new intent is accepted and
-	// the task becomes Failed with reason Cancelled.
-	// +optional
-	Cancel bool `json:"cancel,omitempty"`
+	// +kubebuilder:default=Active
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf || oldSelf == 'Active' || (oldSelf == 'Done' && self == 'Cancelled')",message="spec.lifecycle cannot go back: Active may become Done or Cancelled and Done may become Cancelled, never Active again; a task told to end ends. Create a new task to go on"
+	Lifecycle TaskLifecycle `json:"lifecycle,omitempty"`
 }
+
+// TaskLifecycle is what a task's owner wants of it.
+// +kubebuilder:validation:Enum=Active;Done;Cancelled
+type TaskLifecycle string
+
+const (
+	// LifecycleActive: the task runs (the default).
+	LifecycleActive TaskLifecycle = "Active"
+	// LifecycleDone: the owner of an external-agent task says it is finished.
+	LifecycleDone TaskLifecycle = "Done"
+	// LifecycleCancelled: the owner stops the task.
+	LifecycleCancelled TaskLifecycle = "Cancelled"
+)
+
+// IsCancelled reports whether the task's owner cancelled it (spec.lifecycle
+// Cancelled).
+func (t *AgentTask) IsCancelled() bool { return t.Spec.Lifecycle == LifecycleCancelled }
+
+// IsMarkedDone reports whether the task's owner marked it done (spec.lifecycle
+// Done).
+func (t *AgentTask) IsMarkedDone() bool { return t.Spec.Lifecycle == LifecycleDone }
 
 // WorkspaceSpec names the volume the tools work on: an existing claim, or a claim
 // that the task creates and owns (optionally seeded from a git repository, or with
@@ -83,6 +114,8 @@ type AgentTaskSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.git) || has(self.volumeClaim)",message="workspace.git needs workspace.volumeClaim: the repository is cloned into a claim the task owns"
 // +kubebuilder:validation:XValidation:rule="!has(self.copyOf) || has(self.volumeClaim)",message="workspace.copyOf needs workspace.volumeClaim: the other task's workspace is copied into a claim this task owns, never into a claim it shares"
 // +kubebuilder:validation:XValidation:rule="!has(self.copyOf) || !has(self.git)",message="set at most one of workspace.git or workspace.copyOf: a workspace is seeded once, from a repository or from another task's workspace"
+// +kubebuilder:validation:XValidation:rule="has(self.existingClaim) == has(oldSelf.existingClaim) && (!has(self.existingClaim) || self.existingClaim == oldSelf.existingClaim) && has(self.volumeClaim) == has(oldSelf.volumeClaim) && (!has(self.volumeClaim) || self.volumeClaim == oldSelf.volumeClaim)",message="spec.workspace.existingClaim and spec.workspace.volumeClaim are immutable: the task's calls were decided for and ran in that workspace; create a new task to work in another claim"
+// +kubebuilder:validation:XValidation:rule="has(self.git) == has(oldSelf.git)",message="spec.workspace.git cannot be added or removed: the workspace is cloned once, before the task is Ready, and the tools are kept from its git directory only while git is set; create a new task to work on another repository"
 // +kubebuilder:validation:XValidation:rule="has(self.copyOf) == has(oldSelf.copyOf)",message="spec.workspace.copyOf cannot be added or removed: the workspace is copied once, before the task is Ready; create a new task to copy another workspace"
 type WorkspaceSpec struct {
 	// existingClaim is the name of a PersistentVolumeClaim in the task's namespace.
@@ -156,9 +189,10 @@ type GitSource struct {
 	// clone: keys token (or password) and optionally username for http(s), or
 	// ssh-privatekey and known_hosts for ssh. The Secret must be labelled
 	// toolgate.dev/git-credentials: "true". It is mounted into the clone pod only,
-	// never into a tool's sandbox. A changed Secret is tried again.
+	// never into a tool's sandbox. A changed Secret is tried again. Its name is
+	// required: leave secretRef out for a repository that needs no credentials.
 	// +optional
-	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 	// push, when set, pushes the agent's change as one commit on a new branch of
 	// the repository once the task would succeed: as a git_push call of the
 	// controller's, decided by policy (Ask unless a rule says otherwise), so a human
@@ -182,7 +216,7 @@ type GitPush struct {
 	// label as spec.workspace.git.secretRef); default the clone's secretRef. It is
 	// mounted into the push pod only.
 	// +optional
-	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 }
 
 // NetworkMode says whether Executions may reach the network.
@@ -212,8 +246,12 @@ type SandboxSpec struct {
 	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
 
 	// resources of the tool container. Default: requests 100m CPU and 128Mi memory,
-	// limits 1 CPU and 512Mi memory.
+	// limits 1 CPU and 512Mi memory. A resources block replaces the default whole,
+	// so it must set limits.cpu and limits.memory (requests default to the limits);
+	// claims are not supported.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="has(self.limits) && 'cpu' in self.limits && 'memory' in self.limits",message="spec.sandbox.resources.limits must set both cpu and memory: a resources block replaces the defaults (requests 100m CPU and 128Mi, limits 1 CPU and 512Mi), and a tool container without limits could take the whole node. Set both, or leave resources out for the defaults"
+	// +kubebuilder:validation:XValidation:rule="!has(self.claims) || size(self.claims) == 0",message="spec.sandbox.resources.claims is not supported: a tool's sandbox gets no dynamically allocated resources; remove it"
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
 	// network is the egress the tool container gets. Default: none at all.
@@ -274,10 +312,12 @@ type NetworkSpec struct {
 
 // EgressRule allows traffic to one CIDR block, optionally on some ports only.
 type EgressRule struct {
-	// cidr is the destination block, for example 10.0.0.0/8.
+	// cidr is the destination block, IPv4 or IPv6, for example 10.0.0.0/8: an
+	// address and its prefix length, the address the block's first.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self) == cidr(self).masked()",message="must be a CIDR block such as 10.0.0.0/8 or fd00::/8: an address and its prefix length, the address the block's first (10.0.0.0/8, not 10.0.0.1/8)"
 	CIDR string `json:"cidr"`
 	// ports limits the rule to these TCP ports; empty means every port.
 	// +optional
@@ -288,8 +328,10 @@ type EgressRule struct {
 	Ports []int32 `json:"ports,omitempty"`
 }
 
-// AgentSpec says who proposes tool calls.
+// AgentSpec says who proposes tool calls. Whether that is a model or an external
+// agent is fixed when the task is created.
 // +kubebuilder:validation:XValidation:rule="has(self.model) != has(self.external)",message="set exactly one of agent.model or agent.external"
+// +kubebuilder:validation:XValidation:rule="has(self.model) == has(oldSelf.model)",message="spec.agent cannot switch between model and external: the task's turns and intents were proposed by the one it has; create a new task for the other"
 type AgentSpec struct {
 	// model makes toolgate run the agent loop against an OpenAI-compatible endpoint.
 	// +optional
@@ -313,9 +355,10 @@ type ModelAgent struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Model string `json:"model"`
-	// apiKeySecretRef names a Secret key in the task's namespace holding the API key.
-	// Optional for endpoints that need none.
+	// apiKeySecretRef names a Secret key in the task's namespace holding the API key:
+	// name and key are both required. Leave it out for endpoints that need none.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="has(self.name) && size(self.name) > 0",message="spec.agent.model.apiKeySecretRef.name must name the Secret that holds the API key; leave apiKeySecretRef out for an endpoint that needs none"
 	APIKeySecretRef *corev1.SecretKeySelector `json:"apiKeySecretRef,omitempty"`
 	// requestTimeoutSeconds bounds one model request. Default 120.
 	// +optional
@@ -327,7 +370,8 @@ type ModelAgent struct {
 
 // ExternalAgent marks a task whose intents come from outside toolgate.
 type ExternalAgent struct {
-	// description of the agent, shown to people.
+	// description of the agent, shown to people: kubectl toolgate trace prints it
+	// beside the agent kind.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Description string `json:"description,omitempty"`
@@ -417,8 +461,9 @@ type Budgets struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=86400
 	MaxTimeoutSeconds int32 `json:"maxTimeoutSeconds,omitempty"`
-	// maxOutputBytes caps the output an observation carries back to the model (head
-	// and tail are kept, the cut is announced). Default 32768.
+	// maxOutputBytes caps the combined output (stdout and stderr) an observation
+	// carries back to the model, in bytes before masking (head and tail are kept,
+	// the cut is announced). Default 32768, at most 262144 (MaxOutputBytesLimit).
 	// +optional
 	// +kubebuilder:default=32768
 	// +kubebuilder:validation:Minimum=256

@@ -95,7 +95,7 @@ const (
 	ReasonCompleted = "Completed"
 	// ReasonMarkedDone: the owner of an external-agent task marked it done.
 	ReasonMarkedDone = "MarkedDone"
-	// ReasonCancelled: the owner cancelled the task (AgentTask Failed), or the
+	// ReasonCancelled: the owner cancelled the task (AgentTask Failed; spec.lifecycle Cancelled), or the
 	// proposer its call before it ran (ToolIntent Executed=False; spec.cancel).
 	ReasonCancelled = "Cancelled"
 	// ReasonTurnBudgetExhausted: the task used its maximum number of turns.

@@ -211,7 +211,7 @@ func TestAgentTaskCopyOfIsImmutable(t *testing.T) {
 
 	// The rest of the spec still changes.
 	same := task.DeepCopy()
-	same.Spec.Cancel = true
+	same.Spec.Lifecycle = v1.LifecycleCancelled
 	if err := env.Client.Update(ctx, same); err != nil {
 		t.Fatalf("a copy task's other fields cannot change: %v", err)
 	}

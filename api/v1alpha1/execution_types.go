@@ -137,10 +137,12 @@ type ExecutionSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=86400
 	TimeoutSeconds int32 `json:"timeoutSeconds"`
-	// maxOutputBytes caps each of stdout and stderr kept in the result.
+	// maxOutputBytes caps the combined output (stdout and stderr, head and tail)
+	// the status shows, in bytes before masking; at most 262144
+	// (MaxOutputBytesLimit).
 	// +required
 	// +kubebuilder:validation:Minimum=256
-	// +kubebuilder:validation:Maximum=1048576
+	// +kubebuilder:validation:Maximum=262144
 	MaxOutputBytes int32 `json:"maxOutputBytes"`
 	// baselineSHA256 is the content hash edit_file (and an overwriting write_file)
 	// checks before writing.
@@ -246,9 +248,12 @@ type ExecutionStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	OutputSHA256 string `json:"outputSHA256,omitempty"`
-	// output is the captured output (head and tail within maxOutputBytes).
+	// output is the captured output: head and tail within maxOutputBytes, masked
+	// (secrets replaced, control bytes and bytes that are not UTF-8 written as
+	// \xNN), and cut again in the middle, the cut marked, where masking made it take
+	// more than 1 MiB as stored (MaxOutputTextBytes).
 	// +optional
-	// +kubebuilder:validation:MaxLength=2200000
+	// +kubebuilder:validation:MaxLength=1048576
 	Output string `json:"output,omitempty"`
 	// logRef is where the full output is while the Job exists (kubectl logs).
 	// +optional
@@ -261,8 +266,8 @@ type ExecutionStatus struct {
 	// facts are tool-specific facts from the runner.
 	// +optional
 	Facts *ToolFacts `json:"facts,omitempty"`
-	// runAsNonRoot and readOnlyRootFS are what the runner observed about its own
-	// container, as evidence that the sandbox held.
+	// sandbox is what the runner observed about its own container (uid,
+	// readOnlyRootFilesystem), as evidence that the sandbox held.
 	// +optional
 	Sandbox *ObservedSandbox `json:"sandbox,omitempty"`
 }

@@ -119,7 +119,7 @@ type ToolIntentSpec struct {
 	// has not started running ends without running: its observation is Aborted, not
 	// executed, and says that nothing ran and who cancelled it (spec.requestedBy,
 	// or "its proposer"); an Approval it waits on is retired and never used. A call
-	// that is running is aborted as a task's spec.cancel aborts it (its Job is
+	// that is running is aborted as a task's spec.lifecycle Cancelled aborts it (its Job is
 	// deleted): its observation is Aborted, executed, and says the workspace may be
 	// partly changed. A call that was already observed does not change. Once true it
 	// stays true. It is the one field of spec that may change after creation, and
@@ -296,8 +296,10 @@ type DecidedSandbox struct {
 	// timeoutSeconds after which the call is killed.
 	// +required
 	TimeoutSeconds int32 `json:"timeoutSeconds"`
-	// maxOutputBytes caps each of stdout and stderr kept in the result.
+	// maxOutputBytes caps the combined output the call's status shows (see
+	// Execution spec.maxOutputBytes).
 	// +required
+	// +kubebuilder:validation:Maximum=262144
 	MaxOutputBytes int32 `json:"maxOutputBytes"`
 	// workdir is the working directory, relative to the workspace root.
 	// +optional
@@ -346,9 +348,10 @@ type Observation struct {
 	Executed bool `json:"executed"`
 	// summary is the text the model sees: the [exit code: N] marker, the head and tail
 	// of the output within the task's cap and an explicit notice of anything cut.
-	// Secrets are masked.
+	// Secrets are masked, and the summary is cut in the middle after masking so that
+	// it takes at most 1 MiB as stored (MaxOutputTextBytes).
 	// +optional
-	// +kubebuilder:validation:MaxLength=300000
+	// +kubebuilder:validation:MaxLength=1048576
 	Summary string `json:"summary,omitempty"`
 	// exitCode of the tool, when it ran to an exit.
 	// +optional

@@ -718,7 +718,7 @@ func (in *GitPush) DeepCopyInto(out *GitPush) {
 	*out = *in
 	if in.SecretRef != nil {
 		in, out := &in.SecretRef, &out.SecretRef
-		*out = new(v1.LocalObjectReference)
+		*out = new(LocalObjectReference)
 		**out = **in
 	}
 }
@@ -738,7 +738,7 @@ func (in *GitSource) DeepCopyInto(out *GitSource) {
 	*out = *in
 	if in.SecretRef != nil {
 		in, out := &in.SecretRef, &out.SecretRef
-		*out = new(v1.LocalObjectReference)
+		*out = new(LocalObjectReference)
 		**out = **in
 	}
 	if in.Push != nil {

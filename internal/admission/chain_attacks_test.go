@@ -446,8 +446,8 @@ func succeed(t *testing.T, ns, execName, log string) {
 }
 
 // Hole 2: an approval covers where the call runs. The task's owner, olive, moves the
-// task after alice was asked (another image, egress to everywhere, another workspace
-// claim); the call alice approves runs where her Approval said: the Job has the
+// task after alice was asked (another image, egress to everywhere; another workspace
+// claim is refused by the CRD); the call alice approves runs where her Approval said: the Job has the
 // decided image and claim and its NetworkPolicy denies all egress. Then olive deletes
 // the task and creates another under its name while a second approval waits; alice's
 // approval of the first task's call never runs in the second. Guards the decision's
@@ -464,14 +464,18 @@ func TestTheTaskOwnerCannotMoveAnApprovedCall(t *testing.T) {
 		t.Fatalf("the Approval does not show alice where the call runs: %+v", shown)
 	}
 
+	// The claim is fixed when the task is created (a CRD rule); the sandbox is not.
+	err := mergePatch(t.Context(), clients[ownerUser], task, map[string]any{"spec": map[string]any{"workspace": map[string]any{"existingClaim": otherClaim}}})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.workspace.existingClaim and spec.workspace.volumeClaim are immutable") {
+		t.Fatalf("%s moving the task to another claim: %v", ownerUser, err)
+	}
 	patchTask(t, ownerUser, ns, victimTask, map[string]any{
-		"workspace": map[string]any{"existingClaim": otherClaim},
 		"sandbox": map[string]any{
 			"image":   "evil.example/exfiltrate:latest",
 			"network": map[string]any{"mode": "AllowList", "egress": []any{map[string]any{"cidr": "0.0.0.0/0"}}},
 		},
 	})
-	if moved := getTask(t, ns, victimTask); moved.Spec.Workspace.ExistingClaim != otherClaim || moved.Spec.Sandbox.Network.Mode != v1.NetworkAllowList {
+	if moved := getTask(t, ns, victimTask); moved.Spec.Sandbox.Image != "evil.example/exfiltrate:latest" || moved.Spec.Sandbox.Network.Mode != v1.NetworkAllowList {
 		t.Fatalf("olive's change did not take: %+v", moved.Spec)
 	}
 	approveAs(t, alice, a)
@@ -512,14 +516,14 @@ func TestTheTaskOwnerCannotMoveAnApprovedCall(t *testing.T) {
 	// replaced by another of the same name before alice decides.
 	again := proposeBash(t, ns, "build-again", victimTask, 1, "make build-release")
 	second := approvalOf(t, again)
-	if s := second.Spec.Request.Sandbox; s == nil || s.Profile.Image != "evil.example/exfiltrate:latest" || s.Profile.WorkspaceClaimName != otherClaim {
+	if s := second.Spec.Request.Sandbox; s == nil || s.Profile.Image != "evil.example/exfiltrate:latest" || s.Profile.Network.Mode != v1.NetworkAllowList {
 		t.Errorf("a call decided after olive's change is not shown in the task as changed: %+v", s)
 	}
 	oldUID := getTask(t, ns, victimTask).UID
 	if err := clients[ownerUser].Delete(t.Context(), &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: victimTask}}); err != nil {
 		t.Fatalf("%s deleting the task: %v", ownerUser, err)
 	}
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: victimTask}, &v1.AgentTask{})), nil
 	})
 	if err != nil {
@@ -785,10 +789,10 @@ func TestCancellingATaskStopsItsRunningApprovedCall(t *testing.T) {
 	theKubelet(t).startPod(t, job)
 	waitExecution(t, viewerUser, ns, job.Name, "running", func(e *v1.Execution) bool { return e.Status.Phase == v1.ExecutionRunning })
 
-	cancel := map[string]any{"spec": map[string]any{"cancel": true}}
+	cancel := map[string]any{"spec": map[string]any{"lifecycle": "Cancelled"}}
 	wantRefused(t, mergePatch(t.Context(), clients[agentUser], &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: victimTask}}, cancel),
 		`User "agent-bot" cannot patch resource "agenttasks"`)
-	patchTask(t, ownerUser, ns, victimTask, map[string]any{"cancel": true})
+	patchTask(t, ownerUser, ns, victimTask, map[string]any{"lifecycle": "Cancelled"})
 
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		got := &batchv1.Job{}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -194,37 +195,90 @@ func TestControllerRole(t *testing.T) {
 	}
 }
 
-// TestControllerIdentityMatchesDeployment checks that every policy names the
-// controller's service account as config/default deploys it (namespace, name prefix,
-// config/rbac's service account). A mismatch would refuse every status write of the
-// deployed controller, or let an impostor through.
+// TestControllerIdentityMatchesDeployment checks that the one parameter object of
+// config/admission names the controller's service account as config/default deploys
+// it (namespace, name prefix, config/rbac's service account), and that every policy
+// reads the controller from it and every binding names it, failing closed without
+// it. A mismatch would refuse every status write of the deployed controller, or let
+// an impostor through.
 func TestControllerIdentityMatchesDeployment(t *testing.T) {
 	objs, err := testenv.AdmissionObjects()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "'" + controllerUser + "'"
+	var params *corev1.ConfigMap
 	var policies int
+	for _, obj := range objs {
+		switch obj := obj.(type) {
+		case *corev1.ConfigMap:
+			if params != nil {
+				t.Errorf("config/admission holds two ConfigMaps: %s and %s", params.Name, obj.Name)
+			}
+			params = obj
+		case *admissionregistrationv1.ValidatingAdmissionPolicy:
+			policies++
+			if k := obj.Spec.ParamKind; k == nil || k.APIVersion != "v1" || k.Kind != "ConfigMap" {
+				t.Errorf("policy %s has paramKind %+v; want the ConfigMap of admission-params.yaml", obj.Name, k)
+			}
+			var found bool
+			for _, v := range obj.Spec.Variables {
+				if v.Name == "controllerServiceAccount" {
+					found = true
+					if v.Expression != "params.data.controllerServiceAccount" {
+						t.Errorf("policy %s names the controller %s; it must read params.data.controllerServiceAccount", obj.Name, v.Expression)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("policy %s has no controllerServiceAccount variable", obj.Name)
+			}
+		}
+	}
+	if policies == 0 || params == nil {
+		t.Fatalf("config/admission holds %d ValidatingAdmissionPolicies and parameter object %v", policies, params)
+	}
+	if got := params.Data["controllerServiceAccount"]; got != controllerUser {
+		t.Errorf("%s names the controller %q; config/default deploys it as %q", params.Name, got, controllerUser)
+	}
+	for _, obj := range objs {
+		b, ok := obj.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding)
+		if !ok {
+			continue
+		}
+		ref := b.Spec.ParamRef
+		if ref == nil || ref.Name != params.Name || ref.Namespace != params.Namespace || ref.ParameterNotFoundAction == nil ||
+			*ref.ParameterNotFoundAction != admissionregistrationv1.DenyAction {
+			t.Errorf("binding %s has paramRef %+v; want %s/%s with parameterNotFoundAction Deny", b.Name, ref, params.Namespace, params.Name)
+		}
+	}
+}
+
+// TestPoliciesMatchTheVersionTheyRead: a policy reads field names of one version of
+// the toolgate API, so it matches that version, with matchPolicy Equivalent so that
+// a request through any other served version reaches it converted to it
+// (TestDecisionThroughAnotherVersionIsRefused shows the attack).
+func TestPoliciesMatchTheVersionTheyRead(t *testing.T) {
+	objs, err := testenv.AdmissionObjects()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, obj := range objs {
 		policy, ok := obj.(*admissionregistrationv1.ValidatingAdmissionPolicy)
 		if !ok {
 			continue
 		}
-		policies++
-		var found bool
-		for _, v := range policy.Spec.Variables {
-			if v.Name == "controllerServiceAccount" {
-				found = true
-				if v.Expression != want {
-					t.Errorf("policy %s names the controller %s; config/default deploys it as %s", policy.Name, v.Expression, want)
-				}
+		mc := policy.Spec.MatchConstraints
+		if mc == nil || mc.MatchPolicy == nil || *mc.MatchPolicy != admissionregistrationv1.Equivalent {
+			t.Errorf("policy %s: matchPolicy is not Equivalent", policy.Name)
+			continue
+		}
+		for _, rule := range mc.ResourceRules {
+			if !slices.Contains(rule.APIGroups, toolgatev1alpha1.GroupVersion.Group) {
+				continue
+			}
+			if len(rule.APIGroups) != 1 || !slices.Equal(rule.APIVersions, []string{toolgatev1alpha1.GroupVersion.Version}) {
+				t.Errorf("policy %s matches groups %v versions %v; want only %s", policy.Name, rule.APIGroups, rule.APIVersions, toolgatev1alpha1.GroupVersion)
 			}
 		}
-		if !found {
-			t.Errorf("policy %s has no controllerServiceAccount variable", policy.Name)
-		}
-	}
-	if policies == 0 {
-		t.Fatal("config/admission holds no ValidatingAdmissionPolicy")
 	}
 }

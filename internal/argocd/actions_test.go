@@ -123,7 +123,7 @@ func TestAgentTaskCancelAction(t *testing.T) {
 		{"no status", agentTask(1, v1.AgentTaskStatus{}), true},
 		{"running", running, true},
 		{"awaiting approval", agentTask(1, v1.AgentTaskStatus{Phase: v1.TaskAwaitingApproval}), true},
-		{"already cancelled", func() *v1.AgentTask { t := running.DeepCopy(); t.Spec.Cancel = true; return t }(), false},
+		{"already cancelled", func() *v1.AgentTask { t := running.DeepCopy(); t.Spec.Lifecycle = v1.LifecycleCancelled; return t }(), false},
 		{"succeeded", agentTask(1, v1.AgentTaskStatus{Phase: v1.TaskSucceeded}), false},
 		{"failed", agentTask(1, v1.AgentTaskStatus{Phase: v1.TaskFailed}), false},
 	} {
@@ -139,11 +139,11 @@ func TestAgentTaskCancelAction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cancel, _, _ := unstructured.NestedBool(out, "spec", "cancel"); !cancel {
-		t.Errorf("cancel did not set spec.cancel: %v", out["spec"])
+	if lifecycle, _, _ := unstructured.NestedString(out, "spec", "lifecycle"); lifecycle != string(v1.LifecycleCancelled) {
+		t.Errorf("cancel did not set spec.lifecycle Cancelled: %v", out["spec"])
 	}
 	cancelled := running.DeepCopy()
-	cancelled.Spec.Cancel = true
+	cancelled.Spec.Lifecycle = v1.LifecycleCancelled
 	if _, err := RunAction(set.Definitions["cancel"], unstructuredOf(t, cancelled)); err == nil || !strings.Contains(err.Error(), "already cancelled") {
 		t.Errorf("cancel of a cancelled task: err = %v", err)
 	}
@@ -353,7 +353,7 @@ func TestCancelActionPatchesTheTask(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(task), task); err != nil {
 		t.Fatal(err)
 	}
-	if !task.Spec.Cancel || task.Spec.Goal != "upgrade" {
+	if !task.IsCancelled() || task.Spec.Goal != "upgrade" {
 		t.Errorf("after cancel: spec = %+v", task.Spec)
 	}
 }

@@ -113,8 +113,8 @@ func pendingPush(t *testing.T, ns, recordTree string) *v1.AgentTask {
 				VolumeClaim: &v1.WorkspaceVolumeClaim{Storage: resource.MustParse("1Gi")},
 				Git:         &v1.GitSource{URL: "http://git/calc.git", Push: &v1.GitPush{Branch: "agent/fix"}},
 			},
-			Agent: v1.AgentSpec{External: &v1.ExternalAgent{Proposers: v1.Proposers{Users: []string{agentUser}}}},
-			Done:  true,
+			Agent:     v1.AgentSpec{External: &v1.ExternalAgent{Proposers: v1.Proposers{Users: []string{agentUser}}}},
+			Lifecycle: v1.LifecycleDone,
 		},
 		Status: v1.AgentTaskStatus{
 			Phase:     v1.TaskAwaitingApproval,

@@ -159,3 +159,16 @@ func TestRenderObservation(t *testing.T) {
 		t.Fatalf("a redirected observation renders as\n%s\nwant\n%s", b.String(), mustHave)
 	}
 }
+
+// The external agent's description is what spec.agent.external.description is for:
+// the trace names the agent with it, on one line, masked.
+func TestTraceNamesTheExternalAgentByItsDescription(t *testing.T) {
+	task, intents, approvals, _ := fixtureTask("team-a")
+	task.Spec.Agent = v1.AgentSpec{External: &v1.ExternalAgent{
+		Description: "the CI agent\nof team a, token=abcdef123456",
+		Proposers:   v1.Proposers{Users: []string{"agent"}},
+	}}
+	if got, want := BuildTrace(task, intents, approvals, nil).Task.Agent, "external (the CI agent of team a, token=[MASKED])"; got != want {
+		t.Fatalf("agent %q; want %q", got, want)
+	}
+}

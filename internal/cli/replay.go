@@ -182,7 +182,7 @@ func loopIdentity(task *v1.AgentTask, intents []v1.ToolIntent) string {
 // calls today.
 func runningTask(task *v1.AgentTask) *v1.AgentTask {
 	t := task.DeepCopy()
-	t.Spec.Cancel = false
+	t.Spec.Lifecycle = v1.LifecycleActive
 	meta.RemoveStatusCondition(&t.Status.Conditions, v1.ConditionSucceeded)
 	meta.RemoveStatusCondition(&t.Status.Conditions, v1.ConditionFailed)
 	if t.Status.Workspace != nil {

@@ -35,7 +35,7 @@ type TaskInfo struct {
 	Phase     v1.TaskPhase `json:"phase,omitempty"`
 	// Turn is the task's current (or last) turn.
 	Turn int32 `json:"turn"`
-	// Agent is "model NAME at URL" or "external".
+	// Agent is "model NAME at URL", or "external" with the agent's description.
 	Agent string `json:"agent"`
 	// Result is the model's final answer, once the task succeeded.
 	Result string `json:"result,omitempty"`
@@ -161,9 +161,14 @@ func BuildTrace(task *v1.AgentTask, intents []v1.ToolIntent, approvals []v1.Appr
 	return t
 }
 
+// agentText names the task's agent: the model and its endpoint, or "external"
+// with the agent's description (spec.agent.external.description) on one line.
 func agentText(a v1.AgentSpec) string {
 	if a.Model != nil {
 		return fmt.Sprintf("model %s at %s", a.Model.Model, a.Model.BaseURL)
+	}
+	if a.External != nil && strings.TrimSpace(a.External.Description) != "" {
+		return "external (" + strings.Join(strings.Fields(mask.Secrets(a.External.Description)), " ") + ")"
 	}
 	return "external"
 }

@@ -368,15 +368,15 @@ func (r *AgentTaskReconciler) keepSessions(ctx context.Context, task *v1.AgentTa
 }
 
 // taskEnded reports whether the task has ended (cancelled, failed or succeeded), and
-// why, from the status just computed; spec.cancel counts at once.
+// why, from the status just computed; spec.lifecycle Cancelled counts at once.
 func taskEnded(task *v1.AgentTask, status v1.AgentTaskStatus) (string, bool) {
 	for _, typ := range []string{v1.ConditionFailed, v1.ConditionSucceeded} {
 		if c := meta.FindStatusCondition(status.Conditions, typ); c != nil && c.Status == metav1.ConditionTrue {
 			return fmt.Sprintf("the task %s ended (%s: %s)", task.Name, c.Reason, c.Message), true
 		}
 	}
-	if task.Spec.Cancel {
-		return fmt.Sprintf("the task %s was cancelled by its owner (spec.cancel)", task.Name), true
+	if task.IsCancelled() {
+		return fmt.Sprintf("the task %s was cancelled by its owner (spec.lifecycle Cancelled)", task.Name), true
 	}
 	return "", false
 }

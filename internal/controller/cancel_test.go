@@ -60,7 +60,7 @@ func TestCancelStopsRunningCalls(t *testing.T) {
 		}
 	})
 
-	p.patchTaskSpec("a", map[string]any{"cancel": true})
+	p.patchTaskSpec("a", map[string]any{"lifecycle": "Cancelled"})
 
 	p.eventually("Job a-t0-0 deleted in the foreground", func() (bool, string) {
 		job := &batchv1.Job{}

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -444,15 +445,25 @@ func TestExecutionRestartMakesNoSecondJob(t *testing.T) {
 	}
 }
 
+// An Execution no Job can be built from fails JobInvalid, naming the field, and gets
+// no Job: here a background job outside a session, which the API server cannot tell.
+// (A malformed egress CIDR, the earlier example, is refused by the CRD in every kind
+// that holds a sandbox, the Execution's included.)
 func TestExecutionInvalidIsNotRun(t *testing.T) {
 	ns := env.Namespace(t)
 	startExecutionManager(t, &fixedLog{})
+	badCIDR := newExecution(ns, "bad-cidr")
+	badCIDR.Spec.Sandbox.Network = toolgatev1alpha1.NetworkSpec{Mode: toolgatev1alpha1.NetworkAllowList, Egress: []toolgatev1alpha1.EgressRule{{CIDR: "not-a-cidr"}}}
+	if err := env.Client.Create(t.Context(), badCIDR); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.sandbox.network.egress[0].cidr") {
+		t.Fatalf("creating an Execution with egress CIDR not-a-cidr: %v; want it refused naming the field", err)
+	}
+
 	exec := newExecution(ns, "run-bad")
-	exec.Spec.Sandbox.Network = toolgatev1alpha1.NetworkSpec{Mode: toolgatev1alpha1.NetworkAllowList, Egress: []toolgatev1alpha1.EgressRule{{CIDR: "not-a-cidr"}}}
+	exec.Spec.Input = runtime.RawExtension{Raw: []byte(`{"command":"sleep 300","runInBackground":true}`)}
 	createExecution(t, exec)
 
 	done := waitForPhase(t, ns, "run-bad", toolgatev1alpha1.ExecutionFailed)
-	if c := completeCondition(t, done); c.Reason != toolgatev1alpha1.ReasonJobInvalid || !strings.Contains(c.Message, "egress[0].cidr") {
+	if c := completeCondition(t, done); c.Reason != toolgatev1alpha1.ReasonJobInvalid || !strings.Contains(c.Message, "spec.input.runInBackground") {
 		t.Errorf("Complete = %+v, want JobInvalid naming the field", c)
 	}
 	if jobs := listJobs(t, ns); len(jobs) != 0 {

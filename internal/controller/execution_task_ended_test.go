@@ -20,7 +20,7 @@ func TestLateExecutionOfAnEndedTaskNeverStarts(t *testing.T) {
 	task := &v1.AgentTask{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "task"},
 		Spec: v1.AgentTaskSpec{
-			Goal: "stopped before its call ran", Mode: v1.ModeEdit, Cancel: true,
+			Goal: "stopped before its call ran", Mode: v1.ModeEdit, Lifecycle: v1.LifecycleCancelled,
 			Workspace: v1.WorkspaceSpec{ExistingClaim: "task-workspace"},
 			Agent:     v1.AgentSpec{External: externalAgent()},
 		},

@@ -179,13 +179,13 @@ func TestGitOpsSyncedTaskThroughThePipeline(t *testing.T) {
 		&batchv1.JobList{}: 2, &networkingv1.NetworkPolicyList{}: 1,
 	})
 
-	// The owner marks it done in git; Argo CD syncs spec.done.
-	p.patchTaskSpec("app", map[string]any{"done": true})
-	task = waitHealth(p, "AgentTask", taskRef(p, "app"), argocd.HealthHealthy, "MarkedDone: the task's owner marked it done (spec.done) and no intent is in flight")
+	// The owner marks it done in git; Argo CD syncs spec.lifecycle.
+	p.patchTaskSpec("app", map[string]any{"lifecycle": "Done"})
+	task = waitHealth(p, "AgentTask", taskRef(p, "app"), argocd.HealthHealthy, "MarkedDone: the task's owner marked it done (spec.lifecycle Done) and no intent is in flight")
 	want := synced.Spec.DeepCopy()
-	want.Done = true
+	want.Lifecycle = v1.LifecycleDone
 	if task.Generation != synced.Generation+1 || !reflect.DeepEqual(task.Spec, *want) {
-		t.Errorf("after the sync of spec.done: generation %d (want %d), spec %+v", task.Generation, synced.Generation+1, task.Spec)
+		t.Errorf("after the sync of spec.lifecycle: generation %d (want %d), spec %+v", task.Generation, synced.Generation+1, task.Spec)
 	}
 	assertOnlyArgoWritesSpec(t, task)
 }
@@ -294,8 +294,8 @@ func assertOnlyArgoWritesSpec(t *testing.T, task *v1.AgentTask) {
 // Every way an intent or a task can end, as Argo CD shows it: a refusal (denied by
 // policy, invalid, denied or expired approval) is the system working and stays
 // Healthy; a tool that ran and failed is Degraded; an expired approval is Degraded;
-// a cancelled task is Degraded and stays so when a later sync (self-heal) sets
-// spec.cancel back to false.
+// a cancelled task is Degraded and stays so: a later sync (self-heal) that sets
+// spec.lifecycle back to Active is refused by the API server.
 func TestGitOpsHealthOfEveryEnding(t *testing.T) {
 	p := startPipeline(t)
 	p.syncedTask("c", v1.ModeEdit, func(task *v1.AgentTask) { task.Spec.Budgets.ApprovalTTLSeconds = 60 })
@@ -329,16 +329,16 @@ func TestGitOpsHealthOfEveryEnding(t *testing.T) {
 	waitHealth(p, "ToolIntent", intentRef(p, "c-t3-0"), argocd.HealthDegraded, "Failed (exit code 1): Execution c-t3-0 finished: Failed")
 	waitHealth(p, "AgentTask", taskRef(p, "c"), argocd.HealthProgressing, "Running: turn 3, 0 of 5 intents in flight")
 
-	// Cancelled with the Argo CD action (or a commit), then set back by self-heal.
-	p.patchTaskSpec("c", map[string]any{"cancel": true})
-	waitHealth(p, "AgentTask", taskRef(p, "c"), argocd.HealthDegraded, "Cancelled: the task was cancelled by its owner (spec.cancel)")
-	p.patchTaskSpec("c", map[string]any{"cancel": false})
-	p.eventually("status of the reverted spec observed", func() (bool, string) {
-		task := p.getTask("c")
-		return task.Status.ObservedGeneration == task.Generation, fmt.Sprintf("%d/%d", task.Status.ObservedGeneration, task.Generation)
-	})
-	if hs := health(t, "AgentTask", p.getTask("c")); hs.Status != argocd.HealthDegraded || hs.Message != "Cancelled: the task was cancelled by its owner (spec.cancel)" {
-		t.Errorf("after self-heal reverted spec.cancel: %+v", hs)
+	// Cancelled with the Argo CD action (or a commit); self-heal cannot set it back.
+	p.patchTaskSpec("c", map[string]any{"lifecycle": "Cancelled"})
+	const cancelled = "Cancelled: the task was cancelled by its owner (spec.lifecycle Cancelled)"
+	waitHealth(p, "AgentTask", taskRef(p, "c"), argocd.HealthDegraded, cancelled)
+	revert := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"lifecycle":"Active"}}`))
+	if err := env.Client.Patch(context.Background(), p.getTask("c"), revert, client.FieldOwner(argoFieldManager)); err == nil || !strings.Contains(err.Error(), "spec.lifecycle cannot go back") {
+		t.Errorf("self-heal setting spec.lifecycle back to Active: err = %v", err)
+	}
+	if hs := health(t, "AgentTask", p.getTask("c")); hs.Status != argocd.HealthDegraded || hs.Message != cancelled {
+		t.Errorf("after self-heal tried to revert spec.lifecycle: %+v", hs)
 	}
 }
 

@@ -336,9 +336,9 @@ func (r *ExecutionReconciler) startPush(ctx context.Context, exec *v1.Execution,
 	if err != nil {
 		return 0, nil, nil, notPushed("input/url: %v", err), nil
 	}
-	var ref *corev1.LocalObjectReference
+	var ref *v1.LocalObjectReference
 	if in.Secret != "" {
-		ref = &corev1.LocalObjectReference{Name: in.Secret}
+		ref = &v1.LocalObjectReference{Name: in.Secret}
 	}
 	secret, _, problem, err := gitCredentials(ctx, r.APIReader, exec.Namespace, ref, "the push's secret (spec.workspace.git.push.secretRef, or the clone's)")
 	if err != nil {

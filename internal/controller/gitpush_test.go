@@ -71,11 +71,11 @@ func (p *pipelineEnv) writeWorktree(claim string, files map[string]string) {
 	}
 }
 
-// markDone sets spec.done, as the external agent's owner does when it finished.
+// markDone sets spec.lifecycle Done, as the external agent's owner does when it finished.
 func (p *pipelineEnv) markDone(task string) {
 	p.t.Helper()
 	obj := &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: task}}
-	if err := env.Client.Patch(p.t.Context(), obj, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"done":true}}`))); err != nil {
+	if err := env.Client.Patch(p.t.Context(), obj, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"lifecycle":"Done"}}`))); err != nil {
 		p.t.Fatal(err)
 	}
 }
@@ -343,7 +343,7 @@ func TestGitPushStopsWhenTheTaskIsCancelled(t *testing.T) {
 	intent, pod := approvedPushRunning(p)
 
 	obj := &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "fix"}}
-	if err := env.Client.Patch(t.Context(), obj, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"cancel":true}}`))); err != nil {
+	if err := env.Client.Patch(t.Context(), obj, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"lifecycle":"Cancelled"}}`))); err != nil {
 		t.Fatal(err)
 	}
 	p.finished("fix", v1.ConditionFailed, v1.ReasonCancelled)

@@ -234,7 +234,7 @@ func revisionText(rev string) string {
 // labelled LabelGitCredentials=true. It returns its name and resourceVersion (a
 // changed Secret is a new attempt), or why it cannot be used. Only the Secret's
 // metadata is read: its data goes to the git pod alone.
-func gitCredentials(ctx context.Context, api client.Reader, namespace string, ref *corev1.LocalObjectReference, field string) (name, version, problem string, err error) {
+func gitCredentials(ctx context.Context, api client.Reader, namespace string, ref *v1.LocalObjectReference, field string) (name, version, problem string, err error) {
 	if ref == nil || ref.Name == "" {
 		return "", "", "", nil
 	}

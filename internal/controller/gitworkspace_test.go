@@ -50,7 +50,7 @@ func (p *pipelineEnv) gitTask(name, url, revision, secret string, mutate ...func
 		},
 	}
 	if secret != "" {
-		task.Spec.Workspace.Git.SecretRef = &corev1.LocalObjectReference{Name: secret}
+		task.Spec.Workspace.Git.SecretRef = &v1.LocalObjectReference{Name: secret}
 	}
 	for _, m := range mutate {
 		m(task)

@@ -109,7 +109,7 @@ func TestIntentCancelledWhileItRuns(t *testing.T) {
 		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(other), job)
 		return err != nil || job.DeletionTimestamp != nil
 	})
-	if task := p.getTask("a"); task.Spec.Cancel {
+	if task := p.getTask("a"); task.IsCancelled() {
 		t.Error("the task was cancelled")
 	}
 }

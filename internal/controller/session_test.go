@@ -462,7 +462,7 @@ func TestSessionsEndWithTheirTask(t *testing.T) {
 	fileAppears(p, "the call started", filepath.Join(ws, "started"))
 	task := p.getTask("e")
 	unchanged := task.DeepCopy()
-	task.Spec.Cancel = true
+	task.Spec.Lifecycle = v1.LifecycleCancelled
 	// A merge patch: the controller writes the task's status meanwhile.
 	if err := env.Client.Patch(t.Context(), task, client.MergeFrom(unchanged)); err != nil {
 		t.Fatal(err)
@@ -634,7 +634,7 @@ func TestBackgroundJobsRunOnUntilKilledOrTheTaskEnds(t *testing.T) {
 	})
 	task := p.getTask("b")
 	unchanged := task.DeepCopy()
-	task.Spec.Cancel = true
+	task.Spec.Lifecycle = v1.LifecycleCancelled
 	// A merge patch: the controller writes the task's status meanwhile.
 	if err := env.Client.Patch(t.Context(), task, client.MergeFrom(unchanged)); err != nil {
 		t.Fatal(err)
@@ -932,7 +932,7 @@ func TestJobToolsOfATaskCreatedAgainDoNotReachTheEarlierTasksJobs(t *testing.T) 
 	// which name it, stay.
 	cancelled := p.getTask("re")
 	unchanged := cancelled.DeepCopy()
-	cancelled.Spec.Cancel = true
+	cancelled.Spec.Lifecycle = v1.LifecycleCancelled
 	// A merge patch: the controller writes the task's status meanwhile.
 	if err := env.Client.Patch(t.Context(), cancelled, client.MergeFrom(unchanged)); err != nil {
 		t.Fatal(err)

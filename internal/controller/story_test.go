@@ -101,7 +101,7 @@ func TestSeedStory(t *testing.T) {
 	expectObservation(t, pass, v1.OutcomeSucceeded, true, 0, "[exit code: 0]", "ok  \texample.com/add")
 
 	// The owner marks the task done.
-	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"done":true}}`))
+	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"lifecycle":"Done"}}`))
 	if err := env.Client.Patch(context.Background(), &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "fix"}}, patch); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestCancelEndsTheTask(t *testing.T) {
 	// A call waiting for a human when the task is cancelled never runs.
 	p.propose("c", 0, 0, v1.ToolBash, `{"command":"npm install x"}`)
 	p.approval("c-t0-0")
-	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"cancel":true}}`))
+	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"lifecycle":"Cancelled"}}`))
 	if err := env.Client.Patch(context.Background(), &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "c"}}, patch); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/mask"
 	"github.com/toolgate/toolgate/internal/runner"
 )
@@ -34,23 +35,71 @@ func Budgets(maxOutputBytes int32) (head, tail int) {
 // fits in maxOutputBytes, else its head and tail with the cut marked in the text, and
 // whether anything was cut. It never cuts inside a UTF-8 sequence. The status is
 // read by every viewer of the namespace, so the text is masked like an observation
-// (secrets replaced, terminal control characters escaped), and cut again if escaping
-// made it longer than the status may hold.
+// (secrets replaced, terminal control characters escaped), and then cut again in the
+// middle if masking made it take more than MaxOutputTextBytes as stored: escaping
+// writes a byte as up to four.
 func ComposeOutput(log LogText, maxOutputBytes int32) (output string, cut bool) {
 	output, cut = composeOutput(log, maxOutputBytes)
-	output = mask.Secrets(output)
-	if len(output) > maxStatusOutput {
-		end := maxStatusOutput
-		for end > 0 && !utf8.RuneStart(output[end]) {
-			end--
-		}
-		output, cut = output[:end]+"\n…[toolgate: cut after masking]…\n", true
-	}
-	return output, cut
+	output, cutAfterMasking := CutToStored(mask.Secrets(output), toolgatev1alpha1.MaxOutputTextBytes)
+	return output, cut || cutAfterMasking
 }
 
-// maxStatusOutput keeps the masked output under the CRD's limit of status.output.
-const maxStatusOutput = 2_000_000
+// cutAfterMaskingMarker stands where CutToStored cut a text.
+const cutAfterMaskingMarker = "\n…[toolgate: cut here after masking, to fit the status]…\n"
+
+// StoredSize is how many bytes s takes as the API server stores it: encoded as a
+// JSON string (without its quotes), which writes a quote, a backslash, a newline or
+// a tab as two bytes and '<', '>', '&', another control character, U+2028, U+2029
+// or a byte that is not UTF-8 as six (\uNNNN; the API server's encoder escapes
+// HTML). It is an upper bound where encoders differ.
+func StoredSize(s string) int {
+	n := 0
+	for _, r := range s {
+		n += storedRuneSize(r)
+	}
+	return n
+}
+
+func storedRuneSize(r rune) int {
+	switch {
+	case r == '"' || r == '\\' || r == '\n' || r == '\t' || r == '\r':
+		return 2
+	case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029' || r == utf8.RuneError:
+		return 6
+	}
+	return utf8.RuneLen(r)
+}
+
+// CutToStored returns s unchanged when it takes at most limit bytes as stored
+// (StoredSize), else its head and tail, each about half of limit, with a marker
+// between them that says it was cut, and true. It cuts only between runes, and the
+// result never takes more than limit bytes as stored.
+func CutToStored(s string, limit int) (string, bool) {
+	if StoredSize(s) <= limit {
+		return s, false
+	}
+	room := max(limit-StoredSize(cutAfterMaskingMarker), 0)
+	headRoom := room / 2
+	end, used := 0, 0
+	for i, r := range s {
+		if used+storedRuneSize(r) > headRoom {
+			end = i
+			break
+		}
+		used += storedRuneSize(r)
+	}
+	tailRoom := room - used
+	start, used := len(s), 0
+	for start > end {
+		r, size := utf8.DecodeLastRuneInString(s[:start])
+		if used+storedRuneSize(r) > tailRoom {
+			break
+		}
+		used += storedRuneSize(r)
+		start -= size
+	}
+	return s[:end] + cutAfterMaskingMarker + s[start:], true
+}
 
 func composeOutput(log LogText, maxOutputBytes int32) (output string, cut bool) {
 	limit := int(maxOutputBytes)

@@ -3,12 +3,16 @@ package executor
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+
+	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/mask"
 )
 
 // textLog is a LogReader over a fixed log text with the pods/log semantics the
@@ -138,7 +142,47 @@ func TestComposeOutputIsMasked(t *testing.T) {
 	}
 	huge := strings.Repeat("\x01", 1<<20)
 	out, cut := ComposeOutput(LogText{Head: []byte(huge), Total: int64(len(huge))}, 1<<20)
-	if len(out) > maxStatusOutput+64 || !cut {
+	if StoredSize(out) > toolgatev1alpha1.MaxOutputTextBytes || !cut {
 		t.Fatalf("escaped output of %d bytes (cut %v) does not fit the status", len(out), cut)
+	}
+}
+
+// StoredSize never counts less than the API server stores (encoding/json with its
+// HTML escaping), and CutToStored keeps a text within its limit as stored, cutting
+// only between runes and saying where it cut.
+func TestCutToStoredFitsAsStored(t *testing.T) {
+	texts := map[string]string{
+		"plain":          strings.Repeat("hello world ", 1000),
+		"escaped binary": mask.Secrets(string(bytes.Repeat([]byte{0, 1, 0xff, 0x1b}, 1000))),
+		"html":           strings.Repeat("<a href=\"x\">&</a>\n", 500),
+		"multibyte":      strings.Repeat("日本語\u2028é", 1000),
+		"invalid utf-8":  string(bytes.Repeat([]byte{'a', 0xff}, 1000)),
+	}
+	for name, text := range texts {
+		t.Run(name, func(t *testing.T) {
+			encoded, err := json.Marshal(text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := StoredSize(text); got < len(encoded)-2 {
+				t.Fatalf("StoredSize %d, but JSON takes %d", got, len(encoded)-2)
+			}
+			if same, cut := CutToStored(text, StoredSize(text)); cut || same != text {
+				t.Fatal("a text that fits was cut")
+			}
+			for _, limit := range []int{StoredSize(text) - 1, StoredSize(text) / 3, 200} {
+				got, cut := CutToStored(text, limit)
+				if !cut || StoredSize(got) > limit || !strings.Contains(got, "…[toolgate: cut here after masking") {
+					t.Fatalf("limit %d: cut %t, %d bytes as stored", limit, cut, StoredSize(got))
+				}
+				if utf8.ValidString(text) && !utf8.ValidString(got) {
+					t.Fatalf("limit %d: cut inside a rune", limit)
+				}
+				head, tail, _ := strings.Cut(got, cutAfterMaskingMarker)
+				if !strings.HasPrefix(text, head) || !strings.HasSuffix(text, tail) || head == "" || tail == "" {
+					t.Fatalf("limit %d: not the text's head and tail: %.80q … %.80q", limit, head, tail)
+				}
+			}
+		})
 	}
 }

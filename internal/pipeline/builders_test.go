@@ -163,8 +163,8 @@ func (b *taskBuilder) model() *taskBuilder {
 	return b
 }
 func (b *taskBuilder) uid(u types.UID) *taskBuilder { b.t.UID = u; return b }
-func (b *taskBuilder) done() *taskBuilder           { b.t.Spec.Done = true; return b }
-func (b *taskBuilder) cancel() *taskBuilder         { b.t.Spec.Cancel = true; return b }
+func (b *taskBuilder) done() *taskBuilder           { b.t.Spec.Lifecycle = v1.LifecycleDone; return b }
+func (b *taskBuilder) cancel() *taskBuilder         { b.t.Spec.Lifecycle = v1.LifecycleCancelled; return b }
 func (b *taskBuilder) existingClaim(name string) *taskBuilder {
 	b.t.Spec.Workspace.ExistingClaim = name
 	return b

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/executor"
+	"github.com/toolgate/toolgate/internal/mask"
 )
 
 // CancelledBy names who cancelled the intent (spec.cancel): its requester, or "its
@@ -56,7 +58,9 @@ func CancelledWhileRunning(intent *v1.ToolIntent, obs *v1.Observation) *v1.Obser
 	if !intent.Spec.Cancel || obs.Outcome != v1.OutcomeAborted || !obs.Executed {
 		return obs
 	}
-	obs.Summary += fmt.Sprintf("\n%s while it ran, and it was stopped before it finished: the workspace may be partly changed by it.", withdrawnText(intent))
+	note := mask.Secrets(fmt.Sprintf("\n%s while it ran, and it was stopped before it finished: the workspace may be partly changed by it.", withdrawnText(intent)))
+	summary, _ := executor.CutToStored(obs.Summary, v1.MaxOutputTextBytes-executor.StoredSize(note))
+	obs.Summary = summary + note
 	return obs
 }
 

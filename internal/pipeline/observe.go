@@ -23,7 +23,7 @@ func Refusal(outcome v1.Outcome, reason string, now time.Time) *v1.Observation {
 	return &v1.Observation{
 		Outcome:    outcome,
 		Executed:   false,
-		Summary:    mask.Secrets(nothingRan + " " + refusalHeadline(outcome) + "\n" + reason),
+		Summary:    fitSummary(mask.Secrets(nothingRan + " " + refusalHeadline(outcome) + "\n" + reason)),
 		ObservedAt: &t,
 	}
 }
@@ -81,32 +81,52 @@ func FromExecution(exec *v1.Execution, now time.Time) *v1.Observation {
 	}
 	obs.Artifact = artifact(exec)
 
-	var b strings.Builder
+	var head strings.Builder
 	if st.ExitCode != nil {
-		fmt.Fprintf(&b, "[exit code: %d]", *st.ExitCode)
+		fmt.Fprintf(&head, "[exit code: %d]", *st.ExitCode)
 	} else {
-		b.WriteString("[exit code: none]")
+		head.WriteString("[exit code: none]")
 	}
 	switch obs.Outcome {
 	case v1.OutcomeTimedOut:
-		fmt.Fprintf(&b, " [timed out after %ds: the process group was killed]", exec.Spec.TimeoutSeconds)
+		fmt.Fprintf(&head, " [timed out after %ds: the process group was killed]", exec.Spec.TimeoutSeconds)
 	case v1.OutcomeAborted:
-		b.WriteString(" [aborted: the execution was stopped before it finished; it may have had effects]")
+		head.WriteString(" [aborted: the execution was stopped before it finished; it may have had effects]")
 	}
-	b.WriteString("\n")
+	head.WriteString("\n")
 	if st.ErrorKind != "" && st.ErrorKind != v1.ErrorExitCode && st.Message != "" {
-		fmt.Fprintf(&b, "[%s] %s\n", st.ErrorKind, st.Message)
+		fmt.Fprintf(&head, "[%s] %s\n", st.ErrorKind, st.Message)
 	}
-	b.WriteString(st.Output)
-	if st.Output != "" && !strings.HasSuffix(st.Output, "\n") {
-		b.WriteString("\n")
+	body := st.Output
+	if body != "" && !strings.HasSuffix(body, "\n") {
+		body += "\n"
 	}
-	if st.Truncated {
-		total := st.StdoutBytes + st.StderrBytes
-		fmt.Fprintf(&b, "[output truncated: %d bytes in all, only the head and tail are shown; the full output is at %s]\n", total, obs.Artifact)
+	truncatedNote := func() string {
+		return mask.Secrets(fmt.Sprintf("[output truncated: %d bytes in all, only the head and tail are shown; the full output is at %s]\n",
+			st.StdoutBytes+st.StderrBytes, obs.Artifact))
 	}
-	obs.Summary = mask.Secrets(b.String())
+	// The output is masked already (ComposeOutput); masking again changes nothing
+	// it did, and cutting after it keeps the summary within what the status holds,
+	// whatever escaping made of the output. Room is left for the note that says
+	// the output was cut.
+	header := mask.Secrets(head.String())
+	room := v1.MaxOutputTextBytes - executor.StoredSize(header) - executor.StoredSize(truncatedNote())
+	body, cut := executor.CutToStored(mask.Secrets(body), room)
+	obs.Truncated = obs.Truncated || cut
+	summary := header + body
+	if obs.Truncated {
+		summary += truncatedNote()
+	}
+	obs.Summary = fitSummary(summary)
 	return obs
+}
+
+// fitSummary keeps a masked summary within what the observation holds (its head
+// and tail when it is longer, the cut marked); only a summary with an unusually long
+// error message or refusal reason is ever cut here.
+func fitSummary(summary string) string {
+	summary, _ = executor.CutToStored(summary, v1.MaxOutputTextBytes)
+	return summary
 }
 
 // FromBackgroundStart is the observation of a background job that started: the

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -24,7 +23,7 @@ const (
 func pushingTask() *v1.AgentTask {
 	task := makeTask(testTask).external().uid("uid-1").obj()
 	task.Spec.Workspace = v1.WorkspaceSpec{Git: &v1.GitSource{
-		URL: "https://git.example.com/calc.git", SecretRef: &corev1.LocalObjectReference{Name: "clone-creds"},
+		URL: "https://git.example.com/calc.git", SecretRef: &v1.LocalObjectReference{Name: "clone-creds"},
 		Push: &v1.GitPush{Branch: "agent/fix"},
 	}}
 	task.Status.Workspace = &v1.WorkspaceStatus{Commit: pushBase}
@@ -94,7 +93,7 @@ func TestValidatePushOnlyAsTheTasksOwnPush(t *testing.T) {
 // task does.
 func TestValidateRefusesTheAgentWhileThePushIsPending(t *testing.T) {
 	reading := pushingTask()
-	reading.Spec.Done = true
+	reading.Spec.Lifecycle = v1.LifecycleDone
 	reading.Status.Workspace.Push = &v1.PushStatus{Branch: "agent/fix"}
 	pending := reading.DeepCopy()
 	pending.Status.Workspace.Push.Intent = PushIntentName(testTask)
@@ -136,7 +135,7 @@ func TestValidateRefusesTheAgentWhileThePushIsPending(t *testing.T) {
 // The task ends on the push's observation, and the push is no call of the agent's.
 func TestTaskStatusWaitsForThePush(t *testing.T) {
 	task := pushingTask()
-	task.Spec.Done = true
+	task.Spec.Lifecycle = v1.LifecycleDone
 	push := func(o v1.Outcome, summary string) *v1.ToolIntent {
 		in := makeIntent(PushIntentName(testTask)).tool(v1.ToolGitPush).requestedBy(pushController).ownedBy(task).decided(v1.DecisionAsk).obj()
 		if o != "" {

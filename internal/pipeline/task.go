@@ -193,8 +193,8 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 	if !finished {
 		b := task.Spec.Budgets
 		switch {
-		case task.Spec.Cancel:
-			set(v1.ConditionFailed, true, v1.ReasonCancelled, "the task was cancelled by its owner (spec.cancel)")
+		case task.IsCancelled():
+			set(v1.ConditionFailed, true, v1.ReasonCancelled, "the task was cancelled by its owner (spec.lifecycle Cancelled)")
 		case world.WorkspaceFailed:
 			set(v1.ConditionFailed, true, world.WorkspaceReason, world.WorkspaceMessage)
 		case stopped != nil:
@@ -216,8 +216,8 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 			set(v1.ConditionFailed, true, v1.ReasonTurnBudgetExhausted, fmt.Sprintf("the model took all %d turns of budgets.maxTurns without a final answer", b.MaxTurns))
 		case b.MaxTokens != nil && st.TokensUsed >= *b.MaxTokens && (model == nil || model.NextTurnDue):
 			set(v1.ConditionFailed, true, v1.ReasonTokenBudgetExhausted, fmt.Sprintf("the model used %d tokens, budgets.maxTokens=%d", st.TokensUsed, *b.MaxTokens))
-		case task.Spec.Agent.External != nil && task.Spec.Done && st.Intents.InFlight == 0:
-			succeedAfterPush(task, world.Push, &st, set, v1.ReasonMarkedDone, "the task's owner marked it done (spec.done) and no intent is in flight")
+		case task.Spec.Agent.External != nil && task.IsMarkedDone() && st.Intents.InFlight == 0:
+			succeedAfterPush(task, world.Push, &st, set, v1.ReasonMarkedDone, "the task's owner marked it done (spec.lifecycle Done) and no intent is in flight")
 		}
 	}
 	if !meta.IsStatusConditionTrue(st.Conditions, v1.ConditionSucceeded) && !meta.IsStatusConditionTrue(st.Conditions, v1.ConditionFailed) {

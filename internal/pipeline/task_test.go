@@ -253,7 +253,7 @@ func TestTaskStatus(t *testing.T) {
 		},
 		{
 			name:       "cancel fails the task even with a call in flight, before any budget",
-			task:       makeTask(testTask).cancel().external().done().budgets(v1.Budgets{MaxIntents: 1, MaxConsecutiveRefusals: 1}).obj(),
+			task:       makeTask(testTask).external().done().cancel().budgets(v1.Budgets{MaxIntents: 1, MaxConsecutiveRefusals: 1}).obj(),
 			world:      readyWorld(refused("t-t0-0", 0), makeIntent("t-t1-0").turn(1).decided(v1.DecisionAsk).val()),
 			wantPhase:  v1.TaskFailed,
 			wantConds:  ended(v1.ConditionFailed, v1.ReasonCancelled, someWait),
@@ -415,8 +415,8 @@ func TestTaskStatusMessages(t *testing.T) {
 			want: "2 intents in a row were refused (validation failures or denials), budgets.maxConsecutiveRefusals=2"},
 		{name: "intents", task: makeTask(testTask).budgets(v1.Budgets{MaxIntents: 1}).obj(), world: readyWorld(refused("a", 0)), typ: v1.ConditionFailed, want: "the task used all 1 intents of budgets.maxIntents"},
 		{name: "tokens", task: makeTask(testTask).budgets(v1.Budgets{MaxTokens: ptr[int64](10)}).tokensUsed(12).obj(), world: readyWorld(), typ: v1.ConditionFailed, want: "the model used 12 tokens, budgets.maxTokens=10"},
-		{name: "cancel", task: makeTask(testTask).cancel().obj(), world: readyWorld(), typ: v1.ConditionFailed, want: "spec.cancel"},
-		{name: "done", task: makeTask(testTask).external().done().obj(), world: readyWorld(), typ: v1.ConditionSucceeded, want: "marked it done (spec.done)"},
+		{name: "cancel", task: makeTask(testTask).cancel().obj(), world: readyWorld(), typ: v1.ConditionFailed, want: "spec.lifecycle Cancelled"},
+		{name: "done", task: makeTask(testTask).external().done().obj(), world: readyWorld(), typ: v1.ConditionSucceeded, want: "marked it done (spec.lifecycle Done)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -87,7 +87,7 @@ func TaskFinished(task *v1.AgentTask) (bool, string) {
 	case meta.IsStatusConditionTrue(task.Status.Conditions, v1.ConditionFailed):
 		c := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionFailed)
 		return true, "it Failed (" + c.Reason + ")"
-	case task.Spec.Cancel:
+	case task.IsCancelled():
 		return true, "it was cancelled"
 	}
 	return false, ""

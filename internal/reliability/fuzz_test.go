@@ -361,7 +361,7 @@ func (p *rawPoster) post(ctx context.Context, name string, spec []byte) (int, st
 func cancelTask(t *testing.T, ns, name string) {
 	t.Helper()
 	task := &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if err := env.Client.Patch(t.Context(), task, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"cancel":true}}`))); err != nil {
+	if err := env.Client.Patch(t.Context(), task, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"lifecycle":"Cancelled"}}`))); err != nil {
 		t.Fatalf("cancelling %s: %v", name, err)
 	}
 }

@@ -33,7 +33,7 @@ func TestLostFirstStatusWriteLeavesNoExecution(t *testing.T) {
 			return false
 		}
 		task := &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lost"}}
-		if err := env.Client.Patch(context.Background(), task, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"cancel":true}}`))); err != nil {
+		if err := env.Client.Patch(context.Background(), task, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"lifecycle":"Cancelled"}}`))); err != nil {
 			t.Errorf("cancelling the task: %v", err)
 		}
 		// The manager's cache sees the cancellation before its next pass.

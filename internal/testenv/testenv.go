@@ -24,6 +24,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -156,8 +157,9 @@ func (e *Env) Stop() error {
 	return err
 }
 
-// AdmissionObjects reads the ValidatingAdmissionPolicies and bindings shipped in
-// config/admission, so tests install exactly what users install.
+// AdmissionObjects reads the ValidatingAdmissionPolicies, their bindings and their
+// parameter ConfigMap shipped in config/admission, so tests install exactly what
+// users install (kustomizeconfig.yaml is kustomize's, not an object).
 func AdmissionObjects() ([]client.Object, error) {
 	dir := filepath.Join(RepoRoot(), "config", "admission")
 	entries, err := os.ReadDir(dir)
@@ -166,7 +168,7 @@ func AdmissionObjects() ([]client.Object, error) {
 	}
 	var out []client.Object
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".yaml") || e.Name() == "kustomization.yaml" {
+		if !strings.HasSuffix(e.Name(), ".yaml") || e.Name() == "kustomization.yaml" || e.Name() == "kustomizeconfig.yaml" {
 			continue
 		}
 		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
@@ -187,6 +189,8 @@ func AdmissionObjects() ([]client.Object, error) {
 				obj = &admissionregistrationv1.ValidatingAdmissionPolicy{}
 			case "ValidatingAdmissionPolicyBinding":
 				obj = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+			case "ConfigMap":
+				obj = &corev1.ConfigMap{}
 			default:
 				return nil, fmt.Errorf("%s: unexpected kind %q", e.Name(), meta.Kind)
 			}
@@ -199,11 +203,20 @@ func AdmissionObjects() ([]client.Object, error) {
 	return out, nil
 }
 
-// installAdmissionPolicies creates every object AdmissionObjects returns.
+// installAdmissionPolicies creates every object AdmissionObjects returns, and the
+// namespace of the parameter object first.
 func (e *Env) installAdmissionPolicies() error {
 	objs, err := AdmissionObjects()
 	if err != nil {
 		return fmt.Errorf("reading config/admission: %w", err)
+	}
+	for _, obj := range objs {
+		if ns := obj.GetNamespace(); ns != "" {
+			err := e.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("creating namespace %s: %w", ns, err)
+			}
+		}
 	}
 	for _, obj := range objs {
 		if err := e.Client.Create(context.Background(), obj); err != nil {

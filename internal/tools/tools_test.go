@@ -2,9 +2,14 @@ package tools
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 )
@@ -138,5 +143,45 @@ func TestVisible(t *testing.T) {
 	}
 	if IsVisible(v1alpha1.ModeReadOnly, nil, session, v1alpha1.ToolWriteFile) {
 		t.Error("write_file must not be visible in ReadOnly mode")
+	}
+}
+
+// TestAgentTaskToolsEnumIsTheRegistry: spec.tools of the AgentTask CRD accepts exactly
+// the tools a task's agent may call, the registry's tools but the controller's own. A
+// tool added here and not to the enum could not be named in spec.tools; a name left in
+// the enum would be accepted and ignored.
+func TestAgentTaskToolsEnumIsTheRegistry(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "toolgate.dev_agenttasks.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		t.Fatal(err)
+	}
+	var enum []string
+	for _, v := range crd.Spec.Versions {
+		items := v.Schema.OpenAPIV3Schema.Properties["spec"].Properties["tools"].Items
+		if items == nil || items.Schema == nil {
+			t.Fatalf("version %s: spec.tools has no item schema", v.Name)
+		}
+		enum = enum[:0]
+		for _, e := range items.Schema.Enum {
+			var name string
+			if err := json.Unmarshal(e.Raw, &name); err != nil {
+				t.Fatal(err)
+			}
+			enum = append(enum, name)
+		}
+	}
+	var want []string
+	for _, tool := range All() {
+		if !tool.ControllerTool {
+			want = append(want, string(tool.Name))
+		}
+	}
+	slices.Sort(enum)
+	if diff := cmp.Diff(want, enum); diff != "" {
+		t.Errorf("the AgentTask CRD's spec.tools enum differs from the registry's agent tools (-registry +enum):\n%s", diff)
 	}
 }

@@ -434,17 +434,19 @@ exit 5
 		Expect(approval.Spec.Request.Sandbox.Profile.Image).To(Equal(workspaceImage))
 		Expect(approval.Spec.Request.Sandbox.Profile.Network.Mode).To(Equal(toolgatev1alpha1.NetworkNone))
 
-		By("the task owner switches the workspace, the image and opens egress while the approval waits")
+		By("the task owner may not switch the workspace (a CRD rule), but switches the image and opens egress while the approval waits")
 		task := &toolgatev1alpha1.AgentTask{ObjectMeta: metav1.ObjectMeta{Name: "switch", Namespace: ns}}
 		Expect(mergePatch(ctx, as(olivia), task, map[string]any{"spec": map[string]any{
 			"workspace": map[string]any{"existingClaim": elsewhere},
+		}})).To(MatchError(ContainSubstring("spec.workspace.existingClaim and spec.workspace.volumeClaim are immutable")))
+		Expect(mergePatch(ctx, as(olivia), task, map[string]any{"spec": map[string]any{
 			"sandbox": map[string]any{
 				"image":   "toolgate/exfiltrate:dev",
 				"network": map[string]any{"mode": "AllowList", "egress": []any{map[string]any{"cidr": "0.0.0.0/0"}}},
 			},
 		}})).To(Succeed())
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(task), task)).To(Succeed())
-		Expect(task.Spec.Workspace.ExistingClaim).To(Equal(elsewhere))
+		Expect(task.Spec.Sandbox.Image).To(Equal("toolgate/exfiltrate:dev"))
 
 		Expect(decide(ctx, as(alice), approval, toolgatev1alpha1.DecisionApproved, alice)).To(Succeed())
 		intent = observedIntent(ctx, intent)
@@ -797,7 +799,7 @@ exit 5
 
 		By("the task owner cancels the task")
 		task := &toolgatev1alpha1.AgentTask{ObjectMeta: metav1.ObjectMeta{Name: "cancel", Namespace: ns}}
-		Expect(mergePatch(ctx, as(olivia), task, map[string]any{"spec": map[string]any{"cancel": true}})).To(Succeed())
+		Expect(mergePatch(ctx, as(olivia), task, map[string]any{"spec": map[string]any{"lifecycle": "Cancelled"}})).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(exec), exec)).To(Succeed())
 			g.Expect(exec.Status.ErrorKind).To(Equal(toolgatev1alpha1.ErrorAborted), "Execution %s: %+v", exec.Name, exec.Status)

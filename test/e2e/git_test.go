@@ -134,7 +134,7 @@ var _ = Describe("Git workspaces", func() {
 				Goal: "Make the failing test pass\n\ncalc.sh subtracts where test.sh expects a sum.", Mode: toolgatev1alpha1.ModeEdit,
 				Workspace: toolgatev1alpha1.WorkspaceSpec{
 					VolumeClaim: &toolgatev1alpha1.WorkspaceVolumeClaim{Storage: resource.MustParse("1Gi")},
-					Git:         &toolgatev1alpha1.GitSource{URL: "http://git/calc.git", Revision: revision, SecretRef: &corev1.LocalObjectReference{Name: secret}},
+					Git:         &toolgatev1alpha1.GitSource{URL: "http://git/calc.git", Revision: revision, SecretRef: &toolgatev1alpha1.LocalObjectReference{Name: secret}},
 				},
 				Agent:   toolgatev1alpha1.AgentSpec{External: &toolgatev1alpha1.ExternalAgent{Description: "the e2e suite", Proposers: toolgatev1alpha1.Proposers{Users: []string{me}}}},
 				Budgets: toolgatev1alpha1.Budgets{MaxTurns: 20, MaxIntents: 20},
@@ -285,7 +285,7 @@ var _ = Describe("Git workspaces", func() {
 			obs := call(ctx, task, toolgatev1alpha1.ToolWriteFile, map[string]any{"path": "calc.sh", "content": fixed}).Status.Observation
 			Expect(obs.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), obs.Summary)
 			call(ctx, task, toolgatev1alpha1.ToolBash, map[string]any{"command": "mkdir -p .toolgate; echo scratch > .toolgate/notes"})
-			_, err := kubectl(ctx, "-n", ns, "patch", "agenttask", task, "--type", "merge", "-p", `{"spec":{"done":true}}`)
+			_, err := kubectl(ctx, "-n", ns, "patch", "agenttask", task, "--type", "merge", "-p", `{"spec":{"lifecycle":"Done"}}`)
 			Expect(err).NotTo(HaveOccurred())
 			push := &toolgatev1alpha1.ToolIntent{}
 			Eventually(func(g Gomega) {
@@ -361,7 +361,7 @@ var _ = Describe("Git workspaces", func() {
 		call(ctx, task, toolgatev1alpha1.ToolReadFile, map[string]any{"path": "calc.sh"})
 		obs := call(ctx, task, toolgatev1alpha1.ToolWriteFile, map[string]any{"path": "calc.sh", "content": shown}).Status.Observation
 		Expect(obs.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), obs.Summary)
-		_, err := kubectl(ctx, "-n", ns, "patch", "agenttask", task, "--type", "merge", "-p", `{"spec":{"done":true}}`)
+		_, err := kubectl(ctx, "-n", ns, "patch", "agenttask", task, "--type", "merge", "-p", `{"spec":{"lifecycle":"Done"}}`)
 		Expect(err).NotTo(HaveOccurred())
 		push := &toolgatev1alpha1.ToolIntent{}
 		Eventually(func(g Gomega) {

@@ -182,7 +182,7 @@ var _ = Describe("A task's sessions", func() {
 		second := observedIntent(ctx, create(ctx, map[string]any{"command": "sleep 600 > slept.txt", "runInBackground": true}))
 		t := &toolgatev1alpha1.AgentTask{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: task}, t)).To(Succeed())
-		t.Spec.Cancel = true
+		t.Spec.Lifecycle = toolgatev1alpha1.LifecycleCancelled
 		Expect(k8s.Update(ctx, t)).To(Succeed())
 		Eventually(func(g Gomega) {
 			exec := executionOf(ctx, second)

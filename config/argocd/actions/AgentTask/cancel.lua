@@ -1,8 +1,10 @@
--- Cancel a toolgate.dev AgentTask: set spec.cancel. The controller accepts no new intent
--- and marks the task Failed with reason Cancelled; a finished task stays finished even
--- if a later sync from git sets spec.cancel back to false.
-if obj.spec.cancel == true then
+-- Cancel a toolgate.dev AgentTask: set spec.lifecycle to Cancelled. The controller
+-- accepts no new intent, stops the running calls and marks the task Failed with
+-- reason Cancelled. The API server refuses to set it back (a later sync from git
+-- that says Active is refused, and the Application stays OutOfSync until git says
+-- Cancelled too).
+if obj.spec.lifecycle == "Cancelled" then
   error("AgentTask " .. obj.metadata.name .. " is already cancelled")
 end
-obj.spec.cancel = true
+obj.spec.lifecycle = "Cancelled"
 return obj

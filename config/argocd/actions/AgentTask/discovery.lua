@@ -4,5 +4,5 @@ local spec = obj.spec or {}
 local phase = (obj.status or {}).phase
 local finished = phase == "Succeeded" or phase == "Failed"
 local actions = {}
-actions["cancel"] = {disabled = finished or spec.cancel == true, iconClass = "fa fa-fw fa-stop", displayName = "Cancel task"}
+actions["cancel"] = {disabled = finished or spec.lifecycle == "Cancelled", iconClass = "fa fa-fw fa-stop", displayName = "Cancel task"}
 return actions

@@ -1,0 +1,24 @@
+package v1alpha1
+
+// Output bounds. Every bound on a call's output derives from MaxOutputBytesLimit; the
+// CRD markers that state them are literals (markers cannot name a constant), and
+// TestOutputBoundsDeriveFromOneConstant checks they agree with these.
+const (
+	// MaxOutputBytesLimit is the largest maxOutputBytes (an AgentTask's
+	// budgets.maxOutputBytes, an Execution's spec.maxOutputBytes): the most bytes of
+	// a call's combined output, head and tail, that a status shows.
+	MaxOutputBytesLimit int32 = 262144
+
+	// escapeGrowth is how much masking can make output longer: it writes each
+	// control byte, and each byte that is not UTF-8, as the four characters \xNN.
+	escapeGrowth = 4
+
+	// MaxOutputTextBytes is the most a text that shows a call's output (an
+	// Execution's status.output, a ToolIntent's status.observation.summary) takes
+	// as the API server stores it: measured after masking, as JSON encodes it
+	// (executor.StoredSize). It is 1 MiB, the largest output escaped whole, which
+	// leaves half a MiB of etcd's default 1.5 MiB request limit to the rest of the
+	// object. A text longer than that is cut in the middle after masking, and says
+	// so.
+	MaxOutputTextBytes = escapeGrowth * int(MaxOutputBytesLimit)
+)
