@@ -76,9 +76,10 @@ const (
 	ProbeTimeout = 100 * time.Millisecond
 	// WallWait bounds how long the runner waits for a network wall to close before
 	// it refuses the call: the enforcer may fence a new pod a moment after it
-	// started. It fits in the grace a Job's deadline and a session call's exec
-	// give the runner beyond the tool's timeout.
-	WallWait = 10 * time.Second
+	// started, and an enforcer on a busy node (kube-router syncing its rules) has
+	// been seen to take more than 10 s. It fits in the grace a Job's deadline (60 s)
+	// and a session call's exec (30 s) give the runner beyond the tool's timeout.
+	WallWait = 20 * time.Second
 	// resolvConfPath lists the pod's nameservers.
 	resolvConfPath = "/etc/resolv.conf"
 	// defaultProbeName is the name a DNS probe asks for when resolv.conf has no

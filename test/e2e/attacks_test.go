@@ -596,7 +596,9 @@ exit 5
 			i := &toolgatev1alpha1.ToolIntent{
 				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("frozen-t1-%d", index), Namespace: ns},
 				Spec: toolgatev1alpha1.ToolIntentSpec{
-					TaskRef: toolgatev1alpha1.LocalObjectReference{Name: "frozen"}, Turn: 1, Index: index, Tool: toolgatev1alpha1.ToolBash,
+					// The turn announces both calls, so the first is held for the second
+					// however soon it is decided (without turnCalls, a turn is what exists).
+					TaskRef: toolgatev1alpha1.LocalObjectReference{Name: "frozen"}, Turn: 1, Index: index, TurnCalls: 2, Tool: toolgatev1alpha1.ToolBash,
 					Input: runtime.RawExtension{Raw: raw}, RequestedBy: rita,
 				},
 			}
