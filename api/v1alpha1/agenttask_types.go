@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"sort"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -251,6 +253,7 @@ type SandboxSpec struct {
 	// claims are not supported.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="has(self.limits) && 'cpu' in self.limits && 'memory' in self.limits",message="spec.sandbox.resources.limits must set both cpu and memory: a resources block replaces the defaults (requests 100m CPU and 128Mi, limits 1 CPU and 512Mi), and a tool container without limits could take the whole node. Set both, or leave resources out for the defaults"
+	// +kubebuilder:validation:XValidation:rule="(!has(self.limits) || size(self.limits) <= 16) && (!has(self.requests) || size(self.requests) <= 16)",message="spec.sandbox.resources: name at most 16 resources in limits and in requests"
 	// +kubebuilder:validation:XValidation:rule="!has(self.claims) || size(self.claims) == 0",message="spec.sandbox.resources.claims is not supported: a tool's sandbox gets no dynamically allocated resources; remove it"
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
@@ -497,9 +500,46 @@ type IntentCounts struct {
 	// inFlight are intents without an observation yet.
 	// +optional
 	InFlight int32 `json:"inFlight,omitempty"`
-	// byOutcome counts observed intents per outcome.
+	// byOutcome counts observed intents per outcome, one entry per outcome that
+	// occurred, sorted by outcome.
 	// +optional
-	ByOutcome map[Outcome]int32 `json:"byOutcome,omitempty"`
+	// +listType=map
+	// +listMapKey=outcome
+	// +kubebuilder:validation:MaxItems=16
+	ByOutcome []OutcomeCount `json:"byOutcome,omitempty"`
+}
+
+// OutcomeCount is how many of a task's observed intents ended with one outcome.
+type OutcomeCount struct {
+	// outcome of the intents counted.
+	// +required
+	Outcome Outcome `json:"outcome"`
+	// count of the task's intents observed with that outcome.
+	// +required
+	Count int32 `json:"count"`
+}
+
+// Of is how many of the task's observed intents ended with outcome o.
+func (c IntentCounts) Of(o Outcome) int32 {
+	for _, oc := range c.ByOutcome {
+		if oc.Outcome == o {
+			return oc.Count
+		}
+	}
+	return 0
+}
+
+// OutcomeCounts is counts as byOutcome holds them: one entry per outcome counted,
+// sorted by outcome; nil for none.
+func OutcomeCounts(counts map[Outcome]int32) []OutcomeCount {
+	var out []OutcomeCount
+	for o, n := range counts {
+		if n > 0 {
+			out = append(out, OutcomeCount{Outcome: o, Count: n})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Outcome < out[j].Outcome })
+	return out
 }
 
 // AgentTaskStatus is rebuilt by the controller from the task's children.
@@ -508,6 +548,7 @@ type AgentTaskStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// observedGeneration is the spec generation the status describes.
 	// +optional
@@ -520,6 +561,7 @@ type AgentTaskStatus struct {
 	Turn int32 `json:"turn,omitempty"`
 	// workspaceClaimName is the claim mounted as the workspace.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	WorkspaceClaimName string `json:"workspaceClaimName,omitempty"`
 	// intents counts the task's intents by outcome.
 	// +optional
@@ -530,15 +572,21 @@ type AgentTaskStatus struct {
 	// tokensUsed is the model tokens used so far.
 	// +optional
 	TokensUsed int64 `json:"tokensUsed,omitempty"`
-	// result is the model's final answer, set only when the task Succeeded.
+	// result is the model's final answer, set only when the task Succeeded. An
+	// answer longer than 65536 bytes (MaxResultBytes) is cut, and says where the
+	// whole answer is (the turn record of the last turn).
 	// +optional
+	// +kubebuilder:validation:MaxLength=65536
 	Result string `json:"result,omitempty"`
 	// ruleFires counts, per rule, how often a Redirect rule redirected one of the
 	// task's calls or a Completion rule refused its final answer, from the recorded
-	// decisions and completion checks: what maxFires and cooldownSeconds are
-	// enforced from.
+	// decisions and completion checks, which maxFires and cooldownSeconds are
+	// enforced from; one entry per rule, keyed by policy and rule. It shows at most
+	// 256 rules (MaxRuleFires), the ones that fired last.
 	// +optional
-	// +listType=atomic
+	// +listType=map
+	// +listMapKey=policy
+	// +listMapKey=rule
 	// +kubebuilder:validation:MaxItems=256
 	RuleFires []RuleFires `json:"ruleFires,omitempty"`
 	// workspace is what the clone of spec.workspace.git resolved, or where the

@@ -22,3 +22,16 @@ const (
 	// so.
 	MaxOutputTextBytes = escapeGrowth * int(MaxOutputBytesLimit)
 )
+
+// Status bounds that the controller enforces as it fills the status; the CRD
+// markers state the same numbers.
+const (
+	// MaxResultBytes is the most of a model's final answer status.result holds.
+	MaxResultBytes = 65536
+	// MaxRuleFires is how many rules status.ruleFires shows: the ones that fired
+	// last (maxFires and cooldownSeconds are enforced from every recorded fire).
+	MaxRuleFires = 256
+	// MaxValidationErrors and MaxValidationErrorBytes bound status.validation.errors.
+	MaxValidationErrors     = 64
+	MaxValidationErrorBytes = 1024
+)

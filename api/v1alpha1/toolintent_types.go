@@ -315,10 +315,13 @@ type DecidedSandbox struct {
 
 // Validation is the result of validating an intent.
 type Validation struct {
-	// errors lists every validation error with its JSON path.
+	// errors lists every validation error with its JSON path: at most 64, each at
+	// most 1024 bytes (longer ones are cut, and a last error says how many more
+	// there were).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=1024
 	Errors []string `json:"errors,omitempty"`
 	// timeoutSeconds is the effective timeout after defaulting and clamping.
 	// +optional
@@ -385,6 +388,7 @@ type ToolIntentStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// observedGeneration is the spec generation the status describes.
 	// +optional

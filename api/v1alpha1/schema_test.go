@@ -1,0 +1,194 @@
+package v1alpha1_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/tools"
+)
+
+// generatedCRDs reads the CRDs of config/crd/bases.
+func generatedCRDs(t *testing.T) []apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join("..", "..", "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no CRDs found: %v", err)
+	}
+	var out []apiextensionsv1.CustomResourceDefinition
+	for _, path := range paths {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.Unmarshal(raw, &crd); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, crd)
+	}
+	return out
+}
+
+// TestStatusIsBounded walks the status of every generated CRD: each string must have
+// a maxLength (or be an enum, a timestamp or a quantity), each list a maxItems, and
+// no map may hold objects (a keyed list holds them, listType=map). A status without
+// bounds grows until a write is refused for its size, after the controller acted on
+// what it could not record.
+func TestStatusIsBounded(t *testing.T) {
+	var problems []string
+	for _, crd := range generatedCRDs(t) {
+		for _, version := range crd.Spec.Versions {
+			status, ok := version.Schema.OpenAPIV3Schema.Properties["status"]
+			if !ok {
+				continue
+			}
+			walkBounds(crd.Spec.Names.Kind+" "+version.Name+" status", status, &problems)
+		}
+	}
+	sort.Strings(problems)
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+func walkBounds(path string, s apiextensionsv1.JSONSchemaProps, problems *[]string) {
+	switch {
+	case s.XIntOrString:
+		// A quantity or a port: its size is bounded by its syntax.
+	case s.Type == "string":
+		if s.MaxLength == nil && len(s.Enum) == 0 && s.Format != "date-time" {
+			*problems = append(*problems, path+": a string without maxLength")
+		}
+	case s.Type == "array":
+		if s.MaxItems == nil {
+			*problems = append(*problems, path+": a list without maxItems")
+		}
+		if s.Items != nil && s.Items.Schema != nil {
+			walkBounds(path+"[]", *s.Items.Schema, problems)
+		}
+	case s.Type == "object":
+		if ap := s.AdditionalProperties; ap != nil && ap.Schema != nil {
+			if ap.Schema.Type == "object" || ap.Schema.Type == "array" {
+				*problems = append(*problems, path+": a map of objects or lists (use a list keyed with listType=map)")
+			}
+			if s.MaxProperties == nil {
+				*problems = append(*problems, path+": a map without maxProperties")
+			}
+			walkBounds(path+"{}", *ap.Schema, problems)
+		}
+		if s.XPreserveUnknownFields != nil && *s.XPreserveUnknownFields {
+			*problems = append(*problems, path+": an object that keeps unknown fields, of any size")
+		}
+		names := make([]string, 0, len(s.Properties))
+		for name := range s.Properties {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			walkBounds(path+"."+name, s.Properties[name], problems)
+		}
+	}
+}
+
+// schemaAt is the schema of kind's first version at a dotted path from the root
+// ("spec.tools[]" steps into a list's items).
+func schemaAt(t *testing.T, crds []apiextensionsv1.CustomResourceDefinition, kind, path string) apiextensionsv1.JSONSchemaProps {
+	t.Helper()
+	for _, crd := range crds {
+		if crd.Spec.Names.Kind != kind {
+			continue
+		}
+		s := *crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+		for _, step := range strings.Split(path, ".") {
+			name, items := strings.CutSuffix(step, "[]")
+			next, ok := s.Properties[name]
+			if !ok {
+				t.Fatalf("%s has no %s (at %s)", kind, path, step)
+			}
+			s = next
+			if items {
+				s = *s.Items.Schema
+			}
+		}
+		return s
+	}
+	t.Fatalf("no CRD of kind %s", kind)
+	return apiextensionsv1.JSONSchemaProps{}
+}
+
+// TestOutputBoundsDeriveFromOneConstant: the CRD markers that bound a call's output
+// and the status the controller fills state the numbers of api/v1alpha1/limits.go,
+// which the code that fills them enforces.
+func TestOutputBoundsDeriveFromOneConstant(t *testing.T) {
+	crds := generatedCRDs(t)
+	for _, c := range []struct {
+		kind, path string
+		got        func(apiextensionsv1.JSONSchemaProps) *float64
+		want       int
+	}{
+		{"AgentTask", "spec.budgets.maxOutputBytes", maximum, int(v1.MaxOutputBytesLimit)},
+		{"Execution", "spec.maxOutputBytes", maximum, int(v1.MaxOutputBytesLimit)},
+		{"ToolIntent", "status.decision.sandbox.maxOutputBytes", maximum, int(v1.MaxOutputBytesLimit)},
+		{"Approval", "spec.request.sandbox.maxOutputBytes", maximum, int(v1.MaxOutputBytesLimit)},
+		{"Execution", "status.output", maxLength, v1.MaxOutputTextBytes},
+		{"ToolIntent", "status.observation.summary", maxLength, v1.MaxOutputTextBytes},
+		{"AgentTask", "status.result", maxLength, v1.MaxResultBytes},
+		{"AgentTask", "status.ruleFires", maxItems, v1.MaxRuleFires},
+		{"ToolIntent", "status.validation.errors", maxItems, v1.MaxValidationErrors},
+		{"ToolIntent", "status.validation.errors[]", maxLength, v1.MaxValidationErrorBytes},
+	} {
+		if got := c.got(schemaAt(t, crds, c.kind, c.path)); got == nil || int(*got) != c.want {
+			t.Errorf("%s %s: the CRD says %v, the code enforces %d", c.kind, c.path, deref(got), c.want)
+		}
+	}
+}
+
+func maximum(s apiextensionsv1.JSONSchemaProps) *float64 { return s.Maximum }
+func maxLength(s apiextensionsv1.JSONSchemaProps) *float64 {
+	if s.MaxLength == nil {
+		return nil
+	}
+	f := float64(*s.MaxLength)
+	return &f
+}
+func maxItems(s apiextensionsv1.JSONSchemaProps) *float64 {
+	if s.MaxItems == nil {
+		return nil
+	}
+	f := float64(*s.MaxItems)
+	return &f
+}
+func deref(f *float64) any {
+	if f == nil {
+		return "nothing"
+	}
+	return *f
+}
+
+// The enum of an AgentTask's spec.tools is every tool a task's agent may call: the
+// registry's tools but the controller's own (git_push), and nothing else.
+func TestTaskToolsEnumIsTheRegistry(t *testing.T) {
+	var want []string
+	for _, tool := range tools.All() {
+		if !tool.ControllerTool {
+			want = append(want, string(tool.Name))
+		}
+	}
+	var got []string
+	for _, e := range schemaAt(t, generatedCRDs(t), "AgentTask", "spec.tools[]").Enum {
+		got = append(got, strings.Trim(string(e.Raw), `"`))
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("spec.tools allows %v; the tools a task's agent may call are %v", got, want)
+	}
+}
