@@ -345,6 +345,25 @@ type AgentSpec struct {
 	External *ExternalAgent `json:"external,omitempty"`
 }
 
+// AgentKind is which agent proposes a task's tool calls.
+// +kubebuilder:validation:Enum=Model;External
+type AgentKind string
+
+const (
+	// AgentKindModel: toolgate runs the agent loop against spec.agent.model.
+	AgentKindModel AgentKind = "Model"
+	// AgentKindExternal: an outside agent creates the intents (spec.agent.external).
+	AgentKindExternal AgentKind = "External"
+)
+
+// Kind is which of model and external a is.
+func (a AgentSpec) Kind() AgentKind {
+	if a.Model != nil {
+		return AgentKindModel
+	}
+	return AgentKindExternal
+}
+
 // ModelAgent is an OpenAI-compatible Chat Completions endpoint with tool calling.
 type ModelAgent struct {
 	// baseURL of the endpoint, for example https://api.openai.com/v1 or a vLLM,
@@ -501,7 +520,9 @@ type IntentCounts struct {
 	// +optional
 	InFlight int32 `json:"inFlight,omitempty"`
 	// byOutcome counts observed intents per outcome, one entry per outcome that
-	// occurred, sorted by outcome.
+	// occurred, sorted by outcome: a list keyed by outcome, so that a client reads
+	// it with a JSONPath filter (byOutcome[?(@.outcome=="Succeeded")].count) and
+	// its bound is the number of outcomes.
 	// +optional
 	// +listType=map
 	// +listMapKey=outcome
@@ -556,6 +577,10 @@ type AgentTaskStatus struct {
 	// phase summarizes the conditions for people.
 	// +optional
 	Phase TaskPhase `json:"phase,omitempty"`
+	// agentKind is Model or External, as spec.agent says: for kubectl get, whose
+	// columns cannot tell which of the two spec.agent holds.
+	// +optional
+	AgentKind AgentKind `json:"agentKind,omitempty"`
 	// turn is the current (or last) turn number, starting at 0.
 	// +optional
 	Turn int32 `json:"turn,omitempty"`
@@ -573,8 +598,8 @@ type AgentTaskStatus struct {
 	// +optional
 	TokensUsed int64 `json:"tokensUsed,omitempty"`
 	// result is the model's final answer, set only when the task Succeeded. An
-	// answer longer than 65536 bytes (MaxResultBytes) is cut, and says where the
-	// whole answer is (the turn record of the last turn).
+	// answer longer than 65536 bytes (MaxResultBytes) is cut between characters,
+	// and ends saying so and naming the turn whose record holds the whole answer.
 	// +optional
 	// +kubebuilder:validation:MaxLength=65536
 	Result string `json:"result,omitempty"`
@@ -712,12 +737,22 @@ type CompletionCheck struct {
 // AgentTask is the unit of work: a goal, a workspace, a sandbox, an agent and budgets.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=task;tasks,categories=toolgate
-// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:resource:shortName=agt,categories=toolgate
+// +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.status.agentKind`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Failed")].reason`,description="Why the task failed (the Failed condition's reason); Running while it runs"
 // +kubebuilder:printcolumn:name="Turn",type=integer,JSONPath=`.status.turn`
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Intents",type=integer,JSONPath=`.status.intents.total`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`,priority=1
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.agent.model.model`,priority=1
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1,description="The Ready condition's reason: why a task is Pending (WorkspaceCloning, ModelUnavailable, ...)"
+// +kubebuilder:printcolumn:name="In-Flight",type=integer,JSONPath=`.status.intents.inFlight`,priority=1
+// +kubebuilder:printcolumn:name="Succeeded",type=integer,JSONPath=`.status.intents.byOutcome[?(@.outcome=="Succeeded")].count`,priority=1
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.intents.byOutcome[?(@.outcome=="Failed")].count`,priority=1
+// +kubebuilder:printcolumn:name="Denied",type=integer,JSONPath=`.status.intents.byOutcome[?(@.outcome=="Denied")].count`,priority=1
+// +kubebuilder:printcolumn:name="Approvals",type=integer,JSONPath=`.status.approvalRequests`,priority=1
+// +kubebuilder:printcolumn:name="Tokens",type=integer,JSONPath=`.status.tokensUsed`,priority=1
 type AgentTask struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -320,11 +320,16 @@ type ObservedSandbox struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=exec,categories=toolgate
+// +kubebuilder:printcolumn:name="Intent",type=string,JSONPath=`.spec.intentRef.name`
 // +kubebuilder:printcolumn:name="Tool",type=string,JSONPath=`.spec.tool`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Error",type=string,JSONPath=`.status.errorKind`,description="Why the execution did not succeed: ExitCode, Timeout, Stale, Exception or Aborted"
 // +kubebuilder:printcolumn:name="Exit",type=integer,JSONPath=`.status.exitCode`
 // +kubebuilder:printcolumn:name="Duration",type=string,JSONPath=`.status.duration`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Task",type=string,JSONPath=`.spec.taskRef.name`,priority=1
+// +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.status.podName`,priority=1
+// +kubebuilder:printcolumn:name="Truncated",type=boolean,JSONPath=`.status.truncated`,priority=1
 type Execution struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

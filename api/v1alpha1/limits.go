@@ -31,6 +31,11 @@ const (
 	// MaxRuleFires is how many rules status.ruleFires shows: the ones that fired
 	// last (maxFires and cooldownSeconds are enforced from every recorded fire).
 	MaxRuleFires = 256
+	// MaxIntentsNamedAwaiting is how many waiting intents an AgentTask's
+	// AwaitingApproval condition message names; it says how many more wait (a
+	// condition message holds at most 32768 characters, a task may have thousands
+	// of intents).
+	MaxIntentsNamedAwaiting = 10
 	// MaxValidationErrors and MaxValidationErrorBytes bound status.validation.errors.
 	MaxValidationErrors     = 64
 	MaxValidationErrorBytes = 1024

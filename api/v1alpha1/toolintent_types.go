@@ -425,10 +425,15 @@ type ToolIntentStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=intent;intents,categories=toolgate
 // +kubebuilder:printcolumn:name="Task",type=string,JSONPath=`.spec.taskRef.name`
+// +kubebuilder:printcolumn:name="Turn",type=integer,JSONPath=`.spec.turn`
 // +kubebuilder:printcolumn:name="Tool",type=string,JSONPath=`.spec.tool`
 // +kubebuilder:printcolumn:name="Decision",type=string,JSONPath=`.status.decision.action`
 // +kubebuilder:printcolumn:name="Outcome",type=string,JSONPath=`.status.observation.outcome`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Risk",type=string,JSONPath=`.status.decision.risk`,priority=1
+// +kubebuilder:printcolumn:name="Rule",type=string,JSONPath=`.status.decision.rule`,priority=1
+// +kubebuilder:printcolumn:name="Requester",type=string,JSONPath=`.spec.requestedBy`,priority=1
+// +kubebuilder:printcolumn:name="Exit",type=integer,JSONPath=`.status.observation.exitCode`,priority=1
 type ToolIntent struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -13,7 +13,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 )
 
-// The AwaitingApproval message names at most maxNamedAwaiting intents and says how
+// The AwaitingApproval message names at most MaxIntentsNamedAwaiting intents and says how
 // many more wait: a condition message holds at most 32768 characters, and a task may
 // have thousands of intents.
 func TestAwaitingApprovalMessageIsBounded(t *testing.T) {
@@ -28,10 +28,10 @@ func TestAwaitingApprovalMessageIsBounded(t *testing.T) {
 	if c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("AwaitingApproval: %+v", c)
 	}
-	if len(c.Message) > 4096 || !strings.HasSuffix(c.Message, "] and 490 more") || strings.Count(c.Message, "t-t") != maxNamedAwaiting {
+	if len(c.Message) > 4096 || !strings.HasSuffix(c.Message, "] and 490 more") || strings.Count(c.Message, "t-t") != v1.MaxIntentsNamedAwaiting {
 		t.Fatalf("AwaitingApproval message (%d bytes): %.300q … %q", len(c.Message), c.Message, c.Message[max(len(c.Message)-40, 0):])
 	}
-	if got := namesUpTo([]string{"a", "b"}, maxNamedAwaiting); got != "[a b]" {
+	if got := namesUpTo([]string{"a", "b"}, v1.MaxIntentsNamedAwaiting); got != "[a b]" {
 		t.Fatalf("two waiting intents: %q", got)
 	}
 }

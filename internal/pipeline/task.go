@@ -92,6 +92,7 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 	st := v1.AgentTaskStatus{
 		Conditions:         append([]metav1.Condition(nil), old.Conditions...),
 		ObservedGeneration: task.Generation,
+		AgentKind:          task.Spec.Agent.Kind(),
 		WorkspaceClaimName: WorkspaceClaimName(task),
 		ApprovalRequests:   world.Approvals,
 		TokensUsed:         old.TokensUsed,
@@ -184,7 +185,7 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 		set(v1.ConditionReady, true, v1.ReasonWorkspaceReady, msg)
 	}
 	if len(awaiting) > 0 {
-		set(v1.ConditionAwaitingApproval, true, v1.ReasonIntentsAwaitingApproval, "waiting for a human decision on "+namesUpTo(awaiting, maxNamedAwaiting))
+		set(v1.ConditionAwaitingApproval, true, v1.ReasonIntentsAwaitingApproval, "waiting for a human decision on "+namesUpTo(awaiting, v1.MaxIntentsNamedAwaiting))
 	} else {
 		set(v1.ConditionAwaitingApproval, false, v1.ReasonNoPendingApprovals, "no intent waits for a human")
 	}
@@ -340,9 +341,6 @@ func IntentBefore(a, b *v1.ToolIntent) bool {
 	}
 	return a.Name < b.Name
 }
-
-// maxNamedAwaiting is how many waiting intents the AwaitingApproval message names.
-const maxNamedAwaiting = 10
 
 // namesUpTo is names in brackets, at most n of them, then how many more there are:
 // a condition message holds at most 32768 characters, however many calls wait.

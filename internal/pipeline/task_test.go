@@ -339,6 +339,7 @@ func TestTaskStatusWhole(t *testing.T) {
 		},
 		ObservedGeneration: 3,
 		Phase:              v1.TaskAwaitingApproval,
+		AgentKind:          v1.AgentKindExternal,
 		Turn:               1,
 		WorkspaceClaimName: "t-workspace",
 		Intents:            v1.IntentCounts{Total: 3, InFlight: 2, ByOutcome: v1.OutcomeCounts(map[v1.Outcome]int32{v1.OutcomeSucceeded: 1})},
@@ -454,5 +455,21 @@ func TestIntentBefore(t *testing.T) {
 				t.Errorf("IntentBefore() = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// status.agentKind says which of spec.agent's two the task has, for kubectl get's
+// Agent column.
+func TestTaskStatusNamesTheAgentKind(t *testing.T) {
+	for _, tc := range []struct {
+		task *v1.AgentTask
+		want v1.AgentKind
+	}{
+		{makeTask(testTask).obj(), v1.AgentKindExternal},
+		{makeTask(testTask).model().obj(), v1.AgentKindModel},
+	} {
+		if got := TaskStatus(tc.task, readyWorld(), metav1.Now()).AgentKind; got != tc.want {
+			t.Errorf("agentKind %q, want %q", got, tc.want)
+		}
 	}
 }
