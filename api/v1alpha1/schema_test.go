@@ -208,3 +208,36 @@ func deref(f *float64) any {
 	}
 	return *f
 }
+
+// namesTaken are resource names and short names that kubectl already resolves in
+// clusters shared with common projects: core Kubernetes, Tekton (task, taskrun,
+// pipelinerun), Argo CD, Argo Rollouts (at is its AnalysisTemplate), Argo Workflows,
+// cert-manager, Knative Serving, Kueue and JobSet. A toolgate short name among them
+// makes kubectl get NAME pick one of the two kinds.
+var namesTaken = []string{
+	"po", "svc", "deploy", "rs", "sts", "ds", "cm", "ns", "no", "pv", "pvc", "sa", "ing", "netpol",
+	"pdb", "hpa", "cj", "ep", "ev", "rc", "sc", "pc", "crd", "csr", "quota", "limits",
+	"task", "tasks", "taskrun", "tr", "pipeline", "pipelinerun", "pr",
+	"app", "apps", "appproj", "appset",
+	"ro", "at", "ar", "cat", "exp",
+	"wf", "cwf", "wftmpl", "cwftmpl",
+	"cert", "certs", "cr", "crs",
+	"ksvc", "rt", "rev", "cfg",
+	"queue", "queues", "lq", "cq", "wl", "js",
+}
+
+// Every kind is in the toolgate category (kubectl get toolgate lists them all), and
+// no short name is one that kubectl already resolves to another common kind.
+func TestNamesCollideWithNoCommonKind(t *testing.T) {
+	for _, crd := range generatedCRDs(t) {
+		n := crd.Spec.Names
+		if !slices.Contains(n.Categories, "toolgate") {
+			t.Errorf("%s is not in the toolgate category: %v", n.Kind, n.Categories)
+		}
+		for _, s := range n.ShortNames {
+			if slices.Contains(namesTaken, s) {
+				t.Errorf("%s's short name %q is already another common kind's", n.Kind, s)
+			}
+		}
+	}
+}
