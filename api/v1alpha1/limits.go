@@ -36,6 +36,9 @@ const (
 	// condition message holds at most 32768 characters, a task may have thousands
 	// of intents).
 	MaxIntentsNamedAwaiting = 10
+	// MaxResourceNames is how many resources a sandbox's limits and requests name
+	// each (spec.sandbox.resources, and the sandbox a decision records).
+	MaxResourceNames = 16
 	// MaxValidationErrors and MaxValidationErrorBytes bound status.validation.errors.
 	MaxValidationErrors     = 64
 	MaxValidationErrorBytes = 1024

@@ -1,6 +1,7 @@
 package v1alpha1_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -144,10 +145,19 @@ func TestOutputBoundsDeriveFromOneConstant(t *testing.T) {
 		{"AgentTask", "status.ruleFires", maxItems, v1.MaxRuleFires},
 		{"ToolIntent", "status.validation.errors", maxItems, v1.MaxValidationErrors},
 		{"ToolIntent", "status.validation.errors[]", maxLength, v1.MaxValidationErrorBytes},
+		{"ToolIntent", "status.decision.sandbox.profile.resources.limits", maxProperties, v1.MaxResourceNames},
+		{"ToolIntent", "status.decision.sandbox.profile.resources.requests", maxProperties, v1.MaxResourceNames},
+		{"Execution", "spec.sandbox.resources.limits", maxProperties, v1.MaxResourceNames},
 	} {
 		if got := c.got(schemaAt(t, crds, c.kind, c.path)); got == nil || int(*got) != c.want {
 			t.Errorf("%s %s: the CRD says %v, the code enforces %d", c.kind, c.path, deref(got), c.want)
 		}
+	}
+	// The task's own resources are bounded by a CEL rule, to the same number.
+	if rules := schemaAt(t, crds, "AgentTask", "spec.sandbox.resources").XValidations; !slices.ContainsFunc(rules, func(r apiextensionsv1.ValidationRule) bool {
+		return strings.Contains(r.Rule, fmt.Sprintf("size(self.limits) <= %d", v1.MaxResourceNames)) && strings.Contains(r.Rule, fmt.Sprintf("size(self.requests) <= %d", v1.MaxResourceNames))
+	}) {
+		t.Errorf("AgentTask spec.sandbox.resources: no rule bounds limits and requests to %d resources", v1.MaxResourceNames)
 	}
 	// byOutcome holds one entry per outcome: its bound must leave room for each.
 	outcomes := len(schemaAt(t, crds, "AgentTask", "status.intents.byOutcome[].outcome").Enum)
@@ -193,6 +203,13 @@ func maxLength(s apiextensionsv1.JSONSchemaProps) *float64 {
 		return nil
 	}
 	f := float64(*s.MaxLength)
+	return &f
+}
+func maxProperties(s apiextensionsv1.JSONSchemaProps) *float64 {
+	if s.MaxProperties == nil {
+		return nil
+	}
+	f := float64(*s.MaxProperties)
 	return &f
 }
 func maxItems(s apiextensionsv1.JSONSchemaProps) *float64 {
