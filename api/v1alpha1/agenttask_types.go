@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"sort"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -251,6 +253,7 @@ type SandboxSpec struct {
 	// claims are not supported.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="has(self.limits) && 'cpu' in self.limits && 'memory' in self.limits",message="spec.sandbox.resources.limits must set both cpu and memory: a resources block replaces the defaults (requests 100m CPU and 128Mi, limits 1 CPU and 512Mi), and a tool container without limits could take the whole node. Set both, or leave resources out for the defaults"
+	// +kubebuilder:validation:XValidation:rule="(!has(self.limits) || size(self.limits) <= 16) && (!has(self.requests) || size(self.requests) <= 16)",message="spec.sandbox.resources: name at most 16 resources in limits and in requests"
 	// +kubebuilder:validation:XValidation:rule="!has(self.claims) || size(self.claims) == 0",message="spec.sandbox.resources.claims is not supported: a tool's sandbox gets no dynamically allocated resources; remove it"
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
@@ -340,6 +343,25 @@ type AgentSpec struct {
 	// kubectl); toolgate governs them but proposes nothing itself.
 	// +optional
 	External *ExternalAgent `json:"external,omitempty"`
+}
+
+// AgentKind is which agent proposes a task's tool calls.
+// +kubebuilder:validation:Enum=Model;External
+type AgentKind string
+
+const (
+	// AgentKindModel: toolgate runs the agent loop against spec.agent.model.
+	AgentKindModel AgentKind = "Model"
+	// AgentKindExternal: an outside agent creates the intents (spec.agent.external).
+	AgentKindExternal AgentKind = "External"
+)
+
+// Kind is which of model and external a is.
+func (a AgentSpec) Kind() AgentKind {
+	if a.Model != nil {
+		return AgentKindModel
+	}
+	return AgentKindExternal
 }
 
 // ModelAgent is an OpenAI-compatible Chat Completions endpoint with tool calling.
@@ -497,9 +519,48 @@ type IntentCounts struct {
 	// inFlight are intents without an observation yet.
 	// +optional
 	InFlight int32 `json:"inFlight,omitempty"`
-	// byOutcome counts observed intents per outcome.
+	// byOutcome counts observed intents per outcome, one entry per outcome that
+	// occurred, sorted by outcome: a list keyed by outcome, so that a client reads
+	// it with a JSONPath filter (byOutcome[?(@.outcome=="Succeeded")].count) and
+	// its bound is the number of outcomes.
 	// +optional
-	ByOutcome map[Outcome]int32 `json:"byOutcome,omitempty"`
+	// +listType=map
+	// +listMapKey=outcome
+	// +kubebuilder:validation:MaxItems=16
+	ByOutcome []OutcomeCount `json:"byOutcome,omitempty"`
+}
+
+// OutcomeCount is how many of a task's observed intents ended with one outcome.
+type OutcomeCount struct {
+	// outcome of the intents counted.
+	// +required
+	Outcome Outcome `json:"outcome"`
+	// count of the task's intents observed with that outcome.
+	// +required
+	Count int32 `json:"count"`
+}
+
+// Of is how many of the task's observed intents ended with outcome o.
+func (c IntentCounts) Of(o Outcome) int32 {
+	for _, oc := range c.ByOutcome {
+		if oc.Outcome == o {
+			return oc.Count
+		}
+	}
+	return 0
+}
+
+// OutcomeCounts is counts as byOutcome holds them: one entry per outcome counted,
+// sorted by outcome; nil for none.
+func OutcomeCounts(counts map[Outcome]int32) []OutcomeCount {
+	var out []OutcomeCount
+	for o, n := range counts {
+		if n > 0 {
+			out = append(out, OutcomeCount{Outcome: o, Count: n})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Outcome < out[j].Outcome })
+	return out
 }
 
 // AgentTaskStatus is rebuilt by the controller from the task's children.
@@ -508,6 +569,7 @@ type AgentTaskStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// observedGeneration is the spec generation the status describes.
 	// +optional
@@ -515,11 +577,16 @@ type AgentTaskStatus struct {
 	// phase summarizes the conditions for people.
 	// +optional
 	Phase TaskPhase `json:"phase,omitempty"`
+	// agentKind is Model or External, as spec.agent says: for kubectl get, whose
+	// columns cannot tell which of the two spec.agent holds.
+	// +optional
+	AgentKind AgentKind `json:"agentKind,omitempty"`
 	// turn is the current (or last) turn number, starting at 0.
 	// +optional
 	Turn int32 `json:"turn,omitempty"`
 	// workspaceClaimName is the claim mounted as the workspace.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	WorkspaceClaimName string `json:"workspaceClaimName,omitempty"`
 	// intents counts the task's intents by outcome.
 	// +optional
@@ -530,15 +597,21 @@ type AgentTaskStatus struct {
 	// tokensUsed is the model tokens used so far.
 	// +optional
 	TokensUsed int64 `json:"tokensUsed,omitempty"`
-	// result is the model's final answer, set only when the task Succeeded.
+	// result is the model's final answer, set only when the task Succeeded. An
+	// answer longer than 65536 bytes (MaxResultBytes) is cut between characters,
+	// and ends saying so and naming the turn whose record holds the whole answer.
 	// +optional
+	// +kubebuilder:validation:MaxLength=65536
 	Result string `json:"result,omitempty"`
 	// ruleFires counts, per rule, how often a Redirect rule redirected one of the
 	// task's calls or a Completion rule refused its final answer, from the recorded
-	// decisions and completion checks: what maxFires and cooldownSeconds are
-	// enforced from.
+	// decisions and completion checks, which maxFires and cooldownSeconds are
+	// enforced from; one entry per rule, keyed by policy and rule. It shows at most
+	// 256 rules (MaxRuleFires), the ones that fired last.
 	// +optional
-	// +listType=atomic
+	// +listType=map
+	// +listMapKey=policy
+	// +listMapKey=rule
 	// +kubebuilder:validation:MaxItems=256
 	RuleFires []RuleFires `json:"ruleFires,omitempty"`
 	// workspace is what the clone of spec.workspace.git resolved, or where the
@@ -664,12 +737,22 @@ type CompletionCheck struct {
 // AgentTask is the unit of work: a goal, a workspace, a sandbox, an agent and budgets.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=task;tasks,categories=toolgate
-// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:resource:shortName=agt,categories=toolgate
+// +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.status.agentKind`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Failed")].reason`,description="Why the task failed (the Failed condition's reason); Running while it runs"
 // +kubebuilder:printcolumn:name="Turn",type=integer,JSONPath=`.status.turn`
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Intents",type=integer,JSONPath=`.status.intents.total`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`,priority=1
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.agent.model.model`,priority=1
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1,description="The Ready condition's reason: why a task is Pending (WorkspaceCloning, ModelUnavailable, ...)"
+// +kubebuilder:printcolumn:name="In-Flight",type=integer,JSONPath=`.status.intents.inFlight`,priority=1
+// +kubebuilder:printcolumn:name="Succeeded",type=integer,JSONPath=`.status.intents.byOutcome[?(@.outcome=="Succeeded")].count`,priority=1
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.intents.byOutcome[?(@.outcome=="Failed")].count`,priority=1
+// +kubebuilder:printcolumn:name="Denied",type=integer,JSONPath=`.status.intents.byOutcome[?(@.outcome=="Denied")].count`,priority=1
+// +kubebuilder:printcolumn:name="Approvals",type=integer,JSONPath=`.status.approvalRequests`,priority=1
+// +kubebuilder:printcolumn:name="Tokens",type=integer,JSONPath=`.status.tokensUsed`,priority=1
 type AgentTask struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

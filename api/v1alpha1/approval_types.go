@@ -154,12 +154,17 @@ type ApprovalStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=appr,categories=toolgate
-// +kubebuilder:printcolumn:name="Intent",type=string,JSONPath=`.spec.intentRef.name`
+// +kubebuilder:printcolumn:name="Task",type=string,JSONPath=`.spec.taskRef.name`
 // +kubebuilder:printcolumn:name="Tool",type=string,JSONPath=`.spec.request.tool`
-// +kubebuilder:printcolumn:name="Decision",type=string,JSONPath=`.spec.decision`
-// +kubebuilder:printcolumn:name="DecidedBy",type=string,JSONPath=`.spec.decidedBy`
+// +kubebuilder:printcolumn:name="Risk",type=string,JSONPath=`.spec.request.risk`
+// +kubebuilder:printcolumn:name="Requester",type=string,JSONPath=`.spec.requestedBy`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Expires",type=string,format=date-time,JSONPath=`.spec.expiresAt`,description="When the approval expires if nobody decides"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Intent",type=string,JSONPath=`.spec.intentRef.name`,priority=1
+// +kubebuilder:printcolumn:name="Rule",type=string,JSONPath=`.spec.request.rule`,priority=1
+// +kubebuilder:printcolumn:name="Decision",type=string,JSONPath=`.spec.decision`,priority=1
+// +kubebuilder:printcolumn:name="Decided-By",type=string,JSONPath=`.spec.decidedBy`,priority=1
 type Approval struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

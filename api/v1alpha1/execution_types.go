@@ -61,7 +61,7 @@ type SandboxProfile struct {
 	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
 	// resources of the tool container.
 	// +optional
-	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+	Resources SandboxResources `json:"resources,omitempty"`
 	// network egress allowed.
 	// +optional
 	Network NetworkSpec `json:"network,omitempty"`
@@ -84,6 +84,24 @@ type SandboxProfile struct {
 	// this profile, PerCall (or empty) in a Job of its own.
 	// +optional
 	Isolation SandboxIsolation `json:"isolation,omitempty"`
+}
+
+// SandboxResources are the tool container's requests and limits, as the task's
+// spec.sandbox.resources sets them.
+type SandboxResources struct {
+	// limits of the tool container, by resource name.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	Limits corev1.ResourceList `json:"limits,omitempty"`
+	// requests of the tool container, by resource name.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	Requests corev1.ResourceList `json:"requests,omitempty"`
+}
+
+// Requirements is r as a container takes it.
+func (r SandboxResources) Requirements() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Limits: r.Limits.DeepCopy(), Requests: r.Requests.DeepCopy()}
 }
 
 // SandboxWalls are restrictions the decision puts on a call's sandbox, tighter than
@@ -193,15 +211,18 @@ type ExecutionStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// phase of the execution.
 	// +optional
 	Phase ExecutionPhase `json:"phase,omitempty"`
 	// jobName of the Job running the invocation.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	JobName string `json:"jobName,omitempty"`
 	// podName of the pod that ran the call: the Job's pod, or the session pod.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	PodName string `json:"podName,omitempty"`
 	// sessionName is the session pod the call was delivered to (isolation Session),
 	// recorded before the call starts; empty for a call run as a Job.
@@ -227,6 +248,7 @@ type ExecutionStatus struct {
 	DurationMillis int64 `json:"durationMillis,omitempty"`
 	// duration, human-readable, for kubectl get.
 	// +optional
+	// +kubebuilder:validation:MaxLength=64
 	Duration string `json:"duration,omitempty"`
 	// errorKind when the execution did not succeed.
 	// +optional
@@ -298,11 +320,16 @@ type ObservedSandbox struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=exec,categories=toolgate
+// +kubebuilder:printcolumn:name="Intent",type=string,JSONPath=`.spec.intentRef.name`
 // +kubebuilder:printcolumn:name="Tool",type=string,JSONPath=`.spec.tool`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Error",type=string,JSONPath=`.status.errorKind`,description="Why the execution did not succeed: ExitCode, Timeout, Stale, Exception or Aborted"
 // +kubebuilder:printcolumn:name="Exit",type=integer,JSONPath=`.status.exitCode`
 // +kubebuilder:printcolumn:name="Duration",type=string,JSONPath=`.status.duration`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Task",type=string,JSONPath=`.spec.taskRef.name`,priority=1
+// +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.status.podName`,priority=1
+// +kubebuilder:printcolumn:name="Truncated",type=boolean,JSONPath=`.status.truncated`,priority=1
 type Execution struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -22,3 +22,24 @@ const (
 	// so.
 	MaxOutputTextBytes = escapeGrowth * int(MaxOutputBytesLimit)
 )
+
+// Status bounds that the controller enforces as it fills the status; the CRD
+// markers state the same numbers.
+const (
+	// MaxResultBytes is the most of a model's final answer status.result holds.
+	MaxResultBytes = 65536
+	// MaxRuleFires is how many rules status.ruleFires shows: the ones that fired
+	// last (maxFires and cooldownSeconds are enforced from every recorded fire).
+	MaxRuleFires = 256
+	// MaxIntentsNamedAwaiting is how many waiting intents an AgentTask's
+	// AwaitingApproval condition message names; it says how many more wait (a
+	// condition message holds at most 32768 characters, a task may have thousands
+	// of intents).
+	MaxIntentsNamedAwaiting = 10
+	// MaxResourceNames is how many resources a sandbox's limits and requests name
+	// each (spec.sandbox.resources, and the sandbox a decision records).
+	MaxResourceNames = 16
+	// MaxValidationErrors and MaxValidationErrorBytes bound status.validation.errors.
+	MaxValidationErrors     = 64
+	MaxValidationErrorBytes = 1024
+)

@@ -315,10 +315,13 @@ type DecidedSandbox struct {
 
 // Validation is the result of validating an intent.
 type Validation struct {
-	// errors lists every validation error with its JSON path.
+	// errors lists every validation error with its JSON path: at most 64, each at
+	// most 1024 bytes (longer ones are cut, and a last error says how many more
+	// there were).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=1024
 	Errors []string `json:"errors,omitempty"`
 	// timeoutSeconds is the effective timeout after defaulting and clamping.
 	// +optional
@@ -385,6 +388,7 @@ type ToolIntentStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// observedGeneration is the spec generation the status describes.
 	// +optional
@@ -421,10 +425,15 @@ type ToolIntentStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=intent;intents,categories=toolgate
 // +kubebuilder:printcolumn:name="Task",type=string,JSONPath=`.spec.taskRef.name`
+// +kubebuilder:printcolumn:name="Turn",type=integer,JSONPath=`.spec.turn`
 // +kubebuilder:printcolumn:name="Tool",type=string,JSONPath=`.spec.tool`
 // +kubebuilder:printcolumn:name="Decision",type=string,JSONPath=`.status.decision.action`
 // +kubebuilder:printcolumn:name="Outcome",type=string,JSONPath=`.status.observation.outcome`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Risk",type=string,JSONPath=`.status.decision.risk`,priority=1
+// +kubebuilder:printcolumn:name="Rule",type=string,JSONPath=`.status.decision.rule`,priority=1
+// +kubebuilder:printcolumn:name="Requester",type=string,JSONPath=`.spec.requestedBy`,priority=1
+// +kubebuilder:printcolumn:name="Exit",type=integer,JSONPath=`.status.observation.exitCode`,priority=1
 type ToolIntent struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -996,3 +996,24 @@ func TestAgentLoopTurnRecordsAreMasked(t *testing.T) {
 	}
 	assertJSON(t, "the intent's input", intent.Spec.Input.Raw, args)
 }
+
+// A final answer longer than status.result holds (the CRD's maxLength,
+// MaxResultBytes) still ends the task Succeeded: the result is its start, cut where
+// the controller says so, and the turn record keeps the whole answer. Before the
+// result was cut, the API server refused the status write (422) and the task never
+// ended.
+func TestAgentLoopLongAnswerIsCutToTheResultBound(t *testing.T) {
+	p := newLoopEnv(t)
+	p.start()
+	long := strings.Repeat("All tests pass. ", 2*v1.MaxResultBytes/16)
+	server := newChatServer(t, answer(long, 10))
+	p.modelTask("verbose", v1.ModeReadOnly, server)
+	got := p.finished("verbose", v1.ConditionSucceeded, v1.ReasonCompleted)
+	if len(got.Status.Result) > v1.MaxResultBytes || !strings.HasPrefix(got.Status.Result, "All tests pass. All tests pass.") ||
+		!strings.HasSuffix(got.Status.Result, "the whole answer is in the record of turn 0]") {
+		t.Fatalf("result of %d bytes, ending %q", len(got.Status.Result), got.Status.Result[max(len(got.Status.Result)-120, 0):])
+	}
+	if _, rec := p.record("verbose", 0); rec.Text != long {
+		t.Fatalf("the turn record holds %d bytes of the %d-byte answer", len(rec.Text), len(long))
+	}
+}

@@ -68,7 +68,7 @@ func TestAllowExecutesAndObserves(t *testing.T) {
 
 	p.eventually("task counts", func() (bool, string) {
 		task := p.getTask("t")
-		return task.Status.Intents.ByOutcome[v1.OutcomeSucceeded] == 1 && task.Status.Intents.InFlight == 0 && task.Status.Phase == v1.TaskRunning, fmt.Sprintf("%+v", task.Status)
+		return task.Status.Intents.Of(v1.OutcomeSucceeded) == 1 && task.Status.Intents.InFlight == 0 && task.Status.Phase == v1.TaskRunning, fmt.Sprintf("%+v", task.Status)
 	})
 }
 

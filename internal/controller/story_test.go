@@ -112,7 +112,7 @@ func TestSeedStory(t *testing.T) {
 	})
 	task := p.getTask("fix")
 	counts := task.Status.Intents
-	if counts.Total != 5 || counts.InFlight != 0 || counts.ByOutcome[v1.OutcomeSucceeded] != 3 || counts.ByOutcome[v1.OutcomeFailed] != 1 || counts.ByOutcome[v1.OutcomeDenied] != 1 {
+	if counts.Total != 5 || counts.InFlight != 0 || counts.Of(v1.OutcomeSucceeded) != 3 || counts.Of(v1.OutcomeFailed) != 1 || counts.Of(v1.OutcomeDenied) != 1 {
 		t.Fatalf("task counts: %+v", counts)
 	}
 	if task.Status.Turn != 4 || task.Status.ApprovalRequests != 1 {

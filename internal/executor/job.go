@@ -300,7 +300,7 @@ func BuildJob(exec *toolgatev1alpha1.Execution, runnerImage string) (*batchv1.Jo
 // the runner injected by an init container, and the workspace mounted (read-only
 // when the profile says so). The tool container runs command with env.
 func sandboxPodSpec(profile toolgatev1alpha1.SandboxProfile, runnerImage string, command []string, env []corev1.EnvVar) corev1.PodSpec {
-	resources := profile.Resources
+	resources := profile.Resources.Requirements()
 	if len(resources.Requests) == 0 && len(resources.Limits) == 0 {
 		resources = DefaultResources()
 	}

@@ -70,7 +70,7 @@ func (b *execBuilder) Env(name, value string) *execBuilder {
 func (b *execBuilder) Workdir(dir string) *execBuilder  { b.exec.Spec.Workdir = dir; return b }
 func (b *execBuilder) Baseline(sha string) *execBuilder { b.exec.Spec.BaselineSHA256 = sha; return b }
 func (b *execBuilder) Resources(r corev1.ResourceRequirements) *execBuilder {
-	b.exec.Spec.Sandbox.Resources = r
+	b.exec.Spec.Sandbox.Resources = toolgatev1alpha1.SandboxResources{Limits: r.Limits, Requests: r.Requests}
 	return b
 }
 func (b *execBuilder) Network(n toolgatev1alpha1.NetworkSpec) *execBuilder {

@@ -54,7 +54,7 @@ func TestBuildExecution(t *testing.T) {
 				Sandbox: v1.SandboxProfile{
 					Image:              "golang:1.26",
 					RuntimeClassName:   ptr("gvisor"),
-					Resources:          *resources,
+					Resources:          v1.SandboxResources{Limits: resources.Limits, Requests: resources.Requests},
 					Network:            v1.NetworkSpec{Mode: v1.NetworkNone},
 					WorkspaceClaimName: "shared-src",
 					ReadOnlyWorkspace:  true,

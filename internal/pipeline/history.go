@@ -95,8 +95,9 @@ func ApplyAskLimits(d *v1.Decision, limit int32, others []v1.Approval) {
 // decisions of its intents (every decision an intent had, superseded ones too, so a
 // decision made again does not hide a fire) and the Redirect and Deny verdicts of its
 // completion checks. taskUID keeps out intents decided for an earlier task of the
-// same name. The result is sorted by policy and rule, and is what the task's
-// status.ruleFires shows and maxFires and cooldownSeconds are enforced from.
+// same name. The result is sorted by policy and rule, and is what maxFires and
+// cooldownSeconds are enforced from; the task's status.ruleFires shows the
+// v1.MaxRuleFires of it that fired last.
 func RuleFires(taskUID string, intents []v1.ToolIntent, checks []v1.CompletionCheck) []v1.RuleFires {
 	byKey := map[string]*v1.RuleFires{}
 	turnFired := map[string]bool{}

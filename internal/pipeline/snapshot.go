@@ -57,7 +57,7 @@ func DecideSandbox(task *v1.AgentTask, val *v1.Validation, walls *v1.SandboxWall
 		MaxOutputBytes: maxOut,
 	}
 	if r := task.Spec.Sandbox.Resources; r != nil {
-		s.Profile.Resources = *r.DeepCopy()
+		s.Profile.Resources = v1.SandboxResources{Limits: r.Limits.DeepCopy(), Requests: r.Requests.DeepCopy()}
 	}
 	if walls != nil {
 		if walls.ReadOnlyWorkspace {

@@ -35,7 +35,7 @@ func TestDecideSandbox(t *testing.T) {
 			task: makeTask("fix").uid("u1").existingClaim("src").budgets(v1.Budgets{MaxOutputBytes: 4096}).
 				sandbox(v1.SandboxSpec{Image: "golang:1.26", RuntimeClassName: ptr("gvisor"), Resources: resources, Network: egress}).obj(),
 			want: v1.DecidedSandbox{TaskUID: "u1", TimeoutSeconds: 90, MaxOutputBytes: 4096,
-				Profile: v1.SandboxProfile{Image: "golang:1.26", RuntimeClassName: ptr("gvisor"), Resources: *resources, Network: egress, WorkspaceClaimName: "src"}},
+				Profile: v1.SandboxProfile{Image: "golang:1.26", RuntimeClassName: ptr("gvisor"), Resources: v1.SandboxResources{Limits: resources.Limits, Requests: resources.Requests}, Network: egress, WorkspaceClaimName: "src"}},
 		},
 		{
 			name:  "walls: read-only mount and egress replaced by None",

@@ -3,8 +3,10 @@ package pipeline
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,6 +92,7 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 	st := v1.AgentTaskStatus{
 		Conditions:         append([]metav1.Condition(nil), old.Conditions...),
 		ObservedGeneration: task.Generation,
+		AgentKind:          task.Spec.Agent.Kind(),
 		WorkspaceClaimName: WorkspaceClaimName(task),
 		ApprovalRequests:   world.Approvals,
 		TokensUsed:         old.TokensUsed,
@@ -109,7 +112,7 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 	var awaiting []string
 	var stopped *v1.ToolIntent
 	consecutiveRefusals := 0
-	st.Intents.ByOutcome = map[v1.Outcome]int32{}
+	byOutcome := map[v1.Outcome]int32{}
 	var pushIntent string
 	if world.Push != nil && world.Push.Intent != nil {
 		pushIntent = world.Push.Intent.Name
@@ -130,7 +133,7 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 			stopped = in
 		}
 		if o := in.Status.Observation; o != nil {
-			st.Intents.ByOutcome[o.Outcome]++
+			byOutcome[o.Outcome]++
 			if isRefusal(o.Outcome) {
 				consecutiveRefusals++
 			} else {
@@ -143,14 +146,12 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 			awaiting = append(awaiting, in.Name)
 		}
 	}
-	if len(st.Intents.ByOutcome) == 0 {
-		st.Intents.ByOutcome = nil
-	}
+	st.Intents.ByOutcome = v1.OutcomeCounts(byOutcome)
 	checks := make([]v1.CompletionCheck, 0, len(world.CompletionChecks))
 	for _, c := range world.CompletionChecks {
 		checks = append(checks, c)
 	}
-	if st.RuleFires = RuleFires(string(task.UID), world.Intents, checks); len(st.RuleFires) == 0 {
+	if st.RuleFires = lastFired(RuleFires(string(task.UID), world.Intents, checks), v1.MaxRuleFires); len(st.RuleFires) == 0 {
 		st.RuleFires = nil
 	}
 	model := world.Model
@@ -184,7 +185,7 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 		set(v1.ConditionReady, true, v1.ReasonWorkspaceReady, msg)
 	}
 	if len(awaiting) > 0 {
-		set(v1.ConditionAwaitingApproval, true, v1.ReasonIntentsAwaitingApproval, fmt.Sprintf("waiting for a human decision on %v", awaiting))
+		set(v1.ConditionAwaitingApproval, true, v1.ReasonIntentsAwaitingApproval, "waiting for a human decision on "+namesUpTo(awaiting, v1.MaxIntentsNamedAwaiting))
 	} else {
 		set(v1.ConditionAwaitingApproval, false, v1.ReasonNoPendingApprovals, "no intent waits for a human")
 	}
@@ -210,7 +211,7 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 			set(v1.ConditionFailed, true, v1.ReasonModelError, model.Failure)
 		case model != nil && model.Answer != nil && st.Intents.InFlight == 0:
 			if succeedAfterPush(task, world.Push, &st, set, v1.ReasonCompleted, fmt.Sprintf("the model gave its final answer in turn %d", model.Turns-1)) {
-				st.Result = *model.Answer
+				st.Result = resultOf(*model.Answer, model.Turns-1)
 			}
 		case model != nil && model.NextTurnDue && b.MaxTurns > 0 && model.Turns >= b.MaxTurns:
 			set(v1.ConditionFailed, true, v1.ReasonTurnBudgetExhausted, fmt.Sprintf("the model took all %d turns of budgets.maxTurns without a final answer", b.MaxTurns))
@@ -339,4 +340,50 @@ func IntentBefore(a, b *v1.ToolIntent) bool {
 		return a.CreationTimestamp.Before(&b.CreationTimestamp)
 	}
 	return a.Name < b.Name
+}
+
+// namesUpTo is names in brackets, at most n of them, then how many more there are:
+// a condition message holds at most 32768 characters, however many calls wait.
+func namesUpTo(names []string, n int) string {
+	if len(names) <= n {
+		return "[" + strings.Join(names, " ") + "]"
+	}
+	return fmt.Sprintf("[%s] and %d more", strings.Join(names[:n], " "), len(names)-n)
+}
+
+// lastFired is fires as status.ruleFires shows them: at most n, the rules that fired
+// last, sorted as RuleFires sorts them. Limits are enforced from every fire, never
+// from this view.
+func lastFired(fires []v1.RuleFires, n int) []v1.RuleFires {
+	if len(fires) <= n {
+		return fires
+	}
+	byTime := slices.Clone(fires)
+	sort.SliceStable(byTime, func(i, j int) bool {
+		a, b := byTime[i].LastFiredAt, byTime[j].LastFiredAt
+		return a != nil && (b == nil || b.Before(a))
+	})
+	kept := byTime[:n]
+	sort.SliceStable(kept, func(i, j int) bool {
+		if kept[i].Policy != kept[j].Policy {
+			return kept[i].Policy < kept[j].Policy
+		}
+		return kept[i].Rule < kept[j].Rule
+	})
+	return kept
+}
+
+// resultOf is a model's final answer as status.result holds it: whole when it fits
+// in MaxResultBytes, else its start, cut between runes, and where the whole answer
+// is (the turn record of the turn that gave it).
+func resultOf(answer string, turn int32) string {
+	if len(answer) <= v1.MaxResultBytes {
+		return answer
+	}
+	note := fmt.Sprintf("\n…[toolgate: the answer is cut here to fit status.result; the whole answer is in the record of turn %d]", turn)
+	end := v1.MaxResultBytes - len(note)
+	for end > 0 && !utf8.RuneStart(answer[end]) {
+		end--
+	}
+	return answer[:end] + note
 }

@@ -100,9 +100,9 @@ func TestTaskStatus(t *testing.T) {
 			),
 			wantPhase: v1.TaskRunning,
 			wantConds: running(isReady, noneWaits),
-			wantCounts: v1.IntentCounts{Total: 6, InFlight: 2, ByOutcome: map[v1.Outcome]int32{
+			wantCounts: v1.IntentCounts{Total: 6, InFlight: 2, ByOutcome: v1.OutcomeCounts(map[v1.Outcome]int32{
 				v1.OutcomeSucceeded: 2, v1.OutcomeFailed: 1, v1.OutcomeDenied: 1,
-			}},
+			})},
 			wantTurn: 3,
 		},
 		{
@@ -135,7 +135,7 @@ func TestTaskStatus(t *testing.T) {
 			world:      readyWorld(makeIntent("t-t0-0").observed(v1.OutcomeSucceeded).val(), refused("t-t1-0", 1), makeIntent("t-t2-0").turn(2).observed(v1.OutcomeDenied).val(), refused("t-t3-0", 3)),
 			wantPhase:  v1.TaskFailed,
 			wantConds:  ended(v1.ConditionFailed, v1.ReasonRefusalBudgetExhausted, noneWaits),
-			wantCounts: v1.IntentCounts{Total: 4, ByOutcome: map[v1.Outcome]int32{v1.OutcomeSucceeded: 1, v1.OutcomeValidationFailed: 2, v1.OutcomeDenied: 1}},
+			wantCounts: v1.IntentCounts{Total: 4, ByOutcome: v1.OutcomeCounts(map[v1.Outcome]int32{v1.OutcomeSucceeded: 1, v1.OutcomeValidationFailed: 2, v1.OutcomeDenied: 1})},
 			wantTurn:   3,
 		},
 		{
@@ -144,7 +144,7 @@ func TestTaskStatus(t *testing.T) {
 			world:      readyWorld(refused("t-t0-0", 0), refused("t-t1-0", 1)),
 			wantPhase:  v1.TaskRunning,
 			wantConds:  running(isReady, noneWaits),
-			wantCounts: v1.IntentCounts{Total: 2, ByOutcome: map[v1.Outcome]int32{v1.OutcomeValidationFailed: 2}},
+			wantCounts: v1.IntentCounts{Total: 2, ByOutcome: v1.OutcomeCounts(map[v1.Outcome]int32{v1.OutcomeValidationFailed: 2})},
 			wantTurn:   1,
 		},
 		{
@@ -155,7 +155,7 @@ func TestTaskStatus(t *testing.T) {
 				refused("t-t3-0", 3), refused("t-t4-0", 4)),
 			wantPhase:  v1.TaskRunning,
 			wantConds:  running(isReady, noneWaits),
-			wantCounts: v1.IntentCounts{Total: 5, ByOutcome: map[v1.Outcome]int32{v1.OutcomeValidationFailed: 4, v1.OutcomeFailed: 1}},
+			wantCounts: v1.IntentCounts{Total: 5, ByOutcome: v1.OutcomeCounts(map[v1.Outcome]int32{v1.OutcomeValidationFailed: 4, v1.OutcomeFailed: 1})},
 			wantTurn:   4,
 		},
 		{
@@ -166,7 +166,7 @@ func TestTaskStatus(t *testing.T) {
 				refused("t-t2-0", 2)),
 			wantPhase:  v1.TaskRunning,
 			wantConds:  running(isReady, noneWaits),
-			wantCounts: v1.IntentCounts{Total: 3, ByOutcome: map[v1.Outcome]int32{v1.OutcomeValidationFailed: 2, v1.OutcomeApprovalDenied: 1}},
+			wantCounts: v1.IntentCounts{Total: 3, ByOutcome: v1.OutcomeCounts(map[v1.Outcome]int32{v1.OutcomeValidationFailed: 2, v1.OutcomeApprovalDenied: 1})},
 			wantTurn:   2,
 		},
 		{
@@ -182,7 +182,7 @@ func TestTaskStatus(t *testing.T) {
 			),
 			wantPhase:  v1.TaskRunning,
 			wantConds:  running(isReady, noneWaits),
-			wantCounts: v1.IntentCounts{Total: 4, ByOutcome: map[v1.Outcome]int32{v1.OutcomeSucceeded: 1, v1.OutcomeDenied: 3}},
+			wantCounts: v1.IntentCounts{Total: 4, ByOutcome: v1.OutcomeCounts(map[v1.Outcome]int32{v1.OutcomeSucceeded: 1, v1.OutcomeDenied: 3})},
 			wantTurn:   3,
 		},
 		{
@@ -194,7 +194,7 @@ func TestTaskStatus(t *testing.T) {
 			),
 			wantPhase:  v1.TaskFailed,
 			wantConds:  ended(v1.ConditionFailed, v1.ReasonRefusalBudgetExhausted, noneWaits),
-			wantCounts: v1.IntentCounts{Total: 2, ByOutcome: map[v1.Outcome]int32{v1.OutcomeSucceeded: 1, v1.OutcomeDenied: 1}},
+			wantCounts: v1.IntentCounts{Total: 2, ByOutcome: v1.OutcomeCounts(map[v1.Outcome]int32{v1.OutcomeSucceeded: 1, v1.OutcomeDenied: 1})},
 		},
 		{
 			name:       "intent budget spent with nothing in flight",
@@ -202,7 +202,7 @@ func TestTaskStatus(t *testing.T) {
 			world:      readyWorld(makeIntent("t-t0-0").observed(v1.OutcomeSucceeded).val(), makeIntent("t-t1-0").turn(1).observed(v1.OutcomeSucceeded).val()),
 			wantPhase:  v1.TaskFailed,
 			wantConds:  ended(v1.ConditionFailed, v1.ReasonIntentBudgetExhausted, noneWaits),
-			wantCounts: v1.IntentCounts{Total: 2, ByOutcome: map[v1.Outcome]int32{v1.OutcomeSucceeded: 2}},
+			wantCounts: v1.IntentCounts{Total: 2, ByOutcome: v1.OutcomeCounts(map[v1.Outcome]int32{v1.OutcomeSucceeded: 2})},
 			wantTurn:   1,
 		},
 		{
@@ -211,7 +211,7 @@ func TestTaskStatus(t *testing.T) {
 			world:      readyWorld(makeIntent("t-t0-0").observed(v1.OutcomeSucceeded).val(), makeIntent("t-t1-0").turn(1).decided(v1.DecisionAllow).executing().val()),
 			wantPhase:  v1.TaskRunning,
 			wantConds:  running(isReady, noneWaits),
-			wantCounts: v1.IntentCounts{Total: 2, InFlight: 1, ByOutcome: map[v1.Outcome]int32{v1.OutcomeSucceeded: 1}},
+			wantCounts: v1.IntentCounts{Total: 2, InFlight: 1, ByOutcome: v1.OutcomeCounts(map[v1.Outcome]int32{v1.OutcomeSucceeded: 1})},
 			wantTurn:   1,
 		},
 		{
@@ -234,7 +234,7 @@ func TestTaskStatus(t *testing.T) {
 			world:      readyWorld(makeIntent("t-t0-0").observed(v1.OutcomeSucceeded).val()),
 			wantPhase:  v1.TaskSucceeded,
 			wantConds:  ended(v1.ConditionSucceeded, v1.ReasonMarkedDone, noneWaits),
-			wantCounts: v1.IntentCounts{Total: 1, ByOutcome: map[v1.Outcome]int32{v1.OutcomeSucceeded: 1}},
+			wantCounts: v1.IntentCounts{Total: 1, ByOutcome: v1.OutcomeCounts(map[v1.Outcome]int32{v1.OutcomeSucceeded: 1})},
 		},
 		{
 			name:       "external agent marked done while a call is in flight",
@@ -257,7 +257,7 @@ func TestTaskStatus(t *testing.T) {
 			world:      readyWorld(refused("t-t0-0", 0), makeIntent("t-t1-0").turn(1).decided(v1.DecisionAsk).val()),
 			wantPhase:  v1.TaskFailed,
 			wantConds:  ended(v1.ConditionFailed, v1.ReasonCancelled, someWait),
-			wantCounts: v1.IntentCounts{Total: 2, InFlight: 1, ByOutcome: map[v1.Outcome]int32{v1.OutcomeValidationFailed: 1}},
+			wantCounts: v1.IntentCounts{Total: 2, InFlight: 1, ByOutcome: v1.OutcomeCounts(map[v1.Outcome]int32{v1.OutcomeValidationFailed: 1})},
 			wantTurn:   1,
 		},
 		{
@@ -339,9 +339,10 @@ func TestTaskStatusWhole(t *testing.T) {
 		},
 		ObservedGeneration: 3,
 		Phase:              v1.TaskAwaitingApproval,
+		AgentKind:          v1.AgentKindExternal,
 		Turn:               1,
 		WorkspaceClaimName: "t-workspace",
-		Intents:            v1.IntentCounts{Total: 3, InFlight: 2, ByOutcome: map[v1.Outcome]int32{v1.OutcomeSucceeded: 1}},
+		Intents:            v1.IntentCounts{Total: 3, InFlight: 2, ByOutcome: v1.OutcomeCounts(map[v1.Outcome]int32{v1.OutcomeSucceeded: 1})},
 		ApprovalRequests:   2,
 		TokensUsed:         1234,
 		Result:             "earlier result",
@@ -365,7 +366,7 @@ func TestTaskStatusWhole(t *testing.T) {
 	want = *first.DeepCopy()
 	want.Conditions[1] = metav1.Condition{Type: v1.ConditionAwaitingApproval, Status: metav1.ConditionFalse, Reason: v1.ReasonNoPendingApprovals, Message: "no intent waits for a human", ObservedGeneration: 3, LastTransitionTime: later}
 	want.Phase = v1.TaskRunning
-	want.Intents = v1.IntentCounts{Total: 3, InFlight: 1, ByOutcome: map[v1.Outcome]int32{v1.OutcomeSucceeded: 1, v1.OutcomeApprovalDenied: 1}}
+	want.Intents = v1.IntentCounts{Total: 3, InFlight: 1, ByOutcome: v1.OutcomeCounts(map[v1.Outcome]int32{v1.OutcomeSucceeded: 1, v1.OutcomeApprovalDenied: 1})}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("status after the approvals mismatch (-want +got):\n%s", diff)
 	}
@@ -454,5 +455,21 @@ func TestIntentBefore(t *testing.T) {
 				t.Errorf("IntentBefore() = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// status.agentKind says which of spec.agent's two the task has, for kubectl get's
+// Agent column.
+func TestTaskStatusNamesTheAgentKind(t *testing.T) {
+	for _, tc := range []struct {
+		task *v1.AgentTask
+		want v1.AgentKind
+	}{
+		{makeTask(testTask).obj(), v1.AgentKindExternal},
+		{makeTask(testTask).model().obj(), v1.AgentKindModel},
+	} {
+		if got := TaskStatus(tc.task, readyWorld(), metav1.Now()).AgentKind; got != tc.want {
+			t.Errorf("agentKind %q, want %q", got, tc.want)
+		}
 	}
 }

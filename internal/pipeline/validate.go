@@ -6,6 +6,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,12 +60,38 @@ type Validation struct {
 // Status returns the API form of the validation.
 func (v Validation) Status() *v1.Validation {
 	return &v1.Validation{
-		Errors:         v.Errors,
+		Errors:         boundedErrors(v.Errors),
 		TimeoutSeconds: v.TimeoutSeconds,
 		TimeoutClamped: v.TimeoutClamped,
 		BaselineSHA256: v.Baseline.SHA256,
 		BaselineIntent: v.Baseline.Intent,
 	}
+}
+
+// boundedErrors is errs as status.validation.errors holds them: at most
+// MaxValidationErrors, the last of them saying how many more there were when they do
+// not fit, and each cut between runes to MaxValidationErrorBytes.
+func boundedErrors(errs []string) []string {
+	if len(errs) == 0 {
+		return nil
+	}
+	out := make([]string, 0, min(len(errs), v1.MaxValidationErrors))
+	for i, e := range errs {
+		if i == v1.MaxValidationErrors-1 && len(errs) > v1.MaxValidationErrors {
+			out = append(out, fmt.Sprintf("and %d more errors", len(errs)-i))
+			break
+		}
+		if len(e) > v1.MaxValidationErrorBytes {
+			const more = " …[cut]"
+			end := v1.MaxValidationErrorBytes - len(more)
+			for end > 0 && !utf8.RuneStart(e[end]) {
+				end--
+			}
+			e = e[:end] + more
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // TaskClosed says whether a task starts no more calls, and why: it finished, or it

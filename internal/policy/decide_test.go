@@ -429,7 +429,7 @@ func TestFingerprintWithSandbox(t *testing.T) {
 			TaskUID: "uid-1",
 			Profile: v1alpha1.SandboxProfile{
 				Image: "golang:1.26", WorkspaceClaimName: "fix-workspace",
-				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+				Resources: v1alpha1.SandboxResources{Limits: corev1.ResourceList{
 					corev1.ResourceMemory: resource.MustParse("512Mi"), corev1.ResourceCPU: resource.MustParse("1000m"),
 				}},
 			},
