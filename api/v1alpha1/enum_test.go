@@ -127,4 +127,3 @@ func walkEnums(path string, s *apiextensionsv1.JSONSchemaProps, found func(path,
 	}
 	walkEnums(path, s.Not, found)
 }
-
