@@ -140,7 +140,7 @@ func compileRule(env celEnvironment, spec v1alpha1.PolicyRule) (*rule, error) {
 	}
 	for _, c := range spec.Match.Categories {
 		if _, ok := strictness[c]; !ok {
-			return nil, fmt.Errorf("match.categories: unknown category %q", c)
+			return nil, fmt.Errorf("match.categories: unknown category %q; the categories are %s", c, categoryList())
 		}
 	}
 	for i, pattern := range spec.Match.Commands {

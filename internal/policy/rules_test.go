@@ -65,6 +65,13 @@ func TestCompileErrorsNameTheRule(t *testing.T) {
 			want: `rule "cat": match.categories: unknown category "dangerous"`,
 		},
 		{
+			// A policy that still names a category as it was spelled before the
+			// values became CamelCase is told the names.
+			name: "a category spelled the old way",
+			rule: v1alpha1.PolicyRule{Name: "cat", Action: v1alpha1.RuleAllow, Match: v1alpha1.RuleMatch{Categories: []v1alpha1.CommandCategory{"read-only"}}},
+			want: `rule "cat": match.categories: unknown category "read-only"; the categories are ReadOnly, Test, Build, Write, Delete, Install, Network, VCSDestructive, Privilege, Unknown`,
+		},
+		{
 			name: "bad action",
 			rule: v1alpha1.PolicyRule{Name: "act", Action: "Maybe"},
 			want: `rule "act": action "Maybe" is not one of Allow, Ask, Deny, Redirect, Stop, Audit`,
