@@ -57,20 +57,20 @@ const (
 )
 
 // CommandCategory is what a tool call or one part of a shell command does.
-// +kubebuilder:validation:Enum=read-only;test;build;install;write;delete;vcs-destructive;network;privilege;unknown
+// +kubebuilder:validation:Enum=ReadOnly;Test;Build;Install;Write;Delete;VCSDestructive;Network;Privilege;Unknown
 type CommandCategory string
 
 const (
-	CategoryReadOnly       CommandCategory = "read-only"
-	CategoryTest           CommandCategory = "test"
-	CategoryBuild          CommandCategory = "build"
-	CategoryInstall        CommandCategory = "install"
-	CategoryWrite          CommandCategory = "write"
-	CategoryDelete         CommandCategory = "delete"
-	CategoryVCSDestructive CommandCategory = "vcs-destructive"
-	CategoryNetwork        CommandCategory = "network"
-	CategoryPrivilege      CommandCategory = "privilege"
-	CategoryUnknown        CommandCategory = "unknown"
+	CategoryReadOnly       CommandCategory = "ReadOnly"
+	CategoryTest           CommandCategory = "Test"
+	CategoryBuild          CommandCategory = "Build"
+	CategoryInstall        CommandCategory = "Install"
+	CategoryWrite          CommandCategory = "Write"
+	CategoryDelete         CommandCategory = "Delete"
+	CategoryVCSDestructive CommandCategory = "VCSDestructive"
+	CategoryNetwork        CommandCategory = "Network"
+	CategoryPrivilege      CommandCategory = "Privilege"
+	CategoryUnknown        CommandCategory = "Unknown"
 )
 
 // Risk grades how much harm an action can do.

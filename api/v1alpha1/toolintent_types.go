@@ -130,15 +130,15 @@ type ToolIntentSpec struct {
 }
 
 // JudgeResult is a judge's verdict on one rule's condition.
-// +kubebuilder:validation:Enum=match;no_match;unknown
+// +kubebuilder:validation:Enum=Match;NoMatch;Unknown
 type JudgeResult string
 
 const (
-	JudgeMatchResult   JudgeResult = "match"
-	JudgeNoMatchResult JudgeResult = "no_match"
+	JudgeMatchResult   JudgeResult = "Match"
+	JudgeNoMatchResult JudgeResult = "NoMatch"
 	// JudgeUnknown: the judge could not say, or its answer was not used (a timeout,
 	// an error, an answer that fails the schema); error says which.
-	JudgeUnknown JudgeResult = "unknown"
+	JudgeUnknown JudgeResult = "Unknown"
 )
 
 // JudgeVerdict is the judge model's verdict on one rule for one call.
@@ -151,7 +151,7 @@ type JudgeVerdict struct {
 	// +required
 	// +kubebuilder:validation:MaxLength=253
 	Rule string `json:"rule"`
-	// result: match, no_match or unknown.
+	// result: Match, NoMatch or Unknown.
 	// +required
 	Result JudgeResult `json:"result"`
 	// confidencePercent the judge gave, 0 to 100.

@@ -85,7 +85,7 @@ type RuleMatch struct {
 	// +kubebuilder:validation:MaxItems=32
 	Tools []ToolName `json:"tools,omitempty"`
 	// categories: a Deny, Ask or Audit rule matches when any part of the call has one of
-	// these; an Allow rule matches only when every part that is not read-only has one of
+	// these; an Allow rule matches only when every part that is not ReadOnly has one of
 	// these (allowing tests must not allow `go test ./... && rm -rf /`).
 	// +optional
 	// +listType=set
@@ -93,7 +93,7 @@ type RuleMatch struct {
 	Categories []CommandCategory `json:"categories,omitempty"`
 	// commands are argv-prefix patterns for bash. A Deny, Ask or Audit rule matches when
 	// any part of the command starts with one of them; an Allow rule only when every
-	// part that is not read-only does.
+	// part that is not ReadOnly does.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64

@@ -161,7 +161,7 @@ spec:
     action: Deny
     reason: tests run in CI only
     match:
-      categories: [test]
+      categories: [Test]
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -137,7 +137,7 @@ func fixtureTask(ns string) (*v1.AgentTask, []v1.ToolIntent, []v1.Approval, []v1
 			invalid(`input/path: edit_file needs an earlier successful read_file of "src/sum.js" in this task; read the file first`).
 			observed(v1.Observation{Outcome: v1.OutcomeValidationFailed, Summary: "[not executed] Nothing was run for this call. The call was invalid; fix it and propose it again:\n- input/path: edit_file needs an earlier successful read_file of \"src/sum.js\" in this task; read the file first", ObservedAt: atPtr(4)}).obj(),
 		makeIntent(ns, "fix-tests-build", 2, 0, v1.ToolBash, `{"command":"npm run build"}`).created(8).
-			valid().decided(v1.DecisionAsk, "", "mode-default", 0, "no rule matched; Edit mode asks a human for build calls", v1.CategoryBuild).
+			valid().decided(v1.DecisionAsk, "", "mode-default", 0, "no rule matched; Edit mode asks a human for Build calls", v1.CategoryBuild).
 			approval("fix-tests-build").
 			condition(v1.ConditionValidated, metav1.ConditionTrue, v1.ReasonInputValid, "input is valid").
 			condition(v1.ConditionDecided, metav1.ConditionTrue, v1.ReasonPolicyAsk, "Ask by mode-default").
@@ -153,7 +153,7 @@ func fixtureTask(ns string) (*v1.AgentTask, []v1.ToolIntent, []v1.Approval, []v1
 		fixtureApproval(ns, "fix-tests-build", "fix-tests-build", 8, func(a *v1.Approval) {
 			a.Spec.Request.Input = `{"command":"npm run build"}`
 			a.Spec.Request.Risk, a.Spec.Request.Category, a.Spec.Request.Rule = v1.RiskMedium, v1.CategoryBuild, "mode-default"
-			a.Spec.Request.Reason = "no rule matched; Edit mode asks a human for build calls"
+			a.Spec.Request.Reason = "no rule matched; Edit mode asks a human for Build calls"
 			a.Spec.Request.ProposerReason = "check that it compiles"
 			a.Spec.Approvers = &v1.Approvers{Users: []string{"alice", "bob"}, Groups: []string{"sre"}}
 			a.Spec.Request.Sandbox = &v1.DecidedSandbox{TaskUID: "uid-fix-tests", Profile: v1.SandboxProfile{

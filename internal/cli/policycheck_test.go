@@ -30,7 +30,7 @@ func TestPolicyCheckExitCodes(t *testing.T) {
 		{"a read is allowed by the mode", []string{"--policy", policies, "--", "ls -la"}, 0,
 			[]string{"Matching rules: none", "Decision: Allow by mode-default", "Walls: read-only workspace, no network (every part of the call is read-only)"}, ""},
 		{"network asks", []string{"--policy", policies, "--", "curl https://example.com"}, 1,
-			[]string{"network          curl https://example.com", "Decision: Ask by ToolPolicy/team rule ask-network"}, ""},
+			[]string{"Network          curl https://example.com", "Decision: Ask by ToolPolicy/team rule ask-network"}, ""},
 		{"a build asks in Edit mode", []string{"--policy", policies, "--", "make"}, 1, []string{"Decision: Ask by mode-default"}, ""},
 		{"the same build is allowed in Auto mode", []string{"--policy", policies, "--mode", "Auto", "--", "make"}, 0, []string{"Decision: Allow by mode-default", "Walls: none (the task's sandbox applies as it is)"}, ""},
 		{"a push hidden in a compound command is denied by the cluster policy", []string{"--policy", policies, "--", "npm test && git push origin main"}, 2,

@@ -32,8 +32,8 @@ func TestReplayPlan(t *testing.T) {
 	want := []struct{ name, comparison, reason string }{
 		{"read", "", ""},
 		{"denied", OutputNotReplayed, "it did not run when recorded (Denied)"},
-		{"edit", OutputNotReplayed, "not read-only (category write); name it with --include"},
-		{"test", OutputNotReplayed, "not read-only (category test)"},
+		{"edit", OutputNotReplayed, "not read-only (category Write); name it with --include"},
+		{"test", OutputNotReplayed, "not read-only (category Test)"},
 		{"push", OutputNotReplayed, "git_push is toolgate's own step"},
 	}
 	for i, w := range want {

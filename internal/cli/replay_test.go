@@ -120,7 +120,7 @@ func TestReplayCountsRecordedFires(t *testing.T) {
 	first := makeIntent("team-a", "first", 0, 0, v1.ToolBash, `{"command":"rm -rf build"}`).valid().
 		decided(v1.DecisionRedirect, "ToolPolicy/gate", "plan-rm", 1, "a delete needs a plan", v1.CategoryDelete).obj()
 	second := makeIntent("team-a", "second", 1, 0, v1.ToolBash, `{"command":"rm -rf build"}`).valid().
-		decided(v1.DecisionAsk, "", "mode-default", 0, "no rule matched; Edit mode asks a human for delete calls", v1.CategoryDelete).obj()
+		decided(v1.DecisionAsk, "", "mode-default", 0, "no rule matched; Edit mode asks a human for Delete calls", v1.CategoryDelete).obj()
 	got := Replay(task, []v1.ToolIntent{first, second}, nil, loaded)
 	if got[0].Replayed.Outcome != "Redirect" || got[0].Changed || got[1].Replayed.Outcome != "Ask" || got[1].Changed {
 		t.Fatalf("replayed %s (changed %t), %s (changed %t: %v); want an unchanged Redirect, then an unchanged Ask",

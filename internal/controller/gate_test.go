@@ -212,9 +212,9 @@ func (p *pipelineEnv) proposeTurn(task string, turn, index, calls int32, tool v1
 }
 
 // testsPassAfterLastEdit is the sample policy's completion gate.
-const testsPassAfterLastEdit = `history.exists(e, e.executed && e.category in ['write', 'delete']) &&
-  !history.exists(t, t.category == 'test' && t.outcome == 'Succeeded' &&
-    !history.exists(e, e.executed && e.category in ['write', 'delete'] && e.position > t.position))`
+const testsPassAfterLastEdit = `history.exists(e, e.executed && e.category in ['Write', 'Delete']) &&
+  !history.exists(t, t.category == 'Test' && t.outcome == 'Succeeded' &&
+    !history.exists(e, e.executed && e.category in ['Write', 'Delete'] && e.position > t.position))`
 
 const runTheTests = "Run the tests after your last edit and show that they pass before you finish."
 

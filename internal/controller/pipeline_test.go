@@ -294,7 +294,7 @@ func TestApprovalForAnOlderPolicyGenerationIsRefused(t *testing.T) {
 	}
 	// The policy changes while the approval waits: the human approved under rules
 	// that are no longer the rules.
-	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"rules":[{"name":"ask-installs","action":"Ask","reason":"installs need review by security","match":{"categories":["install"]}}]}}`))
+	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"rules":[{"name":"ask-installs","action":"Ask","reason":"installs need review by security","match":{"categories":["Install"]}}]}}`))
 	if err := env.Client.Patch(context.Background(), pol, patch); err != nil {
 		t.Fatal(err)
 	}

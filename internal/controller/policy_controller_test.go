@@ -59,7 +59,7 @@ func TestPolicyReconciler(t *testing.T) {
 	}
 	askNetwork := v1.PolicyRule{
 		Name: "ask-network", Action: v1.RuleAsk,
-		Match: v1.RuleMatch{CEL: `"network" in intent.categories`},
+		Match: v1.RuleMatch{CEL: `"Network" in intent.categories`},
 	}
 
 	t.Run("a good policy is Ready", func(t *testing.T) {

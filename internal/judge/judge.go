@@ -244,6 +244,15 @@ func Payload(call Call, rules []policy.JudgeRule) ([]byte, error) {
 // RuleID names a rule to the judge.
 func RuleID(r policy.JudgeRule) string { return r.Policy + "/" + r.Rule }
 
+// answerResults maps the results the judge answers (its wire format,
+// toolgate.judge/v1, which the system prompt names) to the API's JudgeResult values.
+// The model keeps the words it is asked for; only this table knows both.
+var answerResults = map[string]v1.JudgeResult{
+	"match":    v1.JudgeMatchResult,
+	"no_match": v1.JudgeNoMatchResult,
+	"unknown":  v1.JudgeUnknown,
+}
+
 type answer struct {
 	Version   string `json:"version"`
 	Decisions []struct {
@@ -288,10 +297,8 @@ func Parse(text string, rules []policy.JudgeRule) ([]v1.JudgeVerdict, error) {
 			return nil, fmt.Errorf("two decisions for rule %q", d.RuleID)
 		}
 		seen[d.RuleID] = true
-		result := v1.JudgeResult(d.Result)
-		switch result {
-		case v1.JudgeMatchResult, v1.JudgeNoMatchResult, v1.JudgeUnknown:
-		default:
+		result, ok := answerResults[d.Result]
+		if !ok {
 			return nil, fmt.Errorf("result %q for rule %q is not match, no_match or unknown", clip.Bytes(d.Result, 64), d.RuleID)
 		}
 		v := v1.JudgeVerdict{Policy: rules[i].Policy, Rule: rules[i].Rule, Result: result}
@@ -308,7 +315,7 @@ func Parse(text string, rules []policy.JudgeRule) ([]v1.JudgeVerdict, error) {
 
 // Agreement says whether a verdict agrees with the deterministic decision: a match
 // means the rule would have acted, which agrees when its action is the one decided;
-// a no_match agrees when the decision was something else. "unknown" for unknown.
+// a NoMatch agrees when the decision was something else. "unknown" for Unknown.
 func Agreement(v v1.JudgeVerdict, action v1.RuleAction, decided v1.DecisionAction) string {
 	switch v.Result {
 	case v1.JudgeMatchResult:

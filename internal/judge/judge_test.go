@@ -154,6 +154,8 @@ func TestJudgeFailuresAreUnknown(t *testing.T) {
 		{name: "duplicate rule id", answer: fixed(`{"version":"toolgate.judge/v1","decisions":[{"rule_id":"ToolPolicy/p/r0","result":"match"},{"rule_id":"ToolPolicy/p/r0","result":"no_match"}]}`), want: "two decisions"},
 		{name: "unknown field", answer: fixed(`{"version":"toolgate.judge/v1","decisions":[],"override":"allow"}`), want: "unknown field"},
 		{name: "bad result", answer: fixed(`{"version":"toolgate.judge/v1","decisions":[{"rule_id":"ToolPolicy/p/r0","result":"yes"}]}`), want: `result "yes"`},
+		// The answer's words are the wire format's; the API's values are not answers.
+		{name: "the API's value instead of the answer's", answer: fixed(`{"version":"toolgate.judge/v1","decisions":[{"rule_id":"ToolPolicy/p/r0","result":"NoMatch"}]}`), want: `result "NoMatch"`},
 		{name: "confidence out of range", answer: fixed(`{"version":"toolgate.judge/v1","decisions":[{"rule_id":"ToolPolicy/p/r0","result":"match","confidence":7}]}`), want: "not between 0 and 1"},
 		{name: "timeout", answer: verdicts("match"), delay: time.Second, want: "did not answer within 200ms"},
 	} {

@@ -52,7 +52,7 @@ var (
 	// judge would change what runs.
 	JudgeVerdicts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "toolgate_judge_verdicts_total",
-		Help: "Judge verdicts on rule conditions (shadow: never acted on), by result (match, no_match, unknown) and agreement with the deterministic decision (true, false, unknown).",
+		Help: "Judge verdicts on rule conditions (shadow: never acted on), by result (Match, NoMatch, Unknown) and agreement with the deterministic decision (true, false, unknown).",
 	}, []string{"result", "agreement"})
 	// MCPCalls counts the answers of the MCP endpoint to tools/call and
 	// toolgate_wait requests by how they ended: the observation's outcome;

@@ -4,12 +4,16 @@
 // a person can check. Everything here is a pure function of its inputs.
 package policy
 
-import "github.com/toolgate/toolgate/api/v1alpha1"
+import (
+	"strings"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
+)
 
 // strictness orders the categories from harmless to most dangerous; the strictest
 // part of a command gives the command its category.
 //
-//	read-only < test < build < write < delete < install < network < vcs-destructive < privilege < unknown
+//	ReadOnly < Test < Build < Write < Delete < Install < Network < VCSDestructive < Privilege < Unknown
 //
 // Why this order: tests and builds run the project's own code inside the sandbox;
 // writes change the workspace; deletes lose files; installs fetch and run
@@ -29,6 +33,15 @@ var strictness = map[v1alpha1.CommandCategory]int{
 	v1alpha1.CategoryVCSDestructive: 7,
 	v1alpha1.CategoryPrivilege:      8,
 	v1alpha1.CategoryUnknown:        9,
+}
+
+// categoryList names the categories from harmless to most dangerous, for errors.
+func categoryList() string {
+	names := make([]string, len(strictness))
+	for c, r := range strictness {
+		names[r] = string(c)
+	}
+	return strings.Join(names, ", ")
 }
 
 // Stricter reports whether category a is stricter than b. A category outside the

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/google/cel-go/cel"
 	celast "github.com/google/cel-go/common/ast"
@@ -13,20 +12,6 @@ import (
 // expressions cost tens of units; the limit stops a pathological one (nested
 // comprehensions over a long argv) from stalling the controller.
 const celCostLimit = 100000
-
-// celEnv declares the single variable rules see:
-//
-//	intent.tool        string             the tool name, e.g. "bash"
-//	intent.input       map(string, dyn)   the normalized input
-//	intent.categories  list(string)       the categories of the parts (distinct)
-//	intent.parts       list(map)          each part as {"command": string, "category": string}
-//	intent.argv        list(list(string)) each command part's argv
-//	intent.task        string             the AgentTask's name
-//	intent.namespace   string             the namespace
-//	intent.mode        string             ReadOnly, Edit or Auto
-var celEnv = sync.OnceValues(func() (*cel.Env, error) {
-	return cel.NewEnv(cel.Variable("intent", cel.MapType(cel.StringType, cel.DynType)))
-})
 
 // celFields is a set of the fields of intent, so that a decision builds only the
 // fields its expressions read (intent.parts and intent.argv cost an allocation per
@@ -50,13 +35,10 @@ var celFieldNames = map[string]celFields{
 	"argv": celArgv, "task": celTask, "namespace": celNamespace, "mode": celMode,
 }
 
-// compileCEL type-checks an expression, requires it to be boolean, and plans it with
-// a runtime cost limit. It also says which fields of intent the expression reads.
-func compileCEL(expr string) (cel.Program, celFields, error) {
-	env, err := celEnv()
-	if err != nil {
-		return nil, 0, err
-	}
+// compileCEL type-checks an expression against a ToolCall rule's environment
+// (celEnvironment.toolCall), requires it to be boolean, and plans it with a runtime
+// cost limit. It also says which fields of intent the expression reads.
+func compileCEL(env *cel.Env, expr string) (cel.Program, celFields, error) {
 	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {
 		return nil, 0, iss.Err()

@@ -16,7 +16,7 @@ var celExpressions = []struct {
 	{`intent.tool == "bash"`, celTool},
 	{`has(intent.input.timeoutMs) && intent.input.timeoutMs > 600000`, celInput},
 	{`intent.input.missing == "x"`, celInput},
-	{`"delete" in intent.categories && intent.parts.exists(p, p.command.startsWith("rm"))`, celCategories | celParts},
+	{`"Delete" in intent.categories && intent.parts.exists(p, p.command.startsWith("rm"))`, celCategories | celParts},
 	{`intent.argv.exists(a, a[0] == "make") && intent.task == "t"`, celArgv | celTask},
 	{`intent.namespace == "ns" && intent.mode == "Edit"`, celNamespace | celMode},
 	{`has(intent.parts)`, celParts},
@@ -33,7 +33,7 @@ var celExpressions = []struct {
 
 func TestFieldsRead(t *testing.T) {
 	for _, tt := range celExpressions {
-		_, got, err := compileCEL(tt.expr)
+		_, got, err := compileCEL(testCELEnvironment(t).toolCall, tt.expr)
 		if err != nil {
 			t.Fatalf("%s: %v", tt.expr, err)
 		}
@@ -64,7 +64,7 @@ func TestActivationOfFieldsReadEvaluatesAsAll(t *testing.T) {
 		for _, order := range [][]int{{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {15, 7, 3, 0, 1, 2, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14}} {
 			for _, i := range order {
 				e := celExpressions[i]
-				prg, fields, err := compileCEL(e.expr)
+				prg, fields, err := compileCEL(testCELEnvironment(t).toolCall, e.expr)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/google/cel-go/cel"
@@ -16,32 +15,10 @@ import (
 // than a tool-call rule.
 const completionCostLimit = 10_000_000
 
-// completionEnv declares what Completion rules see:
-//
-//	history    list(map)  the task's calls in order, each:
-//	  .tool       string  the tool name
-//	  .input      map     the input as proposed
-//	  .category   string  the decision's category ("" when it was never decided)
-//	  .action     string  the decision's action ("" when it was never decided)
-//	  .outcome    string  the observation's outcome ("" while the call is open)
-//	  .executed   bool    whether anything ran
-//	  .exitCode   int     the tool's exit code, -1 when it did not exit
-//	  .turn, .index, .position   int   turn, index in the turn, place in history
-//	answer     string     the final answer's text
-//	task       string     the AgentTask's name
-//	namespace  string     its namespace
-var completionEnv = sync.OnceValues(func() (*cel.Env, error) {
-	return cel.NewEnv(
-		cel.Variable("history", cel.ListType(cel.MapType(cel.StringType, cel.DynType))),
-		cel.Variable("answer", cel.StringType),
-		cel.Variable("task", cel.StringType),
-		cel.Variable("namespace", cel.StringType),
-	)
-})
-
 // compileCompletionRule finishes a rule with when: Completion: it matches with CEL over
 // the history alone, and its examples (bash commands) would mean nothing.
-func compileCompletionRule(r *rule) (*rule, error) {
+// Its expression sees the history, as the policy's celEnvironment.completion declares.
+func compileCompletionRule(env *cel.Env, r *rule) (*rule, error) {
 	m := r.spec.Match
 	switch {
 	case len(m.Tools) > 0 || len(m.Categories) > 0 || len(m.Commands) > 0 || len(m.Paths) > 0:
@@ -56,10 +33,6 @@ func compileCompletionRule(r *rule) (*rule, error) {
 	}
 	if m.CEL == "" {
 		return r, nil
-	}
-	env, err := completionEnv()
-	if err != nil {
-		return nil, err
 	}
 	ast, iss := env.Compile(m.CEL)
 	if iss.Err() != nil {

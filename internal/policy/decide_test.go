@@ -216,7 +216,7 @@ func TestDecideModeDefaults(t *testing.T) {
 	}
 	// File tools take their registered category.
 	write := Request{Namespace: "n", Task: "t", Mode: v1alpha1.ModeReadOnly, Tool: v1alpha1.ToolWriteFile, Input: json.RawMessage(`{"content":"x","path":"a"}`)}
-	if d := Decide(write, nil, nil, nil); d.Action != deny || d.Reason != "ReadOnly mode never runs writes: this call is write" {
+	if d := Decide(write, nil, nil, nil); d.Action != deny || d.Reason != "ReadOnly mode never runs writes: this call is Write" {
 		t.Errorf("write_file in ReadOnly: %s (%s)", d.Action, d.Reason)
 	}
 	write.Mode = v1alpha1.ModeAuto

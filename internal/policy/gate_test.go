@@ -129,9 +129,9 @@ func TestFireLimits(t *testing.T) {
 
 // testsPassAfterLastEdit is the completion gate of the sample policy: the answer
 // is refused while the last edit has no passing test after it.
-const testsPassAfterLastEdit = `history.exists(e, e.executed && e.category in ['write', 'delete']) &&
-  !history.exists(t, t.category == 'test' && t.outcome == 'Succeeded' &&
-    !history.exists(e, e.executed && e.category in ['write', 'delete'] && e.position > t.position))`
+const testsPassAfterLastEdit = `history.exists(e, e.executed && e.category in ['Write', 'Delete']) &&
+  !history.exists(t, t.category == 'Test' && t.outcome == 'Succeeded' &&
+    !history.exists(e, e.executed && e.category in ['Write', 'Delete'] && e.position > t.position))`
 
 func TestDecideCompletion(t *testing.T) {
 	gate := v1alpha1.PolicyRule{Name: "tests-after-edit", When: v1alpha1.WhenCompletion, Action: v1alpha1.RuleRedirect,

@@ -67,7 +67,7 @@ var (
 	genCEL = []string{
 		`intent.task == "fix-bug"`,
 		`intent.namespace == "other"`,
-		`"network" in intent.categories`,
+		`"Network" in intent.categories`,
 		`intent.argv.exists(a, a[0] == "git")`,
 		`intent.parts.exists(p, p.command.startsWith("rm"))`,
 		`intent.input.missing == "x"`,
@@ -419,16 +419,16 @@ func TestRuleKeyOf(t *testing.T) {
 		{name: "empty match", want: ruleKey{kind: keyAlways}},
 		{name: "CEL only", match: v1alpha1.RuleMatch{CEL: "true"}, want: ruleKey{kind: keyAlways}},
 		{name: "tools", match: v1alpha1.RuleMatch{Tools: []v1alpha1.ToolName{"bash", "glob"}}, want: ruleKey{kind: keyTool, tools: []v1alpha1.ToolName{"bash", "glob"}}},
-		{name: "categories over tools", match: v1alpha1.RuleMatch{Tools: []v1alpha1.ToolName{"bash"}, Categories: []v1alpha1.CommandCategory{"network"}},
-			want: ruleKey{kind: keyCategory, categories: []v1alpha1.CommandCategory{"network"}}},
-		{name: "paths over categories", match: v1alpha1.RuleMatch{Categories: []v1alpha1.CommandCategory{"write"}, Paths: []string{"a/**"}}, want: ruleKey{kind: keyPath}},
+		{name: "categories over tools", match: v1alpha1.RuleMatch{Tools: []v1alpha1.ToolName{"bash"}, Categories: []v1alpha1.CommandCategory{"Network"}},
+			want: ruleKey{kind: keyCategory, categories: []v1alpha1.CommandCategory{"Network"}}},
+		{name: "paths over categories", match: v1alpha1.RuleMatch{Categories: []v1alpha1.CommandCategory{"Write"}, Paths: []string{"a/**"}}, want: ruleKey{kind: keyPath}},
 		{name: "commands over everything: every first alternative of every pattern",
 			match: v1alpha1.RuleMatch{Paths: []string{"a/**"}, CEL: "true", Commands: []v1alpha1.CommandPattern{pattern([]string{"git", "hub"}, "push"), pattern("rm")}},
 			want:  ruleKey{kind: keyCommand, commands: []string{"git", "hub", "rm"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := compileRule(v1alpha1.PolicyRule{Name: "r", Action: v1alpha1.RuleDeny, Match: tt.match})
+			r, err := compileRule(testCELEnvironment(t), v1alpha1.PolicyRule{Name: "r", Action: v1alpha1.RuleDeny, Match: tt.match})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -54,14 +54,25 @@ type rule struct {
 	celFields celFields
 }
 
-// Compile checks and compiles a policy's rules: known tools and categories, argv
-// patterns, path globs (relative to the workspace, with **), CEL expressions (which
-// must be boolean) and, last, every example. The first problem is returned as an
-// error that names the rule and says what is wrong, for example
-// `rule "deny-push": example "git push origin" should match but does not`.
+// Compile compiles a policy written for toolgate.dev/v1alpha1, the version spec's Go
+// type holds; see CompileFor.
 func Compile(kind, name string, generation int64, spec v1alpha1.ToolPolicySpec) (*CompiledPolicy, error) {
+	return CompileFor(v1alpha1.GroupVersion.String(), kind, name, generation, spec)
+}
+
+// CompileFor checks and compiles a policy's rules: known tools and categories, argv
+// patterns, path globs (relative to the workspace, with **), CEL expressions (which
+// must be boolean, compiled against the CEL environment of the policy's apiVersion)
+// and, last, every example. The first problem is returned as an error that names the
+// rule and says what is wrong, for example
+// `rule "deny-push": example "git push origin" should match but does not`.
+func CompileFor(apiVersion, kind, name string, generation int64, spec v1alpha1.ToolPolicySpec) (*CompiledPolicy, error) {
 	if kind != KindToolPolicy && kind != KindClusterToolPolicy {
 		return nil, fmt.Errorf("unknown policy kind %q", kind)
+	}
+	env, err := celEnvironmentFor(apiVersion)
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", kind, name, err)
 	}
 	p := &CompiledPolicy{Kind: kind, Name: name, Generation: generation}
 	seen := map[string]bool{}
@@ -73,7 +84,7 @@ func Compile(kind, name string, generation int64, spec v1alpha1.ToolPolicySpec) 
 			return nil, fmt.Errorf("rule %q: the name is used twice; rule names must be unique in a policy", spec.Name)
 		}
 		seen[spec.Name] = true
-		r, err := compileRule(spec)
+		r, err := compileRule(env, spec)
 		if err != nil {
 			return nil, fmt.Errorf("rule %q: %w", spec.Name, err)
 		}
@@ -92,7 +103,7 @@ func Compile(kind, name string, generation int64, spec v1alpha1.ToolPolicySpec) 
 	return p, nil
 }
 
-func compileRule(spec v1alpha1.PolicyRule) (*rule, error) {
+func compileRule(env celEnvironment, spec v1alpha1.PolicyRule) (*rule, error) {
 	r := &rule{spec: spec, tools: spec.Match.Tools, categories: spec.Match.Categories}
 	switch spec.Action {
 	case v1alpha1.RuleAllow, v1alpha1.RuleAsk, v1alpha1.RuleDeny, v1alpha1.RuleAudit, v1alpha1.RuleRedirect, v1alpha1.RuleStop:
@@ -113,7 +124,7 @@ func compileRule(spec v1alpha1.PolicyRule) (*rule, error) {
 	switch spec.When {
 	case "", v1alpha1.WhenToolCall:
 	case v1alpha1.WhenCompletion:
-		return compileCompletionRule(r)
+		return compileCompletionRule(env.completion, r)
 	default:
 		return nil, fmt.Errorf("when %q is not one of ToolCall, Completion", spec.When)
 	}
@@ -129,7 +140,7 @@ func compileRule(spec v1alpha1.PolicyRule) (*rule, error) {
 	}
 	for _, c := range spec.Match.Categories {
 		if _, ok := strictness[c]; !ok {
-			return nil, fmt.Errorf("match.categories: unknown category %q", c)
+			return nil, fmt.Errorf("match.categories: unknown category %q; the categories are %s", c, categoryList())
 		}
 	}
 	for i, pattern := range spec.Match.Commands {
@@ -159,7 +170,7 @@ func compileRule(spec v1alpha1.PolicyRule) (*rule, error) {
 		r.paths = append(r.paths, glob)
 	}
 	if spec.Match.CEL != "" {
-		prg, fields, err := compileCEL(spec.Match.CEL)
+		prg, fields, err := compileCEL(env.toolCall, spec.Match.CEL)
 		if err != nil {
 			if strings.Contains(err.Error(), "undeclared reference to 'history'") || strings.Contains(err.Error(), "undeclared reference to 'answer'") {
 				return nil, fmt.Errorf("match.cel: %v (history and answer are what a rule with when: Completion sees; this is a tool-call rule)", err)

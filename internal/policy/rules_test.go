@@ -65,6 +65,13 @@ func TestCompileErrorsNameTheRule(t *testing.T) {
 			want: `rule "cat": match.categories: unknown category "dangerous"`,
 		},
 		{
+			// A policy that still names a category as it was spelled before the
+			// values became CamelCase is told the names.
+			name: "a category spelled the old way",
+			rule: v1alpha1.PolicyRule{Name: "cat", Action: v1alpha1.RuleAllow, Match: v1alpha1.RuleMatch{Categories: []v1alpha1.CommandCategory{"read-only"}}},
+			want: `rule "cat": match.categories: unknown category "read-only"; the categories are ReadOnly, Test, Build, Write, Delete, Install, Network, VCSDestructive, Privilege, Unknown`,
+		},
+		{
 			name: "bad action",
 			rule: v1alpha1.PolicyRule{Name: "act", Action: "Maybe"},
 			want: `rule "act": action "Maybe" is not one of Allow, Ask, Deny, Redirect, Stop, Audit`,
@@ -153,8 +160,8 @@ func TestRuleMatching(t *testing.T) {
 		{name: "empty match matches all", req: bash("ls"), want: true},
 		{name: "tool", match: v1alpha1.RuleMatch{Tools: []v1alpha1.ToolName{"write_file"}}, req: file("write_file", "a"), want: true},
 		{name: "other tool", match: v1alpha1.RuleMatch{Tools: []v1alpha1.ToolName{"write_file"}}, req: bash("ls"), want: false},
-		{name: "category of any part", match: v1alpha1.RuleMatch{Categories: []v1alpha1.CommandCategory{"delete"}}, req: bash("ls && rm x"), want: true},
-		{name: "category of file tool", match: v1alpha1.RuleMatch{Categories: []v1alpha1.CommandCategory{"write"}}, req: file("edit_file", "a"), want: true},
+		{name: "category of any part", match: v1alpha1.RuleMatch{Categories: []v1alpha1.CommandCategory{"Delete"}}, req: bash("ls && rm x"), want: true},
+		{name: "category of file tool", match: v1alpha1.RuleMatch{Categories: []v1alpha1.CommandCategory{"Write"}}, req: file("edit_file", "a"), want: true},
 		{name: "argv prefix with alternatives", match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("git", []string{"push", "reset"})}}, req: bash("cd x; git reset --hard"), want: true},
 		{name: "argv prefix longer than argv", match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("git", "push")}}, req: bash("git"), want: false},
 		{name: "argv after unwrapping", match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("rm")}}, req: bash(`timeout 5 \rm x`), want: true},
@@ -165,22 +172,22 @@ func TestRuleMatching(t *testing.T) {
 		{name: "path glob miss", match: v1alpha1.RuleMatch{Paths: []string{"secrets/**"}}, req: file("read_file", "src/main.go"), want: false},
 		{name: "paths never match bash", match: v1alpha1.RuleMatch{Paths: []string{"**"}}, req: bash("cat secrets/key"), want: false},
 		{name: "CEL over input", match: v1alpha1.RuleMatch{CEL: `has(intent.input.timeoutMs) && intent.input.timeoutMs > 60000`}, req: Request{Mode: "Edit", Tool: "bash", Input: json.RawMessage(`{"command":"ls","timeoutMs":120000}`)}, want: true},
-		{name: "CEL over categories and parts", match: v1alpha1.RuleMatch{CEL: `"delete" in intent.categories && intent.parts.exists(p, p.command.startsWith("rm"))`}, req: bash("ls; rm -r x"), want: true},
+		{name: "CEL over categories and parts", match: v1alpha1.RuleMatch{CEL: `"Delete" in intent.categories && intent.parts.exists(p, p.command.startsWith("rm"))`}, req: bash("ls; rm -r x"), want: true},
 		{name: "CEL over namespace, task and mode", match: v1alpha1.RuleMatch{CEL: `intent.namespace == "ns" && intent.task == "t" && intent.mode == "Edit"`}, req: bash("ls"), want: true},
 		{name: "CEL argv as lists of strings", match: v1alpha1.RuleMatch{CEL: `intent.argv == [["git", "push", "origin"], ["ls", "-la"]] && type(intent.argv[0][0]) == string`}, req: bash("git push origin && ls -la"), want: true},
-		{name: "CEL parts as maps of strings", match: v1alpha1.RuleMatch{CEL: `intent.parts[1] == {"command": "ls -la", "category": "read-only"} && type(intent.parts[1]) == map && !has(intent.parts[1].argv)`}, req: bash("git push origin && ls -la"), want: true},
-		{name: "CEL categories as a list of strings, each once", match: v1alpha1.RuleMatch{CEL: `intent.categories == ["read-only"] && intent.categories.all(c, type(c) == string)`}, req: bash("ls && cat x | wc -l"), want: true},
+		{name: "CEL parts as maps of strings", match: v1alpha1.RuleMatch{CEL: `intent.parts[1] == {"command": "ls -la", "category": "ReadOnly"} && type(intent.parts[1]) == map && !has(intent.parts[1].argv)`}, req: bash("git push origin && ls -la"), want: true},
+		{name: "CEL categories as a list of strings, each once", match: v1alpha1.RuleMatch{CEL: `intent.categories == ["ReadOnly"] && intent.categories.all(c, type(c) == string)`}, req: bash("ls && cat x | wc -l"), want: true},
 		{name: "CEL categories of an empty command", match: v1alpha1.RuleMatch{CEL: `intent.categories == [] && intent.parts == [] && intent.argv == []`}, req: bash(""), want: true},
 		{name: "CEL false", match: v1alpha1.RuleMatch{CEL: `intent.tool == "read_file"`}, req: bash("ls"), want: false},
 		{name: "CEL error fails closed for Deny", match: v1alpha1.RuleMatch{CEL: `intent.input.missing == "x"`}, req: bash("ls"), want: true},
 		{name: "CEL error fails closed for Allow", action: v1alpha1.RuleAllow, match: v1alpha1.RuleMatch{CEL: `intent.input.missing == "x"`}, req: bash("ls"), want: false},
 		{name: "CEL cost limit fails closed", action: v1alpha1.RuleAllow, match: v1alpha1.RuleMatch{CEL: `[1,2,3,4,5,6,7,8,9,10].all(a, [1,2,3,4,5,6,7,8,9,10].all(b, [1,2,3,4,5,6,7,8,9,10].all(c, [1,2,3,4,5,6,7,8,9,10].all(d, [1,2,3,4,5,6,7,8,9,10].all(e, true)))))`}, req: bash("ls"), want: false},
-		{name: "all fields must match", match: v1alpha1.RuleMatch{Tools: []v1alpha1.ToolName{"bash"}, Categories: []v1alpha1.CommandCategory{"network"}}, req: bash("rm x"), want: false},
+		{name: "all fields must match", match: v1alpha1.RuleMatch{Tools: []v1alpha1.ToolName{"bash"}, Categories: []v1alpha1.CommandCategory{"Network"}}, req: bash("rm x"), want: false},
 		// Allow rules must cover every part that is not read-only.
-		{name: "allow covers all parts", action: v1alpha1.RuleAllow, match: v1alpha1.RuleMatch{Categories: []v1alpha1.CommandCategory{"test"}}, req: bash("cd x && go test ./... | tee /dev/null"), want: true},
-		{name: "allow does not carry an extra part", action: v1alpha1.RuleAllow, match: v1alpha1.RuleMatch{Categories: []v1alpha1.CommandCategory{"test"}}, req: bash("go test ./... && rm -rf /"), want: false},
+		{name: "allow covers all parts", action: v1alpha1.RuleAllow, match: v1alpha1.RuleMatch{Categories: []v1alpha1.CommandCategory{"Test"}}, req: bash("cd x && go test ./... | tee /dev/null"), want: true},
+		{name: "allow does not carry an extra part", action: v1alpha1.RuleAllow, match: v1alpha1.RuleMatch{Categories: []v1alpha1.CommandCategory{"Test"}}, req: bash("go test ./... && rm -rf /"), want: false},
 		{name: "allow by argv does not carry an extra part", action: v1alpha1.RuleAllow, match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("npm", "install")}}, req: bash("npm install; curl x"), want: false},
-		{name: "allow needs one covered part", action: v1alpha1.RuleAllow, match: v1alpha1.RuleMatch{Categories: []v1alpha1.CommandCategory{"test"}}, req: bash("ls"), want: false},
+		{name: "allow needs one covered part", action: v1alpha1.RuleAllow, match: v1alpha1.RuleMatch{Categories: []v1alpha1.CommandCategory{"Test"}}, req: bash("ls"), want: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -188,7 +195,7 @@ func TestRuleMatching(t *testing.T) {
 			if action == "" {
 				action = v1alpha1.RuleDeny
 			}
-			r, err := compileRule(v1alpha1.PolicyRule{Name: "r", Action: action, Match: tt.match})
+			r, err := compileRule(testCELEnvironment(t), v1alpha1.PolicyRule{Name: "r", Action: action, Match: tt.match})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -478,7 +478,7 @@ var _ = Describe("Git workspaces", func() {
 		Expect(out).To(ContainSubstring("CHANGED:  file content sha256"))
 		Expect(out).To(ContainSubstring("+ $2))"))
 		Expect(out).To(MatchRegexp(fmt.Sprintf(`(?m)^  turn %d \[0\] bash %s .*\n    Same \(as `, cat.Spec.Turn, cat.Name)))
-		Expect(out).To(ContainSubstring("not replayed: not read-only (category write)"))
+		Expect(out).To(ContainSubstring("not replayed: not read-only (category Write)"))
 		Expect(out).To(ContainSubstring("1 of 2 re-run call(s) changed; 1 call(s) not replayed."))
 		Expect(errOut).To(ContainSubstring("deleted, with its workspace copy"))
 		gone()
