@@ -63,7 +63,7 @@ func ruleKeyOf(r *rule) ruleKey {
 	case len(r.commands) > 0:
 		var words []string
 		for _, pattern := range r.commands {
-			words = append(words, pattern[0]...)
+			words = append(words, pattern[0])
 		}
 		return ruleKey{kind: keyCommand, commands: words}
 	case len(r.paths) > 0:
