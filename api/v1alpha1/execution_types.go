@@ -222,12 +222,10 @@ type ExecutionStatus struct {
 	// exitCode of the tool.
 	// +optional
 	ExitCode *int32 `json:"exitCode,omitempty"`
-	// durationMillis the tool ran.
+	// durationMillis is how long the tool ran, in milliseconds, as the runner
+	// measured it.
 	// +optional
 	DurationMillis int64 `json:"durationMillis,omitempty"`
-	// duration, human-readable, for kubectl get.
-	// +optional
-	Duration string `json:"duration,omitempty"`
 	// errorKind when the execution did not succeed.
 	// +optional
 	ErrorKind ErrorKind `json:"errorKind,omitempty"`
@@ -301,7 +299,7 @@ type ObservedSandbox struct {
 // +kubebuilder:printcolumn:name="Tool",type=string,JSONPath=`.spec.tool`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Exit",type=integer,JSONPath=`.status.exitCode`
-// +kubebuilder:printcolumn:name="Duration",type=string,JSONPath=`.status.duration`
+// +kubebuilder:printcolumn:name="Duration(ms)",type=integer,JSONPath=`.status.durationMillis`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Execution struct {
 	metav1.TypeMeta   `json:",inline"`
