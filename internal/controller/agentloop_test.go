@@ -620,7 +620,7 @@ func TestAgentLoopRestart(t *testing.T) {
 	task := p.modelTask("r", v1.ModeEdit, server)
 	rec := agent.TurnRecord{Turn: 0, Model: "test-model-2025", Text: "Look around first.", FinishReason: "tool_calls",
 		ToolCalls: []agent.ToolCall{{ID: "c0", Name: "list_dir", Arguments: `{"path":"."}`}}, Usage: agent.Usage{TotalTokens: 7}}
-	data, _ := json.Marshal(rec)
+	data, _ := rec.Marshal()
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: transcript.TurnRecordName("r", 0),
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(task, v1.GroupVersion.WithKind("AgentTask"))}},
