@@ -497,23 +497,39 @@ func TestToolPolicyCommandPatterns(t *testing.T) {
 		}}}
 		return u
 	}
-	if err := env.Client.Create(ctx, mk("ok", `[["git", ["push", "reset"]], ["rm"]]`)); err != nil {
+	if err := env.Client.Create(ctx, mk("ok", `[{"prefix": ["git", "push"]}, {"prefix": ["rm"]}]`)); err != nil {
 		t.Fatalf("valid pattern refused: %v", err)
 	}
-	got := &v1.ToolPolicy{}
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(mk("", "[]").GroupVersionKind())
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ok"}, got); err != nil {
 		t.Fatal(err)
 	}
-	pos, err := got.Spec.Rules[0].Match.Commands[0].Positions()
-	if err != nil || len(pos) != 2 || pos[0][0] != "git" || len(pos[1]) != 2 || pos[1][1] != "reset" {
-		t.Fatalf("pattern round trip: %v %v", pos, err)
+	rule := got.Object["spec"].(map[string]any)["rules"].([]any)[0].(map[string]any)
+	if stored := fmt.Sprint(rule["match"].(map[string]any)["commands"]); stored != "[map[prefix:[git push]] map[prefix:[rm]]]" {
+		t.Fatalf("pattern round trip: stored %s", stored)
 	}
-	if got.Spec.Rules[0].Enforcement != v1.EnforcementEnforce {
-		t.Errorf("enforcement default: got %q", got.Spec.Rules[0].Enforcement)
+	if rule["enforcement"] != string(v1.EnforcementEnforce) {
+		t.Errorf("enforcement default: got %v", rule["enforcement"])
 	}
-	requireInvalid(t, env.Client.Create(ctx, mk("empty", `[[]]`)), "spec.rules[0].match.commands[0]")
 
-	badAction := mk("action", `[["ls"]]`)
+	// Each malformed pattern is refused when the policy is created, naming the
+	// pattern, rather than accepted and found out (or not) by the policy reconciler.
+	for name, tc := range map[string]struct{ commands, want string }{
+		"a bare list of words":       {`[["git", "push"]]`, `spec.rules[0].match.commands[0]: Invalid value: "array": spec.rules[0].match.commands[0] in body must be of type object`},
+		"a position that is no word": {`[["git", {"not": "a word"}]]`, `spec.rules[0].match.commands[0]: Invalid value: "array"`},
+		"no prefix":                  {`[{}]`, `spec.rules[0].match.commands[0].prefix: Required value`},
+		"an empty prefix":            {`[{"prefix": []}]`, `spec.rules[0].match.commands[0].prefix: Invalid value: 0: spec.rules[0].match.commands[0].prefix in body should have at least 1 items`},
+		"an empty word":              {`[{"prefix": ["git", ""]}]`, `spec.rules[0].match.commands[0].prefix[1]: Invalid value: "": spec.rules[0].match.commands[0].prefix[1] in body should be at least 1 chars long`},
+		// A Deny rule on "git push" as one word would never match `git push`.
+		"two words in one": {`[{"prefix": ["git push"]}]`, `spec.rules[0].match.commands[0].prefix[0]: Invalid value: "git push"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			requireInvalid(t, env.Client.Create(ctx, mk("bad", tc.commands)), tc.want)
+		})
+	}
+
+	badAction := mk("action", `[{"prefix": ["ls"]}]`)
 	badAction.Object["spec"].(map[string]any)["rules"].([]any)[0].(map[string]any)["action"] = "Maybe"
 	requireInvalid(t, env.Client.Create(ctx, badAction), `spec.rules[0].action: Unsupported value: "Maybe"`)
 }

@@ -243,13 +243,10 @@ type ExecutionStatus struct {
 	// exitCode of the tool.
 	// +optional
 	ExitCode *int32 `json:"exitCode,omitempty"`
-	// durationMillis the tool ran.
+	// durationMillis is how long the tool ran, in milliseconds, as the runner
+	// measured it.
 	// +optional
 	DurationMillis int64 `json:"durationMillis,omitempty"`
-	// duration, human-readable, for kubectl get.
-	// +optional
-	// +kubebuilder:validation:MaxLength=64
-	Duration string `json:"duration,omitempty"`
 	// errorKind when the execution did not succeed.
 	// +optional
 	ErrorKind ErrorKind `json:"errorKind,omitempty"`
@@ -325,7 +322,7 @@ type ObservedSandbox struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Error",type=string,JSONPath=`.status.errorKind`,description="Why the execution did not succeed: ExitCode, Timeout, Stale, Exception or Aborted"
 // +kubebuilder:printcolumn:name="Exit",type=integer,JSONPath=`.status.exitCode`
-// +kubebuilder:printcolumn:name="Duration",type=string,JSONPath=`.status.duration`
+// +kubebuilder:printcolumn:name="Duration(ms)",type=integer,JSONPath=`.status.durationMillis`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Task",type=string,JSONPath=`.spec.taskRef.name`,priority=1
 // +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.status.podName`,priority=1

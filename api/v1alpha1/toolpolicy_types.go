@@ -1,10 +1,6 @@
 package v1alpha1
 
 import (
-	"encoding/json"
-	"fmt"
-
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -49,31 +45,22 @@ const (
 	EnforcementDryRun Enforcement = "DryRun"
 )
 
-// CommandPattern is an argv prefix; each position is a word or a list of alternative
-// words, for example ["git", ["push", "reset"]]. It matches each part of a compound
-// command on its own. In Go, Positions decodes it. The API server cannot check the
-// shape of a position (CEL has no type information for a string-or-list value), so the
-// policy reconciler does: a malformed pattern makes the policy not Ready, naming the rule.
-// +kubebuilder:validation:MinItems=1
-// +kubebuilder:validation:MaxItems=64
-type CommandPattern []apiextensionsv1.JSON
-
-// Positions decodes the pattern: for each argv position, the accepted words.
-func (p CommandPattern) Positions() ([][]string, error) {
-	out := make([][]string, 0, len(p))
-	for i, raw := range p {
-		var one string
-		if err := json.Unmarshal(raw.Raw, &one); err == nil {
-			out = append(out, []string{one})
-			continue
-		}
-		var many []string
-		if err := json.Unmarshal(raw.Raw, &many); err != nil || len(many) == 0 {
-			return nil, fmt.Errorf("position %d must be a word or a non-empty list of words, got %s", i, string(raw.Raw))
-		}
-		out = append(out, many)
-	}
-	return out, nil
+// CommandPattern matches a simple command (one part of a compound command) by the
+// words its argv starts with, after wrappers such as timeout or env are unwrapped.
+// For alternative words, write one pattern for each: [{prefix: [git, push]},
+// {prefix: [git, reset]}].
+type CommandPattern struct {
+	// prefix is the words argv starts with, one argv word per item: [git, push]
+	// matches `git push origin main` and `cd x && git push`, not `git status`. A word
+	// has no whitespace ("git push" is two words).
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:items:Pattern=`^\S+$`
+	Prefix []string `json:"prefix"`
 }
 
 // RuleMatch says which calls a rule matches. Every set field must match (AND); within
@@ -91,9 +78,10 @@ type RuleMatch struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16
 	Categories []CommandCategory `json:"categories,omitempty"`
-	// commands are argv-prefix patterns for bash. A Deny, Ask or Audit rule matches when
-	// any part of the command starts with one of them; an Allow rule only when every
-	// part that is not ReadOnly does.
+	// commands are argv-prefix patterns for bash, for example [{prefix: [git, push]},
+	// {prefix: [git, reset]}]. A Deny, Ask or Audit rule matches when any part of the
+	// command starts with one of them; an Allow rule only when every part that is not
+	// ReadOnly does.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64

@@ -8,11 +8,22 @@ import (
 	"unicode/utf8"
 )
 
+// TurnRecordAPIVersion is the format of the turn records this code writes and the
+// only one it reads. A change an older reader would misread (a field renamed, or
+// its meaning changed) needs a new version; a field an older reader may ignore does
+// not.
+const TurnRecordAPIVersion = "turnrecord.toolgate.dev/v1"
+
 // TurnRecord is the compact record of what the model said in one turn, small enough
 // to keep on a cluster object, so that the conversation can be rebuilt from the
-// cluster alone. Store it as JSON (json.Marshal) and read it back with
+// cluster alone. Store it with [TurnRecord.Marshal] and read it back with
 // [ParseTurnRecord].
 type TurnRecord struct {
+	// APIVersion is the record's format, TurnRecordAPIVersion. It is in the JSON
+	// itself, not in an annotation of the ConfigMap, so that it cannot be changed
+	// without the data (the ConfigMap's data is immutable, its metadata is not) and
+	// goes wherever the JSON is copied.
+	APIVersion string `json:"apiVersion"`
 	// Turn is the turn number, starting at 0.
 	Turn int32 `json:"turn"`
 	// Model is the model that answered, as the endpoint reported it.
@@ -36,6 +47,7 @@ type TurnRecord struct {
 // NewTurnRecord records the model's reply for turn.
 func NewTurnRecord(turn int32, resp Response) TurnRecord {
 	return TurnRecord{
+		APIVersion:   TurnRecordAPIVersion,
 		Turn:         turn,
 		Model:        resp.Model,
 		Text:         resp.Text,
@@ -46,12 +58,29 @@ func NewTurnRecord(turn int32, resp Response) TurnRecord {
 	}
 }
 
-// ParseTurnRecord reads a record written with json.Marshal and checks it. Unknown
-// fields are ignored so that records written by a newer controller still load.
+// Marshal is the record's JSON, in the current format (TurnRecordAPIVersion).
+func (r TurnRecord) Marshal() ([]byte, error) {
+	r.APIVersion = TurnRecordAPIVersion
+	return json.Marshal(r)
+}
+
+// ParseTurnRecord reads a record written with [TurnRecord.Marshal] and checks it.
+// A record of another format is refused rather than misread. A record without
+// apiVersion was written before records had one, in the format that became
+// TurnRecordAPIVersion, and is read as that. Unknown fields are ignored: a newer
+// writer may add fields that this reader does not need.
 func ParseTurnRecord(data []byte) (TurnRecord, error) {
 	var r TurnRecord
 	if err := json.Unmarshal(data, &r); err != nil {
 		return TurnRecord{}, fmt.Errorf("turn record is not valid JSON: %w", err)
+	}
+	switch r.APIVersion {
+	case TurnRecordAPIVersion:
+	case "":
+		r.APIVersion = TurnRecordAPIVersion
+	default:
+		return TurnRecord{}, fmt.Errorf("turn record apiVersion %q is not one this toolgate reads (it reads %s): run a toolgate controller and kubectl-toolgate that read it (the version that wrote it, or a newer one), or delete the AgentTask and create it again to start a new conversation",
+			r.APIVersion, TurnRecordAPIVersion)
 	}
 	if err := r.Validate(); err != nil {
 		return TurnRecord{}, err
@@ -164,9 +193,9 @@ func omittedArguments(size int) string {
 	return string(data)
 }
 
-// encodedSize is the record's JSON size.
+// encodedSize is the record's JSON size, as Marshal writes it.
 func encodedSize(r TurnRecord) int {
-	data, err := json.Marshal(r)
+	data, err := r.Marshal()
 	if err != nil {
 		// A struct of strings and numbers always encodes.
 		panic(errors.Join(errors.New("agent: encoding a turn record"), err))

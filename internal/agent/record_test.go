@@ -19,11 +19,11 @@ func TestNewTurnRecordAndRoundTrip(t *testing.T) {
 	}
 	rec := NewTurnRecord(3, resp)
 	resp.ToolCalls[0].Name = "changed after recording"
-	data, err := json.Marshal(rec)
+	data, err := rec.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantJSON := `{"turn":3,"model":"m-2025","text":"checking","toolCalls":[{"id":"c1","name":"grep","arguments":"{\"pattern\":\"TODO\"}"}],"usage":{"prompt":10,"completion":5,"total":15},"finishReason":"tool_calls"}`
+	wantJSON := `{"apiVersion":"turnrecord.toolgate.dev/v1","turn":3,"model":"m-2025","text":"checking","toolCalls":[{"id":"c1","name":"grep","arguments":"{\"pattern\":\"TODO\"}"}],"usage":{"prompt":10,"completion":5,"total":15},"finishReason":"tool_calls"}`
 	if string(data) != wantJSON {
 		t.Errorf("JSON\n got %s\nwant %s", data, wantJSON)
 	}
@@ -42,7 +42,12 @@ func TestParseTurnRecord(t *testing.T) {
 		data    string
 		wantErr string
 	}{
-		{"final turn", `{"turn":0,"text":"done","usage":{}}`, ""},
+		{"final turn", `{"apiVersion":"turnrecord.toolgate.dev/v1","turn":0,"text":"done","usage":{}}`, ""},
+		{"written before records had a version", `{"turn":0,"text":"done","usage":{}}`, ""},
+		// A newer format is refused rather than misread as this one.
+		{"another version", `{"apiVersion":"turnrecord.toolgate.dev/v2","turn":0,"text":"done"}`,
+			`turn record apiVersion "turnrecord.toolgate.dev/v2" is not one this toolgate reads (it reads turnrecord.toolgate.dev/v1): run a toolgate controller and kubectl-toolgate that read it`},
+		{"not a version string", `{"apiVersion":1,"turn":0}`, "turn record is not valid JSON"},
 		{"unknown fields from a newer writer are ignored", `{"turn":1,"usage":{},"reasoning":"x"}`, ""},
 		{"not JSON", `{"turn":`, "turn record is not valid JSON"},
 		{"negative turn", `{"turn":-1}`, "turn is -1"},
@@ -59,6 +64,20 @@ func TestParseTurnRecord(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestParseTurnRecordReadsTheCurrentVersion: a record written before records had a
+// version has the current format, and reads as it.
+func TestParseTurnRecordReadsTheCurrentVersion(t *testing.T) {
+	for _, data := range []string{`{"turn":1,"text":"done","usage":{}}`, `{"apiVersion":"turnrecord.toolgate.dev/v1","turn":1,"text":"done","usage":{}}`} {
+		rec, err := ParseTurnRecord([]byte(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (TurnRecord{APIVersion: TurnRecordAPIVersion, Turn: 1, Text: "done"}); !reflect.DeepEqual(rec, want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", data, rec, want)
+		}
 	}
 }
 

@@ -80,7 +80,7 @@ func TestTraceOfARecordedTask(t *testing.T) {
 		t.Fatalf("input of fix-tests-curl is %q; want the bearer token masked", curl.Input)
 	}
 	test := byName["fix-tests-test"]
-	if e := test.Execution; e == nil || e.ExitCode == nil || *e.ExitCode != 1 || e.Duration != "12.5s" || e.JobName != "fix-tests-test" {
+	if e := test.Execution; e == nil || e.ExitCode == nil || *e.ExitCode != 1 || e.DurationMillis != 12500 || e.JobName != "fix-tests-test" {
 		t.Fatalf("execution of fix-tests-test: %+v; want job fix-tests-test, exit code 1, 12.5s", test.Execution)
 	}
 	if d := test.Decision; d == nil || d.Policy != "ToolPolicy/team" || d.Rule != "allow-tests" || d.PolicyGeneration != 2 {

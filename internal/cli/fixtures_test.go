@@ -170,13 +170,13 @@ func fixtureTask(ns string) (*v1.AgentTask, []v1.ToolIntent, []v1.Approval, []v1
 			ObjectMeta: metav1.ObjectMeta{Name: "fix-tests-read", Namespace: ns},
 			Spec:       withWalls(executionSpec("fix-tests-read", v1.ToolReadFile, `{"path":"package.json"}`), readFileWalls),
 			Status: v1.ExecutionStatus{Phase: v1.ExecutionSucceeded, JobName: "fix-tests-read", PodName: "fix-tests-read-abcde", ExitCode: ptr.To[int32](0),
-				DurationMillis: 420, Duration: "420ms", StartTime: atPtr(1), CompletionTime: atPtr(2)},
+				DurationMillis: 420, StartTime: atPtr(1), CompletionTime: atPtr(2)},
 		},
 		{
 			ObjectMeta: metav1.ObjectMeta{Name: "fix-tests-test", Namespace: ns},
 			Spec:       withNetwork(executionSpec("fix-tests-test", v1.ToolBash, `{"command":"npm test"}`), registry),
 			Status: v1.ExecutionStatus{Phase: v1.ExecutionFailed, JobName: "fix-tests-test", PodName: "fix-tests-test-fghij", ExitCode: ptr.To[int32](1),
-				DurationMillis: 12500, Duration: "12.5s", ErrorKind: v1.ErrorExitCode, Message: "the tool exited with code 1", Truncated: true,
+				DurationMillis: 12500, ErrorKind: v1.ErrorExitCode, Message: "the tool exited with code 1", Truncated: true,
 				LogRef: "pod/fix-tests-test-fghij container tool", ArtifactPath: ".toolgate/out/fix-tests-test.log"},
 		},
 	}

@@ -164,7 +164,7 @@ func recordModelTask(t *testing.T, ns, baseURL string) *v1.AgentTask {
 		for _, c := range msg.ToolCalls {
 			rec.ToolCalls = append(rec.ToolCalls, agent.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
 		}
-		data, _ := json.Marshal(rec)
+		data, _ := rec.Marshal()
 		cm := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: transcript.TurnRecordName(task.Name, int32(turn)), OwnerReferences: owner},
 			Immutable:  ptr.To(true),

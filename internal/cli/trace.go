@@ -5,6 +5,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -97,7 +98,6 @@ type ExecutionTrace struct {
 	PodName        string               `json:"podName,omitempty"`
 	ExitCode       *int32               `json:"exitCode,omitempty"`
 	DurationMillis int64                `json:"durationMillis,omitempty"`
-	Duration       string               `json:"duration,omitempty"`
 	ErrorKind      v1.ErrorKind         `json:"errorKind,omitempty"`
 	Message        string               `json:"message,omitempty"`
 	StartTime      *metav1.Time         `json:"startTime,omitempty"`
@@ -240,7 +240,6 @@ func executionTrace(e *v1.Execution) *ExecutionTrace {
 		PodName:        st.PodName,
 		ExitCode:       st.ExitCode,
 		DurationMillis: st.DurationMillis,
-		Duration:       st.Duration,
 		ErrorKind:      st.ErrorKind,
 		Message:        mask.Secrets(st.Message),
 		StartTime:      st.StartTime,
@@ -384,8 +383,8 @@ func renderIntent(b *strings.Builder, it IntentTrace) {
 		if e.ExitCode != nil {
 			text += fmt.Sprintf(", exit code %d", *e.ExitCode)
 		}
-		if e.Duration != "" {
-			text += ", " + e.Duration
+		if e.DurationMillis > 0 {
+			text += ", " + (time.Duration(e.DurationMillis) * time.Millisecond).String()
 		}
 		workspace := "read-write"
 		if e.ReadOnlyWorkspace {

@@ -503,7 +503,7 @@ func (r *AgentTaskReconciler) takeTurn(ctx context.Context, task *v1.AgentTask, 
 // writeTurn creates the turn's record. If it exists already, a racing reconcile
 // asked the model first: its record is the turn, and this reply is dropped.
 func (r *AgentTaskReconciler) writeTurn(ctx context.Context, task *v1.AgentTask, rec agent.TurnRecord) (agent.TurnRecord, string, string, time.Duration, error) {
-	data, err := json.Marshal(rec)
+	data, err := rec.Marshal()
 	if err != nil {
 		return rec, "", "", 0, err
 	}

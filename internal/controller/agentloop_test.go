@@ -620,7 +620,7 @@ func TestAgentLoopRestart(t *testing.T) {
 	task := p.modelTask("r", v1.ModeEdit, server)
 	rec := agent.TurnRecord{Turn: 0, Model: "test-model-2025", Text: "Look around first.", FinishReason: "tool_calls",
 		ToolCalls: []agent.ToolCall{{ID: "c0", Name: "list_dir", Arguments: `{"path":"."}`}}, Usage: agent.Usage{TotalTokens: 7}}
-	data, _ := json.Marshal(rec)
+	data, _ := rec.Marshal()
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: transcript.TurnRecordName("r", 0),
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(task, v1.GroupVersion.WithKind("AgentTask"))}},
@@ -669,6 +669,42 @@ func TestAgentLoopRestart(t *testing.T) {
 		{role: "assistant", content: rec.Text, calls: []string{`c0 list_dir {"path":"."}`}},
 		{role: "tool", toolCallID: "c0", content: p.summary("r-t0-0")},
 	})
+}
+
+// TestAgentLoopRefusesATurnRecordOfAnotherVersion: a turn record in a format this
+// controller does not read (written by a newer toolgate) is not misread as the
+// model's turn: the task waits, naming the record and what to do, no intent is
+// made from it and the model is not asked in its place.
+func TestAgentLoopRefusesATurnRecordOfAnotherVersion(t *testing.T) {
+	p := newLoopEnv(t)
+	server := newChatServer(t, answer("Done.", 10))
+	task := p.modelTask("v", v1.ModeEdit, server)
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: transcript.TurnRecordName("v", 0),
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(task, v1.GroupVersion.WithKind("AgentTask"))}},
+		Data: map[string]string{transcript.TurnRecordKey: `{"apiVersion":"turnrecord.toolgate.dev/v2","turn":0,"toolCalls":[{"id":"c0","name":"bash","arguments":"{\"command\":\"ls\"}"}]}`},
+	}
+	if err := env.Client.Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+
+	p.start()
+	var condition *metav1.Condition
+	p.eventually("the task waits on the record of another version", func() (bool, string) {
+		condition = meta.FindStatusCondition(p.getTask("v").Status.Conditions, v1.ConditionReady)
+		return condition != nil && condition.Reason == v1.ReasonModelUnavailable, fmt.Sprintf("%+v", condition)
+	})
+	mustContain(t, "Ready message", condition.Message,
+		`ConfigMap v-turn-0, the record of turn 0, cannot be read: turn record apiVersion "turnrecord.toolgate.dev/v2" is not one this toolgate reads (it reads turnrecord.toolgate.dev/v1)`,
+		"delete the AgentTask and create it again")
+	// The condition is written by the reconcile that read the record, which is the
+	// one that would otherwise have made its intent or asked the model.
+	if n := len(server.received()); n != 0 {
+		t.Errorf("the model was asked %d times in place of the refused record", n)
+	}
+	if names := p.intentNames(); len(names) != 0 {
+		t.Errorf("intents made from the refused record: %v", names)
+	}
 }
 
 // TestAgentLoopProviderErrors: a rejected key fails the task with the provider's

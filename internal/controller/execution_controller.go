@@ -707,7 +707,7 @@ func (r *ExecutionReconciler) recordSteps(log logr.Logger, exec *toolgatev1alpha
 		step(corev1.EventTypeNormal, EventStarted, fmt.Sprintf("pod %s started the tool", after.PodName), "pod", after.PodName)
 	}
 	if executor.IsFinished(after) {
-		eventType, note := corev1.EventTypeNormal, fmt.Sprintf("%s exited 0 in %s", exec.Spec.Tool, after.Duration)
+		eventType, note := corev1.EventTypeNormal, fmt.Sprintf("%s exited 0 in %s", exec.Spec.Tool, time.Duration(after.DurationMillis)*time.Millisecond)
 		if after.Phase != toolgatev1alpha1.ExecutionSucceeded {
 			eventType, note = corev1.EventTypeWarning, fmt.Sprintf("%s failed (%s): %s", exec.Spec.Tool, after.ErrorKind, after.Message)
 		}

@@ -2,12 +2,10 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,17 +13,10 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 )
 
-func commandPattern(t *testing.T, positions ...any) v1.CommandPattern {
+// commandPattern is the CommandPattern of an argv prefix.
+func commandPattern(t *testing.T, words ...string) v1.CommandPattern {
 	t.Helper()
-	var out v1.CommandPattern
-	for _, p := range positions {
-		raw, err := json.Marshal(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, apiextensionsv1.JSON{Raw: raw})
-	}
-	return out
+	return v1.CommandPattern{Prefix: words}
 }
 
 // waitForReady polls the policy through the uncached client until its Ready
@@ -54,7 +45,7 @@ func TestPolicyReconciler(t *testing.T) {
 
 	denyPush := v1.PolicyRule{
 		Name: "deny-push", Action: v1.RuleDeny,
-		Match:    v1.RuleMatch{Commands: []v1.CommandPattern{commandPattern(t, "git", []string{"push", "reset"})}},
+		Match:    v1.RuleMatch{Commands: []v1.CommandPattern{commandPattern(t, "git", "push"), commandPattern(t, "git", "reset")}},
 		Examples: v1.RuleExamples{Match: []string{"git push origin", "ls && git reset --hard"}, NotMatch: []string{"git status"}},
 	}
 	askNetwork := v1.PolicyRule{

@@ -289,7 +289,6 @@ func projectTerminated(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alp
 
 	st.ExitCode = ptr.To(int32(res.ExitCode))
 	st.DurationMillis = res.DurationMs
-	st.Duration = formatDuration(res.DurationMs)
 	st.StdoutBytes = res.StdoutBytes
 	st.StderrBytes = res.StderrBytes
 	st.OutputSHA256 = res.OutputSHA256
@@ -542,9 +541,4 @@ func truncateMessage(msg string) string {
 		end--
 	}
 	return msg[:end] + notice
-}
-
-// formatDuration renders milliseconds for kubectl get, e.g. 1.234s or 2m3.5s.
-func formatDuration(ms int64) string {
-	return (time.Duration(ms) * time.Millisecond).String()
 }

@@ -353,7 +353,7 @@ func TestProjectSuccessFields(t *testing.T) {
 	want := toolgatev1alpha1.ExecutionStatus{
 		Phase: toolgatev1alpha1.ExecutionSucceeded, JobName: "e1", PodName: "e1-abcde",
 		StartTime: ptr.To(metav1.NewTime(t0)), CompletionTime: ptr.To(metav1.NewTime(t1)),
-		ExitCode: ptr.To[int32](0), DurationMillis: 61500, Duration: "1m1.5s",
+		ExitCode: ptr.To[int32](0), DurationMillis: 61500,
 		StdoutBytes: 2, StderrBytes: 1, OutputSHA256: sha(out), Output: out,
 		LogRef: "pod/e1-abcde container tool", ArtifactPath: ".toolgate/executions/e1/output.log",
 		Facts:   &toolgatev1alpha1.ToolFacts{LinesAdded: 3, LinesRemoved: 1},

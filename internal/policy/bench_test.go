@@ -33,7 +33,7 @@ func benchCatchAll() []v1alpha1.PolicyRule {
 		{Name: "audit-bash", Action: v1alpha1.RuleAudit, Match: v1alpha1.RuleMatch{Tools: []v1alpha1.ToolName{v1alpha1.ToolBash}}},
 		{Name: "deny-long-timeout", Action: v1alpha1.RuleDeny, Match: v1alpha1.RuleMatch{CEL: `has(intent.input.timeoutMs) && intent.input.timeoutMs > 600000`}},
 		{Name: "allow-go-test", Action: v1alpha1.RuleAllow, Match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("go", "test")}}},
-		{Name: "deny-rm-root", Action: v1alpha1.RuleDeny, Match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("rm", []string{"-rf", "-fr"}, "/")}}},
+		{Name: "deny-rm-root", Action: v1alpha1.RuleDeny, Match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("rm", "-rf", "/"), pattern("rm", "-fr", "/")}}},
 	}
 }
 
@@ -49,7 +49,7 @@ func benchPolicy(b *testing.B, n int) []*CompiledPolicy {
 		r := v1alpha1.PolicyRule{Name: fmt.Sprintf("rule-%d", i), Action: v1alpha1.RuleAsk}
 		switch i % 10 {
 		case 0, 1, 2, 3, 4, 5:
-			r.Match.Commands = []v1alpha1.CommandPattern{pattern(word, []string{fmt.Sprintf("push-%d", i), fmt.Sprintf("reset-%d", i)})}
+			r.Match.Commands = []v1alpha1.CommandPattern{pattern(word, fmt.Sprintf("push-%d", i)), pattern(word, fmt.Sprintf("reset-%d", i))}
 		case 6:
 			r.Match.Commands = []v1alpha1.CommandPattern{pattern(fmt.Sprintf("tool%d", i))}
 			r.Match.CEL = fmt.Sprintf(`intent.task == "task-%d"`, i)

@@ -28,7 +28,7 @@ func bashCall(mode v1alpha1.TaskMode, command string) Request {
 	return Request{Namespace: "team", Task: "fix-bug", Mode: mode, Tool: v1alpha1.ToolBash, Input: raw}
 }
 
-func onCommand(name string, action v1alpha1.RuleAction, words ...any) v1alpha1.PolicyRule {
+func onCommand(name string, action v1alpha1.RuleAction, words ...string) v1alpha1.PolicyRule {
 	return v1alpha1.PolicyRule{Name: name, Action: action, Match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern(words...)}}}
 }
 

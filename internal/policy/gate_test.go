@@ -10,7 +10,7 @@ import (
 	"github.com/toolgate/toolgate/api/v1alpha1"
 )
 
-func redirectRule(name string, words ...any) v1alpha1.PolicyRule {
+func redirectRule(name string, words ...string) v1alpha1.PolicyRule {
 	r := onCommand(name, v1alpha1.RuleRedirect, words...)
 	r.Instruction = "List what " + name + " would remove and how to restore it, then propose a new call."
 	return r

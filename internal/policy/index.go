@@ -42,8 +42,8 @@ const (
 // ruleKey is the condition a rule is filed under: the most selective one it has that
 // a call must meet for the rule to match.
 //
-//   - commands: some part's argv must start with a pattern, so its first word is one
-//     of the pattern's first alternatives (for Allow rules too: an Allow rule must
+//   - commands: some part's argv must start with a pattern, so its first word is
+//     the first word of one of the patterns (for Allow rules too: an Allow rule must
 //     cover at least one part).
 //   - paths: the call must have a path.
 //   - categories: some part must have one of them (again, an Allow rule must cover at
@@ -63,7 +63,7 @@ func ruleKeyOf(r *rule) ruleKey {
 	case len(r.commands) > 0:
 		var words []string
 		for _, pattern := range r.commands {
-			words = append(words, pattern[0]...)
+			words = append(words, pattern[0])
 		}
 		return ruleKey{kind: keyCommand, commands: words}
 	case len(r.paths) > 0:

@@ -47,9 +47,10 @@ type rule struct {
 	spec       v1alpha1.PolicyRule
 	tools      []v1alpha1.ToolName
 	categories []v1alpha1.CommandCategory
-	commands   [][][]string
-	paths      []string
-	program    cel.Program
+	// commands are the argv prefixes of match.commands.
+	commands [][]string
+	paths    []string
+	program  cel.Program
 	// celFields are the fields of intent the program reads.
 	celFields celFields
 }
@@ -144,21 +145,10 @@ func compileRule(env celEnvironment, spec v1alpha1.PolicyRule) (*rule, error) {
 		}
 	}
 	for i, pattern := range spec.Match.Commands {
-		positions, err := pattern.Positions()
-		if err != nil {
+		if err := checkCommandPattern(pattern); err != nil {
 			return nil, fmt.Errorf("match.commands[%d]: %w", i, err)
 		}
-		if len(positions) == 0 {
-			return nil, fmt.Errorf("match.commands[%d]: a pattern needs at least one word", i)
-		}
-		for j, alternatives := range positions {
-			for _, w := range alternatives {
-				if w == "" {
-					return nil, fmt.Errorf("match.commands[%d]: position %d has an empty word", i, j)
-				}
-			}
-		}
-		r.commands = append(r.commands, positions)
+		r.commands = append(r.commands, pattern.Prefix)
 	}
 	for i, glob := range spec.Match.Paths {
 		if strings.HasPrefix(glob, "/") || slices.Contains(strings.Split(glob, "/"), "..") {
@@ -285,16 +275,25 @@ func (r *rule) partMatches(p *Part) bool {
 	return true
 }
 
-func argvHasPrefix(argv []string, pattern [][]string) bool {
-	if len(argv) < len(pattern) {
-		return false
+func argvHasPrefix(argv, prefix []string) bool {
+	return len(argv) >= len(prefix) && slices.Equal(argv[:len(prefix)], prefix)
+}
+
+// checkCommandPattern checks what the CRD's schema checks too (a policy is compiled
+// from whatever reached the cache): at least one word, and words that are single
+// argv words. A word with whitespace could never equal a word of an unquoted
+// command, so a Deny rule on ["git push"] would silently never match. The
+// whitespace is the CRD pattern's: RE2's \s.
+func checkCommandPattern(p v1alpha1.CommandPattern) error {
+	if len(p.Prefix) == 0 {
+		return fmt.Errorf("prefix needs at least one word, for example {prefix: [git, push]}")
 	}
-	for i, alternatives := range pattern {
-		if !slices.Contains(alternatives, argv[i]) {
-			return false
+	for j, w := range p.Prefix {
+		if w == "" || strings.ContainsAny(w, "\t\n\f\r ") {
+			return fmt.Errorf("prefix[%d] is %q; each item is one argv word without whitespace: write [git, push], not [\"git push\"]", j, w)
 		}
 	}
-	return true
+	return nil
 }
 
 // matchesPath applies the path globs to the file tools' path. Calls without a path

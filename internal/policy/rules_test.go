@@ -5,22 +5,12 @@ import (
 	"strings"
 	"testing"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-
 	"github.com/toolgate/toolgate/api/v1alpha1"
 )
 
-// pattern builds a CommandPattern from words and alternative lists.
-func pattern(positions ...any) v1alpha1.CommandPattern {
-	var out v1alpha1.CommandPattern
-	for _, p := range positions {
-		raw, err := json.Marshal(p)
-		if err != nil {
-			panic(err)
-		}
-		out = append(out, apiextensionsv1.JSON{Raw: raw})
-	}
-	return out
+// pattern is the CommandPattern of an argv prefix.
+func pattern(words ...string) v1alpha1.CommandPattern {
+	return v1alpha1.CommandPattern{Prefix: words}
 }
 
 func TestCompileErrorsNameTheRule(t *testing.T) {
@@ -50,9 +40,20 @@ func TestCompileErrorsNameTheRule(t *testing.T) {
 			want: `rule "abs": match.paths[0]: glob "/etc/**" must be relative to the workspace and must not contain '..'`,
 		},
 		{
-			name: "bad command pattern",
-			rule: v1alpha1.PolicyRule{Name: "bad-pattern", Action: v1alpha1.RuleDeny, Match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("git", []string{})}}},
-			want: `rule "bad-pattern": match.commands[0]: position 1 must be a word or a non-empty list of words, got []`,
+			name: "empty command pattern",
+			rule: v1alpha1.PolicyRule{Name: "bad-pattern", Action: v1alpha1.RuleDeny, Match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("git"), pattern()}}},
+			want: `rule "bad-pattern": match.commands[1]: prefix needs at least one word, for example {prefix: [git, push]}`,
+		},
+		{
+			name: "empty word in a command pattern",
+			rule: v1alpha1.PolicyRule{Name: "bad-pattern", Action: v1alpha1.RuleDeny, Match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("git", "")}}},
+			want: `rule "bad-pattern": match.commands[0]: prefix[1] is ""; each item is one argv word without whitespace`,
+		},
+		{
+			// A Deny rule on "git push" as one word would never match `git push`.
+			name: "two words in one",
+			rule: v1alpha1.PolicyRule{Name: "bad-pattern", Action: v1alpha1.RuleDeny, Match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("git push")}}},
+			want: `rule "bad-pattern": match.commands[0]: prefix[0] is "git push"; each item is one argv word without whitespace: write [git, push], not ["git push"]`,
 		},
 		{
 			name: "unknown tool",
@@ -115,7 +116,7 @@ func TestCompileGoodPolicyWithExamples(t *testing.T) {
 	p, err := Compile(KindClusterToolPolicy, "baseline", 3, v1alpha1.ToolPolicySpec{Rules: []v1alpha1.PolicyRule{
 		{
 			Name: "deny-push", Action: v1alpha1.RuleDeny,
-			Match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("git", []string{"push", "reset"})}},
+			Match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("git", "push"), pattern("git", "reset")}},
 			Examples: v1alpha1.RuleExamples{
 				Match:    []string{"git push origin", "ls && git reset --hard", "sudo git push", "bash -c 'git push'"},
 				NotMatch: []string{"git status", "echo git push"},
@@ -162,7 +163,7 @@ func TestRuleMatching(t *testing.T) {
 		{name: "other tool", match: v1alpha1.RuleMatch{Tools: []v1alpha1.ToolName{"write_file"}}, req: bash("ls"), want: false},
 		{name: "category of any part", match: v1alpha1.RuleMatch{Categories: []v1alpha1.CommandCategory{"Delete"}}, req: bash("ls && rm x"), want: true},
 		{name: "category of file tool", match: v1alpha1.RuleMatch{Categories: []v1alpha1.CommandCategory{"Write"}}, req: file("edit_file", "a"), want: true},
-		{name: "argv prefix with alternatives", match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("git", []string{"push", "reset"})}}, req: bash("cd x; git reset --hard"), want: true},
+		{name: "argv prefix, one of several patterns", match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("git", "push"), pattern("git", "reset")}}, req: bash("cd x; git reset --hard"), want: true},
 		{name: "argv prefix longer than argv", match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("git", "push")}}, req: bash("git"), want: false},
 		{name: "argv after unwrapping", match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("rm")}}, req: bash(`timeout 5 \rm x`), want: true},
 		{name: "commands never match file tools", match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("rm")}}, req: file("write_file", "rm"), want: false},

@@ -435,9 +435,10 @@ func (f *fuzzer) rules() []v1.PolicyRule {
 		case 1:
 			rule.Match.Categories = []v1.CommandCategory{pick(f, v1.CategoryDelete, v1.CategoryWrite, v1.CategoryNetwork, v1.CategoryTest, v1.CategoryUnknown, v1.CategoryReadOnly)}
 		case 2:
-			rule.Match.Commands = []v1.CommandPattern{{{Raw: []byte(`"git"`)}, {Raw: []byte(`["push","reset"]`)}}}
+			rule.Match.Commands = []v1.CommandPattern{{Prefix: []string{"git", "push"}}, {Prefix: []string{"git", "reset"}}}
 		case 3:
-			rule.Match.Commands = []v1.CommandPattern{{{Raw: []byte(`{"not":"a word"}`)}}} // broken
+			rule.Match.Commands = []v1.CommandPattern{{Prefix: []string{"git", "push"}}}
+			rule.Examples.Match = []string{"git status"} // broken: the example does not match
 		case 4:
 			rule.Match.Paths = []string{pick(f, "**/*.md", "src/**", "big")}
 		case 5:

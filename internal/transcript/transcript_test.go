@@ -1,10 +1,12 @@
 package transcript_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -143,5 +145,40 @@ func TestPairTakesOnlyTheLoopsOwnIntents(t *testing.T) {
 	p = transcript.Pair(task, []agent.TurnRecord{rec}, nil, []v1.ToolIntent{squatter, forgedOwner, mine}, "me")
 	if p.Failure != "" || len(p.Missing) != 0 || p.Intents[0][0] == nil || p.Intents[0][0].Name != "fix-t0-0-x7k2p" || p.Turns[0].Calls[0].Observation != "the real output" {
 		t.Fatalf("the loop's intent under a made-up name: %+v; want it the call's", p)
+	}
+}
+
+// TestParseTurnRecordVersions: the record of the current format reads back as it was
+// written; a record of another format stops the loop (and replay) with a problem
+// that names the ConfigMap and says what to do, rather than being misread.
+func TestParseTurnRecordVersions(t *testing.T) {
+	task := &v1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "fix", UID: "uid-1"}}
+	record := func(data string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: transcript.TurnRecordName("fix", 0),
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(task, v1.GroupVersion.WithKind("AgentTask"))}},
+			Data: map[string]string{transcript.TurnRecordKey: data},
+		}
+	}
+
+	rec := agent.NewTurnRecord(0, agent.Response{Model: "m", Text: "look", FinishReason: "tool_calls",
+		ToolCalls: []agent.ToolCall{{ID: "c0", Name: "bash", Arguments: `{"command":"ls"}`}}})
+	data, err := rec.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"apiVersion":"`+agent.TurnRecordAPIVersion+`"`) {
+		t.Fatalf("the record does not say its version: %s", data)
+	}
+	back, problem := transcript.ParseTurnRecord(task, 0, record(string(data)))
+	if problem != "" || !reflect.DeepEqual(back, rec) {
+		t.Fatalf("round trip: got %+v (%s), want %+v", back, problem, rec)
+	}
+
+	newer := strings.Replace(string(data), agent.TurnRecordAPIVersion, "turnrecord.toolgate.dev/v2", 1)
+	_, problem = transcript.ParseTurnRecord(task, 0, record(newer))
+	want := `ConfigMap fix-turn-0, the record of turn 0, cannot be read: turn record apiVersion "turnrecord.toolgate.dev/v2" is not one this toolgate reads (it reads turnrecord.toolgate.dev/v1): run a toolgate controller and kubectl-toolgate that read it`
+	if !strings.HasPrefix(problem, want) {
+		t.Fatalf("a record of another version: problem %q, want it to start with %q", problem, want)
 	}
 }

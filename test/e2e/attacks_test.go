@@ -177,12 +177,12 @@ exit 5
 			Spec: toolgatev1alpha1.ToolPolicySpec{Rules: []toolgatev1alpha1.PolicyRule{
 				{
 					Name: "run-scripts", Action: toolgatev1alpha1.RuleAllow,
-					Match:  toolgatev1alpha1.RuleMatch{Commands: []toolgatev1alpha1.CommandPattern{pattern("sh", []string{"mark.sh", "forge.sh", "forge-readonly.sh"})}},
+					Match:  toolgatev1alpha1.RuleMatch{Commands: []toolgatev1alpha1.CommandPattern{pattern("sh", "mark.sh"), pattern("sh", "forge.sh"), pattern("sh", "forge-readonly.sh")}},
 					Reason: "These scripts are reviewed.",
 				},
 				{
 					Name: "ask-scripts", Action: toolgatev1alpha1.RuleAsk,
-					Match:     toolgatev1alpha1.RuleMatch{Commands: []toolgatev1alpha1.CommandPattern{pattern("sh", []string{"approve.sh", "slow.sh"})}},
+					Match:     toolgatev1alpha1.RuleMatch{Commands: []toolgatev1alpha1.CommandPattern{pattern("sh", "approve.sh"), pattern("sh", "slow.sh")}},
 					Reason:    "A person approves these scripts.",
 					Approvers: toolgatev1alpha1.Approvers{Users: []string{alice, rita}},
 				},

@@ -14,7 +14,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -53,7 +52,7 @@ var _ = Describe("The pipeline on a real cluster", func() {
 			Spec: toolgatev1alpha1.ToolPolicySpec{Rules: []toolgatev1alpha1.PolicyRule{
 				{
 					Name: "no-recursive-delete", Action: toolgatev1alpha1.RuleDeny,
-					Match:  toolgatev1alpha1.RuleMatch{Commands: []toolgatev1alpha1.CommandPattern{pattern("rm", []string{"-rf", "-fr", "-r"})}},
+					Match:  toolgatev1alpha1.RuleMatch{Commands: []toolgatev1alpha1.CommandPattern{pattern("rm", "-rf"), pattern("rm", "-fr"), pattern("rm", "-r")}},
 					Reason: "Recursive deletes are never run by an agent.",
 				},
 				{
@@ -189,14 +188,9 @@ func jobsOf(ctx context.Context, ns, intent string) []batchv1.Job {
 	return jobs.Items
 }
 
-func pattern(words ...any) toolgatev1alpha1.CommandPattern {
-	var p toolgatev1alpha1.CommandPattern
-	for _, w := range words {
-		raw, err := json.Marshal(w)
-		Expect(err).NotTo(HaveOccurred())
-		p = append(p, apiextensionsv1.JSON{Raw: raw})
-	}
-	return p
+// pattern is the CommandPattern of an argv prefix.
+func pattern(words ...string) toolgatev1alpha1.CommandPattern {
+	return toolgatev1alpha1.CommandPattern{Prefix: words}
 }
 
 // whoAmI is the suite's user name as the API server sees it: an intent's requestedBy
