@@ -136,6 +136,9 @@ func TestCallIsNotRunWhenTheNetworkWallIsOpen(t *testing.T) {
 			t.Parallel()
 			ws, _ := newWorkspace(t, nil)
 			env, reached := tc.env(t)
+			// The open wall is a listener of this test process, which a busy machine
+			// may not schedule within the default probe timeout.
+			env = append(env, runner.ProbeTimeoutEnv+"=10s")
 			o := invoke(t, ws, "bash", map[string]any{"command": "touch ran"}, tc.walls, invokeOpts{env: env})
 			expectNotRun(t, ws, o, "not run: the network wall does not hold: "+reached, tc.saying,
 				"the cluster's NetworkPolicy enforcement is off, or not yet applied to this pod")

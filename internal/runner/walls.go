@@ -49,7 +49,7 @@ import (
 //     read-only (statfs ST_RDONLY); a mount does not change, so there is no wait.
 //
 // KubeletPortEnv and DNSServerEnv override the kubelet's port and the nameservers,
-// for tests; a pod spec never sets them.
+// and ProbeTimeoutEnv lengthens a probe, for tests; a pod spec never sets them.
 
 // Environment variables of the runner (never of the tool) that name its probe targets.
 const (
@@ -61,6 +61,10 @@ const (
 	// DNSServerEnv overrides the nameservers of /etc/resolv.conf with one
 	// host:port, for tests.
 	DNSServerEnv = "TOOLGATE_DNS_SERVER"
+	// ProbeTimeoutEnv lengthens ProbeTimeout (a Go duration; a shorter one is
+	// ignored), for tests whose open wall is a listener of a busy test process:
+	// an answer that comes after the probe gave up would be taken for a wall.
+	ProbeTimeoutEnv = "TOOLGATE_PROBE_TIMEOUT"
 	// apiServerHostEnv and apiServerPortEnv are the kubernetes Service's address,
 	// which the kubelet sets in every container.
 	apiServerHostEnv = "KUBERNETES_SERVICE_HOST"
@@ -122,6 +126,13 @@ func (c Config) walls() wallConfig {
 	}
 	if w.timeout <= 0 {
 		w.timeout = ProbeTimeout
+	}
+	for _, kv := range c.Environ {
+		if v, ok := strings.CutPrefix(kv, ProbeTimeoutEnv+"="); ok {
+			if d, err := time.ParseDuration(v); err == nil && d > w.timeout {
+				w.timeout = d
+			}
+		}
 	}
 	return w
 }

@@ -179,3 +179,15 @@ func BenchmarkProveWalls(b *testing.B) {
 		})
 	}
 }
+
+// ProbeTimeoutEnv may only lengthen a probe: a shorter one would let a slow answer
+// through an open wall be taken for a wall that holds.
+func TestProbeTimeoutEnvOnlyLengthens(t *testing.T) {
+	for v, want := range map[string]time.Duration{
+		"1ms": ProbeTimeout, "-5s": ProbeTimeout, "soon": ProbeTimeout, "5s": 5 * time.Second,
+	} {
+		if got := (Config{Environ: []string{ProbeTimeoutEnv + "=" + v}}).walls().timeout; got != want {
+			t.Errorf("%s=%s: probe timeout %s, want %s", ProbeTimeoutEnv, v, got, want)
+		}
+	}
+}
