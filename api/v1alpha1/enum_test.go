@@ -2,8 +2,6 @@ package v1alpha1_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"testing"
@@ -30,20 +28,8 @@ var toolNames = []v1.ToolName{
 // is typed into policy CEL, selectors and scripts, where no conversion can rewrite it
 // later, so each must be CamelCase now.
 func TestEnumValuesAreCamelCase(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "..", "config", "crd", "bases", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no CRDs in config/crd/bases: %v", err)
-	}
 	enums := 0
-	for _, file := range files {
-		raw, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := yaml.Unmarshal(raw, &crd); err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
+	for _, crd := range generatedCRDs(t) {
 		for _, version := range crd.Spec.Versions {
 			if version.Schema == nil || version.Schema.OpenAPIV3Schema == nil {
 				continue
