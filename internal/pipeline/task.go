@@ -6,12 +6,12 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/clip"
 	"github.com/toolgate/toolgate/internal/tools"
 )
 
@@ -381,9 +381,5 @@ func resultOf(answer string, turn int32) string {
 		return answer
 	}
 	note := fmt.Sprintf("\n…[toolgate: the answer is cut here to fit status.result; the whole answer is in the record of turn %d]", turn)
-	end := v1.MaxResultBytes - len(note)
-	for end > 0 && !utf8.RuneStart(answer[end]) {
-		end--
-	}
-	return answer[:end] + note
+	return clip.Bytes(answer, v1.MaxResultBytes-len(note)) + note
 }

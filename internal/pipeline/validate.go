@@ -6,12 +6,12 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/clip"
 	"github.com/toolgate/toolgate/internal/runner"
 	"github.com/toolgate/toolgate/internal/tools"
 )
@@ -83,11 +83,7 @@ func boundedErrors(errs []string) []string {
 		}
 		if len(e) > v1.MaxValidationErrorBytes {
 			const more = " …[cut]"
-			end := v1.MaxValidationErrorBytes - len(more)
-			for end > 0 && !utf8.RuneStart(e[end]) {
-				end--
-			}
-			e = e[:end] + more
+			e = clip.Bytes(e, v1.MaxValidationErrorBytes-len(more)) + more
 		}
 		out = append(out, e)
 	}
