@@ -36,6 +36,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/gitws"
 	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/workspace"
 )
 
 // Environment variables that override the pod's fixed locations, for tests and for
@@ -81,12 +82,12 @@ func main() {
 			runSession()
 			return
 		case runner.ExecCommand:
-			os.Exit(runExec(envOr(workspaceEnv, runner.WorkspaceRoot), os.Stdin, os.Stdout, os.Stderr))
+			os.Exit(runExec(envOr(workspaceEnv, workspace.Root), os.Stdin, os.Stdout, os.Stderr))
 		case gitCommand:
 			os.Exit(runGit(envOr(claimEnv, gitws.PodClaimRoot), envOr(terminationLogEnv, runner.TerminationMessagePath)))
 		}
 	}
-	workspace := flag.String("workspace", envOr(workspaceEnv, runner.WorkspaceRoot), "Workspace root every tool path is confined to (env "+workspaceEnv+").")
+	workspace := flag.String("workspace", envOr(workspaceEnv, workspace.Root), "Workspace root every tool path is confined to (env "+workspaceEnv+").")
 	terminationLog := flag.String("termination-log", envOr(terminationLogEnv, runner.TerminationMessagePath), "File the JSON result is written to (env "+terminationLogEnv+").")
 	flag.Parse()
 

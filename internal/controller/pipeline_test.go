@@ -105,7 +105,7 @@ func TestValidationFailuresNeverExecute(t *testing.T) {
 	}{
 		{v1.ToolBash, `{"timeoutMs":-5}`, []string{"input/", "command", "timeoutMs"}},
 		{v1.ToolEditFile, `{"path":"main.go","oldText":"a","newText":"b"}`, []string{"edit_file needs an earlier successful read_file of \"main.go\""}},
-		{v1.ToolReadFile, `{"path":"../../etc/passwd"}`, []string{"input/path", "leaves the workspace"}},
+		{v1.ToolReadFile, `{"path":"../../etc/passwd"}`, []string{"input/path", "is outside the workspace through"}},
 		{v1.ToolReadFile, `{"path":"/etc/passwd"}`, []string{"outside the workspace"}},
 		{v1.ToolWriteFile, `{"path":"a.txt","content":"x"}`, []string{"spec.tool: \"write_file\" is not available to this task"}},
 	}

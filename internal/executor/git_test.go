@@ -10,7 +10,7 @@ import (
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/gitws"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/workspace"
 )
 
 // A git pod has a tool call's walls, mounts the whole claim at the claim root (the
@@ -69,7 +69,7 @@ func TestGitPodHasTheWallsOfACall(t *testing.T) {
 			"a deadline":                 ptr.Deref(spec.ActiveDeadlineSeconds, 0) > 0,
 			"runs the runner's git":      tool.Image == testRunnerImage && strings.Join(tool.Command, " ") == RunnerPath+" git",
 			"whole claim at claim root":  claim,
-			"not mounted at /workspace":  !hasKey(mounts, runner.WorkspaceRoot),
+			"not mounted at /workspace":  !hasKey(mounts, workspace.Root),
 			"the request is the env":     request.Op == tt.op && request.URL == "https://git.example.test/r.git",
 			"secret mounted when asked":  (tt.secret != "") == creds && (tt.secret != "") == secretVolume,
 			"labelled git, task, fence":  pod.Labels[LabelGit] == tt.op && pod.Labels[LabelTask] == "fix-bug" && pod.Labels[LabelNetwork] == networkKey(network),
@@ -114,7 +114,7 @@ func TestWorkspaceSubPathMountsTheWorktreeOnly(t *testing.T) {
 	for kind, containers := range map[string][]corev1.Container{"job": job.Spec.Template.Spec.Containers, "session": session.Spec.Containers} {
 		var found bool
 		for _, m := range containers[0].VolumeMounts {
-			if m.MountPath == runner.WorkspaceRoot {
+			if m.MountPath == workspace.Root {
 				found = m.SubPath == gitws.WorktreeDir
 			}
 		}

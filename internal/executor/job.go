@@ -25,6 +25,7 @@ import (
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/runner"
 	"github.com/toolgate/toolgate/internal/tools"
+	"github.com/toolgate/toolgate/internal/workspace"
 )
 
 // Labels on every Job and Pod of an Execution. The execution label selects the
@@ -308,14 +309,14 @@ func sandboxPodSpec(profile toolgatev1alpha1.SandboxProfile, runnerImage string,
 		Name:                     ToolContainerName,
 		Image:                    profile.Image,
 		Command:                  command,
-		WorkingDir:               runner.WorkspaceRoot,
+		WorkingDir:               workspace.Root,
 		Env:                      env,
 		Resources:                resources,
 		TerminationMessagePath:   runner.TerminationMessagePath,
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 		SecurityContext:          containerSecurityContext(),
 		VolumeMounts: []corev1.VolumeMount{
-			{Name: volumeWorkspace, MountPath: runner.WorkspaceRoot, SubPath: profile.WorkspaceSubPath, ReadOnly: profile.ReadOnlyWorkspace},
+			{Name: volumeWorkspace, MountPath: workspace.Root, SubPath: profile.WorkspaceSubPath, ReadOnly: profile.ReadOnlyWorkspace},
 			{Name: volumeRunner, MountPath: RunnerDir, ReadOnly: true},
 			{Name: volumeTmp, MountPath: TmpDir},
 		},

@@ -21,6 +21,7 @@ import (
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/workspace"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -209,7 +210,7 @@ func TestBuildJobSandbox(t *testing.T) {
 		for _, m := range spec.Containers[0].VolumeMounts {
 			mounts[m.MountPath] = m
 		}
-		checks["workspace read-only matches the tool"] = mounts[runner.WorkspaceRoot].ReadOnly == readOnly
+		checks["workspace read-only matches the tool"] = mounts[workspace.Root].ReadOnly == readOnly
 		checks["runner mounted read-only"] = mounts[RunnerDir].ReadOnly
 		_, tmp := mounts[TmpDir]
 		checks["writable /tmp"] = tmp && !mounts[TmpDir].ReadOnly

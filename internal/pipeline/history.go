@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/workspace"
 )
 
 // Earlier returns the task's intents that come before intent (by turn, index,
@@ -57,7 +58,7 @@ func FilePath(intent *v1.ToolIntent) (string, bool) {
 	if err := json.Unmarshal(intent.Spec.Input.Raw, &in); err != nil || in.Path == "" {
 		return "", false
 	}
-	p, err := WorkspacePath(in.Path)
+	p, err := workspace.Rel(in.Path)
 	return p, err == nil
 }
 

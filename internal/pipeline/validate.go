@@ -3,7 +3,6 @@ package pipeline
 import (
 	"encoding/json"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/toolgate/toolgate/internal/clip"
 	"github.com/toolgate/toolgate/internal/runner"
 	"github.com/toolgate/toolgate/internal/tools"
+	"github.com/toolgate/toolgate/internal/workspace"
 )
 
 // Baseline is the last known content hash of a workspace file, from an earlier
@@ -339,7 +339,7 @@ func checkPaths(v *Validation, tool v1.ToolName, input json.RawMessage, baseline
 	if raw == "" {
 		return
 	}
-	clean, err := WorkspacePath(raw)
+	clean, err := workspace.Rel(raw)
 	if err != nil {
 		v.Errors = append(v.Errors, fmt.Sprintf("input/%s: %v", field, err))
 		return
@@ -364,28 +364,4 @@ func checkPaths(v *Validation, tool v1.ToolName, input json.RawMessage, baseline
 			v.Baseline = Baseline{SHA256: runner.BaselineAbsent}
 		}
 	}
-}
-
-// WorkspacePath cleans a path the model gave and checks, lexically, that it stays in
-// the workspace: relative to the workspace root, or absolute under it. Symlinks are
-// checked again by the runner at run time, where the files are.
-func WorkspacePath(p string) (string, error) {
-	if strings.ContainsRune(p, 0) {
-		return "", fmt.Errorf("path contains a NUL byte")
-	}
-	if path.IsAbs(p) {
-		rel, ok := strings.CutPrefix(path.Clean(p), runner.WorkspaceRoot)
-		if !ok || (rel != "" && !strings.HasPrefix(rel, "/")) {
-			return "", fmt.Errorf("%q is outside the workspace %s; use a path relative to the workspace", p, runner.WorkspaceRoot)
-		}
-		p = strings.TrimPrefix(rel, "/")
-		if p == "" {
-			return ".", nil
-		}
-	}
-	clean := path.Clean(p)
-	if clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", fmt.Errorf("%q leaves the workspace; paths must stay inside it", p)
-	}
-	return clean, nil
 }

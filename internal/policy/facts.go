@@ -5,15 +5,11 @@ import (
 	"encoding/json"
 	"path"
 	"slices"
-	"strings"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/tools"
+	"github.com/toolgate/toolgate/internal/workspace"
 )
-
-// workspaceRoot is where every Execution mounts the workspace; a file tool's absolute
-// path under it is matched relative to it.
-const workspaceRoot = "/workspace"
 
 // facts is what the rules look at: the call, classified once per decision.
 type facts struct {
@@ -69,7 +65,7 @@ func analyze(req Request) *facts {
 	}
 	command := string(req.Tool)
 	if hasPath {
-		f.path, f.hasPath = workspacePath(p), true
+		f.path, f.hasPath = matchPath(p), true
 		command += " " + p
 	}
 	f.parts = []Part{{Command: command, Category: category}}
@@ -102,16 +98,13 @@ func distinctCategories(parts []Part) []v1alpha1.CommandCategory {
 	return out
 }
 
-// workspacePath makes a path relative to the workspace root for glob matching.
-func workspacePath(p string) string {
-	p = path.Clean(p)
-	if p == workspaceRoot {
-		return "."
-	}
-	if rel, ok := strings.CutPrefix(p, workspaceRoot+"/"); ok {
+// matchPath is a tool's path as globs match it: relative to the workspace, or, for a
+// path outside it (which validation refuses anyway), cleaned as it is.
+func matchPath(p string) string {
+	if rel, err := workspace.Rel(p); err == nil {
 		return rel
 	}
-	return p
+	return path.Clean(p)
 }
 
 // activation builds the CEL variables once per decision, when a rule needs them,

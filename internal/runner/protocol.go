@@ -41,8 +41,6 @@ import (
 
 // Fixed locations inside the Execution's pod.
 const (
-	// WorkspaceRoot is where the workspace claim is mounted.
-	WorkspaceRoot = "/workspace"
 	// ArtifactDir is the folder (relative to the workspace) that keeps each
 	// execution's full output; it holds a .gitignore that ignores everything.
 	ArtifactDir = ".toolgate/executions"

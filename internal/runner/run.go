@@ -11,11 +11,13 @@ import (
 	"regexp"
 	"runtime/debug"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/workspace"
 )
 
 // Config is where the runner finds things; the defaults are the pod's fixed locations.
 type Config struct {
-	// WorkspaceRoot is the workspace folder (default WorkspaceRoot).
+	// WorkspaceRoot is the workspace folder (default workspace.Root).
 	WorkspaceRoot string
 	// Log receives the tool's combined output: the runner's stdout.
 	Log io.Writer
@@ -98,7 +100,7 @@ var toolFuncs = map[string]toolFunc{
 // when ctx ends (the runner itself is terminated); either is reported as a Timeout.
 func Run(ctx context.Context, cfg Config, invocationJSON []byte) (res Result) {
 	if cfg.WorkspaceRoot == "" {
-		cfg.WorkspaceRoot = WorkspaceRoot
+		cfg.WorkspaceRoot = workspace.Root
 	}
 	if cfg.Log == nil {
 		cfg.Log = io.Discard

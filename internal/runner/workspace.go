@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/toolgate/toolgate/internal/workspace"
 )
 
 // maxSymlinks bounds symlink resolution in the fallback resolver, like the kernel's
@@ -76,33 +78,15 @@ func OpenWorkspace(root string) (*Workspace, error) {
 // Close releases the root descriptor.
 func (w *Workspace) Close() error { return unix.Close(w.fd) }
 
-// Rel turns a tool path into a clean path relative to the root. Relative paths are
-// relative to the root; absolute paths must lie inside it. A path that leaves the root
-// lexically (through "..") is refused here; symlinks are checked when it is opened.
+// Rel turns a tool path into a clean path relative to the root, by the one rule of
+// internal/workspace (the root as configured and as resolved both name it); symlinks
+// are checked when it is opened.
 func (w *Workspace) Rel(p string) (string, error) {
-	if strings.ContainsRune(p, 0) {
-		return "", exceptionf("path %q contains a NUL byte", p)
+	rel, err := workspace.Rel(p, w.given, w.Root)
+	if err != nil {
+		return "", exceptionf("%v; nothing was read or written", err)
 	}
-	if p == "" {
-		return ".", nil
-	}
-	if filepath.IsAbs(p) {
-		clean := filepath.Clean(p)
-		for _, root := range []string{w.given, w.Root} {
-			if clean == root {
-				return ".", nil
-			}
-			if rest, ok := strings.CutPrefix(clean, root+"/"); ok {
-				return rest, nil
-			}
-		}
-		return "", exceptionf("path %q is outside the workspace %s: use a path relative to the workspace or under %s", p, w.given, w.given)
-	}
-	clean := filepath.Clean(p)
-	if clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", exceptionf("path %q resolves outside the workspace through \"..\"; nothing was read or written", p)
-	}
-	return clean, nil
+	return rel, nil
 }
 
 // open opens rel (relative to the root) confined to the workspace. Errors name the
