@@ -367,16 +367,13 @@ func (r *AgentTaskReconciler) keepSessions(ctx context.Context, task *v1.AgentTa
 	return max(wait, time.Second), nil
 }
 
-// taskEnded reports whether the task has ended (cancelled, failed or succeeded), and
-// why, from the status just computed; spec.lifecycle Cancelled counts at once.
+// taskEnded reports whether the task has ended, and why, by pipeline.TaskFinished's
+// rule applied to the status just computed (not yet written).
 func taskEnded(task *v1.AgentTask, status v1.AgentTaskStatus) (string, bool) {
-	for _, typ := range []string{v1.ConditionFailed, v1.ConditionSucceeded} {
-		if c := meta.FindStatusCondition(status.Conditions, typ); c != nil && c.Status == metav1.ConditionTrue {
-			return fmt.Sprintf("the task %s ended (%s: %s)", task.Name, c.Reason, c.Message), true
-		}
-	}
-	if task.IsCancelled() {
-		return fmt.Sprintf("the task %s was cancelled by its owner (spec.lifecycle Cancelled)", task.Name), true
+	now := *task
+	now.Status = status
+	if ended, how := pipeline.TaskFinished(&now); ended {
+		return fmt.Sprintf("AgentTask %s ended (%s)", task.Name, how), true
 	}
 	return "", false
 }

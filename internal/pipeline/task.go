@@ -190,7 +190,7 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 		set(v1.ConditionAwaitingApproval, false, v1.ReasonNoPendingApprovals, "no intent waits for a human")
 	}
 
-	finished := meta.IsStatusConditionTrue(old.Conditions, v1.ConditionSucceeded) || meta.IsStatusConditionTrue(old.Conditions, v1.ConditionFailed)
+	finished := endedBy(old.Conditions) != ""
 	if !finished {
 		b := task.Spec.Budgets
 		switch {

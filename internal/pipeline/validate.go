@@ -102,18 +102,28 @@ func TaskClosed(task *v1.AgentTask) (bool, string) {
 }
 
 // TaskFinished says whether a task ended (succeeded, failed or was cancelled), and
-// how.
+// how. It is the one rule of a task's end: the controllers, validation and the
+// status computation all ask it (TaskStatus through endedBy, since there a cancel
+// is what makes the task Failed).
 func TaskFinished(task *v1.AgentTask) (bool, string) {
-	switch {
-	case meta.IsStatusConditionTrue(task.Status.Conditions, v1.ConditionSucceeded):
-		return true, "it Succeeded"
-	case meta.IsStatusConditionTrue(task.Status.Conditions, v1.ConditionFailed):
-		c := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionFailed)
-		return true, "it Failed (" + c.Reason + ")"
-	case task.IsCancelled():
+	if how := endedBy(task.Status.Conditions); how != "" {
+		return true, how
+	}
+	if task.IsCancelled() {
 		return true, "it was cancelled"
 	}
 	return false, ""
+}
+
+// endedBy says how a task's status conditions ended it, "" while it runs.
+func endedBy(conditions []metav1.Condition) string {
+	if meta.IsStatusConditionTrue(conditions, v1.ConditionSucceeded) {
+		return "it Succeeded"
+	}
+	if c := meta.FindStatusCondition(conditions, v1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
+		return "it Failed (" + c.Reason + ")"
+	}
+	return ""
 }
 
 // Validate checks an intent in two layers: its input against the tool's JSON Schema,
