@@ -1004,6 +1004,7 @@ func (r *ExecutionReconciler) executionsOfSession(ctx context.Context, obj clien
 	}
 	var execs toolgatev1alpha1.ExecutionList
 	if err := r.List(ctx, &execs, client.InNamespace(obj.GetNamespace()), client.MatchingFields{IndexExecutionTask: owner.Name}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing the Executions of a session pod's task", "pod", klog.KObj(obj))
 		return nil
 	}
 	var out []reconcile.Request

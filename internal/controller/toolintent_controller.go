@@ -111,6 +111,7 @@ func (r *ToolIntentReconciler) siblingsOf(ctx context.Context, obj client.Object
 	}
 	list, err := r.turnOf(ctx, intent)
 	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing the intents of a turn", "toolintent", klog.KObj(intent))
 		return nil
 	}
 	var out []reconcile.Request
@@ -145,6 +146,7 @@ func (r *ToolIntentReconciler) turnOf(ctx context.Context, intent *v1.ToolIntent
 func (r *ToolIntentReconciler) openIntentsOf(ctx context.Context, obj client.Object) []reconcile.Request {
 	var list v1.ToolIntentList
 	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{IndexIntentTask: obj.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing the open intents of a task", "agentTask", klog.KObj(obj))
 		return nil
 	}
 	var out []reconcile.Request
