@@ -135,7 +135,7 @@ func newAgentTaskReconciler(mgr ctrl.Manager, opts Options) (*AgentTaskReconcile
 		Recorder:  mgr.GetEventRecorder("toolgate-task"),
 		Now:       opts.clock(),
 		NewModel:  NewModelClient,
-		Policies:  policyset.NewCache(),
+		Policies:  opts.policySet(),
 	}, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/agent"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/judge"
+	"github.com/toolgate/toolgate/internal/policyset"
 )
 
 // Options configure the reconcilers.
@@ -61,6 +62,11 @@ type Options struct {
 	// again (an unreachable host, a Secret missing, unlabelled or refused); zero
 	// means DefaultGitRetry.
 	GitRetry time.Duration
+
+	// policies is the one policy cache of the process, which the ToolIntent and
+	// AgentTask reconcilers share (SetupWithManager makes it): one LIST per scope
+	// and wave, and each policy compiled once per generation, for both.
+	policies *policyset.Cache
 }
 
 // DefaultGitRetry is GitRetry's default: a fixed Secret or a host back is seen
@@ -150,6 +156,15 @@ func (o Options) modelEndpoints() agent.Endpoints {
 	return agent.MustParseEndpoints(agent.DefaultEndpoints)
 }
 
+// policySet is the process's policy cache; a reconciler made alone (in a test) gets
+// its own.
+func (o Options) policySet() *policyset.Cache {
+	if o.policies != nil {
+		return o.policies
+	}
+	return policyset.NewCache()
+}
+
 func (o Options) clock() func() time.Time {
 	if o.Now != nil {
 		return o.Now
@@ -159,6 +174,7 @@ func (o Options) clock() func() time.Time {
 
 // SetupWithManager registers every toolgate reconciler with the manager.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	opts.policies = policyset.NewCache()
 	setups := []func(ctrl.Manager, Options) error{
 		setupIndexes,
 		setupAgentTask,

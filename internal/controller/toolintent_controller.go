@@ -87,7 +87,7 @@ func setupToolIntent(mgr ctrl.Manager, opts Options) error {
 		Scheme:    mgr.GetScheme(),
 		Options:   opts,
 		Recorder:  mgr.GetEventRecorder("toolgate-intent"),
-		Policies:  policyset.NewCache(),
+		Policies:  opts.policySet(),
 		Now:       opts.clock(),
 	}
 	return ctrl.NewControllerManagedBy(mgr).
