@@ -207,7 +207,7 @@ func waitJob(t *testing.T, ns, name string) *batchv1.Job {
 func jobsOf(t *testing.T, ns, name string) []batchv1.Job {
 	t.Helper()
 	var jobs batchv1.JobList
-	if err := env.Client.List(t.Context(), &jobs, client.InNamespace(ns), client.MatchingLabels{executor.LabelExecution: name}); err != nil {
+	if err := env.Client.List(t.Context(), &jobs, client.InNamespace(ns), client.MatchingLabels{v1.LabelExecution: name}); err != nil {
 		t.Fatal(err)
 	}
 	return jobs.Items
@@ -502,7 +502,7 @@ func TestTheTaskOwnerCannotMoveAnApprovedCall(t *testing.T) {
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: executor.NetworkPolicyName(exec)}, policy); err != nil {
 		t.Fatalf("the approved call's NetworkPolicy: %v", err)
 	}
-	if policy.Spec.PodSelector.MatchLabels[executor.LabelNetwork] != job.Spec.Template.Labels[executor.LabelNetwork] {
+	if policy.Spec.PodSelector.MatchLabels[v1.LabelNetwork] != job.Spec.Template.Labels[v1.LabelNetwork] {
 		t.Errorf("the approved call's pod (labels %v) is not behind NetworkPolicy %s (selector %v)", job.Spec.Template.Labels, policy.Name, policy.Spec.PodSelector.MatchLabels)
 	}
 	if len(policy.Spec.Egress) != 0 {
@@ -903,7 +903,7 @@ func TestObjectsPlantedUnderACallsNameAreNotItsOwn(t *testing.T) {
 // controller finds pods by, and plays the kubelet for its pod: a success.
 func foreignJob(t *testing.T, ns, name string) *batchv1.Job {
 	t.Helper()
-	labels := map[string]string{executor.LabelExecution: name}
+	labels := map[string]string{v1.LabelExecution: name}
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
 		Spec: batchv1.JobSpec{
@@ -1018,7 +1018,7 @@ func TestATaskOwnerCannotSendAnotherSecretAnywhere(t *testing.T) {
 	const deployToken, modelKey = "deploy-token-value", "model-key-value"
 	secrets := []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deploy-token"}, Data: map[string][]byte{"token": []byte(deployToken)}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "model-key", Labels: map[string]string{controller.LabelModelCredentials: controller.ModelCredentialsValue}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "model-key", Labels: map[string]string{v1.LabelModelCredentials: v1.ModelCredentialsValue}},
 			Data: map[string][]byte{"apiKey": []byte(modelKey)}},
 	}
 	for _, s := range secrets {
@@ -1069,7 +1069,7 @@ func TestATaskOwnerCannotSendAnotherSecretAnywhere(t *testing.T) {
 
 	modelTask("steal-token", allowed.URL+"/v1", "deploy-token", "token")
 	modelTask("send-key-home", hers.URL+"/v1", "model-key", "apiKey")
-	waiting("steal-token", controller.ReasonCredentialsNotAllowed, `Secret "deploy-token"`, controller.LabelModelCredentials+"=true")
+	waiting("steal-token", controller.ReasonCredentialsNotAllowed, `Secret "deploy-token"`, v1.LabelModelCredentials+"=true")
 	waiting("send-key-home", controller.ReasonEndpointNotAllowed, hers.URL, "--model-endpoints")
 
 	modelTask("honest", allowed.URL+"/v1", "model-key", "apiKey")

@@ -110,7 +110,7 @@ func runJobs(t *testing.T, ns string) {
 			for i := range jobs.Items {
 				job := &jobs.Items[i]
 				intent := &v1.ToolIntent{}
-				if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: job.Labels[pipeline.LabelIntent]}, intent); err == nil && strings.Contains(string(intent.Spec.Input.Raw), "sleep 600") {
+				if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: job.Labels[v1.LabelIntent]}, intent); err == nil && strings.Contains(string(intent.Spec.Input.Raw), "sleep 600") {
 					_ = env.Client.Create(ctx, testenv.JobPod(job, "-pod"))
 					continue
 				}
@@ -217,7 +217,7 @@ func TestMCPEndpoint(t *testing.T) {
 		}
 		intent := intentOf(t, res)
 		if want := "system:serviceaccount:" + e.ns + ":coding-agent"; intent.Spec.RequestedBy != want || intent.Spec.ProposedBy.Provider != mcpserver.Provider ||
-			intent.Annotations[mcpserver.AnnotationSession] == "" || intent.Spec.ProposedBy.Model != "toolgate-test-client" {
+			intent.Annotations[v1.AnnotationSession] == "" || intent.Spec.ProposedBy.Model != "toolgate-test-client" {
 			t.Errorf("intent %s: requestedBy %q, proposedBy %+v, annotations %v", intent.Name, intent.Spec.RequestedBy, intent.Spec.ProposedBy, intent.Annotations)
 		}
 		// The SDK hands notifications to their handler on a goroutine of their own:

@@ -203,7 +203,7 @@ func wantNothingRan(t *testing.T, intent *v1.ToolIntent) {
 		t.Fatalf("intent %s: Execution lookup answered %v; want NotFound", intent.Name, err)
 	}
 	var jobs batchv1.JobList
-	if err := env.Client.List(t.Context(), &jobs, client.InNamespace(intent.Namespace), client.MatchingLabels{pipeline.LabelIntent: intent.Name}); err != nil {
+	if err := env.Client.List(t.Context(), &jobs, client.InNamespace(intent.Namespace), client.MatchingLabels{v1.LabelIntent: intent.Name}); err != nil {
 		t.Fatal(err)
 	}
 	if len(jobs.Items) > 0 {
@@ -223,7 +223,7 @@ func wantRuns(t *testing.T, intent *v1.ToolIntent) {
 	}
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		var jobs batchv1.JobList
-		if err := env.Client.List(ctx, &jobs, client.InNamespace(got.Namespace), client.MatchingLabels{pipeline.LabelIntent: got.Name}); err != nil {
+		if err := env.Client.List(ctx, &jobs, client.InNamespace(got.Namespace), client.MatchingLabels{v1.LabelIntent: got.Name}); err != nil {
 			return false, err
 		}
 		return len(jobs.Items) > 0, nil

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -43,7 +45,7 @@ const (
 	sessionKey = "0123456789abcdef"
 	// sessionPodName is a name the controller could give a session pod.
 	sessionPodName = executor.SessionPrefix + sessionKey
-	sessionLabel   = executor.LabelSession
+	sessionLabel   = v1.LabelSession
 	runnerPath     = executor.RunnerPath
 )
 
@@ -425,7 +427,7 @@ func TestGitPodsOnlyTheController(t *testing.T) {
 	name := executor.GitPodName("clone", "task-uid")
 	gitPod := func(name string) *corev1.Pod {
 		pod := plainPod(ns, name)
-		pod.Labels = map[string]string{executor.LabelGit: "clone"}
+		pod.Labels = map[string]string{v1.LabelGit: "clone"}
 		return pod
 	}
 	// A planted clone pod would have its result recorded as the commit the task
@@ -441,7 +443,7 @@ func TestGitPodsOnlyTheController(t *testing.T) {
 		t.Fatalf("an ordinary pod was refused: %v", err)
 	}
 	wantRefused(t, stranger.Patch(ctx, own.DeepCopy(), mergePatchOf(t, map[string]any{
-		"metadata": map[string]any{"labels": map[string]any{executor.LabelGit: "clone"}},
+		"metadata": map[string]any{"labels": map[string]any{v1.LabelGit: "clone"}},
 	})), "mallory may not change pod "+ns+"/mine: ")
 
 	pod := gitPod(name)
@@ -449,7 +451,7 @@ func TestGitPodsOnlyTheController(t *testing.T) {
 		t.Fatalf("the controller's git pod was refused: %v", err)
 	}
 	wantRefused(t, stranger.Patch(ctx, pod.DeepCopy(), mergePatchOf(t, map[string]any{
-		"metadata": map[string]any{"labels": map[string]any{executor.LabelGit: nil}},
+		"metadata": map[string]any{"labels": map[string]any{v1.LabelGit: nil}},
 	})), "mallory may not change pod "+ns+"/"+name+": ")
 	// Nobody enters it (it holds the repository's credentials), not even the
 	// controller; the admin may.

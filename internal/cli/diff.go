@@ -166,9 +166,9 @@ func readChange(ctx context.Context, o *Options, name string, co changeOptions) 
 		var nonce [8]byte
 		_, _ = rand.Read(nonce[:])
 		want = time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(nonce[:])
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{gitws.AnnotationChangeRequest: want}}})
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1.AnnotationChangeRequest: want}}})
 		if err := c.client.Patch(ctx, task, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			return shownChange{}, fmt.Errorf("asking for a read of the change (patching AgentTask %s's %s annotation): %w; with no right to patch the task, --recorded prints the last read", name, gitws.AnnotationChangeRequest, apiError(err))
+			return shownChange{}, fmt.Errorf("asking for a read of the change (patching AgentTask %s's %s annotation): %w; with no right to patch the task, --recorded prints the last read", name, v1.AnnotationChangeRequest, apiError(err))
 		}
 	}
 	deadline := time.Now().Add(co.timeout)
@@ -176,7 +176,7 @@ func readChange(ctx context.Context, o *Options, name string, co changeOptions) 
 		cm := &corev1.ConfigMap{}
 		err := c.client.Get(ctx, key, cm)
 		switch {
-		case err == nil && (want == "" || cm.Annotations[gitws.AnnotationChangeRequest] == want):
+		case err == nil && (want == "" || cm.Annotations[v1.AnnotationChangeRequest] == want):
 			return parseRecord(cm, task)
 		case err == nil, apierrors.IsNotFound(err):
 			if want == "" {

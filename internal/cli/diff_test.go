@@ -62,7 +62,7 @@ func TestDiffCommandEscapesWhatRewritesATerminal(t *testing.T) {
 	rec, _ := json.Marshal(gitws.Record{Request: "r1", Base: pushBase, Tree: harmlessTree, Files: []string{"calc.sh"}, FileCount: 1,
 		Binary: []string{"clear\x1b[2J.bin"}, Skipped: []string{"title\x1b]0;pwned\x07 (a control character in its name)"}, DiffBytes: len(diff), Complete: true, RecordedAt: time.Date(2026, 12, 2, 10, 5, 0, 0, time.UTC)})
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gitws.ChangeConfigMapName("fix"), Annotations: map[string]string{gitws.AnnotationChangeRequest: "r1"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gitws.ChangeConfigMapName("fix"), Annotations: map[string]string{v1.AnnotationChangeRequest: "r1"},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(task, v1.GroupVersion.WithKind("AgentTask"))}},
 		Data: map[string]string{gitws.RecordKey: string(rec), gitws.DiffKey: diff},
 	}
@@ -130,7 +130,7 @@ func pendingPush(t *testing.T, ns, recordTree string) *v1.AgentTask {
 		rec, _ := json.Marshal(gitws.Record{Request: request, Base: pushBase, Tree: tree, Files: []string{"calc.sh"}, FileCount: 1,
 			DiffBytes: len(diff), Complete: true, RecordedAt: time.Date(2026, 12, 2, 10, 5, 0, 0, time.UTC)})
 		cm := &corev1.ConfigMap{ObjectMeta: owned(name), Data: map[string]string{gitws.RecordKey: string(rec), gitws.DiffKey: diff}}
-		cm.Annotations = map[string]string{gitws.AnnotationChangeRequest: request}
+		cm.Annotations = map[string]string{v1.AnnotationChangeRequest: request}
 		if immutable {
 			cm.Immutable = ptr.To(true)
 		}
@@ -183,7 +183,7 @@ func TestDiffPrintsThePendingPushsRecord(t *testing.T) {
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "fix"}, task); err != nil {
 		t.Fatal(err)
 	}
-	if got := task.Annotations[gitws.AnnotationChangeRequest]; got != "" {
+	if got := task.Annotations[v1.AnnotationChangeRequest]; got != "" {
 		t.Errorf("diff asked for a new read while the push is pending: %q", got)
 	}
 	code, out, errOut = kubectl(t, alice, ns, "", "export", "fix", "-o", "patch")

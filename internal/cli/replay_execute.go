@@ -24,10 +24,6 @@ import (
 	"github.com/toolgate/toolgate/internal/tools"
 )
 
-// LabelReplayOf marks the objects of an execution replay (the throwaway task and
-// the intents proposed into it) with the name of the task replayed.
-const LabelReplayOf = "toolgate.dev/replay-of"
-
 // How a re-executed call compares with the recorded one.
 const (
 	// OutputSame: the same outcome, exit code, output and file content hash.
@@ -202,7 +198,7 @@ func exitText(code *int32) string {
 // replayTaskFor is the throwaway task an execution replay runs in: the task's mode,
 // tools, sandbox and budgets, an external agent whose one proposer is user, and a
 // claim of its own seeded with a copy of the task's workspace. It is labelled with
-// LabelReplayOf, and its goal says what it is to anyone who lists tasks meanwhile.
+// v1.LabelReplayOf, and its goal says what it is to anyone who lists tasks meanwhile.
 func replayTaskFor(task *v1.AgentTask, user string, calls int, storage *v1.WorkspaceVolumeClaim) *v1.AgentTask {
 	budgets := task.Spec.Budgets
 	if budgets.MaxIntents > 0 && budgets.MaxIntents < int32(calls) {
@@ -213,7 +209,7 @@ func replayTaskFor(task *v1.AgentTask, user string, calls int, storage *v1.Works
 			// Room for the API server's five characters and the intents' suffixes.
 			GenerateName: clip.Bytes(task.Name, 200) + "-replay-",
 			Namespace:    task.Namespace,
-			Labels:       map[string]string{LabelReplayOf: executor.LabelValue(task.Name)},
+			Labels:       map[string]string{v1.LabelReplayOf: executor.LabelValue(task.Name)},
 		},
 		Spec: v1.AgentTaskSpec{
 			Goal: fmt.Sprintf("Execution replay of AgentTask %s (kubectl toolgate replay --execute by %s): re-runs %d of its recorded calls on a copy of its workspace and compares their output. Removed when the replay ends.",
@@ -308,7 +304,7 @@ func executionReplay(ctx context.Context, c *cluster, task *v1.AgentTask, intent
 		call := &rep.Calls[i]
 		intent := pipeline.Proposal(replay, proposed, in.Spec.Tool, in.Spec.Input.Raw,
 			fmt.Sprintf("execution replay of %s (turn %d, index %d) of AgentTask %s", in.Name, in.Spec.Turn, in.Spec.Index, task.Name), user, nil, v1.ProposedBy{Provider: proposer})
-		intent.Labels = map[string]string{LabelReplayOf: executor.LabelValue(task.Name)}
+		intent.Labels = map[string]string{v1.LabelReplayOf: executor.LabelValue(task.Name)}
 		if err := c.client.Create(ctx, intent); err != nil {
 			rep.Error = fmt.Sprintf("proposing %s again: %v", in.Name, apiError(err))
 			return rep, nil

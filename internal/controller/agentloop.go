@@ -28,7 +28,7 @@ import (
 	"github.com/toolgate/toolgate/internal/transcript"
 )
 
-// The controller reads API key Secrets (only those labelled LabelModelCredentials,
+// The controller reads API key Secrets (only those labelled v1.LabelModelCredentials,
 // which its cache is limited to: CacheOptions).
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
@@ -50,14 +50,8 @@ const (
 	// when the provider named no Retry-After.
 	DefaultModelRetryDelay = 30 * time.Second
 
-	// LabelModelCredentials marks a Secret that a task may use as its model API key
-	// (value ModelCredentialsValue). The controller sees no other Secret.
-	LabelModelCredentials = "toolgate.dev/model-credentials"
-	// ModelCredentialsValue is the value of LabelModelCredentials that opts in.
-	ModelCredentialsValue = "true"
-
 	// ReasonCredentialsNotAllowed: Ready=False because the task's API key Secret is
-	// not labelled LabelModelCredentials=true; the model is not called.
+	// not labelled v1.LabelModelCredentials=true; the model is not called.
 	ReasonCredentialsNotAllowed = "CredentialsNotAllowed"
 	// ReasonEndpointNotAllowed: Ready=False because the task's baseURL is not on the
 	// controller's --model-endpoints allow-list; the model is not called.
@@ -341,7 +335,7 @@ func (r *AgentTaskReconciler) createCall(ctx context.Context, task *v1.AgentTask
 		return nil, "", nil
 	}
 	var turn v1.ToolIntentList
-	if err := r.APIReader.List(ctx, &turn, client.InNamespace(task.Namespace), client.MatchingLabels{pipeline.LabelTurn: fmt.Sprint(rec.Turn)}); err != nil {
+	if err := r.APIReader.List(ctx, &turn, client.InNamespace(task.Namespace), client.MatchingLabels{v1.LabelTurn: fmt.Sprint(rec.Turn)}); err != nil {
 		return nil, "", fmt.Errorf("listing the intents of turn %d: %w", rec.Turn, err)
 	}
 	for j := range turn.Items {
@@ -421,12 +415,12 @@ func (r *AgentTaskReconciler) checkCompletion(ctx context.Context, task *v1.Agen
 		return v1.CompletionCheck{}, "", err
 	}
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: task.Namespace, Name: transcript.CompletionCheckName(task.Name, rec.Turn), Labels: map[string]string{pipeline.LabelTurn: fmt.Sprint(rec.Turn)}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: task.Namespace, Name: transcript.CompletionCheckName(task.Name, rec.Turn), Labels: map[string]string{v1.LabelTurn: fmt.Sprint(rec.Turn)}},
 		Immutable:  ptr.To(true),
 		Data:       map[string]string{transcript.CompletionCheckKey: string(data)},
 	}
 	if len(validation.IsValidLabelValue(task.Name)) == 0 {
-		cm.Labels[pipeline.LabelTask] = task.Name
+		cm.Labels[v1.LabelTask] = task.Name
 	}
 	if err := controllerutil.SetControllerReference(task, cm, r.Scheme); err != nil {
 		return v1.CompletionCheck{}, "", err
@@ -507,9 +501,9 @@ func (r *AgentTaskReconciler) writeTurn(ctx context.Context, task *v1.AgentTask,
 	if err != nil {
 		return rec, "", "", 0, err
 	}
-	labels := map[string]string{pipeline.LabelTurn: fmt.Sprint(rec.Turn)}
+	labels := map[string]string{v1.LabelTurn: fmt.Sprint(rec.Turn)}
 	if len(validation.IsValidLabelValue(task.Name)) == 0 {
-		labels[pipeline.LabelTask] = task.Name
+		labels[v1.LabelTask] = task.Name
 	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: task.Namespace, Name: transcript.TurnRecordName(task.Name, rec.Turn), Labels: labels},
@@ -559,7 +553,7 @@ func (r *AgentTaskReconciler) modelAccess(ctx context.Context, task *v1.AgentTas
 // apiKey reads the key named by spec.agent.model.apiKeySecretRef. A missing Secret
 // or key is a reason to wait (it may be applied after the task), not an error.
 //
-// Only a Secret labelled LabelModelCredentials=true is used: the controller may
+// Only a Secret labelled v1.LabelModelCredentials=true is used: the controller may
 // read Secrets, and without the opt-in anyone who may create an AgentTask could have
 // it send any Secret of the namespace to a model endpoint (a confused deputy). The
 // label is checked on the Secret as the API server has it now (its metadata only, so
@@ -581,13 +575,13 @@ func (r *AgentTaskReconciler) apiKey(ctx context.Context, task *v1.AgentTask) (k
 		return "", nil, "", nil
 	case apierrors.IsNotFound(err):
 		return "", nil, fmt.Sprintf("Secret %q named by spec.agent.model.apiKeySecretRef does not exist in namespace %s; create it with the API key under key %q and the label %s=%s",
-			ref.Name, task.Namespace, ref.Key, LabelModelCredentials, ModelCredentialsValue), nil
+			ref.Name, task.Namespace, ref.Key, v1.LabelModelCredentials, v1.ModelCredentialsValue), nil
 	case apierrors.IsForbidden(err):
 		return "", nil, fmt.Sprintf("the controller may not read Secret %q named by spec.agent.model.apiKeySecretRef: %v", ref.Name, err), nil
 	case err != nil:
 		return "", nil, "", fmt.Errorf("reading the API key Secret %s: %w", ref.Name, err)
 	}
-	if md.Labels[LabelModelCredentials] != ModelCredentialsValue {
+	if md.Labels[v1.LabelModelCredentials] != v1.ModelCredentialsValue {
 		return "", credentialsNotAllowed(task, ref.Name), "", nil
 	}
 	secret := &corev1.Secret{}
@@ -596,10 +590,10 @@ func (r *AgentTaskReconciler) apiKey(ctx context.Context, task *v1.AgentTask) (k
 	case apierrors.IsNotFound(err):
 		// Labelled a moment ago: the cache has not seen it yet.
 		return "", nil, fmt.Sprintf("Secret %q named by spec.agent.model.apiKeySecretRef is labelled %s=%s but not yet in the controller's cache; it is used as soon as it is",
-			ref.Name, LabelModelCredentials, ModelCredentialsValue), nil
+			ref.Name, v1.LabelModelCredentials, v1.ModelCredentialsValue), nil
 	case err != nil:
 		return "", nil, "", fmt.Errorf("reading the API key Secret %s: %w", ref.Name, err)
-	case secret.Labels[LabelModelCredentials] != ModelCredentialsValue:
+	case secret.Labels[v1.LabelModelCredentials] != v1.ModelCredentialsValue:
 		// The cache still has the Secret from before its label was removed.
 		return "", credentialsNotAllowed(task, ref.Name), "", nil
 	}
@@ -617,7 +611,7 @@ func (r *AgentTaskReconciler) apiKey(ctx context.Context, task *v1.AgentTask) (k
 func credentialsNotAllowed(task *v1.AgentTask, secret string) *modelRefusal {
 	return &modelRefusal{ReasonCredentialsNotAllowed, fmt.Sprintf(
 		"Secret %q named by spec.agent.model.apiKeySecretRef is not labelled %s=%s, so the controller does not use it: a task may send only a Secret that opts in to being a model credential, or anyone who may create a task could send any Secret of the namespace to a model endpoint. If it holds the API key for %s, label it: kubectl label secret -n %s %s %s=%s",
-		secret, LabelModelCredentials, ModelCredentialsValue, transcript.ProviderOf(task.Spec.Agent.Model.BaseURL), task.Namespace, secret, LabelModelCredentials, ModelCredentialsValue)}
+		secret, v1.LabelModelCredentials, v1.ModelCredentialsValue, transcript.ProviderOf(task.Spec.Agent.Model.BaseURL), task.Namespace, secret, v1.LabelModelCredentials, v1.ModelCredentialsValue)}
 }
 
 // applyModelRefusal gives the Ready condition the refusal's own reason: the pipeline

@@ -311,7 +311,7 @@ const testAPIKey = "sk-test-0123456789abcdefghij"
 func (p *loopEnv) modelTask(name string, mode v1.TaskMode, server *chatServer, mutate ...func(*v1.AgentTask)) *v1.AgentTask {
 	p.t.Helper()
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: name + "-key", Labels: map[string]string{LabelModelCredentials: ModelCredentialsValue}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: name + "-key", Labels: map[string]string{v1.LabelModelCredentials: v1.ModelCredentialsValue}},
 		// Written from a file, with its newline.
 		Data: map[string][]byte{"apiKey": []byte(testAPIKey + "\n")},
 	}
@@ -745,7 +745,7 @@ func TestAgentLoopProviderErrors(t *testing.T) {
 	if n := len(keyless.received()); n != 0 {
 		t.Fatalf("%d model requests without a key", n)
 	}
-	later := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "applied-later", Labels: map[string]string{LabelModelCredentials: ModelCredentialsValue}}, StringData: map[string]string{"apiKey": "sk-later-0123456789"}}
+	later := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "applied-later", Labels: map[string]string{v1.LabelModelCredentials: v1.ModelCredentialsValue}}, StringData: map[string]string{"apiKey": "sk-later-0123456789"}}
 	if err := env.Client.Create(context.Background(), later); err != nil {
 		t.Fatal(err)
 	}

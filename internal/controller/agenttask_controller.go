@@ -30,7 +30,6 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
-	"github.com/toolgate/toolgate/internal/gitws"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/policyset"
 )
@@ -206,7 +205,7 @@ func (r *AgentTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	// The push's change, while it is read, has the claim to itself: a diff asked
 	// for meanwhile is answered after.
-	changeRequest := task.Annotations[gitws.AnnotationChangeRequest]
+	changeRequest := task.Annotations[v1.AnnotationChangeRequest]
 	if pushReading(task) {
 		changeRequest = ""
 	}
@@ -251,7 +250,7 @@ func soonest(a, b time.Duration) time.Duration {
 // returns when to look again: when the sessions would go idle.
 func (r *AgentTaskReconciler) keepSessions(ctx context.Context, task *v1.AgentTask, status v1.AgentTaskStatus) (time.Duration, error) {
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(task.Namespace), client.HasLabels{executor.LabelSession}); err != nil {
+	if err := r.List(ctx, &pods, client.InNamespace(task.Namespace), client.HasLabels{v1.LabelSession}); err != nil {
 		return 0, err
 	}
 	own := map[string]*corev1.Pod{}
@@ -301,7 +300,7 @@ func (r *AgentTaskReconciler) keepSessions(ctx context.Context, task *v1.AgentTa
 	stop := func(ended bool) error {
 		perCall := task.Spec.Sandbox.Isolation != v1.IsolationSession
 		for name, pod := range own {
-			_, job := pod.Labels[executor.LabelJob]
+			_, job := pod.Labels[v1.LabelJob]
 			if keep := busy[name] && !ended && (!job || !perCall); keep {
 				continue
 			}
@@ -514,7 +513,7 @@ func (r *AgentTaskReconciler) ensureWorkspace(ctx context.Context, task *v1.Agen
 		storage = resource.MustParse("1Gi")
 	}
 	pvc = &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: task.Namespace, Labels: map[string]string{pipeline.LabelTask: task.Name}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: task.Namespace, Labels: map[string]string{v1.LabelTask: task.Name}},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			StorageClassName: vc.StorageClassName,
@@ -522,7 +521,7 @@ func (r *AgentTaskReconciler) ensureWorkspace(ctx context.Context, task *v1.Agen
 		},
 	}
 	if len(validation.IsValidLabelValue(task.Name)) > 0 {
-		delete(pvc.Labels, pipeline.LabelTask)
+		delete(pvc.Labels, v1.LabelTask)
 	}
 	if err := controllerutil.SetControllerReference(task, pvc, r.Scheme); err != nil {
 		return false, "", "", false, err

@@ -42,11 +42,11 @@ func (p *loopEnv) waiting(name, reason string) string {
 // labelSecret sets or removes the model credentials label of a Secret.
 func (p *loopEnv) labelSecret(name string, labelled bool) {
 	p.t.Helper()
-	value := `"` + ModelCredentialsValue + `"`
+	value := `"` + v1.ModelCredentialsValue + `"`
 	if !labelled {
 		value = "null"
 	}
-	patch := []byte(`{"metadata":{"labels":{"` + LabelModelCredentials + `":` + value + `}}}`)
+	patch := []byte(`{"metadata":{"labels":{"` + v1.LabelModelCredentials + `":` + value + `}}}`)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: name}}
 	if err := env.Client.Patch(context.Background(), secret, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		p.t.Fatal(err)
@@ -72,7 +72,7 @@ func TestCredentialsOnlyFromLabelledSecrets(t *testing.T) {
 	p.modelTask("deploy-token", v1.ModeReadOnly, server)
 
 	msg := p.waiting("deploy-token", ReasonCredentialsNotAllowed)
-	mustContain(t, "refusal", msg, `Secret "deploy-token-key"`, LabelModelCredentials+"=true",
+	mustContain(t, "refusal", msg, `Secret "deploy-token-key"`, v1.LabelModelCredentials+"=true",
 		"kubectl label secret -n "+p.ns+" deploy-token-key", "any Secret of the namespace")
 	mustNotContain(t, "refusal", msg, testAPIKey)
 	// The refusal was written by the reconcile that would have sent the request.
@@ -107,7 +107,7 @@ func TestCredentialsLabelRemovedStopsTheNextTurn(t *testing.T) {
 	p.labelSecret("revoked-key", false)
 	p.runJob("revoked-t0-0", runner.Result{ExitCode: 0}, "a.go\n")
 	msg := p.waiting("revoked", ReasonCredentialsNotAllowed)
-	mustContain(t, "refusal", msg, `Secret "revoked-key"`, LabelModelCredentials)
+	mustContain(t, "refusal", msg, `Secret "revoked-key"`, v1.LabelModelCredentials)
 	p.absent(p.reconciledNow("agenttask", p.getTask("revoked")), "a model request after the label was removed", func() bool { return len(server.received()) > 1 })
 
 	p.labelSecret("revoked-key", true)

@@ -316,7 +316,7 @@ func TestExecutionNetworkPolicyInTheWay(t *testing.T) {
 		exec := newExecution(ns, "run")
 		name := executor.NetworkPolicyName(exec)
 		decoy := &networkingv1.NetworkPolicy{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{executor.LabelNetwork: executor.NetworkKey(exec)}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{v1.LabelNetwork: executor.NetworkKey(exec)}},
 			Spec: networkingv1.NetworkPolicySpec{
 				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"selects": "nothing"}},
 				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
@@ -360,7 +360,7 @@ func TestExecutionNetworkPolicyInTheWay(t *testing.T) {
 func TestExecutionForeignJobIsNotItsResult(t *testing.T) {
 	ns := env.Namespace(t)
 	startChainExecutionManager(t, time.Minute)
-	labels := map[string]string{executor.LabelExecution: "run"}
+	labels := map[string]string{v1.LabelExecution: "run"}
 	foreign := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "run", Labels: labels},
 		Spec: batchv1.JobSpec{
@@ -409,8 +409,8 @@ func TestExecutionJobFromBeforeTheNetworkLabel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	delete(job.Labels, executor.LabelNetwork)
-	delete(job.Spec.Template.Labels, executor.LabelNetwork)
+	delete(job.Labels, v1.LabelNetwork)
+	delete(job.Spec.Template.Labels, v1.LabelNetwork)
 	ownBy(t, job, exec)
 	if err := env.Client.Create(t.Context(), job); err != nil {
 		t.Fatal(err)

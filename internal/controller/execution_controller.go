@@ -173,7 +173,7 @@ func (r *ExecutionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // podToExecution maps a pod to the Execution named by its execution label.
 func podToExecution(_ context.Context, obj client.Object) []reconcile.Request {
-	name, ok := obj.GetLabels()[executor.LabelExecution]
+	name, ok := obj.GetLabels()[toolgatev1alpha1.LabelExecution]
 	if !ok || name == "" {
 		return nil
 	}
@@ -514,7 +514,7 @@ func (r *ExecutionReconciler) fencedByNetworkKey(ctx context.Context, exec *tool
 	if err := r.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: executor.JobName(exec)}, job); err != nil {
 		return true
 	}
-	_, labelled := job.Spec.Template.Labels[executor.LabelNetwork]
+	_, labelled := job.Spec.Template.Labels[toolgatev1alpha1.LabelNetwork]
 	return labelled
 }
 
@@ -655,7 +655,7 @@ func (r *ExecutionReconciler) ensureJob(ctx context.Context, exec *toolgatev1alp
 // findPod returns the newest pod of job, or nil.
 func (r *ExecutionReconciler) findPod(ctx context.Context, exec *toolgatev1alpha1.Execution, job *batchv1.Job) (*corev1.Pod, error) {
 	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.InNamespace(exec.Namespace), client.MatchingLabels{executor.LabelExecution: exec.Name}); err != nil {
+	if err := r.List(ctx, pods, client.InNamespace(exec.Namespace), client.MatchingLabels{toolgatev1alpha1.LabelExecution: exec.Name}); err != nil {
 		return nil, err
 	}
 	var newest *corev1.Pod
@@ -995,7 +995,7 @@ func (r *ExecutionReconciler) decidedTaskUID(ctx context.Context, reader client.
 // that wait for it or run in it, so that a session that became ready, or died, is
 // seen at once.
 func (r *ExecutionReconciler) executionsOfSession(ctx context.Context, obj client.Object) []reconcile.Request {
-	if _, ok := obj.GetLabels()[executor.LabelSession]; !ok {
+	if _, ok := obj.GetLabels()[toolgatev1alpha1.LabelSession]; !ok {
 		return nil
 	}
 	owner := metav1.GetControllerOf(obj)

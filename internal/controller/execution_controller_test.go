@@ -251,14 +251,14 @@ func TestExecutionSucceeds(t *testing.T) {
 	if !metav1.IsControlledBy(job, exec) {
 		t.Errorf("Job owners = %+v, want the Execution as controller", job.OwnerReferences)
 	}
-	if ptr.Deref(job.Spec.BackoffLimit, -1) != 0 || job.Spec.Template.Labels[executor.LabelExecution] != "run-ok" {
+	if ptr.Deref(job.Spec.BackoffLimit, -1) != 0 || job.Spec.Template.Labels[toolgatev1alpha1.LabelExecution] != "run-ok" {
 		t.Errorf("Job was not built by executor.BuildJob: %+v", job.Spec)
 	}
 	policy := &networkingv1.NetworkPolicy{}
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: executor.NetworkPolicyName(exec)}, policy); err != nil {
 		t.Fatalf("no NetworkPolicy: %v", err)
 	}
-	if len(policy.OwnerReferences) != 0 || len(policy.Spec.Egress) != 0 || policy.Spec.PodSelector.MatchLabels[executor.LabelNetwork] != job.Spec.Template.Labels[executor.LabelNetwork] {
+	if len(policy.OwnerReferences) != 0 || len(policy.Spec.Egress) != 0 || policy.Spec.PodSelector.MatchLabels[toolgatev1alpha1.LabelNetwork] != job.Spec.Template.Labels[toolgatev1alpha1.LabelNetwork] {
 		t.Errorf("NetworkPolicy = %+v, want a deny-all of no owner that selects the Job's pod %v", policy, job.Spec.Template.Labels)
 	}
 	// Deleted while the call runs, it is made again.

@@ -56,7 +56,7 @@ func (r *AgentTaskReconciler) recordChange(ctx context.Context, task *v1.AgentTa
 		r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, EventChangeNotRecorded, EventChangeNotRecorded,
 			"ConfigMap %s exists and is not this task's change record (the task does not control it): delete it and ask again", key.Name)
 		return 0, nil
-	case cm.Annotations[gitws.AnnotationChangeRequest] == request:
+	case cm.Annotations[v1.AnnotationChangeRequest] == request:
 		return 0, nil
 	}
 	read, wait, err := r.readChange(ctx, task, request)
@@ -136,12 +136,12 @@ func (c *changeRead) into(cm *corev1.ConfigMap, task *v1.AgentTask) error {
 		cm.Labels = map[string]string{}
 	}
 	if len(validation.IsValidLabelValue(task.Name)) == 0 {
-		cm.Labels[pipeline.LabelTask] = task.Name
+		cm.Labels[v1.LabelTask] = task.Name
 	}
 	if cm.Annotations == nil {
 		cm.Annotations = map[string]string{}
 	}
-	cm.Annotations[gitws.AnnotationChangeRequest] = c.rec.Request
+	cm.Annotations[v1.AnnotationChangeRequest] = c.rec.Request
 	cm.Data = map[string]string{gitws.RecordKey: string(info), gitws.DiffKey: c.diff}
 	return nil
 }

@@ -135,12 +135,12 @@ func (r *AgentTaskReconciler) pushReadWaitsFor(ctx context.Context, task *v1.Age
 		}
 	}
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(task.Namespace), client.MatchingLabels{executor.LabelTask: executor.LabelValue(task.Name)}); err != nil {
+	if err := r.List(ctx, &pods, client.InNamespace(task.Namespace), client.MatchingLabels{v1.LabelTask: executor.LabelValue(task.Name)}); err != nil {
 		return "", err
 	}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		if _, git := pod.Labels[executor.LabelGit]; git {
+		if _, git := pod.Labels[v1.LabelGit]; git {
 			continue // toolgate's own (clone, change), never the agent's
 		}
 		ended := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
@@ -148,7 +148,7 @@ func (r *AgentTaskReconciler) pushReadWaitsFor(ctx context.Context, task *v1.Age
 		case metav1.IsControlledBy(pod, task):
 			// A session pod runs its processes until it is gone, whatever its phase.
 			running = append(running, "session pod "+pod.Name)
-		case calls[pod.Labels[executor.LabelExecution]] && !ended:
+		case calls[pod.Labels[v1.LabelExecution]] && !ended:
 			running = append(running, "pod "+pod.Name)
 		}
 	}
@@ -185,9 +185,9 @@ func (r *AgentTaskReconciler) preparePush(ctx context.Context, task *v1.AgentTas
 	if err != nil {
 		return 0, err
 	}
-	labels := map[string]string{pipeline.LabelTurn: fmt.Sprint(task.Status.Turn)}
+	labels := map[string]string{v1.LabelTurn: fmt.Sprint(task.Status.Turn)}
 	if len(validation.IsValidLabelValue(task.Name)) == 0 {
-		labels[pipeline.LabelTask] = task.Name
+		labels[v1.LabelTask] = task.Name
 	}
 	g := task.Spec.Workspace.Git
 	intent := &v1.ToolIntent{

@@ -433,7 +433,7 @@ func TestGitPushStopsTheAgentBeforeItsChangeIsRead(t *testing.T) {
 	change := p.gitPod("fix", gitws.OpChange)
 	// When the change pod starts, nothing of the agent's runs any more.
 	var sessions corev1.PodList
-	if err := env.Client.List(t.Context(), &sessions, client.InNamespace(p.ns), client.HasLabels{executor.LabelSession}); err != nil {
+	if err := env.Client.List(t.Context(), &sessions, client.InNamespace(p.ns), client.HasLabels{v1.LabelSession}); err != nil {
 		t.Fatal(err)
 	}
 	if len(sessions.Items) > 0 {
@@ -477,7 +477,7 @@ func TestGitPushStopsTheAgentBeforeItsChangeIsRead(t *testing.T) {
 	}
 	p.absent(p.reconciledNow("agenttask", p.getTask("fix")), "a session of the pushing task", func() bool {
 		var pods corev1.PodList
-		_ = env.Client.List(t.Context(), &pods, client.InNamespace(p.ns), client.HasLabels{executor.LabelSession})
+		_ = env.Client.List(t.Context(), &pods, client.InNamespace(p.ns), client.HasLabels{v1.LabelSession})
 		return len(pods.Items) > 0
 	})
 	if now, err := os.ReadFile(calc); err != nil || string(now) != string(shown) {
@@ -568,8 +568,8 @@ func TestGitPushShowsAndPushesOneRecordedTree(t *testing.T) {
 	mustContain(t, "diff's summary", errOut, "  tree "+in.Tree+"\n", "pending push: ToolIntent "+intent.Name+" pushes this tree, and no other, to branch "+pushBranch)
 	mustContain(t, "diff", out, "+added by the agent")
 	mustNotContain(t, "diff", out, "harmless")
-	if got := p.getTask("fix"); got.Annotations[gitws.AnnotationChangeRequest] != "r1" {
-		t.Fatalf("diff asked for a new read while the push is pending: %q", got.Annotations[gitws.AnnotationChangeRequest])
+	if got := p.getTask("fix"); got.Annotations[v1.AnnotationChangeRequest] != "r1" {
+		t.Fatalf("diff asked for a new read while the push is pending: %q", got.Annotations[v1.AnnotationChangeRequest])
 	}
 	p.approval(intent.Name)
 	out, errOut, err = p.runCLI(kubeconfig, "", "approve", intent.Name, "--yes")

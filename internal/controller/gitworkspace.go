@@ -25,10 +25,6 @@ import (
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create
 
 const (
-	// LabelGitCredentials marks a Secret a task may name in spec.workspace.git
-	// (value "true"): naming a Secret in a task must not be enough to send it to
-	// any host.
-	LabelGitCredentials = "toolgate.dev/git-credentials"
 	// gitPollEvery is how often a git pod in progress is looked at.
 	gitPollEvery = 2 * time.Second
 )
@@ -231,7 +227,7 @@ func revisionText(rev string) string {
 }
 
 // gitCredentials checks the Secret a git step names: it must exist and be
-// labelled LabelGitCredentials=true. It returns its name and resourceVersion (a
+// labelled v1.LabelGitCredentials=true. It returns its name and resourceVersion (a
 // changed Secret is a new attempt), or why it cannot be used. Only the Secret's
 // metadata is read: its data goes to the git pod alone.
 func gitCredentials(ctx context.Context, api client.Reader, namespace string, ref *v1.LocalObjectReference, field string) (name, version, problem string, err error) {
@@ -243,12 +239,12 @@ func gitCredentials(ctx context.Context, api client.Reader, namespace string, re
 	err = api.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, md)
 	switch {
 	case apierrors.IsNotFound(err):
-		return "", "", fmt.Sprintf("Secret %q named by %s does not exist in namespace %s; create it (keys token, or ssh-privatekey and known_hosts) with the label %s=true", ref.Name, field, namespace, LabelGitCredentials), nil
+		return "", "", fmt.Sprintf("Secret %q named by %s does not exist in namespace %s; create it (keys token, or ssh-privatekey and known_hosts) with the label %s=true", ref.Name, field, namespace, v1.LabelGitCredentials), nil
 	case err != nil:
 		return "", "", "", fmt.Errorf("reading Secret %s: %w", ref.Name, err)
 	}
-	if md.Labels[LabelGitCredentials] != "true" {
-		return "", "", fmt.Sprintf("Secret %q named by %s is not labelled %s=true: a task may send only a Secret labelled so to a git host (kubectl label secret %s %s=true)", ref.Name, field, LabelGitCredentials, ref.Name, LabelGitCredentials), nil
+	if md.Labels[v1.LabelGitCredentials] != "true" {
+		return "", "", fmt.Sprintf("Secret %q named by %s is not labelled %s=true: a task may send only a Secret labelled so to a git host (kubectl label secret %s %s=true)", ref.Name, field, v1.LabelGitCredentials, ref.Name, v1.LabelGitCredentials), nil
 	}
 	return ref.Name, md.ResourceVersion, "", nil
 }

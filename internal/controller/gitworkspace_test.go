@@ -69,7 +69,7 @@ func (p *pipelineEnv) gitSecret(name string, s *gittest.Server, token string, la
 		StringData: map[string]string{gitws.CredUsername: s.User, gitws.CredToken: token},
 	}
 	if labelled {
-		secret.Labels = map[string]string{LabelGitCredentials: "true"}
+		secret.Labels = map[string]string{v1.LabelGitCredentials: "true"}
 	}
 	if err := env.Client.Create(p.t.Context(), secret); err != nil {
 		p.t.Fatal(err)
@@ -83,7 +83,7 @@ func (p *pipelineEnv) gitPod(task, op string, done ...string) *corev1.Pod {
 	var found *corev1.Pod
 	p.eventually("a git "+op+" pod of "+task, func() (bool, string) {
 		var pods corev1.PodList
-		if err := env.Client.List(p.t.Context(), &pods, client.InNamespace(p.ns), client.MatchingLabels{executor.LabelGit: op, executor.LabelTask: task}); err != nil {
+		if err := env.Client.List(p.t.Context(), &pods, client.InNamespace(p.ns), client.MatchingLabels{v1.LabelGit: op, v1.LabelTask: task}); err != nil {
 			return false, err.Error()
 		}
 		for i := range pods.Items {
@@ -102,9 +102,9 @@ func (p *pipelineEnv) gitPod(task, op string, done ...string) *corev1.Pod {
 // nothing else: no other address, port or DNS, and no ingress.
 func (p *pipelineEnv) wantFencedToServer(what string, pod *corev1.Pod, server *gittest.Server) {
 	p.t.Helper()
-	key := pod.Labels[executor.LabelNetwork]
+	key := pod.Labels[v1.LabelNetwork]
 	if key == "" {
-		p.t.Fatalf("%s has no network label %s: no NetworkPolicy of toolgate's selects it", what, executor.LabelNetwork)
+		p.t.Fatalf("%s has no network label %s: no NetworkPolicy of toolgate's selects it", what, v1.LabelNetwork)
 	}
 	policy := &networkingv1.NetworkPolicy{}
 	if err := env.Client.Get(p.t.Context(), client.ObjectKey{Namespace: p.ns, Name: "toolgate-net-" + key}, policy); err != nil {
@@ -321,14 +321,14 @@ func TestGitWorkspaceFailuresSayWhich(t *testing.T) {
 		mustContain(t, "Ready message", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady).Message, "is not labelled toolgate.dev/git-credentials=true", "looked at again every 1s")
 		p.absent(p.reconciledNow("agenttask", p.getTask("unlabelled")), "a clone pod for an unlabelled Secret", func() bool {
 			var pods corev1.PodList
-			_ = env.Client.List(t.Context(), &pods, client.InNamespace(p.ns), client.MatchingLabels{executor.LabelTask: "unlabelled"})
+			_ = env.Client.List(t.Context(), &pods, client.InNamespace(p.ns), client.MatchingLabels{v1.LabelTask: "unlabelled"})
 			return len(pods.Items) > 0
 		})
 		// Labelled by its owner, it is used on the next look: no watch needed.
 		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(secret), secret); err != nil {
 			t.Fatal(err)
 		}
-		secret.Labels = map[string]string{LabelGitCredentials: "true"}
+		secret.Labels = map[string]string{v1.LabelGitCredentials: "true"}
 		if err := env.Client.Update(t.Context(), secret); err != nil {
 			t.Fatal(err)
 		}
@@ -386,7 +386,7 @@ func (p *pipelineEnv) changeRecord(task, request string) (*corev1.ConfigMap, git
 	cm := &corev1.ConfigMap{}
 	p.eventually("the change record of "+task+" for "+request, func() (bool, string) {
 		err := env.Client.Get(p.t.Context(), client.ObjectKey{Namespace: p.ns, Name: gitws.ChangeConfigMapName(task)}, cm)
-		return err == nil && cm.Annotations[gitws.AnnotationChangeRequest] == request, fmt.Sprint(err, cm.Annotations)
+		return err == nil && cm.Annotations[v1.AnnotationChangeRequest] == request, fmt.Sprint(err, cm.Annotations)
 	})
 	var rec gitws.Record
 	if err := json.Unmarshal([]byte(cm.Data[gitws.RecordKey]), &rec); err != nil {
@@ -397,7 +397,7 @@ func (p *pipelineEnv) changeRecord(task, request string) (*corev1.ConfigMap, git
 
 func (p *pipelineEnv) askForChange(task, request string) {
 	p.t.Helper()
-	p.annotateTask(task, gitws.AnnotationChangeRequest, request)
+	p.annotateTask(task, v1.AnnotationChangeRequest, request)
 }
 
 // annotateTask sets one annotation of the task with a merge patch.
@@ -444,7 +444,7 @@ func TestGitWorkspaceChangeIsRecorded(t *testing.T) {
 			t.Fatal("the change pod mounts the claim read-write")
 		}
 	}
-	if pod.Labels[executor.LabelNetwork] != executor.NetworkKey(&v1.Execution{Spec: v1.ExecutionSpec{Sandbox: v1.SandboxProfile{Network: v1.NetworkSpec{Mode: v1.NetworkNone}}}}) {
+	if pod.Labels[v1.LabelNetwork] != executor.NetworkKey(&v1.Execution{Spec: v1.ExecutionSpec{Sandbox: v1.SandboxProfile{Network: v1.NetworkSpec{Mode: v1.NetworkNone}}}}) {
 		t.Fatalf("the change pod is not fenced from the network: %v", pod.Labels)
 	}
 	if res := p.runGitPod(pod, claim); res.Kind != "" {
@@ -509,7 +509,7 @@ func TestGitWorkspaceChangeIsRecorded(t *testing.T) {
 	p.askForChange("squat", "s1")
 	p.taskEvent("squat", EventChangeNotRecorded, "is not this task's change record")
 	got := &corev1.ConfigMap{}
-	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(squatter), got); err != nil || got.Data[gitws.DiffKey] != "+planted\n" || got.Annotations[gitws.AnnotationChangeRequest] != "" {
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(squatter), got); err != nil || got.Data[gitws.DiffKey] != "+planted\n" || got.Annotations[v1.AnnotationChangeRequest] != "" {
 		t.Fatalf("the squatter's ConfigMap was written: %+v %v", got, err)
 	}
 }

@@ -16,7 +16,6 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
-	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/tools"
 )
 
@@ -76,7 +75,7 @@ func (r *ExecutionReconciler) answerJobTool(ctx context.Context, exec *v1.Execut
 		// tells a job from another call.
 		opts := []client.ListOption{client.InNamespace(exec.Namespace)}
 		if len(validation.IsValidLabelValue(task)) == 0 {
-			opts = append(opts, client.MatchingLabels{pipeline.LabelTask: task})
+			opts = append(opts, client.MatchingLabels{v1.LabelTask: task})
 		}
 		var execs v1.ExecutionList
 		if err := r.APIReader.List(ctx, &execs, opts...); err != nil {

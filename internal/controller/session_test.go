@@ -258,7 +258,7 @@ func playKubelet(t *testing.T, ns string) {
 	go func() {
 		for ctx.Err() == nil {
 			var pods corev1.PodList
-			if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{executor.LabelSession}); err == nil {
+			if err := env.Client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{v1.LabelSession}); err == nil {
 				for i := range pods.Items {
 					pod := &pods.Items[i]
 					if (pod.Status.Phase == "" || pod.Status.Phase == corev1.PodPending) && pod.DeletionTimestamp == nil {
@@ -301,7 +301,7 @@ func fileAppears(p *pipelineEnv, what, path string) {
 func sessionPods(t *testing.T, ns string) map[string]*corev1.Pod {
 	t.Helper()
 	var pods corev1.PodList
-	if err := env.Client.List(t.Context(), &pods, client.InNamespace(ns), client.HasLabels{executor.LabelSession}); err != nil {
+	if err := env.Client.List(t.Context(), &pods, client.InNamespace(ns), client.HasLabels{v1.LabelSession}); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]*corev1.Pod{}
@@ -359,7 +359,7 @@ func TestSessionTaskKeepsTwoWarmSessionsWithTheWallsOfAJob(t *testing.T) {
 		if got.Containers[0].Image != want.Containers[0].Image || got.Containers[0].Command[1] != "session" {
 			t.Errorf("session %s container %+v", name, got.Containers[0])
 		}
-		if pod.Labels[executor.LabelNetwork] != executor.NetworkKey(&v1.Execution{Spec: v1.ExecutionSpec{Sandbox: profile}}) {
+		if pod.Labels[v1.LabelNetwork] != executor.NetworkKey(&v1.Execution{Spec: v1.ExecutionSpec{Sandbox: profile}}) {
 			t.Errorf("session %s is not behind its profile's NetworkPolicy: %v", name, pod.Labels)
 		}
 	}
@@ -555,7 +555,7 @@ func TestBackgroundJobsRunOnUntilKilledOrTheTaskEnds(t *testing.T) {
 	}
 	// In a session pod of its own: no other call ever runs beside it.
 	jobPod := sessionPods(t, p.ns)[job.Status.SessionName]
-	if jobPod == nil || jobPod.Labels[executor.LabelJob] != "b-t0-0" || job.Status.SessionName == executor.SessionName("b", job.Spec.Sandbox) {
+	if jobPod == nil || jobPod.Labels[v1.LabelJob] != "b-t0-0" || job.Status.SessionName == executor.SessionName("b", job.Spec.Sandbox) {
 		t.Fatalf("the job runs in %s (%v), not a pod of its own", job.Status.SessionName, jobPod)
 	}
 	jobPid := 0
@@ -881,7 +881,7 @@ func TestAPodInTheWayOfASessionTakesNoCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	unchanged := relabelled.DeepCopy()
-	relabelled.Labels[executor.LabelNetwork] = "open"
+	relabelled.Labels[v1.LabelNetwork] = "open"
 	if err := env.Client.Patch(t.Context(), relabelled, client.MergeFrom(unchanged)); err != nil {
 		t.Fatal(err)
 	}
@@ -897,7 +897,7 @@ func TestAPodInTheWayOfASessionTakesNoCall(t *testing.T) {
 	for task, want := range map[string][]string{
 		"planted": {"a pod named " + planted.Name + " exists in namespace " + p.ns + " and is not a session of AgentTask planted",
 			"delete it, and the next call starts the session"},
-		"relabelled": {"session pod " + relabelled.Name + " in namespace " + p.ns + " lost its label " + executor.LabelNetwork + "=" + unchanged.Labels[executor.LabelNetwork],
+		"relabelled": {"session pod " + relabelled.Name + " in namespace " + p.ns + " lost its label " + v1.LabelNetwork + "=" + unchanged.Labels[v1.LabelNetwork],
 			"it is not trusted to run calls", "Delete it, and the next call starts a new session"},
 	} {
 		again.propose(task, 1, 0, v1.ToolBash, `{"command":"echo second > second.txt"}`)

@@ -196,20 +196,20 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 // large cluster would cost memory for nothing. Every NetworkPolicy is cached, not
 // only toolgate's fences: any policy that selects a sandbox pod may open its walls
 // (wallsWidened), and namespaces hold few of them. Only the Secrets labelled
-// LabelModelCredentials=true are cached, and the agent loop reads API keys through
+// v1.LabelModelCredentials=true are cached, and the agent loop reads API keys through
 // the cache: any other Secret is invisible to the controller's reads, whatever its
 // RBAC (which cannot select by label) allows.
 func CacheOptions() cache.Options {
-	ours, err := labels.NewRequirement(executor.LabelExecution, selection.Exists, nil)
+	ours, err := labels.NewRequirement(v1.LabelExecution, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant label key
 	}
-	credentials, err := labels.NewRequirement(LabelModelCredentials, selection.Equals, []string{ModelCredentialsValue})
+	credentials, err := labels.NewRequirement(v1.LabelModelCredentials, selection.Equals, []string{v1.ModelCredentialsValue})
 	if err != nil {
 		panic(err)
 	}
 	// Job pods and session pods both name their task.
-	tasks, err := labels.NewRequirement(executor.LabelTask, selection.Exists, nil)
+	tasks, err := labels.NewRequirement(v1.LabelTask, selection.Exists, nil)
 	if err != nil {
 		panic(err)
 	}

@@ -103,7 +103,7 @@ func TestSpentJobIsNotMadeAgainByALaggingCache(t *testing.T) {
 			t.Fatalf("%s: a reconcile from a stale Execution must wait for the cache: %+v", when, res)
 		}
 		var jobs batchv1.JobList
-		if err := env.Client.List(t.Context(), &jobs, client.InNamespace(p.ns), client.MatchingLabels{executor.LabelExecution: stale.Name}); err != nil {
+		if err := env.Client.List(t.Context(), &jobs, client.InNamespace(p.ns), client.MatchingLabels{v1.LabelExecution: stale.Name}); err != nil {
 			t.Fatal(err)
 		}
 		if len(jobs.Items) != 0 {

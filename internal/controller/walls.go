@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/netwall"
 )
 
@@ -55,5 +54,5 @@ func wallsWidenedError(own *networkingv1.NetworkPolicy, pod string, breaches []n
 	}
 	return fmt.Errorf("%s in namespace %s %s the network walls of %s (%s): %s. NetworkPolicies add up, and a pod gets whatever any policy that selects it allows. "+
 		"Exclude toolgate's sandbox pods from %s (add {key: %s, operator: DoesNotExist} to its spec.podSelector.matchExpressions) or delete %s, then propose the call again",
-		which, own.Namespace, opens, pod, walls, strings.Join(whys, "; "), it, executor.LabelNetwork, it)
+		which, own.Namespace, opens, pod, walls, strings.Join(whys, "; "), it, v1.LabelNetwork, it)
 }

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/executor"
 )
 
 // The baselines namespaces commonly hold, which select every pod, toolgate's too.
@@ -99,7 +98,7 @@ func assertWallsWidened(t *testing.T, p *pipelineEnv, name, policy string) {
 		t.Errorf("Complete condition %+v; want reason %s", cond, v1.ReasonWallsWidened)
 	}
 	mustContain(t, "the Execution's message", exec.Status.Message, "(no network at all)", "its podSelector {} selects every pod",
-		"{key: "+executor.LabelNetwork+", operator: DoesNotExist}", "or delete it")
+		"{key: "+v1.LabelNetwork+", operator: DoesNotExist}", "or delete it")
 	obs := p.observed(name).Status.Observation
 	if obs.Outcome != v1.OutcomeFailed {
 		t.Errorf("observation %s: %s; want Failed", obs.Outcome, obs.Summary)
@@ -187,7 +186,7 @@ func TestPolicyMadeWhileASessionCallRunsStopsIt(t *testing.T) {
 func TestBaselineThatExcludesToolgatesPodsLetsCallsRun(t *testing.T) {
 	excluding := func(policy *networkingv1.NetworkPolicy) *networkingv1.NetworkPolicy {
 		policy.Spec.PodSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-			Key: executor.LabelNetwork, Operator: metav1.LabelSelectorOpDoesNotExist,
+			Key: v1.LabelNetwork, Operator: metav1.LabelSelectorOpDoesNotExist,
 		}}}
 		return policy
 	}

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/gitws"
 	"github.com/toolgate/toolgate/internal/gitws/gittest"
 )
@@ -93,7 +92,7 @@ func (p *pipelineEnv) failedWith(name, reason string) *v1.AgentTask {
 func (p *pipelineEnv) copyPods(task string) []corev1.Pod {
 	p.t.Helper()
 	var pods corev1.PodList
-	if err := env.Client.List(p.t.Context(), &pods, client.InNamespace(p.ns), client.MatchingLabels{executor.LabelGit: gitws.OpCopy, executor.LabelTask: task}); err != nil {
+	if err := env.Client.List(p.t.Context(), &pods, client.InNamespace(p.ns), client.MatchingLabels{v1.LabelGit: gitws.OpCopy, v1.LabelTask: task}); err != nil {
 		p.t.Fatal(err)
 	}
 	return pods.Items
@@ -157,7 +156,7 @@ func TestWorkspaceCopyOfAGitTaskIsItsWorktree(t *testing.T) {
 	}
 	// No network at all: a fence with no egress rule.
 	policy := &networkingv1.NetworkPolicy{}
-	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: "toolgate-net-" + pod.Labels[executor.LabelNetwork]}, policy); err != nil {
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: "toolgate-net-" + pod.Labels[v1.LabelNetwork]}, policy); err != nil {
 		t.Fatalf("no NetworkPolicy fences the copy pod: %v", err)
 	}
 	fencesEgress := false

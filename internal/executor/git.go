@@ -15,11 +15,6 @@ import (
 	"github.com/toolgate/toolgate/internal/gitws"
 )
 
-// LabelGit marks toolgate's own workspace pods of a task (the git clone, change
-// and push, and the copy of another task's workspace) with their operation. The
-// admission policies keep these pods, named toolgate-git-…, to the controller.
-const LabelGit = "toolgate.dev/git"
-
 const (
 	volumeCredentials = "git-credentials"
 	volumeCopySource  = "copy-source"
@@ -102,12 +97,12 @@ func BuildGitPod(g GitPod, runnerImage string) (*corev1.Pod, error) {
 		tool.VolumeMounts = append(tool.VolumeMounts, corev1.VolumeMount{Name: volumeCopySource, MountPath: gitws.PodCopySourceRoot, SubPath: g.CopySourceSubPath, ReadOnly: true})
 	}
 	labels := map[string]string{
-		LabelTask:    LabelValue(g.Task),
-		LabelGit:     g.Request.Op,
-		LabelNetwork: networkKey(g.Network),
+		toolgatev1alpha1.LabelTask:    LabelValue(g.Task),
+		toolgatev1alpha1.LabelGit:     g.Request.Op,
+		toolgatev1alpha1.LabelNetwork: networkKey(g.Network),
 	}
 	if g.Execution != "" {
-		labels[LabelExecution] = g.Execution
+		labels[toolgatev1alpha1.LabelExecution] = g.Execution
 	}
 	pod.ActiveDeadlineSeconds = ptr.To[int64](gitDeadlineSeconds)
 	return &corev1.Pod{

@@ -72,7 +72,7 @@ func TestGitPodHasTheWallsOfACall(t *testing.T) {
 			"not mounted at /workspace":  !hasKey(mounts, workspace.Root),
 			"the request is the env":     request.Op == tt.op && request.URL == "https://git.example.test/r.git",
 			"secret mounted when asked":  (tt.secret != "") == creds && (tt.secret != "") == secretVolume,
-			"labelled git, task, fence":  pod.Labels[LabelGit] == tt.op && pod.Labels[LabelTask] == "fix-bug" && pod.Labels[LabelNetwork] == networkKey(network),
+			"labelled git, task, fence":  pod.Labels[toolgatev1alpha1.LabelGit] == tt.op && pod.Labels[toolgatev1alpha1.LabelTask] == "fix-bug" && pod.Labels[toolgatev1alpha1.LabelNetwork] == networkKey(network),
 			"named for admission policy": strings.HasPrefix(pod.Name, "toolgate-git-"+tt.op+"-"),
 		}
 		for name, ok := range checks {
@@ -165,8 +165,8 @@ func TestCopyPodMountsTheWorkspaceCopiedFromReadOnly(t *testing.T) {
 		"read-only root":                   ptr.Deref(tool.SecurityContext.ReadOnlyRootFilesystem, false),
 		"drop ALL":                         len(tool.SecurityContext.Capabilities.Drop) == 1 && tool.SecurityContext.Capabilities.Drop[0] == "ALL",
 		"resource limits":                  !tool.Resources.Limits.Memory().IsZero(),
-		"no network":                       pod.Labels[LabelNetwork] == networkKey(toolgatev1alpha1.NetworkSpec{Mode: toolgatev1alpha1.NetworkNone}),
-		"labelled copy":                    pod.Labels[LabelGit] == gitws.OpCopy,
+		"no network":                       pod.Labels[toolgatev1alpha1.LabelNetwork] == networkKey(toolgatev1alpha1.NetworkSpec{Mode: toolgatev1alpha1.NetworkNone}),
+		"labelled copy":                    pod.Labels[toolgatev1alpha1.LabelGit] == gitws.OpCopy,
 		"named for admission policy":       strings.HasPrefix(pod.Name, "toolgate-git-copy-"),
 	}
 	for name, ok := range checks {

@@ -28,17 +28,6 @@ import (
 	"github.com/toolgate/toolgate/internal/workspace"
 )
 
-// Labels on every Job and Pod of an Execution. The execution label selects the
-// Execution's pod; the network label puts it behind the NetworkPolicy of its network
-// walls; the intent and task labels let people find all the pods of an intent or a
-// task with kubectl.
-const (
-	LabelExecution = "toolgate.dev/execution"
-	LabelIntent    = "toolgate.dev/intent"
-	LabelTask      = "toolgate.dev/task"
-	LabelNetwork   = "toolgate.dev/network"
-)
-
 // Fixed parts of the pod.
 const (
 	// ToolContainerName is the container that runs the runner and the tool; its log
@@ -121,18 +110,18 @@ func JobName(exec *toolgatev1alpha1.Execution) string {
 // Labels are the labels of the Execution's Job and Pod.
 func Labels(exec *toolgatev1alpha1.Execution) map[string]string {
 	labels := FindLabels(exec)
-	labels[LabelNetwork] = NetworkKey(exec)
+	labels[toolgatev1alpha1.LabelNetwork] = NetworkKey(exec)
 	return labels
 }
 
 // FindLabels are the labels the Execution's Job and pod are found by; a Job of the
 // Execution's that lost one of them cannot be trusted to be its own. Jobs made
-// before toolgate fenced pods by LabelNetwork carry only these.
+// before toolgate fenced pods by toolgatev1alpha1.LabelNetwork carry only these.
 func FindLabels(exec *toolgatev1alpha1.Execution) map[string]string {
 	return map[string]string{
-		LabelExecution: exec.Name,
-		LabelIntent:    LabelValue(exec.Spec.IntentRef.Name),
-		LabelTask:      LabelValue(exec.Spec.TaskRef.Name),
+		toolgatev1alpha1.LabelExecution: exec.Name,
+		toolgatev1alpha1.LabelIntent:    LabelValue(exec.Spec.IntentRef.Name),
+		toolgatev1alpha1.LabelTask:      LabelValue(exec.Spec.TaskRef.Name),
 	}
 }
 
@@ -380,7 +369,7 @@ func containerSecurityContext() *corev1.SecurityContext {
 // all, and no egress unless the sandbox's network mode is AllowList, in which case
 // exactly the listed CIDRs (on the listed TCP ports, or every port when none are
 // listed), and the cluster's DNS pods when clusterDNS is set. It selects pods by
-// LabelNetwork alone: a pod is selected only by the policy made from its own network
+// toolgatev1alpha1.LabelNetwork alone: a pod is selected only by the policy made from its own network
 // spec, so no policy widens another's rules.
 func BuildNetworkPolicy(exec *toolgatev1alpha1.Execution) (*networkingv1.NetworkPolicy, error) {
 	return BuildProfileNetworkPolicy(exec.Namespace, exec.Spec.Sandbox)
@@ -426,10 +415,10 @@ func BuildProfileNetworkPolicy(namespace string, profile toolgatev1alpha1.Sandbo
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      networkPolicyName(network),
 			Namespace: namespace,
-			Labels:    map[string]string{LabelNetwork: networkKey(network)},
+			Labels:    map[string]string{toolgatev1alpha1.LabelNetwork: networkKey(network)},
 		},
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelNetwork: networkKey(network)}},
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{toolgatev1alpha1.LabelNetwork: networkKey(network)}},
 			// Both types with no ingress rules and only the allowed egress rules:
 			// everything else is denied.
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},

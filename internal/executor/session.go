@@ -30,13 +30,6 @@ import (
 // controller.
 const SessionPrefix = "toolgate-session-"
 
-// LabelSession marks a session pod; its value is the session's key (Session.Key).
-const LabelSession = "toolgate.dev/session"
-
-// LabelJob marks a background job's own session pod; its value is the job's
-// Execution.
-const LabelJob = "toolgate.dev/job"
-
 // SessionGraceSeconds is a session pod's termination grace period: its PID 1
 // ignores SIGTERM (a call's tool could send it one), so the kubelet's SIGKILL ends
 // it, and a call in flight has no result to save: it ends as an Exception anyway.
@@ -103,12 +96,12 @@ func (s Session) Name() string { return SessionPrefix + s.Key() }
 // network walls the profile's NetworkPolicy selects.
 func (s Session) Labels() map[string]string {
 	labels := map[string]string{
-		LabelTask:    LabelValue(s.Task),
-		LabelSession: s.Key(),
-		LabelNetwork: networkKey(s.Profile.Network),
+		toolgatev1alpha1.LabelTask:    LabelValue(s.Task),
+		toolgatev1alpha1.LabelSession: s.Key(),
+		toolgatev1alpha1.LabelNetwork: networkKey(s.Profile.Network),
 	}
 	if s.Job != "" {
-		labels[LabelJob] = LabelValue(s.Job)
+		labels[toolgatev1alpha1.LabelJob] = LabelValue(s.Job)
 	}
 	return labels
 }

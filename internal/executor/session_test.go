@@ -76,7 +76,7 @@ func TestSessionPodHasTheWallsOfAJob(t *testing.T) {
 		if !equality.Semantic.DeepEqual(&pod.Spec, want) {
 			t.Errorf("read-only %v: the session pod's spec is not the Job's pod's:\n got %+v\nwant %+v", readOnly, pod.Spec, *want)
 		}
-		if pod.Labels[LabelNetwork] != NetworkKey(exec) || pod.Labels[LabelSession] != ExecutionSessionOf(exec).Key() {
+		if pod.Labels[toolgatev1alpha1.LabelNetwork] != NetworkKey(exec) || pod.Labels[toolgatev1alpha1.LabelSession] != ExecutionSessionOf(exec).Key() {
 			t.Errorf("labels %v", pod.Labels)
 		}
 		if pod.Name != ExecutionSession(exec) {

@@ -209,10 +209,5 @@ const (
 	DiffKey   = "change.diff"
 )
 
-// AnnotationChangeRequest on an AgentTask asks the controller to record the
-// workspace's change now (kubectl toolgate diff sets it to a new value): the task's
-// change ConfigMap answers it, naming the same value in the same annotation.
-const AnnotationChangeRequest = "toolgate.dev/change-request"
-
 // ChangeConfigMapName is the ConfigMap that holds a task's recorded change.
 func ChangeConfigMapName(task string) string { return task + "-change" }

@@ -25,9 +25,6 @@ import (
 	"github.com/toolgate/toolgate/internal/tools"
 )
 
-// AnnotationSession marks the intents an MCP session created, with the session id.
-const AnnotationSession = "toolgate.dev/mcp-session"
-
 // serverFor is the MCP server of a new session: the task's visible tools, as the
 // agent loop offers them to a model, and toolgate_wait.
 //
@@ -110,7 +107,7 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, ns, taskNam
 	session := req.Session.ID()
 	intent := pipeline.Proposal(task, existing, tool, input, "proposed over MCP by "+client, c.user, c.groups,
 		v1.ProposedBy{Provider: Provider, Model: client, ToolCallID: clip.Bytes(session, 253)})
-	intent.Annotations = map[string]string{AnnotationSession: session}
+	intent.Annotations = map[string]string{v1.AnnotationSession: session}
 	if err := c.client.Create(ctx, intent); err != nil {
 		return nil, fmt.Errorf("creating the ToolIntent as %s: %w", c.user, err)
 	}

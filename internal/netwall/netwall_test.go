@@ -84,7 +84,7 @@ var (
 		NamespaceSelector: matchLabels(corev1.LabelMetadataName, metav1.NamespaceSystem),
 		PodSelector:       matchLabels("k8s-app", "kube-dns"),
 	}
-	notToolgate = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: executor.LabelNetwork, Operator: metav1.LabelSelectorOpDoesNotExist}}}
+	notToolgate = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: v1.LabelNetwork, Operator: metav1.LabelSelectorOpDoesNotExist}}}
 )
 
 // ownPolicy is toolgate's own policy for walls, as the controller makes it.
@@ -162,15 +162,15 @@ func TestBreaches(t *testing.T) {
 			walls: none,
 			policies: []networkingv1.NetworkPolicy{
 				np("web").selects(*matchLabels("app", "web")).types(egressOnly...).egress(allowAll).obj(),
-				np("in").selects(metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: executor.LabelTask, Operator: metav1.LabelSelectorOpIn, Values: []string{"other"}}}}).types(egressOnly...).egress(allowAll).obj(),
+				np("in").selects(metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: v1.LabelTask, Operator: metav1.LabelSelectorOpIn, Values: []string{"other"}}}}).types(egressOnly...).egress(allowAll).obj(),
 			},
 		},
 		{
 			name:  "matchExpressions that hit the pod",
 			walls: none,
 			policies: []networkingv1.NetworkPolicy{
-				np("notin").selects(metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: executor.LabelTask, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"other"}}}}).types(egressOnly...).egress(allowAll).obj(),
-				np("exists").selects(metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: executor.LabelNetwork, Operator: metav1.LabelSelectorOpExists}}}).types(egressOnly...).egress(allowAll).obj(),
+				np("notin").selects(metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: v1.LabelTask, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"other"}}}}).types(egressOnly...).egress(allowAll).obj(),
+				np("exists").selects(metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: v1.LabelNetwork, Operator: metav1.LabelSelectorOpExists}}}).types(egressOnly...).egress(allowAll).obj(),
 			},
 			want: []string{"exists", "notin"},
 			why:  "its podSelector toolgate.dev/network selects the pod",

@@ -37,7 +37,7 @@ func TestBuildApproval(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      "t-t2-0",
 			Namespace: testNS,
-			Labels:    map[string]string{LabelTask: "fix-tests", LabelIntent: "t-t2-0"},
+			Labels:    map[string]string{v1.LabelTask: "fix-tests", v1.LabelIntent: "t-t2-0"},
 		},
 		Spec: v1.ApprovalSpec{
 			IntentRef:   v1.LocalObjectReference{Name: "t-t2-0"},
@@ -319,8 +319,8 @@ func TestChildLabels(t *testing.T) {
 		intent *v1.ToolIntent
 		want   map[string]string
 	}{
-		{name: "both", intent: makeIntent("t-t0-0").task("t").obj(), want: map[string]string{LabelTask: "t", LabelIntent: "t-t0-0"}},
-		{name: "a name too long for a label value is left out", intent: makeIntent(long).task("t").obj(), want: map[string]string{LabelTask: "t"}},
+		{name: "both", intent: makeIntent("t-t0-0").task("t").obj(), want: map[string]string{v1.LabelTask: "t", v1.LabelIntent: "t-t0-0"}},
+		{name: "a name too long for a label value is left out", intent: makeIntent(long).task("t").obj(), want: map[string]string{v1.LabelTask: "t"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -152,7 +152,7 @@ func TestBuildExecution(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{
 					Name:      tc.intent.Name,
 					Namespace: testNS,
-					Labels:    map[string]string{LabelTask: tc.intent.Spec.TaskRef.Name, LabelIntent: tc.intent.Name},
+					Labels:    map[string]string{v1.LabelTask: tc.intent.Spec.TaskRef.Name, v1.LabelIntent: tc.intent.Name},
 				},
 				Spec: tc.want,
 			}

@@ -10,21 +10,12 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 )
 
-// Labels toolgate puts on the objects it creates, so they can be listed per task and
-// per intent. Nothing of the task's own labels or annotations is copied: an Argo CD
-// tracking label on a task must never make its children look like synced resources.
-const (
-	LabelTask   = "toolgate.dev/task"
-	LabelIntent = "toolgate.dev/intent"
-	LabelTurn   = "toolgate.dev/turn"
-)
-
 // ChildLabels are the labels of an intent's Approval and Execution. They help people
 // find objects (kubectl get -l); the controller itself looks children up by owner and
 // by field index, so a name too long for a label value is simply left out.
 func ChildLabels(intent *v1.ToolIntent) map[string]string {
 	out := map[string]string{}
-	for k, v := range map[string]string{LabelTask: intent.Spec.TaskRef.Name, LabelIntent: intent.Name} {
+	for k, v := range map[string]string{v1.LabelTask: intent.Spec.TaskRef.Name, v1.LabelIntent: intent.Name} {
 		if len(validation.IsValidLabelValue(v)) == 0 {
 			out[k] = v
 		}

@@ -34,7 +34,6 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/controller"
-	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -241,7 +240,7 @@ func newBench(t *testing.T, env *testenv.Env) *bench {
 			return
 		}
 		now := time.Now()
-		if intent := job.Labels[executor.LabelIntent]; intent != "" {
+		if intent := job.Labels[v1.LabelIntent]; intent != "" {
 			b.jobs.mark(intent, now)
 			if b.autoPod.Load() {
 				b.pods <- job
@@ -255,9 +254,9 @@ func newBench(t *testing.T, env *testenv.Env) *bench {
 		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
-		if job, ok := obj.(*batchv1.Job); ok && job.Labels[executor.LabelExecution] != "" {
+		if job, ok := obj.(*batchv1.Job); ok && job.Labels[v1.LabelExecution] != "" {
 			go func() {
-				_ = b.c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(job.Namespace), client.MatchingLabels{executor.LabelExecution: job.Labels[executor.LabelExecution]})
+				_ = b.c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(job.Namespace), client.MatchingLabels{v1.LabelExecution: job.Labels[v1.LabelExecution]})
 			}()
 		}
 	}}); err != nil {
@@ -546,7 +545,7 @@ func (b *bench) countWrites(t *testing.T, n int, owned bool) writeCounts {
 func (b *bench) jobOf(t *testing.T, intent string) *batchv1.Job {
 	t.Helper()
 	var jobs batchv1.JobList
-	if err := b.c.List(t.Context(), &jobs, client.InNamespace(b.ns), client.MatchingLabels{executor.LabelIntent: intent}); err != nil || len(jobs.Items) != 1 {
+	if err := b.c.List(t.Context(), &jobs, client.InNamespace(b.ns), client.MatchingLabels{v1.LabelIntent: intent}); err != nil || len(jobs.Items) != 1 {
 		t.Fatalf("intent %s: %d Jobs (%v)", intent, len(jobs.Items), err)
 	}
 	return &jobs.Items[0]

@@ -101,9 +101,9 @@ func IsLoopIntent(in *v1.ToolIntent, task *v1.AgentTask, identity string) bool {
 // wrapped so that validation reports it to the model.
 func ModelIntent(task *v1.AgentTask, rec agent.TurnRecord, index int, identity string) *v1.ToolIntent {
 	call := rec.ToolCalls[index]
-	labels := map[string]string{pipeline.LabelTurn: fmt.Sprint(rec.Turn)}
+	labels := map[string]string{v1.LabelTurn: fmt.Sprint(rec.Turn)}
 	if len(validation.IsValidLabelValue(task.Name)) == 0 {
-		labels[pipeline.LabelTask] = task.Name
+		labels[v1.LabelTask] = task.Name
 	}
 	tool, reason := ToolName(call.Name), ""
 	if string(tool) != call.Name {

@@ -471,7 +471,7 @@ exit 5
 		}
 		Expect(images).To(Equal([]string{workspaceImage}))
 		var pods corev1.PodList
-		Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{executor.LabelExecution: exec.Name})).To(Succeed())
+		Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{toolgatev1alpha1.LabelExecution: exec.Name})).To(Succeed())
 		Expect(pods.Items).NotTo(BeEmpty(), "the approved call's pod is gone")
 		for _, pod := range pods.Items {
 			for _, v := range pod.Spec.Volumes {
@@ -706,7 +706,7 @@ exit 5
 			Expect(exec.Status.JobName).To(BeEmpty())
 			Expect(warningNotes(ctx, ns, "Execution", exec.Name, controller.EventChainBroken)).To(ContainElement(ContainSubstring(e.why)))
 			var jobs batchv1.JobList
-			Expect(k8s.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{executor.LabelExecution: exec.Name})).To(Succeed())
+			Expect(k8s.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{toolgatev1alpha1.LabelExecution: exec.Name})).To(Succeed())
 			Expect(jobs.Items).To(BeEmpty())
 		}
 		stillWaits(ctx, intent.Name, intent.Status.ApprovalRef)
@@ -812,7 +812,7 @@ exit 5
 		}).WithContext(ctx).WithTimeout(2*time.Minute).Should(BeTrue(), "the cancelled call's Job is still there")
 		Eventually(func(g Gomega) {
 			var pods corev1.PodList
-			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{executor.LabelExecution: exec.Name})).To(Succeed())
+			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{toolgatev1alpha1.LabelExecution: exec.Name})).To(Succeed())
 			g.Expect(pods.Items).To(BeEmpty(), "the cancelled call's pod still runs")
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
 		intent = observedIntent(ctx, intent)
@@ -863,7 +863,7 @@ exit 5
 		jobName := intentName("innocent", 1)
 		pod := workspacePod(ns, claim, "", []string{"sh", "-c", `printf '%s' '{"exitCode":0,"message":"planted success","durationMs":1,"stdoutBytes":0,"stderrBytes":0,"uid":65532,"readOnlyRoot":true}' > /dev/termination-log`}, true)
 		pod.Spec.Containers[0].Name = executor.ToolContainerName
-		labels := map[string]string{executor.LabelExecution: jobName, executor.LabelIntent: jobName, executor.LabelTask: "innocent"}
+		labels := map[string]string{toolgatev1alpha1.LabelExecution: jobName, toolgatev1alpha1.LabelIntent: jobName, toolgatev1alpha1.LabelTask: "innocent"}
 		planted := &batchv1.Job{
 			ObjectMeta: metav1.ObjectMeta{Name: jobName, Namespace: ns, Labels: labels},
 			Spec: batchv1.JobSpec{
@@ -934,7 +934,7 @@ exit 5
 			StringData: map[string]string{"apiKey": "deploy-token-value"},
 		})).To(Succeed())
 		Expect(k8s.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: "model-key", Namespace: ns, Labels: map[string]string{controller.LabelModelCredentials: controller.ModelCredentialsValue}},
+			ObjectMeta: metav1.ObjectMeta{Name: "model-key", Namespace: ns, Labels: map[string]string{toolgatev1alpha1.LabelModelCredentials: toolgatev1alpha1.ModelCredentialsValue}},
 			StringData: map[string]string{"apiKey": "model-key-value"},
 		})).To(Succeed())
 		modelTask := func(name, baseURL, secret string) {
@@ -977,7 +977,7 @@ exit 5
 		}
 		msg := waiting("borrowed-key", controller.ReasonCredentialsNotAllowed)
 		Expect(msg).To(ContainSubstring(`Secret "deploy-token"`))
-		Expect(msg).To(ContainSubstring(controller.LabelModelCredentials + "=" + controller.ModelCredentialsValue))
+		Expect(msg).To(ContainSubstring(toolgatev1alpha1.LabelModelCredentials + "=" + toolgatev1alpha1.ModelCredentialsValue))
 		Expect(msg).NotTo(ContainSubstring("deploy-token-value"))
 		msg = waiting("send-elsewhere", controller.ReasonEndpointNotAllowed)
 		Expect(msg).To(ContainSubstring(`"https://models.attacker.example/v1"`))

@@ -28,7 +28,6 @@ import (
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/cli"
-	"github.com/toolgate/toolgate/internal/controller"
 	"github.com/toolgate/toolgate/internal/gitws"
 	"github.com/toolgate/toolgate/internal/gitws/gittest"
 )
@@ -83,7 +82,7 @@ func gitServer(ctx context.Context, ns string) gittest.Commits {
 func gitCredentials(ctx context.Context, ns, name, token string) {
 	GinkgoHelper()
 	Expect(k8s.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{controller.LabelGitCredentials: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{toolgatev1alpha1.LabelGitCredentials: "true"}},
 		StringData: map[string]string{"username": "agent", "token": token},
 	})).To(Succeed())
 }
@@ -435,10 +434,10 @@ var _ = Describe("Git workspaces", func() {
 			GinkgoHelper()
 			Eventually(func(g Gomega) {
 				var tasks toolgatev1alpha1.AgentTaskList
-				g.Expect(k8s.List(ctx, &tasks, client.InNamespace(ns), client.MatchingLabels{cli.LabelReplayOf: task})).To(Succeed())
+				g.Expect(k8s.List(ctx, &tasks, client.InNamespace(ns), client.MatchingLabels{toolgatev1alpha1.LabelReplayOf: task})).To(Succeed())
 				g.Expect(tasks.Items).To(BeEmpty())
 				var intents toolgatev1alpha1.ToolIntentList
-				g.Expect(k8s.List(ctx, &intents, client.InNamespace(ns), client.MatchingLabels{cli.LabelReplayOf: task})).To(Succeed())
+				g.Expect(k8s.List(ctx, &intents, client.InNamespace(ns), client.MatchingLabels{toolgatev1alpha1.LabelReplayOf: task})).To(Succeed())
 				g.Expect(intents.Items).To(BeEmpty())
 				var claims corev1.PersistentVolumeClaimList
 				g.Expect(k8s.List(ctx, &claims, client.InNamespace(ns))).To(Succeed())

@@ -89,7 +89,7 @@ var _ = Describe("A task's sessions", func() {
 		By("the two warm sessions start with the task")
 		Eventually(func(g Gomega) {
 			var pods corev1.PodList
-			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{executor.LabelSession})).To(Succeed())
+			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{toolgatev1alpha1.LabelSession})).To(Succeed())
 			running := 0
 			for _, p := range pods.Items {
 				if p.Status.Phase == corev1.PodRunning {
@@ -191,7 +191,7 @@ var _ = Describe("A task's sessions", func() {
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
 		Eventually(func(g Gomega) {
 			var pods corev1.PodList
-			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{executor.LabelSession})).To(Succeed())
+			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{toolgatev1alpha1.LabelSession})).To(Succeed())
 			g.Expect(pods.Items).To(BeEmpty())
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 	})

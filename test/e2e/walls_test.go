@@ -234,6 +234,6 @@ func egressRules(ctx SpecContext, exec *toolgatev1alpha1.Execution) []networking
 	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: executor.NetworkPolicyName(exec)}, &np)).To(Succeed())
 	Expect(np.Spec.PolicyTypes).To(ContainElement(networkingv1.PolicyTypeEgress))
 	_, labels := callPod(ctx, exec)
-	Expect(np.Spec.PodSelector.MatchLabels).To(HaveKeyWithValue(executor.LabelNetwork, labels[executor.LabelNetwork]), "the NetworkPolicy does not select the call's pod")
+	Expect(np.Spec.PodSelector.MatchLabels).To(HaveKeyWithValue(toolgatev1alpha1.LabelNetwork, labels[toolgatev1alpha1.LabelNetwork]), "the NetworkPolicy does not select the call's pod")
 	return np.Spec.Egress
 }

@@ -56,7 +56,7 @@ var _ = Describe("Walls another NetworkPolicy of the namespace would widen", fun
 			Expect(cond).NotTo(BeNil())
 			Expect(cond.Reason).To(Equal(toolgatev1alpha1.ReasonWallsWidened), "the Complete condition: %+v", cond)
 			Expect(exec.Status.Message).To(ContainSubstring("NetworkPolicy " + name + " in namespace " + ns + " opens the network walls of"))
-			Expect(exec.Status.Message).To(ContainSubstring(executor.LabelNetwork), "the message says how to exclude toolgate's pods")
+			Expect(exec.Status.Message).To(ContainSubstring(toolgatev1alpha1.LabelNetwork), "the message says how to exclude toolgate's pods")
 
 			By("no Job was made, and the command wrote nothing")
 			err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: executor.JobName(exec)}, &batchv1.Job{})
