@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/kube"
+
 	"github.com/go-logr/logr"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -304,7 +306,7 @@ func (r *AgentTaskReconciler) keepSessions(ctx context.Context, task *v1.AgentTa
 			if keep := busy[name] && !ended && (!job || !perCall); keep {
 				continue
 			}
-			if err := deleteSessionPod(ctx, r.Client, pod); err != nil {
+			if err := kube.DeleteByUID(ctx, r.Client, pod); err != nil {
 				return err
 			}
 		}
@@ -359,7 +361,7 @@ func (r *AgentTaskReconciler) keepSessions(ctx context.Context, task *v1.AgentTa
 			wait = min(wait, left)
 			continue
 		}
-		if err := deleteSessionPod(ctx, r.Client, pod); err != nil {
+		if err := kube.DeleteByUID(ctx, r.Client, pod); err != nil {
 			return 0, err
 		}
 	}
@@ -420,7 +422,7 @@ func (r *AgentTaskReconciler) stopRunningCalls(ctx context.Context, task *v1.Age
 		running = true
 		job := &batchv1.Job{}
 		key := client.ObjectKey{Namespace: exec.Namespace, Name: executor.JobName(exec)}
-		if err := getFresh(ctx, r.Client, r.APIReader, key, job); apierrors.IsNotFound(err) {
+		if err := kube.GetFresh(ctx, r.Client, r.APIReader, key, job); apierrors.IsNotFound(err) {
 			continue
 		} else if err != nil {
 			return false, err

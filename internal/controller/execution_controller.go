@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/kube"
+
 	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -371,10 +373,7 @@ func (r *ExecutionReconciler) authorize(ctx context.Context, exec *toolgatev1alp
 // check already holds the Execution to its intent. A task that ends after this check
 // stops its calls itself (AgentTaskReconciler.stopRunningCalls deletes their Jobs).
 func (r *ExecutionReconciler) taskEnded(ctx context.Context, exec *toolgatev1alpha1.Execution, rule func(*toolgatev1alpha1.AgentTask) (bool, string)) (bool, string, error) {
-	var reader client.Reader = r.Client
-	if r.APIReader != nil {
-		reader = r.APIReader
-	}
+	reader := kube.Latest(r.Client, r.APIReader)
 	task := &toolgatev1alpha1.AgentTask{}
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.TaskRef.Name}, task); err != nil {
 		return false, "", client.IgnoreNotFound(err)
@@ -386,10 +385,7 @@ func (r *ExecutionReconciler) taskEnded(ctx context.Context, exec *toolgatev1alp
 // intentCancelled reads the Execution's intent from the API server (a cancel of a
 // moment ago must count) and says whether its proposer cancelled it, and why.
 func (r *ExecutionReconciler) intentCancelled(ctx context.Context, exec *toolgatev1alpha1.Execution) (bool, string, error) {
-	var reader client.Reader = r.Client
-	if r.APIReader != nil {
-		reader = r.APIReader
-	}
+	reader := kube.Latest(r.Client, r.APIReader)
 	intent := &toolgatev1alpha1.ToolIntent{}
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.IntentRef.Name}, intent); err != nil {
 		return false, "", client.IgnoreNotFound(err)
@@ -899,7 +895,7 @@ func (r *ExecutionReconciler) retireSession(ctx context.Context, namespace, name
 		return nil
 	}
 	ctrl.LoggerFrom(ctx).Info("replacing the session", "pod", name, "why", why)
-	return deleteSessionPod(ctx, r.Client, pod)
+	return kube.DeleteByUID(ctx, r.Client, pod)
 }
 
 // readySession returns "" and the pod's UID when the Execution's session pod takes
@@ -911,7 +907,7 @@ func (r *ExecutionReconciler) retireSession(ctx context.Context, namespace, name
 // (wallsWidened).
 func (r *ExecutionReconciler) readySession(ctx context.Context, exec *toolgatev1alpha1.Execution) (string, types.UID, *refusal, error) {
 	task := &toolgatev1alpha1.AgentTask{}
-	if err := getFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.TaskRef.Name}, task); apierrors.IsNotFound(err) {
+	if err := kube.GetFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.TaskRef.Name}, task); apierrors.IsNotFound(err) {
 		return "", "", refuse(EventChainBroken, "AgentTask %s is gone: its session cannot be started", exec.Spec.TaskRef.Name), nil
 	} else if err != nil {
 		return "", "", nil, err
@@ -953,7 +949,7 @@ func (r *ExecutionReconciler) readySession(ctx context.Context, exec *toolgatev1
 		return "", "", refused, err
 	}
 	if ended, why := executor.SessionEnded(pod); ended && pod.DeletionTimestamp.IsZero() {
-		if err := deleteSessionPod(ctx, r.Client, pod); err != nil {
+		if err := kube.DeleteByUID(ctx, r.Client, pod); err != nil {
 			return "", "", nil, err
 		}
 		return why + "; a new session is started for this call", "", nil, nil

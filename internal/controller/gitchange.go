@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/kube"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -159,7 +161,7 @@ func (r *AgentTaskReconciler) changeRecorded(ctx context.Context, task *v1.Agent
 	if c.keepPod {
 		return nil
 	}
-	return deleteSessionPod(ctx, r.Client, c.pod)
+	return kube.DeleteByUID(ctx, r.Client, c.pod)
 }
 
 // readChange moves the change pod of request on: it starts it, waits for it, and
@@ -167,7 +169,7 @@ func (r *AgentTaskReconciler) changeRecorded(ctx context.Context, task *v1.Agent
 func (r *AgentTaskReconciler) readChange(ctx context.Context, task *v1.AgentTask, request string) (*changeRead, time.Duration, error) {
 	name := executor.GitPodName(gitws.OpChange, string(task.UID), request)
 	pod := &corev1.Pod{}
-	err := getFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: task.Namespace, Name: name}, pod)
+	err := kube.GetFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: task.Namespace, Name: name}, pod)
 	if apierrors.IsNotFound(err) {
 		g := executor.GitPod{
 			Namespace: task.Namespace, Name: name, Task: task.Name, ClaimName: pipeline.WorkspaceClaimName(task),

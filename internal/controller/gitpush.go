@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/kube"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -242,7 +244,7 @@ func (r *ExecutionReconciler) reconcileGitPush(ctx context.Context, exec *v1.Exe
 		spent   *corev1.Pod
 	)
 	pod := &corev1.Pod{}
-	err := getFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: exec.Namespace, Name: name}, pod)
+	err := kube.GetFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: exec.Namespace, Name: name}, pod)
 	switch {
 	case apierrors.IsNotFound(err) && exec.Status.PodName == name:
 		// The task's end deletes its pods too, and may get there before this does.
@@ -278,7 +280,7 @@ func (r *ExecutionReconciler) reconcileGitPush(ctx context.Context, exec *v1.Exe
 			if done, why, err := r.taskEnded(ctx, exec, pipeline.TaskFinished); err != nil {
 				return ctrl.Result{}, err
 			} else if done {
-				if err := deleteSessionPod(ctx, r.Client, pod); err != nil {
+				if err := kube.DeleteByUID(ctx, r.Client, pod); err != nil {
 					return ctrl.Result{}, err
 				}
 				obs.Answer = stopped(why)
@@ -304,7 +306,7 @@ func (r *ExecutionReconciler) reconcileGitPush(ctx context.Context, exec *v1.Exe
 	}
 	if spent != nil && executor.IsFinished(&exec.Status) {
 		// Its result is the call's: the pod would only hold the claim.
-		if err := deleteSessionPod(ctx, r.Client, spent); err != nil {
+		if err := kube.DeleteByUID(ctx, r.Client, spent); err != nil {
 			return ctrl.Result{}, err
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/kube"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -80,7 +82,7 @@ func (r *AgentTaskReconciler) cloneWorkspace(ctx context.Context, task *v1.Agent
 	name := executor.GitPodName(gitws.OpClone, string(task.UID), secretName, secretVersion, networkKeyText(network))
 	ws.CloneJob = name
 	pod := &corev1.Pod{}
-	err = getFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: task.Namespace, Name: name}, pod)
+	err = kube.GetFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: task.Namespace, Name: name}, pod)
 	if apierrors.IsNotFound(err) {
 		build := executor.GitPod{
 			Namespace: task.Namespace, Name: name, Task: task.Name, ClaimName: claim, SecretName: secretName, Network: network,
@@ -122,7 +124,7 @@ func (r *AgentTaskReconciler) cloneWorkspace(ctx context.Context, task *v1.Agent
 			out.msg += fmt.Sprintf(" (tried again every %s)", r.Options.gitRetry())
 			out.wait = r.Options.gitRetry()
 			if finishedAt := gitPodFinishedAt(pod); r.Now().Sub(finishedAt) >= r.Options.gitRetry() {
-				if err := deleteSessionPod(ctx, r.Client, pod); err != nil {
+				if err := kube.DeleteByUID(ctx, r.Client, pod); err != nil {
 					return out, err
 				}
 				out.wait = time.Second

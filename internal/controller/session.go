@@ -666,13 +666,3 @@ func sessionInTheWay(pod *corev1.Pod, task *v1.AgentTask, session executor.Sessi
 
 // errEarlierTask: the pod belongs to a deleted task of the same name.
 var errEarlierTask = errors.New("the pod belongs to an earlier AgentTask of this name, which is being deleted")
-
-// deleteSessionPod deletes a session pod by UID (a new pod of the name is not this
-// one), ignoring one already gone.
-func deleteSessionPod(ctx context.Context, c client.Client, pod *corev1.Pod) error {
-	err := c.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
-	}
-	return err
-}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/kube"
+
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -440,7 +442,7 @@ func (r *ToolIntentReconciler) adopt(ctx context.Context, intent *v1.ToolIntent,
 }
 
 func (r *ToolIntentReconciler) getFresh(ctx context.Context, key client.ObjectKey, obj client.Object) error {
-	return getFresh(ctx, r.Client, r.APIReader, key, obj)
+	return kube.GetFresh(ctx, r.Client, r.APIReader, key, obj)
 }
 
 // staleIntent says whether the API server holds a newer intent than the one read
@@ -457,16 +459,6 @@ func (r *ToolIntentReconciler) staleIntent(ctx context.Context, intent *v1.ToolI
 		return false, err
 	}
 	return fresh.ResourceVersion != intent.ResourceVersion, nil
-}
-
-// getFresh reads obj from cached and confirms a NotFound with api (when there is
-// one), because the cache may not have seen an object created a moment ago.
-func getFresh(ctx context.Context, cached, api client.Reader, key client.ObjectKey, obj client.Object) error {
-	err := cached.Get(ctx, key, obj)
-	if apierrors.IsNotFound(err) && api != nil {
-		return api.Get(ctx, key, obj)
-	}
-	return err
 }
 
 // validate runs both validation layers and records the result; a failure ends the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/toolgate/toolgate/internal/kube"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -49,7 +51,7 @@ func (r *AgentTaskReconciler) copyWorkspace(ctx context.Context, task *v1.AgentT
 	// A copy under way is read whatever became of the task it copies.
 	if ws.CopyPod != "" {
 		pod := &corev1.Pod{}
-		err := getFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: task.Namespace, Name: ws.CopyPod}, pod)
+		err := kube.GetFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: task.Namespace, Name: ws.CopyPod}, pod)
 		switch {
 		case err == nil:
 			return r.copyStands(task, pod, out), nil
@@ -103,7 +105,7 @@ func (r *AgentTaskReconciler) copyWorkspace(ctx context.Context, task *v1.AgentT
 	podName := executor.GitPodName(gitws.OpCopy, string(task.UID), string(src.UID), srcClaim, subPath)
 	ws.CopyPod, ws.CopiedFrom = podName, srcClaim
 	pod := &corev1.Pod{}
-	err = getFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: task.Namespace, Name: podName}, pod)
+	err = kube.GetFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: task.Namespace, Name: podName}, pod)
 	switch {
 	case err == nil:
 		return r.copyStands(task, pod, out), nil
