@@ -87,14 +87,14 @@ func main() {
 			os.Exit(runGit(envOr(claimEnv, gitws.PodClaimRoot), envOr(terminationLogEnv, runner.TerminationMessagePath)))
 		}
 	}
-	workspace := flag.String("workspace", envOr(workspaceEnv, workspace.Root), "Workspace root every tool path is confined to (env "+workspaceEnv+").")
+	root := flag.String("workspace", envOr(workspaceEnv, workspace.Root), "Workspace root every tool path is confined to (env "+workspaceEnv+").")
 	terminationLog := flag.String("termination-log", envOr(terminationLogEnv, runner.TerminationMessagePath), "File the JSON result is written to (env "+terminationLogEnv+").")
 	flag.Parse()
 
 	// Before the tool starts: its orphans must stay below the runner for the sweep.
 	subreaperErr := runner.BecomeSubreaper()
 	invocation := []byte(os.Getenv(runner.InvocationEnv))
-	res := run(*workspace, invocation)
+	res := run(*root, invocation)
 	res.InvocationSHA256 = runner.HashInvocation(invocation)
 	if err := runner.Sweep("/proc", runner.DefaultSweepBound); err != nil {
 		untrusted(&res, err)
