@@ -1,13 +1,10 @@
 package controller
 
 import (
-	"encoding/json"
-
 	"github.com/go-logr/logr"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/pipeline"
-	"github.com/toolgate/toolgate/internal/tools"
 )
 
 // auditLine writes one structured audit log line for a pipeline step, with every
@@ -41,9 +38,4 @@ func auditLine(log logr.Logger, step, note string, intent *v1.ToolIntent, extra 
 		kv = append(kv, "outcome", o.Outcome, "executed", o.Executed)
 	}
 	log.Info(note, append(kv, extra...)...)
-}
-
-// toolsValidate returns the intent's normalized input.
-func toolsValidate(intent *v1.ToolIntent) (json.RawMessage, []string) {
-	return tools.Validate(intent.Spec.Tool, intent.Spec.Input.Raw)
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -211,6 +212,18 @@ type intentRun struct {
 	// recorded and observed count the steps and metric observations that written
 	// recorded.
 	recorded, observed int
+	// normalized is the intent's normalized input, once input computed it.
+	normalized json.RawMessage
+}
+
+// input is the intent's normalized input (pipeline.NormalizedInput), computed once
+// per reconcile: deciding, asking and fingerprinting all read it, after validation
+// passed.
+func (s *intentRun) input() json.RawMessage {
+	if s.normalized == nil {
+		s.normalized, _ = pipeline.NormalizedInput(s.intent)
+	}
+	return s.normalized
 }
 
 func (s *intentRun) record(reason string, warning bool, related runtime.Object, format string, args ...any) {
@@ -620,7 +633,7 @@ func (r *ToolIntentReconciler) decideNow(ctx context.Context, run *intentRun, ju
 	if err != nil {
 		return v1.Decision{}, err
 	}
-	normalized, _ := toolsValidate(intent)
+	normalized := run.input()
 	req := policy.Request{
 		Namespace: intent.Namespace,
 		Task:      task.Name,
@@ -812,7 +825,7 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 	approval := &v1.Approval{}
 	err := r.getFresh(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: pipeline.ApprovalName(intent)}, approval)
 	if apierrors.IsNotFound(err) {
-		normalized, _ := toolsValidate(intent)
+		normalized := run.input()
 		ttl := time.Duration(task.Spec.Budgets.ApprovalTTLSeconds) * time.Second
 		if ttl <= 0 {
 			ttl = time.Hour
@@ -938,7 +951,7 @@ func (r *ToolIntentReconciler) currentFingerprint(ctx context.Context, run *inte
 		}
 		generation = g
 	}
-	normalized, _ := toolsValidate(run.intent)
+	normalized := run.input()
 	return policy.FingerprintWithSandbox(run.intent.Namespace, run.task.Name, run.intent.Spec.Tool, normalized, d.Policy, d.Rule, generation, d.Walls, d.Sandbox), nil
 }
 

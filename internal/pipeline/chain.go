@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/tools"
 )
 
 // ErrChainPending marks a chain that is whole so far but not yet complete: the intent
@@ -73,7 +72,7 @@ func CheckChain(exec *v1.Execution, intent *v1.ToolIntent, approval *v1.Approval
 	if exec.Spec.Tool != intent.Spec.Tool {
 		return broken("spec", "spec.tool %s is not ToolIntent %s's tool %s", exec.Spec.Tool, intent.Name, intent.Spec.Tool)
 	}
-	normalized, errs := tools.Validate(intent.Spec.Tool, intent.Spec.Input.Raw)
+	normalized, errs := NormalizedInput(intent)
 	if len(errs) > 0 {
 		return broken("spec", "ToolIntent %s's input does not validate (%s); its call never runs", intent.Name, errs[0])
 	}

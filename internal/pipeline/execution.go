@@ -11,7 +11,6 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/gitws"
-	"github.com/toolgate/toolgate/internal/tools"
 )
 
 // ExecutionName is the deterministic name of an intent's Execution, so a repeated
@@ -39,7 +38,7 @@ func BuildExecution(intent *v1.ToolIntent) (*v1.Execution, error) {
 	if dec.Sandbox == nil {
 		return nil, fmt.Errorf("intent %s: %w", intent.Name, ErrNoSandbox)
 	}
-	normalized, errs := tools.Validate(intent.Spec.Tool, intent.Spec.Input.Raw)
+	normalized, errs := NormalizedInput(intent)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("intent %s no longer validates: %v", intent.Name, errs)
 	}

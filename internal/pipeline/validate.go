@@ -126,6 +126,14 @@ func endedBy(conditions []metav1.Condition) string {
 	return ""
 }
 
+// NormalizedInput is the intent's input as validation normalizes it: the form that is
+// decided, fingerprinted, approved and run. errs are the validation errors of an input
+// that does not validate (any more), none otherwise. Validate is the first reader;
+// every later step asks this, so the normalized form has one definition.
+func NormalizedInput(intent *v1.ToolIntent) (normalized json.RawMessage, errs []string) {
+	return tools.Validate(intent.Spec.Tool, intent.Spec.Input.Raw)
+}
+
 // Validate checks an intent in two layers: its input against the tool's JSON Schema,
 // then against the task's state (the task exists and runs, the tool is visible, the
 // intent budget is not spent, paths stay in the workspace, edits follow a read, the
@@ -133,7 +141,7 @@ func endedBy(conditions []metav1.Condition) string {
 func Validate(in ValidateInput) Validation {
 	var v Validation
 	intent := in.Intent
-	normalized, errs := tools.Validate(intent.Spec.Tool, intent.Spec.Input.Raw)
+	normalized, errs := NormalizedInput(intent)
 	v.Normalized = normalized
 	for _, e := range errs {
 		v.Errors = append(v.Errors, "input"+e)
