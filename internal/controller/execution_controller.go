@@ -256,7 +256,7 @@ func (r *ExecutionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	if obs.BuildError == nil {
 		var err error
-		if obs, createdJob, err = r.observe(ctx, exec); errors.Is(err, errStaleExecution) {
+		if obs, createdJob, err = r.runJob(ctx, exec); errors.Is(err, errStaleExecution) {
 			log.V(1).Info("not making the Job yet", "why", err.Error())
 			return ctrl.Result{RequeueAfter: time.Second}, nil
 		} else if err != nil {
@@ -415,9 +415,10 @@ func (r *ExecutionReconciler) checkChain(ctx context.Context, reader client.Read
 	return pipeline.CheckChain(exec, intent, approval), nil
 }
 
-// observe makes sure the NetworkPolicy and the Job exist and reads what the status is
+// runJob runs a PerCall Execution: it makes sure the NetworkPolicy fence, then the
+// Job, exist (and that no other policy widens the fence), and reads what the status is
 // projected from. createdJob is true when this call created the Job.
-func (r *ExecutionReconciler) observe(ctx context.Context, exec *toolgatev1alpha1.Execution) (obs executor.Observation, createdJob bool, err error) {
+func (r *ExecutionReconciler) runJob(ctx context.Context, exec *toolgatev1alpha1.Execution) (obs executor.Observation, createdJob bool, err error) {
 	job, err := executor.BuildJob(exec, r.Options.RunnerImage)
 	if err != nil {
 		return executor.Observation{BuildError: err}, false, nil

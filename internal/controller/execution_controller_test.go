@@ -416,7 +416,7 @@ func TestExecutionRestartMakesNoSecondJob(t *testing.T) {
 	// First controller: creates the NetworkPolicy and Job, then stops before the
 	// status write.
 	first := newReconciler()
-	_, created, err := first.observe(t.Context(), getExecution(t, ns, "run-once"))
+	_, created, err := first.runJob(t.Context(), getExecution(t, ns, "run-once"))
 	if err != nil || !created {
 		t.Fatalf("first observe: created=%v err=%v", created, err)
 	}
