@@ -635,10 +635,10 @@ type WorkspaceStatus struct {
 	// clonedAt is when the clone finished.
 	// +optional
 	ClonedAt *metav1.Time `json:"clonedAt,omitempty"`
-	// cloneJob is the Job of the clone in progress or the last one tried.
+	// cloneJobName names the Job of the clone in progress or the last one tried.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	CloneJob string `json:"cloneJob,omitempty"`
+	CloneJobName string `json:"cloneJobName,omitempty"`
 	// copiedFrom is the claim of spec.workspace.copyOf's task that the workspace is
 	// (being) copied from: the folder of it that task's tools see.
 	// +optional
@@ -647,10 +647,10 @@ type WorkspaceStatus struct {
 	// copiedAt is when the copy finished. A task with copiedAt never copies again.
 	// +optional
 	CopiedAt *metav1.Time `json:"copiedAt,omitempty"`
-	// copyPod is the pod of the copy in progress, or the one that made it.
+	// copyPodName names the pod of the copy in progress, or the one that made it.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	CopyPod string `json:"copyPod,omitempty"`
+	CopyPodName string `json:"copyPodName,omitempty"`
 	// copySkipped counts what the copy left out: entries of the copied tree that
 	// are no regular file, directory or symlink (devices, FIFOs, sockets), and
 	// entries it could not read.
@@ -668,10 +668,11 @@ type PushStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	Branch string `json:"branch,omitempty"`
-	// intent is the git_push ToolIntent that pushes it, once the change was read.
+	// intentName names the git_push ToolIntent that pushes it, once the change
+	// was read.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	Intent string `json:"intent,omitempty"`
+	IntentName string `json:"intentName,omitempty"`
 	// commit is the commit pushed, once it was.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64

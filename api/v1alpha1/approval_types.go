@@ -137,10 +137,10 @@ type ApprovalStatus struct {
 	// decidedAt is when the controller first saw the decision.
 	// +optional
 	DecidedAt *metav1.Time `json:"decidedAt,omitempty"`
-	// consumedBy names the Execution that used the approval.
+	// consumedByExecutionName names the Execution that used the approval.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	ConsumedBy string `json:"consumedBy,omitempty"`
+	ConsumedByExecutionName string `json:"consumedByExecutionName,omitempty"`
 	// message explains the state, for example why an approval was refused.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096

@@ -100,3 +100,12 @@ type Approvers struct {
 	// +kubebuilder:validation:items:MaxLength=253
 	Groups []string `json:"groups,omitempty"`
 }
+
+// LocalObjectReferenceTo is a reference to the object named name, or nil when name
+// is empty: an optional reference is absent rather than naming nothing.
+func LocalObjectReferenceTo(name string) *LocalObjectReference {
+	if name == "" {
+		return nil
+	}
+	return &LocalObjectReference{Name: name}
+}

@@ -334,10 +334,11 @@ type Validation struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	BaselineSHA256 string `json:"baselineSHA256,omitempty"`
-	// baselineIntent names the read_file intent the baseline came from.
+	// baselineIntentName names the ToolIntent (a read_file, write_file or
+	// edit_file) the baseline came from.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	BaselineIntent string `json:"baselineIntent,omitempty"`
+	BaselineIntentName string `json:"baselineIntentName,omitempty"`
 }
 
 // Observation is what the model sees about the call next turn: facts only.
@@ -407,14 +408,14 @@ type ToolIntentStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=8
 	SupersededDecisions []Decision `json:"supersededDecisions,omitempty"`
-	// approvalRef names the Approval created for an Ask decision.
+	// approvalName names the Approval created for an Ask decision.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	ApprovalRef string `json:"approvalRef,omitempty"`
-	// executionRef names the Execution that ran the call.
+	ApprovalName string `json:"approvalName,omitempty"`
+	// executionName names the Execution that ran the call.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	ExecutionRef string `json:"executionRef,omitempty"`
+	ExecutionName string `json:"executionName,omitempty"`
 	// observation is what the model sees next turn.
 	// +optional
 	Observation *Observation `json:"observation,omitempty"`

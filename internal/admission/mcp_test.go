@@ -331,7 +331,7 @@ func TestMCPEndpoint(t *testing.T) {
 		if res.IsError || !strings.HasPrefix(text, "[still waiting]") || !strings.Contains(text, mcpserver.WaitTool) {
 			t.Fatalf("a call waiting for a human: error %t, %q", res.IsError, text)
 		}
-		intent := waitForIntent(t, e.ns, `"later.txt"`, func(in *v1.ToolIntent) bool { return in.Status.ApprovalRef != "" })
+		intent := waitForIntent(t, e.ns, `"later.txt"`, func(in *v1.ToolIntent) bool { return in.Status.ApprovalName != "" })
 		if !strings.Contains(text, intent.Name) {
 			t.Fatalf("the result does not name intent %s: %q", intent.Name, text)
 		}
@@ -341,7 +341,7 @@ func TestMCPEndpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if text := resultText(res); res.IsError || !strings.HasPrefix(text, "[still waiting]") || !strings.Contains(text, "waiting for Approval "+intent.Status.ApprovalRef) {
+		if text := resultText(res); res.IsError || !strings.HasPrefix(text, "[still waiting]") || !strings.Contains(text, "waiting for Approval "+intent.Status.ApprovalName) {
 			t.Fatalf("toolgate_wait on a call waiting for a human: error %t, %q", res.IsError, text)
 		}
 		// The task's other proposer may not wait on it, nor anyone on a missing intent.
@@ -385,7 +385,7 @@ func TestMCPEndpoint(t *testing.T) {
 			return got.Spec.Cancel || got.Status.Observation != nil
 		})
 		approval := &v1.Approval{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: intent.Status.ApprovalRef}, approval); err != nil {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: intent.Status.ApprovalName}, approval); err != nil {
 			t.Fatal(err)
 		}
 		if err := decide(ctx, clients[alice], approval, v1.DecisionApproved, alice); err != nil {
@@ -408,7 +408,7 @@ func TestMCPEndpoint(t *testing.T) {
 			_, err := session.CallTool(callCtx, &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": "withdrawn.txt", "content": "no\n"}})
 			errs <- err
 		}()
-		intent := waitForIntent(t, e.ns, `"withdrawn.txt"`, func(in *v1.ToolIntent) bool { return in.Status.ApprovalRef != "" })
+		intent := waitForIntent(t, e.ns, `"withdrawn.txt"`, func(in *v1.ToolIntent) bool { return in.Status.ApprovalName != "" })
 		cancel()
 		if err := <-errs; err == nil {
 			t.Errorf("the cancelled call returned no error")
@@ -419,7 +419,7 @@ func TestMCPEndpoint(t *testing.T) {
 		}
 		wantNothingRan(t, got)
 		approval := &v1.Approval{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: intent.Status.ApprovalRef}, approval); err != nil {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: intent.Status.ApprovalName}, approval); err != nil {
 			t.Fatal(err)
 		}
 		if approval.Status.State != v1.ApprovalStateSuperseded {
@@ -434,7 +434,7 @@ func TestMCPEndpoint(t *testing.T) {
 			_, err := session.CallTool(callCtx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "sleep 600"}})
 			errs <- err
 		}()
-		intent := waitForIntent(t, e.ns, "sleep 600", func(in *v1.ToolIntent) bool { return in.Status.ExecutionRef != "" })
+		intent := waitForIntent(t, e.ns, "sleep 600", func(in *v1.ToolIntent) bool { return in.Status.ExecutionName != "" })
 		// The intent names its Execution before the Execution is authorized and its
 		// Job created: a cancel in between withdraws the call before it runs. Cancel
 		// once it runs.

@@ -46,7 +46,7 @@ func TestMCPWaitHeartbeatAndDeletedIntent(t *testing.T) {
 	if err != nil || res.IsError || !strings.HasPrefix(resultText(res), "[still waiting]") {
 		t.Fatalf("a call nobody approves: %v %q", err, resultText(res))
 	}
-	intent := waitForIntent(t, e.ns, `"held.txt"`, func(in *v1.ToolIntent) bool { return in.Status.ApprovalRef != "" })
+	intent := waitForIntent(t, e.ns, `"held.txt"`, func(in *v1.ToolIntent) bool { return in.Status.ApprovalName != "" })
 
 	t.Run("a heartbeat repeats the step while nothing changes", func(t *testing.T) {
 		mu.Lock()
@@ -61,7 +61,7 @@ func TestMCPWaitHeartbeatAndDeletedIntent(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		// The step at once, then at least one heartbeat within the 3 s wait.
-		want := "waiting for Approval " + intent.Status.ApprovalRef
+		want := "waiting for Approval " + intent.Status.ApprovalName
 		if len(steps) < 2 {
 			t.Fatalf("progress during a 3 s wait with a 1 s heartbeat: %q; want the step and a heartbeat", steps)
 		}

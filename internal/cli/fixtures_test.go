@@ -83,11 +83,11 @@ func (b *intentBuilder) walls(w v1.SandboxWalls) *intentBuilder {
 	return b
 }
 func (b *intentBuilder) approval(name string) *intentBuilder {
-	b.in.Status.ApprovalRef = name
+	b.in.Status.ApprovalName = name
 	return b
 }
 func (b *intentBuilder) execution(name string) *intentBuilder {
-	b.in.Status.ExecutionRef = name
+	b.in.Status.ExecutionName = name
 	return b
 }
 func (b *intentBuilder) observed(o v1.Observation) *intentBuilder {
@@ -177,7 +177,7 @@ func fixtureTask(ns string) (*v1.AgentTask, []v1.ToolIntent, []v1.Approval, []v1
 			Spec:       withNetwork(executionSpec("fix-tests-test", v1.ToolBash, `{"command":"npm test"}`), registry),
 			Status: v1.ExecutionStatus{Phase: v1.ExecutionFailed, JobName: "fix-tests-test", PodName: "fix-tests-test-fghij", ExitCode: ptr.To[int32](1),
 				DurationMillis: 12500, ErrorKind: v1.ErrorExitCode, Message: "the tool exited with code 1", Truncated: true,
-				LogRef: "pod/fix-tests-test-fghij container tool", ArtifactPath: ".toolgate/out/fix-tests-test.log"},
+				ArtifactPath: ".toolgate/out/fix-tests-test.log"},
 		},
 	}
 	return task, intents, approvals, executions

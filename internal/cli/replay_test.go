@@ -155,7 +155,7 @@ func TestReplayOfAPushingTask(t *testing.T) {
 	task, _, _, _ := fixtureTask("team-a")
 	task.Spec.Budgets.MaxIntents = 10
 	task.Spec.Workspace = v1.WorkspaceSpec{Git: &v1.GitSource{URL: "http://git/calc.git", Push: &v1.GitPush{Branch: "agent/fix"}}}
-	task.Status.Workspace = &v1.WorkspaceStatus{Commit: strings.Repeat("1", 40), Push: &v1.PushStatus{Branch: "agent/fix", Intent: "fix-tests-git-push"}}
+	task.Status.Workspace = &v1.WorkspaceStatus{Commit: strings.Repeat("1", 40), Push: &v1.PushStatus{Branch: "agent/fix", IntentName: "fix-tests-git-push"}}
 	ls := makeIntent("team-a", "ls", 0, 0, v1.ToolBash, `{"command":"ls"}`).valid().
 		decided(v1.DecisionAllow, "", "mode-default", 0, "no rule matched; Edit mode allows read-only calls", v1.CategoryReadOnly).obj()
 	got := Replay(task, []v1.ToolIntent{ls}, nil, policyset.Set{})

@@ -21,8 +21,8 @@ func TestAuditLineCarriesCorrelationIDs(t *testing.T) {
 		Spec:       v1.ToolIntentSpec{TaskRef: v1.LocalObjectReference{Name: "fix"}, Turn: 2, Tool: v1.ToolEditFile, RequestedBy: "agent-alice"},
 		Status: v1.ToolIntentStatus{
 			Decision:     &v1.Decision{Action: v1.DecisionAsk, Policy: "ToolPolicy/project", Rule: "ask-edits", PolicyGeneration: 3, Fingerprint: "f00d"},
-			ApprovalRef:  "fix-t2-0",
-			ExecutionRef: "fix-t2-0",
+			ApprovalName: "fix-t2-0",
+			ExecutionName: "fix-t2-0",
 			Observation:  &v1.Observation{Outcome: v1.OutcomeSucceeded, Executed: true},
 		},
 	}

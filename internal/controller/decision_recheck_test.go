@@ -222,14 +222,14 @@ func TestStricterAskAsksAgain(t *testing.T) {
 	// waits for the second.
 	p.absent(moment{name: "the intent waits on the second approval", passed: func() (bool, string) {
 		intent := p.getIntent("t-t0-0")
-		ok := intent.Status.ApprovalRef == "t-t0-0-ask-2" && len(intent.Status.SupersededDecisions) == 1 && intent.Status.Decision.Rule == "ask-deploy" &&
+		ok := intent.Status.ApprovalName == "t-t0-0-ask-2" && len(intent.Status.SupersededDecisions) == 1 && intent.Status.Decision.Rule == "ask-deploy" &&
 			meta.IsStatusConditionFalse(intent.Status.Conditions, v1.ConditionApproved)
-		return ok, fmt.Sprintf("approvalRef %q, decision %+v, superseded %d", intent.Status.ApprovalRef, intent.Status.Decision, len(intent.Status.SupersededDecisions))
+		return ok, fmt.Sprintf("approvalName %q, decision %+v, superseded %d", intent.Status.ApprovalName, intent.Status.Decision, len(intent.Status.SupersededDecisions))
 	}}, "an Execution before the second approval", func() bool { return p.executionExists("t-t0-0") })
 
 	p.decide("t-t0-0-ask-2", v1.DecisionApproved, "rita", "")
 	p.eventually("Execution", func() (bool, string) { return p.executionExists("t-t0-0"), "" })
-	if got := getExecution(t, p.ns, "t-t0-0").Spec.ApprovalRef; got != "t-t0-0-ask-2" {
+	if got := getExecution(t, p.ns, "t-t0-0").Spec.ApprovalName(); got != "t-t0-0-ask-2" {
 		t.Fatalf("the Execution consumed %q", got)
 	}
 	p.runJob("t-t0-0", runner.Result{ExitCode: 0}, "deployed\n")

@@ -40,8 +40,8 @@ func TestObjectsOfTheIntentsNameThatAreNotItsOwn(t *testing.T) {
 		t.Fatalf("observation = %s executed=%v, want Failed with nothing executed: %s", obs.Outcome, obs.Executed, obs.Summary)
 	}
 	mustContain(t, "summary", obs.Summary, "Execution t-t0-0 is not controlled by this ToolIntent", "nothing was executed", "Delete Execution t-t0-0")
-	if got.Status.ExecutionRef != "" {
-		t.Errorf("the intent took the planted Execution for its own: executionRef %q", got.Status.ExecutionRef)
+	if got.Status.ExecutionName != "" {
+		t.Errorf("the intent took the planted Execution for its own: executionName %q", got.Status.ExecutionName)
 	}
 	p.waitEvents("t-t0-0", EventObjectInTheWay)
 

@@ -67,7 +67,7 @@ func TestSeedStory(t *testing.T) {
 		t.Fatalf("approval: %+v", a.Spec)
 	}
 	edit := p.condition("fix-t2-0", v1.ConditionApproved, metav1.ConditionFalse, v1.ReasonApprovalPending)
-	if edit.Status.Validation.BaselineSHA256 != before || edit.Status.Validation.BaselineIntent != "fix-t1-0" {
+	if edit.Status.Validation.BaselineSHA256 != before || edit.Status.Validation.BaselineIntentName != "fix-t1-0" {
 		t.Fatalf("edit baseline: %+v", edit.Status.Validation)
 	}
 	p.eventually("task awaits approval", func() (bool, string) {
@@ -75,7 +75,7 @@ func TestSeedStory(t *testing.T) {
 	})
 	p.decide("fix-t2-0", v1.DecisionApproved, "bob", "looks right")
 	p.eventually("edit execution", func() (bool, string) { return p.executionExists("fix-t2-0"), "" })
-	if got := getExecution(t, p.ns, "fix-t2-0").Spec; got.BaselineSHA256 != before || got.ApprovalRef != "fix-t2-0" || got.Sandbox.ReadOnlyWorkspace {
+	if got := getExecution(t, p.ns, "fix-t2-0").Spec; got.BaselineSHA256 != before || got.ApprovalName() != "fix-t2-0" || got.Sandbox.ReadOnlyWorkspace {
 		t.Fatalf("edit execution spec: %+v", got)
 	}
 	p.runJob("fix-t2-0", runner.Result{ExitCode: 0, ContentSHA256: "sha256-after", LinesAdded: 1, LinesRemoved: 1}, "--- a/add.go\n+++ b/add.go\n-\treturn a + b + 1\n+\treturn a + b\n")

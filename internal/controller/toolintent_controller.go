@@ -322,13 +322,13 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 		return ctrl.Result{}, nil
 	}
 	done, why := pipeline.TaskClosed(task)
-	if !done && intent.Status.ExecutionRef == "" {
+	if !done && intent.Status.ExecutionName == "" {
 		var err error
 		if done, why, err = r.stoppedTask(ctx, run); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	if done && intent.Status.ExecutionRef == "" {
+	if done && intent.Status.ExecutionName == "" {
 		// The task ended while this call waited (for a decision, a human or its
 		// batch): it never runs.
 		reason := fmt.Sprintf("AgentTask %s ended before this call ran (%s).", task.Name, why)
@@ -336,7 +336,7 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 		r.finish(run, pipeline.Refusal(v1.OutcomeAborted, reason, run.now))
 		return ctrl.Result{}, nil
 	}
-	if intent.Spec.Cancel && intent.Status.ExecutionRef == "" {
+	if intent.Spec.Cancel && intent.Status.ExecutionName == "" {
 		// Its proposer withdrew it while it waited: it never runs. One that runs is
 		// stopped by its task (AgentTaskReconciler.stopRunningCalls), and observed
 		// from its Execution.
@@ -364,19 +364,19 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 		// again just before it runs.
 		run.rechecked = len(intent.Status.Decision.JudgeVerdicts) == 0
 	}
-	if intent.Status.ExecutionRef == "" && r.notWhereDecided(run) {
+	if intent.Status.ExecutionName == "" && r.notWhereDecided(run) {
 		return ctrl.Result{}, nil
 	}
 	// 2b. A Stop or a Redirect of its turn consumes a call that has not started,
 	// whatever its own decision (an Ask waiting for a human among them).
-	if intent.Status.ExecutionRef == "" {
+	if intent.Status.ExecutionName == "" {
 		if consumed, err := r.consumeTurn(ctx, run); err != nil || consumed {
 			return ctrl.Result{}, err
 		}
 	}
 
 	// 3. Approve, when asked.
-	if intent.Status.Decision.Action == v1.DecisionAsk && intent.Status.ExecutionRef == "" {
+	if intent.Status.Decision.Action == v1.DecisionAsk && intent.Status.ExecutionName == "" {
 		approved, wait, err := r.approve(ctx, run)
 		if err != nil || !approved {
 			return ctrl.Result{RequeueAfter: wait}, err
@@ -384,7 +384,7 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 	}
 
 	// 4. Execute, unless a sibling of the batch waits for a human.
-	if intent.Status.ExecutionRef == "" {
+	if intent.Status.ExecutionName == "" {
 		held, err := r.execute(ctx, run)
 		if err != nil || held || intent.Status.Observation != nil {
 			return ctrl.Result{}, err
@@ -554,7 +554,7 @@ func (r *ToolIntentReconciler) consumeTurn(ctx context.Context, run *intentRun) 
 		// Its own decision in force: the one recorded here, not the cache's.
 		by = run.intent
 	}
-	if ref := run.intent.Status.ApprovalRef; ref != "" {
+	if ref := run.intent.Status.ApprovalName; ref != "" {
 		approval := &v1.Approval{}
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: run.intent.Namespace, Name: ref}, approval)
 		switch {
@@ -578,7 +578,7 @@ func (r *ToolIntentReconciler) consumeTurn(ctx context.Context, run *intentRun) 
 func (r *ToolIntentReconciler) cancelled(ctx context.Context, run *intentRun) error {
 	intent := run.intent
 	reason := pipeline.CancelledBeforeRunReason(intent)
-	ref := intent.Status.ApprovalRef
+	ref := intent.Status.ApprovalName
 	if ref == "" && intent.Status.Decision != nil && intent.Status.Decision.Action == v1.DecisionAsk {
 		// Created by a pass whose status write did not land.
 		ref = pipeline.ApprovalName(intent)
@@ -595,7 +595,7 @@ func (r *ToolIntentReconciler) cancelled(ctx context.Context, run *intentRun) er
 				fmt.Sprintf("not used: ToolIntent %s was cancelled by %s (spec.cancel), and it does not run", intent.Name, pipeline.CancelledBy(intent))); err != nil {
 				return err
 			}
-			intent.Status.ApprovalRef = approval.Name
+			intent.Status.ApprovalName = approval.Name
 			setCondition(intent, v1.ConditionApproved, false, v1.ReasonCancelled, "not used: the call was cancelled by "+pipeline.CancelledBy(intent))
 		}
 	}
@@ -758,13 +758,13 @@ func (r *ToolIntentReconciler) recheck(ctx context.Context, run *intentRun, appr
 			// The Deny (Stop, Redirect) is the decision in force; the Approval the
 			// call was asked by stays named, as the record of what was approved and
 			// not used.
-			ref := intent.Status.ApprovalRef
+			ref := intent.Status.ApprovalName
 			if !pipeline.Supersede(intent, &now) {
 				// Decided MaxDecisions times already: the decision that ends the
 				// call is still the one in force (it ends it; nothing loops).
 				intent.Status.Decision = &now
 			}
-			intent.Status.ApprovalRef = ref
+			intent.Status.ApprovalName = ref
 		}
 		setCondition(intent, v1.ConditionDecided, true, v1.ReasonRedecided, msg)
 		run.record(EventRedecided, true, related, "%s", msg)
@@ -833,7 +833,7 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 			return false, 0, err
 		}
 		failpoint.Reached(failpoint.ApprovalCreated)
-		intent.Status.ApprovalRef = approval.Name
+		intent.Status.ApprovalName = approval.Name
 		setCondition(intent, v1.ConditionApproved, false, v1.ReasonApprovalPending, fmt.Sprintf("waiting for a decision on Approval %s until %s", approval.Name, approval.Spec.ExpiresAt.UTC().Format(time.RFC3339)))
 		run.record(EventApprovalRequested, false, approval, "Approval %s requested from %s for %s", approval.Name, approversText(approval.Spec.Approvers), pipeline.RuleID(intent.Status.Decision))
 		return false, 0, nil
@@ -847,7 +847,7 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 		r.inTheWay(run, "Approval", approval.Name, fmt.Sprintf("Approval %s is not controlled by this ToolIntent (UID %s)", approval.Name, intent.UID))
 		return false, 0, nil
 	}
-	intent.Status.ApprovalRef = approval.Name
+	intent.Status.ApprovalName = approval.Name
 
 	fp, err := r.currentFingerprint(ctx, run)
 	if err != nil {
@@ -893,7 +893,7 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 	case pipeline.VerdictMismatch, pipeline.VerdictConsumedElsewhere:
 		reason := fmt.Sprintf("Approval %s does not match this call any more (its fingerprint %s, the call's now %s: the deciding policy changed since it was asked); the approval is refused and nothing was executed", approval.Name, short(approval.Spec.Fingerprint), short(fp))
 		if approval.Status.State == v1.ApprovalStateConsumed {
-			reason = fmt.Sprintf("Approval %s was already used by Execution %s; an approval is used once", approval.Name, approval.Status.ConsumedBy)
+			reason = fmt.Sprintf("Approval %s was already used by Execution %s; an approval is used once", approval.Name, approval.Status.ConsumedByExecutionName)
 		} else if err := retireApproval(ctx, r.Client, approval, approval.Status.State, "", "approved, but refused by the controller: "+reason); err != nil {
 			return false, 0, err
 		}
@@ -1059,7 +1059,7 @@ func (r *ToolIntentReconciler) execute(ctx context.Context, run *intentRun) (boo
 	// the intent naming an Execution that does not exist yet (ExecutionRequested),
 	// which the next pass creates (observe).
 	// For a call allowed in this reconcile, the same write records the decision.
-	intent.Status.ExecutionRef = exec.Name
+	intent.Status.ExecutionName = exec.Name
 	setCondition(intent, v1.ConditionExecuted, false, v1.ReasonExecutionRequested, fmt.Sprintf("Execution %s is requested; it runs once it has its Job", exec.Name))
 	if conflict, err := r.writeStatus(ctx, run); err != nil || conflict {
 		return true, err
@@ -1089,7 +1089,7 @@ func (r *ToolIntentReconciler) createExecution(ctx context.Context, run *intentR
 			return err
 		}
 		if problem := pipeline.ExecutionMismatch(existing, exec); problem != "" {
-			intent.Status.ExecutionRef = ""
+			intent.Status.ExecutionName = ""
 			r.inTheWay(run, "Execution", existing.Name, problem)
 			return nil
 		}
@@ -1117,7 +1117,7 @@ func (r *ToolIntentReconciler) inTheWay(run *intentRun, kind, name, problem stri
 func (r *ToolIntentReconciler) observe(ctx context.Context, run *intentRun) error {
 	intent := run.intent
 	exec := &v1.Execution{}
-	if err := r.getFresh(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: intent.Status.ExecutionRef}, exec); err != nil {
+	if err := r.getFresh(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: intent.Status.ExecutionName}, exec); err != nil {
 		if apierrors.IsNotFound(err) {
 			if c := meta.FindStatusCondition(intent.Status.Conditions, v1.ConditionExecuted); c != nil && c.Reason == v1.ReasonExecutionRequested {
 				// Named, and not created yet: the pass that named it ended first. Unless
@@ -1135,7 +1135,7 @@ func (r *ToolIntentReconciler) observe(ctx context.Context, run *intentRun) erro
 				return r.createExecution(ctx, run, exec)
 			}
 			// Someone deleted the Execution: whether it ran is unknown.
-			obs := pipeline.Refusal(v1.OutcomeAborted, fmt.Sprintf("Execution %s was deleted before it reported a result; the call may or may not have had effects.", intent.Status.ExecutionRef), run.now)
+			obs := pipeline.Refusal(v1.OutcomeAborted, fmt.Sprintf("Execution %s was deleted before it reported a result; the call may or may not have had effects.", intent.Status.ExecutionName), run.now)
 			obs.Executed = true
 			setCondition(intent, v1.ConditionExecuted, true, v1.ReasonExecutionFinished, "the Execution was deleted")
 			r.finish(run, obs)

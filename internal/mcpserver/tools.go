@@ -277,10 +277,10 @@ func (s *Server) cancel(ctx context.Context, c *caller, intent *v1.ToolIntent, s
 // step says where an intent stands, for progress notifications.
 func step(in *v1.ToolIntent) string {
 	switch {
-	case in.Status.ApprovalRef != "" && !meta.IsStatusConditionTrue(in.Status.Conditions, v1.ConditionApproved):
-		return fmt.Sprintf("waiting for Approval %s (kubectl toolgate approve %s -n %s)", in.Status.ApprovalRef, in.Status.ApprovalRef, in.Namespace)
-	case in.Status.ExecutionRef != "":
-		return "running: Execution " + in.Status.ExecutionRef
+	case in.Status.ApprovalName != "" && !meta.IsStatusConditionTrue(in.Status.Conditions, v1.ConditionApproved):
+		return fmt.Sprintf("waiting for Approval %s (kubectl toolgate approve %s -n %s)", in.Status.ApprovalName, in.Status.ApprovalName, in.Namespace)
+	case in.Status.ExecutionName != "":
+		return "running: Execution " + in.Status.ExecutionName
 	case in.Status.Decision != nil:
 		return "decided: " + string(in.Status.Decision.Action)
 	case in.Status.Validation != nil:

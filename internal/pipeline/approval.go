@@ -183,7 +183,7 @@ func ApprovalStatusAt(a *v1.Approval, now time.Time) (v1.ApprovalStatus, time.Du
 func JudgeApproval(a *v1.Approval, currentFingerprint, executionName string) ApprovalVerdict {
 	switch a.Status.State {
 	case v1.ApprovalStateConsumed:
-		if a.Status.ConsumedBy != executionName {
+		if a.Status.ConsumedByExecutionName != executionName {
 			return VerdictConsumedElsewhere
 		}
 		if a.Spec.Fingerprint != currentFingerprint {

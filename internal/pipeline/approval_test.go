@@ -160,7 +160,7 @@ func TestJudgeApproval(t *testing.T) {
 		return &v1.Approval{
 			ObjectMeta: metav1.ObjectMeta{Name: "i", Namespace: testNS},
 			Spec:       v1.ApprovalSpec{Fingerprint: fp, ExpiresAt: metav1.NewTime(expires), Decision: decision},
-			Status:     v1.ApprovalStatus{State: state, ConsumedBy: consumedBy},
+			Status:     v1.ApprovalStatus{State: state, ConsumedByExecutionName: consumedBy},
 		}
 	}
 	decidedAt := func(a *v1.Approval, at time.Time) *v1.Approval {

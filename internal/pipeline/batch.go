@@ -21,7 +21,7 @@ func AwaitsApproval(intent *v1.ToolIntent) bool {
 	return intent.Status.Decision != nil &&
 		intent.Status.Decision.Action == v1.DecisionAsk &&
 		intent.Status.Observation == nil &&
-		intent.Status.ExecutionRef == "" &&
+		intent.Status.ExecutionName == "" &&
 		!meta.IsStatusConditionTrue(intent.Status.Conditions, v1.ConditionApproved) &&
 		(held == nil || held.Reason != v1.ReasonWaitingForSiblings)
 }
@@ -153,7 +153,7 @@ func Consumed(intent, by *v1.ToolIntent, started []string, now time.Time) (obs *
 func StartedCalls(turnIntents []v1.ToolIntent) []string {
 	var out []string
 	for i := range turnIntents {
-		if turnIntents[i].Status.ExecutionRef != "" {
+		if turnIntents[i].Status.ExecutionName != "" {
 			out = append(out, turnIntents[i].Name)
 		}
 	}

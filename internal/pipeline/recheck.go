@@ -79,6 +79,6 @@ func Supersede(intent *v1.ToolIntent, now *v1.Decision) bool {
 	}
 	intent.Status.SupersededDecisions = append(intent.Status.SupersededDecisions, *intent.Status.Decision.DeepCopy())
 	intent.Status.Decision = now
-	intent.Status.ApprovalRef = ""
+	intent.Status.ApprovalName = ""
 	return true
 }

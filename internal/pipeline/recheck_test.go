@@ -73,7 +73,7 @@ func TestSupersedeAndApprovalNames(t *testing.T) {
 	if got := ApprovalName(intent); got != "fix-t2-0" {
 		t.Errorf("after Allow -> Ask, approval name = %q, want the intent's", got)
 	}
-	intent.Status.ApprovalRef = "fix-t2-0"
+	intent.Status.ApprovalName = "fix-t2-0"
 	// Ask, then another rule asks: a name of its own, and the ref is cleared.
 	if !Supersede(intent, &v1.Decision{Action: v1.DecisionAsk, Policy: "ToolPolicy/p", Rule: "ask-network"}) {
 		t.Fatal("Supersede refused the second re-decision")
@@ -81,7 +81,7 @@ func TestSupersedeAndApprovalNames(t *testing.T) {
 	if got := ApprovalName(intent); got != "fix-t2-0-ask-2" {
 		t.Errorf("second asking decision's approval = %q, want fix-t2-0-ask-2", got)
 	}
-	if intent.Status.ApprovalRef != "" || intent.Status.Decision.Rule != "ask-network" || len(intent.Status.SupersededDecisions) != 2 ||
+	if intent.Status.ApprovalName != "" || intent.Status.Decision.Rule != "ask-network" || len(intent.Status.SupersededDecisions) != 2 ||
 		intent.Status.SupersededDecisions[0].Action != v1.DecisionAllow || intent.Status.SupersededDecisions[1].Rule != "mode-default" {
 		t.Errorf("status after superseding: %+v", intent.Status)
 	}

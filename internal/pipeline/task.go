@@ -277,7 +277,7 @@ func succeedAfterPush(task *v1.AgentTask, pw *PushWorld, st *v1.AgentTaskStatus,
 	}
 	switch {
 	case in != nil && in.Status.Observation != nil:
-		ps.Intent = in.Name
+		ps.IntentName = in.Name
 		o := in.Status.Observation
 		switch o.Outcome {
 		case v1.OutcomeSucceeded:
@@ -295,7 +295,7 @@ func succeedAfterPush(task *v1.AgentTask, pw *PushWorld, st *v1.AgentTaskStatus,
 				msg, ps.Branch, g.URL, in.Name, o.Outcome, firstLines(o.Summary, 600), task.Name))
 		}
 	case in != nil:
-		ps.Intent = in.Name
+		ps.IntentName = in.Name
 		ps.Message = fmt.Sprintf("ToolIntent %s pushes the change to branch %s once it is decided (and approved, when asked)", in.Name, ps.Branch)
 	case pw.Failure != "":
 		ps.Message = "not pushed: " + pw.Failure

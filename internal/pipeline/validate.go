@@ -64,7 +64,7 @@ func (v Validation) Status() *v1.Validation {
 		TimeoutSeconds: v.TimeoutSeconds,
 		TimeoutClamped: v.TimeoutClamped,
 		BaselineSHA256: v.Baseline.SHA256,
-		BaselineIntent: v.Baseline.Intent,
+		BaselineIntentName: v.Baseline.Intent,
 	}
 }
 

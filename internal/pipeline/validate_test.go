@@ -394,7 +394,7 @@ func TestValidationStatus(t *testing.T) {
 		TimeoutClamped: true,
 		Baseline:       Baseline{SHA256: "sha", Intent: "t-t0-0"},
 	}
-	want := &v1.Validation{Errors: []string{"input/path: is required"}, TimeoutSeconds: 30, TimeoutClamped: true, BaselineSHA256: "sha", BaselineIntent: "t-t0-0"}
+	want := &v1.Validation{Errors: []string{"input/path: is required"}, TimeoutSeconds: 30, TimeoutClamped: true, BaselineSHA256: "sha", BaselineIntentName: "t-t0-0"}
 	if diff := cmp.Diff(want, v.Status()); diff != "" {
 		t.Errorf("Status() mismatch (-want +got):\n%s", diff)
 	}

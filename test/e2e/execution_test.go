@@ -114,7 +114,7 @@ func runAsController(ctx context.Context, exec *toolgatev1alpha1.Execution) {
 					MaxOutputBytes: exec.Spec.MaxOutputBytes, Workdir: exec.Spec.Workdir, Env: exec.Spec.Env,
 				},
 			},
-			ExecutionRef: exec.Name,
+			ExecutionName: exec.Name,
 			Conditions: []metav1.Condition{{
 				Type: toolgatev1alpha1.ConditionObserved, Status: metav1.ConditionTrue, Reason: "RunByTheSuite",
 				Message: "the e2e suite runs this call itself", LastTransitionTime: metav1.Now(),

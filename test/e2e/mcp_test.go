@@ -185,7 +185,7 @@ var _ = Describe("The MCP endpoint", func() {
 		Expect(intent.Spec.RequestedBy).To(Equal("system:serviceaccount:" + ns + ":coding-agent"))
 		Expect(intent.Spec.ProposedBy.Provider).To(Equal("mcp"))
 		Expect(intent.Spec.ProposedBy.Model).To(Equal("e2e-typescript-client"))
-		Expect(intent.Status.ExecutionRef).NotTo(BeEmpty())
+		Expect(intent.Status.ExecutionName).NotTo(BeEmpty())
 
 		By("a caller who is no proposer, and a bad token, are refused saying why")
 		lines = runMCPClient(ctx, dir, url, strangerToken, nil)
