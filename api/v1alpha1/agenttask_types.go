@@ -606,12 +606,11 @@ type AgentTaskStatus struct {
 	// ruleFires counts, per rule, how often a Redirect rule redirected one of the
 	// task's calls or a Completion rule refused its final answer, from the recorded
 	// decisions and completion checks, which maxFires and cooldownSeconds are
-	// enforced from; one entry per rule, keyed by policy and rule. It shows at most
-	// 256 rules (MaxRuleFires), the ones that fired last.
+	// enforced from; one entry per rule, keyed by id (the rule as Kind/name/rule).
+	// It shows at most 256 rules (MaxRuleFires), the ones that fired last.
 	// +optional
 	// +listType=map
-	// +listMapKey=policy
-	// +listMapKey=rule
+	// +listMapKey=id
 	// +kubebuilder:validation:MaxItems=256
 	RuleFires []RuleFires `json:"ruleFires,omitempty"`
 	// workspace is what the clone of spec.workspace.git resolved, or where the
@@ -683,16 +682,21 @@ type PushStatus struct {
 	Message string `json:"message,omitempty"`
 }
 
-// RuleFires is how often one rule acted in a task.
+// RuleFires is how often one rule acted in a task. NewRuleFires builds it.
+// +kubebuilder:validation:XValidation:rule="self.policyRuleRef.kind != 'ModeDefault'",message="ruleFires counts the fires of a policy's rules: policyRuleRef.kind is ToolPolicy or ClusterToolPolicy (a mode default never fires)"
+// +kubebuilder:validation:XValidation:rule="!has(self.policyRuleRef.generation)",message="policyRuleRef.generation must not be set in ruleFires: a rule's fires are counted across its policy's generations"
+// +kubebuilder:validation:XValidation:rule="self.id == self.policyRuleRef.kind + '/' + self.policyRuleRef.name + '/' + (has(self.policyRuleRef.rule) ? self.policyRuleRef.rule : '')",message="id must be policyRuleRef as kind/name/rule, for example ToolPolicy/team/plan-rm"
 type RuleFires struct {
-	// policy that holds the rule, as Kind/name.
+	// id is policyRuleRef as Kind/name/rule, for example ToolPolicy/team/plan-rm:
+	// the key of the list.
 	// +required
-	// +kubebuilder:validation:MaxLength=512
-	Policy string `json:"policy"`
-	// rule name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=525
+	ID string `json:"id"`
+	// policyRuleRef names the rule, without a generation: its fires are counted
+	// across its policy's generations.
 	// +required
-	// +kubebuilder:validation:MaxLength=253
-	Rule string `json:"rule"`
+	PolicyRuleRef PolicyRuleReference `json:"policyRuleRef"`
 	// when is ToolCall or Completion.
 	// +required
 	When RuleEvent `json:"when"`
@@ -702,6 +706,13 @@ type RuleFires struct {
 	// lastFiredAt is when it last acted.
 	// +optional
 	LastFiredAt *metav1.Time `json:"lastFiredAt,omitempty"`
+}
+
+// NewRuleFires is the ruleFires entry of the rule ref names, counting no fire yet:
+// its id is ref.String(), and the generation is left out.
+func NewRuleFires(ref PolicyRuleReference, when RuleEvent) RuleFires {
+	ref.Generation = 0
+	return RuleFires{ID: ref.String(), PolicyRuleRef: ref, When: when}
 }
 
 // CompletionCheck is the completion gate's verdict on a model task's final answer,
@@ -714,13 +725,10 @@ type CompletionCheck struct {
 	// instruction and goes on) or Deny (the task fails with the reason).
 	// +required
 	Action DecisionAction `json:"action"`
-	// policy, policyGeneration and rule that decided; empty when no rule did.
+	// policyRuleRef names the Completion rule that decided, at its policy's
+	// generation; absent when no rule did (the answer is accepted).
 	// +optional
-	Policy string `json:"policy,omitempty"`
-	// +optional
-	PolicyGeneration int64 `json:"policyGeneration,omitempty"`
-	// +optional
-	Rule string `json:"rule,omitempty"`
+	PolicyRuleRef *PolicyRuleReference `json:"policyRuleRef,omitempty"`
 	// reason in words a person can check.
 	// +optional
 	Reason string `json:"reason,omitempty"`
@@ -733,6 +741,15 @@ type CompletionCheck struct {
 	// checkedAt is when the check was made.
 	// +optional
 	CheckedAt *metav1.Time `json:"checkedAt,omitempty"`
+}
+
+// DecidedBy is the rule that decided, as PolicyRuleReference.String shows it; ""
+// when no rule did.
+func (c CompletionCheck) DecidedBy() string {
+	if c.PolicyRuleRef == nil {
+		return ""
+	}
+	return c.PolicyRuleRef.String()
 }
 
 // AgentTask is the unit of work: a goal, a workspace, a sandbox, an agent and budgets.

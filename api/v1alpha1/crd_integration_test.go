@@ -58,7 +58,7 @@ func newApproval(ns, name string) *v1.Approval {
 			IntentRef:   v1.LocalObjectReference{Name: "i"},
 			TaskRef:     v1.LocalObjectReference{Name: "t"},
 			Fingerprint: strings.Repeat("ab", 32),
-			Request:     v1.ApprovalRequest{Tool: v1.ToolEditFile, Input: `{"path":"a.go"}`, Rule: "ask-edits"},
+			Request:     v1.ApprovalRequest{Tool: v1.ToolEditFile, Input: `{"path":"a.go"}`, PolicyRuleRef: v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "p", 0, "ask-edits")},
 			RequestedBy: "agent",
 			ExpiresAt:   metav1.NewTime(time.Now().Add(time.Hour)),
 		},
@@ -308,7 +308,7 @@ func TestToolIntentSpecIsImmutable(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(intent), got); err != nil {
 		t.Fatal(err)
 	}
-	got.Status.Decision = &v1.Decision{Action: v1.DecisionAllow, Rule: "mode-default"}
+	got.Status.Decision = &v1.Decision{Action: v1.DecisionAllow, PolicyRuleRef: v1.ModeDefaultReference(v1.ModeEdit)}
 	if err := env.Client.Status().Update(ctx, got); err != nil {
 		t.Fatalf("status update refused: %v", err)
 	}

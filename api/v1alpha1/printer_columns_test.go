@@ -170,7 +170,7 @@ func TestPrinterColumns(t *testing.T) {
 		}
 		exit := int32(2)
 		in.Status = v1.ToolIntentStatus{
-			Decision:    &v1.Decision{Action: v1.DecisionAllow, Policy: "ToolPolicy/defaults", Rule: "allow-tests", Risk: v1.RiskLow},
+			Decision:    &v1.Decision{Action: v1.DecisionAllow, PolicyRuleRef: v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "defaults", 0, "allow-tests"), Risk: v1.RiskLow},
 			Observation: &v1.Observation{Outcome: v1.OutcomeFailed, Executed: true, ExitCode: &exit},
 		}
 		setStatus(t, in)

@@ -584,7 +584,7 @@ func TestAnEmergencyDenyStopsCallsThatWait(t *testing.T) {
 	if c := meta.FindStatusCondition(denied.Status.Conditions, v1.ConditionDecided); c == nil || c.Reason != v1.ReasonRedecided {
 		t.Errorf("the asked call's Decided condition: %+v; want reason %s", c, v1.ReasonRedecided)
 	}
-	observed(t, tests, v1.OutcomeDenied, false, rule, "was Allow by mode-default")
+	observed(t, tests, v1.OutcomeDenied, false, rule, "was Allow by ModeDefault/Auto")
 	noExecution(t, fetch)
 	wantNothingRan(t, fetch)
 	wantNothingRan(t, tests)

@@ -315,11 +315,7 @@ func renderIntent(b *strings.Builder, it IntentTrace) {
 		}
 	}
 	if d := it.Decision; d != nil {
-		by := d.Rule
-		if d.Policy != "" {
-			by = fmt.Sprintf("%s rule %s (generation %d)", d.Policy, d.Rule, d.PolicyGeneration)
-		}
-		text := fmt.Sprintf("%s by %s\n%s\ncategory %s, risk %s, fingerprint %s", d.Action, by, d.Reason, orDash(string(d.Category)), orDash(string(d.Risk)), shortFingerprint(d.Fingerprint))
+		text := fmt.Sprintf("%s by %s\n%s\ncategory %s, risk %s, fingerprint %s", d.Action, d.PolicyRuleRef.WithGeneration(), d.Reason, orDash(string(d.Category)), orDash(string(d.Risk)), shortFingerprint(d.Fingerprint))
 		if len(d.Parts) > 1 {
 			var parts []string
 			for _, p := range d.Parts {
@@ -332,7 +328,7 @@ func renderIntent(b *strings.Builder, it IntentTrace) {
 			text += "\nparts: " + strings.Join(parts, "; ")
 		}
 		for _, h := range d.NonActingHits {
-			text += fmt.Sprintf("\nalso matched: %s rule %s (%s, %s)", h.Policy, h.Rule, h.Action, orDash(h.Enforcement))
+			text += fmt.Sprintf("\nalso matched: %s (%s, %s)", h.PolicyRuleRef, h.Action, orDash(string(h.Enforcement)))
 			if h.Limited != "" {
 				text += ", limited: " + h.Limited
 			}

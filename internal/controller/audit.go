@@ -29,7 +29,7 @@ func auditLine(log logr.Logger, step, note string, intent *v1.ToolIntent, extra 
 		kv = append(kv, "cancelledBy", pipeline.CancelledBy(intent))
 	}
 	if d := intent.Status.Decision; d != nil {
-		kv = append(kv, "action", d.Action, "policy", d.Policy, "rule", d.Rule, "generation", d.PolicyGeneration, "fingerprint", d.Fingerprint)
+		kv = append(kv, "action", d.Action, "rule", d.PolicyRuleRef.String(), "generation", d.PolicyRuleRef.Generation, "fingerprint", d.Fingerprint)
 	}
 	if intent.Status.ApprovalName != "" {
 		kv = append(kv, "approval", intent.Status.ApprovalName)

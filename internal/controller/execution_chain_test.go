@@ -41,7 +41,7 @@ func createIntentFor(t *testing.T, exec *v1.Execution, mutate ...func(*v1.ToolIn
 	}
 	intent.Status = v1.ToolIntentStatus{
 		Validation: &v1.Validation{TimeoutSeconds: exec.Spec.TimeoutSeconds, BaselineSHA256: exec.Spec.BaselineSHA256},
-		Decision:   &v1.Decision{Action: v1.DecisionAllow, Rule: "mode-default", Fingerprint: exec.Spec.Fingerprint, Walls: exec.Spec.Walls.DeepCopy(), Sandbox: sandboxOf(exec)},
+		Decision:   &v1.Decision{Action: v1.DecisionAllow, PolicyRuleRef: v1.ModeDefaultReference(v1.ModeEdit), Fingerprint: exec.Spec.Fingerprint, Walls: exec.Spec.Walls.DeepCopy(), Sandbox: sandboxOf(exec)},
 	}
 	for _, m := range mutate {
 		m(intent)
@@ -259,7 +259,7 @@ func TestExecutionWaitsForItsIntent(t *testing.T) {
 		})
 		intent.Status = v1.ToolIntentStatus{
 			Validation:   &v1.Validation{TimeoutSeconds: exec.Spec.TimeoutSeconds},
-			Decision:     &v1.Decision{Action: v1.DecisionAllow, Rule: "mode-default", Fingerprint: exec.Spec.Fingerprint, Sandbox: sandboxOf(exec)},
+			Decision:     &v1.Decision{Action: v1.DecisionAllow, PolicyRuleRef: v1.ModeDefaultReference(v1.ModeEdit), Fingerprint: exec.Spec.Fingerprint, Sandbox: sandboxOf(exec)},
 			ExecutionName: "run",
 		}
 		if err := env.Client.Status().Update(t.Context(), intent); err != nil {

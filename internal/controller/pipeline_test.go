@@ -31,7 +31,7 @@ func TestAllowExecutesAndObserves(t *testing.T) {
 	p.propose("t", 0, 0, v1.ToolReadFile, `{"path":"src/app.sh"}`)
 
 	intent := p.condition("t-t0-0", v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonExecutionCreated)
-	if d := intent.Status.Decision; d.Action != v1.DecisionAllow || d.Rule != "mode-default" {
+	if d := intent.Status.Decision; d.Action != v1.DecisionAllow || !d.PolicyRuleRef.IsModeDefault() {
 		t.Fatalf("decision: %+v", d)
 	}
 	// The external agent's intent is adopted by its task, so deleting the task removes it.
@@ -88,7 +88,7 @@ func TestDenyNeverExecutes(t *testing.T) {
 	}
 	mustContain(t, "summary", obs.Summary, "Nothing was run", "deleting files is not allowed here", "ToolPolicy/guard/no-deletes")
 	d := intent.Status.Decision
-	if d.Policy != "ToolPolicy/guard" || d.Rule != "no-deletes" || d.PolicyGeneration != 1 || d.Category != v1.CategoryDelete {
+	if d.PolicyRuleRef != v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "guard", 1, "no-deletes") || d.Category != v1.CategoryDelete {
 		t.Fatalf("decision: %+v", d)
 	}
 	p.absent(p.wasObserved("t-t0-0"), "an Execution for a denied intent", func() bool { return p.countExecutions() > 0 })
@@ -141,7 +141,7 @@ func TestAskApproveByMergePatchRunsOnce(t *testing.T) {
 	a := p.approval("t-t0-0")
 	mustNotContain(t, "approval input", a.Spec.Request.Input, "abcdefghijklmnop123", "s3cr3tvalue")
 	mustContain(t, "approval input", a.Spec.Request.Input, "[MASKED]", "curl")
-	if a.Spec.RequestedBy != "agent-alice" || a.Spec.Decision != v1.DecisionPending || a.Spec.Request.Rule != "mode-default" || len(a.Spec.Fingerprint) != 64 {
+	if a.Spec.RequestedBy != "agent-alice" || a.Spec.Decision != v1.DecisionPending || !a.Spec.Request.PolicyRuleRef.IsModeDefault() || len(a.Spec.Fingerprint) != 64 {
 		t.Fatalf("approval spec: %+v", a.Spec)
 	}
 	if len(a.OwnerReferences) != 1 || a.OwnerReferences[0].Name != "t-t0-0" {
@@ -289,7 +289,7 @@ func TestApprovalForAnOlderPolicyGenerationIsRefused(t *testing.T) {
 	})
 	p.propose("t", 0, 0, v1.ToolBash, `{"command":"pip install requests"}`)
 	a := p.approval("t-t0-0")
-	if a.Spec.Request.Policy != "ToolPolicy/review" || a.Spec.Request.PolicyGeneration != 1 {
+	if a.Spec.Request.PolicyRuleRef.Policy() != "ToolPolicy/review" || a.Spec.Request.PolicyRuleRef.Generation != 1 {
 		t.Fatalf("approval request: %+v", a.Spec.Request)
 	}
 	// The policy changes while the approval waits: the human approved under rules

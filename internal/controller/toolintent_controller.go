@@ -411,7 +411,7 @@ func (r *ToolIntentReconciler) stoppedTask(ctx context.Context, run *intentRun) 
 			// result that says so.
 			continue
 		}
-		return true, fmt.Sprintf("%s: ToolIntent %s was decided Stop by rule %s", v1.ReasonPolicyStopped, s.Name, pipeline.RuleID(d)), nil
+		return true, fmt.Sprintf("%s: ToolIntent %s was decided Stop by rule %s", v1.ReasonPolicyStopped, s.Name, d.PolicyRuleRef), nil
 	}
 	return false, "", nil
 }
@@ -514,19 +514,19 @@ func (r *ToolIntentReconciler) decide(ctx context.Context, run *intentRun) error
 	intent.Status.Decision = &d
 	decideLatency := run.now.Sub(intent.CreationTimestamp.Time).Seconds()
 	run.observe = append(run.observe, func() {
-		metrics.Decisions.WithLabelValues(string(d.Action), d.Rule).Inc()
+		metrics.Decisions.WithLabelValues(string(d.Action), d.PolicyRuleRef.String()).Inc()
 		metrics.PipelineLatency.WithLabelValues("decide").Observe(decideLatency)
 	})
-	setCondition(intent, v1.ConditionDecided, true, string(d.Action), fmt.Sprintf("%s by %s: %s", d.Action, pipeline.RuleID(&d), d.Reason))
+	setCondition(intent, v1.ConditionDecided, true, string(d.Action), fmt.Sprintf("%s by %s: %s", d.Action, d.PolicyRuleRef, d.Reason))
 	if d.Action == v1.DecisionAllow {
-		run.audit(EventDecided, "%s by %s (generation %d): %s", d.Action, pipeline.RuleID(&d), d.PolicyGeneration, d.Reason)
+		run.audit(EventDecided, "%s by %s: %s", d.Action, d.PolicyRuleRef.WithGeneration(), d.Reason)
 	} else {
-		run.record(EventDecided, d.Action != v1.DecisionAsk, nil, "%s by %s (generation %d): %s", d.Action, pipeline.RuleID(&d), d.PolicyGeneration, d.Reason)
+		run.record(EventDecided, d.Action != v1.DecisionAsk, nil, "%s by %s: %s", d.Action, d.PolicyRuleRef.WithGeneration(), d.Reason)
 	}
 	switch d.Action {
 	case v1.DecisionDeny:
 		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "denied; nothing was executed")
-		r.finish(run, pipeline.Refusal(v1.OutcomeDenied, fmt.Sprintf("%s (rule %s)", d.Reason, pipeline.RuleID(&d)), run.now))
+		r.finish(run, pipeline.Refusal(v1.OutcomeDenied, fmt.Sprintf("%s (rule %s)", d.Reason, d.PolicyRuleRef), run.now))
 	case v1.DecisionRedirect, v1.DecisionStop:
 		turn, err := r.turnSiblings(ctx, run)
 		if err != nil {
@@ -563,7 +563,7 @@ func (r *ToolIntentReconciler) consumeTurn(ctx context.Context, run *intentRun) 
 			return false, err
 		case metav1.IsControlledBy(approval, run.intent) && approval.Status.State != v1.ApprovalStateConsumed:
 			if err := retireApproval(ctx, r.Client, approval, v1.ApprovalStateSuperseded, "",
-				fmt.Sprintf("not used: ToolIntent %s of the same turn was decided %s by %s, and nothing of the turn runs", by.Name, by.Status.Decision.Action, pipeline.RuleID(by.Status.Decision))); err != nil {
+				fmt.Sprintf("not used: ToolIntent %s of the same turn was decided %s by %s, and nothing of the turn runs", by.Name, by.Status.Decision.Action, by.Status.Decision.PolicyRuleRef)); err != nil {
 				return false, err
 			}
 		}
@@ -739,14 +739,14 @@ func (r *ToolIntentReconciler) recheck(ctx context.Context, run *intentRun, appr
 	if verdict == pipeline.RecheckAsk && !pipeline.Supersede(intent, &now) {
 		verdict, why = pipeline.RecheckDeny, fmt.Sprintf("%s; the call was decided %d times while it waited, and is not asked again", why, pipeline.MaxDecisions)
 	}
-	rule := pipeline.RuleID(&now)
+	rule := now.PolicyRuleRef.String()
 	// An allowed call has no Approval: its events relate to nothing, not to a nil
 	// *Approval (a non-nil interface the event recorder would dereference).
 	var related runtime.Object
 	if approval != nil {
 		related = approval
 	}
-	run.observe = append(run.observe, func() { metrics.Decisions.WithLabelValues(string(now.Action), now.Rule).Inc() })
+	run.observe = append(run.observe, func() { metrics.Decisions.WithLabelValues(string(now.Action), now.PolicyRuleRef.String()).Inc() })
 	if verdict == pipeline.RecheckDeny {
 		msg := fmt.Sprintf("decided again just before running, and denied: %s", why)
 		if approval != nil {
@@ -835,7 +835,7 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 		failpoint.Reached(failpoint.ApprovalCreated)
 		intent.Status.ApprovalName = approval.Name
 		setCondition(intent, v1.ConditionApproved, false, v1.ReasonApprovalPending, fmt.Sprintf("waiting for a decision on Approval %s until %s", approval.Name, approval.Spec.ExpiresAt.UTC().Format(time.RFC3339)))
-		run.record(EventApprovalRequested, false, approval, "Approval %s requested from %s for %s", approval.Name, approversText(approval.Spec.Approvers), pipeline.RuleID(intent.Status.Decision))
+		run.record(EventApprovalRequested, false, approval, "Approval %s requested from %s for %s", approval.Name, approversText(approval.Spec.Approvers), intent.Status.Decision.PolicyRuleRef)
 		return false, 0, nil
 	}
 	if err != nil {
@@ -933,34 +933,34 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 // so the approval binds exactly the sandbox the call runs in.
 func (r *ToolIntentReconciler) currentFingerprint(ctx context.Context, run *intentRun) (string, error) {
 	d := run.intent.Status.Decision
-	generation := int64(0)
-	if d.Policy != "" {
-		g, found, err := r.policyGeneration(ctx, run.intent.Namespace, d.Policy)
+	ref := d.PolicyRuleRef
+	if !ref.IsModeDefault() {
+		g, found, err := r.policyGeneration(ctx, run.intent.Namespace, ref)
 		if err != nil {
 			return "", err
 		}
 		if !found {
 			return "", nil // the policy is gone: no fingerprint matches
 		}
-		generation = g
+		ref.Generation = g
 	}
 	normalized, _ := toolsValidate(run.intent)
-	return policy.FingerprintWithSandbox(run.intent.Namespace, run.task.Name, run.intent.Spec.Tool, normalized, d.Policy, d.Rule, generation, d.Walls, d.Sandbox), nil
+	return policy.FingerprintWithSandbox(run.intent.Namespace, run.task.Name, run.intent.Spec.Tool, normalized, ref, d.Walls, d.Sandbox), nil
 }
 
-func (r *ToolIntentReconciler) policyGeneration(ctx context.Context, namespace, id string) (int64, bool, error) {
-	kind, name, ok := policyset.SplitID(id)
-	if !ok {
-		return 0, false, nil
-	}
+// policyGeneration is the current generation of the policy ref names; found is
+// false when it does not exist.
+func (r *ToolIntentReconciler) policyGeneration(ctx context.Context, namespace string, ref v1.PolicyRuleReference) (int64, bool, error) {
 	var obj client.Object
-	key := client.ObjectKey{Name: name}
-	switch kind {
-	case policy.KindClusterToolPolicy:
+	key := client.ObjectKey{Name: ref.Name}
+	switch ref.Kind {
+	case v1.PolicyRuleKindClusterToolPolicy:
 		obj = &v1.ClusterToolPolicy{}
-	default:
+	case v1.PolicyRuleKindToolPolicy:
 		obj = &v1.ToolPolicy{}
 		key.Namespace = namespace
+	default:
+		return 0, false, nil
 	}
 	if err := r.APIReader.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -1194,7 +1194,7 @@ func (r *ToolIntentReconciler) finish(run *intentRun, obs *v1.Observation) {
 	setCondition(intent, v1.ConditionObserved, true, v1.ReasonObservationWritten, msg)
 	if d := intent.Status.Decision; d != nil {
 		// The one event of an allowed call says how it was decided (see step.auditOnly).
-		msg = fmt.Sprintf("%s; decided %s by %s", msg, d.Action, pipeline.RuleID(d))
+		msg = fmt.Sprintf("%s; decided %s by %s", msg, d.Action, d.PolicyRuleRef)
 	}
 	run.observe = append(run.observe, func() {
 		metrics.IntentsObserved.WithLabelValues(string(intent.Spec.Tool), string(obs.Outcome)).Inc()

@@ -79,9 +79,7 @@ func BuildApproval(intent *v1.ToolIntent, d *v1.Decision, normalized json.RawMes
 				Input:            input,
 				Risk:             d.Risk,
 				Category:         d.Category,
-				Policy:           d.Policy,
-				PolicyGeneration: d.PolicyGeneration,
-				Rule:             d.Rule,
+				PolicyRuleRef:    d.PolicyRuleRef,
 				Reason:           cutText(mask.Secrets(d.Reason), maxApprovalReason),
 				// Where the call will run: the approver approves it behind these walls,
 				// and the fingerprint binds them.

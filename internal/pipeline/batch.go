@@ -118,7 +118,7 @@ func TurnConsumer(turnIntents []v1.ToolIntent) *v1.ToolIntent {
 // ran): the result says they ran, never that nothing did.
 func Consumed(intent, by *v1.ToolIntent, started []string, now time.Time) (obs *v1.Observation, reason, message string) {
 	d := by.Status.Decision
-	rule := RuleID(d)
+	rule := d.PolicyRuleRef.String()
 	nothing, stoppedTurn, redirectedTurn := "Nothing of this turn ran", "Nothing of a stopped turn runs", "no call of a redirected turn runs"
 	if len(started) > 0 {
 		ran := fmt.Sprintf("Of this turn only %s, which had started, ran", strings.Join(started, ", "))

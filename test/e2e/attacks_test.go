@@ -353,7 +353,9 @@ exit 5
 		expectForbidden(as(rita).Create(ctx, handMade.DeepCopy()), `User "rita" cannot create resource "approvals"`)
 
 		By("an agent writing its intent's status: a decision of Allow")
-		allow := map[string]any{"status": map[string]any{"decision": map[string]any{"action": "Allow", "rule": "mode-default"}}}
+		// Only the action changes: the forged status is one the schema accepts, so that
+		// admission is what refuses it.
+		allow := map[string]any{"status": map[string]any{"decision": map[string]any{"action": "Allow"}}}
 		expectForbidden(mergePatchStatus(ctx, as(rita), intent, allow), `User "rita" cannot patch resource "toolintents/status"`)
 		expectForbidden(mergePatchStatus(ctx, as(pat), intent, allow), "only the toolgate controller writes the status of a ToolIntent, and pat is not the controller.")
 
@@ -736,7 +738,7 @@ exit 5
 		newTask(ctx, "forge")
 		intent := observedIntent(ctx, propose(ctx, rita, "forge", 0, "sh forge.sh", ""))
 		finished := time.Now()
-		Expect(intent.Status.Decision.Rule).To(Equal("run-scripts"))
+		Expect(intent.Status.Decision.PolicyRuleRef.Rule).To(Equal("run-scripts"))
 		exec := executionOf(ctx, intent)
 		Expect(exec.Status.Phase).To(Equal(toolgatev1alpha1.ExecutionFailed), "the forged success was recorded: %+v", exec.Status)
 		Expect(exitCode(exec)).To(Equal(int32(7)))
@@ -893,7 +895,7 @@ exit 5
 		intent := propose(ctx, rita, "display", 0, "echo password=$(id)", reason)
 		By("alice reads the Approval with her own identity")
 		approval := pendingApproval(ctx, as(alice), intent)
-		Expect(approval.Spec.Request.Rule).To(Equal("ask-identity"))
+		Expect(approval.Spec.Request.PolicyRuleRef.Rule).To(Equal("ask-identity"))
 		Expect(approval.Spec.Request.Input).To(ContainSubstring("password=$(id)"))
 		for _, raw := range []string{"\x1b", "\r", "\u202e"} {
 			Expect(approval.Spec.Request.ProposerReason).NotTo(ContainSubstring(raw))

@@ -143,7 +143,7 @@ var _ = Describe("The pipeline on a real cluster", func() {
 		By("a recursive delete: denied, observed as not executed, and no Job")
 		rm := observedIntent(ctx, propose(5, toolgatev1alpha1.ToolBash, map[string]any{"command": "rm -rf /workspace"}))
 		Expect(rm.Status.Decision.Action).To(Equal(toolgatev1alpha1.DecisionDeny))
-		Expect(rm.Status.Decision.Rule).To(Equal("no-recursive-delete"))
+		Expect(rm.Status.Decision.PolicyRuleRef.Rule).To(Equal("no-recursive-delete"))
 		Expect(rm.Status.Observation.Outcome).To(Equal(toolgatev1alpha1.OutcomeDenied))
 		Expect(rm.Status.Observation.Executed).To(BeFalse())
 		Expect(rm.Status.ExecutionName).To(BeEmpty())

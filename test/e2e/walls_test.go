@@ -107,7 +107,7 @@ func readOnlyWallSpecs(isolation toolgatev1alpha1.SandboxIsolation) {
 
 		By("a call a rule allows for another reason: the task's writable workspace and egress")
 		appended := propose(ctx, 1, "sh append.sh")
-		Expect(appended.Status.Decision.Rule).To(Equal("run-append"))
+		Expect(appended.Status.Decision.PolicyRuleRef.Rule).To(Equal("run-append"))
 		Expect(appended.Status.Decision.Walls).To(BeNil())
 		Expect(appended.Status.Observation.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), appended.Status.Observation.Summary)
 		exec = executionOf(ctx, appended)
