@@ -67,6 +67,7 @@ func (b *intentBuilder) invalid(errs ...string) *intentBuilder {
 	b.in.Status.Validation = &v1.Validation{Errors: errs}
 	return b
 }
+
 // testRef is the reference of rule of policyID ("Kind/name") at gen, or the
 // default of Edit mode, the fixtures' tasks' mode, when policyID is "".
 func testRef(policyID, rule string, gen int64) v1.PolicyRuleReference {

@@ -20,10 +20,10 @@ func TestAuditLineCarriesCorrelationIDs(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "fix-t2-0"},
 		Spec:       v1.ToolIntentSpec{TaskRef: v1.LocalObjectReference{Name: "fix"}, Turn: 2, Tool: v1.ToolEditFile, RequestedBy: "agent-alice"},
 		Status: v1.ToolIntentStatus{
-			Decision:     &v1.Decision{Action: v1.DecisionAsk, PolicyRuleRef: v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "project", 3, "ask-edits"), Fingerprint: "f00d"},
-			ApprovalName: "fix-t2-0",
+			Decision:      &v1.Decision{Action: v1.DecisionAsk, PolicyRuleRef: v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "project", 3, "ask-edits"), Fingerprint: "f00d"},
+			ApprovalName:  "fix-t2-0",
 			ExecutionName: "fix-t2-0",
-			Observation:  &v1.Observation{Outcome: v1.OutcomeSucceeded, Executed: true},
+			Observation:   &v1.Observation{Outcome: v1.OutcomeSucceeded, Executed: true},
 		},
 	}
 	auditLine(log, EventApprovalGranted, "approved by bob", intent, "decidedBy", "bob")

@@ -258,8 +258,8 @@ func TestExecutionWaitsForItsIntent(t *testing.T) {
 			return len(listJobs(t, ns)) > 0 || getExecution(t, ns, "run").Status.Phase != ""
 		})
 		intent.Status = v1.ToolIntentStatus{
-			Validation:   &v1.Validation{TimeoutSeconds: exec.Spec.TimeoutSeconds},
-			Decision:     &v1.Decision{Action: v1.DecisionAllow, PolicyRuleRef: v1.ModeDefaultReference(v1.ModeEdit), Fingerprint: exec.Spec.Fingerprint, Sandbox: sandboxOf(exec)},
+			Validation:    &v1.Validation{TimeoutSeconds: exec.Spec.TimeoutSeconds},
+			Decision:      &v1.Decision{Action: v1.DecisionAllow, PolicyRuleRef: v1.ModeDefaultReference(v1.ModeEdit), Fingerprint: exec.Spec.Fingerprint, Sandbox: sandboxOf(exec)},
 			ExecutionName: "run",
 		}
 		if err := env.Client.Status().Update(t.Context(), intent); err != nil {

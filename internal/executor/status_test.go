@@ -356,8 +356,8 @@ func TestProjectSuccessFields(t *testing.T) {
 		ExitCode: ptr.To[int32](0), DurationMillis: 61500,
 		StdoutBytes: 2, StderrBytes: 1, OutputSHA256: sha(out), Output: out,
 		ArtifactPath: ".toolgate/executions/e1/output.log",
-		Facts:   &toolgatev1alpha1.ToolFacts{LinesAdded: 3, LinesRemoved: 1},
-		Sandbox: &toolgatev1alpha1.ObservedSandbox{UID: 65532, ReadOnlyRootFilesystem: true},
+		Facts:        &toolgatev1alpha1.ToolFacts{LinesAdded: 3, LinesRemoved: 1},
+		Sandbox:      &toolgatev1alpha1.ObservedSandbox{UID: 65532, ReadOnlyRootFilesystem: true},
 	}
 	st.Conditions = nil
 	if diff := cmp.Diff(want, st); diff != "" {

@@ -75,12 +75,12 @@ func BuildApproval(intent *v1.ToolIntent, d *v1.Decision, normalized json.RawMes
 			TaskRef:     intent.Spec.TaskRef,
 			Fingerprint: d.Fingerprint,
 			Request: v1.ApprovalRequest{
-				Tool:             intent.Spec.Tool,
-				Input:            input,
-				Risk:             d.Risk,
-				Category:         d.Category,
-				PolicyRuleRef:    d.PolicyRuleRef,
-				Reason:           cutText(mask.Secrets(d.Reason), maxApprovalReason),
+				Tool:          intent.Spec.Tool,
+				Input:         input,
+				Risk:          d.Risk,
+				Category:      d.Category,
+				PolicyRuleRef: d.PolicyRuleRef,
+				Reason:        cutText(mask.Secrets(d.Reason), maxApprovalReason),
 				// Where the call will run: the approver approves it behind these walls,
 				// and the fingerprint binds them.
 				Walls:          d.Walls.DeepCopy(),

@@ -60,10 +60,10 @@ type Validation struct {
 // Status returns the API form of the validation.
 func (v Validation) Status() *v1.Validation {
 	return &v1.Validation{
-		Errors:         boundedErrors(v.Errors),
-		TimeoutSeconds: v.TimeoutSeconds,
-		TimeoutClamped: v.TimeoutClamped,
-		BaselineSHA256: v.Baseline.SHA256,
+		Errors:             boundedErrors(v.Errors),
+		TimeoutSeconds:     v.TimeoutSeconds,
+		TimeoutClamped:     v.TimeoutClamped,
+		BaselineSHA256:     v.Baseline.SHA256,
 		BaselineIntentName: v.Baseline.Intent,
 	}
 }
