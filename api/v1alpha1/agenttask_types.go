@@ -411,7 +411,7 @@ type ExternalAgent struct {
 // (system:serviceaccount:NAMESPACE:NAME) of one of serviceAccounts, or when it claims
 // in spec.requestedByGroups one of groups (admission checks the claim is the
 // creator's own).
-// +kubebuilder:validation:XValidation:rule="(has(self.users) ? size(self.users) : 0) + (has(self.groups) ? size(self.groups) : 0) + (has(self.serviceAccounts) ? size(self.serviceAccounts) : 0) > 0",message="agent.external.proposers must name at least one user, group or service account that may propose tool calls for this task, for example proposers: {users: [alice]} or proposers: {serviceAccounts: [team-a/coding-agent]}"
+// +kubebuilder:validation:XValidation:rule="(has(self.users) ? size(self.users) : 0) + (has(self.groups) ? size(self.groups) : 0) + (has(self.serviceAccounts) ? size(self.serviceAccounts) : 0) > 0",message="agent.external.proposers must name at least one user, group or service account that may propose tool calls for this task, for example proposers: {users: [alice]} or proposers: {serviceAccounts: [{namespace: team-a, name: coding-agent}]}"
 type Proposers struct {
 	// users are Kubernetes user names, as the API server authenticates them (what
 	// kubectl auth whoami prints).
@@ -429,14 +429,39 @@ type Proposers struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=253
 	Groups []string `json:"groups,omitempty"`
-	// serviceAccounts are service accounts as namespace/name, for example
-	// team-a/coding-agent for an agent running in a pod.
+	// serviceAccounts are service accounts, each by namespace and name, for
+	// example {namespace: team-a, name: coding-agent} for an agent running in a pod.
 	// +optional
-	// +listType=set
+	// +listType=map
+	// +listMapKey=namespace
+	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
-	// +kubebuilder:validation:items:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule="self.all(s, s.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$'))",message="each of agent.external.proposers.serviceAccounts is namespace/name, for example team-a/coding-agent"
-	ServiceAccounts []string `json:"serviceAccounts,omitempty"`
+	ServiceAccounts []ServiceAccountReference `json:"serviceAccounts,omitempty"`
+}
+
+// ServiceAccountReference names a service account by its namespace and name.
+type ServiceAccountReference struct {
+	// namespace of the service account.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="namespace of a service account is a namespace's name: lower-case letters, digits and '-', starting and ending with a letter or digit, for example team-a"
+	Namespace string `json:"namespace"`
+	// name of the service account.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$')",message="name of a service account is lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, for example coding-agent"
+	Name string `json:"name"`
+}
+
+// String is the service account as namespace/name, for example team-a/coding-agent.
+func (s ServiceAccountReference) String() string { return s.Namespace + "/" + s.Name }
+
+// UserName is the user name the API server authenticates the service account as:
+// system:serviceaccount:NAMESPACE:NAME.
+func (s ServiceAccountReference) UserName() string {
+	return "system:serviceaccount:" + s.Namespace + ":" + s.Name
 }
 
 // Budgets end runaway tasks. Each exhausted budget fails the task with its own reason.

@@ -52,7 +52,7 @@ func TestMCPSessionIsBoundToItsUserAndItsTask(t *testing.T) {
 	e := startMCP(t)
 	ctx := t.Context()
 	agent := "system:serviceaccount:" + e.ns + ":coding-agent"
-	createTask(t, e.ns, "other", external(v1.Proposers{ServiceAccounts: []string{e.ns + "/coding-agent"}}))
+	createTask(t, e.ns, "other", external(v1.Proposers{ServiceAccounts: []v1.ServiceAccountReference{{Namespace: e.ns, Name: "coding-agent"}}}))
 	otherURL := strings.TrimSuffix(e.url, "/fix-tests") + "/other"
 
 	status, body, session := rawMCP(t, e.url, e.agentToken, "", rawInitialize)
@@ -76,7 +76,7 @@ func TestMCPSessionIsBoundToItsUserAndItsTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	unchanged := task.DeepCopy()
-	task.Spec.Agent.External.Proposers = v1.Proposers{ServiceAccounts: []string{e.ns + "/second-agent"}}
+	task.Spec.Agent.External.Proposers = v1.Proposers{ServiceAccounts: []v1.ServiceAccountReference{{Namespace: e.ns, Name: "second-agent"}}}
 	if err := env.Client.Patch(ctx, task, client.MergeFrom(unchanged)); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestMCPCallRechecksTheProposerAfterTheMiddleware(t *testing.T) {
 			return err
 		}
 		unchanged := task.DeepCopy()
-		task.Spec.Agent.External.Proposers = v1.Proposers{ServiceAccounts: []string{e.ns + "/second-agent"}}
+		task.Spec.Agent.External.Proposers = v1.Proposers{ServiceAccounts: []v1.ServiceAccountReference{{Namespace: e.ns, Name: "second-agent"}}}
 		return env.Client.Patch(ctx, task, client.MergeFrom(unchanged))
 	}
 	proxy := newAPIProxy(t)

@@ -74,7 +74,7 @@ func startMCP(t *testing.T) *mcpEnv {
 		return tr.Status.Token
 	}
 	e.agentToken, e.strangerToken, e.secondToken = token("coding-agent"), token("stranger-agent"), token("second-agent")
-	createTask(t, ns, "fix-tests", external(v1.Proposers{ServiceAccounts: []string{ns + "/coding-agent", ns + "/second-agent"}}))
+	createTask(t, ns, "fix-tests", external(v1.Proposers{ServiceAccounts: []v1.ServiceAccountReference{{Namespace: ns, Name: "coding-agent"}, {Namespace: ns, Name: "second-agent"}}}))
 	startController(t, ns)
 	runJobs(t, ns)
 

@@ -239,7 +239,7 @@ func wantRuns(t *testing.T, intent *v1.ToolIntent) {
 // not a broken setup.
 func TestAgentWhoIsNotAProposerCannotProposeIntoAnothersTask(t *testing.T) {
 	ns := proposersNamespace(t)
-	createTask(t, ns, victimTask, external(v1.Proposers{Users: []string{alice}, Groups: []string{"team-a"}, ServiceAccounts: []string{ns + "/coding-agent"}}))
+	createTask(t, ns, victimTask, external(v1.Proposers{Users: []string{alice}, Groups: []string{"team-a"}, ServiceAccounts: []v1.ServiceAccountReference{{Namespace: ns, Name: "coding-agent"}}}))
 	createTask(t, ns, "agents-own", external(v1.Proposers{Users: []string{agentUser}}))
 
 	attack := propose(t, clients[agentUser], ns, "into-alices-task", victimTask, agentUser)
@@ -309,7 +309,7 @@ func TestAServiceAccountProposer(t *testing.T) {
 	ns := proposersNamespace(t)
 	sa := serviceAccountClient(t, ns, "coding-agent")
 	other := serviceAccountClient(t, ns, "other-agent")
-	createTask(t, ns, victimTask, external(v1.Proposers{ServiceAccounts: []string{ns + "/coding-agent"}}))
+	createTask(t, ns, victimTask, external(v1.Proposers{ServiceAccounts: []v1.ServiceAccountReference{{Namespace: ns, Name: "coding-agent"}}}))
 
 	wantRuns(t, propose(t, sa, ns, "by-the-agent", victimTask, "system:serviceaccount:"+ns+":coding-agent"))
 	wantRefusedByValidation(t, propose(t, other, ns, "by-another-agent", victimTask, "system:serviceaccount:"+ns+":other-agent"),

@@ -341,7 +341,7 @@ func TestCancelActionPatchesTheTask(t *testing.T) {
 		Spec: v1.AgentTaskSpec{
 			Goal:      "upgrade",
 			Workspace: v1.WorkspaceSpec{ExistingClaim: "checkout"},
-			Agent:     v1.AgentSpec{External: &v1.ExternalAgent{Proposers: v1.Proposers{ServiceAccounts: []string{ns + "/coding-agent"}}}},
+			Agent:     v1.AgentSpec{External: &v1.ExternalAgent{Proposers: v1.Proposers{ServiceAccounts: []v1.ServiceAccountReference{{Namespace: ns, Name: "coding-agent"}}}}},
 		},
 	}
 	if err := env.Client.Create(ctx, task); err != nil {

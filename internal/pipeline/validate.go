@@ -226,7 +226,7 @@ func IsProposer(p v1.Proposers, user string, claimedGroups []string) bool {
 		return true
 	}
 	for _, sa := range p.ServiceAccounts {
-		if ns, name, ok := strings.Cut(sa, "/"); ok && user == serviceAccountPrefix+ns+":"+name {
+		if user == sa.UserName() {
 			return true
 		}
 	}
@@ -238,9 +238,6 @@ func IsProposer(p v1.Proposers, user string, claimedGroups []string) bool {
 	return false
 }
 
-// serviceAccountPrefix starts the user name the API server gives a service account.
-const serviceAccountPrefix = "system:serviceaccount:"
-
 // ProposersText names the proposers for a message, for example
 // "users alice, groups team-a, service accounts ns/coding-agent".
 func ProposersText(p v1.Proposers) string {
@@ -248,7 +245,7 @@ func ProposersText(p v1.Proposers) string {
 	for _, l := range []struct {
 		what  string
 		names []string
-	}{{"users", p.Users}, {"groups", p.Groups}, {"service accounts", p.ServiceAccounts}} {
+	}{{"users", p.Users}, {"groups", p.Groups}, {"service accounts", serviceAccountNames(p.ServiceAccounts)}} {
 		if len(l.names) > 0 {
 			parts = append(parts, l.what+" "+strings.Join(l.names, ", "))
 		}
@@ -257,6 +254,14 @@ func ProposersText(p v1.Proposers) string {
 		return "none (spec.agent.external.proposers is empty)"
 	}
 	return strings.Join(parts, "; ")
+}
+
+func serviceAccountNames(sas []v1.ServiceAccountReference) []string {
+	out := make([]string, len(sas))
+	for i, sa := range sas {
+		out[i] = sa.String()
+	}
+	return out
 }
 
 func claimedNote(groups []string) string {

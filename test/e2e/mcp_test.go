@@ -149,7 +149,7 @@ var _ = Describe("The MCP endpoint", func() {
 				Goal: "Answer questions about the workspace.", Mode: toolgatev1alpha1.ModeAuto,
 				Workspace: toolgatev1alpha1.WorkspaceSpec{VolumeClaim: &toolgatev1alpha1.WorkspaceVolumeClaim{Storage: resource.MustParse("1Gi")}},
 				Agent: toolgatev1alpha1.AgentSpec{External: &toolgatev1alpha1.ExternalAgent{Description: "an MCP client",
-					Proposers: toolgatev1alpha1.Proposers{ServiceAccounts: []string{ns + "/coding-agent"}}}},
+					Proposers: toolgatev1alpha1.Proposers{ServiceAccounts: []toolgatev1alpha1.ServiceAccountReference{{Namespace: ns, Name: "coding-agent"}}}}},
 				Budgets: toolgatev1alpha1.Budgets{MaxTurns: 20, MaxIntents: 20},
 			},
 		})).To(Succeed())
