@@ -86,7 +86,7 @@ func TestMCPSessionIsBoundToItsUserAndItsTask(t *testing.T) {
 	}
 	// The same session, sent to the path of a task it still proposes for: a session
 	// serves the endpoint it was opened at only.
-	for i, msg := range []string{fmt.Sprintf(call, 4, "via-other-path"), `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"toolgate_wait","arguments":{"intent":"x"}}}`} {
+	for i, msg := range []string{fmt.Sprintf(call, 4, "via-other-path"), `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"toolgate_wait","arguments":{"intentName":"x"}}}`} {
 		status, body, _ = rawMCP(t, otherURL, e.agentToken, session, msg)
 		if status != http.StatusNotFound || !strings.Contains(body, "was not opened at this endpoint (AgentTask "+e.ns+"/other)") {
 			t.Errorf("request %d of a session of fix-tests at the endpoint of other: %d %s; want 404 saying the session is not this endpoint's", i, status, body)

@@ -337,7 +337,7 @@ func TestMCPEndpoint(t *testing.T) {
 		}
 		// Once the Approval exists (the first wait may have ended before the
 		// controller got there), a wait says it waits for that Approval.
-		res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intent": intent.Name}})
+		res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intentName": intent.Name}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -350,7 +350,7 @@ func TestMCPEndpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		for intentName, want := range map[string]string{intent.Name: "is not a call you proposed", "no-such-intent": "not found"} {
-			other, err := second.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intent": intentName}})
+			other, err := second.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intentName": intentName}})
 			if err != nil || !other.IsError || !strings.Contains(resultText(other), want) {
 				t.Errorf("toolgate_wait by another proposer on %s: %v %q; want %q", intentName, err, resultText(other), want)
 			}
@@ -368,7 +368,7 @@ func TestMCPEndpoint(t *testing.T) {
 		gaveUp := make(chan struct{})
 		go func() {
 			defer close(gaveUp)
-			_, _ = watched.CallTool(waitCtx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intent": intent.Name}})
+			_, _ = watched.CallTool(waitCtx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intentName": intent.Name}})
 		}()
 		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 			return proxy.watches("toolintents") > 0, nil
@@ -392,7 +392,7 @@ func TestMCPEndpoint(t *testing.T) {
 			t.Fatalf("approving: %v", err)
 		}
 		waitFor(t, intent, "an observation", func(i *v1.ToolIntent) bool { return i.Status.Observation != nil })
-		res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intent": intent.Name}})
+		res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intentName": intent.Name}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -491,7 +491,7 @@ func waitForIntent(t *testing.T, ns, input string, cond func(*v1.ToolIntent) boo
 func intentOf(t *testing.T, res *mcp.CallToolResult) *v1.ToolIntent {
 	t.Helper()
 	m, _ := res.StructuredContent.(map[string]any)
-	name, _ := m["intent"].(string)
+	name, _ := m["intentName"].(string)
 	if name == "" {
 		t.Fatalf("the result names no intent: %v", res.StructuredContent)
 	}

@@ -52,7 +52,7 @@ func TestMCPWaitHeartbeatAndDeletedIntent(t *testing.T) {
 		mu.Lock()
 		steps = nil
 		mu.Unlock()
-		params := &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intent": intent.Name}}
+		params := &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intentName": intent.Name}}
 		params.SetProgressToken("heartbeat")
 		res, err := session.CallTool(ctx, params)
 		if err != nil || res.IsError || !strings.HasPrefix(resultText(res), "[still waiting]") {
@@ -87,7 +87,7 @@ func TestMCPWaitHeartbeatAndDeletedIntent(t *testing.T) {
 		done := make(chan outcome, 1)
 		start := time.Now()
 		go func() {
-			params := &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intent": intent.Name}}
+			params := &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intentName": intent.Name}}
 			params.SetProgressToken("deleted")
 			res, err := long.CallTool(ctx, params)
 			done <- outcome{res, err}

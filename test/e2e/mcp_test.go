@@ -181,7 +181,7 @@ var _ = Describe("The MCP endpoint", func() {
 
 		By("the call is a ToolIntent requested by the service account, proposed over MCP")
 		intent := &toolgatev1alpha1.ToolIntent{}
-		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: ran.Structured["intent"].(string)}, intent)).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: ran.Structured["intentName"].(string)}, intent)).To(Succeed())
 		Expect(intent.Spec.RequestedBy).To(Equal("system:serviceaccount:" + ns + ":coding-agent"))
 		Expect(intent.Spec.ProposedBy.Provider).To(Equal("mcp"))
 		Expect(intent.Spec.ProposedBy.Model).To(Equal("e2e-typescript-client"))
