@@ -710,7 +710,7 @@ type PushStatus struct {
 // RuleFires is how often one rule acted in a task. NewRuleFires builds it.
 // +kubebuilder:validation:XValidation:rule="self.policyRuleRef.kind != 'ModeDefault'",message="ruleFires counts the fires of a policy's rules: policyRuleRef.kind is ToolPolicy or ClusterToolPolicy (a mode default never fires)"
 // +kubebuilder:validation:XValidation:rule="!has(self.policyRuleRef.generation)",message="policyRuleRef.generation must not be set in ruleFires: a rule's fires are counted across its policy's generations"
-// +kubebuilder:validation:XValidation:rule="self.id == self.policyRuleRef.kind + '/' + self.policyRuleRef.name + '/' + (has(self.policyRuleRef.rule) ? self.policyRuleRef.rule : ”)",message="id must be policyRuleRef as kind/name/rule, for example ToolPolicy/team/plan-rm"
+// +kubebuilder:validation:XValidation:rule="has(self.policyRuleRef.rule) && self.id == self.policyRuleRef.kind + '/' + self.policyRuleRef.name + '/' + self.policyRuleRef.rule",message="id must be policyRuleRef as kind/name/rule, for example ToolPolicy/team/plan-rm"
 type RuleFires struct {
 	// id is policyRuleRef as Kind/name/rule, for example ToolPolicy/team/plan-rm:
 	// the key of the list.
