@@ -228,7 +228,7 @@ func fixtureApproval(ns, name, intent string, minute int, set func(*v1.Approval)
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, CreationTimestamp: at(minute)},
 		Spec: v1.ApprovalSpec{
 			IntentRef: v1.LocalObjectReference{Name: intent}, TaskRef: v1.LocalObjectReference{Name: "fix-tests"},
-			Fingerprint: strings.Repeat("5f", 32), Request: v1.ApprovalRequest{Tool: v1.ToolBash},
+			Fingerprint: strings.Repeat("5f", 32), Request: v1.ApprovalRequest{Tool: v1.ToolBash, PolicyRuleRef: testRef("", "", 0)},
 			RequestedBy: "agent-bot", ExpiresAt: at(minute + 60), Decision: v1.DecisionPending,
 		},
 	}

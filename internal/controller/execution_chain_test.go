@@ -140,7 +140,7 @@ func TestExecutionChainRefused(t *testing.T) {
 			Spec: v1.ApprovalSpec{
 				IntentRef: v1.LocalObjectReference{Name: intent.Name}, TaskRef: intent.Spec.TaskRef,
 				Fingerprint: exec.Spec.Fingerprint, RequestedBy: testProposer,
-				Request:   v1.ApprovalRequest{Tool: exec.Spec.Tool, Input: `{"command":"echo hello"}`},
+				Request:   v1.ApprovalRequest{Tool: exec.Spec.Tool, Input: `{"command":"echo hello"}`, PolicyRuleRef: v1.ModeDefaultReference(v1.ModeEdit)},
 				ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour)), Decision: v1.DecisionApproved, DecidedBy: "bob",
 			},
 		}
@@ -279,7 +279,7 @@ func TestExecutionWaitsForItsIntent(t *testing.T) {
 			Spec: v1.ApprovalSpec{
 				IntentRef: v1.LocalObjectReference{Name: "run"}, TaskRef: exec.Spec.TaskRef,
 				Fingerprint: exec.Spec.Fingerprint, RequestedBy: testProposer,
-				Request:   v1.ApprovalRequest{Tool: exec.Spec.Tool, Input: `{"command":"echo hello"}`},
+				Request:   v1.ApprovalRequest{Tool: exec.Spec.Tool, Input: `{"command":"echo hello"}`, PolicyRuleRef: v1.ModeDefaultReference(v1.ModeEdit)},
 				ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour)), Decision: v1.DecisionApproved, DecidedBy: "bob",
 			},
 		}

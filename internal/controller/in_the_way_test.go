@@ -49,7 +49,7 @@ func TestObjectsOfTheIntentsNameThatAreNotItsOwn(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: pipeline.ApprovalName(&v1.ToolIntent{ObjectMeta: metav1.ObjectMeta{Name: "t-t1-0"}})},
 		Spec: v1.ApprovalSpec{
 			IntentRef: v1.LocalObjectReference{Name: "t-t1-0"}, TaskRef: v1.LocalObjectReference{Name: "t"},
-			Fingerprint: strings.Repeat("0", 64), Request: v1.ApprovalRequest{Tool: v1.ToolBash, Input: `{"command":"touch x"}`},
+			Fingerprint: strings.Repeat("0", 64), Request: v1.ApprovalRequest{Tool: v1.ToolBash, Input: `{"command":"touch x"}`, PolicyRuleRef: v1.ModeDefaultReference(v1.ModeEdit)},
 			RequestedBy: testProposer, ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour)),
 			Decision: v1.DecisionApproved, DecidedBy: "mallory",
 		},
