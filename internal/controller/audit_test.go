@@ -33,7 +33,7 @@ func TestAuditLineCarriesCorrelationIDs(t *testing.T) {
 	for _, kv := range []string{
 		`"audit"=true`, `"step"="ApprovalGranted"`, `"decidedBy"="bob"`, `"namespace"="team-a"`, `"task"="fix"`, `"intent"="fix-t2-0"`,
 		`"turn"=2`, `"tool"="edit_file"`, `"requestedBy"="agent-alice"`, `"action"="Ask"`,
-		`"policy"="ToolPolicy/project"`, `"rule"="ask-edits"`, `"generation"=3`, `"fingerprint"="f00d"`,
+		`"rule"="ToolPolicy/project/ask-edits"`, `"generation"=3`, `"fingerprint"="f00d"`,
 		`"approval"="fix-t2-0"`, `"execution"="fix-t2-0"`, `"job"="fix-t2-0"`, `"outcome"="Succeeded"`, `"executed"=true`,
 	} {
 		if !strings.Contains(lines[0], kv) {
