@@ -142,7 +142,9 @@ func TestRuleFiresAreKeyedByTheirReference(t *testing.T) {
 	}{
 		{"an id that is not the reference", func(f *v1.RuleFires) { f.ID = "ToolPolicy/gate/other" },
 			"id must be policyRuleRef as kind/name/rule, for example ToolPolicy/team/plan-rm"},
-		{"fires of the mode", func(f *v1.RuleFires) { f.PolicyRuleRef, f.ID = v1.ModeDefaultReference(v1.ModeEdit), "ModeDefault/Edit" },
+		{"fires of the mode", func(f *v1.RuleFires) {
+			f.PolicyRuleRef, f.ID = v1.ModeDefaultReference(v1.ModeEdit), "ModeDefault/Edit"
+		},
 			"ruleFires counts the fires of a policy's rules: policyRuleRef.kind is ToolPolicy or ClusterToolPolicy"},
 		{"fires of one generation", func(f *v1.RuleFires) { f.PolicyRuleRef.Generation = 4 },
 			"policyRuleRef.generation must not be set in ruleFires: a rule's fires are counted across its policy's generations"},
