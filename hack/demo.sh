@@ -91,7 +91,7 @@ observed() {
     kubectl -n "${NS}" get toolintent "$1" -o yaml >&2
     exit 1
   fi
-  kubectl -n "${NS}" get toolintent "$1" -o jsonpath='    decision: {.status.decision.action} ({.status.decision.rule}){"\n"}    outcome:  {.status.observation.outcome}, exit code {.status.observation.exitCode}{"\n"}' >&2
+  kubectl -n "${NS}" get toolintent "$1" -o jsonpath='    decision: {.status.decision.action} ({.status.decision.policyRuleRef.kind} {.status.decision.policyRuleRef.name} {.status.decision.policyRuleRef.rule}){"\n"}    outcome:  {.status.observation.outcome}, exit code {.status.observation.exitCode}{"\n"}' >&2
   kubectl -n "${NS}" get toolintent "$1" -o jsonpath='{.status.observation.summary}' | sed 's/^/    | /' >&2
   echo >&2
 }
@@ -104,7 +104,7 @@ say "4/6 the agent proposes an edit: policy asks; alice approves with kubectl pa
 edit="$(propose 3 edit_file '{"path": "calc.sh", "oldText": "$1 - $2", "newText": "$1 + $2"}' 'calc.sh subtracts; the test expects a sum.')"
 approval=""
 for _ in $(seq 120); do
-  approval="$(kubectl -n "${NS}" get toolintent "${edit}" -o jsonpath='{.status.approvalRef}' 2>/dev/null || true)"
+  approval="$(kubectl -n "${NS}" get toolintent "${edit}" -o jsonpath='{.status.approvalName}' 2>/dev/null || true)"
   [ -n "${approval}" ] && break
   sleep 1
 done
@@ -122,7 +122,7 @@ observed "$(propose 4 bash '{"command": "sh test.sh"}' 'Check the fix.')"
 say "5/6 a recursive delete is denied: no Execution, no Job"
 denied="$(propose 5 bash '{"command": "rm -rf /workspace"}' 'Clean up.')"
 observed "${denied}"
-if [ -n "$(kubectl -n "${NS}" get toolintent "${denied}" -o jsonpath='{.status.executionRef}')" ]; then
+if [ -n "$(kubectl -n "${NS}" get toolintent "${denied}" -o jsonpath='{.status.executionName}')" ]; then
   echo "demo: the denied intent has an Execution" >&2
   exit 1
 fi
@@ -131,7 +131,7 @@ say "6/6 the agent's change, against the commit the task was cloned at"
 bin/kubectl-toolgate -n "${NS}" diff "${TASK}"
 
 say "timeline"
-kubectl -n "${NS}" get toolintents -o custom-columns='INTENT:.metadata.name,TOOL:.spec.tool,DECISION:.status.decision.action,RULE:.status.decision.rule,APPROVAL:.status.approvalRef,EXECUTION:.status.executionRef,OUTCOME:.status.observation.outcome,EXIT:.status.observation.exitCode'
+kubectl -n "${NS}" get toolintents -o custom-columns='INTENT:.metadata.name,TOOL:.spec.tool,DECISION:.status.decision.action,DECIDED-BY:.status.decision.policyRuleRef.kind,POLICY:.status.decision.policyRuleRef.name,RULE:.status.decision.policyRuleRef.rule,APPROVAL:.status.approvalName,EXECUTION:.status.executionName,OUTCOME:.status.observation.outcome,EXIT:.status.observation.exitCode'
 echo
 kubectl -n "${NS}" get events --sort-by=.metadata.creationTimestamp -o custom-columns='TIME:.metadata.creationTimestamp,OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message'
 say "done. KUBECONFIG=${KUBECONFIG}; 'make kind-down' deletes the cluster"

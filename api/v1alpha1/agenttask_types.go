@@ -411,7 +411,7 @@ type ExternalAgent struct {
 // (system:serviceaccount:NAMESPACE:NAME) of one of serviceAccounts, or when it claims
 // in spec.requestedByGroups one of groups (admission checks the claim is the
 // creator's own).
-// +kubebuilder:validation:XValidation:rule="(has(self.users) ? size(self.users) : 0) + (has(self.groups) ? size(self.groups) : 0) + (has(self.serviceAccounts) ? size(self.serviceAccounts) : 0) > 0",message="agent.external.proposers must name at least one user, group or service account that may propose tool calls for this task, for example proposers: {users: [alice]} or proposers: {serviceAccounts: [team-a/coding-agent]}"
+// +kubebuilder:validation:XValidation:rule="(has(self.users) ? size(self.users) : 0) + (has(self.groups) ? size(self.groups) : 0) + (has(self.serviceAccounts) ? size(self.serviceAccounts) : 0) > 0",message="agent.external.proposers must name at least one user, group or service account that may propose tool calls for this task, for example proposers: {users: [alice]} or proposers: {serviceAccounts: [{namespace: team-a, name: coding-agent}]}"
 type Proposers struct {
 	// users are Kubernetes user names, as the API server authenticates them (what
 	// kubectl auth whoami prints).
@@ -429,14 +429,39 @@ type Proposers struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=253
 	Groups []string `json:"groups,omitempty"`
-	// serviceAccounts are service accounts as namespace/name, for example
-	// team-a/coding-agent for an agent running in a pod.
+	// serviceAccounts are service accounts, each by namespace and name, for
+	// example {namespace: team-a, name: coding-agent} for an agent running in a pod.
 	// +optional
-	// +listType=set
+	// +listType=map
+	// +listMapKey=namespace
+	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
-	// +kubebuilder:validation:items:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule="self.all(s, s.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$'))",message="each of agent.external.proposers.serviceAccounts is namespace/name, for example team-a/coding-agent"
-	ServiceAccounts []string `json:"serviceAccounts,omitempty"`
+	ServiceAccounts []ServiceAccountReference `json:"serviceAccounts,omitempty"`
+}
+
+// ServiceAccountReference names a service account by its namespace and name.
+type ServiceAccountReference struct {
+	// namespace of the service account.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="namespace of a service account is a namespace's name: lower-case letters, digits and '-', starting and ending with a letter or digit, for example team-a"
+	Namespace string `json:"namespace"`
+	// name of the service account.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$')",message="name of a service account is lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, for example coding-agent"
+	Name string `json:"name"`
+}
+
+// String is the service account as namespace/name, for example team-a/coding-agent.
+func (s ServiceAccountReference) String() string { return s.Namespace + "/" + s.Name }
+
+// UserName is the user name the API server authenticates the service account as:
+// system:serviceaccount:NAMESPACE:NAME.
+func (s ServiceAccountReference) UserName() string {
+	return "system:serviceaccount:" + s.Namespace + ":" + s.Name
 }
 
 // Budgets end runaway tasks. Each exhausted budget fails the task with its own reason.
@@ -606,12 +631,11 @@ type AgentTaskStatus struct {
 	// ruleFires counts, per rule, how often a Redirect rule redirected one of the
 	// task's calls or a Completion rule refused its final answer, from the recorded
 	// decisions and completion checks, which maxFires and cooldownSeconds are
-	// enforced from; one entry per rule, keyed by policy and rule. It shows at most
-	// 256 rules (MaxRuleFires), the ones that fired last.
+	// enforced from; one entry per rule, keyed by id (the rule as Kind/name/rule).
+	// It shows at most 256 rules (MaxRuleFires), the ones that fired last.
 	// +optional
 	// +listType=map
-	// +listMapKey=policy
-	// +listMapKey=rule
+	// +listMapKey=id
 	// +kubebuilder:validation:MaxItems=256
 	RuleFires []RuleFires `json:"ruleFires,omitempty"`
 	// workspace is what the clone of spec.workspace.git resolved, or where the
@@ -635,10 +659,10 @@ type WorkspaceStatus struct {
 	// clonedAt is when the clone finished.
 	// +optional
 	ClonedAt *metav1.Time `json:"clonedAt,omitempty"`
-	// cloneJob is the Job of the clone in progress or the last one tried.
+	// cloneJobName names the Job of the clone in progress or the last one tried.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	CloneJob string `json:"cloneJob,omitempty"`
+	CloneJobName string `json:"cloneJobName,omitempty"`
 	// copiedFrom is the claim of spec.workspace.copyOf's task that the workspace is
 	// (being) copied from: the folder of it that task's tools see.
 	// +optional
@@ -647,10 +671,10 @@ type WorkspaceStatus struct {
 	// copiedAt is when the copy finished. A task with copiedAt never copies again.
 	// +optional
 	CopiedAt *metav1.Time `json:"copiedAt,omitempty"`
-	// copyPod is the pod of the copy in progress, or the one that made it.
+	// copyPodName names the pod of the copy in progress, or the one that made it.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	CopyPod string `json:"copyPod,omitempty"`
+	CopyPodName string `json:"copyPodName,omitempty"`
 	// copySkipped counts what the copy left out: entries of the copied tree that
 	// are no regular file, directory or symlink (devices, FIFOs, sockets), and
 	// entries it could not read.
@@ -668,10 +692,11 @@ type PushStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	Branch string `json:"branch,omitempty"`
-	// intent is the git_push ToolIntent that pushes it, once the change was read.
+	// intentName names the git_push ToolIntent that pushes it, once the change
+	// was read.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	Intent string `json:"intent,omitempty"`
+	IntentName string `json:"intentName,omitempty"`
 	// commit is the commit pushed, once it was.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
@@ -682,16 +707,21 @@ type PushStatus struct {
 	Message string `json:"message,omitempty"`
 }
 
-// RuleFires is how often one rule acted in a task.
+// RuleFires is how often one rule acted in a task. NewRuleFires builds it.
+// +kubebuilder:validation:XValidation:rule="self.policyRuleRef.kind != 'ModeDefault'",message="ruleFires counts the fires of a policy's rules: policyRuleRef.kind is ToolPolicy or ClusterToolPolicy (a mode default never fires)"
+// +kubebuilder:validation:XValidation:rule="!has(self.policyRuleRef.generation)",message="policyRuleRef.generation must not be set in ruleFires: a rule's fires are counted across its policy's generations"
+// +kubebuilder:validation:XValidation:rule="has(self.policyRuleRef.rule) && self.id == self.policyRuleRef.kind + '/' + self.policyRuleRef.name + '/' + self.policyRuleRef.rule",message="id must be policyRuleRef as kind/name/rule, for example ToolPolicy/team/plan-rm"
 type RuleFires struct {
-	// policy that holds the rule, as Kind/name.
+	// id is policyRuleRef as Kind/name/rule, for example ToolPolicy/team/plan-rm:
+	// the key of the list.
 	// +required
-	// +kubebuilder:validation:MaxLength=512
-	Policy string `json:"policy"`
-	// rule name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=525
+	ID string `json:"id"`
+	// policyRuleRef names the rule, without a generation: its fires are counted
+	// across its policy's generations.
 	// +required
-	// +kubebuilder:validation:MaxLength=253
-	Rule string `json:"rule"`
+	PolicyRuleRef PolicyRuleReference `json:"policyRuleRef"`
 	// when is ToolCall or Completion.
 	// +required
 	When RuleEvent `json:"when"`
@@ -701,6 +731,13 @@ type RuleFires struct {
 	// lastFiredAt is when it last acted.
 	// +optional
 	LastFiredAt *metav1.Time `json:"lastFiredAt,omitempty"`
+}
+
+// NewRuleFires is the ruleFires entry of the rule ref names, counting no fire yet:
+// its id is ref.String(), and the generation is left out.
+func NewRuleFires(ref PolicyRuleReference, when RuleEvent) RuleFires {
+	ref.Generation = 0
+	return RuleFires{ID: ref.String(), PolicyRuleRef: ref, When: when}
 }
 
 // CompletionCheck is the completion gate's verdict on a model task's final answer,
@@ -713,13 +750,10 @@ type CompletionCheck struct {
 	// instruction and goes on) or Deny (the task fails with the reason).
 	// +required
 	Action DecisionAction `json:"action"`
-	// policy, policyGeneration and rule that decided; empty when no rule did.
+	// policyRuleRef names the Completion rule that decided, at its policy's
+	// generation; absent when no rule did (the answer is accepted).
 	// +optional
-	Policy string `json:"policy,omitempty"`
-	// +optional
-	PolicyGeneration int64 `json:"policyGeneration,omitempty"`
-	// +optional
-	Rule string `json:"rule,omitempty"`
+	PolicyRuleRef *PolicyRuleReference `json:"policyRuleRef,omitempty"`
 	// reason in words a person can check.
 	// +optional
 	Reason string `json:"reason,omitempty"`
@@ -732,6 +766,15 @@ type CompletionCheck struct {
 	// checkedAt is when the check was made.
 	// +optional
 	CheckedAt *metav1.Time `json:"checkedAt,omitempty"`
+}
+
+// DecidedBy is the rule that decided, as PolicyRuleReference.String shows it; ""
+// when no rule did.
+func (c CompletionCheck) DecidedBy() string {
+	if c.PolicyRuleRef == nil {
+		return ""
+	}
+	return c.PolicyRuleRef.String()
 }
 
 // AgentTask is the unit of work: a goal, a workspace, a sandbox, an agent and budgets.

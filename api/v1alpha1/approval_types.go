@@ -49,17 +49,10 @@ type ApprovalRequest struct {
 	// category is the strictest category of the call.
 	// +optional
 	Category CommandCategory `json:"category,omitempty"`
-	// policy that asked, as Kind/name; empty when the task mode asked.
-	// +optional
-	// +kubebuilder:validation:MaxLength=512
-	Policy string `json:"policy,omitempty"`
-	// policyGeneration of that policy.
-	// +optional
-	PolicyGeneration int64 `json:"policyGeneration,omitempty"`
-	// rule that asked.
-	// +optional
-	// +kubebuilder:validation:MaxLength=253
-	Rule string `json:"rule,omitempty"`
+	// policyRuleRef names what asked: a policy's rule at the policy's generation,
+	// or the task's mode (kind ModeDefault).
+	// +required
+	PolicyRuleRef PolicyRuleReference `json:"policyRuleRef"`
 	// reason the rule gives.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
@@ -137,10 +130,10 @@ type ApprovalStatus struct {
 	// decidedAt is when the controller first saw the decision.
 	// +optional
 	DecidedAt *metav1.Time `json:"decidedAt,omitempty"`
-	// consumedBy names the Execution that used the approval.
+	// consumedByExecutionName names the Execution that used the approval.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	ConsumedBy string `json:"consumedBy,omitempty"`
+	ConsumedByExecutionName string `json:"consumedByExecutionName,omitempty"`
 	// message explains the state, for example why an approval was refused.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
@@ -162,7 +155,9 @@ type ApprovalStatus struct {
 // +kubebuilder:printcolumn:name="Expires",type=string,format=date-time,JSONPath=`.spec.expiresAt`,description="When the approval expires if nobody decides"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Intent",type=string,JSONPath=`.spec.intentRef.name`,priority=1
-// +kubebuilder:printcolumn:name="Rule",type=string,JSONPath=`.spec.request.rule`,priority=1
+// +kubebuilder:printcolumn:name="Asked-By",type=string,JSONPath=`.spec.request.policyRuleRef.kind`,priority=1,description="What asked: ToolPolicy, ClusterToolPolicy, or ModeDefault (no rule matched; the task's mode asked)"
+// +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.request.policyRuleRef.name`,priority=1,description="The policy that asked, or the task's mode for ModeDefault"
+// +kubebuilder:printcolumn:name="Rule",type=string,JSONPath=`.spec.request.policyRuleRef.rule`,priority=1
 // +kubebuilder:printcolumn:name="Decision",type=string,JSONPath=`.spec.decision`,priority=1
 // +kubebuilder:printcolumn:name="Decided-By",type=string,JSONPath=`.spec.decidedBy`,priority=1
 type Approval struct {

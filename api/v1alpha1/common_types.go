@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "fmt"
+
 // LocalObjectReference names an object in the same namespace.
 type LocalObjectReference struct {
 	// name of the referenced object.
@@ -99,4 +101,124 @@ type Approvers struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=253
 	Groups []string `json:"groups,omitempty"`
+}
+
+// LocalObjectReferenceTo is a reference to the object named name, or nil when name
+// is empty: an optional reference is absent rather than naming nothing.
+func LocalObjectReferenceTo(name string) *LocalObjectReference {
+	if name == "" {
+		return nil
+	}
+	return &LocalObjectReference{Name: name}
+}
+
+// PolicyRuleKind is what decided a call: a rule of a ToolPolicy, a rule of a
+// ClusterToolPolicy, or the task's mode when no rule matched (ModeDefault).
+// +kubebuilder:validation:Enum=ToolPolicy;ClusterToolPolicy;ModeDefault
+type PolicyRuleKind string
+
+const (
+	// PolicyRuleKindToolPolicy: a rule of a ToolPolicy of the object's namespace.
+	PolicyRuleKindToolPolicy PolicyRuleKind = "ToolPolicy"
+	// PolicyRuleKindClusterToolPolicy: a rule of a ClusterToolPolicy.
+	PolicyRuleKindClusterToolPolicy PolicyRuleKind = "ClusterToolPolicy"
+	// PolicyRuleKindModeDefault: no enforcing rule matched, and the task's mode
+	// decided (ReadOnly, Edit or Auto; docs/policy.md says what each decides).
+	PolicyRuleKindModeDefault PolicyRuleKind = "ModeDefault"
+)
+
+// PolicyRuleReference names what decided (or matched) a call: one rule of a
+// ToolPolicy or a ClusterToolPolicy, at the policy's generation, or the default of
+// the task's mode. It is built by NewPolicyRuleReference and ModeDefaultReference
+// only, and shown as String says.
+// +kubebuilder:validation:XValidation:rule="self.kind == 'ModeDefault' || has(self.rule)",message="rule is required for a ToolPolicy or ClusterToolPolicy reference: name the policy's rule, for example {kind: ToolPolicy, name: team, rule: allow-tests}"
+// +kubebuilder:validation:XValidation:rule="self.kind != 'ModeDefault' || !has(self.rule)",message="rule must not be set for kind ModeDefault: no rule decided, the task's mode did; write {kind: ModeDefault, name: <the task's mode>}, or name the policy's kind for a rule"
+// +kubebuilder:validation:XValidation:rule="self.kind != 'ModeDefault' || !has(self.generation)",message="generation must not be set for kind ModeDefault: a mode has no generation; write {kind: ModeDefault, name: <the task's mode>}"
+// +kubebuilder:validation:XValidation:rule="self.kind != 'ModeDefault' || self.name in ['ReadOnly', 'Edit', 'Auto']",message="name of a ModeDefault reference is the task's mode: ReadOnly, Edit or Auto"
+type PolicyRuleReference struct {
+	// kind is ToolPolicy, ClusterToolPolicy or ModeDefault.
+	// +required
+	Kind PolicyRuleKind `json:"kind"`
+	// name of the policy (a ToolPolicy of the object's namespace); for ModeDefault,
+	// the task's mode: ReadOnly, Edit or Auto.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// generation of the policy when it decided; absent for ModeDefault, and where
+	// a rule is counted across its policy's generations (ruleFires).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	Generation int64 `json:"generation,omitempty"`
+	// rule of the policy, by name; required for ToolPolicy and ClusterToolPolicy,
+	// absent for ModeDefault.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Rule string `json:"rule,omitempty"`
+}
+
+// MaxPolicyRuleIDBytes is the longest PolicyRuleReference.String: a kind, a policy
+// name and a rule name, each at its longest, with the two slashes between them.
+const MaxPolicyRuleIDBytes = len(PolicyRuleKindClusterToolPolicy) + 1 + 253 + 1 + 253
+
+// NewPolicyRuleReference names rule of the policy of kind (ToolPolicy or
+// ClusterToolPolicy) and name, at generation (0 for none).
+func NewPolicyRuleReference(kind PolicyRuleKind, name string, generation int64, rule string) PolicyRuleReference {
+	return PolicyRuleReference{Kind: kind, Name: name, Generation: generation, Rule: rule}
+}
+
+// ModeDefaultReference names the default of a task's mode, which decides when no
+// rule does. An empty or unknown mode is ReadOnly, as the policy engine takes it.
+func ModeDefaultReference(mode TaskMode) PolicyRuleReference {
+	if mode != ModeEdit && mode != ModeAuto {
+		mode = ModeReadOnly
+	}
+	return PolicyRuleReference{Kind: PolicyRuleKindModeDefault, Name: string(mode)}
+}
+
+// IsModeDefault says whether the task's mode decided, not a rule.
+func (r PolicyRuleReference) IsModeDefault() bool { return r.Kind == PolicyRuleKindModeDefault }
+
+// String is how the reference is shown, everywhere it is (the CLI, events, audit
+// lines, condition messages, the metrics' rule label) and the key of its status.ruleFires
+// entry: "Kind/policy/rule", for example ToolPolicy/team/allow-tests, or
+// "ModeDefault/mode", for example ModeDefault/Edit. A policy name has no slash, so
+// the form is unique. The generation is not part of it: it says which version of
+// the rule decided, not which rule.
+func (r PolicyRuleReference) String() string {
+	if r.IsModeDefault() {
+		return string(r.Kind) + "/" + r.Name
+	}
+	return string(r.Kind) + "/" + r.Name + "/" + r.Rule
+}
+
+// WithGeneration is String with the policy's generation, for example
+// "ToolPolicy/team/allow-tests (generation 3)": for messages that say which version
+// of the rule decided. A ModeDefault reference has no generation and shows as
+// String does.
+func (r PolicyRuleReference) WithGeneration() string {
+	if r.IsModeDefault() {
+		return r.String()
+	}
+	return fmt.Sprintf("%s (generation %d)", r.String(), r.Generation)
+}
+
+// Policy is the policy's "Kind/name", for example ClusterToolPolicy/baseline; ""
+// for ModeDefault.
+func (r PolicyRuleReference) Policy() string {
+	if r.IsModeDefault() {
+		return ""
+	}
+	return string(r.Kind) + "/" + r.Name
+}
+
+// SameRule says whether r and o name the same rule, whatever its generation. Every
+// ModeDefault reference is the same rule, whichever mode decided: a mode default
+// names no approvers and no rule of anyone's.
+func (r PolicyRuleReference) SameRule(o PolicyRuleReference) bool {
+	if r.IsModeDefault() || o.IsModeDefault() {
+		return r.IsModeDefault() && o.IsModeDefault()
+	}
+	return r.Kind == o.Kind && r.Name == o.Name && r.Rule == o.Rule
 }

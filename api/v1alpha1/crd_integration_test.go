@@ -58,7 +58,7 @@ func newApproval(ns, name string) *v1.Approval {
 			IntentRef:   v1.LocalObjectReference{Name: "i"},
 			TaskRef:     v1.LocalObjectReference{Name: "t"},
 			Fingerprint: strings.Repeat("ab", 32),
-			Request:     v1.ApprovalRequest{Tool: v1.ToolEditFile, Input: `{"path":"a.go"}`, Rule: "ask-edits"},
+			Request:     v1.ApprovalRequest{Tool: v1.ToolEditFile, Input: `{"path":"a.go"}`, PolicyRuleRef: v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "p", 0, "ask-edits")},
 			RequestedBy: "agent",
 			ExpiresAt:   metav1.NewTime(time.Now().Add(time.Hour)),
 		},
@@ -247,10 +247,12 @@ func TestAgentTaskProposers(t *testing.T) {
 			"agent.external.proposers must name at least one user, group or service account that may propose tool calls for this task, for example proposers: {users: [alice]}"},
 		{"empty lists", map[string]any{"proposers": map[string]any{"users": []any{}, "groups": []any{}, "serviceAccounts": []any{}}},
 			"agent.external.proposers must name at least one user, group or service account"},
-		{"a service account without its namespace", map[string]any{"proposers": map[string]any{"serviceAccounts": []any{"coding-agent"}}},
-			"each of agent.external.proposers.serviceAccounts is namespace/name, for example team-a/coding-agent"},
-		{"a service account as a user name", map[string]any{"proposers": map[string]any{"serviceAccounts": []any{"system:serviceaccount:team-a:coding-agent"}}},
-			"each of agent.external.proposers.serviceAccounts is namespace/name"},
+		{"a service account without its namespace", map[string]any{"proposers": map[string]any{"serviceAccounts": []any{map[string]any{"name": "coding-agent"}}}},
+			"spec.agent.external.proposers.serviceAccounts[0].namespace: Required value"},
+		{"a service account as a user name", map[string]any{"proposers": map[string]any{"serviceAccounts": []any{map[string]any{"namespace": "team-a", "name": "system:serviceaccount:team-a:coding-agent"}}}},
+			"name of a service account is lower-case letters, digits, '-' and '.'"},
+		{"a service account as namespace/name", map[string]any{"proposers": map[string]any{"serviceAccounts": []any{"team-a/coding-agent"}}},
+			"spec.agent.external.proposers.serviceAccounts[0]: Invalid value: \"string\": spec.agent.external.proposers.serviceAccounts[0] in body must be of type object"},
 		{"too many users", map[string]any{"proposers": map[string]any{"users": many}}, "spec.agent.external.proposers.users: Too many: 33: must have at most 32 items"},
 		{"an empty user name", map[string]any{"proposers": map[string]any{"users": []any{""}}}, "spec.agent.external.proposers.users[0]"},
 	} {
@@ -261,8 +263,8 @@ func TestAgentTaskProposers(t *testing.T) {
 	for i, proposers := range []map[string]any{
 		{"users": []any{"alice"}},
 		{"groups": []any{"team-a"}},
-		{"serviceAccounts": []any{"team-a/coding-agent"}},
-		{"users": []any{"alice"}, "groups": []any{"team-a"}, "serviceAccounts": []any{"ci/agent.v2"}},
+		{"serviceAccounts": []any{map[string]any{"namespace": "team-a", "name": "coding-agent"}}},
+		{"users": []any{"alice"}, "groups": []any{"team-a"}, "serviceAccounts": []any{map[string]any{"namespace": "ci", "name": "agent.v2"}}},
 	} {
 		if err := env.Client.Create(ctx, manifest(fmt.Sprintf("ok-%d", i), map[string]any{"proposers": proposers})); err != nil {
 			t.Errorf("proposers %v refused: %v", proposers, err)
@@ -308,7 +310,7 @@ func TestToolIntentSpecIsImmutable(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(intent), got); err != nil {
 		t.Fatal(err)
 	}
-	got.Status.Decision = &v1.Decision{Action: v1.DecisionAllow, Rule: "mode-default"}
+	got.Status.Decision = &v1.Decision{Action: v1.DecisionAllow, PolicyRuleRef: v1.ModeDefaultReference(v1.ModeEdit)}
 	if err := env.Client.Status().Update(ctx, got); err != nil {
 		t.Fatalf("status update refused: %v", err)
 	}

@@ -175,14 +175,23 @@ type ExecutionSpec struct {
 	// decision set none and the task's sandbox applies as it is.
 	// +optional
 	Walls *SandboxWalls `json:"walls,omitempty"`
-	// approvalRef names the Approval this invocation consumed, if any.
+	// approvalRef names the Approval this invocation consumed; absent when the
+	// call was allowed without one.
 	// +optional
-	// +kubebuilder:validation:MaxLength=253
-	ApprovalRef string `json:"approvalRef,omitempty"`
+	ApprovalRef *LocalObjectReference `json:"approvalRef,omitempty"`
 	// fingerprint of the intent's decision.
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	Fingerprint string `json:"fingerprint,omitempty"`
+}
+
+// ApprovalName is the name of the Approval the invocation consumed, or "" when it
+// consumed none.
+func (s ExecutionSpec) ApprovalName() string {
+	if s.ApprovalRef == nil {
+		return ""
+	}
+	return s.ApprovalRef.Name
 }
 
 // ToolFacts are tool-specific facts the runner reports.
@@ -221,6 +230,8 @@ type ExecutionStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	JobName string `json:"jobName,omitempty"`
 	// podName of the pod that ran the call: the Job's pod, or the session pod.
+	// While a Job's pod exists, `kubectl logs pod/NAME -c tool` shows the call's
+	// whole output.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	PodName string `json:"podName,omitempty"`
@@ -274,10 +285,6 @@ type ExecutionStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1048576
 	Output string `json:"output,omitempty"`
-	// logRef is where the full output is while the Job exists (kubectl logs).
-	// +optional
-	// +kubebuilder:validation:MaxLength=512
-	LogRef string `json:"logRef,omitempty"`
 	// artifactPath is the workspace copy of the full output, readable with read_file.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024

@@ -170,7 +170,7 @@ func TestPrinterColumns(t *testing.T) {
 		}
 		exit := int32(2)
 		in.Status = v1.ToolIntentStatus{
-			Decision:    &v1.Decision{Action: v1.DecisionAllow, Policy: "ToolPolicy/defaults", Rule: "allow-tests", Risk: v1.RiskLow},
+			Decision:    &v1.Decision{Action: v1.DecisionAllow, PolicyRuleRef: v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "defaults", 0, "allow-tests"), Risk: v1.RiskLow},
 			Observation: &v1.Observation{Outcome: v1.OutcomeFailed, Executed: true, ExitCode: &exit},
 		}
 		setStatus(t, in)
@@ -182,6 +182,8 @@ func TestPrinterColumns(t *testing.T) {
 			{name: "Outcome", cell: "Failed"},
 			{name: "Age"},
 			{name: "Risk", wide: true, cell: "Low"},
+			{name: "Decided-By", wide: true, cell: "ToolPolicy"},
+			{name: "Policy", wide: true, cell: "defaults"},
 			{name: "Rule", wide: true, cell: "allow-tests"},
 			{name: "Requester", wide: true, cell: "agent"},
 			{name: "Exit", wide: true, cell: "2"},
@@ -206,6 +208,8 @@ func TestPrinterColumns(t *testing.T) {
 			{name: "Expires", cell: a.Spec.ExpiresAt.UTC().Format(time.RFC3339)},
 			{name: "Age"},
 			{name: "Intent", wide: true, cell: "i"},
+			{name: "Asked-By", wide: true, cell: "ToolPolicy"},
+			{name: "Policy", wide: true, cell: "p"},
 			{name: "Rule", wide: true, cell: "ask-edits"},
 			{name: "Decision", wide: true, cell: "Pending"},
 			{name: "Decided-By", wide: true},

@@ -166,16 +166,17 @@ func TestOutputBoundsDeriveFromOneConstant(t *testing.T) {
 	}
 }
 
-// The keyed lists of status are maps to the API server (listType=map) with the keys
-// that make an entry unique, so that a merge or an apply replaces an entry rather
-// than the list.
+// The keyed lists of status, and the service accounts that may propose, are maps to
+// the API server (listType=map) with the keys that make an entry unique, so that a
+// merge or an apply replaces an entry rather than the list.
 func TestStatusKeyedListsAreMaps(t *testing.T) {
 	crds := generatedCRDs(t)
 	for _, c := range []struct {
 		kind, path string
 		keys       []string
 	}{
-		{"AgentTask", "status.ruleFires", []string{"policy", "rule"}},
+		{"AgentTask", "status.ruleFires", []string{"id"}},
+		{"AgentTask", "spec.agent.external.proposers.serviceAccounts", []string{"namespace", "name"}},
 		{"AgentTask", "status.intents.byOutcome", []string{"outcome"}},
 	} {
 		s := schemaAt(t, crds, c.kind, c.path)

@@ -143,14 +143,10 @@ const (
 
 // JudgeVerdict is the judge model's verdict on one rule for one call.
 type JudgeVerdict struct {
-	// policy that holds the rule, as Kind/name.
+	// policyRuleRef names the rule whose condition the judge evaluated.
 	// +required
-	// +kubebuilder:validation:MaxLength=512
-	Policy string `json:"policy"`
-	// rule name.
-	// +required
-	// +kubebuilder:validation:MaxLength=253
-	Rule string `json:"rule"`
+	// +kubebuilder:validation:XValidation:rule="self.kind != 'ModeDefault'",message="a judge verdict is on a policy's rule: policyRuleRef.kind is ToolPolicy or ClusterToolPolicy"
+	PolicyRuleRef PolicyRuleReference `json:"policyRuleRef"`
 	// result: Match, NoMatch or Unknown.
 	// +required
 	Result JudgeResult `json:"result"`
@@ -188,22 +184,16 @@ type CommandPart struct {
 // RuleHit is a rule that matched but did not act: an Audit rule, a DryRun rule, or a
 // rule whose decision was overridden by a stricter one.
 type RuleHit struct {
-	// policy that holds the rule, as Kind/name.
+	// policyRuleRef names the rule that matched, at its policy's generation.
 	// +required
-	// +kubebuilder:validation:MaxLength=512
-	Policy string `json:"policy"`
-	// rule name.
+	// +kubebuilder:validation:XValidation:rule="self.kind != 'ModeDefault'",message="a rule hit is a policy's rule: policyRuleRef.kind is ToolPolicy or ClusterToolPolicy"
+	PolicyRuleRef PolicyRuleReference `json:"policyRuleRef"`
+	// action the rule would have taken: Allow, Ask, Deny, Audit, Redirect or Stop.
 	// +required
-	// +kubebuilder:validation:MaxLength=253
-	Rule string `json:"rule"`
-	// action the rule would have taken.
-	// +required
-	// +kubebuilder:validation:MaxLength=16
-	Action string `json:"action"`
+	Action RuleAction `json:"action"`
 	// enforcement of the rule: Enforce or DryRun.
 	// +optional
-	// +kubebuilder:validation:MaxLength=16
-	Enforcement string `json:"enforcement,omitempty"`
+	Enforcement Enforcement `json:"enforcement,omitempty"`
 	// limited says why a rule that would have acted did not: its maxFires were used
 	// or it was cooling down.
 	// +optional
@@ -220,17 +210,11 @@ type Decision struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	Instruction string `json:"instruction,omitempty"`
-	// policy that decided, as Kind/name; empty when the task mode decided.
-	// +optional
-	// +kubebuilder:validation:MaxLength=512
-	Policy string `json:"policy,omitempty"`
-	// policyGeneration is the generation of that policy when it decided.
-	// +optional
-	PolicyGeneration int64 `json:"policyGeneration,omitempty"`
-	// rule that decided; "mode-default" when no rule matched.
-	// +optional
-	// +kubebuilder:validation:MaxLength=253
-	Rule string `json:"rule,omitempty"`
+	// policyRuleRef names what decided: a policy's rule at the policy's
+	// generation, or, when no enforcing rule matched, the task's mode (kind
+	// ModeDefault).
+	// +required
+	PolicyRuleRef PolicyRuleReference `json:"policyRuleRef"`
 	// reason in words a person can check.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
@@ -334,10 +318,11 @@ type Validation struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	BaselineSHA256 string `json:"baselineSHA256,omitempty"`
-	// baselineIntent names the read_file intent the baseline came from.
+	// baselineIntentName names the ToolIntent (a read_file, write_file or
+	// edit_file) the baseline came from.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	BaselineIntent string `json:"baselineIntent,omitempty"`
+	BaselineIntentName string `json:"baselineIntentName,omitempty"`
 }
 
 // Observation is what the model sees about the call next turn: facts only.
@@ -407,14 +392,14 @@ type ToolIntentStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=8
 	SupersededDecisions []Decision `json:"supersededDecisions,omitempty"`
-	// approvalRef names the Approval created for an Ask decision.
+	// approvalName names the Approval created for an Ask decision.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	ApprovalRef string `json:"approvalRef,omitempty"`
-	// executionRef names the Execution that ran the call.
+	ApprovalName string `json:"approvalName,omitempty"`
+	// executionName names the Execution that ran the call.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	ExecutionRef string `json:"executionRef,omitempty"`
+	ExecutionName string `json:"executionName,omitempty"`
 	// observation is what the model sees next turn.
 	// +optional
 	Observation *Observation `json:"observation,omitempty"`
@@ -431,7 +416,9 @@ type ToolIntentStatus struct {
 // +kubebuilder:printcolumn:name="Outcome",type=string,JSONPath=`.status.observation.outcome`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Risk",type=string,JSONPath=`.status.decision.risk`,priority=1
-// +kubebuilder:printcolumn:name="Rule",type=string,JSONPath=`.status.decision.rule`,priority=1
+// +kubebuilder:printcolumn:name="Decided-By",type=string,JSONPath=`.status.decision.policyRuleRef.kind`,priority=1,description="What decided: ToolPolicy, ClusterToolPolicy, or ModeDefault (no rule matched; the task's mode decided)"
+// +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.status.decision.policyRuleRef.name`,priority=1,description="The policy that decided, or the task's mode for ModeDefault"
+// +kubebuilder:printcolumn:name="Rule",type=string,JSONPath=`.status.decision.policyRuleRef.rule`,priority=1
 // +kubebuilder:printcolumn:name="Requester",type=string,JSONPath=`.spec.requestedBy`,priority=1
 // +kubebuilder:printcolumn:name="Exit",type=integer,JSONPath=`.status.observation.exitCode`,priority=1
 type ToolIntent struct {

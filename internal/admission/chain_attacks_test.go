@@ -133,11 +133,11 @@ func approvalOf(t *testing.T, intent *v1.ToolIntent) *v1.Approval {
 	t.Helper()
 	got := waitFor(t, intent, "an Approval", func(i *v1.ToolIntent) bool {
 		c := meta.FindStatusCondition(i.Status.Conditions, v1.ConditionApproved)
-		return i.Status.ApprovalRef != "" && c != nil && c.Reason == v1.ReasonApprovalPending
+		return i.Status.ApprovalName != "" && c != nil && c.Reason == v1.ReasonApprovalPending
 	})
 	a := &v1.Approval{}
-	if err := clients[alice].Get(t.Context(), client.ObjectKey{Namespace: got.Namespace, Name: got.Status.ApprovalRef}, a); err != nil {
-		t.Fatalf("%s reading Approval %s: %v", alice, got.Status.ApprovalRef, err)
+	if err := clients[alice].Get(t.Context(), client.ObjectKey{Namespace: got.Namespace, Name: got.Status.ApprovalName}, a); err != nil {
+		t.Fatalf("%s reading Approval %s: %v", alice, got.Status.ApprovalName, err)
 	}
 	return a
 }
@@ -174,8 +174,8 @@ func observed(t *testing.T, intent *v1.ToolIntent, outcome v1.Outcome, executed 
 	got := waitFor(t, intent, "an observation", func(i *v1.ToolIntent) bool {
 		return i.Status.Observation != nil || (!executed && runs(i))
 	})
-	if !executed && (runs(got) || got.Status.ExecutionRef != "") {
-		t.Fatalf("intent %s runs as Execution %s; want it to end %s with nothing executed (conditions %+v)", got.Name, got.Status.ExecutionRef, outcome, got.Status.Conditions)
+	if !executed && (runs(got) || got.Status.ExecutionName != "") {
+		t.Fatalf("intent %s runs as Execution %s; want it to end %s with nothing executed (conditions %+v)", got.Name, got.Status.ExecutionName, outcome, got.Status.Conditions)
 	}
 	obs := got.Status.Observation
 	if obs.Outcome != outcome || obs.Executed != executed {
@@ -584,7 +584,7 @@ func TestAnEmergencyDenyStopsCallsThatWait(t *testing.T) {
 	if c := meta.FindStatusCondition(denied.Status.Conditions, v1.ConditionDecided); c == nil || c.Reason != v1.ReasonRedecided {
 		t.Errorf("the asked call's Decided condition: %+v; want reason %s", c, v1.ReasonRedecided)
 	}
-	observed(t, tests, v1.OutcomeDenied, false, rule, "was Allow by mode-default")
+	observed(t, tests, v1.OutcomeDenied, false, rule, "was Allow by ModeDefault/Auto")
 	noExecution(t, fetch)
 	wantNothingRan(t, fetch)
 	wantNothingRan(t, tests)
@@ -665,7 +665,7 @@ func forgedExecution(t *testing.T, intent *v1.ToolIntent, name string) *v1.Execu
 			Tool: intent.Spec.Tool, Input: *intent.Spec.Input.DeepCopy(),
 			TimeoutSeconds: intent.Status.Validation.TimeoutSeconds, MaxOutputBytes: d.Sandbox.MaxOutputBytes,
 			Sandbox: d.Sandbox.Profile, Walls: d.Walls.DeepCopy(), Fingerprint: d.Fingerprint,
-			ApprovalRef: intent.Status.ApprovalRef,
+			ApprovalRef: v1.LocalObjectReferenceTo(intent.Status.ApprovalName),
 		},
 	}
 	if err := controllerutil.SetControllerReference(intent, exec, env.Scheme); err != nil {
@@ -873,8 +873,8 @@ func TestObjectsPlantedUnderACallsNameAreNotItsOwn(t *testing.T) {
 
 	read := proposeBash(t, ns, "read", victimTask, 2, "cat notes.txt")
 	got := observed(t, read, v1.OutcomeFailed, false, "Execution read is not controlled by this ToolIntent", "nothing was executed")
-	if got.Status.ExecutionRef != "" {
-		t.Errorf("the intent took the planted Execution for its own: executionRef %q", got.Status.ExecutionRef)
+	if got.Status.ExecutionName != "" {
+		t.Errorf("the intent took the planted Execution for its own: executionName %q", got.Status.ExecutionName)
 	}
 	waitEvent(t, ns, "ToolIntent", read.Name, controller.EventObjectInTheWay, corev1.EventTypeWarning)
 	// Planted before its intent existed, the Execution was refused on sight; had it

@@ -52,7 +52,7 @@ func TestMCPSessionIsBoundToItsUserAndItsTask(t *testing.T) {
 	e := startMCP(t)
 	ctx := t.Context()
 	agent := "system:serviceaccount:" + e.ns + ":coding-agent"
-	createTask(t, e.ns, "other", external(v1.Proposers{ServiceAccounts: []string{e.ns + "/coding-agent"}}))
+	createTask(t, e.ns, "other", external(v1.Proposers{ServiceAccounts: []v1.ServiceAccountReference{{Namespace: e.ns, Name: "coding-agent"}}}))
 	otherURL := strings.TrimSuffix(e.url, "/fix-tests") + "/other"
 
 	status, body, session := rawMCP(t, e.url, e.agentToken, "", rawInitialize)
@@ -76,7 +76,7 @@ func TestMCPSessionIsBoundToItsUserAndItsTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	unchanged := task.DeepCopy()
-	task.Spec.Agent.External.Proposers = v1.Proposers{ServiceAccounts: []string{e.ns + "/second-agent"}}
+	task.Spec.Agent.External.Proposers = v1.Proposers{ServiceAccounts: []v1.ServiceAccountReference{{Namespace: e.ns, Name: "second-agent"}}}
 	if err := env.Client.Patch(ctx, task, client.MergeFrom(unchanged)); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestMCPSessionIsBoundToItsUserAndItsTask(t *testing.T) {
 	}
 	// The same session, sent to the path of a task it still proposes for: a session
 	// serves the endpoint it was opened at only.
-	for i, msg := range []string{fmt.Sprintf(call, 4, "via-other-path"), `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"toolgate_wait","arguments":{"intent":"x"}}}`} {
+	for i, msg := range []string{fmt.Sprintf(call, 4, "via-other-path"), `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"toolgate_wait","arguments":{"intentName":"x"}}}`} {
 		status, body, _ = rawMCP(t, otherURL, e.agentToken, session, msg)
 		if status != http.StatusNotFound || !strings.Contains(body, "was not opened at this endpoint (AgentTask "+e.ns+"/other)") {
 			t.Errorf("request %d of a session of fix-tests at the endpoint of other: %d %s; want 404 saying the session is not this endpoint's", i, status, body)
@@ -127,7 +127,7 @@ func TestMCPCallRechecksTheProposerAfterTheMiddleware(t *testing.T) {
 			return err
 		}
 		unchanged := task.DeepCopy()
-		task.Spec.Agent.External.Proposers = v1.Proposers{ServiceAccounts: []string{e.ns + "/second-agent"}}
+		task.Spec.Agent.External.Proposers = v1.Proposers{ServiceAccounts: []v1.ServiceAccountReference{{Namespace: e.ns, Name: "second-agent"}}}
 		return env.Client.Patch(ctx, task, client.MergeFrom(unchanged))
 	}
 	proxy := newAPIProxy(t)

@@ -74,7 +74,7 @@ func startMCP(t *testing.T) *mcpEnv {
 		return tr.Status.Token
 	}
 	e.agentToken, e.strangerToken, e.secondToken = token("coding-agent"), token("stranger-agent"), token("second-agent")
-	createTask(t, ns, "fix-tests", external(v1.Proposers{ServiceAccounts: []string{ns + "/coding-agent", ns + "/second-agent"}}))
+	createTask(t, ns, "fix-tests", external(v1.Proposers{ServiceAccounts: []v1.ServiceAccountReference{{Namespace: ns, Name: "coding-agent"}, {Namespace: ns, Name: "second-agent"}}}))
 	startController(t, ns)
 	runJobs(t, ns)
 
@@ -331,17 +331,17 @@ func TestMCPEndpoint(t *testing.T) {
 		if res.IsError || !strings.HasPrefix(text, "[still waiting]") || !strings.Contains(text, mcpserver.WaitTool) {
 			t.Fatalf("a call waiting for a human: error %t, %q", res.IsError, text)
 		}
-		intent := waitForIntent(t, e.ns, `"later.txt"`, func(in *v1.ToolIntent) bool { return in.Status.ApprovalRef != "" })
+		intent := waitForIntent(t, e.ns, `"later.txt"`, func(in *v1.ToolIntent) bool { return in.Status.ApprovalName != "" })
 		if !strings.Contains(text, intent.Name) {
 			t.Fatalf("the result does not name intent %s: %q", intent.Name, text)
 		}
 		// Once the Approval exists (the first wait may have ended before the
 		// controller got there), a wait says it waits for that Approval.
-		res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intent": intent.Name}})
+		res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intentName": intent.Name}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if text := resultText(res); res.IsError || !strings.HasPrefix(text, "[still waiting]") || !strings.Contains(text, "waiting for Approval "+intent.Status.ApprovalRef) {
+		if text := resultText(res); res.IsError || !strings.HasPrefix(text, "[still waiting]") || !strings.Contains(text, "waiting for Approval "+intent.Status.ApprovalName) {
 			t.Fatalf("toolgate_wait on a call waiting for a human: error %t, %q", res.IsError, text)
 		}
 		// The task's other proposer may not wait on it, nor anyone on a missing intent.
@@ -350,7 +350,7 @@ func TestMCPEndpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		for intentName, want := range map[string]string{intent.Name: "is not a call you proposed", "no-such-intent": "not found"} {
-			other, err := second.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intent": intentName}})
+			other, err := second.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intentName": intentName}})
 			if err != nil || !other.IsError || !strings.Contains(resultText(other), want) {
 				t.Errorf("toolgate_wait by another proposer on %s: %v %q; want %q", intentName, err, resultText(other), want)
 			}
@@ -368,7 +368,7 @@ func TestMCPEndpoint(t *testing.T) {
 		gaveUp := make(chan struct{})
 		go func() {
 			defer close(gaveUp)
-			_, _ = watched.CallTool(waitCtx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intent": intent.Name}})
+			_, _ = watched.CallTool(waitCtx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intentName": intent.Name}})
 		}()
 		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 			return proxy.watches("toolintents") > 0, nil
@@ -385,14 +385,14 @@ func TestMCPEndpoint(t *testing.T) {
 			return got.Spec.Cancel || got.Status.Observation != nil
 		})
 		approval := &v1.Approval{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: intent.Status.ApprovalRef}, approval); err != nil {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: intent.Status.ApprovalName}, approval); err != nil {
 			t.Fatal(err)
 		}
 		if err := decide(ctx, clients[alice], approval, v1.DecisionApproved, alice); err != nil {
 			t.Fatalf("approving: %v", err)
 		}
 		waitFor(t, intent, "an observation", func(i *v1.ToolIntent) bool { return i.Status.Observation != nil })
-		res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intent": intent.Name}})
+		res, err = s.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intentName": intent.Name}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -408,7 +408,7 @@ func TestMCPEndpoint(t *testing.T) {
 			_, err := session.CallTool(callCtx, &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": "withdrawn.txt", "content": "no\n"}})
 			errs <- err
 		}()
-		intent := waitForIntent(t, e.ns, `"withdrawn.txt"`, func(in *v1.ToolIntent) bool { return in.Status.ApprovalRef != "" })
+		intent := waitForIntent(t, e.ns, `"withdrawn.txt"`, func(in *v1.ToolIntent) bool { return in.Status.ApprovalName != "" })
 		cancel()
 		if err := <-errs; err == nil {
 			t.Errorf("the cancelled call returned no error")
@@ -419,7 +419,7 @@ func TestMCPEndpoint(t *testing.T) {
 		}
 		wantNothingRan(t, got)
 		approval := &v1.Approval{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: intent.Status.ApprovalRef}, approval); err != nil {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: intent.Status.ApprovalName}, approval); err != nil {
 			t.Fatal(err)
 		}
 		if approval.Status.State != v1.ApprovalStateSuperseded {
@@ -434,7 +434,7 @@ func TestMCPEndpoint(t *testing.T) {
 			_, err := session.CallTool(callCtx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "sleep 600"}})
 			errs <- err
 		}()
-		intent := waitForIntent(t, e.ns, "sleep 600", func(in *v1.ToolIntent) bool { return in.Status.ExecutionRef != "" })
+		intent := waitForIntent(t, e.ns, "sleep 600", func(in *v1.ToolIntent) bool { return in.Status.ExecutionName != "" })
 		// The intent names its Execution before the Execution is authorized and its
 		// Job created: a cancel in between withdraws the call before it runs. Cancel
 		// once it runs.
@@ -491,7 +491,7 @@ func waitForIntent(t *testing.T, ns, input string, cond func(*v1.ToolIntent) boo
 func intentOf(t *testing.T, res *mcp.CallToolResult) *v1.ToolIntent {
 	t.Helper()
 	m, _ := res.StructuredContent.(map[string]any)
-	name, _ := m["intent"].(string)
+	name, _ := m["intentName"].(string)
 	if name == "" {
 		t.Fatalf("the result names no intent: %v", res.StructuredContent)
 	}

@@ -46,13 +46,13 @@ func TestMCPWaitHeartbeatAndDeletedIntent(t *testing.T) {
 	if err != nil || res.IsError || !strings.HasPrefix(resultText(res), "[still waiting]") {
 		t.Fatalf("a call nobody approves: %v %q", err, resultText(res))
 	}
-	intent := waitForIntent(t, e.ns, `"held.txt"`, func(in *v1.ToolIntent) bool { return in.Status.ApprovalRef != "" })
+	intent := waitForIntent(t, e.ns, `"held.txt"`, func(in *v1.ToolIntent) bool { return in.Status.ApprovalName != "" })
 
 	t.Run("a heartbeat repeats the step while nothing changes", func(t *testing.T) {
 		mu.Lock()
 		steps = nil
 		mu.Unlock()
-		params := &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intent": intent.Name}}
+		params := &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intentName": intent.Name}}
 		params.SetProgressToken("heartbeat")
 		res, err := session.CallTool(ctx, params)
 		if err != nil || res.IsError || !strings.HasPrefix(resultText(res), "[still waiting]") {
@@ -61,7 +61,7 @@ func TestMCPWaitHeartbeatAndDeletedIntent(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		// The step at once, then at least one heartbeat within the 3 s wait.
-		want := "waiting for Approval " + intent.Status.ApprovalRef
+		want := "waiting for Approval " + intent.Status.ApprovalName
 		if len(steps) < 2 {
 			t.Fatalf("progress during a 3 s wait with a 1 s heartbeat: %q; want the step and a heartbeat", steps)
 		}
@@ -87,7 +87,7 @@ func TestMCPWaitHeartbeatAndDeletedIntent(t *testing.T) {
 		done := make(chan outcome, 1)
 		start := time.Now()
 		go func() {
-			params := &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intent": intent.Name}}
+			params := &mcp.CallToolParams{Name: mcpserver.WaitTool, Arguments: map[string]any{"intentName": intent.Name}}
 			params.SetProgressToken("deleted")
 			res, err := long.CallTool(ctx, params)
 			done <- outcome{res, err}

@@ -188,7 +188,7 @@ func wantRefusedByValidation(t *testing.T, intent *v1.ToolIntent, want string) *
 	if !strings.Contains(obs.Summary, want) {
 		t.Fatalf("intent %s: observation %q\nwant it to contain %q", got.Name, obs.Summary, want)
 	}
-	if got.Status.Decision != nil || got.Status.ExecutionRef != "" {
+	if got.Status.Decision != nil || got.Status.ExecutionName != "" {
 		t.Fatalf("intent %s was refused but decided or executed: %+v", got.Name, got.Status)
 	}
 	wantNothingRan(t, got)
@@ -216,9 +216,9 @@ func wantNothingRan(t *testing.T, intent *v1.ToolIntent) {
 func wantRuns(t *testing.T, intent *v1.ToolIntent) {
 	t.Helper()
 	got := waitFor(t, intent, "an Execution", func(i *v1.ToolIntent) bool {
-		return i.Status.ExecutionRef != "" || i.Status.Observation != nil
+		return i.Status.ExecutionName != "" || i.Status.Observation != nil
 	})
-	if got.Status.ExecutionRef == "" {
+	if got.Status.ExecutionName == "" {
 		t.Fatalf("intent %s of a proposer did not run: %+v", got.Name, got.Status.Observation)
 	}
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -229,7 +229,7 @@ func wantRuns(t *testing.T, intent *v1.ToolIntent) {
 		return len(jobs.Items) > 0, nil
 	})
 	if err != nil {
-		t.Fatalf("intent %s has Execution %s but no Job: %v", got.Name, got.Status.ExecutionRef, err)
+		t.Fatalf("intent %s has Execution %s but no Job: %v", got.Name, got.Status.ExecutionName, err)
 	}
 }
 
@@ -239,7 +239,7 @@ func wantRuns(t *testing.T, intent *v1.ToolIntent) {
 // not a broken setup.
 func TestAgentWhoIsNotAProposerCannotProposeIntoAnothersTask(t *testing.T) {
 	ns := proposersNamespace(t)
-	createTask(t, ns, victimTask, external(v1.Proposers{Users: []string{alice}, Groups: []string{"team-a"}, ServiceAccounts: []string{ns + "/coding-agent"}}))
+	createTask(t, ns, victimTask, external(v1.Proposers{Users: []string{alice}, Groups: []string{"team-a"}, ServiceAccounts: []v1.ServiceAccountReference{{Namespace: ns, Name: "coding-agent"}}}))
 	createTask(t, ns, "agents-own", external(v1.Proposers{Users: []string{agentUser}}))
 
 	attack := propose(t, clients[agentUser], ns, "into-alices-task", victimTask, agentUser)
@@ -309,7 +309,7 @@ func TestAServiceAccountProposer(t *testing.T) {
 	ns := proposersNamespace(t)
 	sa := serviceAccountClient(t, ns, "coding-agent")
 	other := serviceAccountClient(t, ns, "other-agent")
-	createTask(t, ns, victimTask, external(v1.Proposers{ServiceAccounts: []string{ns + "/coding-agent"}}))
+	createTask(t, ns, victimTask, external(v1.Proposers{ServiceAccounts: []v1.ServiceAccountReference{{Namespace: ns, Name: "coding-agent"}}}))
 
 	wantRuns(t, propose(t, sa, ns, "by-the-agent", victimTask, "system:serviceaccount:"+ns+":coding-agent"))
 	wantRefusedByValidation(t, propose(t, other, ns, "by-another-agent", victimTask, "system:serviceaccount:"+ns+":other-agent"),

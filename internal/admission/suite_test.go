@@ -371,6 +371,8 @@ func pendingApproval(ns, name, requestedBy string, approvers *toolgatev1alpha1.A
 				Tool:  toolgatev1alpha1.ToolBash,
 				Input: `{"command":"git push origin main"}`,
 				Risk:  toolgatev1alpha1.RiskHigh,
+				// What asked: the task's mode, as the controller records it.
+				PolicyRuleRef: toolgatev1alpha1.ModeDefaultReference(toolgatev1alpha1.ModeEdit),
 			},
 			RequestedBy: requestedBy,
 			Approvers:   approvers,

@@ -187,7 +187,7 @@ func pendingApproval(t *testing.T, ctx context.Context, ns, name string, approve
 		Spec: v1.ApprovalSpec{
 			IntentRef: v1.LocalObjectReference{Name: name}, TaskRef: v1.LocalObjectReference{Name: "upgrade-deps"},
 			Fingerprint: strings.Repeat("ab", 32),
-			Request:     v1.ApprovalRequest{Tool: v1.ToolBash, Input: `{"command":"go get example.com/mod@v1.2.0"}`, Rule: "installs-and-network"},
+			Request:     v1.ApprovalRequest{Tool: v1.ToolBash, Input: `{"command":"go get example.com/mod@v1.2.0"}`, PolicyRuleRef: v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "p", 0, "installs-and-network")},
 			RequestedBy: "system:serviceaccount:" + ns + ":coding-agent",
 			Approvers:   approvers,
 			ExpiresAt:   metav1.NewTime(time.Now().Add(time.Hour)),
@@ -341,7 +341,7 @@ func TestCancelActionPatchesTheTask(t *testing.T) {
 		Spec: v1.AgentTaskSpec{
 			Goal:      "upgrade",
 			Workspace: v1.WorkspaceSpec{ExistingClaim: "checkout"},
-			Agent:     v1.AgentSpec{External: &v1.ExternalAgent{Proposers: v1.Proposers{ServiceAccounts: []string{ns + "/coding-agent"}}}},
+			Agent:     v1.AgentSpec{External: &v1.ExternalAgent{Proposers: v1.Proposers{ServiceAccounts: []v1.ServiceAccountReference{{Namespace: ns, Name: "coding-agent"}}}}},
 		},
 	}
 	if err := env.Client.Create(ctx, task); err != nil {

@@ -91,7 +91,7 @@ func TestToolIntentHealthEdgeCases(t *testing.T) {
 		{"validated only", toolIntent(v1.ToolIntentStatus{Conditions: []metav1.Condition{cond(v1.ConditionValidated, metav1.ConditionTrue, v1.ReasonInputValid, "ok")}}),
 			HealthStatus{HealthProgressing, "validating and deciding"}},
 		{"held for a sibling", toolIntent(v1.ToolIntentStatus{Conditions: []metav1.Condition{
-			cond(v1.ConditionDecided, metav1.ConditionTrue, v1.ReasonPolicyAllow, "Allow by mode-default"),
+			cond(v1.ConditionDecided, metav1.ConditionTrue, v1.ReasonPolicyAllow, "Allow by ModeDefault/Edit"),
 			cond(v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonWaitingForSiblings, "held while fix-tests-t0-1 waits for a human"),
 		}}), HealthStatus{HealthSuspended, "held while fix-tests-t0-1 waits for a human"}},
 		{"timed out", toolIntent(v1.ToolIntentStatus{

@@ -27,20 +27,20 @@ import (
 
 // PendingApproval is one row of `approvals -o json`.
 type PendingApproval struct {
-	Namespace   string             `json:"namespace"`
-	Name        string             `json:"name"`
-	Task        string             `json:"task"`
-	Intent      string             `json:"intent"`
-	Tool        v1.ToolName        `json:"tool"`
-	Input       string             `json:"input"`
-	Risk        v1.Risk            `json:"risk,omitempty"`
-	Category    v1.CommandCategory `json:"category,omitempty"`
-	Policy      string             `json:"policy,omitempty"`
-	Rule        string             `json:"rule,omitempty"`
-	RequestedBy string             `json:"requestedBy"`
-	Approvers   *v1.Approvers      `json:"approvers,omitempty"`
-	CreatedAt   metav1.Time        `json:"createdAt"`
-	ExpiresAt   metav1.Time        `json:"expiresAt"`
+	Namespace string             `json:"namespace"`
+	Name      string             `json:"name"`
+	Task      string             `json:"task"`
+	Intent    string             `json:"intent"`
+	Tool      v1.ToolName        `json:"tool"`
+	Input     string             `json:"input"`
+	Risk      v1.Risk            `json:"risk,omitempty"`
+	Category  v1.CommandCategory `json:"category,omitempty"`
+	// PolicyRuleRef names what asked, as the Approval's request does.
+	PolicyRuleRef v1.PolicyRuleReference `json:"policyRuleRef"`
+	RequestedBy   string                 `json:"requestedBy"`
+	Approvers     *v1.Approvers          `json:"approvers,omitempty"`
+	CreatedAt     metav1.Time            `json:"createdAt"`
+	ExpiresAt     metav1.Time            `json:"expiresAt"`
 }
 
 // isPending says whether an approval still waits for a human: undecided, and not
@@ -74,7 +74,7 @@ func PendingApprovals(all []v1.Approval, now time.Time) []PendingApproval {
 		r := a.Spec.Request
 		out = append(out, PendingApproval{
 			Namespace: a.Namespace, Name: a.Name, Task: a.Spec.TaskRef.Name, Intent: a.Spec.IntentRef.Name,
-			Tool: r.Tool, Input: mask.Secrets(r.Input), Risk: r.Risk, Category: r.Category, Policy: r.Policy, Rule: r.Rule,
+			Tool: r.Tool, Input: mask.Secrets(r.Input), Risk: r.Risk, Category: r.Category, PolicyRuleRef: r.PolicyRuleRef,
 			RequestedBy: a.Spec.RequestedBy, Approvers: a.Spec.Approvers, CreatedAt: a.CreationTimestamp, ExpiresAt: a.Spec.ExpiresAt,
 		})
 	}
@@ -96,7 +96,7 @@ func RenderApprovals(w io.Writer, rows []PendingApproval, allNamespaces bool, no
 		if allNamespaces {
 			fmt.Fprintf(tw, "%s\t", r.Namespace)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Task, r.Tool, orDash(string(r.Risk)), orDash(ruleID(r.Policy, r.Rule)),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Task, r.Tool, orDash(string(r.Risk)), orDash(r.PolicyRuleRef.String()),
 			r.RequestedBy, humanDuration(now.Sub(r.CreatedAt.Time)), humanDuration(r.ExpiresAt.Sub(now)), oneLine(r.Input, 60))
 	}
 	return tw.Flush()
@@ -157,10 +157,7 @@ func RenderApprovalRequest(w io.Writer, a *v1.Approval, now time.Time) error {
 		line("Agent's reason", "%s", mask.Secrets(r.ProposerReason))
 	}
 	line("Risk", "%s (category %s)", orDash(string(r.Risk)), orDash(string(r.Category)))
-	rule := r.Rule
-	if r.Policy != "" {
-		rule = fmt.Sprintf("%s rule %s (generation %d)", r.Policy, r.Rule, r.PolicyGeneration)
-	}
+	rule := r.PolicyRuleRef.WithGeneration()
 	line("Runs behind", "%s", wallsLine(r.Walls))
 	if r.Sandbox != nil {
 		line("Network", "%s", networkLine(r.Sandbox.Profile.Network))

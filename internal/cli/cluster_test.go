@@ -83,7 +83,7 @@ func TestTraceOfARecordedTask(t *testing.T) {
 	if e := test.Execution; e == nil || e.ExitCode == nil || *e.ExitCode != 1 || e.DurationMillis != 12500 || e.JobName != "fix-tests-test" {
 		t.Fatalf("execution of fix-tests-test: %+v; want job fix-tests-test, exit code 1, 12.5s", test.Execution)
 	}
-	if d := test.Decision; d == nil || d.Policy != "ToolPolicy/team" || d.Rule != "allow-tests" || d.PolicyGeneration != 2 {
+	if d := test.Decision; d == nil || d.PolicyRuleRef != v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "team", 2, "allow-tests") {
 		t.Fatalf("decision of fix-tests-test: %+v", test.Decision)
 	}
 	if o := test.Observation; o == nil || !strings.HasPrefix(o.Summary, "[exit code: 1]\nFAIL src/sum.test.js") {
@@ -128,7 +128,7 @@ func replayTask(t *testing.T, ns string) *v1.ToolPolicy {
 		Type: v1.ConditionSucceeded, Status: metav1.ConditionTrue, Reason: v1.ReasonMarkedDone, Message: "done", LastTransitionTime: metav1.Now(),
 	}}}
 	read := makeIntent(ns, "fix-tests-read", 0, 0, v1.ToolReadFile, `{"path":"package.json"}`).
-		valid().decided(v1.DecisionAllow, "", "mode-default", 0, "no rule matched; Edit mode allows read-only calls", v1.CategoryReadOnly).obj()
+		valid().decided(v1.DecisionAllow, "", "", 0, "no rule matched; Edit mode allows read-only calls", v1.CategoryReadOnly).obj()
 	test := makeIntent(ns, "fix-tests-test", 0, 1, v1.ToolBash, `{"command":"npm test"}`).
 		valid().decided(v1.DecisionAllow, "ToolPolicy/team", "allow-tests", team.Generation, "tests are safe here", v1.CategoryTest).obj()
 	record(t, task, &read, &test)
@@ -171,8 +171,8 @@ spec:
 	}
 	for _, want := range []string{
 		"! turn 0 [1] bash fix-tests-test",
-		"recorded: Allow by ToolPolicy/team rule allow-tests (generation 1): tests are safe here",
-		"now:      Deny by ToolPolicy/team rule deny-tests (generation 0): tests run in CI only",
+		"recorded: Allow by ToolPolicy/team/allow-tests (generation 1): tests are safe here",
+		"now:      Deny by ToolPolicy/team/deny-tests (generation 0): tests run in CI only",
 		"CHANGED:  Allow -> Deny",
 		"CHANGED:  deciding rule ToolPolicy/team/allow-tests -> ToolPolicy/team/deny-tests",
 		"1 of 2 decisions would change.",
@@ -202,7 +202,7 @@ spec:
 		t.Fatalf("report: %+v", rep)
 	}
 	got := rep.Intents[1]
-	if !got.Changed || got.Recorded.Outcome != "Allow" || got.Replayed.Outcome != "Deny" || got.Replayed.Rule != "deny-tests" || got.Replayed.PolicyGeneration != 2 {
+	if !got.Changed || got.Recorded.Outcome != "Allow" || got.Replayed.Outcome != "Deny" || got.Replayed.PolicyRuleRef == nil || got.Replayed.PolicyRuleRef.Rule != "deny-tests" || got.Replayed.PolicyRuleRef.Generation != 2 {
 		t.Fatalf("replayed npm test: %+v", got)
 	}
 

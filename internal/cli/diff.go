@@ -215,8 +215,8 @@ func readPushRecord(ctx context.Context, c *cluster, task *v1.AgentTask, timeout
 			if ws := task.Status.Workspace; ws != nil && ws.Push != nil && ws.Push.Message != "" {
 				why = " (status.workspace.push: " + ws.Push.Message + ")"
 			}
-			if ws := task.Status.Workspace; ws != nil && ws.Push != nil && ws.Push.Intent != "" {
-				return shownChange{}, fmt.Errorf("ConfigMap %s, the record of the change ToolIntent %s pushes, does not exist: it was deleted, so the change cannot be shown; compare the tree the push's Approval names with the workspace yourself, or deny it", key.Name, ws.Push.Intent)
+			if ws := task.Status.Workspace; ws != nil && ws.Push != nil && ws.Push.IntentName != "" {
+				return shownChange{}, fmt.Errorf("ConfigMap %s, the record of the change ToolIntent %s pushes, does not exist: it was deleted, so the change cannot be shown; compare the tree the push's Approval names with the workspace yourself, or deny it", key.Name, ws.Push.IntentName)
 			}
 			return shownChange{}, fmt.Errorf("AgentTask %s is preparing its push, and its change was not recorded within %s (ConfigMap %s)%s", task.Name, timeout, key.Name, why)
 		}

@@ -118,7 +118,7 @@ func pendingPush(t *testing.T, ns, recordTree string) *v1.AgentTask {
 		},
 		Status: v1.AgentTaskStatus{
 			Phase:     v1.TaskAwaitingApproval,
-			Workspace: &v1.WorkspaceStatus{Commit: pushBase, Push: &v1.PushStatus{Branch: "agent/fix", Intent: "fix-git-push"}},
+			Workspace: &v1.WorkspaceStatus{Commit: pushBase, Push: &v1.PushStatus{Branch: "agent/fix", IntentName: "fix-git-push"}},
 		},
 	}
 	record(t, task)

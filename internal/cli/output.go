@@ -52,7 +52,7 @@ holds all of it, else the command says where the rest is.`,
 				}
 				return apiError(err)
 			}
-			ref := intent.Status.ExecutionRef
+			ref := intent.Status.ExecutionName
 			if ref == "" {
 				why := "it has not been executed yet"
 				if obs := intent.Status.Observation; obs != nil {

@@ -47,8 +47,8 @@ type PolicyCheck struct {
 
 // ExampleResult is one example of one rule.
 type ExampleResult struct {
-	Policy string `json:"policy"`
-	Rule   string `json:"rule"`
+	// PolicyRuleRef names the rule whose example it is.
+	PolicyRuleRef v1.PolicyRuleReference `json:"policyRuleRef"`
 	// Command is the example bash command.
 	Command string `json:"command"`
 	// Want is "match" or "notMatch".
@@ -70,10 +70,9 @@ type CheckedCall struct {
 
 // MatchedRule is a rule that matched the call.
 type MatchedRule struct {
-	Policy      string `json:"policy"`
-	Rule        string `json:"rule"`
-	Action      string `json:"action"`
-	Enforcement string `json:"enforcement,omitempty"`
+	PolicyRuleRef v1.PolicyRuleReference `json:"policyRuleRef"`
+	Action        v1.RuleAction          `json:"action"`
+	Enforcement   v1.Enforcement         `json:"enforcement,omitempty"`
 	// Decided is true for the rule that decided.
 	Decided bool `json:"decided"`
 	// Limited says why a Redirect rule that matched did not act (its maxFires or
@@ -102,7 +101,7 @@ func CheckExamples(docs []policyDoc) []ExampleResult {
 			}
 			check := func(command, want string, shouldMatch bool) {
 				matched := ruleMatches(p, r.Name, command)
-				out = append(out, ExampleResult{Policy: d.id(), Rule: r.Name, Command: command, Want: want, Passed: matched == shouldMatch})
+				out = append(out, ExampleResult{PolicyRuleRef: p.RuleRef(r.Name), Command: command, Want: want, Passed: matched == shouldMatch})
 			}
 			for _, ex := range r.Examples.Match {
 				check(ex, "match", true)
@@ -126,11 +125,12 @@ func ruleMatches(p *policy.CompiledPolicy, rule, command string) bool {
 	} else {
 		d = policy.Decide(req, nil, []*policy.CompiledPolicy{p}, nil)
 	}
-	if d.Policy == p.ID() && d.Rule == rule {
+	ref := p.RuleRef(rule)
+	if d.PolicyRuleRef.SameRule(ref) {
 		return true
 	}
 	for _, h := range d.NonActingHits {
-		if h.Policy == p.ID() && h.Rule == rule {
+		if h.PolicyRuleRef.SameRule(ref) {
 			return true
 		}
 	}
@@ -141,11 +141,11 @@ func ruleMatches(p *policy.CompiledPolicy, rule, command string) bool {
 func CheckCall(loaded policyset.Set, req policy.Request) CheckedCall {
 	d := *maskedDecision(policy.Decide(req, loaded.Cluster, loaded.Namespaced, loaded.Broken))
 	c := CheckedCall{Mode: req.Mode, Tool: req.Tool, Input: mask.Secrets(string(req.Input)), Decision: d, Matched: []MatchedRule{}}
-	if d.Rule != policy.RuleModeDefault {
-		c.Matched = append(c.Matched, MatchedRule{Policy: d.Policy, Rule: d.Rule, Action: string(d.Action), Enforcement: string(v1.EnforcementEnforce), Decided: true})
+	if !d.PolicyRuleRef.IsModeDefault() {
+		c.Matched = append(c.Matched, MatchedRule{PolicyRuleRef: d.PolicyRuleRef, Action: v1.RuleAction(d.Action), Enforcement: v1.EnforcementEnforce, Decided: true})
 	}
 	for _, h := range d.NonActingHits {
-		c.Matched = append(c.Matched, MatchedRule{Policy: h.Policy, Rule: h.Rule, Action: h.Action, Enforcement: h.Enforcement, Limited: h.Limited})
+		c.Matched = append(c.Matched, MatchedRule{PolicyRuleRef: h.PolicyRuleRef, Action: h.Action, Enforcement: h.Enforcement, Limited: h.Limited})
 	}
 	return c
 }
@@ -181,7 +181,7 @@ func RenderPolicyCheck(w io.Writer, pc PolicyCheck) error {
 		if !e.Passed {
 			result = "FAIL"
 		}
-		fmt.Fprintf(&b, "  %s %s rule %s: %s %q\n", result, e.Policy, e.Rule, e.Want, e.Command)
+		fmt.Fprintf(&b, "  %s %s: %s %q\n", result, e.PolicyRuleRef, e.Want, e.Command)
 	}
 	if c := pc.Call; c != nil {
 		d := c.Decision
@@ -207,14 +207,10 @@ func RenderPolicyCheck(w io.Writer, pc PolicyCheck) error {
 				if m.Limited != "" {
 					role += " (limited: " + m.Limited + ")"
 				}
-				fmt.Fprintf(&b, "  %s rule %s (%s, %s): %s\n", m.Policy, m.Rule, m.Action, orDash(m.Enforcement), role)
+				fmt.Fprintf(&b, "  %s (%s, %s): %s\n", m.PolicyRuleRef, m.Action, orDash(string(m.Enforcement)), role)
 			}
 		}
-		by := d.Rule
-		if d.Policy != "" {
-			by = d.Policy + " rule " + d.Rule
-		}
-		fmt.Fprintf(&b, "Decision: %s by %s: %s\n", d.Action, by, d.Reason)
+		fmt.Fprintf(&b, "Decision: %s by %s: %s\n", d.Action, d.PolicyRuleRef, d.Reason)
 		if d.Instruction != "" {
 			fmt.Fprintf(&b, "Instruction to the model: %s\n", d.Instruction)
 		}

@@ -151,7 +151,7 @@ func waitForObservation(ctx context.Context, c *cluster, intent *v1.ToolIntent, 
 		if state := pipeline.WaitingFor(current); state != lastState {
 			lastState = state
 			note := ""
-			if ref := current.Status.ApprovalRef; ref != "" {
+			if ref := current.Status.ApprovalName; ref != "" {
 				note = fmt.Sprintf(" (decide it with: kubectl toolgate approve %s -n %s)", ref, current.Namespace)
 			}
 			fmt.Fprintf(progress, "waiting: %s%s\n", mask.Secrets(state), note)

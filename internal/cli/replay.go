@@ -75,12 +75,12 @@ type ReplayedIntent struct {
 type Verdict struct {
 	// Outcome is Allow, Ask or Deny; Invalid when validation failed; None when
 	// nothing was recorded yet.
-	Outcome          string   `json:"outcome"`
-	Errors           []string `json:"errors,omitempty"`
-	Policy           string   `json:"policy,omitempty"`
-	PolicyGeneration int64    `json:"policyGeneration,omitempty"`
-	Rule             string   `json:"rule,omitempty"`
-	Reason           string   `json:"reason,omitempty"`
+	Outcome string   `json:"outcome"`
+	Errors  []string `json:"errors,omitempty"`
+	// PolicyRuleRef names what decided, as the decision does; absent for Invalid
+	// and None.
+	PolicyRuleRef *v1.PolicyRuleReference `json:"policyRuleRef,omitempty"`
+	Reason        string                  `json:"reason,omitempty"`
 	// Walls are the sandbox restrictions the call runs under (see Decision.Walls).
 	Walls       *v1.SandboxWalls `json:"walls,omitempty"`
 	Fingerprint string           `json:"fingerprint,omitempty"`
@@ -156,7 +156,7 @@ func judge(task, live *v1.AgentTask, in *v1.ToolIntent, earlier []v1.ToolIntent,
 		}
 	}
 	pipeline.ApplyAskLimits(&d, task.Spec.Budgets.MaxApprovalRequests, prior)
-	return Verdict{Outcome: string(d.Action), Policy: d.Policy, PolicyGeneration: d.PolicyGeneration, Rule: d.Rule, Reason: mask.Secrets(d.Reason), Walls: d.Walls, Fingerprint: d.Fingerprint}
+	return decidedVerdict(&d)
 }
 
 // loopIdentity is the user the agent loop proposed a model task's calls as, read
@@ -191,11 +191,10 @@ func runningTask(task *v1.AgentTask) *v1.AgentTask {
 	return t
 }
 
-func ruleID(policyID, rule string) string {
-	if policyID == "" {
-		return rule
-	}
-	return policyID + "/" + rule
+// decidedVerdict is the verdict of decision d.
+func decidedVerdict(d *v1.Decision) Verdict {
+	ref := d.PolicyRuleRef
+	return Verdict{Outcome: string(d.Action), PolicyRuleRef: &ref, Reason: mask.Secrets(d.Reason), Walls: d.Walls, Fingerprint: d.Fingerprint}
 }
 
 // recordedVerdict reads the verdict the controller recorded on an intent.
@@ -207,7 +206,7 @@ func recordedVerdict(in *v1.ToolIntent) Verdict {
 	if d == nil {
 		return Verdict{Outcome: VerdictNone}
 	}
-	return Verdict{Outcome: string(d.Action), Policy: d.Policy, PolicyGeneration: d.PolicyGeneration, Rule: d.Rule, Reason: mask.Secrets(d.Reason), Walls: d.Walls, Fingerprint: d.Fingerprint}
+	return decidedVerdict(d)
 }
 
 // compare fills Changed, Changes and Notes.
@@ -221,11 +220,13 @@ func compare(r *ReplayedIntent) {
 		r.Changes = append(r.Changes, fmt.Sprintf("%s -> %s", rec.Outcome, now.Outcome))
 	}
 	decided := rec.Outcome != VerdictInvalid && now.Outcome != VerdictInvalid
-	if decided && (rec.Policy != now.Policy || rec.Rule != now.Rule) {
-		r.Changes = append(r.Changes, fmt.Sprintf("deciding rule %s -> %s", ruleID(rec.Policy, rec.Rule), ruleID(now.Policy, now.Rule)))
-	}
-	if decided && rec.Policy == now.Policy && rec.Rule == now.Rule && rec.PolicyGeneration != now.PolicyGeneration {
-		r.Notes = append(r.Notes, fmt.Sprintf("same rule, policy generation %d -> %d: an approval given for the recorded call would not match", rec.PolicyGeneration, now.PolicyGeneration))
+	if decided && rec.PolicyRuleRef != nil && now.PolicyRuleRef != nil {
+		was, is := *rec.PolicyRuleRef, *now.PolicyRuleRef
+		if !was.SameRule(is) {
+			r.Changes = append(r.Changes, fmt.Sprintf("deciding rule %s -> %s", was, is))
+		} else if was.Generation != is.Generation {
+			r.Notes = append(r.Notes, fmt.Sprintf("same rule, policy generation %d -> %d: an approval given for the recorded call would not match", was.Generation, is.Generation))
+		}
 	}
 	if decided && runs(rec.Outcome) && runs(now.Outcome) && wallsText(rec.Walls) != wallsText(now.Walls) {
 		r.Notes = append(r.Notes, fmt.Sprintf("walls %s -> %s: the call would run in another sandbox, and an approval given for the recorded call would not match", wallsText(rec.Walls), wallsText(now.Walls)))
@@ -283,9 +284,9 @@ func verdictText(v Verdict) string {
 	case VerdictInvalid:
 		return "Invalid: " + strings.Join(v.Errors, "; ")
 	}
-	by := v.Rule
-	if v.Policy != "" {
-		by = fmt.Sprintf("%s rule %s (generation %d)", v.Policy, v.Rule, v.PolicyGeneration)
+	by := "no rule"
+	if v.PolicyRuleRef != nil {
+		by = v.PolicyRuleRef.WithGeneration()
 	}
 	if v.Reason == "" {
 		return fmt.Sprintf("%s by %s", v.Outcome, by)

@@ -12,7 +12,7 @@ import (
 func TestReplayPlan(t *testing.T) {
 	zero, one := int32(0), int32(1)
 	ran := func(b *intentBuilder, category v1.CommandCategory) v1.ToolIntent {
-		return b.valid().decided(v1.DecisionAllow, "", "mode-default", 0, "", category).
+		return b.valid().decided(v1.DecisionAllow, "", "", 0, "", category).
 			observed(v1.Observation{Outcome: v1.OutcomeSucceeded, Executed: true, ExitCode: &zero, Summary: "[exit code: 0]\nok\n"}).obj()
 	}
 	intents := []v1.ToolIntent{

@@ -178,7 +178,7 @@ func recordModelTask(t *testing.T, ns, baseURL string) *v1.AgentTask {
 			d := decisions[turn]
 			in.Status = v1.ToolIntentStatus{
 				Validation:  &v1.Validation{},
-				Decision:    &v1.Decision{Action: d.action, Rule: "mode-default", Reason: "no rule matched", Category: d.category},
+				Decision:    &v1.Decision{Action: d.action, PolicyRuleRef: v1.ModeDefaultReference(v1.ModeEdit), Reason: "no rule matched", Category: d.category},
 				Observation: &v1.Observation{Outcome: v1.OutcomeSucceeded, Executed: true, ExitCode: &zero, Summary: d.summary},
 			}
 			if in.Spec.Tool == v1.ToolReadFile {
@@ -211,7 +211,7 @@ func TestReplayModelRepeatsTheHistory(t *testing.T) {
 		"  turn 0: Same (recorded by recorded-model, replayed by candidate-2)",
 		"Same     read_file fix-t0-0",
 		"Same     edit_file fix-t1-0",
-		"now:      Ask by mode-default",
+		"now:      Ask by ModeDefault/Edit",
 		"answered, as recorded: Fixed",
 		"0 of 4 turns changed (400 tokens spent).",
 	} {
@@ -276,7 +276,7 @@ func TestReplayModelReportsAChangedEditWithItsNewDecision(t *testing.T) {
 		t.Fatalf("turn 1: %+v", turn)
 	}
 	added, changed := turn.Calls[0], turn.Calls[1]
-	if added.Comparison != CallAdded || added.Tool != v1.ToolWriteFile || added.Replayed == nil || added.Replayed.Outcome != "Deny" || added.Replayed.Rule != "deny-write-file" {
+	if added.Comparison != CallAdded || added.Tool != v1.ToolWriteFile || added.Replayed == nil || added.Replayed.Outcome != "Deny" || added.Replayed.PolicyRuleRef == nil || added.Replayed.PolicyRuleRef.Rule != "deny-write-file" {
 		t.Errorf("the added write_file: %+v %+v", added, added.Replayed)
 	}
 	if changed.Comparison != CallChanged || changed.RecordedIntent != "fix-t1-0" || len(changed.Diff) != 1 || changed.Diff[0] != `newText: "a + b" -> "b + a"` {
@@ -290,7 +290,7 @@ func TestReplayModelReportsAChangedEditWithItsNewDecision(t *testing.T) {
 	for _, want := range []string{
 		"! turn 1: Changed",
 		"Added    write_file",
-		"now:      Deny by ToolPolicy/no-overwrites rule deny-write-file",
+		"now:      Deny by ToolPolicy/no-overwrites/deny-write-file",
 		"Changed  edit_file fix-t1-0",
 		`newText: "a + b" -> "b + a"`,
 		"1 of 4 turns changed",
@@ -317,7 +317,7 @@ func TestReplayModelThatAnswersEarly(t *testing.T) {
 	for _, want := range []string{
 		"! turn 1: Changed",
 		"Missing  edit_file fix-t1-0",
-		"recorded: Ask by mode-default",
+		"recorded: Ask by ModeDefault/Edit",
 		"answered instead of calling tools: It is fine as it is.",
 		"1 of 4 turns changed",
 	} {
@@ -329,7 +329,7 @@ func TestReplayModelThatAnswersEarly(t *testing.T) {
 	// --dry-run judges a model task's calls as proposed by the agent loop (the
 	// identity its recorded validation accepted), not as proposed by nobody.
 	_, out, _ = kubectl(t, adminUser, ns, "", "replay", "fix", "--dry-run")
-	if strings.Contains(out, "Invalid") || !strings.Contains(out, "now:      Allow by mode-default") {
+	if strings.Contains(out, "Invalid") || !strings.Contains(out, "now:      Allow by ModeDefault/Edit") {
 		t.Errorf("dry-run replay of the model task:\n%s", out)
 	}
 }

@@ -31,19 +31,19 @@ func TestReplay(t *testing.T) {
 		a.Spec.Decision, a.Spec.DecidedBy = v1.DecisionDenied, "alice"
 	})
 	normalized := []byte(curl)
-	denied.Spec.Fingerprint = policy.Fingerprint("team-a", "fix-tests", v1.ToolBash, normalized, "ToolPolicy/team", "ask-network", 0, nil)
+	denied.Spec.Fingerprint = policy.Fingerprint("team-a", "fix-tests", v1.ToolBash, normalized, testRef("ToolPolicy/team", "ask-network", 0), nil)
 
 	intents := []v1.ToolIntent{
 		makeIntent("team-a", "test", 0, 0, v1.ToolBash, `{"command":"npm test"}`).valid().
 			decided(v1.DecisionAllow, "ToolPolicy/team", "allow-tests", 0, "", v1.CategoryTest).obj(),
 		makeIntent("team-a", "push", 0, 1, v1.ToolBash, `{"command":"git push origin main"}`).valid().
-			decided(v1.DecisionAllow, "", "mode-default", 0, "", v1.CategoryNetwork).obj(),
+			decided(v1.DecisionAllow, "", "", 0, "", v1.CategoryNetwork).obj(),
 		makeIntent("team-a", "curl-1", 1, 0, v1.ToolBash, curl).valid().
 			decided(v1.DecisionAsk, "ToolPolicy/team", "ask-network", 0, "", v1.CategoryNetwork).obj(),
 		makeIntent("team-a", "curl-2", 1, 1, v1.ToolBash, curl).valid().
 			decided(v1.DecisionDeny, "ToolPolicy/team", "ask-network", 0, "", v1.CategoryNetwork).obj(),
 		makeIntent("team-a", "edit", 2, 0, v1.ToolEditFile, `{"path":"a.go","oldText":"x","newText":"y"}`).valid().
-			decided(v1.DecisionAsk, "", "mode-default", 0, "", v1.CategoryWrite).obj(),
+			decided(v1.DecisionAsk, "", "", 0, "", v1.CategoryWrite).obj(),
 		makeIntent("team-a", "new", 2, 1, v1.ToolBash, `{"command":"ls"}`).obj(),
 	}
 	got := Replay(task, intents, []v1.Approval{denied}, loaded)
@@ -96,8 +96,8 @@ func TestReplayApprovalBudget(t *testing.T) {
 	}
 	task, _, _, _ := fixtureTask("team-a")
 	task.Spec.Budgets.MaxApprovalRequests = 1
-	first := makeIntent("team-a", "first", 0, 0, v1.ToolBash, `{"command":"make"}`).valid().decided(v1.DecisionAsk, "", "mode-default", 0, "", v1.CategoryBuild).obj()
-	second := makeIntent("team-a", "second", 0, 1, v1.ToolBash, `{"command":"make install"}`).valid().decided(v1.DecisionDeny, "", "mode-default", 0, "", v1.CategoryBuild).obj()
+	first := makeIntent("team-a", "first", 0, 0, v1.ToolBash, `{"command":"make"}`).valid().decided(v1.DecisionAsk, "", "", 0, "", v1.CategoryBuild).obj()
+	second := makeIntent("team-a", "second", 0, 1, v1.ToolBash, `{"command":"make install"}`).valid().decided(v1.DecisionDeny, "", "", 0, "", v1.CategoryBuild).obj()
 	asked := fixtureApproval("team-a", "first", "first", 1, func(*v1.Approval) {})
 	got := Replay(task, []v1.ToolIntent{first, second}, []v1.Approval{asked}, loaded)
 	if got[0].Replayed.Outcome != "Ask" || got[1].Replayed.Outcome != "Deny" || got[1].Changed {
@@ -120,7 +120,7 @@ func TestReplayCountsRecordedFires(t *testing.T) {
 	first := makeIntent("team-a", "first", 0, 0, v1.ToolBash, `{"command":"rm -rf build"}`).valid().
 		decided(v1.DecisionRedirect, "ToolPolicy/gate", "plan-rm", 1, "a delete needs a plan", v1.CategoryDelete).obj()
 	second := makeIntent("team-a", "second", 1, 0, v1.ToolBash, `{"command":"rm -rf build"}`).valid().
-		decided(v1.DecisionAsk, "", "mode-default", 0, "no rule matched; Edit mode asks a human for Delete calls", v1.CategoryDelete).obj()
+		decided(v1.DecisionAsk, "", "", 0, "no rule matched; Edit mode asks a human for Delete calls", v1.CategoryDelete).obj()
 	got := Replay(task, []v1.ToolIntent{first, second}, nil, loaded)
 	if got[0].Replayed.Outcome != "Redirect" || got[0].Changed || got[1].Replayed.Outcome != "Ask" || got[1].Changed {
 		t.Fatalf("replayed %s (changed %t), %s (changed %t: %v); want an unchanged Redirect, then an unchanged Ask",
@@ -135,7 +135,7 @@ func TestReplayNotesNewWalls(t *testing.T) {
 	task, _, _, _ := fixtureTask("team-a")
 	task.Spec.Budgets.MaxIntents = 10
 	ls := makeIntent("team-a", "ls", 0, 0, v1.ToolBash, `{"command":"ls"}`).valid().
-		decided(v1.DecisionAllow, "", "mode-default", 0, "no rule matched; Edit mode allows read-only calls", v1.CategoryReadOnly).obj()
+		decided(v1.DecisionAllow, "", "", 0, "no rule matched; Edit mode allows read-only calls", v1.CategoryReadOnly).obj()
 	got := Replay(task, []v1.ToolIntent{ls}, nil, policyset.Set{})
 	if len(got) != 1 || got[0].Changed || got[0].Replayed.Outcome != "Allow" {
 		t.Fatalf("replayed %+v; want an unchanged Allow", got)
@@ -155,9 +155,9 @@ func TestReplayOfAPushingTask(t *testing.T) {
 	task, _, _, _ := fixtureTask("team-a")
 	task.Spec.Budgets.MaxIntents = 10
 	task.Spec.Workspace = v1.WorkspaceSpec{Git: &v1.GitSource{URL: "http://git/calc.git", Push: &v1.GitPush{Branch: "agent/fix"}}}
-	task.Status.Workspace = &v1.WorkspaceStatus{Commit: strings.Repeat("1", 40), Push: &v1.PushStatus{Branch: "agent/fix", Intent: "fix-tests-git-push"}}
+	task.Status.Workspace = &v1.WorkspaceStatus{Commit: strings.Repeat("1", 40), Push: &v1.PushStatus{Branch: "agent/fix", IntentName: "fix-tests-git-push"}}
 	ls := makeIntent("team-a", "ls", 0, 0, v1.ToolBash, `{"command":"ls"}`).valid().
-		decided(v1.DecisionAllow, "", "mode-default", 0, "no rule matched; Edit mode allows read-only calls", v1.CategoryReadOnly).obj()
+		decided(v1.DecisionAllow, "", "", 0, "no rule matched; Edit mode allows read-only calls", v1.CategoryReadOnly).obj()
 	got := Replay(task, []v1.ToolIntent{ls}, nil, policyset.Set{})
 	if len(got) != 1 || got[0].Replayed.Outcome != "Allow" {
 		t.Fatalf("replayed %+v; want an Allow", got)

@@ -201,7 +201,7 @@ func pendingApproval(ns, name, requestedBy string, set func(*v1.Approval)) *v1.A
 			Fingerprint: strings.Repeat("5f", 32),
 			Request: v1.ApprovalRequest{
 				Tool: v1.ToolBash, Input: `{"command":"npm run build"}`, Risk: v1.RiskMedium,
-				Category: v1.CategoryBuild, Rule: "mode-default", Reason: "no rule matched; Edit mode asks a human for Build calls",
+				Category: v1.CategoryBuild, PolicyRuleRef: v1.ModeDefaultReference(v1.ModeEdit), Reason: "no rule matched; Edit mode asks a human for Build calls",
 			},
 			RequestedBy: requestedBy,
 			ExpiresAt:   metav1.NewTime(time.Now().Add(time.Hour)),

@@ -75,17 +75,17 @@ type IntentTrace struct {
 
 // ApprovalTrace is the human decision on an intent.
 type ApprovalTrace struct {
-	Name        string              `json:"name"`
-	Decision    v1.ApprovalDecision `json:"decision"`
-	DecidedBy   string              `json:"decidedBy,omitempty"`
-	DecidedAt   *metav1.Time        `json:"decidedAt,omitempty"`
-	Comment     string              `json:"comment,omitempty"`
-	State       v1.ApprovalState    `json:"state,omitempty"`
-	RequestedAt metav1.Time         `json:"requestedAt"`
-	ExpiresAt   metav1.Time         `json:"expiresAt"`
-	Approvers   *v1.Approvers       `json:"approvers,omitempty"`
-	ConsumedBy  string              `json:"consumedBy,omitempty"`
-	Message     string              `json:"message,omitempty"`
+	Name                    string              `json:"name"`
+	Decision                v1.ApprovalDecision `json:"decision"`
+	DecidedBy               string              `json:"decidedBy,omitempty"`
+	DecidedAt               *metav1.Time        `json:"decidedAt,omitempty"`
+	Comment                 string              `json:"comment,omitempty"`
+	State                   v1.ApprovalState    `json:"state,omitempty"`
+	RequestedAt             metav1.Time         `json:"requestedAt"`
+	ExpiresAt               metav1.Time         `json:"expiresAt"`
+	Approvers               *v1.Approvers       `json:"approvers,omitempty"`
+	ConsumedByExecutionName string              `json:"consumedByExecutionName,omitempty"`
+	Message                 string              `json:"message,omitempty"`
 }
 
 // ExecutionTrace is the invocation that ran the call.
@@ -102,7 +102,6 @@ type ExecutionTrace struct {
 	Message        string               `json:"message,omitempty"`
 	StartTime      *metav1.Time         `json:"startTime,omitempty"`
 	CompletionTime *metav1.Time         `json:"completionTime,omitempty"`
-	LogRef         string               `json:"logRef,omitempty"`
 	ArtifactPath   string               `json:"artifactPath,omitempty"`
 	Truncated      bool                 `json:"truncated,omitempty"`
 	// Walls are the decision's walls the Execution was built with; ReadOnlyWorkspace
@@ -138,14 +137,14 @@ func BuildTrace(task *v1.AgentTask, intents []v1.ToolIntent, approvals []v1.Appr
 	for i := range sorted {
 		in := &sorted[i]
 		it := intentTrace(in)
-		if ref := in.Status.ApprovalRef; ref != "" {
+		if ref := in.Status.ApprovalName; ref != "" {
 			if a, ok := approvalByName[ref]; ok {
 				it.Approval = approvalTrace(a)
 			} else {
 				it.Missing = append(it.Missing, "Approval "+ref)
 			}
 		}
-		if ref := in.Status.ExecutionRef; ref != "" {
+		if ref := in.Status.ExecutionName; ref != "" {
 			if e, ok := executionByName[ref]; ok {
 				it.Execution = executionTrace(e)
 			} else {
@@ -215,17 +214,17 @@ func maskedDecision(d v1.Decision) *v1.Decision {
 
 func approvalTrace(a *v1.Approval) *ApprovalTrace {
 	return &ApprovalTrace{
-		Name:        a.Name,
-		Decision:    a.Spec.Decision,
-		DecidedBy:   a.Spec.DecidedBy,
-		DecidedAt:   a.Status.DecidedAt,
-		Comment:     mask.Secrets(a.Spec.Comment),
-		State:       a.Status.State,
-		RequestedAt: a.CreationTimestamp,
-		ExpiresAt:   a.Spec.ExpiresAt,
-		Approvers:   a.Spec.Approvers,
-		ConsumedBy:  a.Status.ConsumedBy,
-		Message:     mask.Secrets(a.Status.Message),
+		Name:                    a.Name,
+		Decision:                a.Spec.Decision,
+		DecidedBy:               a.Spec.DecidedBy,
+		DecidedAt:               a.Status.DecidedAt,
+		Comment:                 mask.Secrets(a.Spec.Comment),
+		State:                   a.Status.State,
+		RequestedAt:             a.CreationTimestamp,
+		ExpiresAt:               a.Spec.ExpiresAt,
+		Approvers:               a.Spec.Approvers,
+		ConsumedByExecutionName: a.Status.ConsumedByExecutionName,
+		Message:                 mask.Secrets(a.Status.Message),
 	}
 }
 
@@ -244,7 +243,6 @@ func executionTrace(e *v1.Execution) *ExecutionTrace {
 		Message:        mask.Secrets(st.Message),
 		StartTime:      st.StartTime,
 		CompletionTime: st.CompletionTime,
-		LogRef:         st.LogRef,
 		ArtifactPath:   st.ArtifactPath,
 		Truncated:      st.Truncated,
 
@@ -317,11 +315,7 @@ func renderIntent(b *strings.Builder, it IntentTrace) {
 		}
 	}
 	if d := it.Decision; d != nil {
-		by := d.Rule
-		if d.Policy != "" {
-			by = fmt.Sprintf("%s rule %s (generation %d)", d.Policy, d.Rule, d.PolicyGeneration)
-		}
-		text := fmt.Sprintf("%s by %s\n%s\ncategory %s, risk %s, fingerprint %s", d.Action, by, d.Reason, orDash(string(d.Category)), orDash(string(d.Risk)), shortFingerprint(d.Fingerprint))
+		text := fmt.Sprintf("%s by %s\n%s\ncategory %s, risk %s, fingerprint %s", d.Action, d.PolicyRuleRef.WithGeneration(), d.Reason, orDash(string(d.Category)), orDash(string(d.Risk)), shortFingerprint(d.Fingerprint))
 		if len(d.Parts) > 1 {
 			var parts []string
 			for _, p := range d.Parts {
@@ -334,7 +328,7 @@ func renderIntent(b *strings.Builder, it IntentTrace) {
 			text += "\nparts: " + strings.Join(parts, "; ")
 		}
 		for _, h := range d.NonActingHits {
-			text += fmt.Sprintf("\nalso matched: %s rule %s (%s, %s)", h.Policy, h.Rule, h.Action, orDash(h.Enforcement))
+			text += fmt.Sprintf("\nalso matched: %s (%s, %s)", h.PolicyRuleRef, h.Action, orDash(string(h.Enforcement)))
 			if h.Limited != "" {
 				text += ", limited: " + h.Limited
 			}

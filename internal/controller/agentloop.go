@@ -124,7 +124,7 @@ func loopStateOf(task *v1.AgentTask, records []agent.TurnRecord, checks map[int3
 			case check.Action == v1.DecisionRedirect:
 				s.world.NextTurnDue = true
 			case check.Action == v1.DecisionDeny:
-				s.world.CompletionDenied = fmt.Sprintf("the final answer of turn %d was refused by rule %s/%s: %s", last.Turn, check.Policy, check.Rule, check.Reason)
+				s.world.CompletionDenied = fmt.Sprintf("the final answer of turn %d was refused by rule %s: %s", last.Turn, check.DecidedBy(), check.Reason)
 			default:
 				answer := last.Text
 				s.world.Answer = &answer
@@ -666,13 +666,13 @@ func (r *AgentTaskReconciler) reportTurn(ctx context.Context, task *v1.AgentTask
 	if c := step.completion; c != nil {
 		kind, by := corev1.EventTypeNormal, "no rule"
 		if c.Action != v1.DecisionAllow {
-			kind, by = corev1.EventTypeWarning, c.Policy+"/"+c.Rule
+			kind, by = corev1.EventTypeWarning, c.DecidedBy()
 		}
 		note := fmt.Sprintf("turn %d: the final answer was checked: %s by %s: %s", c.Turn, c.Action, by, c.Reason)
 		r.Recorder.Eventf(task, nil, kind, EventCompletionChecked, EventCompletionChecked, "%s", note)
 		log.Info(note, "audit", true, "step", EventCompletionChecked, "namespace", task.Namespace, "task", task.Name,
-			"turn", c.Turn, "action", c.Action, "policy", c.Policy, "rule", c.Rule, "record", transcript.CompletionCheckName(task.Name, c.Turn))
-		metrics.CompletionChecks.WithLabelValues(string(c.Action), c.Rule).Inc()
+			"turn", c.Turn, "action", c.Action, "rule", c.DecidedBy(), "record", transcript.CompletionCheckName(task.Name, c.Turn))
+		metrics.CompletionChecks.WithLabelValues(string(c.Action), c.DecidedBy()).Inc()
 	}
 	if c := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady); c != nil && c.Reason == v1.ReasonModelUnavailable {
 		log.Info(c.Message, "step", v1.ReasonModelUnavailable, "retryAfter", step.retryAfter)

@@ -448,7 +448,7 @@ func TestAgentLoopFixesTheFailingTest(t *testing.T) {
 	expectObservation(t, p.observed("fix-t1-0"), v1.OutcomeSucceeded, true, 0)
 
 	a := p.approval("fix-t2-0")
-	if a.Spec.RequestedBy != DefaultControllerIdentity || a.Spec.Request.Rule != "ask-edits" {
+	if a.Spec.RequestedBy != DefaultControllerIdentity || a.Spec.Request.PolicyRuleRef.Rule != "ask-edits" {
 		t.Fatalf("approval: %+v", a.Spec)
 	}
 	p.eventually("task awaits approval", func() (bool, string) {
@@ -874,10 +874,10 @@ func TestLoopStateOf(t *testing.T) {
 	otherCall := intentOf(r1, 0, "z")
 	otherCall.Spec.ProposedBy.ToolCallID = "not-c"
 	accepted := map[int32]v1.CompletionCheck{1: {Turn: 1, Action: v1.DecisionAllow}}
-	redirected := map[int32]v1.CompletionCheck{1: {Turn: 1, Action: v1.DecisionRedirect, Policy: "ToolPolicy/p", Rule: "tests-first", Instruction: "Run the tests."}}
-	refused := map[int32]v1.CompletionCheck{1: {Turn: 1, Action: v1.DecisionDeny, Policy: "ToolPolicy/p", Rule: "no", Reason: "never"}}
+	redirected := map[int32]v1.CompletionCheck{1: {Turn: 1, Action: v1.DecisionRedirect, PolicyRuleRef: ptr.To(v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "p", 0, "tests-first")), Instruction: "Run the tests."}}
+	refused := map[int32]v1.CompletionCheck{1: {Turn: 1, Action: v1.DecisionDeny, PolicyRuleRef: ptr.To(v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "p", 0, "no")), Reason: "never"}}
 	redirectedCall := intentOf(r0, 1, "not run")
-	redirectedCall.Status.Decision = &v1.Decision{Action: v1.DecisionRedirect, Policy: "ToolPolicy/p", Rule: "plan"}
+	redirectedCall.Status.Decision = &v1.Decision{Action: v1.DecisionRedirect, PolicyRuleRef: v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "p", 0, "plan")}
 	redirectedCall.Status.Observation.Instruction = "Plan first."
 	redirectedCall.Status.Observation.Outcome = v1.OutcomeRedirected
 

@@ -565,7 +565,7 @@ func (r *AgentTaskReconciler) emit(log logr.Logger, task *v1.AgentTask, before *
 	}
 	if ws := task.Status.Workspace; ws != nil && ws.CopiedAt != nil && task.Spec.Workspace.CopyOf != nil && (before.Workspace == nil || before.Workspace.CopiedAt == nil) {
 		r.Recorder.Eventf(task, nil, corev1.EventTypeNormal, EventWorkspaceCopied, EventWorkspaceCopied, "copied the workspace of AgentTask %s (claim %s) into %s with pod %s; %d entries left out",
-			task.Spec.Workspace.CopyOf.TaskRef.Name, ws.CopiedFrom, task.Status.WorkspaceClaimName, ws.CopyPod, ws.CopySkipped)
+			task.Spec.Workspace.CopyOf.TaskRef.Name, ws.CopiedFrom, task.Status.WorkspaceClaimName, ws.CopyPodName, ws.CopySkipped)
 	}
 	if now := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady); now != nil && gitFailure(now.Reason) {
 		if was := meta.FindStatusCondition(before.Conditions, v1.ConditionReady); was == nil || was.Reason != now.Reason || was.Message != now.Message {

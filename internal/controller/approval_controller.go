@@ -92,7 +92,7 @@ func retireApproval(ctx context.Context, c client.Client, a *v1.Approval, state 
 		return nil
 	}
 	a.Status.State = state
-	a.Status.ConsumedBy = consumedBy
+	a.Status.ConsumedByExecutionName = consumedBy
 	a.Status.Message = msg
 	a.Status.ObservedGeneration = a.Generation
 	return c.Status().Update(ctx, a)

@@ -26,13 +26,13 @@ func auditLine(log logr.Logger, step, note string, intent *v1.ToolIntent, extra 
 		kv = append(kv, "cancelledBy", pipeline.CancelledBy(intent))
 	}
 	if d := intent.Status.Decision; d != nil {
-		kv = append(kv, "action", d.Action, "policy", d.Policy, "rule", d.Rule, "generation", d.PolicyGeneration, "fingerprint", d.Fingerprint)
+		kv = append(kv, "action", d.Action, "rule", d.PolicyRuleRef.String(), "generation", d.PolicyRuleRef.Generation, "fingerprint", d.Fingerprint)
 	}
-	if intent.Status.ApprovalRef != "" {
-		kv = append(kv, "approval", intent.Status.ApprovalRef)
+	if intent.Status.ApprovalName != "" {
+		kv = append(kv, "approval", intent.Status.ApprovalName)
 	}
-	if intent.Status.ExecutionRef != "" {
-		kv = append(kv, "execution", intent.Status.ExecutionRef, "job", intent.Status.ExecutionRef)
+	if intent.Status.ExecutionName != "" {
+		kv = append(kv, "execution", intent.Status.ExecutionName, "job", intent.Status.ExecutionName)
 	}
 	if o := intent.Status.Observation; o != nil {
 		kv = append(kv, "outcome", o.Outcome, "executed", o.Executed)

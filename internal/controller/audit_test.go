@@ -20,10 +20,10 @@ func TestAuditLineCarriesCorrelationIDs(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "fix-t2-0"},
 		Spec:       v1.ToolIntentSpec{TaskRef: v1.LocalObjectReference{Name: "fix"}, Turn: 2, Tool: v1.ToolEditFile, RequestedBy: "agent-alice"},
 		Status: v1.ToolIntentStatus{
-			Decision:     &v1.Decision{Action: v1.DecisionAsk, Policy: "ToolPolicy/project", Rule: "ask-edits", PolicyGeneration: 3, Fingerprint: "f00d"},
-			ApprovalRef:  "fix-t2-0",
-			ExecutionRef: "fix-t2-0",
-			Observation:  &v1.Observation{Outcome: v1.OutcomeSucceeded, Executed: true},
+			Decision:      &v1.Decision{Action: v1.DecisionAsk, PolicyRuleRef: v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "project", 3, "ask-edits"), Fingerprint: "f00d"},
+			ApprovalName:  "fix-t2-0",
+			ExecutionName: "fix-t2-0",
+			Observation:   &v1.Observation{Outcome: v1.OutcomeSucceeded, Executed: true},
 		},
 	}
 	auditLine(log, EventApprovalGranted, "approved by bob", intent, "decidedBy", "bob")
@@ -33,7 +33,7 @@ func TestAuditLineCarriesCorrelationIDs(t *testing.T) {
 	for _, kv := range []string{
 		`"audit"=true`, `"step"="ApprovalGranted"`, `"decidedBy"="bob"`, `"namespace"="team-a"`, `"task"="fix"`, `"intent"="fix-t2-0"`,
 		`"turn"=2`, `"tool"="edit_file"`, `"requestedBy"="agent-alice"`, `"action"="Ask"`,
-		`"policy"="ToolPolicy/project"`, `"rule"="ask-edits"`, `"generation"=3`, `"fingerprint"="f00d"`,
+		`"rule"="ToolPolicy/project/ask-edits"`, `"generation"=3`, `"fingerprint"="f00d"`,
 		`"approval"="fix-t2-0"`, `"execution"="fix-t2-0"`, `"job"="fix-t2-0"`, `"outcome"="Succeeded"`, `"executed"=true`,
 	} {
 		if !strings.Contains(lines[0], kv) {

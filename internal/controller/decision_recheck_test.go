@@ -148,7 +148,7 @@ func TestEmergencyDenyStopsAWaitingApproval(t *testing.T) {
 
 	intent := p.observed("t-t0-0")
 	expectObservation(t, intent, v1.OutcomeDenied, false, -1, "ClusterToolPolicy/"+pol.Name+"/change-freeze", "change freeze: nothing deploys")
-	if d := intent.Status.Decision; d.Action != v1.DecisionDeny || d.Policy != "ClusterToolPolicy/"+pol.Name ||
+	if d := intent.Status.Decision; d.Action != v1.DecisionDeny || d.PolicyRuleRef.Policy() != "ClusterToolPolicy/"+pol.Name ||
 		len(intent.Status.SupersededDecisions) != 1 || intent.Status.SupersededDecisions[0].Action != v1.DecisionAsk {
 		t.Errorf("decision %+v, superseded %+v", d, intent.Status.SupersededDecisions)
 	}
@@ -156,7 +156,7 @@ func TestEmergencyDenyStopsAWaitingApproval(t *testing.T) {
 	if c == nil || c.Reason != v1.ReasonRedecided {
 		t.Fatalf("Decided condition: %+v", c)
 	}
-	mustContain(t, "Decided condition", c.Message, "ClusterToolPolicy/"+pol.Name, "was Ask by mode-default")
+	mustContain(t, "Decided condition", c.Message, "ClusterToolPolicy/"+pol.Name, "was Ask by ModeDefault/Edit")
 	p.absent(p.wasObserved("t-t0-0"), "an Execution", func() bool { return p.executionExists("t-t0-0") })
 	p.eventually("approval retired", func() (bool, string) {
 		a := p.getApproval("t-t0-0")
@@ -177,7 +177,7 @@ func TestEmergencyDenyStopsAHeldAllow(t *testing.T) {
 	p.proposeTurn("t", 0, 1, 2, v1.ToolBash, `{"command":"curl https://example.com"}`)
 	p.approval("t-t0-1")
 	held := p.condition("t-t0-0", v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonWaitingForSiblings)
-	expectDecision(t, held, v1.DecisionAllow, "", "mode-default")
+	expectDecision(t, held, v1.DecisionAllow, "ModeDefault/Auto")
 
 	pol := p.clusterPolicy("no-tests", v1.PolicyRule{
 		Name: "no-go-test", Action: v1.RuleDeny, Reason: "the test cluster is down",
@@ -186,7 +186,7 @@ func TestEmergencyDenyStopsAHeldAllow(t *testing.T) {
 	p.decide("t-t0-1", v1.DecisionApproved, "bob", "")
 
 	denied := p.observed("t-t0-0")
-	expectObservation(t, denied, v1.OutcomeDenied, false, -1, "ClusterToolPolicy/"+pol.Name+"/no-go-test", "was Allow by mode-default")
+	expectObservation(t, denied, v1.OutcomeDenied, false, -1, "ClusterToolPolicy/"+pol.Name+"/no-go-test", "was Allow by ModeDefault/Auto")
 	p.absent(p.wasObserved("t-t0-0"), "an Execution for the denied call", func() bool { return p.executionExists("t-t0-0") })
 	p.eventually("the sibling runs", func() (bool, string) { return p.executionExists("t-t0-1"), "" })
 }
@@ -209,7 +209,7 @@ func TestStricterAskAsksAgain(t *testing.T) {
 	p.decide("t-t0-0", v1.DecisionApproved, "carol", "")
 
 	again := p.approval("t-t0-0-ask-2")
-	if again.Spec.Request.Rule != "ask-deploy" || again.Spec.Approvers == nil || len(again.Spec.Approvers.Users) != 1 || again.Spec.Approvers.Users[0] != "rita" {
+	if again.Spec.Request.PolicyRuleRef.Rule != "ask-deploy" || again.Spec.Approvers == nil || len(again.Spec.Approvers.Users) != 1 || again.Spec.Approvers.Users[0] != "rita" {
 		t.Fatalf("the second approval: %+v", again.Spec)
 	}
 	p.eventually("first approval retired", func() (bool, string) {
@@ -222,14 +222,14 @@ func TestStricterAskAsksAgain(t *testing.T) {
 	// waits for the second.
 	p.absent(moment{name: "the intent waits on the second approval", passed: func() (bool, string) {
 		intent := p.getIntent("t-t0-0")
-		ok := intent.Status.ApprovalRef == "t-t0-0-ask-2" && len(intent.Status.SupersededDecisions) == 1 && intent.Status.Decision.Rule == "ask-deploy" &&
+		ok := intent.Status.ApprovalName == "t-t0-0-ask-2" && len(intent.Status.SupersededDecisions) == 1 && intent.Status.Decision.PolicyRuleRef.Rule == "ask-deploy" &&
 			meta.IsStatusConditionFalse(intent.Status.Conditions, v1.ConditionApproved)
-		return ok, fmt.Sprintf("approvalRef %q, decision %+v, superseded %d", intent.Status.ApprovalRef, intent.Status.Decision, len(intent.Status.SupersededDecisions))
+		return ok, fmt.Sprintf("approvalName %q, decision %+v, superseded %d", intent.Status.ApprovalName, intent.Status.Decision, len(intent.Status.SupersededDecisions))
 	}}, "an Execution before the second approval", func() bool { return p.executionExists("t-t0-0") })
 
 	p.decide("t-t0-0-ask-2", v1.DecisionApproved, "rita", "")
 	p.eventually("Execution", func() (bool, string) { return p.executionExists("t-t0-0"), "" })
-	if got := getExecution(t, p.ns, "t-t0-0").Spec.ApprovalRef; got != "t-t0-0-ask-2" {
+	if got := getExecution(t, p.ns, "t-t0-0").Spec.ApprovalName(); got != "t-t0-0-ask-2" {
 		t.Fatalf("the Execution consumed %q", got)
 	}
 	p.runJob("t-t0-0", runner.Result{ExitCode: 0}, "deployed\n")

@@ -191,7 +191,7 @@ func intentToExecution(_ context.Context, obj client.Object) []reconcile.Request
 	}
 	name := pipeline.ExecutionName(intent)
 	reqs := []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: intent.Namespace, Name: name}}}
-	if ref := intent.Status.ExecutionRef; ref != "" && ref != name {
+	if ref := intent.Status.ExecutionName; ref != "" && ref != name {
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: intent.Namespace, Name: ref}})
 	}
 	return reqs
@@ -223,7 +223,7 @@ func (r *ExecutionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		"intent", exec.Spec.IntentRef.Name,
 		"job", executor.JobName(exec),
 		"fingerprint", exec.Spec.Fingerprint,
-		"approval", exec.Spec.ApprovalRef,
+		"approval", exec.Spec.ApprovalName(),
 	)
 	ctx = ctrl.LoggerInto(ctx, log)
 	if t, ok := tools.Lookup(exec.Spec.Tool); ok && t.JobTool {
@@ -316,7 +316,7 @@ func conflictRequeue(conflicted bool) ctrl.Result {
 // older intent, or an admin's Execution may come first: a chain that does not hold
 // in the cache is checked again against the API server, and one still pending
 // (pipeline.ErrChainPending) is waited out: no Job is made while it lasts, and the
-// intent is read again when its status moves (the ExecutionRef, decision or
+// intent is read again when its status moves (the ExecutionName, decision or
 // approval: intentChainChanged) and every chainRecheck, up to ChainGrace from the
 // Execution's creation; after that the Execution is refused (the call fails closed,
 // as an Exception the model sees). An approval is consumed before the Execution is
@@ -404,9 +404,9 @@ func (r *ExecutionReconciler) checkChain(ctx context.Context, reader client.Read
 		return nil, err
 	}
 	var approval *toolgatev1alpha1.Approval
-	if exec.Spec.ApprovalRef != "" {
+	if exec.Spec.ApprovalName() != "" {
 		approval = &toolgatev1alpha1.Approval{}
-		if err := reader.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.ApprovalRef}, approval); apierrors.IsNotFound(err) {
+		if err := reader.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: exec.Spec.ApprovalName()}, approval); apierrors.IsNotFound(err) {
 			approval = nil
 		} else if err != nil {
 			return nil, err

@@ -97,7 +97,7 @@ func newExecution(ns, name string) *toolgatev1alpha1.Execution {
 func createExecution(t *testing.T, exec *toolgatev1alpha1.Execution) {
 	t.Helper()
 	intent := createIntentFor(t, exec, func(intent *toolgatev1alpha1.ToolIntent) {
-		intent.Status.ExecutionRef = exec.Name
+		intent.Status.ExecutionName = exec.Name
 	})
 	ownBy(t, exec, intent)
 	createBareExecution(t, exec)
@@ -287,7 +287,7 @@ func TestExecutionSucceeds(t *testing.T) {
 
 	st := done.Status
 	if ptr.Deref(st.ExitCode, -1) != 0 || st.Output != out || st.ErrorKind != "" || st.Message != "" ||
-		st.PodName != pod.Name || st.LogRef != "pod/"+pod.Name+" container tool" || st.DurationMillis != 1500 ||
+		st.PodName != pod.Name || st.DurationMillis != 1500 ||
 		st.ArtifactPath != ".toolgate/executions/run-ok/output.log" || st.Sandbox == nil || st.Sandbox.UID != 65532 {
 		t.Errorf("status = %+v", st)
 	}

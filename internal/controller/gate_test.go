@@ -108,7 +108,7 @@ func TestAgentLoopRedirect(t *testing.T) {
 	// The task's status is the task controller's to write, apart from the intent's.
 	p.eventually("status.ruleFires counts the one fire", func() (bool, string) {
 		fires := p.getTask("rd").Status.RuleFires
-		return len(fires) == 1 && fires[0].Rule == "plan-before-delete" && fires[0].Fires == 1 && fires[0].When == v1.WhenToolCall, fmt.Sprintf("%+v", fires)
+		return len(fires) == 1 && fires[0].PolicyRuleRef.Rule == "plan-before-delete" && fires[0].Fires == 1 && fires[0].When == v1.WhenToolCall, fmt.Sprintf("%+v", fires)
 	})
 	p.decide("rd-t1-0", v1.DecisionApproved, "bob", "the plan is fine")
 	p.runJob("rd-t1-0", runner.Result{ExitCode: 0}, "")
@@ -275,7 +275,7 @@ func TestAgentLoopCompletionGate(t *testing.T) {
 		t.Fatalf("result %q", task.Status.Result)
 	}
 	fires := task.Status.RuleFires
-	if len(fires) != 1 || fires[0].Rule != "tests-after-edit" || fires[0].Fires != 1 || fires[0].When != v1.WhenCompletion {
+	if len(fires) != 1 || fires[0].PolicyRuleRef.Rule != "tests-after-edit" || fires[0].Fires != 1 || fires[0].When != v1.WhenCompletion {
 		t.Fatalf("status.ruleFires %+v", fires)
 	}
 }
@@ -332,7 +332,7 @@ func TestJudgeInShadow(t *testing.T) {
 	in := p.observed("jd-t0-0")
 	expectObservation(t, in, v1.OutcomeSucceeded, true, 0)
 	got := p.getIntent("jd-t0-0").Status.Decision
-	if got.Action != v1.DecisionAllow || len(got.JudgeVerdicts) != 1 || got.JudgeVerdicts[0].Result != v1.JudgeMatchResult || got.JudgeVerdicts[0].Rule != "credentials" {
+	if got.Action != v1.DecisionAllow || len(got.JudgeVerdicts) != 1 || got.JudgeVerdicts[0].Result != v1.JudgeMatchResult || got.JudgeVerdicts[0].PolicyRuleRef.Rule != "credentials" {
 		t.Fatalf("decision %s with verdicts %+v; want Allow with the judge's match recorded", got.Action, got.JudgeVerdicts)
 	}
 	mu.Lock()

@@ -38,7 +38,7 @@ func pushRequest(task *v1.AgentTask) string { return "push-" + string(task.UID) 
 // succeed, and the git_push intent is not proposed yet.
 func pushReading(task *v1.AgentTask) bool {
 	ws := task.Status.Workspace
-	if ws == nil || ws.Push == nil || ws.Push.Intent != "" {
+	if ws == nil || ws.Push == nil || ws.Push.IntentName != "" {
 		return false
 	}
 	done, _ := pipeline.TaskFinished(task)
@@ -74,8 +74,8 @@ func (r *AgentTaskReconciler) observePush(ctx context.Context, task *v1.AgentTas
 	case !apierrors.IsNotFound(err):
 		return nil, err
 	}
-	if ws.Push.Intent != "" {
-		pw.Failure = fmt.Sprintf("ToolIntent %s, the push, was deleted before it was observed: whether anything was pushed is unknown, look at branch %s on the server", ws.Push.Intent, g.Push.Branch)
+	if ws.Push.IntentName != "" {
+		pw.Failure = fmt.Sprintf("ToolIntent %s, the push, was deleted before it was observed: whether anything was pushed is unknown, look at branch %s on the server", ws.Push.IntentName, g.Push.Branch)
 		return pw, nil
 	}
 	cm := &corev1.ConfigMap{}
@@ -389,8 +389,8 @@ func pushMessage(task *v1.AgentTask, exec *v1.Execution) string {
 		goal = "Change of AgentTask " + task.Namespace + "/" + task.Name
 	}
 	msg := goal + "\n\nToolgate-Task: " + task.Namespace + "/" + task.Name + "\nToolgate-Intent: " + exec.Spec.IntentRef.Name + "\n"
-	if exec.Spec.ApprovalRef != "" {
-		msg += "Toolgate-Approval: " + exec.Spec.ApprovalRef + "\n"
+	if exec.Spec.ApprovalName() != "" {
+		msg += "Toolgate-Approval: " + exec.Spec.ApprovalName() + "\n"
 	}
 	return msg
 }

@@ -165,7 +165,7 @@ func TestGitPushOnceApprovedCreatesTheBranch(t *testing.T) {
 	}
 	done := p.finished("fix", v1.ConditionSucceeded, v1.ReasonMarkedDone)
 	ps := done.Status.Workspace.Push
-	if ps == nil || len(ps.Commit) != 40 || ps.Intent != intent.Name || ps.Branch != pushBranch {
+	if ps == nil || len(ps.Commit) != 40 || ps.IntentName != intent.Name || ps.Branch != pushBranch {
 		t.Fatalf("status.workspace.push %+v", ps)
 	}
 	mustContain(t, "the Succeeded condition", meta.FindStatusCondition(done.Status.Conditions, v1.ConditionSucceeded).Message, "pushed as commit "+ps.Commit, pushBranch)
@@ -459,7 +459,7 @@ func TestGitPushStopsTheAgentBeforeItsChangeIsRead(t *testing.T) {
 	}
 	p.eventually("the task waits for its push's approval", func() (bool, string) {
 		got := p.getTask("fix")
-		return got.Status.Phase == v1.TaskAwaitingApproval && got.Status.Workspace.Push.Intent == push.Name, fmt.Sprintf("%s %+v", got.Status.Phase, got.Status.Workspace.Push)
+		return got.Status.Phase == v1.TaskAwaitingApproval && got.Status.Workspace.Push.IntentName == push.Name, fmt.Sprintf("%s %+v", got.Status.Phase, got.Status.Workspace.Push)
 	})
 
 	// While the push waits for a human, the agent turns the files harmless: it is
@@ -468,7 +468,7 @@ func TestGitPushStopsTheAgentBeforeItsChangeIsRead(t *testing.T) {
 	p.propose("fix", 2, 1, v1.ToolBash, `{"command":"sleep 5; echo harmless > calc.sh","runInBackground":true}`)
 	for _, name := range []string{"fix-t2-0", "fix-t2-1"} {
 		got := p.observed(name)
-		if o := got.Status.Observation; o.Outcome != v1.OutcomeValidationFailed || o.Executed || got.Status.ExecutionRef != "" {
+		if o := got.Status.Observation; o.Outcome != v1.OutcomeValidationFailed || o.Executed || got.Status.ExecutionName != "" {
 			t.Fatalf("%s, proposed while the push is pending: %+v", name, got.Status)
 		}
 		mustContain(t, name+"'s refusal", got.Status.Observation.Summary,

@@ -80,7 +80,7 @@ func (r *AgentTaskReconciler) cloneWorkspace(ctx context.Context, task *v1.Agent
 		return out, nil
 	}
 	name := executor.GitPodName(gitws.OpClone, string(task.UID), secretName, secretVersion, networkKeyText(network))
-	ws.CloneJob = name
+	ws.CloneJobName = name
 	pod := &corev1.Pod{}
 	err = kube.GetFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: task.Namespace, Name: name}, pod)
 	if apierrors.IsNotFound(err) {

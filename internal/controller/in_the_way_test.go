@@ -40,8 +40,8 @@ func TestObjectsOfTheIntentsNameThatAreNotItsOwn(t *testing.T) {
 		t.Fatalf("observation = %s executed=%v, want Failed with nothing executed: %s", obs.Outcome, obs.Executed, obs.Summary)
 	}
 	mustContain(t, "summary", obs.Summary, "Execution t-t0-0 is not controlled by this ToolIntent", "nothing was executed", "Delete Execution t-t0-0")
-	if got.Status.ExecutionRef != "" {
-		t.Errorf("the intent took the planted Execution for its own: executionRef %q", got.Status.ExecutionRef)
+	if got.Status.ExecutionName != "" {
+		t.Errorf("the intent took the planted Execution for its own: executionName %q", got.Status.ExecutionName)
 	}
 	p.waitEvents("t-t0-0", EventObjectInTheWay)
 
@@ -49,7 +49,7 @@ func TestObjectsOfTheIntentsNameThatAreNotItsOwn(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: pipeline.ApprovalName(&v1.ToolIntent{ObjectMeta: metav1.ObjectMeta{Name: "t-t1-0"}})},
 		Spec: v1.ApprovalSpec{
 			IntentRef: v1.LocalObjectReference{Name: "t-t1-0"}, TaskRef: v1.LocalObjectReference{Name: "t"},
-			Fingerprint: strings.Repeat("0", 64), Request: v1.ApprovalRequest{Tool: v1.ToolBash, Input: `{"command":"touch x"}`},
+			Fingerprint: strings.Repeat("0", 64), Request: v1.ApprovalRequest{Tool: v1.ToolBash, Input: `{"command":"touch x"}`, PolicyRuleRef: v1.ModeDefaultReference(v1.ModeEdit)},
 			RequestedBy: testProposer, ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour)),
 			Decision: v1.DecisionApproved, DecidedBy: "mallory",
 		},

@@ -21,7 +21,7 @@ func TestPipelineRecordsMetrics(t *testing.T) {
 		return testutil.ToFloat64(metrics.Decisions.WithLabelValues(action, rule))
 	}
 	readsBefore, deniesBefore := observed("read_file", "Succeeded"), observed("bash", "Denied")
-	allowBefore, denyBefore := decided("Allow", "mode-default"), decided("Deny", "mode-default")
+	allowBefore, denyBefore := decided("Allow", "ModeDefault/ReadOnly"), decided("Deny", "ModeDefault/ReadOnly")
 
 	p := startPipeline(t)
 	p.task("m", v1.ModeReadOnly)
@@ -39,8 +39,8 @@ func TestPipelineRecordsMetrics(t *testing.T) {
 	}{
 		{"toolgate_intents_total{read_file,Succeeded}", func() float64 { return observed("read_file", "Succeeded") - readsBefore }},
 		{"toolgate_intents_total{bash,Denied}", func() float64 { return observed("bash", "Denied") - deniesBefore }},
-		{"toolgate_decisions_total{Allow,mode-default}", func() float64 { return decided("Allow", "mode-default") - allowBefore }},
-		{"toolgate_decisions_total{Deny,mode-default}", func() float64 { return decided("Deny", "mode-default") - denyBefore }},
+		{"toolgate_decisions_total{Allow,ModeDefault/ReadOnly}", func() float64 { return decided("Allow", "ModeDefault/ReadOnly") - allowBefore }},
+		{"toolgate_decisions_total{Deny,ModeDefault/ReadOnly}", func() float64 { return decided("Deny", "ModeDefault/ReadOnly") - denyBefore }},
 	} {
 		p.eventually(c.metric+" to rise by 1", func() (bool, string) { got := c.rise(); return got == 1, fmt.Sprintf("rose by %v", got) })
 	}

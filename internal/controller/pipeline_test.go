@@ -31,7 +31,7 @@ func TestAllowExecutesAndObserves(t *testing.T) {
 	p.propose("t", 0, 0, v1.ToolReadFile, `{"path":"src/app.sh"}`)
 
 	intent := p.condition("t-t0-0", v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonExecutionCreated)
-	if d := intent.Status.Decision; d.Action != v1.DecisionAllow || d.Rule != "mode-default" {
+	if d := intent.Status.Decision; d.Action != v1.DecisionAllow || !d.PolicyRuleRef.IsModeDefault() {
 		t.Fatalf("decision: %+v", d)
 	}
 	// The external agent's intent is adopted by its task, so deleting the task removes it.
@@ -88,7 +88,7 @@ func TestDenyNeverExecutes(t *testing.T) {
 	}
 	mustContain(t, "summary", obs.Summary, "Nothing was run", "deleting files is not allowed here", "ToolPolicy/guard/no-deletes")
 	d := intent.Status.Decision
-	if d.Policy != "ToolPolicy/guard" || d.Rule != "no-deletes" || d.PolicyGeneration != 1 || d.Category != v1.CategoryDelete {
+	if d.PolicyRuleRef != v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "guard", 1, "no-deletes") || d.Category != v1.CategoryDelete {
 		t.Fatalf("decision: %+v", d)
 	}
 	p.absent(p.wasObserved("t-t0-0"), "an Execution for a denied intent", func() bool { return p.countExecutions() > 0 })
@@ -141,7 +141,7 @@ func TestAskApproveByMergePatchRunsOnce(t *testing.T) {
 	a := p.approval("t-t0-0")
 	mustNotContain(t, "approval input", a.Spec.Request.Input, "abcdefghijklmnop123", "s3cr3tvalue")
 	mustContain(t, "approval input", a.Spec.Request.Input, "[MASKED]", "curl")
-	if a.Spec.RequestedBy != "agent-alice" || a.Spec.Decision != v1.DecisionPending || a.Spec.Request.Rule != "mode-default" || len(a.Spec.Fingerprint) != 64 {
+	if a.Spec.RequestedBy != "agent-alice" || a.Spec.Decision != v1.DecisionPending || !a.Spec.Request.PolicyRuleRef.IsModeDefault() || len(a.Spec.Fingerprint) != 64 {
 		t.Fatalf("approval spec: %+v", a.Spec)
 	}
 	if len(a.OwnerReferences) != 1 || a.OwnerReferences[0].Name != "t-t0-0" {
@@ -159,12 +159,12 @@ func TestAskApproveByMergePatchRunsOnce(t *testing.T) {
 	intent := p.condition("t-t0-0", v1.ConditionApproved, metav1.ConditionTrue, v1.ReasonApprovalGranted)
 	p.eventually("approval consumed", func() (bool, string) {
 		a = p.approval("t-t0-0")
-		return a.Status.State == v1.ApprovalStateConsumed && a.Status.ConsumedBy == "t-t0-0" && a.Status.DecidedAt != nil, fmt.Sprintf("%+v", a.Status)
+		return a.Status.State == v1.ApprovalStateConsumed && a.Status.ConsumedByExecutionName == "t-t0-0" && a.Status.DecidedAt != nil, fmt.Sprintf("%+v", a.Status)
 	})
 	// The Approval is consumed before the Execution is created.
 	p.eventually("the Execution", func() (bool, string) { return p.executionExists("t-t0-0"), "none" })
 	exec := getExecution(t, p.ns, "t-t0-0")
-	if exec.Spec.ApprovalRef != "t-t0-0" || exec.Spec.Fingerprint != intent.Status.Decision.Fingerprint {
+	if exec.Spec.ApprovalName() != "t-t0-0" || exec.Spec.Fingerprint != intent.Status.Decision.Fingerprint {
 		t.Fatalf("execution approval binding: %+v", exec.Spec)
 	}
 	p.runJob("t-t0-0", runner.Result{ExitCode: 7}, "HTTP 401: invalid token=s3cr3tvalue\n")
@@ -202,7 +202,7 @@ func TestAskDenyAndTheSameCallIsNotAskedAgain(t *testing.T) {
 	// input is what is fingerprinted), is denied without asking.
 	p.propose("t", 1, 0, v1.ToolBash, `{ "command" : "npm install left-pad" }`)
 	again := p.observed("t-t1-0")
-	if again.Status.Observation.Outcome != v1.OutcomeDenied || again.Status.ApprovalRef != "" {
+	if again.Status.Observation.Outcome != v1.OutcomeDenied || again.Status.ApprovalName != "" {
 		t.Fatalf("repeat: %+v", again.Status)
 	}
 	mustContain(t, "repeat summary", again.Status.Observation.Summary, "already denied by bob in Approval t-t0-0")
@@ -274,7 +274,7 @@ func TestApprovalRequestLimit(t *testing.T) {
 	p.approval("t-t0-0")
 	p.propose("t", 1, 0, v1.ToolBash, `{"command":"npm install b"}`)
 	intent := p.observed("t-t1-0")
-	if intent.Status.Observation.Outcome != v1.OutcomeDenied || intent.Status.ApprovalRef != "" {
+	if intent.Status.Observation.Outcome != v1.OutcomeDenied || intent.Status.ApprovalName != "" {
 		t.Fatalf("second ask: %+v", intent.Status)
 	}
 	mustContain(t, "summary", intent.Status.Observation.Summary, "approval-request limit is reached (1 of budgets.maxApprovalRequests=1)")
@@ -289,7 +289,7 @@ func TestApprovalForAnOlderPolicyGenerationIsRefused(t *testing.T) {
 	})
 	p.propose("t", 0, 0, v1.ToolBash, `{"command":"pip install requests"}`)
 	a := p.approval("t-t0-0")
-	if a.Spec.Request.Policy != "ToolPolicy/review" || a.Spec.Request.PolicyGeneration != 1 {
+	if a.Spec.Request.PolicyRuleRef.Policy() != "ToolPolicy/review" || a.Spec.Request.PolicyRuleRef.Generation != 1 {
 		t.Fatalf("approval request: %+v", a.Spec.Request)
 	}
 	// The policy changes while the approval waits: the human approved under rules
@@ -312,7 +312,7 @@ func TestApprovalForAnOlderPolicyGenerationIsRefused(t *testing.T) {
 	}
 	p.eventually("the refused approval's status says so", func() (bool, string) {
 		a = p.approval("t-t0-0")
-		return a.Status.State == v1.ApprovalStateApproved && strings.Contains(a.Status.Message, "refused by the controller") && a.Status.ConsumedBy == "", fmt.Sprintf("%+v", a.Status)
+		return a.Status.State == v1.ApprovalStateApproved && strings.Contains(a.Status.Message, "refused by the controller") && a.Status.ConsumedByExecutionName == "", fmt.Sprintf("%+v", a.Status)
 	})
 	mustContain(t, "summary", intent.Status.Observation.Summary, "does not match this call any more")
 	if p.countExecutions() != 0 {
@@ -366,8 +366,8 @@ func TestConcurrentReconcilesConsumeAnApprovalOnce(t *testing.T) {
 		return a.Status.State == v1.ApprovalStateConsumed, string(a.Status.State)
 	})
 	a := p.approval("t-t0-0")
-	if a.Status.ConsumedBy != "t-t0-0" {
-		t.Fatalf("consumedBy %q", a.Status.ConsumedBy)
+	if a.Status.ConsumedByExecutionName != "t-t0-0" {
+		t.Fatalf("consumedByExecutionName %q", a.Status.ConsumedByExecutionName)
 	}
 	// The Approval is consumed before the Execution is created.
 	p.eventually("the Execution", func() (bool, string) { n := p.countExecutions(); return n == 1, fmt.Sprintf("%d Executions", n) })

@@ -275,7 +275,7 @@ func trimCachedIntent(obj any) (any, error) {
 	if in, ok := obj.(*v1.ToolIntent); ok && in.Status.Observation != nil {
 		in.Status.Validation = nil
 		if d := in.Status.Decision; d != nil {
-			verdict := &v1.Decision{Action: d.Action, Policy: d.Policy, PolicyGeneration: d.PolicyGeneration, Rule: d.Rule, Reason: d.Reason, Category: d.Category}
+			verdict := &v1.Decision{Action: d.Action, PolicyRuleRef: d.PolicyRuleRef, Reason: d.Reason, Category: d.Category}
 			if d.Sandbox != nil {
 				verdict.Sandbox = &v1.DecidedSandbox{TaskUID: d.Sandbox.TaskUID}
 			}

@@ -36,7 +36,7 @@ func TestSeedStory(t *testing.T) {
 	p.propose("fix", 0, 0, v1.ToolBash, `{"command":"go test ./...","description":"run the tests"}`)
 	p.runJob("fix-t0-0", runner.Result{ExitCode: 1, ErrorKind: runner.KindExitCode, DurationMs: 900}, "--- FAIL: TestAdd\n    add_test.go:9: Add(2, 2) = 5, want 4\nFAIL\n")
 	run1 := p.observed("fix-t0-0")
-	expectDecision(t, run1, v1.DecisionAllow, "ToolPolicy/project", "allow-tests")
+	expectDecision(t, run1, v1.DecisionAllow, "ToolPolicy/project/allow-tests")
 	expectObservation(t, run1, v1.OutcomeFailed, true, 1, "[exit code: 1]", "Add(2, 2) = 5, want 4")
 	expectConditions(t, run1, map[string]string{
 		v1.ConditionValidated: "True/" + v1.ReasonInputValid, v1.ConditionDecided: "True/Allow",
@@ -49,7 +49,7 @@ func TestSeedStory(t *testing.T) {
 	p.propose("fix", 1, 0, v1.ToolReadFile, `{"path":"add.go"}`)
 	p.runJob("fix-t1-0", runner.Result{ExitCode: 0, ContentSHA256: before}, "     1\tpackage add\n     2\tfunc Add(a, b int) int { return a + b + 1 }\n")
 	read := p.observed("fix-t1-0")
-	expectDecision(t, read, v1.DecisionAllow, "", "mode-default")
+	expectDecision(t, read, v1.DecisionAllow, "ModeDefault/Edit")
 	expectObservation(t, read, v1.OutcomeSucceeded, true, 0, "[exit code: 0]", "return a + b + 1")
 	if read.Status.Observation.ContentSHA256 != before {
 		t.Fatalf("read did not record the content hash: %+v", read.Status.Observation)
@@ -62,12 +62,12 @@ func TestSeedStory(t *testing.T) {
 	// admission policy's job, tested in internal/admission); bob approves by merge patch.
 	p.propose("fix", 2, 0, v1.ToolEditFile, `{"path":"add.go","oldText":"return a + b + 1","newText":"return a + b"}`)
 	a := p.approval("fix-t2-0")
-	if a.Spec.Request.Rule != "ask-edits" || a.Spec.Request.Risk != v1.RiskMedium || a.Spec.RequestedBy != "agent-alice" ||
+	if a.Spec.Request.PolicyRuleRef.Rule != "ask-edits" || a.Spec.Request.Risk != v1.RiskMedium || a.Spec.RequestedBy != "agent-alice" ||
 		a.Spec.Approvers == nil || !slices.Equal(a.Spec.Approvers.Users, []string{"bob"}) {
 		t.Fatalf("approval: %+v", a.Spec)
 	}
 	edit := p.condition("fix-t2-0", v1.ConditionApproved, metav1.ConditionFalse, v1.ReasonApprovalPending)
-	if edit.Status.Validation.BaselineSHA256 != before || edit.Status.Validation.BaselineIntent != "fix-t1-0" {
+	if edit.Status.Validation.BaselineSHA256 != before || edit.Status.Validation.BaselineIntentName != "fix-t1-0" {
 		t.Fatalf("edit baseline: %+v", edit.Status.Validation)
 	}
 	p.eventually("task awaits approval", func() (bool, string) {
@@ -75,12 +75,12 @@ func TestSeedStory(t *testing.T) {
 	})
 	p.decide("fix-t2-0", v1.DecisionApproved, "bob", "looks right")
 	p.eventually("edit execution", func() (bool, string) { return p.executionExists("fix-t2-0"), "" })
-	if got := getExecution(t, p.ns, "fix-t2-0").Spec; got.BaselineSHA256 != before || got.ApprovalRef != "fix-t2-0" || got.Sandbox.ReadOnlyWorkspace {
+	if got := getExecution(t, p.ns, "fix-t2-0").Spec; got.BaselineSHA256 != before || got.ApprovalName() != "fix-t2-0" || got.Sandbox.ReadOnlyWorkspace {
 		t.Fatalf("edit execution spec: %+v", got)
 	}
 	p.runJob("fix-t2-0", runner.Result{ExitCode: 0, ContentSHA256: "sha256-after", LinesAdded: 1, LinesRemoved: 1}, "--- a/add.go\n+++ b/add.go\n-\treturn a + b + 1\n+\treturn a + b\n")
 	edit = p.observed("fix-t2-0")
-	expectDecision(t, edit, v1.DecisionAsk, "ToolPolicy/project", "ask-edits")
+	expectDecision(t, edit, v1.DecisionAsk, "ToolPolicy/project/ask-edits")
 	expectObservation(t, edit, v1.OutcomeSucceeded, true, 0, "[exit code: 0]", "+\treturn a + b")
 	expectConditions(t, edit, map[string]string{
 		v1.ConditionDecided: "True/Ask", v1.ConditionApproved: "True/" + v1.ReasonApprovalGranted,
@@ -91,7 +91,7 @@ func TestSeedStory(t *testing.T) {
 	// Turn 3: the agent tries a destructive shortcut; it is denied and nothing runs.
 	p.propose("fix", 3, 0, v1.ToolBash, `{"command":"git reset --hard HEAD~1"}`)
 	deny := p.observed("fix-t3-0")
-	expectDecision(t, deny, v1.DecisionDeny, "ToolPolicy/project", "deny-destructive")
+	expectDecision(t, deny, v1.DecisionDeny, "ToolPolicy/project/deny-destructive")
 	expectObservation(t, deny, v1.OutcomeDenied, false, -1, "Nothing was run", "destructive commands are never run")
 
 	// Turn 4: run the test again; it passes.
@@ -178,11 +178,13 @@ func TestMissingExistingClaimKeepsTheTaskPending(t *testing.T) {
 	})
 }
 
-func expectDecision(t *testing.T, intent *v1.ToolIntent, action v1.DecisionAction, policy, rule string) {
+// expectDecision checks that intent was decided action by (its PolicyRuleReference,
+// as String shows it).
+func expectDecision(t *testing.T, intent *v1.ToolIntent, action v1.DecisionAction, by string) {
 	t.Helper()
 	d := intent.Status.Decision
-	if d == nil || d.Action != action || d.Policy != policy || d.Rule != rule || d.Fingerprint == "" {
-		t.Fatalf("%s: decision %+v, want %s by %s/%s", intent.Name, d, action, policy, rule)
+	if d == nil || d.Action != action || d.PolicyRuleRef.String() != by || d.Fingerprint == "" {
+		t.Fatalf("%s: decision %+v, want %s by %s", intent.Name, d, action, by)
 	}
 }
 

@@ -339,13 +339,13 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 		return ctrl.Result{}, nil
 	}
 	done, why := pipeline.TaskClosed(task)
-	if !done && intent.Status.ExecutionRef == "" {
+	if !done && intent.Status.ExecutionName == "" {
 		var err error
 		if done, why, err = r.stoppedTask(ctx, run); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	if done && intent.Status.ExecutionRef == "" {
+	if done && intent.Status.ExecutionName == "" {
 		// The task ended while this call waited (for a decision, a human or its
 		// batch): it never runs.
 		reason := fmt.Sprintf("AgentTask %s ended before this call ran (%s).", task.Name, why)
@@ -353,7 +353,7 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 		r.finish(run, pipeline.Refusal(v1.OutcomeAborted, reason, run.now))
 		return ctrl.Result{}, nil
 	}
-	if intent.Spec.Cancel && intent.Status.ExecutionRef == "" {
+	if intent.Spec.Cancel && intent.Status.ExecutionName == "" {
 		// Its proposer withdrew it while it waited: it never runs. One that runs is
 		// stopped by its task (AgentTaskReconciler.stopRunningCalls), and observed
 		// from its Execution.
@@ -381,19 +381,19 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 		// again just before it runs.
 		run.rechecked = len(intent.Status.Decision.JudgeVerdicts) == 0
 	}
-	if intent.Status.ExecutionRef == "" && r.notWhereDecided(run) {
+	if intent.Status.ExecutionName == "" && r.notWhereDecided(run) {
 		return ctrl.Result{}, nil
 	}
 	// 2b. A Stop or a Redirect of its turn consumes a call that has not started,
 	// whatever its own decision (an Ask waiting for a human among them).
-	if intent.Status.ExecutionRef == "" {
+	if intent.Status.ExecutionName == "" {
 		if consumed, err := r.consumeTurn(ctx, run); err != nil || consumed {
 			return ctrl.Result{}, err
 		}
 	}
 
 	// 3. Approve, when asked.
-	if intent.Status.Decision.Action == v1.DecisionAsk && intent.Status.ExecutionRef == "" {
+	if intent.Status.Decision.Action == v1.DecisionAsk && intent.Status.ExecutionName == "" {
 		approved, wait, err := r.approve(ctx, run)
 		if err != nil || !approved {
 			return ctrl.Result{RequeueAfter: wait}, err
@@ -401,7 +401,7 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 	}
 
 	// 4. Execute, unless a sibling of the batch waits for a human.
-	if intent.Status.ExecutionRef == "" {
+	if intent.Status.ExecutionName == "" {
 		held, err := r.execute(ctx, run)
 		if err != nil || held || intent.Status.Observation != nil {
 			return ctrl.Result{}, err
@@ -428,7 +428,7 @@ func (r *ToolIntentReconciler) stoppedTask(ctx context.Context, run *intentRun) 
 			// result that says so.
 			continue
 		}
-		return true, fmt.Sprintf("%s: ToolIntent %s was decided Stop by rule %s", v1.ReasonPolicyStopped, s.Name, pipeline.RuleID(d)), nil
+		return true, fmt.Sprintf("%s: ToolIntent %s was decided Stop by rule %s", v1.ReasonPolicyStopped, s.Name, d.PolicyRuleRef), nil
 	}
 	return false, "", nil
 }
@@ -521,19 +521,19 @@ func (r *ToolIntentReconciler) decide(ctx context.Context, run *intentRun) error
 	intent.Status.Decision = &d
 	decideLatency := run.now.Sub(intent.CreationTimestamp.Time).Seconds()
 	run.observe = append(run.observe, func() {
-		metrics.Decisions.WithLabelValues(string(d.Action), d.Rule).Inc()
+		metrics.Decisions.WithLabelValues(string(d.Action), d.PolicyRuleRef.String()).Inc()
 		metrics.PipelineLatency.WithLabelValues("decide").Observe(decideLatency)
 	})
-	setCondition(intent, v1.ConditionDecided, true, string(d.Action), fmt.Sprintf("%s by %s: %s", d.Action, pipeline.RuleID(&d), d.Reason))
+	setCondition(intent, v1.ConditionDecided, true, string(d.Action), fmt.Sprintf("%s by %s: %s", d.Action, d.PolicyRuleRef, d.Reason))
 	if d.Action == v1.DecisionAllow {
-		run.audit(EventDecided, "%s by %s (generation %d): %s", d.Action, pipeline.RuleID(&d), d.PolicyGeneration, d.Reason)
+		run.audit(EventDecided, "%s by %s: %s", d.Action, d.PolicyRuleRef.WithGeneration(), d.Reason)
 	} else {
-		run.record(EventDecided, d.Action != v1.DecisionAsk, nil, "%s by %s (generation %d): %s", d.Action, pipeline.RuleID(&d), d.PolicyGeneration, d.Reason)
+		run.record(EventDecided, d.Action != v1.DecisionAsk, nil, "%s by %s: %s", d.Action, d.PolicyRuleRef.WithGeneration(), d.Reason)
 	}
 	switch d.Action {
 	case v1.DecisionDeny:
 		setCondition(intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, "denied; nothing was executed")
-		r.finish(run, pipeline.Refusal(v1.OutcomeDenied, fmt.Sprintf("%s (rule %s)", d.Reason, pipeline.RuleID(&d)), run.now))
+		r.finish(run, pipeline.Refusal(v1.OutcomeDenied, fmt.Sprintf("%s (rule %s)", d.Reason, d.PolicyRuleRef), run.now))
 	case v1.DecisionRedirect, v1.DecisionStop:
 		turn, err := r.turnSiblings(ctx, run)
 		if err != nil {
@@ -561,7 +561,7 @@ func (r *ToolIntentReconciler) consumeTurn(ctx context.Context, run *intentRun) 
 		// Its own decision in force: the one recorded here, not the cache's.
 		by = run.intent
 	}
-	if ref := run.intent.Status.ApprovalRef; ref != "" {
+	if ref := run.intent.Status.ApprovalName; ref != "" {
 		approval := &v1.Approval{}
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: run.intent.Namespace, Name: ref}, approval)
 		switch {
@@ -570,7 +570,7 @@ func (r *ToolIntentReconciler) consumeTurn(ctx context.Context, run *intentRun) 
 			return false, err
 		case metav1.IsControlledBy(approval, run.intent) && approval.Status.State != v1.ApprovalStateConsumed:
 			if err := retireApproval(ctx, r.Client, approval, v1.ApprovalStateSuperseded, "",
-				fmt.Sprintf("not used: ToolIntent %s of the same turn was decided %s by %s, and nothing of the turn runs", by.Name, by.Status.Decision.Action, pipeline.RuleID(by.Status.Decision))); err != nil {
+				fmt.Sprintf("not used: ToolIntent %s of the same turn was decided %s by %s, and nothing of the turn runs", by.Name, by.Status.Decision.Action, by.Status.Decision.PolicyRuleRef)); err != nil {
 				return false, err
 			}
 		}
@@ -585,7 +585,7 @@ func (r *ToolIntentReconciler) consumeTurn(ctx context.Context, run *intentRun) 
 func (r *ToolIntentReconciler) cancelled(ctx context.Context, run *intentRun) error {
 	intent := run.intent
 	reason := pipeline.CancelledBeforeRunReason(intent)
-	ref := intent.Status.ApprovalRef
+	ref := intent.Status.ApprovalName
 	if ref == "" && intent.Status.Decision != nil && intent.Status.Decision.Action == v1.DecisionAsk {
 		// Created by a pass whose status write did not land.
 		ref = pipeline.ApprovalName(intent)
@@ -602,7 +602,7 @@ func (r *ToolIntentReconciler) cancelled(ctx context.Context, run *intentRun) er
 				fmt.Sprintf("not used: ToolIntent %s was cancelled by %s (spec.cancel), and it does not run", intent.Name, pipeline.CancelledBy(intent))); err != nil {
 				return err
 			}
-			intent.Status.ApprovalRef = approval.Name
+			intent.Status.ApprovalName = approval.Name
 			setCondition(intent, v1.ConditionApproved, false, v1.ReasonCancelled, "not used: the call was cancelled by "+pipeline.CancelledBy(intent))
 		}
 	}
@@ -746,14 +746,14 @@ func (r *ToolIntentReconciler) recheck(ctx context.Context, run *intentRun, appr
 	if verdict == pipeline.RecheckAsk && !pipeline.Supersede(intent, &now) {
 		verdict, why = pipeline.RecheckDeny, fmt.Sprintf("%s; the call was decided %d times while it waited, and is not asked again", why, pipeline.MaxDecisions)
 	}
-	rule := pipeline.RuleID(&now)
+	rule := now.PolicyRuleRef.String()
 	// An allowed call has no Approval: its events relate to nothing, not to a nil
 	// *Approval (a non-nil interface the event recorder would dereference).
 	var related runtime.Object
 	if approval != nil {
 		related = approval
 	}
-	run.observe = append(run.observe, func() { metrics.Decisions.WithLabelValues(string(now.Action), now.Rule).Inc() })
+	run.observe = append(run.observe, func() { metrics.Decisions.WithLabelValues(string(now.Action), now.PolicyRuleRef.String()).Inc() })
 	if verdict == pipeline.RecheckDeny {
 		msg := fmt.Sprintf("decided again just before running, and denied: %s", why)
 		if approval != nil {
@@ -765,13 +765,13 @@ func (r *ToolIntentReconciler) recheck(ctx context.Context, run *intentRun, appr
 			// The Deny (Stop, Redirect) is the decision in force; the Approval the
 			// call was asked by stays named, as the record of what was approved and
 			// not used.
-			ref := intent.Status.ApprovalRef
+			ref := intent.Status.ApprovalName
 			if !pipeline.Supersede(intent, &now) {
 				// Decided MaxDecisions times already: the decision that ends the
 				// call is still the one in force (it ends it; nothing loops).
 				intent.Status.Decision = &now
 			}
-			intent.Status.ApprovalRef = ref
+			intent.Status.ApprovalName = ref
 		}
 		setCondition(intent, v1.ConditionDecided, true, v1.ReasonRedecided, msg)
 		run.record(EventRedecided, true, related, "%s", msg)
@@ -840,9 +840,9 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 			return false, 0, err
 		}
 		failpoint.Reached(failpoint.ApprovalCreated)
-		intent.Status.ApprovalRef = approval.Name
+		intent.Status.ApprovalName = approval.Name
 		setCondition(intent, v1.ConditionApproved, false, v1.ReasonApprovalPending, fmt.Sprintf("waiting for a decision on Approval %s until %s", approval.Name, approval.Spec.ExpiresAt.UTC().Format(time.RFC3339)))
-		run.record(EventApprovalRequested, false, approval, "Approval %s requested from %s for %s", approval.Name, approversText(approval.Spec.Approvers), pipeline.RuleID(intent.Status.Decision))
+		run.record(EventApprovalRequested, false, approval, "Approval %s requested from %s for %s", approval.Name, approversText(approval.Spec.Approvers), intent.Status.Decision.PolicyRuleRef)
 		return false, 0, nil
 	}
 	if err != nil {
@@ -854,7 +854,7 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 		r.inTheWay(run, "Approval", approval.Name, fmt.Sprintf("Approval %s is not controlled by this ToolIntent (UID %s)", approval.Name, intent.UID))
 		return false, 0, nil
 	}
-	intent.Status.ApprovalRef = approval.Name
+	intent.Status.ApprovalName = approval.Name
 
 	fp, err := r.currentFingerprint(ctx, run)
 	if err != nil {
@@ -900,7 +900,7 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 	case pipeline.VerdictMismatch, pipeline.VerdictConsumedElsewhere:
 		reason := fmt.Sprintf("Approval %s does not match this call any more (its fingerprint %s, the call's now %s: the deciding policy changed since it was asked); the approval is refused and nothing was executed", approval.Name, short(approval.Spec.Fingerprint), short(fp))
 		if approval.Status.State == v1.ApprovalStateConsumed {
-			reason = fmt.Sprintf("Approval %s was already used by Execution %s; an approval is used once", approval.Name, approval.Status.ConsumedBy)
+			reason = fmt.Sprintf("Approval %s was already used by Execution %s; an approval is used once", approval.Name, approval.Status.ConsumedByExecutionName)
 		} else if err := retireApproval(ctx, r.Client, approval, approval.Status.State, "", "approved, but refused by the controller: "+reason); err != nil {
 			return false, 0, err
 		}
@@ -940,34 +940,34 @@ func (r *ToolIntentReconciler) approve(ctx context.Context, run *intentRun) (boo
 // so the approval binds exactly the sandbox the call runs in.
 func (r *ToolIntentReconciler) currentFingerprint(ctx context.Context, run *intentRun) (string, error) {
 	d := run.intent.Status.Decision
-	generation := int64(0)
-	if d.Policy != "" {
-		g, found, err := r.policyGeneration(ctx, run.intent.Namespace, d.Policy)
+	ref := d.PolicyRuleRef
+	if !ref.IsModeDefault() {
+		g, found, err := r.policyGeneration(ctx, run.intent.Namespace, ref)
 		if err != nil {
 			return "", err
 		}
 		if !found {
 			return "", nil // the policy is gone: no fingerprint matches
 		}
-		generation = g
+		ref.Generation = g
 	}
 	normalized := run.input()
-	return policy.FingerprintWithSandbox(run.intent.Namespace, run.task.Name, run.intent.Spec.Tool, normalized, d.Policy, d.Rule, generation, d.Walls, d.Sandbox), nil
+	return policy.FingerprintWithSandbox(run.intent.Namespace, run.task.Name, run.intent.Spec.Tool, normalized, ref, d.Walls, d.Sandbox), nil
 }
 
-func (r *ToolIntentReconciler) policyGeneration(ctx context.Context, namespace, id string) (int64, bool, error) {
-	kind, name, ok := policyset.SplitID(id)
-	if !ok {
-		return 0, false, nil
-	}
+// policyGeneration is the current generation of the policy ref names; found is
+// false when it does not exist.
+func (r *ToolIntentReconciler) policyGeneration(ctx context.Context, namespace string, ref v1.PolicyRuleReference) (int64, bool, error) {
 	var obj client.Object
-	key := client.ObjectKey{Name: name}
-	switch kind {
-	case policy.KindClusterToolPolicy:
+	key := client.ObjectKey{Name: ref.Name}
+	switch ref.Kind {
+	case v1.PolicyRuleKindClusterToolPolicy:
 		obj = &v1.ClusterToolPolicy{}
-	default:
+	case v1.PolicyRuleKindToolPolicy:
 		obj = &v1.ToolPolicy{}
 		key.Namespace = namespace
+	default:
+		return 0, false, nil
 	}
 	if err := r.APIReader.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -1066,7 +1066,7 @@ func (r *ToolIntentReconciler) execute(ctx context.Context, run *intentRun) (boo
 	// the intent naming an Execution that does not exist yet (ExecutionRequested),
 	// which the next pass creates (observe).
 	// For a call allowed in this reconcile, the same write records the decision.
-	intent.Status.ExecutionRef = exec.Name
+	intent.Status.ExecutionName = exec.Name
 	setCondition(intent, v1.ConditionExecuted, false, v1.ReasonExecutionRequested, fmt.Sprintf("Execution %s is requested; it runs once it has its Job", exec.Name))
 	if conflict, err := r.writeStatus(ctx, run); err != nil || conflict {
 		return true, err
@@ -1096,7 +1096,7 @@ func (r *ToolIntentReconciler) createExecution(ctx context.Context, run *intentR
 			return err
 		}
 		if problem := pipeline.ExecutionMismatch(existing, exec); problem != "" {
-			intent.Status.ExecutionRef = ""
+			intent.Status.ExecutionName = ""
 			r.inTheWay(run, "Execution", existing.Name, problem)
 			return nil
 		}
@@ -1124,7 +1124,7 @@ func (r *ToolIntentReconciler) inTheWay(run *intentRun, kind, name, problem stri
 func (r *ToolIntentReconciler) observe(ctx context.Context, run *intentRun) error {
 	intent := run.intent
 	exec := &v1.Execution{}
-	if err := r.getFresh(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: intent.Status.ExecutionRef}, exec); err != nil {
+	if err := r.getFresh(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: intent.Status.ExecutionName}, exec); err != nil {
 		if apierrors.IsNotFound(err) {
 			if c := meta.FindStatusCondition(intent.Status.Conditions, v1.ConditionExecuted); c != nil && c.Reason == v1.ReasonExecutionRequested {
 				// Named, and not created yet: the pass that named it ended first. Unless
@@ -1142,7 +1142,7 @@ func (r *ToolIntentReconciler) observe(ctx context.Context, run *intentRun) erro
 				return r.createExecution(ctx, run, exec)
 			}
 			// Someone deleted the Execution: whether it ran is unknown.
-			obs := pipeline.Refusal(v1.OutcomeAborted, fmt.Sprintf("Execution %s was deleted before it reported a result; the call may or may not have had effects.", intent.Status.ExecutionRef), run.now)
+			obs := pipeline.Refusal(v1.OutcomeAborted, fmt.Sprintf("Execution %s was deleted before it reported a result; the call may or may not have had effects.", intent.Status.ExecutionName), run.now)
 			obs.Executed = true
 			setCondition(intent, v1.ConditionExecuted, true, v1.ReasonExecutionFinished, "the Execution was deleted")
 			r.finish(run, obs)
@@ -1201,7 +1201,7 @@ func (r *ToolIntentReconciler) finish(run *intentRun, obs *v1.Observation) {
 	setCondition(intent, v1.ConditionObserved, true, v1.ReasonObservationWritten, msg)
 	if d := intent.Status.Decision; d != nil {
 		// The one event of an allowed call says how it was decided (see step.auditOnly).
-		msg = fmt.Sprintf("%s; decided %s by %s", msg, d.Action, pipeline.RuleID(d))
+		msg = fmt.Sprintf("%s; decided %s by %s", msg, d.Action, d.PolicyRuleRef)
 	}
 	run.observe = append(run.observe, func() {
 		metrics.IntentsObserved.WithLabelValues(string(intent.Spec.Tool), string(obs.Outcome)).Inc()

@@ -52,8 +52,8 @@ func TestReadOnlyCallRunsBehindWalls(t *testing.T) {
 
 	p.propose("t", 0, 1, v1.ToolBash, `{"command":"sh build.sh"}`)
 	intent = p.condition("t-t0-1", v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonExecutionCreated)
-	if d := intent.Status.Decision; d.Action != v1.DecisionAllow || d.Rule != "run-build" || d.Walls != nil {
-		t.Fatalf("decision of sh build.sh: %s by %s, walls %+v; want Allow by run-build without walls", d.Action, d.Rule, d.Walls)
+	if d := intent.Status.Decision; d.Action != v1.DecisionAllow || d.PolicyRuleRef.Rule != "run-build" || d.Walls != nil {
+		t.Fatalf("decision of sh build.sh: %s by %s, walls %+v; want Allow by run-build without walls", d.Action, d.PolicyRuleRef, d.Walls)
 	}
 	exec = getExecution(t, p.ns, "t-t0-1")
 	if exec.Spec.Walls != nil || exec.Spec.Sandbox.ReadOnlyWorkspace || exec.Spec.Sandbox.Network.Mode != v1.NetworkAllowList {

@@ -68,8 +68,8 @@ var intentChainChanged = predicate.TypedFuncs[client.Object]{
 		old, oldOK := e.ObjectOld.(*v1.ToolIntent)
 		now, nowOK := e.ObjectNew.(*v1.ToolIntent)
 		return !oldOK || !nowOK ||
-			old.Status.ExecutionRef != now.Status.ExecutionRef ||
-			old.Status.ApprovalRef != now.Status.ApprovalRef ||
+			old.Status.ExecutionName != now.Status.ExecutionName ||
+			old.Status.ApprovalName != now.Status.ApprovalName ||
 			!equality.Semantic.DeepEqual(old.Status.Decision, now.Status.Decision) ||
 			old.Spec.Cancel != now.Spec.Cancel
 	},

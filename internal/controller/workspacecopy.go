@@ -49,9 +49,9 @@ func (r *AgentTaskReconciler) copyWorkspace(ctx context.Context, task *v1.AgentT
 		return out, nil
 	}
 	// A copy under way is read whatever became of the task it copies.
-	if ws.CopyPod != "" {
+	if ws.CopyPodName != "" {
 		pod := &corev1.Pod{}
-		err := kube.GetFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: task.Namespace, Name: ws.CopyPod}, pod)
+		err := kube.GetFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: task.Namespace, Name: ws.CopyPodName}, pod)
 		switch {
 		case err == nil:
 			return r.copyStands(task, pod, out), nil
@@ -103,7 +103,7 @@ func (r *AgentTaskReconciler) copyWorkspace(ctx context.Context, task *v1.AgentT
 	// Another task of that name (deleted and created again), or another claim, is
 	// another copy.
 	podName := executor.GitPodName(gitws.OpCopy, string(task.UID), string(src.UID), srcClaim, subPath)
-	ws.CopyPod, ws.CopiedFrom = podName, srcClaim
+	ws.CopyPodName, ws.CopiedFrom = podName, srcClaim
 	pod := &corev1.Pod{}
 	err = kube.GetFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: task.Namespace, Name: podName}, pod)
 	switch {
@@ -157,7 +157,7 @@ func (r *AgentTaskReconciler) copyStands(task *v1.AgentTask, pod *corev1.Pod, ou
 
 func copyingText(task *v1.AgentTask, ws *v1.WorkspaceStatus) string {
 	return fmt.Sprintf("copying the workspace of AgentTask %s (claim %s) into claim %s (pod %s)",
-		task.Spec.Workspace.CopyOf.TaskRef.Name, ws.CopiedFrom, pipeline.WorkspaceClaimName(task), ws.CopyPod)
+		task.Spec.Workspace.CopyOf.TaskRef.Name, ws.CopiedFrom, pipeline.WorkspaceClaimName(task), ws.CopyPodName)
 }
 
 // tasksCopying maps a task to the tasks of its namespace waiting to copy its

@@ -173,7 +173,7 @@ func TestWorkspaceCopyOfAGitTaskIsItsWorktree(t *testing.T) {
 	}
 	got := p.readyReason("replay", v1.ReasonWorkspaceReady)
 	ws := got.Status.Workspace
-	if ws == nil || ws.CopiedFrom != "fix-workspace" || ws.CopiedAt == nil || ws.CopyPod != pod.Name || ws.Commit != "" {
+	if ws == nil || ws.CopiedFrom != "fix-workspace" || ws.CopiedAt == nil || ws.CopyPodName != pod.Name || ws.Commit != "" {
 		t.Fatalf("status.workspace %+v", ws)
 	}
 	mustContain(t, "Ready message", meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady).Message, "copied from claim fix-workspace of AgentTask fix")

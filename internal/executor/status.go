@@ -196,7 +196,6 @@ func project(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1.Execut
 	}
 	if pod != nil {
 		st.PodName = pod.Name
-		st.LogRef = fmt.Sprintf("pod/%s container %s", pod.Name, ToolContainerName)
 	}
 	tool := containerStatus(pod, ToolContainerName, false)
 	install := containerStatus(pod, InstallContainerName, true)

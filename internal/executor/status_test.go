@@ -122,7 +122,7 @@ func TestProject(t *testing.T) {
 		outputHas  []string
 		truncated  bool
 		jobName    string
-		logRef     string
+		podName    string
 		facts      *toolgatev1alpha1.ToolFacts
 		durationMs int64
 	}
@@ -136,21 +136,21 @@ func TestProject(t *testing.T) {
 			name: "success: exit 0, log verified",
 			obs:  Observation{Job: testJob(), Pod: makePod().Terminated(0, resultJSON(okResult)).Obj(), Log: LogText{Head: []byte(out), Total: 12}},
 			want: want{phase: toolgatev1alpha1.ExecutionSucceeded, reason: toolgatev1alpha1.ReasonJobSucceeded, complete: metav1.ConditionTrue,
-				exitCode: ptr.To[int32](0), output: out, jobName: "e1", logRef: "pod/e1-abcde container tool",
+				exitCode: ptr.To[int32](0), output: out, jobName: "e1", podName: "e1-abcde",
 				facts: &toolgatev1alpha1.ToolFacts{ContentSHA256: sha("file")}, durationMs: 1234},
 		},
 		{
 			name: "success, but the log read does not match the runner's hash",
 			obs:  Observation{Job: testJob(), Pod: makePod().Terminated(0, resultJSON(okResult)).Obj(), Log: LogText{Head: []byte("hello wor"), Total: 12}},
 			want: want{phase: toolgatev1alpha1.ExecutionSucceeded, reason: toolgatev1alpha1.ReasonJobSucceeded, complete: metav1.ConditionTrue,
-				exitCode: ptr.To[int32](0), output: "hello wor", message: "does not match the runner's output", jobName: "e1", logRef: "pod/e1-abcde container tool",
+				exitCode: ptr.To[int32](0), output: "hello wor", message: "does not match the runner's output", jobName: "e1", podName: "e1-abcde",
 				facts: &toolgatev1alpha1.ToolFacts{ContentSHA256: sha("file")}, durationMs: 1234},
 		},
 		{
 			name: "success, but the log could not be read",
 			obs:  Observation{Job: testJob(), Pod: makePod().Terminated(0, resultJSON(okResult)).Obj(), Log: LogText{Total: 12, Err: "the container log could not be read: pods \"e1-abcde\" not found"}},
 			want: want{phase: toolgatev1alpha1.ExecutionSucceeded, reason: toolgatev1alpha1.ReasonJobSucceeded, complete: metav1.ConditionTrue,
-				exitCode: ptr.To[int32](0), message: "could not be read", jobName: "e1", logRef: "pod/e1-abcde container tool",
+				exitCode: ptr.To[int32](0), message: "could not be read", jobName: "e1", podName: "e1-abcde",
 				facts: &toolgatev1alpha1.ToolFacts{ContentSHA256: sha("file")}, durationMs: 1234},
 		},
 		{
@@ -158,37 +158,37 @@ func TestProject(t *testing.T) {
 			obs: Observation{Job: testJob(), Pod: makePod().Terminated(runner.ExitFailed, resultJSON(runner.Result{ExitCode: 2, ErrorKind: runner.KindExitCode, StderrBytes: 6, OutputSHA256: sha("boom!\n"), DurationMs: 10})).Obj(),
 				Log: LogText{Head: []byte("boom!\n"), Total: 6}},
 			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorExitCode, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,
-				exitCode: ptr.To[int32](2), output: "boom!\n", jobName: "e1", logRef: "pod/e1-abcde container tool", durationMs: 10},
+				exitCode: ptr.To[int32](2), output: "boom!\n", jobName: "e1", podName: "e1-abcde", durationMs: 10},
 		},
 		{
 			name: "non-zero exit without an error kind is ExitCode",
 			obs:  Observation{Job: testJob(), Pod: makePod().Terminated(runner.ExitFailed, resultJSON(runner.Result{ExitCode: 1})).Obj()},
 			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorExitCode, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,
-				exitCode: ptr.To[int32](1), jobName: "e1", logRef: "pod/e1-abcde container tool"},
+				exitCode: ptr.To[int32](1), jobName: "e1", podName: "e1-abcde"},
 		},
 		{
 			name: "stale edit",
 			obs:  Observation{Job: testJob(), Pod: makePod().Terminated(runner.ExitFailed, resultJSON(runner.Result{ExitCode: 1, ErrorKind: runner.KindStale, Message: "main.go changed since it was read"})).Obj()},
 			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorStale, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,
-				exitCode: ptr.To[int32](1), message: "main.go changed since it was read", jobName: "e1", logRef: "pod/e1-abcde container tool"},
+				exitCode: ptr.To[int32](1), message: "main.go changed since it was read", jobName: "e1", podName: "e1-abcde"},
 		},
 		{
 			name: "runner killed the tool at its timeout",
 			obs:  Observation{Job: testJob(), Pod: makePod().Terminated(runner.ExitFailed, resultJSON(runner.Result{ExitCode: 137, ErrorKind: runner.KindTimeout, Message: "killed after 30s"})).Obj()},
 			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorTimeout, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,
-				exitCode: ptr.To[int32](137), message: "killed after 30s", jobName: "e1", logRef: "pod/e1-abcde container tool"},
+				exitCode: ptr.To[int32](137), message: "killed after 30s", jobName: "e1", podName: "e1-abcde"},
 		},
 		{
 			name: "unknown error kind is an Exception",
 			obs:  Observation{Job: testJob(), Pod: makePod().Terminated(runner.ExitFailed, resultJSON(runner.Result{ExitCode: 1, ErrorKind: "Cosmic"})).Obj()},
 			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorException, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,
-				exitCode: ptr.To[int32](1), message: `unknown error kind "Cosmic"`, jobName: "e1", logRef: "pod/e1-abcde container tool"},
+				exitCode: ptr.To[int32](1), message: `unknown error kind "Cosmic"`, jobName: "e1", podName: "e1-abcde"},
 		},
 		{
 			name: "deadline exceeded, pod killed without a result",
 			obs:  Observation{Job: testJob(deadlineCondition()), Pod: makePod().Terminated(137, "").Obj()},
 			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorTimeout, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,
-				exitCode: ptr.To[int32](137), message: "deadline passed", jobName: "e1", logRef: "pod/e1-abcde container tool"},
+				exitCode: ptr.To[int32](137), message: "deadline passed", jobName: "e1", podName: "e1-abcde"},
 		},
 		{
 			name: "deadline exceeded, pod already gone",
@@ -200,20 +200,20 @@ func TestProject(t *testing.T) {
 			name: "deadline exceeded even though the runner reported success is a Timeout",
 			obs:  Observation{Job: testJob(deadlineCondition()), Pod: makePod().Terminated(0, resultJSON(runner.Result{ExitCode: 0})).Obj()},
 			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorTimeout, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,
-				exitCode: ptr.To[int32](0), message: "deadline passed", jobName: "e1", logRef: "pod/e1-abcde container tool"},
+				exitCode: ptr.To[int32](0), message: "deadline passed", jobName: "e1", podName: "e1-abcde"},
 		},
 		{
 			name: "missing termination message is a plain error, never a success",
 			obs:  Observation{Job: testJob(), Pod: makePod().Terminated(0, "").Obj(), Log: LogText{Head: []byte("something"), Total: -1}},
 			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorException, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,
 				exitCode: ptr.To[int32](0), message: "the runner left no result in the termination message (container exit code 0)", output: "something",
-				jobName: "e1", logRef: "pod/e1-abcde container tool"},
+				jobName: "e1", podName: "e1-abcde"},
 		},
 		{
 			name: "unparsable termination message is a plain error",
 			obs:  Observation{Job: testJob(), Pod: makePod().Terminated(0, "panic: runtime error").Obj()},
 			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorException, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,
-				exitCode: ptr.To[int32](0), message: "is not the runner's JSON result", jobName: "e1", logRef: "pod/e1-abcde container tool"},
+				exitCode: ptr.To[int32](0), message: "is not the runner's JSON result", jobName: "e1", podName: "e1-abcde"},
 		},
 		{
 			name: "Job deleted before it finished",
@@ -229,13 +229,13 @@ func TestProject(t *testing.T) {
 				return j
 			}(), Pod: makePod().Running().Obj()},
 			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorAborted, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,
-				message: "is being deleted", jobName: "e1", logRef: "pod/e1-abcde container tool"},
+				message: "is being deleted", jobName: "e1", podName: "e1-abcde"},
 		},
 		{
 			name: "pod being deleted",
 			obs:  Observation{Job: testJob(), Pod: makePod().Running().Deleting().Obj()},
 			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorAborted, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,
-				message: "pod e1-abcde is being deleted", jobName: "e1", logRef: "pod/e1-abcde container tool"},
+				message: "pod e1-abcde is being deleted", jobName: "e1", podName: "e1-abcde"},
 		},
 		{
 			name: "Job failed and its pod is gone",
@@ -247,19 +247,19 @@ func TestProject(t *testing.T) {
 			name: "runner install failed: nothing ran",
 			obs:  Observation{Job: testJob(), Pod: makePod().InstallFailed(1, "exec format error").Obj()},
 			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorException, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,
-				message: "not run: the init container install-runner that installs the runner failed (exit code 1, reason Error): exec format error", jobName: "e1", logRef: "pod/e1-abcde container tool"},
+				message: "not run: the init container install-runner that installs the runner failed (exit code 1, reason Error): exec format error", jobName: "e1", podName: "e1-abcde"},
 		},
 		{
 			name: "running",
 			obs:  Observation{Job: testJob(), Pod: makePod().Running().Obj()},
 			want: want{phase: toolgatev1alpha1.ExecutionRunning, reason: toolgatev1alpha1.ReasonJobRunning, complete: metav1.ConditionFalse,
-				jobName: "e1", logRef: "pod/e1-abcde container tool"},
+				jobName: "e1", podName: "e1-abcde"},
 		},
 		{
 			name: "pending on an image pull",
 			obs:  Observation{Job: testJob(), Pod: makePod().Waiting("ImagePullBackOff", "Back-off pulling image").Obj()},
 			want: want{phase: toolgatev1alpha1.ExecutionPending, reason: toolgatev1alpha1.ReasonJobPending, complete: metav1.ConditionFalse,
-				message: "container tool is waiting: ImagePullBackOff Back-off pulling image", jobName: "e1", logRef: "pod/e1-abcde container tool"},
+				message: "container tool is waiting: ImagePullBackOff Back-off pulling image", jobName: "e1", podName: "e1-abcde"},
 		},
 		{
 			name: "Job created, no pod yet",
@@ -287,7 +287,7 @@ func TestProject(t *testing.T) {
 				Log: LogText{Head: []byte(bigOut[:96]), Tail: []byte(bigOut[1400-96:]), Total: 1400}},
 			want: want{phase: toolgatev1alpha1.ExecutionSucceeded, reason: toolgatev1alpha1.ReasonJobSucceeded, complete: metav1.ConditionTrue,
 				exitCode: ptr.To[int32](0), outputHas: []string{strings.Repeat("a", 96) + "\n…[toolgate: 1208 of 1400 bytes omitted]…\n" + strings.Repeat("z", 96)},
-				truncated: true, jobName: "e1", logRef: "pod/e1-abcde container tool"},
+				truncated: true, jobName: "e1", podName: "e1-abcde"},
 		},
 	}
 	for _, tt := range tests {
@@ -299,7 +299,7 @@ func TestProject(t *testing.T) {
 			st := Project(exec, tt.obs, now)
 			w := tt.want
 			got := want{phase: st.Phase, errorKind: st.ErrorKind, exitCode: st.ExitCode, output: st.Output, truncated: st.Truncated,
-				jobName: st.JobName, logRef: st.LogRef, facts: st.Facts, durationMs: st.DurationMillis}
+				jobName: st.JobName, podName: st.PodName, facts: st.Facts, durationMs: st.DurationMillis}
 			cond := meta.FindStatusCondition(st.Conditions, toolgatev1alpha1.ConditionComplete)
 			if cond == nil {
 				t.Fatal("no Complete condition")
@@ -355,9 +355,9 @@ func TestProjectSuccessFields(t *testing.T) {
 		StartTime: ptr.To(metav1.NewTime(t0)), CompletionTime: ptr.To(metav1.NewTime(t1)),
 		ExitCode: ptr.To[int32](0), DurationMillis: 61500,
 		StdoutBytes: 2, StderrBytes: 1, OutputSHA256: sha(out), Output: out,
-		LogRef: "pod/e1-abcde container tool", ArtifactPath: ".toolgate/executions/e1/output.log",
-		Facts:   &toolgatev1alpha1.ToolFacts{LinesAdded: 3, LinesRemoved: 1},
-		Sandbox: &toolgatev1alpha1.ObservedSandbox{UID: 65532, ReadOnlyRootFilesystem: true},
+		ArtifactPath: ".toolgate/executions/e1/output.log",
+		Facts:        &toolgatev1alpha1.ToolFacts{LinesAdded: 3, LinesRemoved: 1},
+		Sandbox:      &toolgatev1alpha1.ObservedSandbox{UID: 65532, ReadOnlyRootFilesystem: true},
 	}
 	st.Conditions = nil
 	if diff := cmp.Diff(want, st); diff != "" {

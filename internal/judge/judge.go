@@ -145,7 +145,7 @@ func (j *Judge) Evaluate(ctx context.Context, call Call, rules []policy.JudgeRul
 	defer cancel()
 	for start := 0; start < len(rules); {
 		end := start + 1
-		for end < len(rules) && end-start < MaxRulesPerRequest && rules[end].Policy == rules[start].Policy {
+		for end < len(rules) && end-start < MaxRulesPerRequest && rules[end].Ref.Policy() == rules[start].Ref.Policy() {
 			end++
 		}
 		out = append(out, j.request(ctx, call, rules[start:end])...)
@@ -242,7 +242,7 @@ func Payload(call Call, rules []policy.JudgeRule) ([]byte, error) {
 }
 
 // RuleID names a rule to the judge.
-func RuleID(r policy.JudgeRule) string { return r.Policy + "/" + r.Rule }
+func RuleID(r policy.JudgeRule) string { return r.Ref.String() }
 
 // answerResults maps the results the judge answers (its wire format,
 // toolgate.judge/v1, which the system prompt names) to the API's JudgeResult values.
@@ -285,7 +285,7 @@ func Parse(text string, rules []policy.JudgeRule) ([]v1.JudgeVerdict, error) {
 	}
 	out := make([]v1.JudgeVerdict, len(rules))
 	for i, r := range rules {
-		out[i] = v1.JudgeVerdict{Policy: r.Policy, Rule: r.Rule, Result: v1.JudgeUnknown, Error: "the judge gave no verdict for this rule"}
+		out[i] = v1.JudgeVerdict{PolicyRuleRef: r.Ref, Result: v1.JudgeUnknown, Error: "the judge gave no verdict for this rule"}
 	}
 	seen := map[string]bool{}
 	for _, d := range a.Decisions {
@@ -301,7 +301,7 @@ func Parse(text string, rules []policy.JudgeRule) ([]v1.JudgeVerdict, error) {
 		if !ok {
 			return nil, fmt.Errorf("result %q for rule %q is not match, no_match or unknown", clip.Bytes(d.Result, 64), d.RuleID)
 		}
-		v := v1.JudgeVerdict{Policy: rules[i].Policy, Rule: rules[i].Rule, Result: result}
+		v := v1.JudgeVerdict{PolicyRuleRef: rules[i].Ref, Result: result}
 		if c := d.Confidence; c != nil {
 			if math.IsNaN(*c) || *c < 0 || *c > 1 {
 				return nil, fmt.Errorf("confidence %v for rule %q is not between 0 and 1", *c, d.RuleID)
@@ -329,7 +329,7 @@ func Agreement(v v1.JudgeVerdict, action v1.RuleAction, decided v1.DecisionActio
 func unknown(rules []policy.JudgeRule, why string, took time.Duration) []v1.JudgeVerdict {
 	out := make([]v1.JudgeVerdict, len(rules))
 	for i, r := range rules {
-		out[i] = v1.JudgeVerdict{Policy: r.Policy, Rule: r.Rule, Result: v1.JudgeUnknown, Error: why, LatencyMillis: took.Milliseconds()}
+		out[i] = v1.JudgeVerdict{PolicyRuleRef: r.Ref, Result: v1.JudgeUnknown, Error: why, LatencyMillis: took.Milliseconds()}
 	}
 	return out
 }

@@ -56,7 +56,7 @@ func (s *Server) serverFor(r *http.Request) *mcp.Server {
 	}
 	server.AddTool(&mcp.Tool{Name: WaitTool,
 		Description: "Wait for the observation of a call toolgate is still working on (for example one waiting for a human's approval), by the intent name an earlier result gave. It proposes nothing and runs nothing.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"intent":{"type":"string","description":"the ToolIntent's name, as the earlier result named it"}},"required":["intent"],"additionalProperties":false}`),
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"intentName":{"type":"string","description":"the ToolIntent's name, as the earlier result named it"}},"required":["intentName"],"additionalProperties":false}`),
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return s.wait(ctx, req, ns, task.Name)
@@ -124,10 +124,10 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, ns, taskNam
 		return nil, err
 	}
 	var args struct {
-		Intent string `json:"intent"`
+		Intent string `json:"intentName"`
 	}
 	if err := json.Unmarshal(req.Params.Arguments, &args); err != nil || args.Intent == "" {
-		return errorResult(`toolgate_wait needs {"intent": NAME}, the intent an earlier result named`), nil
+		return errorResult(`toolgate_wait needs {"intentName": NAME}, the intent an earlier result named`), nil
 	}
 	intent := &v1.ToolIntent{}
 	if err := c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: args.Intent}, intent); err != nil {
@@ -203,7 +203,7 @@ func (s *Server) observe(ctx context.Context, req *mcp.CallToolRequest, c *calle
 		if !time.Now().Before(deadline) {
 			metrics.MCPCalls.WithLabelValues("StillWaiting").Inc()
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
-				"[still waiting] toolgate has not observed ToolIntent %s yet: %s. Nothing is known about its result yet. Call %s with {\"intent\": %q} to wait for its observation.",
+				"[still waiting] toolgate has not observed ToolIntent %s yet: %s. Nothing is known about its result yet. Call %s with {\"intentName\": %q} to wait for its observation.",
 				current.Name, last, WaitTool, current.Name)}}}, nil
 		}
 		if changes == nil {
@@ -274,10 +274,10 @@ func (s *Server) cancel(ctx context.Context, c *caller, intent *v1.ToolIntent, s
 // step says where an intent stands, for progress notifications.
 func step(in *v1.ToolIntent) string {
 	switch {
-	case in.Status.ApprovalRef != "" && !meta.IsStatusConditionTrue(in.Status.Conditions, v1.ConditionApproved):
-		return fmt.Sprintf("waiting for Approval %s (kubectl toolgate approve %s -n %s)", in.Status.ApprovalRef, in.Status.ApprovalRef, in.Namespace)
-	case in.Status.ExecutionRef != "":
-		return "running: Execution " + in.Status.ExecutionRef
+	case in.Status.ApprovalName != "" && !meta.IsStatusConditionTrue(in.Status.Conditions, v1.ConditionApproved):
+		return fmt.Sprintf("waiting for Approval %s (kubectl toolgate approve %s -n %s)", in.Status.ApprovalName, in.Status.ApprovalName, in.Namespace)
+	case in.Status.ExecutionName != "":
+		return "running: Execution " + in.Status.ExecutionName
 	case in.Status.Decision != nil:
 		return "decided: " + string(in.Status.Decision.Action)
 	case in.Status.Validation != nil:
@@ -296,7 +296,7 @@ func observationResult(intent string, obs *v1.Observation) *mcp.CallToolResult {
 		text += "\n\nInstruction from the policy:\n" + obs.Instruction
 	}
 	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: obs.Outcome != v1.OutcomeSucceeded}
-	res.StructuredContent = map[string]any{"intent": intent, "outcome": obs.Outcome, "executed": obs.Executed, "exitCode": obs.ExitCode, "truncated": obs.Truncated}
+	res.StructuredContent = map[string]any{"intentName": intent, "outcome": obs.Outcome, "executed": obs.Executed, "exitCode": obs.ExitCode, "truncated": obs.Truncated}
 	return res
 }
 

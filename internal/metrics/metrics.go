@@ -17,7 +17,7 @@ var (
 	// Decisions counts policy decisions by action and rule.
 	Decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "toolgate_decisions_total",
-		Help: "Policy decisions, by action and deciding rule (mode-default when no rule matched).",
+		Help: "Policy decisions, by action and what decided: the rule as Kind/policy/rule, or ModeDefault/MODE when no rule matched.",
 	}, []string{"action", "rule"})
 
 	// ApprovalWait observes how long approvals waited for a human decision.

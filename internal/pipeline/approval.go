@@ -75,14 +75,12 @@ func BuildApproval(intent *v1.ToolIntent, d *v1.Decision, normalized json.RawMes
 			TaskRef:     intent.Spec.TaskRef,
 			Fingerprint: d.Fingerprint,
 			Request: v1.ApprovalRequest{
-				Tool:             intent.Spec.Tool,
-				Input:            input,
-				Risk:             d.Risk,
-				Category:         d.Category,
-				Policy:           d.Policy,
-				PolicyGeneration: d.PolicyGeneration,
-				Rule:             d.Rule,
-				Reason:           cutText(mask.Secrets(d.Reason), maxApprovalReason),
+				Tool:          intent.Spec.Tool,
+				Input:         input,
+				Risk:          d.Risk,
+				Category:      d.Category,
+				PolicyRuleRef: d.PolicyRuleRef,
+				Reason:        cutText(mask.Secrets(d.Reason), maxApprovalReason),
 				// Where the call will run: the approver approves it behind these walls,
 				// and the fingerprint binds them.
 				Walls:          d.Walls.DeepCopy(),
@@ -183,7 +181,7 @@ func ApprovalStatusAt(a *v1.Approval, now time.Time) (v1.ApprovalStatus, time.Du
 func JudgeApproval(a *v1.Approval, currentFingerprint, executionName string) ApprovalVerdict {
 	switch a.Status.State {
 	case v1.ApprovalStateConsumed:
-		if a.Status.ConsumedBy != executionName {
+		if a.Status.ConsumedByExecutionName != executionName {
 			return VerdictConsumedElsewhere
 		}
 		if a.Spec.Fingerprint != currentFingerprint {

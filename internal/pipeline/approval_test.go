@@ -15,14 +15,12 @@ import (
 
 func askDecision() *v1.Decision {
 	return &v1.Decision{
-		Action:           v1.DecisionAsk,
-		Policy:           "default",
-		PolicyGeneration: 4,
-		Rule:             "ask-network",
-		Reason:           "network access needs a human; password=hunter22",
-		Risk:             v1.RiskHigh,
-		Category:         v1.CategoryNetwork,
-		Fingerprint:      "sha256:abc",
+		Action:        v1.DecisionAsk,
+		PolicyRuleRef: v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "default", 4, "ask-network"),
+		Reason:        "network access needs a human; password=hunter22",
+		Risk:          v1.RiskHigh,
+		Category:      v1.CategoryNetwork,
+		Fingerprint:   "sha256:abc",
 	}
 }
 
@@ -44,15 +42,13 @@ func TestBuildApproval(t *testing.T) {
 			TaskRef:     v1.LocalObjectReference{Name: "fix-tests"},
 			Fingerprint: "sha256:abc",
 			Request: v1.ApprovalRequest{
-				Tool:             v1.ToolBash,
-				Input:            `{"command":"curl -H 'Authorization: [MASKED]' https://x"}`,
-				Risk:             v1.RiskHigh,
-				Category:         v1.CategoryNetwork,
-				Policy:           "default",
-				PolicyGeneration: 4,
-				Rule:             "ask-network",
-				Reason:           "network access needs a human; password=[MASKED]",
-				ProposerReason:   "fetch the spec; token=[MASKED]",
+				Tool:           v1.ToolBash,
+				Input:          `{"command":"curl -H 'Authorization: [MASKED]' https://x"}`,
+				Risk:           v1.RiskHigh,
+				Category:       v1.CategoryNetwork,
+				PolicyRuleRef:  v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "default", 4, "ask-network"),
+				Reason:         "network access needs a human; password=[MASKED]",
+				ProposerReason: "fetch the spec; token=[MASKED]",
 			},
 			RequestedBy: "alice",
 			ExpiresAt:   metav1.NewTime(epoch.Add(15 * time.Minute)),
@@ -160,7 +156,7 @@ func TestJudgeApproval(t *testing.T) {
 		return &v1.Approval{
 			ObjectMeta: metav1.ObjectMeta{Name: "i", Namespace: testNS},
 			Spec:       v1.ApprovalSpec{Fingerprint: fp, ExpiresAt: metav1.NewTime(expires), Decision: decision},
-			Status:     v1.ApprovalStatus{State: state, ConsumedBy: consumedBy},
+			Status:     v1.ApprovalStatus{State: state, ConsumedByExecutionName: consumedBy},
 		}
 	}
 	decidedAt := func(a *v1.Approval, at time.Time) *v1.Approval {
@@ -334,7 +330,7 @@ func TestChildLabels(t *testing.T) {
 func TestBuildApprovalCutsLongReasons(t *testing.T) {
 	intent := makeIntent("t-t0-0").tool(v1.ToolBash).input(`{"command":"make"}`).obj()
 	intent.Spec.Reason = strings.Repeat("é", 3000) // 6000 bytes
-	d := &v1.Decision{Action: v1.DecisionAsk, Rule: "r", Reason: strings.Repeat("x", 5000), Fingerprint: strings.Repeat("a", 64)}
+	d := &v1.Decision{Action: v1.DecisionAsk, PolicyRuleRef: v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "p", 0, "r"), Reason: strings.Repeat("x", 5000), Fingerprint: strings.Repeat("a", 64)}
 	a := BuildApproval(intent, d, json.RawMessage(`{"command":"make"}`), time.Hour, time.Now())
 	for name, s := range map[string]string{"reason": a.Spec.Request.Reason, "proposerReason": a.Spec.Request.ProposerReason} {
 		if len(s) > 4096 || !utf8.ValidString(s) || !strings.Contains(s, "more bytes not shown") {

@@ -21,7 +21,7 @@ func AwaitsApproval(intent *v1.ToolIntent) bool {
 	return intent.Status.Decision != nil &&
 		intent.Status.Decision.Action == v1.DecisionAsk &&
 		intent.Status.Observation == nil &&
-		intent.Status.ExecutionRef == "" &&
+		intent.Status.ExecutionName == "" &&
 		!meta.IsStatusConditionTrue(intent.Status.Conditions, v1.ConditionApproved) &&
 		(held == nil || held.Reason != v1.ReasonWaitingForSiblings)
 }
@@ -118,7 +118,7 @@ func TurnConsumer(turnIntents []v1.ToolIntent) *v1.ToolIntent {
 // ran): the result says they ran, never that nothing did.
 func Consumed(intent, by *v1.ToolIntent, started []string, now time.Time) (obs *v1.Observation, reason, message string) {
 	d := by.Status.Decision
-	rule := RuleID(d)
+	rule := d.PolicyRuleRef.String()
 	nothing, stoppedTurn, redirectedTurn := "Nothing of this turn ran", "Nothing of a stopped turn runs", "no call of a redirected turn runs"
 	if len(started) > 0 {
 		ran := fmt.Sprintf("Of this turn only %s, which had started, ran", strings.Join(started, ", "))
@@ -153,7 +153,7 @@ func Consumed(intent, by *v1.ToolIntent, started []string, now time.Time) (obs *
 func StartedCalls(turnIntents []v1.ToolIntent) []string {
 	var out []string
 	for i := range turnIntents {
-		if turnIntents[i].Status.ExecutionRef != "" {
+		if turnIntents[i].Status.ExecutionName != "" {
 			out = append(out, turnIntents[i].Name)
 		}
 	}

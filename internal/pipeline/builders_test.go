@@ -110,12 +110,12 @@ func (b *intentBuilder) approved() *intentBuilder {
 	b.in.Status.Conditions = append(b.in.Status.Conditions, metav1.Condition{
 		Type: v1.ConditionApproved, Status: metav1.ConditionTrue, Reason: v1.ReasonApprovalGranted,
 	})
-	b.in.Status.ApprovalRef = b.in.Name
+	b.in.Status.ApprovalName = b.in.Name
 	return b
 }
 
 func (b *intentBuilder) executing() *intentBuilder {
-	b.in.Status.ExecutionRef = b.in.Name
+	b.in.Status.ExecutionName = b.in.Name
 	return b
 }
 
@@ -221,7 +221,7 @@ func (b *executionBuilder) artifactPath(p string) *executionBuilder {
 	b.e.Status.ArtifactPath = p
 	return b
 }
-func (b *executionBuilder) logRef(r string) *executionBuilder { b.e.Status.LogRef = r; return b }
+func (b *executionBuilder) podName(p string) *executionBuilder { b.e.Status.PodName = p; return b }
 func (b *executionBuilder) contentSHA(s string) *executionBuilder {
 	b.e.Status.Facts = &v1.ToolFacts{ContentSHA256: s}
 	return b

@@ -24,7 +24,7 @@ var ErrChainPending = errors.New("the intent has not recorded this Execution yet
 // the decision that allows it is broken.
 type ChainError struct {
 	// Link names the broken link: owner, task, spec, decision, approval,
-	// fingerprint, sandbox or executionRef.
+	// fingerprint, sandbox or executionName.
 	Link string
 	// Message says what is wrong and what to do, in words a person can check.
 	Message string
@@ -89,8 +89,8 @@ func CheckChain(exec *v1.Execution, intent *v1.ToolIntent, approval *v1.Approval
 	}
 	switch dec.Action {
 	case v1.DecisionAllow:
-		if exec.Spec.ApprovalRef != "" {
-			return broken("approval", "ToolIntent %s was allowed without an approval, but spec.approvalRef names Approval %s", intent.Name, exec.Spec.ApprovalRef)
+		if exec.Spec.ApprovalName() != "" {
+			return broken("approval", "ToolIntent %s was allowed without an approval, but spec.approvalRef names Approval %s", intent.Name, exec.Spec.ApprovalName())
 		}
 	case v1.DecisionAsk:
 		if err := checkApproval(exec, intent, approval); err != nil {
@@ -115,15 +115,15 @@ func CheckChain(exec *v1.Execution, intent *v1.ToolIntent, approval *v1.Approval
 		return broken("sandbox", "%s (ToolIntent %s's decision); an Execution runs only where its call was decided to run", err, intent.Name)
 	}
 
-	switch ref := intent.Status.ExecutionRef; {
+	switch ref := intent.Status.ExecutionName; {
 	case ref == exec.Name:
 		return nil
 	case ref != "":
-		return broken("executionRef", "ToolIntent %s ran its call as Execution %s, not %s; an intent runs once", intent.Name, ref, exec.Name)
+		return broken("executionName", "ToolIntent %s ran its call as Execution %s, not %s; an intent runs once", intent.Name, ref, exec.Name)
 	case intent.Status.Observation != nil:
-		return broken("executionRef", "ToolIntent %s ended (%s) without naming an Execution; nothing may run for it", intent.Name, intent.Status.Observation.Outcome)
+		return broken("executionName", "ToolIntent %s ended (%s) without naming an Execution; nothing may run for it", intent.Name, intent.Status.Observation.Outcome)
 	default:
-		return &ChainError{Link: "executionRef", Pending: true, Message: fmt.Sprintf("ToolIntent %s's status does not name Execution %s yet", intent.Name, exec.Name)}
+		return &ChainError{Link: "executionName", Pending: true, Message: fmt.Sprintf("ToolIntent %s's status does not name Execution %s yet", intent.Name, exec.Name)}
 	}
 }
 
@@ -132,20 +132,20 @@ func checkApproval(exec *v1.Execution, intent *v1.ToolIntent, approval *v1.Appro
 	broken := func(format string, args ...any) error {
 		return &ChainError{Link: "approval", Message: fmt.Sprintf(format, args...)}
 	}
-	if exec.Spec.ApprovalRef == "" {
+	if exec.Spec.ApprovalName() == "" {
 		return broken("ToolIntent %s was decided Ask, and spec.approvalRef names no Approval; an asked call runs only on a consumed approval", intent.Name)
 	}
-	if intent.Status.ApprovalRef != "" && intent.Status.ApprovalRef != exec.Spec.ApprovalRef {
-		return broken("spec.approvalRef %s is not ToolIntent %s's Approval %s", exec.Spec.ApprovalRef, intent.Name, intent.Status.ApprovalRef)
+	if intent.Status.ApprovalName != "" && intent.Status.ApprovalName != exec.Spec.ApprovalName() {
+		return broken("spec.approvalRef %s is not ToolIntent %s's Approval %s", exec.Spec.ApprovalName(), intent.Name, intent.Status.ApprovalName)
 	}
 	if approval == nil {
-		return broken("Approval %s named by spec.approvalRef does not exist", exec.Spec.ApprovalRef)
+		return broken("Approval %s named by spec.approvalRef does not exist", exec.Spec.ApprovalName())
 	}
 	if !metav1.IsControlledBy(approval, intent) || approval.Spec.IntentRef.Name != intent.Name {
 		return broken("Approval %s is not ToolIntent %s's own (its controller must be the intent, by UID)", approval.Name, intent.Name)
 	}
-	if approval.Status.State != v1.ApprovalStateConsumed || approval.Status.ConsumedBy != exec.Name {
-		return broken("Approval %s is %s and consumed by %q, not consumed by Execution %s; an asked call runs only once its approval is used by that very Execution", approval.Name, stateOrPending(approval.Status.State), approval.Status.ConsumedBy, exec.Name)
+	if approval.Status.State != v1.ApprovalStateConsumed || approval.Status.ConsumedByExecutionName != exec.Name {
+		return broken("Approval %s is %s and consumed by %q, not consumed by Execution %s; an asked call runs only once its approval is used by that very Execution", approval.Name, stateOrPending(approval.Status.State), approval.Status.ConsumedByExecutionName, exec.Name)
 	}
 	if approval.Spec.Fingerprint != exec.Spec.Fingerprint {
 		return broken("Approval %s was given for fingerprint %q, not this Execution's %q", approval.Name, approval.Spec.Fingerprint, exec.Spec.Fingerprint)

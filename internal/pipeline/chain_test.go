@@ -26,7 +26,7 @@ func chainFixture() (*v1.Execution, *v1.ToolIntent) {
 			Decision: &v1.Decision{Action: v1.DecisionAllow, Fingerprint: fp, Sandbox: &v1.DecidedSandbox{
 				TaskUID: "task-uid", Profile: fixtureSandbox(), TimeoutSeconds: 60, MaxOutputBytes: 4096,
 			}},
-			ExecutionRef: "fix-t1-0",
+			ExecutionName: "fix-t1-0",
 		},
 	}
 	exec := &v1.Execution{
@@ -55,8 +55,8 @@ func fixtureSandbox() v1.SandboxProfile {
 // asked turns the fixture into an Ask whose approval exec consumed.
 func asked(exec *v1.Execution, intent *v1.ToolIntent) *v1.Approval {
 	intent.Status.Decision.Action = v1.DecisionAsk
-	intent.Status.ApprovalRef = "fix-t1-0"
-	exec.Spec.ApprovalRef = "fix-t1-0"
+	intent.Status.ApprovalName = "fix-t1-0"
+	exec.Spec.ApprovalRef = v1.LocalObjectReferenceTo("fix-t1-0")
 	return &v1.Approval{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "ns", Name: "fix-t1-0",
@@ -68,7 +68,7 @@ func asked(exec *v1.Execution, intent *v1.ToolIntent) *v1.Approval {
 			IntentRef: v1.LocalObjectReference{Name: "fix-t1-0"}, Fingerprint: exec.Spec.Fingerprint,
 			Decision: v1.DecisionApproved, DecidedBy: "bob", ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour)),
 		},
-		Status: v1.ApprovalStatus{State: v1.ApprovalStateConsumed, ConsumedBy: "fix-t1-0"},
+		Status: v1.ApprovalStatus{State: v1.ApprovalStateConsumed, ConsumedByExecutionName: "fix-t1-0"},
 	}
 }
 
@@ -183,7 +183,7 @@ func TestCheckChain(t *testing.T) {
 		}},
 		{name: "denied", link: "decision", want: "decided Deny", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
 			i.Status.Decision.Action = v1.DecisionDeny
-			i.Status.ExecutionRef = ""
+			i.Status.ExecutionName = ""
 			i.Status.Observation = &v1.Observation{Outcome: v1.OutcomeDenied}
 			return i, nil
 		}},
@@ -204,17 +204,17 @@ func TestCheckChain(t *testing.T) {
 			return i, nil
 		}},
 		{name: "allow naming an approval", link: "approval", want: "without an approval", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
-			e.Spec.ApprovalRef = "fix-t1-0"
+			e.Spec.ApprovalRef = v1.LocalObjectReferenceTo("fix-t1-0")
 			return i, nil
 		}},
 		{name: "ask without approvalRef", link: "approval", want: "names no Approval", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
 			a := asked(e, i)
-			e.Spec.ApprovalRef = ""
+			e.Spec.ApprovalRef = nil
 			return i, a
 		}},
 		{name: "ask, another approval", link: "approval", want: "is not ToolIntent fix-t1-0's Approval", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
 			a := asked(e, i)
-			e.Spec.ApprovalRef = "other"
+			e.Spec.ApprovalRef = v1.LocalObjectReferenceTo("other")
 			return i, a
 		}},
 		{name: "ask, approval missing", link: "approval", want: "does not exist", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
@@ -238,7 +238,7 @@ func TestCheckChain(t *testing.T) {
 		}},
 		{name: "ask, consumed by another Execution", link: "approval", want: `consumed by "other"`, mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
 			a := asked(e, i)
-			a.Status.ConsumedBy = "other"
+			a.Status.ConsumedByExecutionName = "other"
 			return i, a
 		}},
 		{name: "ask, approval of another fingerprint", link: "approval", want: "was given for fingerprint", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
@@ -246,22 +246,22 @@ func TestCheckChain(t *testing.T) {
 			a.Spec.Fingerprint = strings.Repeat("ef", 32)
 			return i, a
 		}},
-		{name: "intent ran another Execution", link: "executionRef", want: "as Execution other", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
-			i.Status.ExecutionRef = "other"
+		{name: "intent ran another Execution", link: "executionName", want: "as Execution other", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
+			i.Status.ExecutionName = "other"
 			return i, nil
 		}},
-		{name: "intent ended without an Execution", link: "executionRef", want: "without naming an Execution", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
-			i.Status.ExecutionRef = ""
+		{name: "intent ended without an Execution", link: "executionName", want: "without naming an Execution", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
+			i.Status.ExecutionName = ""
 			i.Status.Observation = &v1.Observation{Outcome: v1.OutcomeAborted}
 			return i, nil
 		}},
-		{name: "not recorded yet", link: "executionRef", pending: true, want: "does not name Execution fix-t1-0 yet", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
-			i.Status.ExecutionRef = ""
+		{name: "not recorded yet", link: "executionName", pending: true, want: "does not name Execution fix-t1-0 yet", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
+			i.Status.ExecutionName = ""
 			return i, nil
 		}},
-		{name: "ask, consumed, not recorded yet", link: "executionRef", pending: true, want: "yet", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
+		{name: "ask, consumed, not recorded yet", link: "executionName", pending: true, want: "yet", mutate: func(e *v1.Execution, i *v1.ToolIntent) (*v1.ToolIntent, *v1.Approval) {
 			a := asked(e, i)
-			i.Status.ExecutionRef = ""
+			i.Status.ExecutionName = ""
 			return i, a
 		}},
 	}

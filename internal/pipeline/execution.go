@@ -63,7 +63,7 @@ func BuildExecution(intent *v1.ToolIntent) (*v1.Execution, error) {
 			BaselineSHA256: val.BaselineSHA256,
 			Sandbox:        *s.Profile.DeepCopy(),
 			Walls:          dec.Walls.DeepCopy(),
-			ApprovalRef:    intent.Status.ApprovalRef,
+			ApprovalRef:    v1.LocalObjectReferenceTo(intent.Status.ApprovalName),
 			Fingerprint:    dec.Fingerprint,
 		},
 	}
@@ -130,7 +130,7 @@ func ExecutionMismatch(existing, want *v1.Execution) string {
 		return fmt.Sprintf("Execution %s names another call (%s of %s, tool %s)", existing.Name, e.IntentRef.Name, e.TaskRef.Name, e.Tool)
 	case !sameJSON(e.Input.Raw, w.Input.Raw):
 		return fmt.Sprintf("Execution %s runs another input", existing.Name)
-	case e.ApprovalRef != w.ApprovalRef || e.Fingerprint != w.Fingerprint:
+	case e.ApprovalName() != w.ApprovalName() || e.Fingerprint != w.Fingerprint:
 		return fmt.Sprintf("Execution %s carries another approval or fingerprint", existing.Name)
 	case e.TimeoutSeconds != w.TimeoutSeconds || e.BaselineSHA256 != w.BaselineSHA256 || !equality.Semantic.DeepEqual(e.Walls, w.Walls):
 		return fmt.Sprintf("Execution %s has another timeout, baseline or walls", existing.Name)

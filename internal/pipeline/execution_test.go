@@ -136,7 +136,7 @@ func TestBuildExecution(t *testing.T) {
 				MaxOutputBytes: 32768,
 				BaselineSHA256: "sha-a",
 				Sandbox:        v1.SandboxProfile{Image: defaultImage, WorkspaceClaimName: "t-workspace"},
-				ApprovalRef:    "t-t3-1",
+				ApprovalRef:    v1.LocalObjectReferenceTo("t-t3-1"),
 				Fingerprint:    "fp-t-t3-1",
 			},
 		},

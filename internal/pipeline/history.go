@@ -62,15 +62,6 @@ func FilePath(intent *v1.ToolIntent) (string, bool) {
 	return p, err == nil
 }
 
-// RuleID names the deciding rule as "Kind/policy/rule", or the rule alone when the
-// task's mode decided.
-func RuleID(d *v1.Decision) string {
-	if d.Policy == "" {
-		return d.Rule
-	}
-	return d.Policy + "/" + d.Rule
-}
-
 // ApplyAskLimits turns an Ask into a Deny when a human already denied this exact call
 // (same fingerprint) in one of the task's other approvals, or when those approvals
 // used the task's approval requests (limit is budgets.maxApprovalRequests).
@@ -82,13 +73,13 @@ func ApplyAskLimits(d *v1.Decision, limit int32, others []v1.Approval) {
 		a := &others[i]
 		if a.Spec.Fingerprint == d.Fingerprint && a.Spec.Decision == v1.DecisionDenied {
 			d.Action = v1.DecisionDeny
-			d.Reason = fmt.Sprintf("this exact call was already denied by %s in Approval %s; it is not asked again (rule %s said: %s)", a.Spec.DecidedBy, a.Name, RuleID(d), d.Reason)
+			d.Reason = fmt.Sprintf("this exact call was already denied by %s in Approval %s; it is not asked again (rule %s said: %s)", a.Spec.DecidedBy, a.Name, d.PolicyRuleRef.String(), d.Reason)
 			return
 		}
 	}
 	if used := len(others); used >= int(limit) {
 		d.Action = v1.DecisionDeny
-		d.Reason = fmt.Sprintf("the task's approval-request limit is reached (%d of budgets.maxApprovalRequests=%d); the call would need a human (rule %s said: %s)", used, limit, RuleID(d), d.Reason)
+		d.Reason = fmt.Sprintf("the task's approval-request limit is reached (%d of budgets.maxApprovalRequests=%d); the call would need a human (rule %s said: %s)", used, limit, d.PolicyRuleRef.String(), d.Reason)
 	}
 }
 
@@ -102,15 +93,15 @@ func ApplyAskLimits(d *v1.Decision, limit int32, others []v1.Approval) {
 func RuleFires(taskUID string, intents []v1.ToolIntent, checks []v1.CompletionCheck) []v1.RuleFires {
 	byKey := map[string]*v1.RuleFires{}
 	turnFired := map[string]bool{}
-	count := func(policy, rule string, on v1.RuleEvent, at *metav1.Time) {
-		if policy == "" {
+	count := func(ref v1.PolicyRuleReference, on v1.RuleEvent, at *metav1.Time) {
+		if ref.IsModeDefault() {
 			return
 		}
-		key := policy + "/" + rule
-		f := byKey[key]
+		fires := v1.NewRuleFires(ref, on)
+		f := byKey[fires.ID]
 		if f == nil {
-			f = &v1.RuleFires{Policy: policy, Rule: rule, When: on}
-			byKey[key] = f
+			f = &fires
+			byKey[fires.ID] = f
 		}
 		f.Fires++
 		if at != nil && (f.LastFiredAt == nil || f.LastFiredAt.Before(at)) {
@@ -128,29 +119,32 @@ func RuleFires(taskUID string, intents []v1.ToolIntent, checks []v1.CompletionCh
 		for _, past := range append(append([]v1.Decision(nil), in.Status.SupersededDecisions...), *d) {
 			// A rule fires once per turn, however many of the turn's calls it
 			// redirected: a turn of harmless calls does not spend its maxFires.
-			key := fmt.Sprintf("%s/%s/%d", past.Policy, past.Rule, in.Spec.Turn)
+			key := fmt.Sprintf("%s/%d", past.PolicyRuleRef, in.Spec.Turn)
 			if past.Action == v1.DecisionRedirect && !turnFired[key] {
 				turnFired[key] = true
-				count(past.Policy, past.Rule, v1.WhenToolCall, &at)
+				count(past.PolicyRuleRef, v1.WhenToolCall, &at)
 			}
 		}
 	}
 	for _, c := range checks {
-		if c.Action == v1.DecisionRedirect || c.Action == v1.DecisionDeny {
-			count(c.Policy, c.Rule, v1.WhenCompletion, c.CheckedAt)
+		if (c.Action == v1.DecisionRedirect || c.Action == v1.DecisionDeny) && c.PolicyRuleRef != nil {
+			count(*c.PolicyRuleRef, v1.WhenCompletion, c.CheckedAt)
 		}
 	}
 	out := make([]v1.RuleFires, 0, len(byKey))
 	for _, f := range byKey {
 		out = append(out, *f)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Policy != out[j].Policy {
-			return out[i].Policy < out[j].Policy
-		}
-		return out[i].Rule < out[j].Rule
-	})
+	sort.Slice(out, func(i, j int) bool { return ruleFiresBefore(out[i], out[j]) })
 	return out
+}
+
+// ruleFiresBefore orders ruleFires by policy (as Kind/name), then rule.
+func ruleFiresBefore(a, b v1.RuleFires) bool {
+	if pa, pb := a.PolicyRuleRef.Policy(), b.PolicyRuleRef.Policy(); pa != pb {
+		return pa < pb
+	}
+	return a.PolicyRuleRef.Rule < b.PolicyRuleRef.Rule
 }
 
 // FireCountsOf is fires as the policy engine takes them (policy.Request.Fires).
@@ -161,7 +155,7 @@ func FireCountsOf(fires []v1.RuleFires) policy.FireCounts {
 		if f.LastFiredAt != nil {
 			last = f.LastFiredAt.Time
 		}
-		out[policy.FiresKey(f.Policy, f.Rule)] = policy.Fires{Count: f.Fires, Last: last}
+		out[f.ID] = policy.Fires{Count: f.Fires, Last: last}
 	}
 	return func(key string) policy.Fires { return out[key] }
 }

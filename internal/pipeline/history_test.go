@@ -69,7 +69,7 @@ func TestApplyAskLimits(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := &v1.Decision{Action: tc.action, Policy: "ToolPolicy/p", Rule: "r", Reason: "needs review", Fingerprint: fp}
+			d := &v1.Decision{Action: tc.action, PolicyRuleRef: v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "p", 0, "r"), Reason: "needs review", Fingerprint: fp}
 			ApplyAskLimits(d, tc.limit, tc.others)
 			if d.Action != tc.want || !strings.Contains(d.Reason, tc.reason) {
 				t.Fatalf("got %s %q, want %s containing %q", d.Action, d.Reason, tc.want, tc.reason)
@@ -83,7 +83,7 @@ func TestApplyAskLimits(t *testing.T) {
 func TestRuleFires(t *testing.T) {
 	redirect := func(name string, turn int32, taskUID string, superseded ...v1.Decision) v1.ToolIntent {
 		in := v1.ToolIntent{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.ToolIntentSpec{Turn: turn}}
-		in.Status.Decision = &v1.Decision{Action: v1.DecisionRedirect, Policy: "ToolPolicy/p", Rule: "plan", Sandbox: &v1.DecidedSandbox{TaskUID: taskUID}}
+		in.Status.Decision = &v1.Decision{Action: v1.DecisionRedirect, PolicyRuleRef: v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "p", 0, "plan"), Sandbox: &v1.DecidedSandbox{TaskUID: taskUID}}
 		in.Status.SupersededDecisions = superseded
 		return in
 	}
@@ -96,14 +96,14 @@ func TestRuleFires(t *testing.T) {
 		// Allowed now, redirected when first decided: a fire.
 		func() v1.ToolIntent {
 			in := allowed
-			in.Status.SupersededDecisions = []v1.Decision{{Action: v1.DecisionRedirect, Policy: "ToolPolicy/p", Rule: "plan"}}
+			in.Status.SupersededDecisions = []v1.Decision{{Action: v1.DecisionRedirect, PolicyRuleRef: v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "p", 0, "plan")}}
 			return in
 		}(),
 	}
 	at := metav1.Now()
-	checks := []v1.CompletionCheck{{Turn: 4, Action: v1.DecisionRedirect, Policy: "ToolPolicy/p", Rule: "tests", CheckedAt: &at}, {Turn: 5, Action: v1.DecisionAllow}}
+	checks := []v1.CompletionCheck{{Turn: 4, Action: v1.DecisionRedirect, PolicyRuleRef: ptr(v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "p", 0, "tests")), CheckedAt: &at}, {Turn: 5, Action: v1.DecisionAllow}}
 	got := RuleFires("uid", intents, checks)
-	if len(got) != 2 || got[0].Rule != "plan" || got[0].Fires != 3 || got[1].Rule != "tests" || got[1].Fires != 1 || got[1].When != v1.WhenCompletion {
+	if len(got) != 2 || got[0].ID != "ToolPolicy/p/plan" || got[0].Fires != 3 || got[1].ID != "ToolPolicy/p/tests" || got[1].Fires != 1 || got[1].When != v1.WhenCompletion {
 		t.Fatalf("fires %+v; want plan 3 times (turns 0, 1, 3) and tests once", got)
 	}
 }

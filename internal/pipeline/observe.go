@@ -153,8 +153,8 @@ func artifact(exec *v1.Execution) string {
 	case executor.HoldsWholeResult(&exec.Status):
 		// The status holds all of it; the Job and its pod are spent and soon deleted.
 		where = append(where, "the Execution "+exec.Name+" (status.output)")
-	case exec.Status.LogRef != "":
-		where = append(where, "the log of "+exec.Status.LogRef+" (kubectl logs, while the Job exists)")
+	case exec.Status.PodName != "" && exec.Status.SessionName == "":
+		where = append(where, fmt.Sprintf("the log of pod/%s container %s (kubectl logs, while the Job exists)", exec.Status.PodName, executor.ToolContainerName))
 	}
 	if len(where) == 0 {
 		return "the Execution " + exec.Name + " (no copy was kept)"

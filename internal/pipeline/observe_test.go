@@ -123,17 +123,17 @@ func TestFromExecution(t *testing.T) {
 		{
 			name: "truncated output says how much and where the rest is",
 			exec: makeExecution("x").succeeded().exitCode(0).output("head\n...\ntail\n").truncated(100000, 2345).
-				artifactPath(".toolgate/out/x.log").logRef("team-a/x-abcde").obj(),
+				artifactPath(".toolgate/out/x.log").podName("x-abcde").obj(),
 			want: v1.Observation{
 				Outcome: v1.OutcomeSucceeded, Executed: true, ExitCode: ptr[int32](0), Truncated: true,
-				Artifact: "read_file .toolgate/out/x.log, or the log of team-a/x-abcde (kubectl logs, while the Job exists)",
+				Artifact: "read_file .toolgate/out/x.log, or the log of pod/x-abcde container tool (kubectl logs, while the Job exists)",
 				Summary: "[exit code: 0]\nhead\n...\ntail\n" +
-					"[output truncated: 102345 bytes in all, only the head and tail are shown; the full output is at read_file .toolgate/out/x.log, or the log of team-a/x-abcde (kubectl logs, while the Job exists)]\n",
+					"[output truncated: 102345 bytes in all, only the head and tail are shown; the full output is at read_file .toolgate/out/x.log, or the log of pod/x-abcde container tool (kubectl logs, while the Job exists)]\n",
 			},
 		},
 		{
 			name: "whole output: the Execution holds it, not the pod's log (the Job is reaped)",
-			exec: makeExecution("x").succeeded().exitCode(0).output("all of it\n").logRef("team-a/x-abcde").whole("x").obj(),
+			exec: makeExecution("x").succeeded().exitCode(0).output("all of it\n").podName("x-abcde").whole("x").obj(),
 			want: v1.Observation{
 				Outcome: v1.OutcomeSucceeded, Executed: true, ExitCode: ptr[int32](0),
 				Artifact: "the Execution x (status.output)",
@@ -142,11 +142,11 @@ func TestFromExecution(t *testing.T) {
 		},
 		{
 			name: "truncated with only the log",
-			exec: makeExecution("x").failed(v1.ErrorExitCode, "").exitCode(1).output("a\n").truncated(50000, 0).logRef("team-a/x-abcde").obj(),
+			exec: makeExecution("x").failed(v1.ErrorExitCode, "").exitCode(1).output("a\n").truncated(50000, 0).podName("x-abcde").obj(),
 			want: v1.Observation{
 				Outcome: v1.OutcomeFailed, Executed: true, ExitCode: ptr[int32](1), Truncated: true,
-				Artifact: "the log of team-a/x-abcde (kubectl logs, while the Job exists)",
-				Summary:  "[exit code: 1]\na\n[output truncated: 50000 bytes in all, only the head and tail are shown; the full output is at the log of team-a/x-abcde (kubectl logs, while the Job exists)]\n",
+				Artifact: "the log of pod/x-abcde container tool (kubectl logs, while the Job exists)",
+				Summary:  "[exit code: 1]\na\n[output truncated: 50000 bytes in all, only the head and tail are shown; the full output is at the log of pod/x-abcde container tool (kubectl logs, while the Job exists)]\n",
 			},
 		},
 		{

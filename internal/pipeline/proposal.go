@@ -81,8 +81,8 @@ func WaitingFor(in *v1.ToolIntent) string {
 		return "validation (the controller has not seen the intent yet)"
 	case in.Status.Decision == nil:
 		return "a decision"
-	case in.Status.ExecutionRef != "":
-		return "Execution " + in.Status.ExecutionRef + " to finish"
+	case in.Status.ExecutionName != "":
+		return "Execution " + in.Status.ExecutionName + " to finish"
 	}
 	return "the next pipeline step"
 }

@@ -48,8 +48,8 @@ func PushPending(task *v1.AgentTask) (bool, string) {
 		return false, ""
 	}
 	what := fmt.Sprintf("its change is being read to be pushed to branch %s (spec.workspace.git.push) as ToolIntent %s", ws.Push.Branch, PushIntentName(task.Name))
-	if ws.Push.Intent != "" {
-		what = fmt.Sprintf("its push is pending: ToolIntent %s pushes its change to branch %s (spec.workspace.git.push)", ws.Push.Intent, ws.Push.Branch)
+	if ws.Push.IntentName != "" {
+		what = fmt.Sprintf("its push is pending: ToolIntent %s pushes its change to branch %s (spec.workspace.git.push)", ws.Push.IntentName, ws.Push.Branch)
 	}
 	return true, what + "; no other call of the task runs until that push is approved, denied or the task cancelled, and the task ends with the push"
 }

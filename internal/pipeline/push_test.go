@@ -96,7 +96,7 @@ func TestValidateRefusesTheAgentWhileThePushIsPending(t *testing.T) {
 	reading.Spec.Lifecycle = v1.LifecycleDone
 	reading.Status.Workspace.Push = &v1.PushStatus{Branch: "agent/fix"}
 	pending := reading.DeepCopy()
-	pending.Status.Workspace.Push.Intent = PushIntentName(testTask)
+	pending.Status.Workspace.Push.IntentName = PushIntentName(testTask)
 	ended := pending.DeepCopy()
 	ended.Status.Conditions = []metav1.Condition{{Type: v1.ConditionSucceeded, Status: metav1.ConditionTrue, Reason: v1.ReasonMarkedDone}}
 	write := makeIntent("t-t3-0").tool(v1.ToolWriteFile).input(`{"path":"calc.sh","content":"echo harmless"}`).requestedBy("agent").obj()

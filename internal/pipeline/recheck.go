@@ -52,7 +52,7 @@ func Stricter(recorded, now *v1.Decision) (Recheck, string) {
 		return RecheckDeny, fmt.Sprintf("the policies in force now redirect it: %s by %s (was %s by %s when decided)", now.Action, ruleText(now), recorded.Action, ruleText(recorded))
 	case now.Action == v1.DecisionAsk && recorded.Action == v1.DecisionAllow:
 		return RecheckAsk, fmt.Sprintf("the policies in force now ask a human: %s by %s (was %s by %s when decided)", now.Action, ruleText(now), recorded.Action, ruleText(recorded))
-	case now.Action == v1.DecisionAsk && recorded.Action == v1.DecisionAsk && (now.Policy != recorded.Policy || now.Rule != recorded.Rule):
+	case now.Action == v1.DecisionAsk && recorded.Action == v1.DecisionAsk && !now.PolicyRuleRef.SameRule(recorded.PolicyRuleRef):
 		return RecheckAsk, fmt.Sprintf("another rule asks now: %s by %s (the approval was asked by %s)", now.Action, ruleText(now), ruleText(recorded))
 	}
 	return RecheckRun, ""
@@ -60,10 +60,7 @@ func Stricter(recorded, now *v1.Decision) (Recheck, string) {
 
 // ruleText names a decision's rule with its policy's generation.
 func ruleText(d *v1.Decision) string {
-	if d.Policy == "" {
-		return RuleID(d)
-	}
-	return fmt.Sprintf("%s (generation %d)", RuleID(d), d.PolicyGeneration)
+	return d.PolicyRuleRef.WithGeneration()
 }
 
 // MaxDecisions bounds how often one intent is decided: the first decision and its
@@ -79,6 +76,6 @@ func Supersede(intent *v1.ToolIntent, now *v1.Decision) bool {
 	}
 	intent.Status.SupersededDecisions = append(intent.Status.SupersededDecisions, *intent.Status.Decision.DeepCopy())
 	intent.Status.Decision = now
-	intent.Status.ApprovalRef = ""
+	intent.Status.ApprovalName = ""
 	return true
 }

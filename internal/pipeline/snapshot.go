@@ -84,7 +84,7 @@ func DecideSandbox(task *v1.AgentTask, val *v1.Validation, walls *v1.SandboxWall
 // is pure and fingerprints the call without knowing where it runs.
 func SealDecision(d *v1.Decision, req policy.Request, sandbox *v1.DecidedSandbox) {
 	d.Sandbox = sandbox
-	d.Fingerprint = policy.FingerprintWithSandbox(req.Namespace, req.Task, req.Tool, req.Input, d.Policy, d.Rule, d.PolicyGeneration, d.Walls, sandbox)
+	d.Fingerprint = policy.FingerprintWithSandbox(req.Namespace, req.Task, req.Tool, req.Input, d.PolicyRuleRef, d.Walls, sandbox)
 }
 
 // checkSandbox verifies that exec runs exactly in the sandbox the decision recorded.

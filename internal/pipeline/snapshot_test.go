@@ -77,7 +77,7 @@ func TestDecideSandbox(t *testing.T) {
 				t.Fatal(err)
 			}
 			fp := func(s *v1.DecidedSandbox) string {
-				return policy.FingerprintWithSandbox(testNS, "fix", v1.ToolBash, []byte(`{}`), "", "r", 0, tc.walls, s)
+				return policy.FingerprintWithSandbox(testNS, "fix", v1.ToolBash, []byte(`{}`), v1.ModeDefaultReference(v1.ModeEdit), tc.walls, s)
 			}
 			if fp(got) != fp(&back) {
 				t.Error("the sandbox fingerprints differently after a round trip through JSON")
@@ -132,7 +132,7 @@ func TestSealDecision(t *testing.T) {
 	if unsealed := policy.Decide(req, nil, nil, nil); unsealed.Fingerprint == first.Fingerprint {
 		t.Error("sealing must fingerprint the sandbox too")
 	}
-	if want := policy.FingerprintWithSandbox(req.Namespace, req.Task, req.Tool, req.Input, first.Policy, first.Rule, first.PolicyGeneration, first.Walls, first.Sandbox); first.Fingerprint != want {
+	if want := policy.FingerprintWithSandbox(req.Namespace, req.Task, req.Tool, req.Input, first.PolicyRuleRef, first.Walls, first.Sandbox); first.Fingerprint != want {
 		t.Errorf("fingerprint %s, want %s", first.Fingerprint, want)
 	}
 	for name, task := range map[string]*v1.AgentTask{

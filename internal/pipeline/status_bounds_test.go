@@ -43,11 +43,13 @@ func TestRuleFiresShownAreBounded(t *testing.T) {
 	var fires []v1.RuleFires
 	for i := range v1.MaxRuleFires + 10 {
 		at := metav1.NewTime(t0.Add(time.Duration(i) * time.Minute))
-		fires = append(fires, v1.RuleFires{Policy: "ToolPolicy/p", Rule: fmt.Sprintf("r%04d", i), When: v1.WhenToolCall, Fires: 1, LastFiredAt: &at})
+		f := v1.NewRuleFires(v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "p", 0, fmt.Sprintf("r%04d", i)), v1.WhenToolCall)
+		f.Fires, f.LastFiredAt = 1, &at
+		fires = append(fires, f)
 	}
 	got := lastFired(fires, v1.MaxRuleFires)
-	if len(got) != v1.MaxRuleFires || got[0].Rule != "r0010" || got[len(got)-1].Rule != fmt.Sprintf("r%04d", v1.MaxRuleFires+9) {
-		t.Fatalf("%d rules shown, from %s to %s; want the %d that fired last", len(got), got[0].Rule, got[len(got)-1].Rule, v1.MaxRuleFires)
+	if len(got) != v1.MaxRuleFires || got[0].PolicyRuleRef.Rule != "r0010" || got[len(got)-1].PolicyRuleRef.Rule != fmt.Sprintf("r%04d", v1.MaxRuleFires+9) {
+		t.Fatalf("%d rules shown, from %s to %s; want the %d that fired last", len(got), got[0].PolicyRuleRef.Rule, got[len(got)-1].PolicyRuleRef.Rule, v1.MaxRuleFires)
 	}
 	if few := lastFired(fires[:3], v1.MaxRuleFires); len(few) != 3 {
 		t.Fatalf("three rules: %d shown", len(few))

@@ -200,7 +200,7 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 			set(v1.ConditionFailed, true, world.WorkspaceReason, world.WorkspaceMessage)
 		case stopped != nil:
 			d := stopped.Status.Decision
-			set(v1.ConditionFailed, true, v1.ReasonPolicyStopped, fmt.Sprintf("ToolIntent %s (turn %d) was decided Stop by rule %s: %s. Nothing of that turn ran, and the task takes no more turns.", stopped.Name, stopped.Spec.Turn, RuleID(d), d.Reason))
+			set(v1.ConditionFailed, true, v1.ReasonPolicyStopped, fmt.Sprintf("ToolIntent %s (turn %d) was decided Stop by rule %s: %s. Nothing of that turn ran, and the task takes no more turns.", stopped.Name, stopped.Spec.Turn, d.PolicyRuleRef.String(), d.Reason))
 		case model != nil && model.CompletionDenied != "":
 			set(v1.ConditionFailed, true, v1.ReasonCompletionDenied, model.CompletionDenied)
 		case b.MaxConsecutiveRefusals > 0 && int32(consecutiveRefusals) >= b.MaxConsecutiveRefusals:
@@ -277,7 +277,7 @@ func succeedAfterPush(task *v1.AgentTask, pw *PushWorld, st *v1.AgentTaskStatus,
 	}
 	switch {
 	case in != nil && in.Status.Observation != nil:
-		ps.Intent = in.Name
+		ps.IntentName = in.Name
 		o := in.Status.Observation
 		switch o.Outcome {
 		case v1.OutcomeSucceeded:
@@ -295,7 +295,7 @@ func succeedAfterPush(task *v1.AgentTask, pw *PushWorld, st *v1.AgentTaskStatus,
 				msg, ps.Branch, g.URL, in.Name, o.Outcome, firstLines(o.Summary, 600), task.Name))
 		}
 	case in != nil:
-		ps.Intent = in.Name
+		ps.IntentName = in.Name
 		ps.Message = fmt.Sprintf("ToolIntent %s pushes the change to branch %s once it is decided (and approved, when asked)", in.Name, ps.Branch)
 	case pw.Failure != "":
 		ps.Message = "not pushed: " + pw.Failure
@@ -314,7 +314,7 @@ func succeedAfterPush(task *v1.AgentTask, pw *PushWorld, st *v1.AgentTaskStatus,
 
 func decisionNote(in *v1.ToolIntent) string {
 	if d := in.Status.Decision; d != nil && d.Action == v1.DecisionDeny {
-		return ", rule " + RuleID(d) + ": " + d.Reason
+		return ", rule " + d.PolicyRuleRef.String() + ": " + d.Reason
 	}
 	return ""
 }
@@ -364,12 +364,7 @@ func lastFired(fires []v1.RuleFires, n int) []v1.RuleFires {
 		return a != nil && (b == nil || b.Before(a))
 	})
 	kept := byTime[:n]
-	sort.SliceStable(kept, func(i, j int) bool {
-		if kept[i].Policy != kept[j].Policy {
-			return kept[i].Policy < kept[j].Policy
-		}
-		return kept[i].Rule < kept[j].Rule
-	})
+	sort.SliceStable(kept, func(i, j int) bool { return ruleFiresBefore(kept[i], kept[j]) })
 	return kept
 }
 

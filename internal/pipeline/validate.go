@@ -60,11 +60,11 @@ type Validation struct {
 // Status returns the API form of the validation.
 func (v Validation) Status() *v1.Validation {
 	return &v1.Validation{
-		Errors:         boundedErrors(v.Errors),
-		TimeoutSeconds: v.TimeoutSeconds,
-		TimeoutClamped: v.TimeoutClamped,
-		BaselineSHA256: v.Baseline.SHA256,
-		BaselineIntent: v.Baseline.Intent,
+		Errors:             boundedErrors(v.Errors),
+		TimeoutSeconds:     v.TimeoutSeconds,
+		TimeoutClamped:     v.TimeoutClamped,
+		BaselineSHA256:     v.Baseline.SHA256,
+		BaselineIntentName: v.Baseline.Intent,
 	}
 }
 
@@ -244,7 +244,7 @@ func IsProposer(p v1.Proposers, user string, claimedGroups []string) bool {
 		return true
 	}
 	for _, sa := range p.ServiceAccounts {
-		if ns, name, ok := strings.Cut(sa, "/"); ok && user == serviceAccountPrefix+ns+":"+name {
+		if user == sa.UserName() {
 			return true
 		}
 	}
@@ -256,9 +256,6 @@ func IsProposer(p v1.Proposers, user string, claimedGroups []string) bool {
 	return false
 }
 
-// serviceAccountPrefix starts the user name the API server gives a service account.
-const serviceAccountPrefix = "system:serviceaccount:"
-
 // ProposersText names the proposers for a message, for example
 // "users alice, groups team-a, service accounts ns/coding-agent".
 func ProposersText(p v1.Proposers) string {
@@ -266,7 +263,7 @@ func ProposersText(p v1.Proposers) string {
 	for _, l := range []struct {
 		what  string
 		names []string
-	}{{"users", p.Users}, {"groups", p.Groups}, {"service accounts", p.ServiceAccounts}} {
+	}{{"users", p.Users}, {"groups", p.Groups}, {"service accounts", serviceAccountNames(p.ServiceAccounts)}} {
 		if len(l.names) > 0 {
 			parts = append(parts, l.what+" "+strings.Join(l.names, ", "))
 		}
@@ -275,6 +272,14 @@ func ProposersText(p v1.Proposers) string {
 		return "none (spec.agent.external.proposers is empty)"
 	}
 	return strings.Join(parts, "; ")
+}
+
+func serviceAccountNames(sas []v1.ServiceAccountReference) []string {
+	out := make([]string, len(sas))
+	for i, sa := range sas {
+		out[i] = sa.String()
+	}
+	return out
 }
 
 func claimedNote(groups []string) string {

@@ -394,7 +394,7 @@ func TestValidationStatus(t *testing.T) {
 		TimeoutClamped: true,
 		Baseline:       Baseline{SHA256: "sha", Intent: "t-t0-0"},
 	}
-	want := &v1.Validation{Errors: []string{"input/path: is required"}, TimeoutSeconds: 30, TimeoutClamped: true, BaselineSHA256: "sha", BaselineIntent: "t-t0-0"}
+	want := &v1.Validation{Errors: []string{"input/path: is required"}, TimeoutSeconds: 30, TimeoutClamped: true, BaselineSHA256: "sha", BaselineIntentName: "t-t0-0"}
 	if diff := cmp.Diff(want, v.Status()); diff != "" {
 		t.Errorf("Status() mismatch (-want +got):\n%s", diff)
 	}
@@ -427,7 +427,7 @@ func TestTaskFinished(t *testing.T) {
 // name the field, who was refused and who may propose instead.
 func TestValidateProposers(t *testing.T) {
 	const controller = "system:serviceaccount:toolgate-system:toolgate-controller-manager"
-	proposers := v1.Proposers{Users: []string{"alice"}, Groups: []string{"team-a"}, ServiceAccounts: []string{"ns/coding-agent"}}
+	proposers := v1.Proposers{Users: []string{"alice"}, Groups: []string{"team-a"}, ServiceAccounts: []v1.ServiceAccountReference{{Namespace: "ns", Name: "coding-agent"}}}
 	external := makeTask("fix-tests").proposers(proposers).uid("external-uid").obj()
 	otherExternal := makeTask("another-task").proposers(proposers).uid("another-uid").obj()
 	recreatedExternal := makeTask("fix-tests").proposers(proposers).uid("earlier-uid").obj()
@@ -499,7 +499,7 @@ func TestProposersText(t *testing.T) {
 		want string
 	}{
 		{v1.Proposers{Users: []string{"alice", "bob"}}, "users alice, bob"},
-		{v1.Proposers{Groups: []string{"team-a"}, ServiceAccounts: []string{"ns/a", "ns/b"}}, "groups team-a; service accounts ns/a, ns/b"},
+		{v1.Proposers{Groups: []string{"team-a"}, ServiceAccounts: []v1.ServiceAccountReference{{Namespace: "ns", Name: "a"}, {Namespace: "ns", Name: "b"}}}, "groups team-a; service accounts ns/a, ns/b"},
 		{v1.Proposers{}, "none (spec.agent.external.proposers is empty)"},
 	} {
 		if got := ProposersText(tc.p); got != tc.want {

@@ -142,7 +142,8 @@ func DecideCompletion(req CompletionRequest, cluster, namespaced []*CompiledPoli
 	}
 	if winner != nil {
 		check.Action = v1alpha1.DecisionAction(winnerAction)
-		check.Policy, check.PolicyGeneration, check.Rule = winner.policy.ID(), winner.policy.Generation, winner.rule.spec.Name
+		ref := winner.ref()
+		check.PolicyRuleRef = &ref
 		if winnerAction == v1alpha1.RuleRedirect {
 			check.Instruction = winner.rule.spec.Instruction
 		}

@@ -9,9 +9,6 @@ import (
 	"github.com/toolgate/toolgate/api/v1alpha1"
 )
 
-// RuleModeDefault is Decision.Rule when no rule matched and the task's mode decided.
-const RuleModeDefault = "mode-default"
-
 // Request is one validated tool call to decide.
 type Request struct {
 	// Namespace and Task name the AgentTask the call belongs to.
@@ -48,7 +45,12 @@ func (c candidate) hit() v1alpha1.RuleHit {
 	if enforcement == "" {
 		enforcement = v1alpha1.EnforcementEnforce
 	}
-	return v1alpha1.RuleHit{Policy: c.policy.ID(), Rule: c.rule.spec.Name, Action: string(c.rule.spec.Action), Enforcement: string(enforcement)}
+	return v1alpha1.RuleHit{PolicyRuleRef: c.ref(), Action: c.rule.spec.Action, Enforcement: enforcement}
+}
+
+// ref names the candidate's rule.
+func (c candidate) ref() v1alpha1.PolicyRuleReference {
+	return c.policy.RuleRef(c.rule.spec.Name)
 }
 
 // actionRank orders decisions: Stop > Deny > Ask > Redirect > Allow. A Redirect is
@@ -85,7 +87,8 @@ func actionRank(a v1alpha1.RuleAction) int {
 //     with the action they would have taken. So is a Redirect rule whose maxFires
 //     are used or that is cooling down (req.Fires): the hit says which (Limited).
 //  3. A Redirect decision carries its rule's registered instruction.
-//  4. With no enforcing rule matching, the task's mode decides (rule "mode-default"):
+//  4. With no enforcing rule matching, the task's mode decides (a reference of kind
+//     ModeDefault):
 //     ReadOnly allows read-only calls and denies everything else; Edit allows
 //     read-only calls and asks for everything else; Auto allows read-only, test,
 //     build and write calls and asks for everything else.
@@ -151,9 +154,7 @@ func decide(req Request, f *facts, enforcing []candidate, hits []v1alpha1.RuleHi
 	if winner >= 0 {
 		w := enforcing[winner]
 		d.Action = v1alpha1.DecisionAction(w.rule.spec.Action)
-		d.Policy = w.policy.ID()
-		d.PolicyGeneration = w.policy.Generation
-		d.Rule = w.rule.spec.Name
+		d.PolicyRuleRef = w.ref()
 		d.Reason = w.rule.spec.Reason
 		if d.Reason == "" {
 			d.Reason = fmt.Sprintf("rule %q of %s matched this %s call", w.rule.spec.Name, w.policy.ID(), f.category)
@@ -170,7 +171,7 @@ func decide(req Request, f *facts, enforcing []candidate, hits []v1alpha1.RuleHi
 		}
 	} else {
 		d.Action, d.Reason = modeDefault(req.Mode, f.category)
-		d.Rule = RuleModeDefault
+		d.PolicyRuleRef = v1alpha1.ModeDefaultReference(req.Mode)
 		if why := strictestPartReason(f); why != "" {
 			d.Reason += " (" + why + ")"
 		}
@@ -180,11 +181,11 @@ func decide(req Request, f *facts, enforcing []candidate, hits []v1alpha1.RuleHi
 	}
 
 	if readOnlyMode(req.Mode) && f.category != v1alpha1.CategoryReadOnly && d.Action != v1alpha1.DecisionDeny && d.Action != v1alpha1.DecisionStop {
-		if d.Rule != RuleModeDefault {
+		if !d.PolicyRuleRef.IsModeDefault() {
 			hits = append(hits, enforcing[winner].hit())
 		}
 		d.Action = v1alpha1.DecisionDeny
-		d.Policy, d.PolicyGeneration, d.Rule = "", 0, RuleModeDefault
+		d.PolicyRuleRef = v1alpha1.ModeDefaultReference(req.Mode)
 		d.Approvers = v1alpha1.Approvers{}
 		d.Instruction = ""
 		d.Reason = fmt.Sprintf("ReadOnly mode never runs writes: this call is %s", f.category)
@@ -202,7 +203,7 @@ func decide(req Request, f *facts, enforcing []candidate, hits []v1alpha1.RuleHi
 	d.Walls = Walls(req.Mode, req.Tool, f.category)
 	// Fingerprint, from the input analyze decoded rather than decoding it again.
 	d.Fingerprint = fingerprint(req.Namespace, req.Task, req.Tool, canonicalDecoded(req.Input, f.decoded, f.decodedOK),
-		d.Policy, d.Rule, d.PolicyGeneration, d.Walls, nil)
+		d.PolicyRuleRef, d.Walls, nil)
 	return d
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -32,12 +33,23 @@ func onCommand(name string, action v1alpha1.RuleAction, words ...string) v1alpha
 	return v1alpha1.PolicyRule{Name: name, Action: action, Match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern(words...)}}}
 }
 
-// decided is the part of a Decision the precedence tables check.
+// decided is the part of a Decision the precedence tables check: By is what
+// decided, as its PolicyRuleReference shows (Kind/policy/rule, or ModeDefault/mode).
 type decided struct {
 	Action v1alpha1.DecisionAction
-	Policy string
-	Rule   string
+	By     string
 	Hits   []v1alpha1.RuleHit
+}
+
+// compiledRuleRef is the reference of rule of policy ("Kind/name") as mustCompile
+// compiles it, at generation 7.
+func ref(kind v1alpha1.PolicyRuleKind, name string, generation int64, rule string) v1alpha1.PolicyRuleReference {
+	return v1alpha1.NewPolicyRuleReference(kind, name, generation, rule)
+}
+
+func compiledRuleRef(policy, rule string) v1alpha1.PolicyRuleReference {
+	kind, name, _ := strings.Cut(policy, "/")
+	return v1alpha1.NewPolicyRuleReference(v1alpha1.PolicyRuleKind(kind), name, 7, rule)
 }
 
 func TestDecidePrecedence(t *testing.T) {
@@ -54,7 +66,7 @@ func TestDecidePrecedence(t *testing.T) {
 		Name: "record-git", Action: v1alpha1.RuleAudit, Match: v1alpha1.RuleMatch{Commands: []v1alpha1.CommandPattern{pattern("git")}},
 	})
 	hit := func(policy, rule string, action v1alpha1.RuleAction, enforcement v1alpha1.Enforcement) v1alpha1.RuleHit {
-		return v1alpha1.RuleHit{Policy: policy, Rule: rule, Action: string(action), Enforcement: string(enforcement)}
+		return v1alpha1.RuleHit{PolicyRuleRef: compiledRuleRef(policy, rule), Action: action, Enforcement: enforcement}
 	}
 	enforce := v1alpha1.EnforcementEnforce
 
@@ -71,7 +83,7 @@ func TestDecidePrecedence(t *testing.T) {
 			req:        bashCall(v1alpha1.ModeAuto, "git push origin main"),
 			cluster:    []*CompiledPolicy{clusterDenyPush},
 			namespaced: []*CompiledPolicy{nsAllowGit},
-			want: decided{Action: v1alpha1.DecisionDeny, Policy: "ClusterToolPolicy/baseline", Rule: "no-push",
+			want: decided{Action: v1alpha1.DecisionDeny, By: "ClusterToolPolicy/baseline/no-push",
 				Hits: []v1alpha1.RuleHit{hit("ToolPolicy/team", "allow-git", v1alpha1.RuleAllow, enforce)}},
 		},
 		{
@@ -79,7 +91,7 @@ func TestDecidePrecedence(t *testing.T) {
 			req:        bashCall(v1alpha1.ModeAuto, "git push"),
 			cluster:    []*CompiledPolicy{clusterDenyPush},
 			namespaced: []*CompiledPolicy{nsDenyGit},
-			want: decided{Action: v1alpha1.DecisionDeny, Policy: "ClusterToolPolicy/baseline", Rule: "no-push",
+			want: decided{Action: v1alpha1.DecisionDeny, By: "ClusterToolPolicy/baseline/no-push",
 				Hits: []v1alpha1.RuleHit{hit("ToolPolicy/strict", "deny-git", v1alpha1.RuleDeny, enforce)}},
 		},
 		{
@@ -87,13 +99,13 @@ func TestDecidePrecedence(t *testing.T) {
 			req:        bashCall(v1alpha1.ModeEdit, "git status && git commit -m x"),
 			cluster:    []*CompiledPolicy{clusterDenyPush},
 			namespaced: []*CompiledPolicy{nsAllowGit},
-			want:       decided{Action: v1alpha1.DecisionAllow, Policy: "ToolPolicy/team", Rule: "allow-git"},
+			want:       decided{Action: v1alpha1.DecisionAllow, By: "ToolPolicy/team/allow-git"},
 		},
 		{
 			name:       "deny beats ask beats allow",
 			req:        bashCall(v1alpha1.ModeEdit, "git commit -m x"),
 			namespaced: []*CompiledPolicy{nsAllowGit, nsAskGit, nsDenyGit},
-			want: decided{Action: v1alpha1.DecisionDeny, Policy: "ToolPolicy/strict", Rule: "deny-git", Hits: []v1alpha1.RuleHit{
+			want: decided{Action: v1alpha1.DecisionDeny, By: "ToolPolicy/strict/deny-git", Hits: []v1alpha1.RuleHit{
 				hit("ToolPolicy/team", "allow-git", v1alpha1.RuleAllow, enforce),
 				hit("ToolPolicy/careful", "ask-git", v1alpha1.RuleAsk, enforce),
 			}},
@@ -102,7 +114,7 @@ func TestDecidePrecedence(t *testing.T) {
 			name:       "ask beats allow",
 			req:        bashCall(v1alpha1.ModeEdit, "git commit -m x"),
 			namespaced: []*CompiledPolicy{nsAllowGit, nsAskGit},
-			want: decided{Action: v1alpha1.DecisionAsk, Policy: "ToolPolicy/careful", Rule: "ask-git",
+			want: decided{Action: v1alpha1.DecisionAsk, By: "ToolPolicy/careful/ask-git",
 				Hits: []v1alpha1.RuleHit{hit("ToolPolicy/team", "allow-git", v1alpha1.RuleAllow, enforce)}},
 		},
 		{
@@ -110,7 +122,7 @@ func TestDecidePrecedence(t *testing.T) {
 			req:        bashCall(v1alpha1.ModeEdit, "git commit -m x"),
 			cluster:    []*CompiledPolicy{clusterAskGit},
 			namespaced: []*CompiledPolicy{nsDenyGit},
-			want: decided{Action: v1alpha1.DecisionDeny, Policy: "ToolPolicy/strict", Rule: "deny-git",
+			want: decided{Action: v1alpha1.DecisionDeny, By: "ToolPolicy/strict/deny-git",
 				Hits: []v1alpha1.RuleHit{hit("ClusterToolPolicy/ask", "ask-git", v1alpha1.RuleAsk, enforce)}},
 		},
 		{
@@ -118,7 +130,7 @@ func TestDecidePrecedence(t *testing.T) {
 			req:        bashCall(v1alpha1.ModeAuto, "git commit -m x"),
 			cluster:    []*CompiledPolicy{clusterAskGit},
 			namespaced: []*CompiledPolicy{nsAllowGit},
-			want: decided{Action: v1alpha1.DecisionAsk, Policy: "ClusterToolPolicy/ask", Rule: "ask-git",
+			want: decided{Action: v1alpha1.DecisionAsk, By: "ClusterToolPolicy/ask/ask-git",
 				Hits: []v1alpha1.RuleHit{hit("ToolPolicy/team", "allow-git", v1alpha1.RuleAllow, enforce)}},
 		},
 		{
@@ -126,7 +138,7 @@ func TestDecidePrecedence(t *testing.T) {
 			req:        bashCall(v1alpha1.ModeEdit, "git commit -m x"),
 			cluster:    []*CompiledPolicy{audit},
 			namespaced: []*CompiledPolicy{dryRunDeny, nsAllowGit},
-			want: decided{Action: v1alpha1.DecisionAllow, Policy: "ToolPolicy/team", Rule: "allow-git", Hits: []v1alpha1.RuleHit{
+			want: decided{Action: v1alpha1.DecisionAllow, By: "ToolPolicy/team/allow-git", Hits: []v1alpha1.RuleHit{
 				hit("ClusterToolPolicy/audit", "record-git", v1alpha1.RuleAudit, enforce),
 				hit("ToolPolicy/shadow", "would-deny", v1alpha1.RuleDeny, v1alpha1.EnforcementDryRun),
 			}},
@@ -135,7 +147,7 @@ func TestDecidePrecedence(t *testing.T) {
 			name:       "dry-run deny alone leaves the mode default",
 			req:        bashCall(v1alpha1.ModeAuto, "git commit -m x"),
 			namespaced: []*CompiledPolicy{dryRunDeny},
-			want: decided{Action: v1alpha1.DecisionAllow, Rule: RuleModeDefault,
+			want: decided{Action: v1alpha1.DecisionAllow, By: "ModeDefault/Auto",
 				Hits: []v1alpha1.RuleHit{hit("ToolPolicy/shadow", "would-deny", v1alpha1.RuleDeny, v1alpha1.EnforcementDryRun)}},
 		},
 		{
@@ -143,44 +155,44 @@ func TestDecidePrecedence(t *testing.T) {
 			req:        bashCall(v1alpha1.ModeEdit, "git commit -m x"),
 			namespaced: []*CompiledPolicy{nsAllowGit},
 			broken:     []string{"ToolPolicy/typo"},
-			want:       decided{Action: v1alpha1.DecisionAsk, Policy: "ToolPolicy/team", Rule: "allow-git"},
+			want:       decided{Action: v1alpha1.DecisionAsk, By: "ToolPolicy/team/allow-git"},
 		},
 		{
-			name:   "broken policy in scope turns a mode-default allow into ask",
+			name:   "broken policy in scope turns a mode default allow into ask",
 			req:    bashCall(v1alpha1.ModeEdit, "ls"),
 			broken: []string{"ClusterToolPolicy/x"},
-			want:   decided{Action: v1alpha1.DecisionAsk, Rule: RuleModeDefault},
+			want:   decided{Action: v1alpha1.DecisionAsk, By: "ModeDefault/Edit"},
 		},
 		{
 			name:   "broken policy does not loosen a deny",
 			req:    bashCall(v1alpha1.ModeReadOnly, "rm x"),
 			broken: []string{"ToolPolicy/typo"},
-			want:   decided{Action: v1alpha1.DecisionDeny, Rule: RuleModeDefault},
+			want:   decided{Action: v1alpha1.DecisionDeny, By: "ModeDefault/ReadOnly"},
 		},
 		{
 			name:       "ReadOnly mode is a ceiling over an allow rule",
 			req:        bashCall(v1alpha1.ModeReadOnly, "git commit -m x"),
 			namespaced: []*CompiledPolicy{nsAllowGit},
-			want: decided{Action: v1alpha1.DecisionDeny, Rule: RuleModeDefault,
+			want: decided{Action: v1alpha1.DecisionDeny, By: "ModeDefault/ReadOnly",
 				Hits: []v1alpha1.RuleHit{hit("ToolPolicy/team", "allow-git", v1alpha1.RuleAllow, enforce)}},
 		},
 		{
 			name:       "ReadOnly mode lets an allow rule decide a read-only call",
 			req:        bashCall(v1alpha1.ModeReadOnly, "git log"),
 			namespaced: []*CompiledPolicy{nsAllowGit},
-			want:       decided{Action: v1alpha1.DecisionAllow, Policy: "ToolPolicy/team", Rule: "allow-git"},
+			want:       decided{Action: v1alpha1.DecisionAllow, By: "ToolPolicy/team/allow-git"},
 		},
 		{
 			name:       "ReadOnly mode still lets a rule deny a read-only call",
 			req:        bashCall(v1alpha1.ModeReadOnly, "git log"),
 			namespaced: []*CompiledPolicy{nsDenyGit},
-			want:       decided{Action: v1alpha1.DecisionDeny, Policy: "ToolPolicy/strict", Rule: "deny-git"},
+			want:       decided{Action: v1alpha1.DecisionDeny, By: "ToolPolicy/strict/deny-git"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := Decide(tt.req, tt.cluster, tt.namespaced, tt.broken)
-			got := decided{Action: d.Action, Policy: d.Policy, Rule: d.Rule, Hits: d.NonActingHits}
+			got := decided{Action: d.Action, By: d.PolicyRuleRef.String(), Hits: d.NonActingHits}
 			if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("decision (-want +got):\n%s\nreason: %s", diff, d.Reason)
 			}
@@ -209,8 +221,8 @@ func TestDecideModeDefaults(t *testing.T) {
 	for _, r := range rows {
 		for mode, want := range r.want {
 			d := Decide(bashCall(mode, r.command), nil, nil, nil)
-			if d.Action != want || d.Rule != RuleModeDefault || d.Policy != "" {
-				t.Errorf("mode %q, %q: got %s by %q/%q (%s), want %s by mode-default", mode, r.command, d.Action, d.Policy, d.Rule, d.Reason, want)
+			if d.Action != want || d.PolicyRuleRef != v1alpha1.ModeDefaultReference(mode) {
+				t.Errorf("mode %q, %q: got %s by %s (%s), want %s by %s", mode, r.command, d.Action, d.PolicyRuleRef, d.Reason, want, v1alpha1.ModeDefaultReference(mode))
 			}
 		}
 	}
@@ -234,19 +246,17 @@ func TestDecideFillsTheDecision(t *testing.T) {
 	req := bashCall(v1alpha1.ModeAuto, "npm ci && npm test")
 	d := Decide(req, nil, []*CompiledPolicy{p}, nil)
 	want := v1alpha1.Decision{
-		Action:           v1alpha1.DecisionAsk,
-		Policy:           "ToolPolicy/team",
-		PolicyGeneration: 7,
-		Rule:             "ask-install",
-		Reason:           "installs need a reviewer",
-		Risk:             v1alpha1.RiskMedium,
-		Category:         v1alpha1.CategoryInstall,
+		Action:        v1alpha1.DecisionAsk,
+		PolicyRuleRef: compiledRuleRef("ToolPolicy/team", "ask-install"),
+		Reason:        "installs need a reviewer",
+		Risk:          v1alpha1.RiskMedium,
+		Category:      v1alpha1.CategoryInstall,
 		Parts: []v1alpha1.CommandPart{
 			{Command: "npm ci", Category: v1alpha1.CategoryInstall},
 			{Command: "npm test", Category: v1alpha1.CategoryTest},
 		},
 		Approvers:   v1alpha1.Approvers{Users: []string{"alice"}, Groups: []string{"sre"}},
-		Fingerprint: Fingerprint("team", "fix-bug", v1alpha1.ToolBash, req.Input, "ToolPolicy/team", "ask-install", 7, nil),
+		Fingerprint: Fingerprint("team", "fix-bug", v1alpha1.ToolBash, req.Input, compiledRuleRef("ToolPolicy/team", "ask-install"), nil),
 	}
 	if diff := cmp.Diff(want, d, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("decision (-want +got):\n%s", diff)
@@ -264,7 +274,7 @@ func TestDecideFillsTheDecision(t *testing.T) {
 }
 
 func TestFingerprint(t *testing.T) {
-	base := Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1, nil)
+	base := Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), ref("ToolPolicy", "p", 1, "r"), nil)
 	// The documented construction, computed independently.
 	if got := sha256Hex(`{"generation":1,"input":{"command":"ls","timeoutMs":5},"namespace":"ns","policy":"ToolPolicy/p","rule":"r","task":"task","tool":"bash"}`); got != base {
 		t.Errorf("fingerprint %s does not match the documented construction %s", base, got)
@@ -272,18 +282,18 @@ func TestFingerprint(t *testing.T) {
 	if len(base) != 64 {
 		t.Errorf("fingerprint %q is not hex SHA-256", base)
 	}
-	same := Fingerprint("ns", "task", "bash", []byte(` { "timeoutMs": 5, "command": "ls" } `), "ToolPolicy/p", "r", 1, nil)
+	same := Fingerprint("ns", "task", "bash", []byte(` { "timeoutMs": 5, "command": "ls" } `), ref("ToolPolicy", "p", 1, "r"), nil)
 	if same != base {
 		t.Error("key order and whitespace of the input must not change the fingerprint")
 	}
 	for name, other := range map[string]string{
-		"namespace":  Fingerprint("ns2", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1, nil),
-		"task":       Fingerprint("ns", "task2", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1, nil),
-		"tool":       Fingerprint("ns", "task", "read_file", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1, nil),
-		"input":      Fingerprint("ns", "task", "bash", []byte(`{"command":"ls -a","timeoutMs":5}`), "ToolPolicy/p", "r", 1, nil),
-		"policy":     Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ClusterToolPolicy/p", "r", 1, nil),
-		"rule":       Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r2", 1, nil),
-		"generation": Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 2, nil),
+		"namespace":  Fingerprint("ns2", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), ref("ToolPolicy", "p", 1, "r"), nil),
+		"task":       Fingerprint("ns", "task2", "bash", []byte(`{"command":"ls","timeoutMs":5}`), ref("ToolPolicy", "p", 1, "r"), nil),
+		"tool":       Fingerprint("ns", "task", "read_file", []byte(`{"command":"ls","timeoutMs":5}`), ref("ToolPolicy", "p", 1, "r"), nil),
+		"input":      Fingerprint("ns", "task", "bash", []byte(`{"command":"ls -a","timeoutMs":5}`), ref("ToolPolicy", "p", 1, "r"), nil),
+		"policy":     Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), ref("ClusterToolPolicy", "p", 1, "r"), nil),
+		"rule":       Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), ref("ToolPolicy", "p", 1, "r2"), nil),
+		"generation": Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), ref("ToolPolicy", "p", 2, "r"), nil),
 	} {
 		if other == base {
 			t.Errorf("changing the %s must change the fingerprint", name)
@@ -292,11 +302,11 @@ func TestFingerprint(t *testing.T) {
 	// A call behind walls is a different call: an approval given for it must not run
 	// it without them, nor with only one of them.
 	ro := &v1alpha1.SandboxWalls{ReadOnlyWorkspace: true, NoNetwork: true, Reason: "every part of the call is read-only"}
-	walled := Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1, ro)
+	walled := Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), ref("ToolPolicy", "p", 1, "r"), ro)
 	if got := sha256Hex(`{"generation":1,"input":{"command":"ls","timeoutMs":5},"namespace":"ns","policy":"ToolPolicy/p","rule":"r","task":"task","tool":"bash","walls":{"noNetwork":true,"readOnlyWorkspace":true}}`); got != walled {
 		t.Errorf("walled fingerprint %s does not match the documented construction %s", walled, got)
 	}
-	mountOnly := Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1, &v1alpha1.SandboxWalls{ReadOnlyWorkspace: true})
+	mountOnly := Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), ref("ToolPolicy", "p", 1, "r"), &v1alpha1.SandboxWalls{ReadOnlyWorkspace: true})
 	for name, fp := range map[string]string{"no walls": base, "only the read-only mount": mountOnly} {
 		if fp == walled {
 			t.Errorf("%s must have another fingerprint than both walls", name)
@@ -308,15 +318,15 @@ func TestFingerprint(t *testing.T) {
 	// The reason is words for people: rewording it keeps the fingerprint.
 	reworded := *ro
 	reworded.Reason = "read-only"
-	if Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1, &reworded) != walled {
+	if Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), ref("ToolPolicy", "p", 1, "r"), &reworded) != walled {
 		t.Error("the walls' reason must not change the fingerprint")
 	}
 	// Walls that are all down are no walls.
-	if Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), "ToolPolicy/p", "r", 1, &v1alpha1.SandboxWalls{Reason: "x"}) != base {
+	if Fingerprint("ns", "task", "bash", []byte(`{"command":"ls","timeoutMs":5}`), ref("ToolPolicy", "p", 1, "r"), &v1alpha1.SandboxWalls{Reason: "x"}) != base {
 		t.Error("walls with neither wall up must fingerprint as no walls")
 	}
 	// Input that is not JSON is still covered, as a string.
-	if Fingerprint("ns", "task", "bash", []byte(`not json`), "", "r", 0, nil) == Fingerprint("ns", "task", "bash", []byte(`not json!`), "", "r", 0, nil) {
+	if Fingerprint("ns", "task", "bash", []byte(`not json`), v1alpha1.ModeDefaultReference(v1alpha1.ModeEdit), nil) == Fingerprint("ns", "task", "bash", []byte(`not json!`), v1alpha1.ModeDefaultReference(v1alpha1.ModeEdit), nil) {
 		t.Error("non-JSON inputs must still be distinguished")
 	}
 }
@@ -374,7 +384,7 @@ func TestDecideWalls(t *testing.T) {
 			if diff := cmp.Diff(tc.want, d.Walls); diff != "" {
 				t.Errorf("walls (-want +got):\n%s", diff)
 			}
-			if want := Fingerprint(tc.req.Namespace, tc.req.Task, tc.req.Tool, tc.req.Input, d.Policy, d.Rule, d.PolicyGeneration, tc.want); d.Fingerprint != want {
+			if want := Fingerprint(tc.req.Namespace, tc.req.Task, tc.req.Tool, tc.req.Input, d.PolicyRuleRef, tc.want); d.Fingerprint != want {
 				t.Errorf("the fingerprint does not cover the walls %+v", tc.want)
 			}
 		})
@@ -437,7 +447,7 @@ func TestFingerprintWithSandbox(t *testing.T) {
 		}
 	}
 	fp := func(s *v1alpha1.DecidedSandbox) string {
-		return FingerprintWithSandbox("ns", "fix", v1alpha1.ToolBash, input, "ToolPolicy/p", "r", 1, nil, s)
+		return FingerprintWithSandbox("ns", "fix", v1alpha1.ToolBash, input, ref("ToolPolicy", "p", 1, "r"), nil, s)
 	}
 	base := fp(sandbox())
 	// The documented construction: the sandbox's JSON with keys sorted at every level,
@@ -448,7 +458,7 @@ func TestFingerprintWithSandbox(t *testing.T) {
 	if got := sha256Hex(doc); got != base {
 		t.Errorf("fingerprint %s does not match the documented construction %s", base, got)
 	}
-	if Fingerprint("ns", "fix", v1alpha1.ToolBash, input, "ToolPolicy/p", "r", 1, nil) != fp(nil) {
+	if Fingerprint("ns", "fix", v1alpha1.ToolBash, input, ref("ToolPolicy", "p", 1, "r"), nil) != fp(nil) {
 		t.Error("FingerprintWithSandbox without a sandbox must be Fingerprint")
 	}
 	if fp(nil) == base {

@@ -49,29 +49,40 @@ type fingerprintWalls struct {
 // sandbox is a different fingerprint, so an approval given for a call that runs
 // behind walls, in one image with one egress on one workspace of one task (by UID),
 // never runs the call anywhere else.
-func Fingerprint(namespace, task string, tool v1alpha1.ToolName, normalizedInput []byte, policy, rule string, generation int64, walls *v1alpha1.SandboxWalls) string {
-	return FingerprintWithSandbox(namespace, task, tool, normalizedInput, policy, rule, generation, walls, nil)
+//
+// P, R and G come from the decision's policyRuleRef: P is the policy as Kind/name, R
+// the rule and G the generation; for a ModeDefault reference, P is "" and R is
+// "mode-default", the fields a mode default was fingerprinted with before the
+// reference was typed, so that its fingerprint covers what it did (not the mode).
+func Fingerprint(namespace, task string, tool v1alpha1.ToolName, normalizedInput []byte, ref v1alpha1.PolicyRuleReference, walls *v1alpha1.SandboxWalls) string {
+	return FingerprintWithSandbox(namespace, task, tool, normalizedInput, ref, walls, nil)
 }
 
 // FingerprintWithSandbox is Fingerprint covering also the sandbox the call was
 // decided to run in. SANDBOX is the DecidedSandbox's JSON re-encoded canonically
 // (keys sorted at every level, resource quantities in their canonical string form),
 // so the same sandbox always hashes the same whatever order it was built in.
-func FingerprintWithSandbox(namespace, task string, tool v1alpha1.ToolName, normalizedInput []byte, policy, rule string, generation int64, walls *v1alpha1.SandboxWalls, sandbox *v1alpha1.DecidedSandbox) string {
-	return fingerprint(namespace, task, tool, canonicalInput(normalizedInput), policy, rule, generation, walls, sandbox)
+func FingerprintWithSandbox(namespace, task string, tool v1alpha1.ToolName, normalizedInput []byte, ref v1alpha1.PolicyRuleReference, walls *v1alpha1.SandboxWalls, sandbox *v1alpha1.DecidedSandbox) string {
+	return fingerprint(namespace, task, tool, canonicalInput(normalizedInput), ref, walls, sandbox)
 }
+
+// modeDefaultRule is the rule a ModeDefault reference is fingerprinted as.
+const modeDefaultRule = "mode-default"
 
 // fingerprint is FingerprintWithSandbox of an input already made canonical by
 // canonicalInput or canonicalDecoded.
-func fingerprint(namespace, task string, tool v1alpha1.ToolName, input json.RawMessage, policy, rule string, generation int64, walls *v1alpha1.SandboxWalls, sandbox *v1alpha1.DecidedSandbox) string {
+func fingerprint(namespace, task string, tool v1alpha1.ToolName, input json.RawMessage, ref v1alpha1.PolicyRuleReference, walls *v1alpha1.SandboxWalls, sandbox *v1alpha1.DecidedSandbox) string {
 	fields := fingerprintFields{
-		Generation: generation,
+		Generation: ref.Generation,
 		Input:      input,
 		Namespace:  namespace,
-		Policy:     policy,
-		Rule:       rule,
+		Policy:     ref.Policy(),
+		Rule:       ref.Rule,
 		Task:       task,
 		Tool:       string(tool),
+	}
+	if ref.IsModeDefault() {
+		fields.Generation, fields.Rule = 0, modeDefaultRule
 	}
 	if walls != nil && (walls.NoNetwork || walls.ReadOnlyWorkspace) {
 		fields.Walls = &fingerprintWalls{NoNetwork: walls.NoNetwork, ReadOnlyWorkspace: walls.ReadOnlyWorkspace}

@@ -23,7 +23,7 @@ func TestDecideFingerprintIsFingerprint(t *testing.T) {
 			for _, in := range inputs {
 				req := Request{Namespace: "ns", Task: "t", Mode: mode, Tool: tool, Input: json.RawMessage(in)}
 				d := Decide(req, nil, nil, nil)
-				want := Fingerprint(req.Namespace, req.Task, req.Tool, req.Input, d.Policy, d.Rule, d.PolicyGeneration, d.Walls)
+				want := Fingerprint(req.Namespace, req.Task, req.Tool, req.Input, d.PolicyRuleRef, d.Walls)
 				if d.Fingerprint != want {
 					t.Errorf("%s %s %q: fingerprint %s, Fingerprint gives %s", tool, mode, in, d.Fingerprint, want)
 				}

@@ -16,19 +16,17 @@ type Fires struct {
 	Last  time.Time
 }
 
-// FireCounts gives a rule's Fires by FiresKey; nil counts none. It is asked only for
+// FireCounts gives a rule's Fires by its status.ruleFires id (the rule's
+// PolicyRuleReference.String); nil counts none. It is asked only for
 // a matching rule that has limits, so a decision pays for reading the history only
 // when a limit could change it.
 type FireCounts func(key string) Fires
-
-// FiresKey is the key of a rule in FireCounts: its policy's ID and its name.
-func FiresKey(policyID, rule string) string { return policyID + "/" + rule }
 
 func (fc FireCounts) of(p *CompiledPolicy, r *rule) Fires {
 	if fc == nil || (r.maxFires() == 0 && r.spec.CooldownSeconds == nil) {
 		return Fires{}
 	}
-	return fc(FiresKey(p.ID(), r.spec.Name))
+	return fc(p.RuleRef(r.spec.Name).String())
 }
 
 // defaultCompletionMaxFires is how often a Completion rule acts in a task when it

@@ -31,14 +31,15 @@ func TestDecideRedirectAndStop(t *testing.T) {
 		cluster, namespaced []*CompiledPolicy
 		mode                v1alpha1.TaskMode
 		want                v1alpha1.DecisionAction
-		rule                string
+		// rule is the deciding rule's name; "" for the mode's default.
+		rule string
 	}{
 		{name: "redirect beats allow", namespaced: []*CompiledPolicy{nsAllowRm, nsRedirectRm}, want: v1alpha1.DecisionRedirect, rule: "plan-rm"},
 		{name: "a cluster redirect beats a namespaced allow", cluster: []*CompiledPolicy{clusterRedirectRm}, namespaced: []*CompiledPolicy{nsAllowRm}, want: v1alpha1.DecisionRedirect, rule: "plan-rm"},
 		{name: "ask beats redirect: a human still sees the call", namespaced: []*CompiledPolicy{nsRedirectRm, nsAskRm}, want: v1alpha1.DecisionAsk, rule: "ask-rm"},
 		{name: "deny beats redirect", cluster: []*CompiledPolicy{clusterDenyRm}, namespaced: []*CompiledPolicy{nsRedirectRm}, want: v1alpha1.DecisionDeny, rule: "no-rm"},
 		{name: "stop beats a cluster deny", cluster: []*CompiledPolicy{clusterDenyRm}, namespaced: []*CompiledPolicy{nsStopRm, nsAllowRm}, want: v1alpha1.DecisionStop, rule: "stop-rm"},
-		{name: "ReadOnly mode denies a redirected write", namespaced: []*CompiledPolicy{nsRedirectRm}, mode: v1alpha1.ModeReadOnly, want: v1alpha1.DecisionDeny, rule: RuleModeDefault},
+		{name: "ReadOnly mode denies a redirected write", namespaced: []*CompiledPolicy{nsRedirectRm}, mode: v1alpha1.ModeReadOnly, want: v1alpha1.DecisionDeny, rule: ""},
 		{name: "ReadOnly mode keeps a stop", namespaced: []*CompiledPolicy{nsStopRm}, mode: v1alpha1.ModeReadOnly, want: v1alpha1.DecisionStop, rule: "stop-rm"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,8 +48,8 @@ func TestDecideRedirectAndStop(t *testing.T) {
 				mode = v1alpha1.ModeAuto
 			}
 			d := Decide(bashCall(mode, "ls && rm -rf build"), tc.cluster, tc.namespaced, nil)
-			if d.Action != tc.want || d.Rule != tc.rule {
-				t.Fatalf("decided %s by %s (%s), want %s by %s", d.Action, d.Rule, d.Reason, tc.want, tc.rule)
+			if d.Action != tc.want || d.PolicyRuleRef.Rule != tc.rule || d.PolicyRuleRef.IsModeDefault() != (tc.rule == "") {
+				t.Fatalf("decided %s by %s (%s), want %s by %q", d.Action, d.PolicyRuleRef, d.Reason, tc.want, tc.rule)
 			}
 			if (d.Instruction != "") != (d.Action == v1alpha1.DecisionRedirect) {
 				t.Errorf("instruction %q on a %s decision", d.Instruction, d.Action)
@@ -96,7 +97,7 @@ func TestFireLimits(t *testing.T) {
 			req.Fires, req.Now = tc.fires, now
 			d := Decide(req, nil, []*CompiledPolicy{tc.policy}, nil)
 			if d.Action != tc.want {
-				t.Fatalf("decided %s by %s, want %s", d.Action, d.Rule, tc.want)
+				t.Fatalf("decided %s by %s, want %s", d.Action, d.PolicyRuleRef, tc.want)
 			}
 			var limited string
 			for _, h := range d.NonActingHits {
@@ -174,12 +175,12 @@ func TestDecideCompletion(t *testing.T) {
 			}
 			c := DecideCompletion(CompletionRequest{Namespace: "team", Task: "fix", Answer: answer, History: tc.history, Fires: tc.fires}, nil, tc.policies)
 			if c.Action != tc.want {
-				t.Fatalf("completion %s by %s (%s), want %s", c.Action, c.Rule, c.Reason, tc.want)
+				t.Fatalf("completion %s by %v (%s), want %s", c.Action, c.PolicyRuleRef, c.Reason, tc.want)
 			}
 			if c.Action == v1alpha1.DecisionRedirect && c.Instruction == "" {
 				t.Error("a redirected answer carries no instruction")
 			}
-			if tc.fires != nil && c.Action == v1alpha1.DecisionDeny && c.Rule == "broken" && !strings.Contains(c.Reason, "its fires are used, so the answer is refused") {
+			if tc.fires != nil && c.Action == v1alpha1.DecisionDeny && c.PolicyRuleRef != nil && c.PolicyRuleRef.Rule == "broken" && !strings.Contains(c.Reason, "its fires are used, so the answer is refused") {
 				t.Errorf("reason %q does not say why the answer was refused", c.Reason)
 			}
 		})
@@ -196,7 +197,7 @@ func TestDecideCompletion(t *testing.T) {
 		}
 	}
 	// And it never decides a tool call.
-	if d := Decide(bashCall(v1alpha1.ModeAuto, "go test ./..."), nil, []*CompiledPolicy{p}, nil); d.Rule != RuleModeDefault {
-		t.Errorf("a Completion rule decided a tool call: %s by %s", d.Action, d.Rule)
+	if d := Decide(bashCall(v1alpha1.ModeAuto, "go test ./..."), nil, []*CompiledPolicy{p}, nil); !d.PolicyRuleRef.IsModeDefault() {
+		t.Errorf("a Completion rule decided a tool call: %s by %s", d.Action, d.PolicyRuleRef)
 	}
 }

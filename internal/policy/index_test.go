@@ -262,7 +262,7 @@ func TestIndexKeepsPrecedence(t *testing.T) {
 		return mustCompile(t, KindClusterToolPolicy, name, rules...)
 	}
 	hit := func(policy, rule string, action v1alpha1.RuleAction) v1alpha1.RuleHit {
-		return v1alpha1.RuleHit{Policy: policy, Rule: rule, Action: string(action), Enforcement: string(v1alpha1.EnforcementEnforce)}
+		return v1alpha1.RuleHit{PolicyRuleRef: compiledRuleRef(policy, rule), Action: action, Enforcement: v1alpha1.EnforcementEnforce}
 	}
 	gitCommit := bashCall(v1alpha1.ModeEdit, "git commit -m x")
 	tests := []struct {
@@ -276,35 +276,35 @@ func TestIndexKeepsPrecedence(t *testing.T) {
 			name:       "a deny on every call beats an earlier allow on the command",
 			req:        gitCommit,
 			namespaced: []*CompiledPolicy{ns("p", onCommand("allow-git", allow, "git"), anyCall("deny-all", deny))},
-			want: decided{Action: v1alpha1.DecisionDeny, Policy: "ToolPolicy/p", Rule: "deny-all",
+			want: decided{Action: v1alpha1.DecisionDeny, By: "ToolPolicy/p/deny-all",
 				Hits: []v1alpha1.RuleHit{hit("ToolPolicy/p", "allow-git", allow)}},
 		},
 		{
 			name:       "a deny on a category beats a later allow on the command",
 			req:        gitCommit,
 			namespaced: []*CompiledPolicy{ns("p", onCategory("deny-write", deny, v1alpha1.CategoryWrite), onCommand("allow-git", allow, "git"))},
-			want: decided{Action: v1alpha1.DecisionDeny, Policy: "ToolPolicy/p", Rule: "deny-write",
+			want: decided{Action: v1alpha1.DecisionDeny, By: "ToolPolicy/p/deny-write",
 				Hits: []v1alpha1.RuleHit{hit("ToolPolicy/p", "allow-git", allow)}},
 		},
 		{
 			name:       "a deny in CEL beats an allow on the command",
 			req:        gitCommit,
 			namespaced: []*CompiledPolicy{ns("p", onCommand("allow-git", allow, "git"), onCEL("deny-task", deny, `intent.task == "fix-bug"`))},
-			want: decided{Action: v1alpha1.DecisionDeny, Policy: "ToolPolicy/p", Rule: "deny-task",
+			want: decided{Action: v1alpha1.DecisionDeny, By: "ToolPolicy/p/deny-task",
 				Hits: []v1alpha1.RuleHit{hit("ToolPolicy/p", "allow-git", allow)}},
 		},
 		{
 			name:       "equal actions: the earlier rule decides, a catch-all first",
 			req:        gitCommit,
 			namespaced: []*CompiledPolicy{ns("p", onTool("ask-bash", ask, v1alpha1.ToolBash), onCommand("ask-git", ask, "git"))},
-			want: decided{Action: v1alpha1.DecisionAsk, Policy: "ToolPolicy/p", Rule: "ask-bash",
+			want: decided{Action: v1alpha1.DecisionAsk, By: "ToolPolicy/p/ask-bash",
 				Hits: []v1alpha1.RuleHit{hit("ToolPolicy/p", "ask-git", ask)}},
 		},
 		{
 			name:       "equal actions: the earlier rule decides, the command first",
 			req:        gitCommit,
 			namespaced: []*CompiledPolicy{ns("p", onCommand("ask-git", ask, "git"), onTool("ask-bash", ask, v1alpha1.ToolBash))},
-			want: decided{Action: v1alpha1.DecisionAsk, Policy: "ToolPolicy/p", Rule: "ask-git",
+			want: decided{Action: v1alpha1.DecisionAsk, By: "ToolPolicy/p/ask-git",
 				Hits: []v1alpha1.RuleHit{hit("ToolPolicy/p", "ask-bash", ask)}},
 		},
 		{
@@ -314,7 +314,7 @@ func TestIndexKeepsPrecedence(t *testing.T) {
 				ns("a", anyCall("ask-all", ask)),
 				ns("b", onCommand("ask-git", ask, "git")),
 			},
-			want: decided{Action: v1alpha1.DecisionAsk, Policy: "ToolPolicy/a", Rule: "ask-all",
+			want: decided{Action: v1alpha1.DecisionAsk, By: "ToolPolicy/a/ask-all",
 				Hits: []v1alpha1.RuleHit{hit("ToolPolicy/b", "ask-git", ask)}},
 		},
 		{
@@ -322,14 +322,14 @@ func TestIndexKeepsPrecedence(t *testing.T) {
 			req:        gitCommit,
 			cluster:    []*CompiledPolicy{cl("c", anyCall("deny-all", deny))},
 			namespaced: []*CompiledPolicy{ns("p", onCommand("deny-git", deny, "git"))},
-			want: decided{Action: v1alpha1.DecisionDeny, Policy: "ClusterToolPolicy/c", Rule: "deny-all",
+			want: decided{Action: v1alpha1.DecisionDeny, By: "ClusterToolPolicy/c/deny-all",
 				Hits: []v1alpha1.RuleHit{hit("ToolPolicy/p", "deny-git", deny)}},
 		},
 		{
 			name:    "two cluster denies under different keys: the earlier decides",
 			req:     gitCommit,
 			cluster: []*CompiledPolicy{cl("c", onCEL("deny-task", deny, `intent.task == "fix-bug"`), onCommand("deny-git", deny, "git"))},
-			want: decided{Action: v1alpha1.DecisionDeny, Policy: "ClusterToolPolicy/c", Rule: "deny-task",
+			want: decided{Action: v1alpha1.DecisionDeny, By: "ClusterToolPolicy/c/deny-task",
 				Hits: []v1alpha1.RuleHit{hit("ClusterToolPolicy/c", "deny-git", deny)}},
 		},
 		{
@@ -337,7 +337,7 @@ func TestIndexKeepsPrecedence(t *testing.T) {
 			req:        gitCommit,
 			cluster:    []*CompiledPolicy{cl("c", anyCall("ask-all", ask), onCommand("deny-git", deny, "git"))},
 			namespaced: []*CompiledPolicy{ns("p", anyCall("deny-all", deny))},
-			want: decided{Action: v1alpha1.DecisionDeny, Policy: "ClusterToolPolicy/c", Rule: "deny-git",
+			want: decided{Action: v1alpha1.DecisionDeny, By: "ClusterToolPolicy/c/deny-git",
 				Hits: []v1alpha1.RuleHit{hit("ClusterToolPolicy/c", "ask-all", ask), hit("ToolPolicy/p", "deny-all", deny)}},
 		},
 		{
@@ -345,7 +345,7 @@ func TestIndexKeepsPrecedence(t *testing.T) {
 			req:        gitCommit,
 			cluster:    []*CompiledPolicy{cl("c", onCommand("allow-git", allow, "git"))},
 			namespaced: []*CompiledPolicy{ns("p", anyCall("deny-all", deny))},
-			want: decided{Action: v1alpha1.DecisionDeny, Policy: "ToolPolicy/p", Rule: "deny-all",
+			want: decided{Action: v1alpha1.DecisionDeny, By: "ToolPolicy/p/deny-all",
 				Hits: []v1alpha1.RuleHit{hit("ClusterToolPolicy/c", "allow-git", allow)}},
 		},
 		{
@@ -358,7 +358,7 @@ func TestIndexKeepsPrecedence(t *testing.T) {
 				onTool("audit-bash", audit, v1alpha1.ToolBash),
 				anyCall("audit-all", audit),
 			)},
-			want: decided{Action: v1alpha1.DecisionAsk, Rule: RuleModeDefault, Hits: []v1alpha1.RuleHit{
+			want: decided{Action: v1alpha1.DecisionAsk, By: "ModeDefault/Edit", Hits: []v1alpha1.RuleHit{
 				hit("ToolPolicy/p", "audit-cel", audit), hit("ToolPolicy/p", "audit-git", audit),
 				hit("ToolPolicy/p", "audit-write", audit), hit("ToolPolicy/p", "audit-bash", audit),
 				hit("ToolPolicy/p", "audit-all", audit),
@@ -370,13 +370,13 @@ func TestIndexKeepsPrecedence(t *testing.T) {
 			namespaced: []*CompiledPolicy{ns("p", v1alpha1.PolicyRule{Name: "audit-git", Action: audit, Match: v1alpha1.RuleMatch{
 				Commands: []v1alpha1.CommandPattern{pattern("git", "add"), pattern("git", "commit")},
 			}})},
-			want: decided{Action: v1alpha1.DecisionAsk, Rule: RuleModeDefault, Hits: []v1alpha1.RuleHit{hit("ToolPolicy/p", "audit-git", audit)}},
+			want: decided{Action: v1alpha1.DecisionAsk, By: "ModeDefault/Edit", Hits: []v1alpha1.RuleHit{hit("ToolPolicy/p", "audit-git", audit)}},
 		},
 		{
 			name:       "an allow on the command must still cover every part",
 			req:        bashCall(v1alpha1.ModeAuto, "git commit -m x && curl x"),
 			namespaced: []*CompiledPolicy{ns("p", onCommand("allow-git", allow, "git"))},
-			want:       decided{Action: v1alpha1.DecisionAsk, Rule: RuleModeDefault},
+			want:       decided{Action: v1alpha1.DecisionAsk, By: "ModeDefault/Auto"},
 		},
 		{
 			name: "a path rule decides a file call, not a bash call naming the path",
@@ -385,13 +385,13 @@ func TestIndexKeepsPrecedence(t *testing.T) {
 				v1alpha1.PolicyRule{Name: "deny-secrets", Action: deny, Match: v1alpha1.RuleMatch{Paths: []string{"secrets/**"}}},
 				onCommand("deny-cat", deny, "cat"),
 			)},
-			want: decided{Action: v1alpha1.DecisionDeny, Policy: "ToolPolicy/p", Rule: "deny-secrets"},
+			want: decided{Action: v1alpha1.DecisionDeny, By: "ToolPolicy/p/deny-secrets"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := Decide(tt.req, tt.cluster, tt.namespaced, nil)
-			got := decided{Action: d.Action, Policy: d.Policy, Rule: d.Rule, Hits: d.NonActingHits}
+			got := decided{Action: d.Action, By: d.PolicyRuleRef.String(), Hits: d.NonActingHits}
 			if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("decision (-want +got):\n%s\nreason: %s", diff, d.Reason)
 			}
@@ -436,7 +436,7 @@ func TestRuleKeyOf(t *testing.T) {
 // literal: it has no rules, so the mode decides.
 func TestDecideWithAPolicyNotFromCompile(t *testing.T) {
 	d := Decide(bashCall(v1alpha1.ModeEdit, "ls"), []*CompiledPolicy{{Kind: KindClusterToolPolicy, Name: "empty"}}, nil, nil)
-	if d.Action != v1alpha1.DecisionAllow || d.Rule != RuleModeDefault {
-		t.Errorf("decision = %s by %q, want Allow by %q", d.Action, d.Rule, RuleModeDefault)
+	if want := v1alpha1.ModeDefaultReference(v1alpha1.ModeEdit); d.Action != v1alpha1.DecisionAllow || d.PolicyRuleRef != want {
+		t.Errorf("decision = %s by %s, want Allow by %s", d.Action, d.PolicyRuleRef, want)
 	}
 }

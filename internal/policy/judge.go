@@ -5,7 +5,7 @@ import "github.com/toolgate/toolgate/api/v1alpha1"
 // JudgeRule is a rule whose match.judge condition a judge model is to evaluate for a
 // call: a DryRun rule whose every other condition matched it.
 type JudgeRule struct {
-	Policy, Rule string
+	Ref v1alpha1.PolicyRuleReference
 	// Action is what the rule would do if it acted.
 	Action    v1alpha1.RuleAction
 	Condition string
@@ -24,13 +24,13 @@ func JudgeCandidates(d v1alpha1.Decision, cluster, namespaced []*CompiledPolicy)
 	}
 	var out []JudgeRule
 	for _, h := range d.NonActingHits {
-		p := byID[h.Policy]
-		if p == nil || h.Enforcement != string(v1alpha1.EnforcementDryRun) {
+		p := byID[h.PolicyRuleRef.Policy()]
+		if p == nil || h.Enforcement != v1alpha1.EnforcementDryRun {
 			continue
 		}
 		for _, r := range p.rules {
-			if r.spec.Name == h.Rule && r.spec.Match.Judge != nil {
-				out = append(out, JudgeRule{Policy: h.Policy, Rule: h.Rule, Action: r.spec.Action, Condition: r.spec.Match.Judge.Condition})
+			if r.spec.Name == h.PolicyRuleRef.Rule && r.spec.Match.Judge != nil {
+				out = append(out, JudgeRule{Ref: h.PolicyRuleRef, Action: r.spec.Action, Condition: r.spec.Match.Judge.Condition})
 			}
 		}
 	}

@@ -36,6 +36,12 @@ type CompiledPolicy struct {
 // ID names the policy as decisions record it: "Kind/name".
 func (p *CompiledPolicy) ID() string { return p.Kind + "/" + p.Name }
 
+// RuleRef names the policy's rule by its name, at the generation compiled: how a
+// decision, a hit and a completion check record it.
+func (p *CompiledPolicy) RuleRef(rule string) v1alpha1.PolicyRuleReference {
+	return v1alpha1.NewPolicyRuleReference(v1alpha1.PolicyRuleKind(p.Kind), p.Name, p.Generation, rule)
+}
+
 // Rules is the number of compiled rules.
 func (p *CompiledPolicy) Rules() int { return len(p.rules) + len(p.completion) }
 

@@ -88,12 +88,12 @@ func (h *History) Approval(a *v1.Approval) {
 		h.approvals[a.UID] = ah
 	}
 	ah.last = a.DeepCopy()
-	if ah.consumedBy != "" && a.Status.ConsumedBy != ah.consumedBy {
+	if ah.consumedBy != "" && a.Status.ConsumedByExecutionName != ah.consumedBy {
 		h.problems = append(h.problems, Violation(fmt.Sprintf("Approval %s/%s was consumed by Execution %s and then by %q (resourceVersion %s): an approval is used once",
-			a.Namespace, a.Name, ah.consumedBy, a.Status.ConsumedBy, a.ResourceVersion)))
+			a.Namespace, a.Name, ah.consumedBy, a.Status.ConsumedByExecutionName, a.ResourceVersion)))
 	}
 	if ah.consumedBy == "" {
-		ah.consumedBy = a.Status.ConsumedBy
+		ah.consumedBy = a.Status.ConsumedByExecutionName
 	}
 }
 
@@ -152,8 +152,8 @@ func (h *History) Check() []Violation {
 		var jobs []*batchv1.Job
 		for _, e := range execs {
 			jobs = append(jobs, jobsOf[e.UID]...)
-			if e.Spec.ApprovalRef != "" {
-				key := e.Namespace + "/" + e.Spec.ApprovalRef
+			if e.Spec.ApprovalName() != "" {
+				key := e.Namespace + "/" + e.Spec.ApprovalName()
 				usedBy[key] = append(usedBy[key], e.Name)
 			}
 			if v := executionWithoutLicence(in, e, approvalsByName); v != "" {
@@ -190,19 +190,19 @@ func executionWithoutLicence(in *v1.ToolIntent, e *v1.Execution, approvals map[s
 	if d == nil {
 		return Violation(fmt.Sprintf("Execution %s/%s exists but ToolIntent %s has no decision", e.Namespace, e.Name, name))
 	}
-	if d.Action == v1.DecisionAllow && e.Spec.ApprovalRef == "" {
+	if d.Action == v1.DecisionAllow && e.Spec.ApprovalName() == "" {
 		return ""
 	}
-	if e.Spec.ApprovalRef == "" {
+	if e.Spec.ApprovalName() == "" {
 		return Violation(fmt.Sprintf("Execution %s/%s names no approval but ToolIntent %s was decided %s", e.Namespace, e.Name, name, d.Action))
 	}
-	a := approvals[e.Namespace+"/"+e.Spec.ApprovalRef]
+	a := approvals[e.Namespace+"/"+e.Spec.ApprovalName()]
 	if a == nil {
-		return Violation(fmt.Sprintf("Execution %s/%s names Approval %s, which was never seen", e.Namespace, e.Name, e.Spec.ApprovalRef))
+		return Violation(fmt.Sprintf("Execution %s/%s names Approval %s, which was never seen", e.Namespace, e.Name, e.Spec.ApprovalName()))
 	}
-	if a.Status.State != v1.ApprovalStateConsumed || a.Status.ConsumedBy != e.Name || a.Spec.Decision != v1.DecisionApproved {
+	if a.Status.State != v1.ApprovalStateConsumed || a.Status.ConsumedByExecutionName != e.Name || a.Spec.Decision != v1.DecisionApproved {
 		return Violation(fmt.Sprintf("Execution %s/%s runs on Approval %s, which is %s (decision %s, consumed by %q), not consumed by it",
-			e.Namespace, e.Name, a.Name, a.Status.State, a.Spec.Decision, a.Status.ConsumedBy))
+			e.Namespace, e.Name, a.Name, a.Status.State, a.Spec.Decision, a.Status.ConsumedByExecutionName))
 	}
 	return ""
 }

@@ -35,7 +35,7 @@ func controlledBy(kind, name string, uid types.UID) []metav1.OwnerReference {
 func execution(name string, of *v1.ToolIntent, approval string) *v1.Execution {
 	return &v1.Execution{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-exec-" + name), OwnerReferences: controlledBy("ToolIntent", of.Name, of.UID)},
-		Spec:       v1.ExecutionSpec{ApprovalRef: approval},
+		Spec:       v1.ExecutionSpec{ApprovalRef: v1.LocalObjectReferenceTo(approval)},
 	}
 }
 
@@ -47,7 +47,7 @@ func approval(name string, decision v1.ApprovalDecision, state v1.ApprovalState,
 	return &v1.Approval{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-approval-" + name)},
 		Spec:       v1.ApprovalSpec{Decision: decision},
-		Status:     v1.ApprovalStatus{State: state, ConsumedBy: consumedBy},
+		Status:     v1.ApprovalStatus{State: state, ConsumedByExecutionName: consumedBy},
 	}
 }
 

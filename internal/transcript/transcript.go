@@ -344,13 +344,13 @@ func Pair(task *v1.AgentTask, records []agent.TurnRecord, checks map[int32]v1.Co
 			case in.Status.Observation != nil:
 				observations[i] = in.Status.Observation.Summary
 				if text := in.Status.Observation.Instruction; text != "" && in.Status.Decision != nil {
-					instructions = append(instructions, agent.Instruction{Rule: pipeline.RuleID(in.Status.Decision), Text: text})
+					instructions = append(instructions, agent.Instruction{Rule: in.Status.Decision.PolicyRuleRef.String(), Text: text})
 				}
 			}
 		}
 		turn := rec.ObservedTurn(observations)
 		if c, ok := checks[int32(t)]; ok && len(rec.ToolCalls) == 0 && c.Action == v1.DecisionRedirect {
-			instructions = append(instructions, agent.Instruction{Rule: c.Policy + "/" + c.Rule, Text: c.Instruction})
+			instructions = append(instructions, agent.Instruction{Rule: c.DecidedBy(), Text: c.Instruction})
 		}
 		turn.Instructions = instructions
 		p.Turns = append(p.Turns, turn)

@@ -252,8 +252,8 @@ exit 5
 		approval := &toolgatev1alpha1.Approval{}
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(intent), intent)).To(Succeed())
-			g.Expect(intent.Status.ApprovalRef).NotTo(BeEmpty(), "intent %s asks for no approval: %v", intent.Name, intent.Status.Conditions)
-			g.Expect(reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: intent.Status.ApprovalRef}, approval)).To(Succeed())
+			g.Expect(intent.Status.ApprovalName).NotTo(BeEmpty(), "intent %s asks for no approval: %v", intent.Name, intent.Status.Conditions)
+			g.Expect(reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: intent.Status.ApprovalName}, approval)).To(Succeed())
 			g.Expect(approval.Status.State).To(Equal(toolgatev1alpha1.ApprovalStatePending))
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 		Expect(intent.Status.Decision.Action).To(Equal(toolgatev1alpha1.DecisionAsk))
@@ -292,7 +292,7 @@ exit 5
 			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: intent}, got); err != nil {
 				return false, err.Error()
 			}
-			return got.Status.ApprovalRef == approval && got.Status.ExecutionRef == "", got.Status.ApprovalRef + " " + got.Status.ExecutionRef
+			return got.Status.ApprovalName == approval && got.Status.ExecutionName == "", got.Status.ApprovalName + " " + got.Status.ExecutionName
 		}, "a Job for intent "+intent, func() bool { return len(jobsOf(ctx, ns, intent)) > 0 })
 	}
 
@@ -353,7 +353,9 @@ exit 5
 		expectForbidden(as(rita).Create(ctx, handMade.DeepCopy()), `User "rita" cannot create resource "approvals"`)
 
 		By("an agent writing its intent's status: a decision of Allow")
-		allow := map[string]any{"status": map[string]any{"decision": map[string]any{"action": "Allow", "rule": "mode-default"}}}
+		// Only the action changes: the forged status is one the schema accepts, so that
+		// admission is what refuses it.
+		allow := map[string]any{"status": map[string]any{"decision": map[string]any{"action": "Allow"}}}
 		expectForbidden(mergePatchStatus(ctx, as(rita), intent, allow), `User "rita" cannot patch resource "toolintents/status"`)
 		expectForbidden(mergePatchStatus(ctx, as(pat), intent, allow), "only the toolgate controller writes the status of a ToolIntent, and pat is not the controller.")
 
@@ -367,7 +369,7 @@ exit 5
 		Expect(approval.Status.State).To(Equal(toolgatev1alpha1.ApprovalStatePending))
 		Expect(approval.Spec.Fingerprint).To(Equal(intent.Status.Decision.Fingerprint))
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(intent), intent)).To(Succeed())
-		Expect(intent.Status.ExecutionRef).To(BeEmpty())
+		Expect(intent.Status.ExecutionName).To(BeEmpty())
 		Expect(intent.Status.Decision.Action).To(Equal(toolgatev1alpha1.DecisionAsk))
 		Expect(workspaceFiles(ctx, ns, claim, "approved.txt")).To(HaveKeyWithValue("approved.txt", absent))
 
@@ -416,7 +418,7 @@ exit 5
 		Expect(validated.Status).To(Equal(metav1.ConditionFalse))
 		Expect(validated.Message).To(ContainSubstring("its proposers are users rita"))
 		Expect(outsider.Status.Decision).To(BeNil())
-		Expect(outsider.Status.ExecutionRef).To(BeEmpty())
+		Expect(outsider.Status.ExecutionName).To(BeEmpty())
 		nothingRan(ctx, outsider.Name)
 
 		By("the proposer's call, allowed by the same rule, runs")
@@ -543,7 +545,7 @@ exit 5
 				Expect(summary).To(ContainSubstring(oldUID))
 				Expect(summary).To(ContainSubstring(string(second.UID)))
 			}
-			Expect(intent.Status.ExecutionRef).To(BeEmpty())
+			Expect(intent.Status.ExecutionName).To(BeEmpty())
 		}
 		nothingRan(ctx, intent.Name)
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: intent.Name}, &toolgatev1alpha1.Execution{})
@@ -580,7 +582,7 @@ exit 5
 		Expect(decided).NotTo(BeNil())
 		Expect(decided.Reason).To(Equal(toolgatev1alpha1.ReasonRedecided))
 		Expect(decided.Message).To(ContainSubstring("ClusterToolPolicy/" + freeze.Name))
-		Expect(intent.Status.ExecutionRef).To(BeEmpty())
+		Expect(intent.Status.ExecutionName).To(BeEmpty())
 		Expect(warningNotes(ctx, ns, "ToolIntent", intent.Name, controller.EventRedecided)).To(ContainElement(ContainSubstring("ClusterToolPolicy/" + freeze.Name)))
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(approval), approval)).To(Succeed())
@@ -627,7 +629,7 @@ exit 5
 		Expect(held.Status.Observation.Outcome).To(Equal(toolgatev1alpha1.OutcomeDenied), held.Status.Observation.Summary)
 		Expect(held.Status.Observation.Executed).To(BeFalse())
 		Expect(held.Status.Observation.Summary).To(ContainSubstring("ClusterToolPolicy/" + freeze.Name + "/freeze-held"))
-		Expect(held.Status.ExecutionRef).To(BeEmpty())
+		Expect(held.Status.ExecutionName).To(BeEmpty())
 		sibling = observedIntent(ctx, sibling)
 		Expect(sibling.Status.Observation.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), sibling.Status.Observation.Summary)
 		nothingRan(ctx, held.Name)
@@ -655,8 +657,8 @@ exit 5
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(approval), approval)).To(Succeed())
 		Expect(approval.Status.State).To(Equal(toolgatev1alpha1.ApprovalStateExpired))
 		Expect(approval.Status.Message).To(ContainSubstring("nobody decided before"))
-		Expect(approval.Status.ConsumedBy).To(BeEmpty())
-		Expect(intent.Status.ExecutionRef).To(BeEmpty())
+		Expect(approval.Status.ConsumedByExecutionName).To(BeEmpty())
+		Expect(intent.Status.ExecutionName).To(BeEmpty())
 		nothingRan(ctx, intent.Name)
 		Expect(workspaceFiles(ctx, ns, claim, "late.txt")).To(HaveKeyWithValue("late.txt", absent))
 	})
@@ -709,7 +711,7 @@ exit 5
 			Expect(k8s.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{toolgatev1alpha1.LabelExecution: exec.Name})).To(Succeed())
 			Expect(jobs.Items).To(BeEmpty())
 		}
-		stillWaits(ctx, intent.Name, intent.Status.ApprovalRef)
+		stillWaits(ctx, intent.Name, intent.Status.ApprovalName)
 		Expect(workspaceFiles(ctx, ns, claim, "direct.txt")).To(HaveKeyWithValue("direct.txt", absent))
 
 		By("the admin replays a call that ran, as a copy of its Execution")
@@ -736,7 +738,7 @@ exit 5
 		newTask(ctx, "forge")
 		intent := observedIntent(ctx, propose(ctx, rita, "forge", 0, "sh forge.sh", ""))
 		finished := time.Now()
-		Expect(intent.Status.Decision.Rule).To(Equal("run-scripts"))
+		Expect(intent.Status.Decision.PolicyRuleRef.Rule).To(Equal("run-scripts"))
 		exec := executionOf(ctx, intent)
 		Expect(exec.Status.Phase).To(Equal(toolgatev1alpha1.ExecutionFailed), "the forged success was recorded: %+v", exec.Status)
 		Expect(exitCode(exec)).To(Equal(int32(7)))
@@ -893,7 +895,7 @@ exit 5
 		intent := propose(ctx, rita, "display", 0, "echo password=$(id)", reason)
 		By("alice reads the Approval with her own identity")
 		approval := pendingApproval(ctx, as(alice), intent)
-		Expect(approval.Spec.Request.Rule).To(Equal("ask-identity"))
+		Expect(approval.Spec.Request.PolicyRuleRef.Rule).To(Equal("ask-identity"))
 		Expect(approval.Spec.Request.Input).To(ContainSubstring("password=$(id)"))
 		for _, raw := range []string{"\x1b", "\r", "\u202e"} {
 			Expect(approval.Spec.Request.ProposerReason).NotTo(ContainSubstring(raw))
@@ -909,7 +911,7 @@ exit 5
 		printed := observedIntent(ctx, propose(ctx, rita, "display", 1, "echo token=hunter2secret", ""))
 		Expect(printed.Status.Observation.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), printed.Status.Observation.Summary)
 		exec := &toolgatev1alpha1.Execution{}
-		Expect(as(vic).Get(ctx, client.ObjectKey{Namespace: ns, Name: printed.Status.ExecutionRef}, exec)).To(Succeed())
+		Expect(as(vic).Get(ctx, client.ObjectKey{Namespace: ns, Name: printed.Status.ExecutionName}, exec)).To(Succeed())
 		Expect(exec.Status.Output).To(ContainSubstring("token=[MASKED]"))
 		Expect(exec.Status.Output).NotTo(ContainSubstring("hunter2secret"))
 		Expect(printed.Status.Observation.Summary).NotTo(ContainSubstring("hunter2secret"))

@@ -107,14 +107,14 @@ func runAsController(ctx context.Context, exec *toolgatev1alpha1.Execution) {
 		intent.Status = toolgatev1alpha1.ToolIntentStatus{
 			Validation: &toolgatev1alpha1.Validation{TimeoutSeconds: exec.Spec.TimeoutSeconds, BaselineSHA256: exec.Spec.BaselineSHA256},
 			Decision: &toolgatev1alpha1.Decision{
-				Action: toolgatev1alpha1.DecisionAllow, Rule: "mode-default", Fingerprint: exec.Spec.Fingerprint,
+				Action: toolgatev1alpha1.DecisionAllow, PolicyRuleRef: toolgatev1alpha1.ModeDefaultReference(toolgatev1alpha1.ModeEdit), Fingerprint: exec.Spec.Fingerprint,
 				Walls: exec.Spec.Walls.DeepCopy(),
 				Sandbox: &toolgatev1alpha1.DecidedSandbox{
 					Profile: *exec.Spec.Sandbox.DeepCopy(), TimeoutSeconds: exec.Spec.TimeoutSeconds,
 					MaxOutputBytes: exec.Spec.MaxOutputBytes, Workdir: exec.Spec.Workdir, Env: exec.Spec.Env,
 				},
 			},
-			ExecutionRef: exec.Name,
+			ExecutionName: exec.Name,
 			Conditions: []metav1.Condition{{
 				Type: toolgatev1alpha1.ConditionObserved, Status: metav1.ConditionTrue, Reason: "RunByTheSuite",
 				Message: "the e2e suite runs this call itself", LastTransitionTime: metav1.Now(),

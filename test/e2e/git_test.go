@@ -289,7 +289,7 @@ var _ = Describe("Git workspaces", func() {
 			push := &toolgatev1alpha1.ToolIntent{}
 			Eventually(func(g Gomega) {
 				g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: task + "-git-push"}, push)).To(Succeed())
-				g.Expect(push.Status.ApprovalRef).NotTo(BeEmpty())
+				g.Expect(push.Status.ApprovalName).NotTo(BeEmpty())
 			}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 			Expect(push.Spec.Tool).To(Equal(toolgatev1alpha1.ToolGitPush))
 			Expect(push.Status.Decision.Action).To(Equal(toolgatev1alpha1.DecisionAsk), "a push is asked for unless a rule says otherwise")
@@ -311,7 +311,7 @@ var _ = Describe("Git workspaces", func() {
 		By("a denied push: the task fails PushDenied and the server is unchanged")
 		gitTask(ctx, "denied", "main", "git-creds", pushTo("agent/denied"))
 		push := finish("denied")
-		_, err := kubectl(ctx, "--as", alice, "-n", ns, "patch", "approval", push.Status.ApprovalRef, "--type", "merge",
+		_, err := kubectl(ctx, "--as", alice, "-n", ns, "patch", "approval", push.Status.ApprovalName, "--type", "merge",
 			"-p", fmt.Sprintf(`{"spec":{"decision":"Denied","decidedBy":%q,"comment":"not now"}}`, alice))
 		Expect(err).NotTo(HaveOccurred())
 		task := ended("denied", toolgatev1alpha1.ConditionFailed, toolgatev1alpha1.ReasonPushDenied)
@@ -324,7 +324,7 @@ var _ = Describe("Git workspaces", func() {
 		By("an approved push: the branch holds one commit on the base with exactly the change")
 		gitTask(ctx, "pushed", "main", "git-creds", pushTo("agent/fix"))
 		push = finish("pushed")
-		_, err = kubectl(ctx, "--as", alice, "-n", ns, "patch", "approval", push.Status.ApprovalRef, "--type", "merge",
+		_, err = kubectl(ctx, "--as", alice, "-n", ns, "patch", "approval", push.Status.ApprovalName, "--type", "merge",
 			"-p", fmt.Sprintf(`{"spec":{"decision":"Approved","decidedBy":%q}}`, alice))
 		Expect(err).NotTo(HaveOccurred())
 		task = ended("pushed", toolgatev1alpha1.ConditionSucceeded, toolgatev1alpha1.ReasonMarkedDone)
@@ -365,7 +365,7 @@ var _ = Describe("Git workspaces", func() {
 		push := &toolgatev1alpha1.ToolIntent{}
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: task + "-git-push"}, push)).To(Succeed())
-			g.Expect(push.Status.ApprovalRef).NotTo(BeEmpty())
+			g.Expect(push.Status.ApprovalName).NotTo(BeEmpty())
 		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		refs := serverGit("for-each-ref", "--format=%(refname) %(objectname)")
 
@@ -390,7 +390,7 @@ var _ = Describe("Git workspaces", func() {
 		Expect(serverGit("for-each-ref", "--format=%(refname) %(objectname)")).To(Equal(refs), "nothing is pushed before the approval")
 
 		By("once approved, the tree pushed is the tree shown")
-		_, err = kubectl(ctx, "--as", alice, "-n", ns, "patch", "approval", push.Status.ApprovalRef, "--type", "merge",
+		_, err = kubectl(ctx, "--as", alice, "-n", ns, "patch", "approval", push.Status.ApprovalName, "--type", "merge",
 			"-p", fmt.Sprintf(`{"spec":{"decision":"Approved","decidedBy":%q}}`, alice))
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func(g Gomega) {

@@ -114,9 +114,9 @@ func workspaceWriteSpecs(isolation toolgatev1alpha1.SandboxIsolation) {
 		})
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(git), git)).To(Succeed())
-			g.Expect(git.Status.ApprovalRef).NotTo(BeEmpty())
+			g.Expect(git.Status.ApprovalName).NotTo(BeEmpty())
 		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
-		_, err := kubectl(ctx, "--as", approver, "-n", ns, "patch", "approval", git.Status.ApprovalRef, "--type", "merge",
+		_, err := kubectl(ctx, "--as", approver, "-n", ns, "patch", "approval", git.Status.ApprovalName, "--type", "merge",
 			"-p", fmt.Sprintf(`{"spec":{"decision":"Approved","decidedBy":%q}}`, approver))
 		Expect(err).NotTo(HaveOccurred())
 		git = observedIntent(ctx, git)

@@ -153,7 +153,7 @@ var _ = Describe("Tool call latency", Label("bench"), func() {
 				Expect(intent.Status.Observation.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), intent.Status.Observation.Summary)
 				Expect(intent.Status.Observation.Summary).To(ContainSubstring(want))
 				if isolation == toolgatev1alpha1.IsolationPerCall {
-					wallChecks = append(wallChecks, wallCheck(ctx, ns, intent.Status.ExecutionRef))
+					wallChecks = append(wallChecks, wallCheck(ctx, ns, intent.Status.ExecutionName))
 				}
 			}
 			return percentiles(samples)

@@ -149,7 +149,7 @@ var _ = Describe("The MCP endpoint", func() {
 				Goal: "Answer questions about the workspace.", Mode: toolgatev1alpha1.ModeAuto,
 				Workspace: toolgatev1alpha1.WorkspaceSpec{VolumeClaim: &toolgatev1alpha1.WorkspaceVolumeClaim{Storage: resource.MustParse("1Gi")}},
 				Agent: toolgatev1alpha1.AgentSpec{External: &toolgatev1alpha1.ExternalAgent{Description: "an MCP client",
-					Proposers: toolgatev1alpha1.Proposers{ServiceAccounts: []string{ns + "/coding-agent"}}}},
+					Proposers: toolgatev1alpha1.Proposers{ServiceAccounts: []toolgatev1alpha1.ServiceAccountReference{{Namespace: ns, Name: "coding-agent"}}}}},
 				Budgets: toolgatev1alpha1.Budgets{MaxTurns: 20, MaxIntents: 20},
 			},
 		})).To(Succeed())
@@ -181,11 +181,11 @@ var _ = Describe("The MCP endpoint", func() {
 
 		By("the call is a ToolIntent requested by the service account, proposed over MCP")
 		intent := &toolgatev1alpha1.ToolIntent{}
-		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: ran.Structured["intent"].(string)}, intent)).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: ran.Structured["intentName"].(string)}, intent)).To(Succeed())
 		Expect(intent.Spec.RequestedBy).To(Equal("system:serviceaccount:" + ns + ":coding-agent"))
 		Expect(intent.Spec.ProposedBy.Provider).To(Equal("mcp"))
 		Expect(intent.Spec.ProposedBy.Model).To(Equal("e2e-typescript-client"))
-		Expect(intent.Status.ExecutionRef).NotTo(BeEmpty())
+		Expect(intent.Status.ExecutionName).NotTo(BeEmpty())
 
 		By("a caller who is no proposer, and a bad token, are refused saying why")
 		lines = runMCPClient(ctx, dir, url, strangerToken, nil)

@@ -114,25 +114,25 @@ var _ = Describe("The pipeline on a real cluster", func() {
 		edit := propose(3, toolgatev1alpha1.ToolEditFile, map[string]any{"path": "calc.sh", "oldText": "$1 - $2", "newText": "$1 + $2"})
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(edit), edit)).To(Succeed())
-			g.Expect(edit.Status.ApprovalRef).NotTo(BeEmpty())
+			g.Expect(edit.Status.ApprovalName).NotTo(BeEmpty())
 		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 		Expect(edit.Status.Decision.Action).To(Equal(toolgatev1alpha1.DecisionAsk))
-		Expect(edit.Status.ExecutionRef).To(BeEmpty(), "the edit ran before anyone approved it")
+		Expect(edit.Status.ExecutionName).To(BeEmpty(), "the edit ran before anyone approved it")
 		// The controller wrote the Ask where it would have started the call: no Job
 		// can come after it without an approval.
 		testenv.Absent(GinkgoT(), time.Minute, "the edit's Ask recorded, naming its Approval", func() (bool, string) {
-			return edit.Status.ApprovalRef != "" && edit.Status.Decision.Action == toolgatev1alpha1.DecisionAsk, edit.Status.ApprovalRef
+			return edit.Status.ApprovalName != "" && edit.Status.Decision.Action == toolgatev1alpha1.DecisionAsk, edit.Status.ApprovalName
 		}, "a Job for an intent waiting for approval", func() bool { return len(jobsOf(ctx, ns, edit.Name)) > 0 })
 
-		_, err := kubectl(ctx, "--as", approver, "-n", ns, "patch", "approval", edit.Status.ApprovalRef, "--type", "merge",
+		_, err := kubectl(ctx, "--as", approver, "-n", ns, "patch", "approval", edit.Status.ApprovalName, "--type", "merge",
 			"-p", fmt.Sprintf(`{"spec":{"decision":"Approved","decidedBy":%q}}`, approver))
 		Expect(err).NotTo(HaveOccurred())
 		edit = observedIntent(ctx, edit)
 		Expect(edit.Status.Observation.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), edit.Status.Observation.Summary)
 		var approval toolgatev1alpha1.Approval
-		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: edit.Status.ApprovalRef}, &approval)).To(Succeed())
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: edit.Status.ApprovalName}, &approval)).To(Succeed())
 		Expect(approval.Status.State).To(Equal(toolgatev1alpha1.ApprovalStateConsumed))
-		Expect(approval.Status.ConsumedBy).To(Equal(edit.Status.ExecutionRef))
+		Expect(approval.Status.ConsumedByExecutionName).To(Equal(edit.Status.ExecutionName))
 
 		By("running the test again: exit code 0")
 		run2 := observedIntent(ctx, propose(4, toolgatev1alpha1.ToolBash, map[string]any{"command": "sh test.sh"}))
@@ -143,10 +143,10 @@ var _ = Describe("The pipeline on a real cluster", func() {
 		By("a recursive delete: denied, observed as not executed, and no Job")
 		rm := observedIntent(ctx, propose(5, toolgatev1alpha1.ToolBash, map[string]any{"command": "rm -rf /workspace"}))
 		Expect(rm.Status.Decision.Action).To(Equal(toolgatev1alpha1.DecisionDeny))
-		Expect(rm.Status.Decision.Rule).To(Equal("no-recursive-delete"))
+		Expect(rm.Status.Decision.PolicyRuleRef.Rule).To(Equal("no-recursive-delete"))
 		Expect(rm.Status.Observation.Outcome).To(Equal(toolgatev1alpha1.OutcomeDenied))
 		Expect(rm.Status.Observation.Executed).To(BeFalse())
-		Expect(rm.Status.ExecutionRef).To(BeEmpty())
+		Expect(rm.Status.ExecutionName).To(BeEmpty())
 		Expect(jobsOf(ctx, ns, rm.Name)).To(BeEmpty())
 
 		// One Job per executed intent (run, read, edit, run), each recorded by its

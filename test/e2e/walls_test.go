@@ -107,7 +107,7 @@ func readOnlyWallSpecs(isolation toolgatev1alpha1.SandboxIsolation) {
 
 		By("a call a rule allows for another reason: the task's writable workspace and egress")
 		appended := propose(ctx, 1, "sh append.sh")
-		Expect(appended.Status.Decision.Rule).To(Equal("run-append"))
+		Expect(appended.Status.Decision.PolicyRuleRef.Rule).To(Equal("run-append"))
 		Expect(appended.Status.Decision.Walls).To(BeNil())
 		Expect(appended.Status.Observation.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), appended.Status.Observation.Summary)
 		exec = executionOf(ctx, appended)
@@ -184,9 +184,9 @@ func intentName(task string, turn int32) string {
 // executionOf is the intent's Execution.
 func executionOf(ctx SpecContext, intent *toolgatev1alpha1.ToolIntent) *toolgatev1alpha1.Execution {
 	GinkgoHelper()
-	Expect(intent.Status.ExecutionRef).NotTo(BeEmpty(), "intent %s has no Execution", intent.Name)
+	Expect(intent.Status.ExecutionName).NotTo(BeEmpty(), "intent %s has no Execution", intent.Name)
 	exec := &toolgatev1alpha1.Execution{}
-	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: intent.Status.ExecutionRef}, exec)).To(Succeed())
+	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: intent.Status.ExecutionName}, exec)).To(Succeed())
 	return exec
 }
 
