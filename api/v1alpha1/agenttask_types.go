@@ -713,7 +713,7 @@ type PushStatus struct {
 // +kubebuilder:validation:XValidation:rule="has(self.policyRuleRef.rule) && self.id == self.policyRuleRef.kind + '/' + self.policyRuleRef.name + '/' + self.policyRuleRef.rule",message="id must be policyRuleRef as kind/name/rule, for example ToolPolicy/team/plan-rm"
 type RuleFires struct {
 	// id is policyRuleRef as Kind/name/rule, for example ToolPolicy/team/plan-rm:
-	// the key of the list.
+	// the key of the list. At most 525 bytes (MaxPolicyRuleIDBytes).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=525

@@ -158,10 +158,6 @@ type PolicyRuleReference struct {
 	Rule string `json:"rule,omitempty"`
 }
 
-// MaxPolicyRuleIDBytes is the longest PolicyRuleReference.String: a kind, a policy
-// name and a rule name, each at its longest, with the two slashes between them.
-const MaxPolicyRuleIDBytes = len(PolicyRuleKindClusterToolPolicy) + 1 + 253 + 1 + 253
-
 // NewPolicyRuleReference names rule of the policy of kind (ToolPolicy or
 // ClusterToolPolicy) and name, at generation (0 for none).
 func NewPolicyRuleReference(kind PolicyRuleKind, name string, generation int64, rule string) PolicyRuleReference {

@@ -39,6 +39,10 @@ const (
 	// MaxResourceNames is how many resources a sandbox's limits and requests name
 	// each (spec.sandbox.resources, and the sandbox a decision records).
 	MaxResourceNames = 16
+	// MaxPolicyRuleIDBytes bounds a ruleFires entry's id, PolicyRuleReference.String:
+	// a kind, a policy name and a rule name, each at its longest, with the two
+	// slashes between them.
+	MaxPolicyRuleIDBytes = len(PolicyRuleKindClusterToolPolicy) + 1 + 253 + 1 + 253
 	// MaxValidationErrors and MaxValidationErrorBytes bound status.validation.errors.
 	MaxValidationErrors     = 64
 	MaxValidationErrorBytes = 1024

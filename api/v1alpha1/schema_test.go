@@ -143,6 +143,7 @@ func TestOutputBoundsDeriveFromOneConstant(t *testing.T) {
 		{"ToolIntent", "status.observation.summary", maxLength, v1.MaxOutputTextBytes},
 		{"AgentTask", "status.result", maxLength, v1.MaxResultBytes},
 		{"AgentTask", "status.ruleFires", maxItems, v1.MaxRuleFires},
+		{"AgentTask", "status.ruleFires[].id", maxLength, v1.MaxPolicyRuleIDBytes},
 		{"ToolIntent", "status.validation.errors", maxItems, v1.MaxValidationErrors},
 		{"ToolIntent", "status.validation.errors[]", maxLength, v1.MaxValidationErrorBytes},
 		{"ToolIntent", "status.decision.sandbox.profile.resources.limits", maxProperties, v1.MaxResourceNames},
