@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/kube"
-
 	"github.com/go-logr/logr"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -32,6 +30,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
+	"github.com/toolgate/toolgate/internal/kube"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/policyset"
 )

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/kube"
-
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +18,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/gitws"
+	"github.com/toolgate/toolgate/internal/kube"
 )
 
 // +kubebuilder:rbac:groups="",resources=services,verbs=get
