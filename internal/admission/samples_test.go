@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -24,32 +23,23 @@ import (
 func TestControllerMadeSamplesAreRefusedToOthers(t *testing.T) {
 	ns := setupNamespace(t)
 	controllerOnly := controllerCreatedResources(t)
-	files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "samples", "toolgate_*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no samples found: %v", err)
+	samples, err := testenv.Samples()
+	if err != nil {
+		t.Fatal(err)
 	}
 	checked := map[string]bool{}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
+	for _, sample := range samples {
+		u := sample.Object
+		resource := strings.ToLower(u.GetKind()) + "s"
+		if !controllerOnly[resource] {
+			continue
 		}
-		for _, doc := range strings.Split(string(data), "\n---") {
-			u := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil || len(u.Object) == 0 {
-				continue
-			}
-			resource := strings.ToLower(u.GetKind()) + "s"
-			if !controllerOnly[resource] {
-				continue
-			}
-			checked[resource] = true
-			u.SetNamespace(ns)
-			wantRefused(t, clients[patcherUser].Create(t.Context(), u.DeepCopy(), client.DryRunAll),
-				"only the toolgate controller creates "+resource+", and pat is not the controller.")
-			if err := clients[controllerUser].Create(t.Context(), u.DeepCopy(), client.DryRunAll); err != nil {
-				t.Errorf("%s: the controller's %s %s was refused: %v", filepath.Base(f), u.GetKind(), u.GetName(), err)
-			}
+		checked[resource] = true
+		u.SetNamespace(ns)
+		wantRefused(t, clients[patcherUser].Create(t.Context(), u.DeepCopy(), client.DryRunAll),
+			"only the toolgate controller creates "+resource+", and pat is not the controller.")
+		if err := clients[controllerUser].Create(t.Context(), u.DeepCopy(), client.DryRunAll); err != nil {
+			t.Errorf("%s: the controller's %s %s was refused: %v", sample.File, u.GetKind(), u.GetName(), err)
 		}
 	}
 	for resource := range controllerOnly {

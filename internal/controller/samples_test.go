@@ -4,11 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -27,52 +25,40 @@ import (
 // nobody else can apply them.
 func TestSamplesAreValid(t *testing.T) {
 	ns := env.Namespace(t)
-	files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "samples", "toolgate_*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no samples found: %v", err)
+	samples, err := testenv.Samples()
+	if err != nil {
+		t.Fatal(err)
 	}
 	sampled := map[string]bool{}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
+	for _, sample := range samples {
+		u, f, doc := sample.Object, sample.File, sample.Doc
+		sampled[u.GetKind()] = true
+		if u.GetKind() != "ClusterToolPolicy" {
+			u.SetNamespace(ns)
 		}
-		for _, doc := range strings.Split(string(data), "\n---") {
-			if strings.TrimSpace(doc) == "" {
-				continue
-			}
-			u := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+		if err := env.Client.Create(context.Background(), u, client.DryRunAll); err != nil {
+			t.Errorf("%s: %s %s refused by the API server: %v", f, u.GetKind(), u.GetName(), err)
+		}
+		switch u.GetKind() {
+		case "ToolPolicy", "ClusterToolPolicy":
+			var p v1.ToolPolicy
+			if err := yaml.Unmarshal(doc, &p); err != nil {
 				t.Fatalf("%s: %v", f, err)
 			}
-			sampled[u.GetKind()] = true
-			if u.GetKind() != "ClusterToolPolicy" {
-				u.SetNamespace(ns)
+			kind := policy.KindToolPolicy
+			if u.GetKind() == "ClusterToolPolicy" {
+				kind = policy.KindClusterToolPolicy
 			}
-			if err := env.Client.Create(context.Background(), u, client.DryRunAll); err != nil {
-				t.Errorf("%s: %s %s refused by the API server: %v", filepath.Base(f), u.GetKind(), u.GetName(), err)
+			if _, err := policy.Compile(kind, p.Name, 1, p.Spec); err != nil {
+				t.Errorf("%s: policy %s does not compile: %v", f, p.Name, err)
 			}
-			switch u.GetKind() {
-			case "ToolPolicy", "ClusterToolPolicy":
-				var p v1.ToolPolicy
-				if err := yaml.Unmarshal([]byte(doc), &p); err != nil {
-					t.Fatalf("%s: %v", f, err)
-				}
-				kind := policy.KindToolPolicy
-				if u.GetKind() == "ClusterToolPolicy" {
-					kind = policy.KindClusterToolPolicy
-				}
-				if _, err := policy.Compile(kind, p.Name, 1, p.Spec); err != nil {
-					t.Errorf("%s: policy %s does not compile: %v", filepath.Base(f), p.Name, err)
-				}
-			case "ToolIntent":
-				var in v1.ToolIntent
-				if err := yaml.Unmarshal([]byte(doc), &in); err != nil {
-					t.Fatalf("%s: %v", f, err)
-				}
-				if _, errs := tools.Validate(in.Spec.Tool, in.Spec.Input.Raw); len(errs) > 0 {
-					t.Errorf("%s: intent %s's input fails its tool's schema: %v", filepath.Base(f), in.Name, errs)
-				}
+		case "ToolIntent":
+			var in v1.ToolIntent
+			if err := yaml.Unmarshal(doc, &in); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if _, errs := tools.Validate(in.Spec.Tool, in.Spec.Input.Raw); len(errs) > 0 {
+				t.Errorf("%s: intent %s's input fails its tool's schema: %v", f, in.Name, errs)
 			}
 		}
 	}
