@@ -36,6 +36,7 @@ import (
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/runner"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/toolintent"
 )
 
 // Attacks on the authorization chain around an approval (issue 14, holes 2 to 10),
@@ -646,7 +647,7 @@ func TestAnApprovalDecidedAfterItExpiredIsNotHonoured(t *testing.T) {
 	if got := getApproval(t, a); got.Status.State != v1.ApprovalStateExpired {
 		t.Errorf("the late approval's state is %s: %+v", got.Status.State, got.Status)
 	}
-	waitEvent(t, ns, "ToolIntent", build.Name, controller.EventApprovalExpired, corev1.EventTypeWarning)
+	waitEvent(t, ns, "ToolIntent", build.Name, toolintent.EventApprovalExpired, corev1.EventTypeWarning)
 }
 
 // forgedExecution is the Execution someone past admission would create to run the
@@ -853,7 +854,7 @@ func TestObjectsPlantedUnderACallsNameAreNotItsOwn(t *testing.T) {
 	foreign := foreignJob(t, ns, "list")
 
 	look := proposeBash(t, ns, "look", victimTask, 0, "ls")
-	wantExecutionRefused(t, ns, pipeline.ExecutionName(look), controller.EventObjectInTheWay,
+	wantExecutionRefused(t, ns, pipeline.ExecutionName(look), toolintent.EventObjectInTheWay,
 		"NetworkPolicy "+decoyName+" in namespace "+ns+" is not the one toolgate makes for these network walls")
 	// With the decoy gone, the next call's own NetworkPolicy is made, and what is in
 	// its way is the planted Job.
@@ -862,7 +863,7 @@ func TestObjectsPlantedUnderACallsNameAreNotItsOwn(t *testing.T) {
 	}
 
 	list := proposeBash(t, ns, "list", victimTask, 1, "ls -la")
-	done := wantExecutionRefused(t, ns, pipeline.ExecutionName(list), controller.EventObjectInTheWay,
+	done := wantExecutionRefused(t, ns, pipeline.ExecutionName(list), toolintent.EventObjectInTheWay,
 		"a Job named list already exists in namespace "+ns+" and is not this Execution's")
 	if done.Status.ExitCode != nil || done.Status.Sandbox != nil {
 		t.Errorf("the foreign Job's pod was read as the call's result: %+v", done.Status)
@@ -876,7 +877,7 @@ func TestObjectsPlantedUnderACallsNameAreNotItsOwn(t *testing.T) {
 	if got.Status.ExecutionName != "" {
 		t.Errorf("the intent took the planted Execution for its own: executionName %q", got.Status.ExecutionName)
 	}
-	waitEvent(t, ns, "ToolIntent", read.Name, controller.EventObjectInTheWay, corev1.EventTypeWarning)
+	waitEvent(t, ns, "ToolIntent", read.Name, toolintent.EventObjectInTheWay, corev1.EventTypeWarning)
 	// Planted before its intent existed, the Execution was refused on sight; had it
 	// been seen after, it would be for having no owner. Either way it gets no Job.
 	wantExecutionRefused(t, ns, planted.Name, controller.EventChainBroken, "only an intent's own Execution, created by the controller, runs")

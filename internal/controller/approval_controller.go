@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/pipeline"
 )
@@ -23,11 +24,9 @@ import (
 
 // ApprovalReconciler keeps an Approval's state: Pending until a person decides, then
 // Approved or Denied when the controller saw the decision before expiresAt, else
-// Expired (pipeline.ApprovalStatusAt holds the rules). Every write of an Approval's
-// status is in this file: the state by time and decision here, and the two the
-// intent's reconcile takes at the moment the call runs or is decided again
-// (consumeApproval, retireApproval), each a compare-and-swap on the resourceVersion
-// read, so of two racing writers only one succeeds.
+// Expired (pipeline.ApprovalStatusAt holds the rules). It writes through
+// internal/approval, the one writer of an Approval's status, which the ToolIntent
+// reconciler also uses to retire an Approval when the call runs or is decided again.
 type ApprovalReconciler struct {
 	client.Client
 	// Now is the clock; tests may replace it.
@@ -63,8 +62,7 @@ func (r *ApprovalReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{RequeueAfter: lookAgain}, nil
 	}
 	before := a.Status.State
-	a.Status = next
-	if err := r.Status().Update(ctx, a); err != nil {
+	if err := approval.Record(ctx, r.Client, a, next); err != nil {
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{RequeueAfter: time.Second}, nil
 		}
@@ -75,25 +73,4 @@ func (r *ApprovalReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		ctrl.LoggerFrom(ctx).V(1).Info("approval settled", "approval", klog.KObj(a), "state", next.State, "decidedBy", a.Spec.DecidedBy)
 	}
 	return ctrl.Result{RequeueAfter: lookAgain}, nil
-}
-
-// consumeApproval records that the Approval was used by the Execution, once: the
-// update carries the resourceVersion the caller read, so a second use (a racing
-// reconcile, a second manager) gets a conflict and does not run the call.
-func consumeApproval(ctx context.Context, c client.Client, a *v1.Approval, execution string) error {
-	return retireApproval(ctx, c, a, v1.ApprovalStateConsumed, execution, "used by Execution "+execution)
-}
-
-// retireApproval records the Approval's end with a compare-and-swap update: Consumed
-// by an Execution, Superseded by a decision made again, or Approved with the reason
-// the controller refused to use it.
-func retireApproval(ctx context.Context, c client.Client, a *v1.Approval, state v1.ApprovalState, consumedBy, msg string) error {
-	if a.Status.State == state && a.Status.Message == msg {
-		return nil
-	}
-	a.Status.State = state
-	a.Status.ConsumedByExecutionName = consumedBy
-	a.Status.Message = msg
-	a.Status.ObservedGeneration = a.Generation
-	return c.Status().Update(ctx, a)
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/toolintent"
 )
 
 // TestAuditLineCarriesCorrelationIDs checks the one structured line per pipeline step:
@@ -26,7 +27,7 @@ func TestAuditLineCarriesCorrelationIDs(t *testing.T) {
 			Observation:   &v1.Observation{Outcome: v1.OutcomeSucceeded, Executed: true},
 		},
 	}
-	auditLine(log, EventApprovalGranted, "approved by bob", intent, "decidedBy", "bob")
+	auditLine(log, toolintent.EventApprovalGranted, "approved by bob", intent, "decidedBy", "bob")
 	if len(lines) != 1 {
 		t.Fatalf("want one audit line, got %d: %v", len(lines), lines)
 	}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/toolintent"
 )
 
 // startRunning proposes an allowed read_file into task, plays the Job controller and
@@ -78,7 +79,7 @@ func TestCancelStopsRunningCalls(t *testing.T) {
 		t.Fatalf("observation of the stopped call: %+v, want Aborted and executed", obs)
 	}
 	mustContain(t, "summary", obs.Summary, "[aborted: the execution was stopped before it finished; it may have had effects]")
-	p.waitEvents("a-t0-0", EventObserved)
+	p.waitEvents("a-t0-0", toolintent.EventObserved)
 
 	// The other task's call is untouched.
 	p.absent(p.reconciledNow("execution", getExecution(t, p.ns, "b-t0-0")), "Job b-t0-0 deleted", func() bool {

@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/toolintent"
 )
 
 // clusterPolicy creates a ClusterToolPolicy for the test and deletes it after: it is
@@ -162,7 +163,7 @@ func TestEmergencyDenyStopsAWaitingApproval(t *testing.T) {
 		a := p.getApproval("t-t0-0")
 		return a.Status.State == v1.ApprovalStateSuperseded, fmt.Sprintf("%+v", a.Status)
 	})
-	p.waitEvents("t-t0-0", EventApprovalRequested, EventRedecided, EventObserved)
+	p.waitEvents("t-t0-0", toolintent.EventApprovalRequested, toolintent.EventRedecided, toolintent.EventObserved)
 }
 
 // Hole 3: the same while an Allow is held for a sibling of its turn that waits for a

@@ -21,6 +21,7 @@ import (
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/runner"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/toolintent"
 )
 
 // createIntentFor creates the ToolIntent exec's spec.intentRef names, with the
@@ -326,7 +327,7 @@ func TestExecutionNetworkPolicyInTheWay(t *testing.T) {
 			t.Fatal(err)
 		}
 		createExecution(t, exec)
-		waitRefused(t, ns, "run", EventObjectInTheWay, "NetworkPolicy "+name+" in namespace "+ns+" is not the one toolgate makes for these network walls")
+		waitRefused(t, ns, "run", toolintent.EventObjectInTheWay, "NetworkPolicy "+name+" in namespace "+ns+" is not the one toolgate makes for these network walls")
 		noJobs(t, ns)
 	})
 	t.Run("toolgate's own, widened", func(t *testing.T) {
@@ -349,7 +350,7 @@ func TestExecutionNetworkPolicyInTheWay(t *testing.T) {
 		if err := env.Client.Status().Update(t.Context(), intent); err != nil {
 			t.Fatal(err)
 		}
-		waitRefused(t, ns, "run", EventObjectInTheWay, "is not the one toolgate makes for these network walls")
+		waitRefused(t, ns, "run", toolintent.EventObjectInTheWay, "is not the one toolgate makes for these network walls")
 		noJobs(t, ns)
 	})
 }
@@ -383,7 +384,7 @@ func TestExecutionForeignJobIsNotItsResult(t *testing.T) {
 	setPodStatus(t, pod, corev1.PodSucceeded, terminated(0, string(result)))
 
 	createExecution(t, newExecution(ns, "run"))
-	done := waitRefused(t, ns, "run", EventObjectInTheWay, "a Job named run already exists in namespace "+ns+" and is not this Execution's")
+	done := waitRefused(t, ns, "run", toolintent.EventObjectInTheWay, "a Job named run already exists in namespace "+ns+" and is not this Execution's")
 	if done.Status.ExitCode != nil || done.Status.Sandbox != nil {
 		t.Errorf("status = %+v, want nothing of the foreign Job's pod", done.Status)
 	}

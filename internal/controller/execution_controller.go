@@ -35,6 +35,7 @@ import (
 	"github.com/toolgate/toolgate/internal/kube"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/toolintent"
 	"github.com/toolgate/toolgate/internal/tools"
 )
 
@@ -52,9 +53,6 @@ const (
 	// EventChainBroken: the Execution is not the one its ToolIntent decided to run
 	// (pipeline.CheckChain); it never gets a Job.
 	EventChainBroken = "ChainBroken"
-	// EventObjectInTheWay: an object with the name of the Execution's Job, or of its
-	// task's NetworkPolicy, exists and is not theirs; the Execution fails closed.
-	EventObjectInTheWay = "ObjectInTheWay"
 )
 
 // defaultChainGrace is how long a new Execution waits for its ToolIntent to record
@@ -494,7 +492,7 @@ func (r *ExecutionReconciler) jobWallsWidened(ctx context.Context, job *batchv1.
 // BuildNetworkPolicy makes for these walls (want).
 func policyInTheWay(want, existing *networkingv1.NetworkPolicy) *refusal {
 	if !equality.Semantic.DeepEqual(existing.Spec, want.Spec) {
-		return refuse(EventObjectInTheWay, "NetworkPolicy %s in namespace %s is not the one toolgate makes for these network walls (its pod selector, policy types or egress differ); the call would not be fenced by it. Delete it (the next call makes it again), then recreate the call", existing.Name, existing.Namespace)
+		return refuse(toolintent.EventObjectInTheWay, "NetworkPolicy %s in namespace %s is not the one toolgate makes for these network walls (its pod selector, policy types or egress differ); the call would not be fenced by it. Delete it (the next call makes it again), then recreate the call", existing.Name, existing.Namespace)
 	}
 	return nil
 }
@@ -537,11 +535,11 @@ func (r *ExecutionReconciler) executionsBehind(ctx context.Context, obj client.O
 // jobInTheWay refuses a Job found by the Execution's name that is not its own.
 func jobInTheWay(exec *toolgatev1alpha1.Execution, job *batchv1.Job) *refusal {
 	if !metav1.IsControlledBy(job, exec) {
-		return refuse(EventObjectInTheWay, "a Job named %s already exists in namespace %s and is not this Execution's; delete it or recreate the Execution under another name", job.Name, job.Namespace)
+		return refuse(toolintent.EventObjectInTheWay, "a Job named %s already exists in namespace %s and is not this Execution's; delete it or recreate the Execution under another name", job.Name, job.Namespace)
 	}
 	for k, v := range executor.FindLabels(exec) {
 		if job.Labels[k] != v || job.Spec.Template.Labels[k] != v {
-			return refuse(EventObjectInTheWay, "Job %s in namespace %s is this Execution's but lost its label %s=%s, by which its pod is found; its result cannot be trusted. Delete the Execution and recreate the call", job.Name, job.Namespace, k, v)
+			return refuse(toolintent.EventObjectInTheWay, "Job %s in namespace %s is this Execution's but lost its label %s=%s, by which its pod is found; its result cannot be trusted. Delete the Execution and recreate the call", job.Name, job.Namespace, k, v)
 		}
 	}
 	return nil

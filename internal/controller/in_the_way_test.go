@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/toolintent"
 )
 
 // TestObjectsOfTheIntentsNameThatAreNotItsOwn: an Execution or Approval that exists
@@ -43,7 +44,7 @@ func TestObjectsOfTheIntentsNameThatAreNotItsOwn(t *testing.T) {
 	if got.Status.ExecutionName != "" {
 		t.Errorf("the intent took the planted Execution for its own: executionName %q", got.Status.ExecutionName)
 	}
-	p.waitEvents("t-t0-0", EventObjectInTheWay)
+	p.waitEvents("t-t0-0", toolintent.EventObjectInTheWay)
 
 	leftover := &v1.Approval{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: pipeline.ApprovalName(&v1.ToolIntent{ObjectMeta: metav1.ObjectMeta{Name: "t-t1-0"}})},

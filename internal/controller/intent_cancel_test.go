@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/toolintent"
 )
 
 // cancelIntent sets spec.cancel on an intent, as its proposer does.
@@ -44,7 +45,7 @@ func TestIntentCancelledBeforeItIsDecided(t *testing.T) {
 	if got.Status.Decision != nil {
 		t.Errorf("a cancelled call was decided: %+v", got.Status.Decision)
 	}
-	p.waitEvents("c-t0-0", EventCancelled, EventObserved)
+	p.waitEvents("c-t0-0", toolintent.EventCancelled, toolintent.EventObserved)
 	p.absent(p.wasObserved("c-t0-0"), "an Execution for a cancelled call", func() bool { return p.countExecutions() > 0 })
 }
 

@@ -18,6 +18,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/policyset"
 	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/toolintent"
 )
 
 // The tests in this file run every reconciler against a real kube-apiserver. envtest
@@ -61,9 +62,9 @@ func TestAllowExecutesAndObserves(t *testing.T) {
 	// An allowed call sends one event, when it is observed; the steps before its Job
 	// are in its status and the audit log (an event each would be a write on the
 	// path to the Job).
-	p.waitEvents("t-t0-0", EventObserved)
+	p.waitEvents("t-t0-0", toolintent.EventObserved)
 	if have := p.intentEvents("t-t0-0"); len(have) != 1 {
-		t.Errorf("events of an allowed call: %v, want only %s", have, EventObserved)
+		t.Errorf("events of an allowed call: %v, want only %s", have, toolintent.EventObserved)
 	}
 
 	p.eventually("task counts", func() (bool, string) {
@@ -92,7 +93,7 @@ func TestDenyNeverExecutes(t *testing.T) {
 		t.Fatalf("decision: %+v", d)
 	}
 	p.absent(p.wasObserved("t-t0-0"), "an Execution for a denied intent", func() bool { return p.countExecutions() > 0 })
-	p.waitEvents("t-t0-0", EventDecided, EventObserved)
+	p.waitEvents("t-t0-0", toolintent.EventDecided, toolintent.EventObserved)
 }
 
 func TestValidationFailuresNeverExecute(t *testing.T) {
@@ -393,7 +394,7 @@ func TestBatchPreflightHoldsSiblings(t *testing.T) {
 	p.eventually("both executions", func() (bool, string) {
 		return p.executionExists("t-t0-0") && p.executionExists("t-t0-1"), fmt.Sprint(p.countExecutions())
 	})
-	p.waitEvents("t-t0-1", EventHeldForSiblings)
+	p.waitEvents("t-t0-1", toolintent.EventHeldForSiblings)
 }
 
 // touch updates an annotation so the object is reconciled now.

@@ -24,6 +24,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/toolintent"
 )
 
 // DefaultSessionIdleTimeout is how long a task's sessions stay up with no call.
@@ -651,14 +652,14 @@ func startSession(ctx context.Context, c client.Client, api client.Reader, schem
 func sessionInTheWay(pod *corev1.Pod, task *v1.AgentTask, session executor.Session) (*refusal, error) {
 	owner := metav1.GetControllerOf(pod)
 	if owner == nil || owner.Kind != "AgentTask" || owner.Name != task.Name {
-		return refuse(EventObjectInTheWay, "a pod named %s exists in namespace %s and is not a session of AgentTask %s; delete it, and the next call starts the session", pod.Name, pod.Namespace, task.Name), nil
+		return refuse(toolintent.EventObjectInTheWay, "a pod named %s exists in namespace %s and is not a session of AgentTask %s; delete it, and the next call starts the session", pod.Name, pod.Namespace, task.Name), nil
 	}
 	if owner.UID != task.UID {
 		return nil, errEarlierTask
 	}
 	for k, v := range session.Labels() {
 		if pod.Labels[k] != v {
-			return refuse(EventObjectInTheWay, "session pod %s in namespace %s lost its label %s=%s; it is not trusted to run calls. Delete it, and the next call starts a new session", pod.Name, pod.Namespace, k, v), nil
+			return refuse(toolintent.EventObjectInTheWay, "session pod %s in namespace %s lost its label %s=%s; it is not trusted to run calls. Delete it, and the next call starts a new session", pod.Name, pod.Namespace, k, v), nil
 		}
 	}
 	return nil, nil

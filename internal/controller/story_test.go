@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/toolintent"
 )
 
 // TestSeedStory is the story of the seed documents, end to end through the pipeline:
@@ -42,7 +43,7 @@ func TestSeedStory(t *testing.T) {
 		v1.ConditionValidated: "True/" + v1.ReasonInputValid, v1.ConditionDecided: "True/Allow",
 		v1.ConditionExecuted: "True/" + v1.ReasonExecutionFinished, v1.ConditionObserved: "True/" + v1.ReasonObservationWritten,
 	})
-	p.waitEvents("fix-t0-0", EventObserved)
+	p.waitEvents("fix-t0-0", toolintent.EventObserved)
 
 	// Turn 1: read the code; the read is allowed by the mode and gives the baseline.
 	const before = "sha256-of-add.go-before"
@@ -86,7 +87,7 @@ func TestSeedStory(t *testing.T) {
 		v1.ConditionDecided: "True/Ask", v1.ConditionApproved: "True/" + v1.ReasonApprovalGranted,
 		v1.ConditionExecuted: "True/" + v1.ReasonExecutionFinished, v1.ConditionObserved: "True/" + v1.ReasonObservationWritten,
 	})
-	p.waitEvents("fix-t2-0", EventDecided, EventApprovalRequested, EventApprovalGranted, EventObserved)
+	p.waitEvents("fix-t2-0", toolintent.EventDecided, toolintent.EventApprovalRequested, toolintent.EventApprovalGranted, toolintent.EventObserved)
 
 	// Turn 3: the agent tries a destructive shortcut; it is denied and nothing runs.
 	p.propose("fix", 3, 0, v1.ToolBash, `{"command":"git reset --hard HEAD~1"}`)

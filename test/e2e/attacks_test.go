@@ -28,6 +28,7 @@ import (
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/runner"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/toolintent"
 )
 
 // The people and agents of the attacks, and what each is granted in the namespace.
@@ -583,7 +584,7 @@ exit 5
 		Expect(decided.Reason).To(Equal(toolgatev1alpha1.ReasonRedecided))
 		Expect(decided.Message).To(ContainSubstring("ClusterToolPolicy/" + freeze.Name))
 		Expect(intent.Status.ExecutionName).To(BeEmpty())
-		Expect(warningNotes(ctx, ns, "ToolIntent", intent.Name, controller.EventRedecided)).To(ContainElement(ContainSubstring("ClusterToolPolicy/" + freeze.Name)))
+		Expect(warningNotes(ctx, ns, "ToolIntent", intent.Name, toolintent.EventRedecided)).To(ContainElement(ContainSubstring("ClusterToolPolicy/" + freeze.Name)))
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(approval), approval)).To(Succeed())
 			g.Expect(approval.Status.State).To(Equal(toolgatev1alpha1.ApprovalStateSuperseded))
@@ -854,7 +855,7 @@ exit 5
 		Expect(exec.Status.ErrorKind).To(Equal(toolgatev1alpha1.ErrorException))
 		Expect(exec.Status.Message).To(ContainSubstring("NetworkPolicy " + name + " in namespace " + ns + " is not the one toolgate makes for these network walls"))
 		Expect(exec.Status.JobName).To(BeEmpty())
-		Expect(warningNotes(ctx, ns, "Execution", exec.Name, controller.EventObjectInTheWay)).To(ContainElement(ContainSubstring("NetworkPolicy " + name)))
+		Expect(warningNotes(ctx, ns, "Execution", exec.Name, toolintent.EventObjectInTheWay)).To(ContainElement(ContainSubstring("NetworkPolicy " + name)))
 		Expect(intent.Status.Observation.Outcome).NotTo(Equal(toolgatev1alpha1.OutcomeSucceeded))
 		Expect(intent.Status.Observation.Summary).To(ContainSubstring("NetworkPolicy " + name))
 		nothingRan(ctx, intent.Name)
@@ -881,7 +882,7 @@ exit 5
 		Expect(exec.Status.Message).To(ContainSubstring("a Job named " + jobName + " already exists in namespace " + ns + " and is not this Execution's"))
 		Expect(exec.Status.ExitCode).To(BeNil(), "the planted Job's result was read as the call's")
 		Expect(exec.Status.Message).NotTo(ContainSubstring("planted success"))
-		Expect(warningNotes(ctx, ns, "Execution", exec.Name, controller.EventObjectInTheWay)).To(ContainElement(ContainSubstring("a Job named " + jobName)))
+		Expect(warningNotes(ctx, ns, "Execution", exec.Name, toolintent.EventObjectInTheWay)).To(ContainElement(ContainSubstring("a Job named " + jobName)))
 		Expect(jobbed.Status.Observation.Outcome).NotTo(Equal(toolgatev1alpha1.OutcomeSucceeded))
 		for _, job := range jobsOf(ctx, ns, jobbed.Name) {
 			Expect(metav1.IsControlledBy(&job, exec)).To(BeFalse(), "a Job of the refused Execution exists: %s", job.Name)
