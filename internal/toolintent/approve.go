@@ -117,7 +117,7 @@ func approvalRefused(w *World, a *v1.Approval, outcome v1.Outcome, reason, event
 	c := Change{
 		Conditions: []metav1.Condition{Condition(w.Intent, v1.ConditionApproved, false, reason, why)},
 	}
-	s := refuse(w, c, outcome, v1.ReasonNotExecuted, what+"; nothing was executed", why)
+	s := refuse(w, c, outcome, what+"; nothing was executed", why)
 	// The approval's event comes before the observation's.
 	s.Change.Events = append([]Event{event(eventReason, true, a, "%s", why)}, s.Change.Events...)
 	return s

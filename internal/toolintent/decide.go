@@ -43,7 +43,7 @@ func decide(w *World) Step {
 	case v1.DecisionAllow:
 		return Step{Do: Update, Change: c}
 	case v1.DecisionDeny:
-		return refuse(w, c, v1.OutcomeDenied, v1.ReasonNotExecuted, "denied; nothing was executed", fmt.Sprintf("%s (rule %s)", d.Reason, d.PolicyRuleRef))
+		return refuse(w, c, v1.OutcomeDenied, "denied; nothing was executed", fmt.Sprintf("%s (rule %s)", d.Reason, d.PolicyRuleRef))
 	case v1.DecisionRedirect, v1.DecisionStop:
 		by := *intent
 		by.Status.Decision = &d
@@ -53,19 +53,12 @@ func decide(w *World) Step {
 }
 
 // rechecked says whether the decision in force was checked against the policies in
-// force in this reconcile: made in it (unless the judge was asked: its wait comes
-// between the policies read and the call), or decided again in it and not stricter.
+// force in this reconcile when it was made: made in it, unless the judge was asked
+// (its wait comes between the policies read and the call). A decision made again in
+// this reconcile is not looked at here: recheck compares it, and one not stricter
+// lets the call go on there, as it would here.
 func rechecked(w *World) bool {
-	if w.Decided.Known && len(w.Intent.Status.Decision.JudgeVerdicts) == 0 {
-		return true
-	}
-	return w.Rechecked.Known && !stricterNow(w)
-}
-
-// stricterNow says whether the decision made again is stricter than the recorded one.
-func stricterNow(w *World) bool {
-	verdict, _ := pipeline.Stricter(w.Intent.Status.Decision, w.Rechecked.Value)
-	return verdict != pipeline.RecheckRun
+	return w.Decided.Known && len(w.Intent.Status.Decision.JudgeVerdicts) == 0
 }
 
 // recheck decides the call again just before it runs (before its approval is used,
@@ -139,7 +132,7 @@ func redecided(w *World, approval *v1.Approval, now *v1.Decision, verdict pipeli
 			s = consumed(w, c, &by)
 		} else {
 			rule := now.PolicyRuleRef.String()
-			s = refuse(w, c, v1.OutcomeDenied, v1.ReasonNotExecuted, "denied when decided again before running; nothing was executed",
+			s = refuse(w, c, v1.OutcomeDenied, "denied when decided again before running; nothing was executed",
 				fmt.Sprintf("The policies changed while this call waited to run. %s (rule %s): %s", now.Reason, rule, why))
 		}
 		s.Retire = retire

@@ -86,10 +86,10 @@ func finish(w *World, c Change, obs *v1.Observation) Step {
 	return Step{Do: End, Change: c}
 }
 
-// refuse ends a call that never ran: Executed is false with reason and why, and the
-// observation is a refusal with outcome.
-func refuse(w *World, c Change, outcome v1.Outcome, executedReason, executedMsg, why string) Step {
-	c.Conditions = append(c.Conditions, Condition(w.Intent, v1.ConditionExecuted, false, executedReason, executedMsg))
+// refuse ends a call that never ran: Executed is false (NotExecuted) with
+// executedMsg, and the observation is a refusal with outcome and why.
+func refuse(w *World, c Change, outcome v1.Outcome, executedMsg, why string) Step {
+	c.Conditions = append(c.Conditions, Condition(w.Intent, v1.ConditionExecuted, false, v1.ReasonNotExecuted, executedMsg))
 	return finish(w, c, pipeline.Refusal(outcome, why, w.Now))
 }
 
@@ -137,7 +137,7 @@ func taskEnded(w *World) (Step, bool) {
 		return Step{}, false
 	}
 	reason := fmt.Sprintf("AgentTask %s ended before this call ran (%s).", task.Name, why)
-	return refuse(w, Change{}, v1.OutcomeAborted, v1.ReasonNotExecuted, reason, reason), true
+	return refuse(w, Change{}, v1.OutcomeAborted, reason, reason), true
 }
 
 // stoppedBy says whether a call of another turn of the task was decided Stop. Its
@@ -209,7 +209,7 @@ func notWhereDecided(w *World) (Step, bool) {
 	default:
 		return Step{}, false
 	}
-	return refuse(w, Change{}, v1.OutcomeAborted, v1.ReasonNotExecuted, reason, reason), true
+	return refuse(w, Change{}, v1.OutcomeAborted, reason, reason), true
 }
 
 // consumeTurn ends a call that has not started when a call of its turn (itself
@@ -275,7 +275,7 @@ func retirable(intent *v1.ToolIntent, a *v1.Approval) bool {
 func inTheWay(w *World, c Change, kind, name, problem string) Step {
 	reason := fmt.Sprintf("%s; nothing was executed. Delete %s %s and propose the call again.", problem, kind, name)
 	c.Events = append(c.Events, event(EventObjectInTheWay, true, nil, "%s", reason))
-	return refuse(w, c, v1.OutcomeFailed, v1.ReasonNotExecuted, reason, reason)
+	return refuse(w, c, v1.OutcomeFailed, reason, reason)
 }
 
 // executedReason is the reason of the intent's Executed condition ("" for none).

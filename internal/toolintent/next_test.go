@@ -182,6 +182,43 @@ func retiresNothing(t *testing.T, _ *World, s Step) {
 	}
 }
 
+// notes checks the event of that reason: whether it is a warning, and its note.
+func notes(reason string, warning bool, contains string) expect {
+	return func(t *testing.T, _ *World, s Step) {
+		t.Helper()
+		for _, e := range s.Change.Events {
+			if e.Reason == reason {
+				if e.Warning != warning || !strings.Contains(e.Note, contains) {
+					t.Fatalf("want event %s (warning %t) with %q, got %+v", reason, warning, contains, e)
+				}
+				return
+			}
+		}
+		t.Fatalf("want event %s, got %v", reason, events(s.Change))
+	}
+}
+
+// conditions checks the condition of that type the change records: its status, its
+// reason, and its message.
+func conditions(typ string, status metav1.ConditionStatus, reason, contains string) expect {
+	return func(t *testing.T, _ *World, s Step) {
+		t.Helper()
+		if c := condition(s.Change, typ); c == nil || c.Status != status || c.Reason != reason || !strings.Contains(c.Message, contains) {
+			t.Fatalf("want %s=%s reason %s with %q, got %+v", typ, status, reason, contains, c)
+		}
+	}
+}
+
+// readsApproval is a read of the Approval of that name, around the cache when fresh.
+func readsApproval(name string, fresh bool) expect {
+	return func(t *testing.T, _ *World, s Step) {
+		t.Helper()
+		if s.Do != Read || s.Need != NeedApproval || s.ApprovalName != name || s.FromAPIServer != fresh {
+			t.Fatalf("want a read of Approval %s (from the API server: %t), got %+v", name, fresh, s)
+		}
+	}
+}
+
 func requeues(d time.Duration) expect {
 	return func(t *testing.T, _ *World, s Step) {
 		t.Helper()
@@ -215,13 +252,22 @@ func TestNext(t *testing.T) {
 		{name: "validation reads the task's other calls", world: &World{Intent: newIntent(), Now: epoch, Task: Known(task())},
 			want: []expect{reads(NeedTaskIntents)}},
 		{name: "a valid call is recorded valid and goes on", world: &World{Intent: newIntent(), Now: epoch, Task: Known(task()), TaskIntents: Known[[]v1.ToolIntent](nil)},
-			want: []expect{does(Update), emits(EventValidated), records("the validation", func(c Change) bool {
+			want: []expect{does(Update), emits(EventValidated), records("the validation, audited only", func(c Change) bool {
 				v := condition(c, v1.ConditionValidated)
-				return c.Validation != nil && v != nil && v.Status == metav1.ConditionTrue
+				return c.Validation != nil && v != nil && v.Status == metav1.ConditionTrue && c.Events[0].AuditOnly
 			})}},
+		{name: "a timeout over the task's maximum is clamped, and the condition says so", world: with(&World{Intent: newIntent(), Now: epoch, Task: Known(task()), TaskIntents: Known[[]v1.ToolIntent](nil)}, func(w *World) {
+			w.Task.Value.Spec.Budgets.DefaultTimeoutSeconds, w.Task.Value.Spec.Budgets.MaxTimeoutSeconds = 900, 60
+		}), want: []expect{does(Update), conditions(v1.ConditionValidated, metav1.ConditionTrue, v1.ReasonInputValid, "clamped to the task's maximum of 60s")}},
+		{name: "a call over the task's intent budget, counting its earlier calls, ends ValidationFailed", world: with(&World{Intent: newIntent(), Now: epoch, Task: Known(task())}, func(w *World) {
+			w.Task.Value.Spec.Budgets.MaxIntents = 1
+			earlier := sibling("t-t0-0", 0, nil)
+			earlier.Spec.Turn = 0
+			w.TaskIntents = Known([]v1.ToolIntent{earlier, *w.Intent})
+		}), want: []expect{observes(v1.OutcomeValidationFailed, "intent budget is spent")}},
 		{name: "an invalid call ends ValidationFailed", world: with(&World{Intent: newIntent(), Now: epoch, Task: Known(task()), TaskIntents: Known[[]v1.ToolIntent](nil)}, func(w *World) {
 			w.Intent.Spec.Input.Raw = []byte(`{"nopath":1}`)
-		}), want: []expect{observes(v1.OutcomeValidationFailed, "input"), emits(EventValidationFailed, EventObserved)}},
+		}), want: []expect{observes(v1.OutcomeValidationFailed, "input"), emits(EventValidationFailed, EventObserved), conditions(v1.ConditionValidated, metav1.ConditionFalse, v1.ReasonInputInvalid, "")}},
 		{name: "a call of a task that does not exist is validated without its calls", world: &World{Intent: newIntent(), Now: epoch, Task: Known[*v1.AgentTask](nil)},
 			want: []expect{observes(v1.OutcomeValidationFailed, "AgentTask")}},
 		{name: "a failed validation ends the intent", world: with(validWorld(), func(w *World) { w.Intent.Status.Validation.Errors = []string{"bad"} }),
@@ -242,6 +288,24 @@ func TestNext(t *testing.T) {
 		{name: "a Stop of the call's own batch is not the task's end", world: with(validWorld(), func(w *World) {
 			w.Stops = Known([]v1.ToolIntent{sibling("t-t1-1", 1, decision(v1.DecisionStop, "stop"))})
 		}), want: []expect{reads(NeedDecided)}},
+		{name: "a Stop of the call's own name is its turn's, never the task's end", world: with(validWorld(), func(w *World) {
+			self := *w.Intent
+			self.Spec.Turn = 0
+			self.Status.Decision = decision(v1.DecisionStop, "stop")
+			w.Stops = Known([]v1.ToolIntent{self})
+		}), want: []expect{reads(NeedDecided)}},
+		{name: "a Stop decided for an earlier task of the same name is not this task's end", world: with(validWorld(), func(w *World) {
+			s := sibling("t-t0-0", 0, decision(v1.DecisionStop, "stop"))
+			s.Spec.Turn = 0
+			s.Status.Decision.Sandbox.TaskUID = "old-uid"
+			w.Stops = Known([]v1.ToolIntent{s})
+		}), want: []expect{reads(NeedDecided)}},
+		{name: "a Stop recorded without a sandbox ends the task", world: with(validWorld(), func(w *World) {
+			s := sibling("t-t0-0", 0, decision(v1.DecisionStop, "stop"))
+			s.Spec.Turn = 0
+			s.Status.Decision.Sandbox = nil
+			w.Stops = Known([]v1.ToolIntent{s})
+		}), want: []expect{observes(v1.OutcomeAborted, "was decided Stop by rule ToolPolicy/p/stop")}},
 		{name: "a cancelled call never runs", world: with(validWorld(), func(w *World) {
 			w.Stops = Known[[]v1.ToolIntent](nil)
 			w.Intent.Spec.Cancel = true
@@ -253,10 +317,24 @@ func TestNext(t *testing.T) {
 				}
 			}}},
 		{name: "a cancelled Ask retires its Approval", world: with(askWorld(v1.ApprovalStatePending), func(w *World) { w.Intent.Spec.Cancel = true }),
-			want: []expect{observes(v1.OutcomeAborted, "cancelled"), retires(v1.ApprovalStateSuperseded, "was cancelled by"), records("Approved=False Cancelled", func(c Change) bool {
+			want: []expect{observes(v1.OutcomeAborted, "cancelled"), retires(v1.ApprovalStateSuperseded, "was cancelled by"), records("Approved=False Cancelled, the Approval named", func(c Change) bool {
 				a := condition(c, v1.ConditionApproved)
-				return a != nil && a.Reason == v1.ReasonCancelled
+				return a != nil && a.Reason == v1.ReasonCancelled && c.ApprovalName != nil && *c.ApprovalName == "t-t1-0"
 			})}},
+		{name: "a cancelled Ask retires the Approval its status names, not the one it would ask next", world: with(askWorld(v1.ApprovalStatePending), func(w *World) {
+			w.Intent.Spec.Cancel = true
+			w.Intent.Status.SupersededDecisions = []v1.Decision{*decision(v1.DecisionAsk, "r")}
+		}), want: []expect{observes(v1.OutcomeAborted, "cancelled"), retires(v1.ApprovalStateSuperseded, "was cancelled by")}},
+		{name: "a cancelled Ask whose Approval was never created retires nothing", world: with(decidedWorld(v1.DecisionAsk), func(w *World) {
+			w.Intent.Spec.Cancel = true
+			w.Approval = Known(NamedApproval{Name: w.Intent.Name})
+		}), want: []expect{observes(v1.OutcomeAborted, "cancelled"), retiresNothing}},
+		{name: "a cancelled Ask does not retire an Approval that is not its own", world: with(askWorld(v1.ApprovalStatePending), func(w *World) {
+			w.Intent.Spec.Cancel = true
+			w.Approval.Value.Value.OwnerReferences = nil
+		}), want: []expect{observes(v1.OutcomeAborted, "cancelled"), retiresNothing}},
+		{name: "a cancelled Allow reads no Approval", world: with(decidedWorld(v1.DecisionAllow), func(w *World) { w.Intent.Spec.Cancel = true }),
+			want: []expect{observes(v1.OutcomeAborted, "cancelled"), retiresNothing}},
 		{name: "a cancelled call does not retire an Approval already used", world: with(askWorld(v1.ApprovalStateConsumed), func(w *World) { w.Intent.Spec.Cancel = true }),
 			want: []expect{observes(v1.OutcomeAborted, "cancelled"), retiresNothing}},
 
@@ -267,10 +345,11 @@ func TestNext(t *testing.T) {
 			w.Stops, w.Decided = Known[[]v1.ToolIntent](nil), Known(decision(v1.DecisionAllow, "allow"))
 		}), want: []expect{does(Update), emits(EventDecided), records("the first decision, audited only", func(c Change) bool {
 			return c.Decision != nil && c.FirstDecision && c.Counted != nil && c.Events[0].AuditOnly
-		})}},
+		}), conditions(v1.ConditionDecided, metav1.ConditionTrue, string(v1.DecisionAllow), "Allow by ToolPolicy/p/allow: because allow")}},
 		{name: "a Deny is recorded with its observation in one write", world: with(validWorld(), func(w *World) {
 			w.Stops, w.Decided = Known[[]v1.ToolIntent](nil), Known(decision(v1.DecisionDeny, "deny"))
-		}), want: []expect{observes(v1.OutcomeDenied, "because deny (rule ToolPolicy/p/deny)"), records("the decision", func(c Change) bool { return c.Decision != nil }), emits(EventDecided, EventObserved)}},
+		}), want: []expect{observes(v1.OutcomeDenied, "because deny (rule ToolPolicy/p/deny)"), records("the decision", func(c Change) bool { return c.Decision != nil }), emits(EventDecided, EventObserved),
+			notes(EventDecided, true, "Deny by"), notes(EventObserved, true, "decided Deny by ToolPolicy/p/deny")}},
 		{name: "an Ask reads the task's other approvals (its limits)", world: with(validWorld(), func(w *World) {
 			w.Stops, w.Decided = Known[[]v1.ToolIntent](nil), Known(decision(v1.DecisionAsk, "ask"))
 		}), want: []expect{reads(NeedOtherApprovals)}},
@@ -278,7 +357,7 @@ func TestNext(t *testing.T) {
 			w.Stops, w.Decided, w.OtherApprovals = Known[[]v1.ToolIntent](nil), Known(decision(v1.DecisionAsk, "ask")), Known[[]v1.Approval](nil)
 		}), want: []expect{does(End), records("the Ask, and no Approval", func(c Change) bool {
 			return c.Decision != nil && c.Decision.Action == v1.DecisionAsk && c.ApprovalName == nil
-		})}},
+		}), notes(EventDecided, false, "Ask by")}},
 		{name: "an Ask over the task's approval budget is denied", world: with(validWorld(), func(w *World) {
 			w.Task.Value.Spec.Budgets.MaxApprovalRequests = 1
 			w.Stops, w.Decided = Known[[]v1.ToolIntent](nil), Known(decision(v1.DecisionAsk, "ask"))
@@ -288,6 +367,9 @@ func TestNext(t *testing.T) {
 		}), want: []expect{observes(v1.OutcomeDenied, "approval-request limit is reached")}},
 		{name: "a Stop reads its turn before it is recorded", world: with(validWorld(), func(w *World) {
 			w.Stops, w.Decided = Known[[]v1.ToolIntent](nil), Known(decision(v1.DecisionStop, "stop"))
+		}), want: []expect{reads(NeedTurn)}},
+		{name: "a Redirect reads its turn before it is recorded", world: with(validWorld(), func(w *World) {
+			w.Stops, w.Decided = Known[[]v1.ToolIntent](nil), Known(decision(v1.DecisionRedirect, "redirect"))
 		}), want: []expect{reads(NeedTurn)}},
 		{name: "a Stop ends its own call and its turn", world: with(validWorld(), func(w *World) {
 			w.Stops, w.Decided, w.Turn = Known[[]v1.ToolIntent](nil), Known(decision(v1.DecisionStop, "stop")), Known([]v1.ToolIntent{*newIntent()})
@@ -303,6 +385,17 @@ func TestNext(t *testing.T) {
 			want: []expect{observes(v1.OutcomeAborted, "earlier version of toolgate")}},
 		{name: "a call decided for an earlier task of the same name does not run", world: with(decidedWorld(v1.DecisionAllow), func(w *World) { w.Task.Value.UID = "new-uid" }),
 			want: []expect{observes(v1.OutcomeAborted, "deleted and created again")}},
+		{name: "a Deny without an observation is not judged where it was decided: it never runs", world: with(decidedWorld(v1.DecisionDeny), func(w *World) {
+			w.Intent.Status.Decision.Sandbox = nil
+		}), want: []expect{does(Fail)}},
+		{name: "a Redirect without an observation is not judged where it was decided: it never runs", world: with(decidedWorld(v1.DecisionRedirect), func(w *World) {
+			w.Intent.Status.Decision.Sandbox = nil
+			w.Turn.Value[0].Status.Decision = decision(v1.DecisionAllow, "r")
+		}), want: []expect{does(Fail)}},
+		{name: "a Stop without an observation is not judged where it was decided: it never runs", world: with(decidedWorld(v1.DecisionStop), func(w *World) {
+			w.Intent.Status.Decision.Sandbox = nil
+			w.Turn.Value[0].Status.Decision = decision(v1.DecisionAllow, "r")
+		}), want: []expect{does(Fail)}},
 		{name: "the turn is read before the call goes on", world: with(decidedWorld(v1.DecisionAllow), func(w *World) { w.Turn = Fact[[]v1.ToolIntent]{} }),
 			want: []expect{reads(NeedTurn)}},
 		{name: "a sibling's Redirect consumes a waiting call", world: with(decidedWorld(v1.DecisionAllow), func(w *World) {
@@ -311,6 +404,20 @@ func TestNext(t *testing.T) {
 		{name: "a consumed call's Approval is retired", world: with(askWorld(v1.ApprovalStatePending), func(w *World) {
 			w.Turn.Value = append(w.Turn.Value, sibling("t-t1-1", 1, decision(v1.DecisionStop, "stop")))
 		}), want: []expect{observes(v1.OutcomeStopped, "was stopped by rule"), retires(v1.ApprovalStateSuperseded, "of the same turn was decided Stop")}},
+		{name: "an Ask's turn is read before its Approval", world: with(askWorld(v1.ApprovalStatePending), func(w *World) { w.Turn = Fact[[]v1.ToolIntent]{} }),
+			want: []expect{reads(NeedTurn)}},
+		{name: "a consumed call reads its Approval from the API server", world: with(askWorld(v1.ApprovalStatePending), func(w *World) {
+			w.Approval = Fact[NamedApproval]{}
+			w.Turn.Value = append(w.Turn.Value, sibling("t-t1-1", 1, decision(v1.DecisionStop, "stop")))
+		}), want: []expect{readsApproval("t-t1-0", true)}},
+		{name: "a call's own Stop is read from its status, not from the turn's cache", world: with(decidedWorld(v1.DecisionStop), func(w *World) {
+			w.Turn.Value[0].Status.Decision = decision(v1.DecisionStop, "cached")
+		}), want: []expect{observes(v1.OutcomeStopped, "Rule ToolPolicy/p/r stopped the task")}},
+		{name: "a consumed call names the calls of its turn that had started", world: with(decidedWorld(v1.DecisionAllow), func(w *World) {
+			started := sibling("t-t1-2", 2, decision(v1.DecisionAllow, "r"))
+			started.Status.ExecutionName = "t-t1-2"
+			w.Turn.Value = append(w.Turn.Value, sibling("t-t1-1", 1, decision(v1.DecisionStop, "stop")), started)
+		}), want: []expect{observes(v1.OutcomeStopped, "Of this turn only t-t1-2, which had started, ran")}},
 
 		// Approve.
 		{name: "an Ask reads its Approval through the cache", world: with(decidedWorld(v1.DecisionAsk), func(w *World) {}),
@@ -328,7 +435,10 @@ func TestNext(t *testing.T) {
 			if s.Change.ApprovalName == nil || *s.Change.ApprovalName != w.Intent.Name || condition(s.Change, v1.ConditionApproved).Reason != v1.ReasonApprovalPending {
 				t.Fatalf("the request is not recorded: %+v", s.Change)
 			}
-		}}},
+		}, notes(EventApprovalRequested, false, "requested from anyone holding the approve verb")}},
+		{name: "an Approval read under another name is read again by the intent's", world: with(askWorld(v1.ApprovalStatePending), func(w *World) {
+			w.Approval = Known(NamedApproval{Name: "other"})
+		}), want: []expect{readsApproval("t-t1-0", false)}},
 		{name: "an Approval of the name that is not the intent's is in the way", world: with(askWorld(v1.ApprovalStateApproved), func(w *World) {
 			w.Approval.Value.Value.OwnerReferences = nil
 		}), want: []expect{observes(v1.OutcomeFailed, "is not controlled by this ToolIntent"), emits(EventObjectInTheWay, EventObserved)}},
@@ -339,11 +449,16 @@ func TestNext(t *testing.T) {
 		{name: "a pending Approval waits", world: askWorld(v1.ApprovalStatePending),
 			want: []expect{does(End), records("nothing", func(c Change) bool { return len(c.Conditions) == 0 })}},
 		{name: "a denied Approval ends the call", world: askWorld(v1.ApprovalStateDenied),
-			want: []expect{observes(v1.OutcomeApprovalDenied, "was denied by alice"), emits(EventApprovalDenied, EventObserved)}},
+			want: []expect{observes(v1.OutcomeApprovalDenied, "was denied by alice"), emits(EventApprovalDenied, EventObserved),
+				conditions(v1.ConditionApproved, metav1.ConditionFalse, v1.ReasonApprovalDenied, "was denied by alice")}},
 		{name: "an expired Approval ends the call", world: askWorld(v1.ApprovalStateExpired),
-			want: []expect{observes(v1.OutcomeApprovalExpired, "expired at"), emits(EventApprovalExpired, EventObserved)}},
-		{name: "an Approval for another fingerprint is refused and marked so", world: with(askWorld(v1.ApprovalStateApproved), func(w *World) { w.Fingerprint.Value = "other" }),
-			want: []expect{observes(v1.OutcomeApprovalDenied, "does not match this call any more"), retires(v1.ApprovalStateApproved, "refused by the controller")}},
+			want: []expect{observes(v1.OutcomeApprovalExpired, "without a decision"), emits(EventApprovalExpired, EventObserved)}},
+		{name: "an Approval that expired after its decision says what it was", world: with(askWorld(v1.ApprovalStateExpired), func(w *World) {
+			w.Approval.Value.Value.Status.DecidedAt = &metav1.Time{Time: epoch}
+			w.Approval.Value.Value.Status.Message = "approved by alice, and not used in time"
+		}), want: []expect{observes(v1.OutcomeApprovalExpired, ": it was approved by alice, and not used in time.")}},
+		{name: "an Approval for another fingerprint is refused and marked so", world: with(askWorld(v1.ApprovalStateApproved), func(w *World) { w.Fingerprint.Value = "other-fingerprint" }),
+			want: []expect{observes(v1.OutcomeApprovalDenied, "does not match this call any more"), observes(v1.OutcomeApprovalDenied, "the call's now other-finger:"), retires(v1.ApprovalStateApproved, "refused by the controller")}},
 		{name: "an Approval used by another Execution is refused", world: with(askWorld(v1.ApprovalStateConsumed), func(w *World) {
 			w.Approval.Value.Value.Status.ConsumedByExecutionName = "other"
 		}), want: []expect{observes(v1.OutcomeApprovalDenied, "already used by Execution other"), retiresNothing}},
@@ -358,6 +473,14 @@ func TestNext(t *testing.T) {
 			w.Turn.Value = append(w.Turn.Value, sibling("t-t1-1", 1, decision(v1.DecisionAsk, "r")))
 			w.Intent.Status.Conditions = []metav1.Condition{{Type: v1.ConditionExecuted, Reason: v1.ReasonWaitingForSiblings, Message: "held: sibling intents of turn 1 wait for a decision: [t-t1-1]"}}
 		}), want: []expect{does(End), emits()}},
+		{name: "a held call whose reason changed says so", world: with(askWorld(v1.ApprovalStateApproved), func(w *World) {
+			w.Turn.Value = append(w.Turn.Value, sibling("t-t1-1", 1, decision(v1.DecisionAsk, "r")))
+			w.Intent.Status.Conditions = []metav1.Condition{{Type: v1.ConditionExecuted, Reason: v1.ReasonWaitingForWorkspace, Message: "held: sibling intents of turn 1 wait for a decision: [t-t1-1]"}}
+		}), want: []expect{does(End), emits(EventHeldForSiblings)}},
+		{name: "a held call whose message changed says so", world: with(askWorld(v1.ApprovalStateApproved), func(w *World) {
+			w.Turn.Value = append(w.Turn.Value, sibling("t-t1-1", 1, decision(v1.DecisionAsk, "r")))
+			w.Intent.Status.Conditions = []metav1.Condition{{Type: v1.ConditionExecuted, Reason: v1.ReasonWaitingForSiblings, Message: "held: sibling intents of turn 1 wait for a decision: [t-t1-2]"}}
+		}), want: []expect{does(End), emits(EventHeldForSiblings)}},
 		{name: "a call held for an announced sibling not created yet", world: with(askWorld(v1.ApprovalStateApproved), func(w *World) { w.Intent.Spec.TurnCalls = 2 }),
 			want: []expect{does(End), executed(v1.ReasonWaitingForSiblings), records("the missing call", func(c Change) bool {
 				return strings.Contains(condition(c, v1.ConditionExecuted).Message, "calls [1] of it do not exist yet")
@@ -365,18 +488,32 @@ func TestNext(t *testing.T) {
 		{name: "an approved call is decided again before its Approval is used", world: askWorld(v1.ApprovalStateApproved),
 			want: []expect{reads(NeedRechecked)}},
 		{name: "an approved call uses its Approval once", world: with(askWorld(v1.ApprovalStateApproved), func(w *World) { w.Rechecked = Known(decision(v1.DecisionAsk, "r")) }),
-			want: []expect{does(UseApproval), retires(v1.ApprovalStateConsumed, "used by Execution t-t1-0"), emits(EventApprovalGranted), func(t *testing.T, _ *World, s Step) {
-				if s.Retire.ConsumedBy != "t-t1-0" {
-					t.Fatalf("consumed by %q", s.Retire.ConsumedBy)
-				}
-			}}},
+			want: []expect{does(UseApproval), retires(v1.ApprovalStateConsumed, "used by Execution t-t1-0"), emits(EventApprovalGranted),
+				conditions(v1.ConditionApproved, metav1.ConditionTrue, v1.ReasonApprovalGranted, "approved by alice"), func(t *testing.T, _ *World, s Step) {
+					if s.Retire.ConsumedBy != "t-t1-0" {
+						t.Fatalf("consumed by %q", s.Retire.ConsumedBy)
+					}
+				}}},
 		{name: "an emergency Deny stops an approved call and retires its Approval", world: with(askWorld(v1.ApprovalStateApproved), func(w *World) { w.Rechecked = Known(decision(v1.DecisionDeny, "freeze")) }),
 			want: []expect{observes(v1.OutcomeDenied, "The policies changed while this call waited"), retires(v1.ApprovalStateSuperseded, "denied"), emits(EventRedecided, EventObserved), requeues(time.Second),
-				records("the Deny in force, the Approval still named", func(c Change) bool { return c.Supersede != nil && c.ApprovalName != nil && *c.ApprovalName == "t-t1-0" })}},
+				records("the Deny in force and counted, the Approval still named", func(c Change) bool {
+					return c.Supersede != nil && c.Counted != nil && c.ApprovalName != nil && *c.ApprovalName == "t-t1-0" && c.Events[0].Related != nil
+				}), conditions(v1.ConditionDecided, metav1.ConditionTrue, v1.ReasonRedecided, "decided again just before running, and denied")}},
 		{name: "another rule asking supersedes the approval and asks again", world: with(askWorld(v1.ApprovalStateApproved), func(w *World) {
 			w.Rechecked, w.OtherApprovals = Known(decision(v1.DecisionAsk, "other")), Known[[]v1.Approval](nil)
 		}), want: []expect{does(End), retires(v1.ApprovalStateSuperseded, "Approval t-t1-0-ask-2 asks"), requeues(time.Second), executed(v1.ReasonNotExecuted),
-			records("the new Ask", func(c Change) bool { return c.Supersede != nil && c.Observation == nil })}},
+			records("the new Ask", func(c Change) bool { return c.Supersede != nil && c.Observation == nil }), emits(EventRedecided),
+			conditions(v1.ConditionDecided, metav1.ConditionTrue, v1.ReasonRedecided, "asked again"),
+			conditions(v1.ConditionApproved, metav1.ConditionFalse, v1.ReasonApprovalPending, "asked again")}},
+		{name: "an approved call that now asks reads the task's other approvals", world: with(askWorld(v1.ApprovalStateApproved), func(w *World) {
+			w.Rechecked = Known(decision(v1.DecisionAsk, "other"))
+		}), want: []expect{reads(NeedOtherApprovals)}},
+		{name: "an approved call that now asks over the task's approval budget is denied", world: with(askWorld(v1.ApprovalStateApproved), func(w *World) {
+			w.Task.Value.Spec.Budgets.MaxApprovalRequests = 1
+			other := approval(newIntent(), v1.ApprovalStateDenied)
+			other.Spec.IntentRef.Name = "t-t0-0"
+			w.Rechecked, w.OtherApprovals = Known(decision(v1.DecisionAsk, "other")), Known([]v1.Approval{*other})
+		}), want: []expect{observes(v1.OutcomeDenied, "it may not be asked"), retires(v1.ApprovalStateSuperseded, "denied")}},
 		{name: "a call decided too often is not asked again", world: with(askWorld(v1.ApprovalStateApproved), func(w *World) {
 			for range 8 {
 				w.Intent.Status.SupersededDecisions = append(w.Intent.Status.SupersededDecisions, *decision(v1.DecisionAllow, "r"))
@@ -390,11 +527,35 @@ func TestNext(t *testing.T) {
 		{name: "an Approval used by a pass whose write was lost records the grant", world: with(askWorld(v1.ApprovalStateConsumed), func(w *World) {
 			w.Approval.Value.Value.Status.ConsumedByExecutionName = "t-t1-0"
 		}), want: []expect{does(Update), emits(EventApprovalGranted)}},
+		{name: "an Approval this reconcile used is not used again", world: with(askWorld(v1.ApprovalStateApproved), func(w *World) {
+			w.ApprovalUsed = true
+			w.Intent.Status.Conditions = []metav1.Condition{{Type: v1.ConditionApproved, Status: metav1.ConditionTrue, Reason: v1.ReasonApprovalGranted}}
+		}), want: []expect{does(NameExecution)}},
+		{name: "an Approval whose use is recorded goes on to run", world: with(askWorld(v1.ApprovalStateConsumed), func(w *World) {
+			w.Approval.Value.Value.Status.ConsumedByExecutionName = "t-t1-0"
+			w.Intent.Status.Conditions = []metav1.Condition{{Type: v1.ConditionApproved, Status: metav1.ConditionTrue, Reason: v1.ReasonApprovalGranted}}
+		}), want: []expect{does(NameExecution)}},
 
 		// Execute.
 		{name: "a call of a task whose workspace is not cloned is held", world: with(decidedWorld(v1.DecisionAllow), func(w *World) {
 			w.Task.Value.Spec.Workspace.Git = &v1.GitSource{URL: "https://example.com/r.git"}
-		}), want: []expect{does(End), executed(v1.ReasonWaitingForWorkspace), emits(EventHeldForWorkspace)}},
+		}), want: []expect{does(End), executed(v1.ReasonWaitingForWorkspace), emits(EventHeldForWorkspace),
+			conditions(v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonWaitingForWorkspace, "has not cloned its workspace (spec.workspace.git) yet (the clone has not finished)")}},
+		{name: "a call of a task whose workspace is not copied is held", world: with(decidedWorld(v1.DecisionAllow), func(w *World) {
+			w.Task.Value.Spec.Workspace.CopyOf = &v1.WorkspaceCopy{TaskRef: v1.LocalObjectReference{Name: "other"}}
+		}), want: []expect{conditions(v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonWaitingForWorkspace, "has not copied its workspace (spec.workspace.copyOf) yet (the copy has not finished)")}},
+		{name: "a held call says why its task is not ready", world: with(decidedWorld(v1.DecisionAllow), func(w *World) {
+			w.Task.Value.Spec.Workspace.Git = &v1.GitSource{URL: "https://example.com/r.git"}
+			w.Task.Value.Status.Conditions = []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Cloning", Message: "cloning r"}}
+		}), want: []expect{conditions(v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonWaitingForWorkspace, "(Cloning: cloning r)")}},
+		{name: "a held call does not take a Ready task's message for why", world: with(decidedWorld(v1.DecisionAllow), func(w *World) {
+			w.Task.Value.Spec.Workspace.Git = &v1.GitSource{URL: "https://example.com/r.git"}
+			w.Task.Value.Status.Conditions = []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready", Message: "ready"}}
+		}), want: []expect{conditions(v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonWaitingForWorkspace, "(the clone has not finished)")}},
+		{name: "a held call does not take a task's reason without a message for why", world: with(decidedWorld(v1.DecisionAllow), func(w *World) {
+			w.Task.Value.Spec.Workspace.Git = &v1.GitSource{URL: "https://example.com/r.git"}
+			w.Task.Value.Status.Conditions = []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Cloning"}}
+		}), want: []expect{conditions(v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonWaitingForWorkspace, "(the clone has not finished)")}},
 		{name: "an allowed call is held while a sibling waits for a human", world: with(decidedWorld(v1.DecisionAllow), func(w *World) {
 			w.Turn.Value = append(w.Turn.Value, sibling("t-t1-1", 1, decision(v1.DecisionAsk, "r")))
 		}), want: []expect{does(End), executed(v1.ReasonWaitingForSiblings)}},
@@ -412,6 +573,9 @@ func TestNext(t *testing.T) {
 		{name: "an allowed call stopped now consumes its turn", world: with(decidedWorld(v1.DecisionAllow), func(w *World) {
 			w.Rechecked = Known(decision(v1.DecisionStop, "stop"))
 		}), want: []expect{observes(v1.OutcomeStopped, "stopped the task"), records("the Stop in force", func(c Change) bool { return c.Supersede != nil && c.Supersede.Action == v1.DecisionStop })}},
+		{name: "an allowed call redirected now consumes its turn", world: with(decidedWorld(v1.DecisionAllow), func(w *World) {
+			w.Rechecked = Known(decision(v1.DecisionRedirect, "redirect"))
+		}), want: []expect{observes(v1.OutcomeRedirected, "redirected this call"), records("the Redirect in force", func(c Change) bool { return c.Supersede != nil && c.Supersede.Action == v1.DecisionRedirect })}},
 		{name: "the Execution is named (the intent written) before it is created", world: with(decidedWorld(v1.DecisionAllow), func(w *World) { w.Rechecked = Known(decision(v1.DecisionAllow, "r")) }),
 			want: []expect{does(NameExecution), executed(v1.ReasonExecutionRequested), records("the name", func(c Change) bool { return c.ExecutionName != nil && *c.ExecutionName == "t-t1-0" })}},
 		{name: "a Redirect never runs, even when the turn read lags its decision", world: with(decidedWorld(v1.DecisionRedirect), func(w *World) {
@@ -430,6 +594,10 @@ func TestNext(t *testing.T) {
 			w.Intent.Status.ExecutionName = "t-t1-0"
 			w.ExecutionNamed, w.ExecutionCreated = true, true
 		}), want: []expect{does(End), emits(EventExecutionRequested), records("the dispatch", func(c Change) bool { return c.Dispatched && c.Events[0].AuditOnly })}},
+		{name: "an approved call's created Execution is not an allowed call's dispatch", world: with(askWorld(v1.ApprovalStateConsumed), func(w *World) {
+			w.Intent.Status.ExecutionName = "t-t1-0"
+			w.ExecutionNamed, w.ExecutionCreated = true, true
+		}), want: []expect{does(End), emits(EventExecutionRequested), records("no dispatch", func(c Change) bool { return !c.Dispatched })}},
 		{name: "an Execution of the name that is not the intent's is in the way", world: with(decidedWorld(v1.DecisionAllow), func(w *World) {
 			w.Intent.Status.ExecutionName = "t-t1-0"
 			w.ExecutionNamed = true
@@ -447,10 +615,18 @@ func TestNext(t *testing.T) {
 			want: []expect{does(CreateExecution)}},
 		{name: "a deleted Execution ends the call as perhaps run", world: with(requested(func(w *World) { w.Execution = Known[*v1.Execution](nil) }), func(w *World) {
 			w.Intent.Status.Conditions[0].Reason = v1.ReasonExecutionCreated
-		}), want: []expect{observes(v1.OutcomeAborted, "may or may not have had effects"), records("executed", func(c Change) bool { return c.Observation.Executed })}},
+		}), want: []expect{observes(v1.OutcomeAborted, "may or may not have had effects"), records("executed", func(c Change) bool { return c.Observation.Executed }),
+			conditions(v1.ConditionExecuted, metav1.ConditionTrue, v1.ReasonExecutionFinished, "the Execution was deleted")}},
 		{name: "a running Execution's Job is recorded", world: requested(func(w *World) {
 			w.Execution = Known(&v1.Execution{ObjectMeta: metav1.ObjectMeta{Name: "t-t1-0"}, Status: v1.ExecutionStatus{JobName: "job"}})
 		}), want: []expect{does(End), executed(v1.ReasonExecutionCreated)}},
+		{name: "a running Execution's session pod is recorded", world: requested(func(w *World) {
+			w.Execution = Known(&v1.Execution{ObjectMeta: metav1.ObjectMeta{Name: "t-t1-0"}, Status: v1.ExecutionStatus{SessionName: "s"}})
+		}), want: []expect{does(End), conditions(v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonExecutionCreated, "runs in session pod s")}},
+		{name: "a running Execution recorded already writes nothing", world: with(requested(func(w *World) {
+			w.Execution = Known(&v1.Execution{ObjectMeta: metav1.ObjectMeta{Name: "t-t1-0"}, Status: v1.ExecutionStatus{JobName: "job"}})
+		}), func(w *World) { w.Intent.Status.Conditions[0].Reason = v1.ReasonExecutionCreated }),
+			want: []expect{does(End), records("nothing", func(c Change) bool { return len(c.Conditions) == 0 })}},
 		{name: "a background job that started is the call's result", world: requested(func(w *World) {
 			w.Execution = Known(&v1.Execution{ObjectMeta: metav1.ObjectMeta{Name: "t-t1-0"}, Status: v1.ExecutionStatus{SessionName: "s", Background: &v1.BackgroundStatus{StartedAt: metav1.NewTime(epoch)}}})
 		}), want: []expect{executed(v1.ReasonBackgroundStarted), func(t *testing.T, _ *World, s Step) {
@@ -468,10 +644,22 @@ func TestNext(t *testing.T) {
 			other.UID = "other"
 			w.Execution, w.FinishedExecution = Known(finishedExecution()), Known(other)
 		}), want: []expect{does(End), records("nothing", func(c Change) bool { return c.Observation == nil })}},
+		{name: "a finished Execution not finished on the API server yet is not observed", world: requested(func(w *World) {
+			running := finishedExecution()
+			running.Status = v1.ExecutionStatus{JobName: "job"}
+			w.Execution, w.FinishedExecution = Known(finishedExecution()), Known(running)
+		}), want: []expect{does(End), records("nothing", func(c Change) bool { return c.Observation == nil })}},
+		{name: "a call cancelled while it ran says so", world: requested(func(w *World) {
+			aborted := finishedExecution()
+			aborted.Status.Phase, aborted.Status.ErrorKind = v1.ExecutionFailed, v1.ErrorAborted
+			w.Intent.Spec.Cancel = true
+			w.Execution, w.FinishedExecution = Known(aborted), Known(aborted.DeepCopy())
+		}), want: []expect{observes(v1.OutcomeAborted, "it was stopped before it finished")}},
 		{name: "a finished Execution is observed", world: requested(func(w *World) {
 			w.Execution, w.FinishedExecution = Known(finishedExecution()), Known(finishedExecution())
 		}),
-			want: []expect{observes(v1.OutcomeSucceeded, ""), executed(v1.ReasonExecutionFinished), records("what ran", func(c Change) bool { return c.Ran != nil })}},
+			want: []expect{observes(v1.OutcomeSucceeded, ""), executed(v1.ReasonExecutionFinished), records("what ran", func(c Change) bool { return c.Ran != nil }),
+				notes(EventObserved, false, "outcome Succeeded")}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
