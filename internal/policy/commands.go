@@ -13,45 +13,48 @@ type handler func(c *classifier, w []word, depth int)
 // from it is unknown.
 var commands = map[string]handler{}
 
+// fixedCategory are the commands whose category does not depend on their
+// arguments.
+var fixedCategory = map[v1alpha1.CommandCategory][]string{
+	v1alpha1.CategoryTest: {
+		"tox", "nox", "vitest", "mocha", "rspec", "phpunit",
+		"bats",
+	},
+	v1alpha1.CategoryWrite: {
+		"cp", "mv", "touch", "ln", "mktemp", "mkfifo",
+		"csplit", "kill", "pkill", "killall",
+	},
+	// patch deletes a file whose diff ends at /dev/null (and with -E an emptied one).
+	v1alpha1.CategoryDelete: {"rm", "rmdir", "shred", "unlink", "truncate", "wipe", "srm", "patch"},
+	v1alpha1.CategoryInstall: {
+		"apt", "apt-get", "aptitude", "yum", "dnf", "apk", "brew", "pacman", "zypper", "snap",
+		"gem", "conda", "mamba", "micromamba", "npx", "pnpx", "bunx", "pipx", "easy_install",
+	},
+	v1alpha1.CategoryNetwork: {
+		"curl", "wget", "ssh", "scp", "sftp", "rsync", "nc", "ncat", "netcat", "telnet", "ftp",
+		"ping", "dig", "nslookup", "host", "nmap", "socat", "http", "https", "aria2c", "kubectl",
+		"helm", "gh", "aws", "gcloud", "az", "ssh-keyscan", "whois", "traceroute", "tftp",
+	},
+	v1alpha1.CategoryPrivilege: {
+		"su", "pkexec", "chown", "chgrp", "chroot", "setcap", "mount", "umount", "nsenter",
+		"unshare", "insmod", "rmmod", "modprobe", "iptables", "ip6tables", "nft", "useradd",
+		"userdel", "usermod", "groupadd", "passwd", "chpasswd", "visudo", "sysctl", "docker",
+		"podman", "crictl", "ctr", "systemctl", "service", "shutdown", "reboot", "setfacl",
+		"capsh", "runuser", "setpriv", "mknod", "hostname",
+	},
+	// Builtins that change how bash looks up or evaluates later words, and
+	// programs that read instructions toolgate does not follow.
+	v1alpha1.CategoryUnknown: {
+		"hash", "enable", "shopt", "trap", "alias", "unalias", "let", "bind", "compgen", "complete", "compopt",
+		"fc", "history", "disown", "suspend", "logout", "ulimit", "source", ".", "caller", "bc", "dc", "tput",
+		"man", "help", "lsof", "getconf", "ldd", "rename",
+		// Pagers read LESSOPEN and commands from a lesskey file in HOME, which the
+		// agent can write.
+		"less", "more", "most", "pg",
+	},
+}
+
 func init() {
-	fixedCategory := map[v1alpha1.CommandCategory][]string{
-		v1alpha1.CategoryTest: {
-			"tox", "nox", "vitest", "mocha", "rspec", "phpunit",
-			"bats",
-		},
-		v1alpha1.CategoryWrite: {
-			"cp", "mv", "touch", "ln", "mktemp", "mkfifo",
-			"csplit", "kill", "pkill", "killall",
-		},
-		// patch deletes a file whose diff ends at /dev/null (and with -E an emptied one).
-		v1alpha1.CategoryDelete: {"rm", "rmdir", "shred", "unlink", "truncate", "wipe", "srm", "patch"},
-		v1alpha1.CategoryInstall: {
-			"apt", "apt-get", "aptitude", "yum", "dnf", "apk", "brew", "pacman", "zypper", "snap",
-			"gem", "conda", "mamba", "micromamba", "npx", "pnpx", "bunx", "pipx", "easy_install",
-		},
-		v1alpha1.CategoryNetwork: {
-			"curl", "wget", "ssh", "scp", "sftp", "rsync", "nc", "ncat", "netcat", "telnet", "ftp",
-			"ping", "dig", "nslookup", "host", "nmap", "socat", "http", "https", "aria2c", "kubectl",
-			"helm", "gh", "aws", "gcloud", "az", "ssh-keyscan", "whois", "traceroute", "tftp",
-		},
-		v1alpha1.CategoryPrivilege: {
-			"su", "pkexec", "chown", "chgrp", "chroot", "setcap", "mount", "umount", "nsenter",
-			"unshare", "insmod", "rmmod", "modprobe", "iptables", "ip6tables", "nft", "useradd",
-			"userdel", "usermod", "groupadd", "passwd", "chpasswd", "visudo", "sysctl", "docker",
-			"podman", "crictl", "ctr", "systemctl", "service", "shutdown", "reboot", "setfacl",
-			"capsh", "runuser", "setpriv", "mknod", "hostname",
-		},
-		// Builtins that change how bash looks up or evaluates later words, and
-		// programs that read instructions toolgate does not follow.
-		v1alpha1.CategoryUnknown: {
-			"hash", "enable", "shopt", "trap", "alias", "unalias", "let", "bind", "compgen", "complete", "compopt",
-			"fc", "history", "disown", "suspend", "logout", "ulimit", "source", ".", "caller", "bc", "dc", "tput",
-			"man", "help", "lsof", "getconf", "ldd", "rename",
-			// Pagers read LESSOPEN and commands from a lesskey file in HOME, which the
-			// agent can write.
-			"less", "more", "most", "pg",
-		},
-	}
 	for category, names := range fixedCategory {
 		for _, name := range names {
 			register(name, fixed(category))

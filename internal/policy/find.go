@@ -34,28 +34,7 @@ func find(c *classifier, w []word, depth int) {
 	}
 	var inner [][]word
 	args := w[1:]
-	i := 0
-	// Global options, then starting points: anything up to the first word that
-	// starts an expression.
-	for ; i < len(args); i++ {
-		t := args[i].text
-		if !args[i].operandOnly() {
-			if args[i].static && (t == "-H" || t == "-L" || t == "-P") {
-				continue
-			}
-			if args[i].static && (t == "-D" || t == "-O" || strings.HasPrefix(t, "-O")) {
-				if t == "-D" {
-					i++
-				}
-				continue
-			}
-			break
-		}
-		if args[i].static && (t == "(" || t == "!" || t == ",") {
-			break
-		}
-	}
-	for ; i < len(args); i++ {
+	for i := findExpression(args); i < len(args); i++ {
 		a := args[i]
 		if !a.static || a.split && !a.operandOnly() {
 			raise(v1alpha1.CategoryUnknown, fmt.Sprintf("%s in a find expression could be -delete or -exec", a.text))
@@ -106,4 +85,30 @@ func find(c *classifier, w []word, depth int) {
 		}
 		c.command(cmd, depth+1, true)
 	}
+}
+
+// findExpression is the index in args (find's words after its name) of the first
+// word of its expression: the global options, then the starting points, come
+// before it.
+func findExpression(args []word) int {
+	i := 0
+	for ; i < len(args); i++ {
+		t := args[i].text
+		if !args[i].operandOnly() {
+			if args[i].static && (t == "-H" || t == "-L" || t == "-P") {
+				continue
+			}
+			if args[i].static && (t == "-D" || t == "-O" || strings.HasPrefix(t, "-O")) {
+				if t == "-D" {
+					i++
+				}
+				continue
+			}
+			break
+		}
+		if args[i].static && (t == "(" || t == "!" || t == ",") {
+			break
+		}
+	}
+	return i
 }

@@ -167,29 +167,24 @@ func gitReadForms(sub string, rest []word) ([2]gitForm, string) {
 	return forms, ""
 }
 
-// gitSubcommand is the category of git SUB REST. Where a form is read-only only with
-// some options or operands (branch and tag list, config get, clean -n, remote show -n),
-// they are read from the subcommand's grammar, which knows the options that take a
-// value: in git branch --format -l NAME, "-l" is --format's value, and NAME makes a
-// branch. Everything else is told by its flags, as git takes them.
+// gitSubcommand is the category of git SUB REST: of the subcommands whose options
+// and operands decide whether they only read (gitGrammarCategory), of those whose
+// first operand names an action (gitActionCategory), and of the others, which are
+// told by their flags, as git takes them.
 func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
 	ops := operands(rest)
 	first := ""
 	if len(ops) > 0 {
 		first = ops[0].text
 	}
-	// read is rest as the read-only grammar of sub parses it; readable says every
-	// word fitted it.
-	var read parsedArgs
-	readable := false
-	if g, ok := gitReadGrammars[sub]; ok {
-		read = gitParse(g, rest)
-		readable = read.category == v1alpha1.CategoryReadOnly
-	}
 	switch {
 	case gitReadOnly[sub]:
 		// Their options are checked by gitReadGrammars.
 		return v1alpha1.CategoryReadOnly
+	case sub == "clean" || sub == "branch" || sub == "tag" || sub == "config":
+		return gitGrammarCategory(sub, rest)
+	case sub == "stash" || sub == "remote" || sub == "reflog" || sub == "worktree" || sub == "submodule":
+		return gitActionCategory(sub, first, rest)
 	case sub == "push":
 		for _, o := range ops {
 			if strings.HasPrefix(o.text, "+") || strings.HasPrefix(o.text, ":") {
@@ -205,11 +200,6 @@ func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
 			return v1alpha1.CategoryVCSDestructive
 		}
 		return v1alpha1.CategoryWrite
-	case sub == "clean":
-		if readable && read.has("n", "dry-run") {
-			return v1alpha1.CategoryReadOnly
-		}
-		return v1alpha1.CategoryVCSDestructive
 	case sub == "checkout":
 		// checkout -f, -B, "--" paths and "." throw away uncommitted work. A bare
 		// operand may be a branch or a file; it is treated as a branch switch.
@@ -228,75 +218,6 @@ func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
 			return v1alpha1.CategoryWrite
 		}
 		return v1alpha1.CategoryVCSDestructive
-	case sub == "branch":
-		switch {
-		case hasGitFlag(rest, "DMC") || (hasGitFlag(rest, "d", "delete") && hasGitFlag(rest, "f", "force")):
-			return v1alpha1.CategoryVCSDestructive
-		case hasGitFlag(rest, "dmcu", "delete", "move", "copy", "set-upstream-to", "unset-upstream", "edit-description", "track"):
-			return v1alpha1.CategoryWrite
-		case readable && len(read.operands) > 0 && !read.has("l", "a", "r", "list", "all", "remotes", "contains", "no-contains", "merged", "no-merged", "points-at"):
-			return v1alpha1.CategoryWrite // creates a branch
-		}
-		// A list, or words the grammar refuses: git's check of the grammar says why.
-		return v1alpha1.CategoryReadOnly
-	case sub == "tag":
-		switch {
-		case hasGitFlag(rest, "df", "delete", "force"):
-			return v1alpha1.CategoryVCSDestructive
-		case readable && len(read.operands) > 0 && !read.has("l", "n", "list", "contains", "no-contains", "merged", "no-merged", "points-at"):
-			return v1alpha1.CategoryWrite // creates a tag
-		}
-		// A list, or words the grammar refuses (-v runs gpg): git's check of the
-		// grammar says why.
-		return v1alpha1.CategoryReadOnly
-	case sub == "stash":
-		// Only the word right after stash names its action: anything else (an
-		// option, --, a path) is stash push.
-		if len(rest) > 0 {
-			first = rest[0].text
-		}
-		switch first {
-		case "list", "show":
-			return v1alpha1.CategoryReadOnly
-		case "drop", "clear":
-			return v1alpha1.CategoryVCSDestructive
-		}
-		return v1alpha1.CategoryWrite
-	case sub == "remote":
-		switch first {
-		case "", "get-url":
-			return v1alpha1.CategoryReadOnly
-		case "show":
-			// show asks the remote unless -n says not to.
-			if forms, problem := gitReadForms(sub, rest); problem == "" && forms[1].g != nil {
-				show := forms[1]
-				if sp := gitParse(show.g, show.args); sp.category == v1alpha1.CategoryReadOnly && !sp.has("n") {
-					return v1alpha1.CategoryNetwork
-				}
-			}
-			return v1alpha1.CategoryReadOnly // the grammar check refuses what it does not know
-		case "update", "prune":
-			return v1alpha1.CategoryNetwork
-		}
-		return v1alpha1.CategoryWrite
-	case sub == "config":
-		if readable && gitConfigReads(read) {
-			return v1alpha1.CategoryReadOnly
-		}
-		// Setting configuration can make later read-only commands run programs
-		// (core.fsmonitor runs on git status), so it is not a plain write.
-		return v1alpha1.CategoryUnknown
-	case sub == "reflog":
-		switch first {
-		case "expire", "delete", "drop":
-			return v1alpha1.CategoryVCSDestructive
-		}
-		// git reflog [show] [options] [REF] and git reflog exists REF read; any
-		// other first word may be an action of a later git.
-		if len(rest) == 0 || strings.HasPrefix(rest[0].text, "-") || rest[0].text == "show" || rest[0].text == "exists" {
-			return v1alpha1.CategoryReadOnly
-		}
-		return v1alpha1.CategoryUnknown
 	case sub == "gc":
 		if hasGitFlag(rest, "", "prune") {
 			return v1alpha1.CategoryVCSDestructive
@@ -314,22 +235,6 @@ func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
 			return v1alpha1.CategoryWrite
 		}
 		return v1alpha1.CategoryDelete
-	case sub == "worktree":
-		switch first {
-		case "list":
-			return v1alpha1.CategoryReadOnly
-		case "remove":
-			return v1alpha1.CategoryDelete
-		}
-		return v1alpha1.CategoryWrite
-	case sub == "submodule":
-		switch first {
-		case "", "status", "summary":
-			return v1alpha1.CategoryReadOnly
-		case "foreach":
-			return v1alpha1.CategoryUnknown
-		}
-		return v1alpha1.CategoryNetwork
 	case gitWrite[sub]:
 		return v1alpha1.CategoryWrite
 	case gitNetwork[sub]:
@@ -337,4 +242,120 @@ func gitSubcommand(sub string, rest []word) v1alpha1.CommandCategory {
 	}
 	// Anything else may be an alias, which can run any program.
 	return v1alpha1.CategoryUnknown
+}
+
+// gitGrammarCategory is the category of the git subcommands that only read with
+// some options or operands (branch and tag list, config get, clean -n) and change
+// something with others. They are read from the subcommand's grammar, which knows
+// the options that take a value: in git branch --format -l NAME, "-l" is --format's
+// value, and NAME makes a branch.
+func gitGrammarCategory(sub string, rest []word) v1alpha1.CommandCategory {
+	// read is rest as the read-only grammar of sub parses it; readable says every
+	// word fitted it.
+	var read parsedArgs
+	readable := false
+	if g, ok := gitReadGrammars[sub]; ok {
+		read = gitParse(g, rest)
+		readable = read.category == v1alpha1.CategoryReadOnly
+	}
+	switch sub {
+	case "clean":
+		if readable && read.has("n", "dry-run") {
+			return v1alpha1.CategoryReadOnly
+		}
+		return v1alpha1.CategoryVCSDestructive
+	case "branch":
+		switch {
+		case hasGitFlag(rest, "DMC") || (hasGitFlag(rest, "d", "delete") && hasGitFlag(rest, "f", "force")):
+			return v1alpha1.CategoryVCSDestructive
+		case hasGitFlag(rest, "dmcu", "delete", "move", "copy", "set-upstream-to", "unset-upstream", "edit-description", "track"):
+			return v1alpha1.CategoryWrite
+		case readable && len(read.operands) > 0 && !read.has("l", "a", "r", "list", "all", "remotes", "contains", "no-contains", "merged", "no-merged", "points-at"):
+			return v1alpha1.CategoryWrite // creates a branch
+		}
+		// A list, or words the grammar refuses: git's check of the grammar says why.
+		return v1alpha1.CategoryReadOnly
+	case "tag":
+		switch {
+		case hasGitFlag(rest, "df", "delete", "force"):
+			return v1alpha1.CategoryVCSDestructive
+		case readable && len(read.operands) > 0 && !read.has("l", "n", "list", "contains", "no-contains", "merged", "no-merged", "points-at"):
+			return v1alpha1.CategoryWrite // creates a tag
+		}
+		// A list, or words the grammar refuses (-v runs gpg): git's check of the
+		// grammar says why.
+		return v1alpha1.CategoryReadOnly
+	}
+	// config
+	if readable && gitConfigReads(read) {
+		return v1alpha1.CategoryReadOnly
+	}
+	// Setting configuration can make later read-only commands run programs
+	// (core.fsmonitor runs on git status), so it is not a plain write.
+	return v1alpha1.CategoryUnknown
+}
+
+// gitActionCategory is the category of the git subcommands whose first operand
+// names an action (git stash drop, git worktree remove; git remote show, which asks
+// the remote unless -n says not to); first is that operand.
+func gitActionCategory(sub, first string, rest []word) v1alpha1.CommandCategory {
+	switch sub {
+	case "stash":
+		// Only the word right after stash names its action: anything else (an
+		// option, --, a path) is stash push.
+		if len(rest) > 0 {
+			first = rest[0].text
+		}
+		switch first {
+		case "list", "show":
+			return v1alpha1.CategoryReadOnly
+		case "drop", "clear":
+			return v1alpha1.CategoryVCSDestructive
+		}
+		return v1alpha1.CategoryWrite
+	case "remote":
+		switch first {
+		case "", "get-url":
+			return v1alpha1.CategoryReadOnly
+		case "show":
+			// show asks the remote unless -n says not to.
+			if forms, problem := gitReadForms(sub, rest); problem == "" && forms[1].g != nil {
+				show := forms[1]
+				if sp := gitParse(show.g, show.args); sp.category == v1alpha1.CategoryReadOnly && !sp.has("n") {
+					return v1alpha1.CategoryNetwork
+				}
+			}
+			return v1alpha1.CategoryReadOnly // the grammar check refuses what it does not know
+		case "update", "prune":
+			return v1alpha1.CategoryNetwork
+		}
+		return v1alpha1.CategoryWrite
+	case "reflog":
+		switch first {
+		case "expire", "delete", "drop":
+			return v1alpha1.CategoryVCSDestructive
+		}
+		// git reflog [show] [options] [REF] and git reflog exists REF read; any
+		// other first word may be an action of a later git.
+		if len(rest) == 0 || strings.HasPrefix(rest[0].text, "-") || rest[0].text == "show" || rest[0].text == "exists" {
+			return v1alpha1.CategoryReadOnly
+		}
+		return v1alpha1.CategoryUnknown
+	case "worktree":
+		switch first {
+		case "list":
+			return v1alpha1.CategoryReadOnly
+		case "remove":
+			return v1alpha1.CategoryDelete
+		}
+		return v1alpha1.CategoryWrite
+	}
+	// submodule
+	switch first {
+	case "", "status", "summary":
+		return v1alpha1.CategoryReadOnly
+	case "foreach":
+		return v1alpha1.CategoryUnknown
+	}
+	return v1alpha1.CategoryNetwork
 }
