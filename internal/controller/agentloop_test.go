@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/internal/agent"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/testing/fixtures"
 	"github.com/toolgate/toolgate/internal/transcript"
 )
@@ -179,23 +180,7 @@ func (p *loopEnv) start() (stop func()) {
 			t.Fatalf("setting up controller: %v", err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("manager exited with an error: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("manager cache did not sync")
-	}
-	return stop
+	return testenv.RunManager(t, mgr)
 }
 
 const testAPIKey = "sk-test-0123456789abcdefghij"
