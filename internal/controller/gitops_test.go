@@ -23,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/internal/argocd"
 	"github.com/toolgate/toolgate/internal/runner"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 	"github.com/toolgate/toolgate/internal/transcript"
 )
 
@@ -319,7 +320,7 @@ func TestGitOpsHealthOfEveryEnding(t *testing.T) {
 	p.propose("c", 2, 0, v1.ToolBash, `{"command":"touch b.txt"}`)
 	expiresAt := p.approval("c-t2-0").Spec.ExpiresAt.UTC().Format(time.RFC3339)
 	p.condition("c-t2-0", v1.ConditionApproved, metav1.ConditionFalse, v1.ReasonApprovalPending)
-	p.clock.advance(2 * time.Minute)
+	p.clock.Advance(2 * time.Minute)
 	touch(t, &v1.Approval{}, p.ns, "c-t2-0")
 	waitHealth(p, "ToolIntent", intentRef(p, "c-t2-0"), argocd.HealthHealthy, "ApprovalExpired, nothing was executed: Approval c-t2-0 expired at "+expiresAt)
 	waitHealth(p, "Approval", approvalRef(p, "c-t2-0"), argocd.HealthDegraded, "Expired: nobody decided before "+expiresAt+"; the intent was not executed")
@@ -404,7 +405,7 @@ func TestGitOpsHealthOfPolicies(t *testing.T) {
 // with the condition's reason.
 func TestGitOpsModelTaskChildren(t *testing.T) {
 	p := newLoopEnv(t)
-	server := newChatServer(t,
+	server := fixtures.NewChatServer(t,
 		toolCalls("reading the readme first", 10, chatCall{"call-1", "read_file", `{"path":"README.md"}`}),
 		answer("The README says to run make test.", 5),
 	)

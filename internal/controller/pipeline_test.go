@@ -224,7 +224,7 @@ func TestAskExpires(t *testing.T) {
 	a := p.approval("t-t0-0")
 	p.condition("t-t0-0", v1.ConditionApproved, metav1.ConditionFalse, v1.ReasonApprovalPending)
 
-	p.clock.advance(2 * time.Minute)
+	p.clock.Advance(2 * time.Minute)
 	// Touch the Approval so it is reconciled now rather than at the requeue time.
 	touch(t, &v1.Approval{}, p.ns, "t-t0-0")
 	intent := p.observed("t-t0-0")
@@ -252,7 +252,7 @@ func TestAskDecidedAfterExpiryIsNotHonoured(t *testing.T) {
 	p.approval("t-t0-0")
 	p.condition("t-t0-0", v1.ConditionApproved, metav1.ConditionFalse, v1.ReasonApprovalPending)
 
-	p.clock.advance(2 * time.Minute)
+	p.clock.Advance(2 * time.Minute)
 	p.decide("t-t0-0", v1.DecisionApproved, "alice", "")
 	intent := p.observed("t-t0-0")
 	if intent.Status.Observation.Outcome != v1.OutcomeApprovalExpired || intent.Status.Observation.Executed {
