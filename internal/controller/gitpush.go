@@ -247,7 +247,7 @@ func (r *ExecutionReconciler) reconcileGitPush(ctx context.Context, exec *v1.Exe
 	switch {
 	case apierrors.IsNotFound(err) && exec.Status.PodName == name:
 		// The task's end deletes its pods too, and may get there before this does.
-		if done, why, err := r.taskEnded(ctx, exec, pipeline.TaskFinished); err != nil {
+		if done, why, err := r.readTaskEnded(ctx, exec, pipeline.TaskFinished); err != nil {
 			return ctrl.Result{}, err
 		} else if done {
 			obs.Answer = stopped(why)
@@ -276,7 +276,7 @@ func (r *ExecutionReconciler) reconcileGitPush(ctx context.Context, exec *v1.Exe
 		res, finished, why := gitPodResult(pod)
 		switch {
 		case !finished:
-			if done, why, err := r.taskEnded(ctx, exec, pipeline.TaskFinished); err != nil {
+			if done, why, err := r.readTaskEnded(ctx, exec, pipeline.TaskFinished); err != nil {
 				return ctrl.Result{}, err
 			} else if done {
 				if err := kube.DeleteByUID(ctx, r.Client, pod); err != nil {
