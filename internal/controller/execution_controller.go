@@ -34,7 +34,7 @@ import (
 	"github.com/toolgate/toolgate/internal/failpoint"
 	"github.com/toolgate/toolgate/internal/kube"
 	"github.com/toolgate/toolgate/internal/pipeline"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/tools"
 )
 
@@ -808,7 +808,7 @@ func (r *ExecutionReconciler) reconcileSession(ctx context.Context, exec *toolga
 			obs.Session.Background = &toolgatev1alpha1.BackgroundStatus{StartedAt: metav1.NewTime(run.JobStartedAt)}
 		}
 		obs.Session.Stopped = r.sessions.stoppedBy(exec.UID)
-		if run != nil && obs.Session.Stopped == "" && (run.Err != nil || len(run.Result) == 0 || (run.ExitCode != runner.ExitSucceeded && run.ExitCode != runner.ExitFailed)) {
+		if run != nil && obs.Session.Stopped == "" && (run.Err != nil || len(run.Result) == 0 || (run.ExitCode != protocol.ExitSucceeded && run.ExitCode != protocol.ExitFailed)) {
 			// A run cut short may have been stopped by its task's end, which stops
 			// the task's sessions and the calls in them.
 			done, why, err := r.taskEnded(ctx, exec, pipeline.TaskFinished)

@@ -23,7 +23,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 // DefaultSessionIdleTimeout is how long a task's sessions stay up with no call.
@@ -34,7 +34,7 @@ const DefaultSessionIdleTimeout = 10 * time.Minute
 const sessionRecheck = time.Second
 
 // maxResultBytes bounds what is read of a session call's stderr: the runner's
-// Result is at most runner.MaxTerminationMessageBytes.
+// Result is at most protocol.MaxTerminationMessageBytes.
 const maxResultBytes = 64 << 10
 
 // sessionExecGrace is added to a call's timeout to bound its exec: the runner stops
@@ -133,7 +133,7 @@ func ended(hangUp <-chan struct{}) bool {
 // liveJob is a background job's runner and output, as its stream brings them.
 type liveJob struct {
 	mu        sync.Mutex
-	out       *runner.Capture
+	out       *protocol.Capture
 	maxOutput int32
 	started   time.Time // when the runner reported the job started
 }
@@ -334,7 +334,7 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 	callCtx, cancel := context.WithCancelCause(ctx)
 	call := &sessionCall{exec: client.ObjectKeyFromObject(exec), pod: key, hangUp: make(chan struct{}), cancel: cancel}
 	if inv.Background {
-		call.job = &liveJob{out: runner.NewCapture(inv.MaxOutputBytes), maxOutput: inv.MaxOutputBytes}
+		call.job = &liveJob{out: protocol.NewCapture(inv.MaxOutputBytes), maxOutput: inv.MaxOutputBytes}
 	}
 	s.mu.Lock()
 	if s.inFlight[exec.UID] != nil || s.done[exec.UID] != nil {
@@ -401,7 +401,7 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 		if run.Err != nil && executor.NeverOpened(run.Err) {
 			run.NotRun = fmt.Sprintf("the exec into session pod %s was refused before it started (%v)", pod, run.Err)
 		}
-		run.PodUID, run.InvocationSHA256 = uid, runner.HashInvocation(invocation)
+		run.PodUID, run.InvocationSHA256 = uid, protocol.HashInvocation(invocation)
 		// A session takes no call after one that did not end clean: it is retired
 		// while this call still holds its turn, so that no call queued behind it runs
 		// in the pod (what this call left there could reach the next call's runner).
@@ -438,10 +438,10 @@ func retireAfter(run *executor.SessionRun, job bool) string {
 		return ""
 	case run.Err != nil:
 		return "a call's stream broke before its runner reported"
-	case run.ExitCode != runner.ExitSucceeded && run.ExitCode != runner.ExitFailed:
+	case run.ExitCode != protocol.ExitSucceeded && run.ExitCode != protocol.ExitFailed:
 		return fmt.Sprintf("a call's runner exited %d without its result", run.ExitCode)
 	}
-	res, err := runner.DecodeResult(run.Result)
+	res, err := protocol.DecodeResult(run.Result)
 	switch {
 	case err != nil:
 		return "a call's runner sent no readable result"
@@ -538,7 +538,7 @@ func (b *boundedBuffer) Bytes() []byte {
 }
 
 // startedWriter is a background job's stderr: its first line, when it is the
-// runner's runner.Started, reports the job's runner; the rest is the Result.
+// runner's protocol.Started, reports the job's runner; the rest is the Result.
 type startedWriter struct {
 	mu      sync.Mutex
 	line    []byte
@@ -577,7 +577,7 @@ func (w *startedWriter) Write(p []byte) (int, error) {
 		}
 		w.line, p = append(w.line, p[:i]...), p[i+1:]
 		w.done = true
-		var st runner.Started
+		var st protocol.Started
 		if json.Unmarshal(w.line, &st) == nil && st.Started {
 			w.started()
 		} else {
