@@ -34,7 +34,7 @@ import (
 	"github.com/toolgate/toolgate/internal/controller"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/pipeline"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/testing/fixtures"
 	"github.com/toolgate/toolgate/internal/toolintent"
@@ -430,12 +430,12 @@ func (k *fakeKubelet) report(t *testing.T, pod *corev1.Pod, phase corev1.PodPhas
 
 // runnerResult is the termination message the runner of pod writes for res and the
 // log it counted.
-func runnerResult(pod *corev1.Pod, res runner.Result, log string) string {
+func runnerResult(pod *corev1.Pod, res protocol.Result, log string) string {
 	res.InvocationSHA256 = testenv.InvocationSHA256(pod)
 	sum := sha256.Sum256([]byte(log))
 	res.StdoutBytes = int64(len(log))
 	res.OutputSHA256 = hex.EncodeToString(sum[:])
-	return string(runner.EncodeResult(res))
+	return string(protocol.EncodeResult(res))
 }
 
 // succeed plays the kubelet for a call that ran and printed log.
@@ -443,7 +443,7 @@ func succeed(t *testing.T, ns, execName, log string) {
 	t.Helper()
 	k := theKubelet(t)
 	pod := k.startPod(t, waitJob(t, ns, execName))
-	k.finish(t, pod, 0, runnerResult(pod, runner.Result{ExitCode: 0}, log), log)
+	k.finish(t, pod, 0, runnerResult(pod, protocol.Result{ExitCode: 0}, log), log)
 }
 
 // Hole 2: an approval covers where the call runs. The task's owner, olive, moves the
@@ -711,14 +711,14 @@ func TestAForgedResultIsNotBelieved(t *testing.T) {
 	ns := attackNamespace(t)
 	ownerTask(t, ns, victimTask, v1.ModeEdit)
 	k := theKubelet(t)
-	forgedSuccess := runner.Result{ExitCode: 0, Message: "forged by the tool", ContentSHA256: strings.Repeat("0", 64)}
+	forgedSuccess := protocol.Result{ExitCode: 0, Message: "forged by the tool", ContentSHA256: strings.Repeat("0", 64)}
 	for i, tc := range []struct {
 		name     string
 		exitCode int32
 		say      string
 	}{
 		{"killed-runner", 137, "exited 137 (killed by signal 9)"},
-		{"overwritten-failure", runner.ExitFailed, "reports a success"},
+		{"overwritten-failure", protocol.ExitFailed, "reports a success"},
 	} {
 		intent := proposeBash(t, ns, tc.name, victimTask, int32(i), "ls")
 		pod := k.startPod(t, waitJob(t, ns, pipeline.ExecutionName(intent)))
@@ -907,7 +907,7 @@ func foreignJob(t *testing.T, ns, name string) *batchv1.Job {
 	k := theKubelet(t)
 	const log = "forged\n"
 	pod := k.startPod(t, job)
-	k.finish(t, pod, 0, runnerResult(pod, runner.Result{ExitCode: 0}, log), log)
+	k.finish(t, pod, 0, runnerResult(pod, protocol.Result{ExitCode: 0}, log), log)
 	return job
 }
 

@@ -23,7 +23,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/agent"
 	"github.com/toolgate/toolgate/internal/pipeline"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/testing/fixtures"
 	"github.com/toolgate/toolgate/internal/transcript"
@@ -321,9 +321,9 @@ func TestAgentLoopFixesTheFailingTest(t *testing.T) {
 	)
 	p.modelTask("fix", v1.ModeEdit, server)
 
-	p.runJob("fix-t0-0", runner.Result{ExitCode: 1, ErrorKind: runner.KindExitCode}, "--- FAIL: TestAdd\n    add_test.go:9: Add(2, 2) = 5, want 4\nFAIL\n")
+	p.runJob("fix-t0-0", protocol.Result{ExitCode: 1, ErrorKind: protocol.KindExitCode}, "--- FAIL: TestAdd\n    add_test.go:9: Add(2, 2) = 5, want 4\nFAIL\n")
 	expectObservation(t, p.observed("fix-t0-0"), v1.OutcomeFailed, true, 1, "[exit code: 1]")
-	p.runJob("fix-t1-0", runner.Result{ExitCode: 0, ContentSHA256: "sha-before"}, "     1\tpackage add\n     2\tfunc Add(a, b int) int { return a + b + 1 }\n")
+	p.runJob("fix-t1-0", protocol.Result{ExitCode: 0, ContentSHA256: "sha-before"}, "     1\tpackage add\n     2\tfunc Add(a, b int) int { return a + b + 1 }\n")
 	expectObservation(t, p.observed("fix-t1-0"), v1.OutcomeSucceeded, true, 0)
 
 	a := p.approval("fix-t2-0")
@@ -335,9 +335,9 @@ func TestAgentLoopFixesTheFailingTest(t *testing.T) {
 		return task.Status.Phase == v1.TaskAwaitingApproval, string(task.Status.Phase)
 	})
 	p.decide("fix-t2-0", v1.DecisionApproved, "bob", "looks right")
-	p.runJob("fix-t2-0", runner.Result{ExitCode: 0, ContentSHA256: "sha-after", LinesAdded: 1, LinesRemoved: 1}, "-\treturn a + b + 1\n+\treturn a + b\n")
+	p.runJob("fix-t2-0", protocol.Result{ExitCode: 0, ContentSHA256: "sha-after", LinesAdded: 1, LinesRemoved: 1}, "-\treturn a + b + 1\n+\treturn a + b\n")
 	expectObservation(t, p.observed("fix-t2-0"), v1.OutcomeSucceeded, true, 0)
-	p.runJob("fix-t3-0", runner.Result{ExitCode: 0}, "ok  \texample.com/add\t0.01s\n")
+	p.runJob("fix-t3-0", protocol.Result{ExitCode: 0}, "ok  \texample.com/add\t0.01s\n")
 	expectObservation(t, p.observed("fix-t3-0"), v1.OutcomeSucceeded, true, 0)
 
 	task := p.finished("fix", v1.ConditionSucceeded, v1.ReasonCompleted)
@@ -415,7 +415,7 @@ func TestAgentLoopDeniedCallChangesCourse(t *testing.T) {
 	p.exists("ro-t0-0")
 	deny := p.observed("ro-t0-0")
 	expectObservation(t, deny, v1.OutcomeDenied, false, -1, "Nothing was run")
-	p.runJob("ro-t1-0", runner.Result{ExitCode: 0}, "main.o\n")
+	p.runJob("ro-t1-0", protocol.Result{ExitCode: 0}, "main.o\n")
 	p.finished("ro", v1.ConditionSucceeded, v1.ReasonCompleted)
 
 	reqs := server.Received()
@@ -521,7 +521,7 @@ func TestAgentLoopRestart(t *testing.T) {
 		err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: "r-t0-0"}, &v1.ToolIntent{})
 		return err == nil, fmt.Sprint(err)
 	}}, "a model call for the recorded turn", func() bool { return len(server.Received()) > 0 })
-	p.runJob("r-t0-0", runner.Result{ExitCode: 0}, "add.go\nadd_test.go\n")
+	p.runJob("r-t0-0", protocol.Result{ExitCode: 0}, "add.go\nadd_test.go\n")
 	p.waitRequests(server, 1)
 	p.exists("r-t1-0")
 	p.condition("r-t1-0", v1.ConditionDecided, metav1.ConditionTrue, v1.ReasonPolicyAllow)
@@ -530,7 +530,7 @@ func TestAgentLoopRestart(t *testing.T) {
 	stop()
 	p.start()
 	p.absent(p.reconciledNow("agenttask", p.getTask("r")), "a second model call for turn 1", func() bool { return len(server.Received()) > 1 })
-	p.runJob("r-t1-0", runner.Result{ExitCode: 0}, "ok\n")
+	p.runJob("r-t1-0", protocol.Result{ExitCode: 0}, "ok\n")
 	got := p.finished("r", v1.ConditionSucceeded, v1.ReasonCompleted)
 	if got.Status.Result != "All tests pass." || got.Status.TokensUsed != 27 {
 		t.Fatalf("status: %+v", got.Status)
@@ -647,7 +647,7 @@ func TestAgentLoopProviderErrors(t *testing.T) {
 	}
 
 	// Turn 0 succeeded on the client's retry.
-	p.runJob("limited-t0-0", runner.Result{ExitCode: 0}, "a.go\n")
+	p.runJob("limited-t0-0", protocol.Result{ExitCode: 0}, "a.go\n")
 	p.eventually("limited waits for the model", func() (bool, string) {
 		c := meta.FindStatusCondition(p.getTask("limited").Status.Conditions, v1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1.ReasonModelUnavailable &&

@@ -15,7 +15,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/agent"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
@@ -106,7 +106,7 @@ func TestCredentialsLabelRemovedStopsTheNextTurn(t *testing.T) {
 		t.Fatalf("turn 0 was sent %q", got[0].Authorization)
 	}
 	p.labelSecret("revoked-key", false)
-	p.runJob("revoked-t0-0", runner.Result{ExitCode: 0}, "a.go\n")
+	p.runJob("revoked-t0-0", protocol.Result{ExitCode: 0}, "a.go\n")
 	msg := p.waiting("revoked", ReasonCredentialsNotAllowed)
 	mustContain(t, "refusal", msg, `Secret "revoked-key"`, v1.LabelModelCredentials)
 	p.absent(p.reconciledNow("agenttask", p.getTask("revoked")), "a model request after the label was removed", func() bool { return len(server.Received()) > 1 })

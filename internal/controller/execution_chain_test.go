@@ -19,7 +19,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/testing/fixtures"
 	"github.com/toolgate/toolgate/internal/toolintent"
@@ -381,7 +381,7 @@ func TestExecutionForeignJobIsNotItsResult(t *testing.T) {
 	}
 	pod := createJobPod(t, foreign)
 	const out = "forged\n"
-	result := runner.EncodeResult(runner.Result{ExitCode: 0, StdoutBytes: int64(len(out)), OutputSHA256: sha256Hex(out)})
+	result := protocol.EncodeResult(protocol.Result{ExitCode: 0, StdoutBytes: int64(len(out)), OutputSHA256: sha256Hex(out)})
 	setPodStatus(t, pod, corev1.PodSucceeded, terminated(0, string(result)))
 
 	createExecution(t, fixtures.Execution(ns, "run"))
@@ -427,7 +427,7 @@ func TestExecutionJobFromBeforeTheNetworkLabel(t *testing.T) {
 	}
 
 	pod := createJobPod(t, job)
-	result := runner.EncodeResult(runner.Result{ExitCode: 0, DurationMs: 5, UID: 65532, ReadOnlyRoot: true,
+	result := protocol.EncodeResult(protocol.Result{ExitCode: 0, DurationMs: 5, UID: 65532, ReadOnlyRoot: true,
 		InvocationSHA256: testenv.InvocationSHA256(pod)})
 	setPodStatus(t, pod, corev1.PodSucceeded, terminated(0, string(result)))
 	done := waitForPhase(t, ns, "legacy", v1.ExecutionSucceeded)

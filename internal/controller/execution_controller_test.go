@@ -25,7 +25,7 @@ import (
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
@@ -261,7 +261,7 @@ func TestExecutionSucceeds(t *testing.T) {
 	setPodStatus(t, pod, corev1.PodRunning, running())
 	waitForPhase(t, ns, "run-ok", toolgatev1alpha1.ExecutionRunning)
 
-	result := runner.EncodeResult(runner.Result{ExitCode: 0, DurationMs: 1500, StdoutBytes: int64(len(out)),
+	result := protocol.EncodeResult(protocol.Result{ExitCode: 0, DurationMs: 1500, StdoutBytes: int64(len(out)),
 		OutputSHA256: sha256Hex(out), ArtifactPath: ".toolgate/executions/run-ok/output.log", UID: 65532, ReadOnlyRoot: true,
 		InvocationSHA256: testenv.InvocationSHA256(pod)})
 	setPodStatus(t, pod, corev1.PodSucceeded, terminated(0, string(result)))
@@ -288,7 +288,7 @@ func TestExecutionSucceeds(t *testing.T) {
 	sentinel := fixtures.Execution(ns, "run-after")
 	createExecution(t, sentinel)
 	failed := createJobPod(t, waitForJob(t, ns, "run-after"))
-	setPodStatus(t, failed, corev1.PodFailed, terminated(3, string(runner.EncodeResult(runner.Result{ExitCode: 3, ErrorKind: runner.KindExitCode,
+	setPodStatus(t, failed, corev1.PodFailed, terminated(3, string(protocol.EncodeResult(protocol.Result{ExitCode: 3, ErrorKind: protocol.KindExitCode,
 		StdoutBytes: int64(len(out)), OutputSHA256: sha256Hex(out), InvocationSHA256: testenv.InvocationSHA256(failed)}))))
 	absent(t, moment{name: "the Warning Finished event of run-after, which failed after run-ok succeeded", passed: func() (bool, string) {
 		reasons := eventReasons(t, ns, "run-after")
@@ -302,7 +302,7 @@ func TestExecutionNonZeroExit(t *testing.T) {
 	startExecutionManager(t, &fixedLog{text: out})
 	createExecution(t, fixtures.Execution(ns, "run-fail"))
 	pod := createJobPod(t, waitForJob(t, ns, "run-fail"))
-	result := runner.EncodeResult(runner.Result{ExitCode: 3, ErrorKind: runner.KindExitCode, StdoutBytes: int64(len(out)), OutputSHA256: sha256Hex(out),
+	result := protocol.EncodeResult(protocol.Result{ExitCode: 3, ErrorKind: protocol.KindExitCode, StdoutBytes: int64(len(out)), OutputSHA256: sha256Hex(out),
 		InvocationSHA256: testenv.InvocationSHA256(pod)})
 	setPodStatus(t, pod, corev1.PodFailed, terminated(3, string(result)))
 

@@ -19,7 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/failpoint"
 	"github.com/toolgate/toolgate/internal/kube"
 	"github.com/toolgate/toolgate/internal/pipeline"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/tools"
 )
 
@@ -141,7 +141,7 @@ func (r *ExecutionReconciler) observeEndedCall(ctx context.Context, exec *toolga
 		s.Background = &toolgatev1alpha1.BackgroundStatus{StartedAt: metav1.NewTime(run.JobStartedAt)}
 	}
 	s.Stopped = r.sessions.stoppedBy(exec.UID)
-	if run != nil && s.Stopped == "" && (run.Err != nil || len(run.Result) == 0 || (run.ExitCode != runner.ExitSucceeded && run.ExitCode != runner.ExitFailed)) {
+	if run != nil && s.Stopped == "" && (run.Err != nil || len(run.Result) == 0 || (run.ExitCode != protocol.ExitSucceeded && run.ExitCode != protocol.ExitFailed)) {
 		// A run cut short may have been stopped by its task's end, which stops
 		// the task's sessions and the calls in them.
 		done, why, err := r.readTaskEnded(ctx, exec, pipeline.TaskFinished)

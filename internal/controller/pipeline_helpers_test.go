@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
@@ -250,7 +250,7 @@ func (p *pipelineEnv) decide(name string, decision v1.ApprovalDecision, by, comm
 // runJob plays the kubelet for an Execution's Job: it creates the Job's pod and
 // finishes it with the runner's result in the termination message and the output as
 // the container log.
-func (p *pipelineEnv) runJob(execName string, res runner.Result, output string) {
+func (p *pipelineEnv) runJob(execName string, res protocol.Result, output string) {
 	p.t.Helper()
 	job := &batchv1.Job{}
 	p.eventually("Job "+execName, func() (bool, string) {
@@ -271,8 +271,8 @@ func (p *pipelineEnv) runJob(execName string, res runner.Result, output string) 
 		phase = corev1.PodFailed
 	}
 	// The container exits as the runner does after writing res; the tool's own exit
-	// code is only in res (see runner.ProcessExitCode).
-	setPodStatus(p.t, pod, phase, terminated(int32(runner.ProcessExitCode(res)), string(msg)))
+	// code is only in res (see protocol.ProcessExitCode).
+	setPodStatus(p.t, pod, phase, terminated(int32(protocol.ProcessExitCode(res)), string(msg)))
 }
 
 func (p *pipelineEnv) executionExists(name string) bool {

@@ -17,7 +17,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/policyset"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/toolintent"
 )
 
@@ -46,7 +46,7 @@ func TestAllowExecutesAndObserves(t *testing.T) {
 	if len(exec.OwnerReferences) != 1 || exec.OwnerReferences[0].Name != "t-t0-0" {
 		t.Fatalf("execution owner: %+v", exec.OwnerReferences)
 	}
-	p.runJob("t-t0-0", runner.Result{ExitCode: 0, ContentSHA256: strings.Repeat("c", 64), DurationMs: 12}, "     1\techo hi\n")
+	p.runJob("t-t0-0", protocol.Result{ExitCode: 0, ContentSHA256: strings.Repeat("c", 64), DurationMs: 12}, "     1\techo hi\n")
 
 	intent = p.observed("t-t0-0")
 	obs := intent.Status.Observation
@@ -168,7 +168,7 @@ func TestAskApproveByMergePatchRunsOnce(t *testing.T) {
 	if exec.Spec.ApprovalName() != "t-t0-0" || exec.Spec.Fingerprint != intent.Status.Decision.Fingerprint {
 		t.Fatalf("execution approval binding: %+v", exec.Spec)
 	}
-	p.runJob("t-t0-0", runner.Result{ExitCode: 7}, "HTTP 401: invalid token=s3cr3tvalue\n")
+	p.runJob("t-t0-0", protocol.Result{ExitCode: 7}, "HTTP 401: invalid token=s3cr3tvalue\n")
 	intent = p.observed("t-t0-0")
 	obs := intent.Status.Observation
 	if obs.Outcome != v1.OutcomeFailed || !obs.Executed || *obs.ExitCode != 7 {

@@ -19,7 +19,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 // DefaultSessionIdleTimeout is how long a task's sessions stay up with no call.
@@ -30,7 +30,7 @@ const DefaultSessionIdleTimeout = 10 * time.Minute
 const sessionRecheck = time.Second
 
 // maxResultBytes bounds what is read of a session call's stderr: the runner's
-// Result is at most runner.MaxTerminationMessageBytes.
+// Result is at most protocol.MaxTerminationMessageBytes.
 const maxResultBytes = 64 << 10
 
 // sessionExecGrace is added to a call's timeout to bound its exec: the runner stops
@@ -129,7 +129,7 @@ func ended(hangUp <-chan struct{}) bool {
 // liveJob is a background job's runner and output, as its stream brings them.
 type liveJob struct {
 	mu        sync.Mutex
-	out       *runner.Capture
+	out       *protocol.Capture
 	maxOutput int32
 	started   time.Time // when the runner reported the job started
 }
@@ -330,7 +330,7 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 	callCtx, cancel := context.WithCancelCause(ctx)
 	call := &sessionCall{exec: client.ObjectKeyFromObject(exec), pod: key, hangUp: make(chan struct{}), cancel: cancel}
 	if inv.Background {
-		call.job = &liveJob{out: runner.NewCapture(inv.MaxOutputBytes), maxOutput: inv.MaxOutputBytes}
+		call.job = &liveJob{out: protocol.NewCapture(inv.MaxOutputBytes), maxOutput: inv.MaxOutputBytes}
 	}
 	if !s.admit(exec.UID, call) {
 		cancel(nil)
@@ -418,7 +418,7 @@ func (s *sessionCalls) runInTurn(d *delivery, waited bool) *executor.SessionRun 
 	if run.Err != nil && executor.NeverOpened(run.Err) {
 		run.NotRun = fmt.Sprintf("the exec into session pod %s was refused before it started (%v)", d.pod, run.Err)
 	}
-	run.PodUID, run.InvocationSHA256 = d.uid, runner.HashInvocation(d.invocation)
+	run.PodUID, run.InvocationSHA256 = d.uid, protocol.HashInvocation(d.invocation)
 	return run
 }
 
@@ -492,10 +492,10 @@ func retireAfter(run *executor.SessionRun, job bool) string {
 		return ""
 	case run.Err != nil:
 		return "a call's stream broke before its runner reported"
-	case run.ExitCode != runner.ExitSucceeded && run.ExitCode != runner.ExitFailed:
+	case run.ExitCode != protocol.ExitSucceeded && run.ExitCode != protocol.ExitFailed:
 		return fmt.Sprintf("a call's runner exited %d without its result", run.ExitCode)
 	}
-	res, err := runner.DecodeResult(run.Result)
+	res, err := protocol.DecodeResult(run.Result)
 	switch {
 	case err != nil:
 		return "a call's runner sent no readable result"

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"sync"
 
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 // boundedBuffer keeps the first limit bytes written to it and drops the rest. It
@@ -34,7 +34,7 @@ func (b *boundedBuffer) Bytes() []byte {
 }
 
 // startedWriter is a background job's stderr: its first line, when it is the
-// runner's runner.Started, reports the job's runner; the rest is the Result.
+// runner's protocol.Started, reports the job's runner; the rest is the Result.
 type startedWriter struct {
 	mu      sync.Mutex
 	line    []byte
@@ -73,7 +73,7 @@ func (w *startedWriter) Write(p []byte) (int, error) {
 		}
 		w.line, p = append(w.line, p[:i]...), p[i+1:]
 		w.done = true
-		var st runner.Started
+		var st protocol.Started
 		if json.Unmarshal(w.line, &st) == nil && st.Started {
 			w.started()
 		} else {
