@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 func TestInstallCopiesTheRunner(t *testing.T) {
@@ -97,7 +97,7 @@ func TestInstalledRunnerIsOutOfReachFromItsExec(t *testing.T) {
 	// The tracer is the thread that started the tracee.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	call := exec.Command(dest, runner.ExecCommand)
+	call := exec.Command(dest, protocol.ExecCommand)
 	call.Env = append([]string{"TOOLGATE_WORKSPACE=" + dir, outsideSessionEnv + "=1"}, heldTargets...)
 	call.SysProcAttr = &syscall.SysProcAttr{Credential: sandbox, Ptrace: true}
 	// In a pod, the exec's pipes belong to the sandbox's uid.
@@ -144,7 +144,7 @@ func TestInstalledRunnerIsOutOfReachFromItsExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = call.Wait()
-	res, err := runner.DecodeResult(stderr.Bytes())
+	res, err := protocol.DecodeResult(stderr.Bytes())
 	if err != nil || stdout.String() != "ran\n" || res.ErrorKind != "" || res.UID != int(sandbox.Uid) || res.InvocationSHA256 != sha256Hex(line) {
 		t.Errorf("the execute-only runner's call: output %q, result %+v (%v)", stdout.String(), res, err)
 	}

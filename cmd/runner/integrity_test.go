@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/gitws"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 // The tool runs as the runner's uid in the runner's container, so it can write the
@@ -46,7 +46,7 @@ func TestEscapedProcessCannotForgeTheResult(t *testing.T) {
 			ws, _ := newWorkspace(t, nil)
 			termDir := t.TempDir()
 			term := filepath.Join(termDir, "termination-log")
-			forged := string(runner.EncodeResult(runner.Result{ExitCode: 0, Message: "forged"}))
+			forged := string(protocol.EncodeResult(protocol.Result{ExitCode: 0, Message: "forged"}))
 			// The escaped process closes the output pipes (so the runner does not wait
 			// for them) and writes its forgery half a second after the shell exited.
 			command := escape + ` sh -c 'echo $$ > forger.pid; sleep 0.5; printf %s '"'"'` + forged + `'"'"' > ` + term + `' >/dev/null 2>&1 </dev/null &
@@ -60,11 +60,11 @@ while [ ! -s forger.pid ]; do sleep 0.01; done; exit 9`
 			// runner's.
 			time.Sleep(time.Second)
 			res := checkTerminationMessage(t, term)
-			if res.Message == "forged" || res.ExitCode != 9 || res.ErrorKind != runner.KindExitCode {
+			if res.Message == "forged" || res.ExitCode != 9 || res.ErrorKind != protocol.KindExitCode {
 				t.Fatalf("termination message after the run is %+v, want the runner's exit code 9", res)
 			}
-			if o.exitCode != runner.ExitFailed {
-				t.Errorf("runner exit code %d, want %d", o.exitCode, runner.ExitFailed)
+			if o.exitCode != protocol.ExitFailed {
+				t.Errorf("runner exit code %d, want %d", o.exitCode, protocol.ExitFailed)
 			}
 		})
 	}
@@ -76,13 +76,13 @@ func TestToolWrittenTerminationMessageIsOverwritten(t *testing.T) {
 	ws, _ := newWorkspace(t, nil)
 	termDir := t.TempDir()
 	term := filepath.Join(termDir, "termination-log")
-	forged, err := json.Marshal(runner.Result{ExitCode: 0, Message: "forged", UID: 65532, ReadOnlyRoot: true})
+	forged, err := json.Marshal(protocol.Result{ExitCode: 0, Message: "forged", UID: 65532, ReadOnlyRoot: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	command := `printf %s '` + string(forged) + `' > ` + term + `; exit 4`
 	o := invoke(t, ws, "bash", map[string]any{"command": command}, nil, invokeOpts{termDir: termDir})
-	expectKind(t, o, runner.KindExitCode, "exited with code 4")
+	expectKind(t, o, protocol.KindExitCode, "exited with code 4")
 	if o.res.ExitCode != 4 || strings.Contains(o.res.Message, "forged") {
 		t.Fatalf("result %+v is not the runner's", o.res)
 	}
@@ -114,7 +114,7 @@ func TestUnwritableTerminationMessageExitsNoResult(t *testing.T) {
 	termDir, tmp := t.TempDir(), t.TempDir()
 	openToSandbox(t, ws, termDir, tmp)
 	term := filepath.Join(termDir, "termination-log")
-	forged := string(runner.EncodeResult(runner.Result{ExitCode: 0, Message: "forged"}))
+	forged := string(protocol.EncodeResult(protocol.Result{ExitCode: 0, Message: "forged"}))
 	command := `printf %s '` + forged + `' > ` + term + ` && chmod 0444 ` + term
 	cmd := runnerCommand(ws, term, command)
 	cmd.Env = append(cmd.Env, "TMPDIR="+tmp)
@@ -123,8 +123,8 @@ func TestUnwritableTerminationMessageExitsNoResult(t *testing.T) {
 	cmd.Stderr = &stderr
 	err := cmd.Run()
 	code := cmd.ProcessState.ExitCode()
-	if err == nil || code != runner.ExitNoResult {
-		t.Fatalf("runner exit code %d (%v), want %d; stderr %q", code, err, runner.ExitNoResult, stderr.String())
+	if err == nil || code != protocol.ExitNoResult {
+		t.Fatalf("runner exit code %d (%v), want %d; stderr %q", code, err, protocol.ExitNoResult, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "toolgate runner: cannot write the result to "+term) {
 		t.Errorf("stderr %q does not say the result could not be written", stderr.String())
@@ -135,9 +135,9 @@ func TestUnwritableTerminationMessageExitsNoResult(t *testing.T) {
 // term, for tests that look at the process rather than a Result.
 func runnerCommand(ws, term, command string) *exec.Cmd {
 	input, _ := json.Marshal(map[string]string{"command": command})
-	inv, _ := json.Marshal(runner.Invocation{ExecutionName: "exec-1", Tool: "bash", Input: input, TimeoutSeconds: 30, MaxOutputBytes: 1 << 10})
+	inv, _ := json.Marshal(protocol.Invocation{ExecutionName: "exec-1", Tool: "bash", Input: input, TimeoutSeconds: 30, MaxOutputBytes: 1 << 10})
 	cmd := exec.Command(runnerBin, "-workspace", ws, "-termination-log", term)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), runner.InvocationEnv + "=" + string(inv)}, heldTargets...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), protocol.InvocationEnv + "=" + string(inv)}, heldTargets...)
 	return cmd
 }
 
@@ -152,7 +152,7 @@ func TestGitUnwritableTerminationMessageExitsNoResult(t *testing.T) {
 	for _, tc := range []struct {
 		term string
 		code int
-	}{{filepath.Join(notADir, "termination-log"), runner.ExitNoResult}, {writable, 3}} {
+	}{{filepath.Join(notADir, "termination-log"), protocol.ExitNoResult}, {writable, 3}} {
 		cmd := exec.Command(runnerBin, gitCommand)
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), claimEnv + "=" + claim, terminationLogEnv + "=" + tc.term, gitws.RequestEnv + `={"op":"no-such-op"}`}
 		out, err := cmd.CombinedOutput()

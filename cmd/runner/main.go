@@ -1,5 +1,5 @@
 // Command runner runs one tool invocation inside an Execution's container. Its wire
-// contract is in internal/runner/protocol.go. Usage:
+// contract is package protocol (internal/protocol). Usage:
 //
 //	runner [-workspace DIR] [-termination-log PATH]
 //	runner install DEST
@@ -18,10 +18,11 @@
 // process below it) is killed, so that nothing the tool left behind can overwrite it.
 // The exit code is 0 when the Result says the tool succeeded, 3 when it says the tool
 // failed (the tool's exit code is in the Result), 1 when no Result could be written
-// (runner.ProcessExitCode). On SIGTERM or SIGINT the tool's process group is killed
+// (protocol.ProcessExitCode). On SIGTERM or SIGINT the tool's process group is killed
 // and the Result is still written. The second form copies the runner binary to DEST,
 // for the Job's init container. The last two run a session pod and one call in it
-// (internal/runner/session.go); exec takes the workspace from TOOLGATE_WORKSPACE.
+// (internal/protocol/sessioncall.go, internal/runner/sessionloop.go); exec takes the
+// workspace from TOOLGATE_WORKSPACE.
 // The last one is toolgate's own clone, change or push of a git workspace, or
 // copy of another task's workspace (internal/gitws), never a tool call.
 package main
@@ -35,6 +36,7 @@ import (
 	"syscall"
 
 	"github.com/toolgate/toolgate/internal/gitws"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/runner"
 	"github.com/toolgate/toolgate/internal/workspace"
 )
@@ -63,7 +65,7 @@ func runGit(claim, terminationLog string) int {
 	res := gitws.Run(ctx, []byte(os.Getenv(gitws.RequestEnv)), m, os.Stdout)
 	if err := os.WriteFile(terminationLog, res.Encode(), 0o644); err != nil {
 		fmt.Fprintf(os.Stderr, "toolgate runner: cannot write the result to %s: %v\n", terminationLog, err)
-		return runner.ExitNoResult
+		return protocol.ExitNoResult
 	}
 	if res.Kind != "" {
 		fmt.Fprintf(os.Stderr, "toolgate runner: workspace %s failed (%s): %s\n", res.Op, res.Kind, res.Message)
@@ -78,47 +80,47 @@ func main() {
 		case installCommand:
 			runInstall(os.Args[2:])
 			return
-		case runner.SessionCommand:
+		case protocol.SessionCommand:
 			runSession()
 			return
-		case runner.ExecCommand:
+		case protocol.ExecCommand:
 			os.Exit(runExec(envOr(workspaceEnv, workspace.Root), os.Stdin, os.Stdout, os.Stderr))
 		case gitCommand:
-			os.Exit(runGit(envOr(claimEnv, gitws.PodClaimRoot), envOr(terminationLogEnv, runner.TerminationMessagePath)))
+			os.Exit(runGit(envOr(claimEnv, gitws.PodClaimRoot), envOr(terminationLogEnv, protocol.TerminationMessagePath)))
 		}
 	}
 	root := flag.String("workspace", envOr(workspaceEnv, workspace.Root), "Workspace root every tool path is confined to (env "+workspaceEnv+").")
-	terminationLog := flag.String("termination-log", envOr(terminationLogEnv, runner.TerminationMessagePath), "File the JSON result is written to (env "+terminationLogEnv+").")
+	terminationLog := flag.String("termination-log", envOr(terminationLogEnv, protocol.TerminationMessagePath), "File the JSON result is written to (env "+terminationLogEnv+").")
 	flag.Parse()
 
 	// Before the tool starts: its orphans must stay below the runner for the sweep.
 	subreaperErr := runner.BecomeSubreaper()
-	invocation := []byte(os.Getenv(runner.InvocationEnv))
+	invocation := []byte(os.Getenv(protocol.InvocationEnv))
 	res := run(*root, invocation)
-	res.InvocationSHA256 = runner.HashInvocation(invocation)
+	res.InvocationSHA256 = protocol.HashInvocation(invocation)
 	if err := runner.Sweep("/proc", runner.DefaultSweepBound); err != nil {
 		untrusted(&res, err)
 	} else if subreaperErr != nil && os.Getpid() != 1 {
 		untrusted(&res, fmt.Errorf("the runner could not keep the tool's orphans below it (%v), so processes that left it may still run", subreaperErr))
 	}
 	// The Result is written last: nothing of the tool is left to write after it.
-	if err := os.WriteFile(*terminationLog, runner.EncodeResult(res), 0o644); err != nil {
+	if err := os.WriteFile(*terminationLog, protocol.EncodeResult(res), 0o644); err != nil {
 		// stderr is the only place left to say it; the controller sees the exit code
 		// and refuses whatever the termination message holds.
 		fmt.Fprintf(os.Stderr, "toolgate runner: cannot write the result to %s: %v\n", *terminationLog, err)
-		os.Exit(runner.ExitNoResult)
+		os.Exit(protocol.ExitNoResult)
 	}
-	os.Exit(runner.ProcessExitCode(res))
+	os.Exit(protocol.ProcessExitCode(res))
 }
 
 // untrusted turns res into an Exception because processes of the call may still run:
 // what they do after the runner reported is in no Result.
-func untrusted(res *runner.Result, err error) {
+func untrusted(res *protocol.Result, err error) {
 	msg := "processes of the call may still be running, so this result may not be all the call did: " + err.Error()
 	if res.Message != "" {
 		msg = res.Message + "; " + msg
 	}
-	res.ErrorKind, res.Message, res.Unclean = runner.KindException, msg, true
+	res.ErrorKind, res.Message, res.Unclean = protocol.KindException, msg, true
 	if res.ExitCode == 0 {
 		res.ExitCode = 1
 	}
@@ -126,10 +128,10 @@ func untrusted(res *runner.Result, err error) {
 
 // run runs the invocation read from the environment; a panic outside runner.Run
 // (which recovers its own) still yields a Result.
-func run(workspace string, invocation []byte) (res runner.Result) {
+func run(workspace string, invocation []byte) (res protocol.Result) {
 	defer func() {
 		if p := recover(); p != nil {
-			res = runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: fmt.Sprintf("runner panicked: %v", p), UID: os.Getuid()}
+			res = protocol.Result{ExitCode: 1, ErrorKind: protocol.KindException, Message: fmt.Sprintf("runner panicked: %v", p), UID: os.Getuid()}
 		}
 	}()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/leakcheck"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 // runnerBin is the runner, built once as a static binary for every test.
@@ -57,12 +57,12 @@ func runTests(m *testing.M) int {
 // with no network runs.
 var heldTargets = []string{
 	"KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT=1",
-	runner.NodeIPEnv + "=127.0.0.1", runner.KubeletPortEnv + "=1", runner.DNSServerEnv + "=127.0.0.1:1",
+	protocol.NodeIPEnv + "=127.0.0.1", protocol.KubeletPortEnv + "=1", protocol.DNSServerEnv + "=127.0.0.1:1",
 }
 
 // outcome is one run of the runner binary.
 type outcome struct {
-	res      runner.Result
+	res      protocol.Result
 	stdout   []byte
 	stderr   []byte
 	exitCode int
@@ -79,7 +79,7 @@ type invokeOpts struct {
 // must hold for every run: the termination message is valid JSON within the limit, the
 // runner printed nothing but the tool's output (its hash and size match the result),
 // the artifact (when written) is the same bytes, and the exit code agrees.
-func invoke(t *testing.T, ws, tool string, input any, mutate func(*runner.Invocation), opts ...invokeOpts) outcome {
+func invoke(t *testing.T, ws, tool string, input any, mutate func(*protocol.Invocation), opts ...invokeOpts) outcome {
 	t.Helper()
 	var o invokeOpts
 	if len(opts) > 0 {
@@ -89,7 +89,7 @@ func invoke(t *testing.T, ws, tool string, input any, mutate func(*runner.Invoca
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv := runner.Invocation{
+	inv := protocol.Invocation{
 		ExecutionName:  "exec-1",
 		Tool:           tool,
 		Input:          raw,
@@ -114,7 +114,7 @@ func invokeRaw(t *testing.T, ws, invJSON string, o invokeOpts) outcome {
 	}
 	term := filepath.Join(termDir, "termination-log")
 	cmd := exec.Command(runnerBin, "-workspace", ws, "-termination-log", term)
-	cmd.Env = append(append([]string{"PATH=" + os.Getenv("PATH"), runner.InvocationEnv + "=" + invJSON}, heldTargets...), o.env...)
+	cmd.Env = append(append([]string{"PATH=" + os.Getenv("PATH"), protocol.InvocationEnv + "=" + invJSON}, heldTargets...), o.env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if o.credential != nil {
@@ -139,26 +139,26 @@ func invokeRaw(t *testing.T, ws, invJSON string, o invokeOpts) outcome {
 	out.res = checkTerminationMessage(t, term)
 	// The Result names the invocation the runner read from its environment.
 	if want := hashOrNone(invJSON); out.res.InvocationSHA256 != want {
-		t.Errorf("the Result names invocation %q, want %q (the sha256 of %s)", out.res.InvocationSHA256, want, runner.InvocationEnv)
+		t.Errorf("the Result names invocation %q, want %q (the sha256 of %s)", out.res.InvocationSHA256, want, protocol.InvocationEnv)
 	}
 	checkOutputFacts(t, ws, out)
 	return out
 }
 
 // checkTerminationMessage asserts the contract of the termination message.
-func checkTerminationMessage(t *testing.T, term string) runner.Result {
+func checkTerminationMessage(t *testing.T, term string) protocol.Result {
 	t.Helper()
 	msg, err := os.ReadFile(term)
 	if err != nil {
 		t.Fatalf("no termination message: %v", err)
 	}
-	if len(msg) > runner.MaxTerminationMessageBytes {
-		t.Fatalf("termination message is %d bytes, more than %d", len(msg), runner.MaxTerminationMessageBytes)
+	if len(msg) > protocol.MaxTerminationMessageBytes {
+		t.Fatalf("termination message is %d bytes, more than %d", len(msg), protocol.MaxTerminationMessageBytes)
 	}
 	if !json.Valid(msg) {
 		t.Fatalf("termination message is not valid JSON: %q", msg)
 	}
-	res, err := runner.DecodeResult(msg)
+	res, err := protocol.DecodeResult(msg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func checkOutputFacts(t *testing.T, ws string, o outcome) {
 	}
 	// The exit code says which Result was written (0 success, ExitFailed failure), so
 	// the controller can refuse a termination message the runner did not write.
-	if want := runner.ProcessExitCode(o.res); o.exitCode != want {
+	if want := protocol.ProcessExitCode(o.res); o.exitCode != want {
 		t.Errorf("runner exited %d, result (exitCode %d, errorKind %q) wants %d", o.exitCode, o.res.ExitCode, o.res.ErrorKind, want)
 	}
 	if (o.res.ErrorKind == "") != (o.exitCode == 0) {
@@ -326,8 +326,8 @@ func TestBashRunsCommandAndReportsStreams(t *testing.T) {
 func TestBashExitCodeIsInTheResult(t *testing.T) {
 	ws, _ := newWorkspace(t, nil)
 	o := invoke(t, ws, "bash", map[string]any{"command": "echo failing; exit 7"}, nil)
-	expectKind(t, o, runner.KindExitCode, "exited with code 7")
-	if o.res.ExitCode != 7 || o.exitCode != runner.ExitFailed || string(o.stdout) != "failing\n" {
+	expectKind(t, o, protocol.KindExitCode, "exited with code 7")
+	if o.res.ExitCode != 7 || o.exitCode != protocol.ExitFailed || string(o.stdout) != "failing\n" {
 		t.Fatalf("result exit code %d, runner exit %d, output %q", o.res.ExitCode, o.exitCode, o.stdout)
 	}
 }
@@ -335,15 +335,15 @@ func TestBashExitCodeIsInTheResult(t *testing.T) {
 func TestBashEnvironmentIsMinimal(t *testing.T) {
 	ws, _ := newWorkspace(t, nil)
 	o := invoke(t, ws, "bash", map[string]any{"command": "env"},
-		func(inv *runner.Invocation) { inv.Env = map[string]string{"GREETING": "hello world"} },
-		invokeOpts{env: []string{"RUNNER_SECRET=s3cr3t", runner.NodeIPEnv + "=127.0.0.1"}})
+		func(inv *protocol.Invocation) { inv.Env = map[string]string{"GREETING": "hello world"} },
+		invokeOpts{env: []string{"RUNNER_SECRET=s3cr3t", protocol.NodeIPEnv + "=127.0.0.1"}})
 	env := string(o.stdout)
 	for _, want := range []string{"GREETING=hello world\n", "HOME=/", "LANG=C.UTF-8\n", "PATH=" + os.Getenv("PATH") + "\n"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("env lacks %q:\n%s", want, env)
 		}
 	}
-	for _, leak := range []string{"RUNNER_SECRET", "KUBERNETES_SERVICE_HOST", runner.NodeIPEnv, runner.InvocationEnv} {
+	for _, leak := range []string{"RUNNER_SECRET", "KUBERNETES_SERVICE_HOST", protocol.NodeIPEnv, protocol.InvocationEnv} {
 		if strings.Contains(env, leak) {
 			t.Errorf("env leaks %s:\n%s", leak, env)
 		}
@@ -355,7 +355,7 @@ func TestBashWorkdir(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(ws, "out")); err != nil {
 		t.Fatal(err)
 	}
-	o := invoke(t, ws, "bash", map[string]any{"command": "pwd"}, func(inv *runner.Invocation) { inv.Workdir = "sub/dir" })
+	o := invoke(t, ws, "bash", map[string]any{"command": "pwd"}, func(inv *protocol.Invocation) { inv.Workdir = "sub/dir" })
 	if got := strings.TrimSpace(string(o.stdout)); got != filepath.Join(ws, "sub/dir") {
 		t.Errorf("pwd = %q", got)
 	}
@@ -364,8 +364,8 @@ func TestBashWorkdir(t *testing.T) {
 		t.Errorf("pwd with input workdir = %q", got)
 	}
 	for _, wd := range []string{"..", "sub/../..", "out", outside, "missing"} {
-		o := invoke(t, ws, "bash", map[string]any{"command": "touch ran"}, func(inv *runner.Invocation) { inv.Workdir = wd })
-		if o.res.ErrorKind != runner.KindException {
+		o := invoke(t, ws, "bash", map[string]any{"command": "touch ran"}, func(inv *protocol.Invocation) { inv.Workdir = wd })
+		if o.res.ErrorKind != protocol.KindException {
 			t.Errorf("workdir %q: errorKind %q, want Exception", wd, o.res.ErrorKind)
 		}
 	}
@@ -409,9 +409,9 @@ while [ ! -e child.pid ] || [ ! -e grandchild.pid ]; do sleep 0.01; done
 echo started
 wait`
 	o := invoke(t, ws, "bash", map[string]any{"command": command, "timeoutMs": 3000}, nil)
-	expectKind(t, o, runner.KindTimeout, "timed out after 3s")
-	if o.res.ExitCode != runner.TimeoutExitCode || o.exitCode != runner.ExitFailed {
-		t.Fatalf("result exit code %d, runner exit code %d; want %d and %d", o.res.ExitCode, o.exitCode, runner.TimeoutExitCode, runner.ExitFailed)
+	expectKind(t, o, protocol.KindTimeout, "timed out after 3s")
+	if o.res.ExitCode != protocol.TimeoutExitCode || o.exitCode != protocol.ExitFailed {
+		t.Fatalf("result exit code %d, runner exit code %d; want %d and %d", o.res.ExitCode, o.exitCode, protocol.TimeoutExitCode, protocol.ExitFailed)
 	}
 	if string(o.stdout) != "started\n" {
 		t.Errorf("output %q", o.stdout)
@@ -443,7 +443,7 @@ func TestRunnerTerminatedBySignalStillReports(t *testing.T) {
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 		},
 	})
-	expectKind(t, o, runner.KindTimeout, "runner was terminated")
+	expectKind(t, o, protocol.KindTimeout, "runner was terminated")
 	if pid := readPid(t, filepath.Join(ws, "shell.pid")); alive(pid) {
 		t.Errorf("the shell (pid %d) outlived the runner", pid)
 	}
@@ -453,7 +453,7 @@ func TestBashOutputFloodIsCappedFlaggedAndHashed(t *testing.T) {
 	ws, _ := newWorkspace(t, nil)
 	const size = 50 << 20
 	o := invoke(t, ws, "bash", map[string]any{"command": fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a; echo tail >&2", size)},
-		func(inv *runner.Invocation) { inv.MaxOutputBytes = 4096 })
+		func(inv *protocol.Invocation) { inv.MaxOutputBytes = 4096 })
 	if o.res.ErrorKind != "" {
 		t.Fatalf("result %+v", o.res)
 	}
@@ -478,7 +478,7 @@ func TestBashTruncatedIsExactlyMoreThanMaxOutputBytes(t *testing.T) {
 		{stdout: 257, stderr: 0, want: true},
 	} {
 		cmd := fmt.Sprintf("head -c %d /dev/zero; head -c %d /dev/zero >&2", tc.stdout, tc.stderr)
-		o := invoke(t, ws, "bash", map[string]any{"command": cmd}, func(inv *runner.Invocation) { inv.MaxOutputBytes = 256 })
+		o := invoke(t, ws, "bash", map[string]any{"command": cmd}, func(inv *protocol.Invocation) { inv.MaxOutputBytes = 256 })
 		if o.res.Truncated != tc.want {
 			t.Errorf("%d+%d bytes with maxOutputBytes 256: truncated %v, want %v", tc.stdout, tc.stderr, o.res.Truncated, tc.want)
 		}
@@ -520,11 +520,11 @@ func TestReadFile(t *testing.T) {
 		t.Errorf("offset past the end: %q", o.stdout)
 	}
 
-	expectKind(t, invoke(t, ws, "read_file", map[string]any{"path": "missing.txt"}, nil), runner.KindException, `"missing.txt" does not exist`)
-	expectKind(t, invoke(t, ws, "read_file", map[string]any{"path": "."}, nil), runner.KindException, "is a directory")
-	expectKind(t, invoke(t, ws, "read_file", map[string]any{"path": ""}, nil), runner.KindException, "path of read_file is empty")
-	expectKind(t, invoke(t, ws, "read_file", map[string]any{"path": "a.txt", "offset": -1}, nil), runner.KindException, "must not be negative")
-	expectKind(t, invoke(t, ws, "read_file", map[string]any{"path": "a.txt", "lines": 3}, nil), runner.KindException, `unknown field "lines"`)
+	expectKind(t, invoke(t, ws, "read_file", map[string]any{"path": "missing.txt"}, nil), protocol.KindException, `"missing.txt" does not exist`)
+	expectKind(t, invoke(t, ws, "read_file", map[string]any{"path": "."}, nil), protocol.KindException, "is a directory")
+	expectKind(t, invoke(t, ws, "read_file", map[string]any{"path": ""}, nil), protocol.KindException, "path of read_file is empty")
+	expectKind(t, invoke(t, ws, "read_file", map[string]any{"path": "a.txt", "offset": -1}, nil), protocol.KindException, "must not be negative")
+	expectKind(t, invoke(t, ws, "read_file", map[string]any{"path": "a.txt", "lines": 3}, nil), protocol.KindException, `unknown field "lines"`)
 }
 
 // escapes are paths that leave the workspace; each test adds the symlinks they use.
@@ -563,23 +563,23 @@ func TestEscapesAreRefused(t *testing.T) {
 	for _, p := range paths {
 		t.Run(strings.ReplaceAll(p, "/", "|"), func(t *testing.T) {
 			o := invoke(t, ws, "read_file", map[string]any{"path": p}, nil)
-			expectKind(t, o, runner.KindException, "outside the workspace")
+			expectKind(t, o, protocol.KindException, "outside the workspace")
 			if strings.Contains(string(o.stdout), "secret") {
 				t.Errorf("read_file printed the outside file: %q", o.stdout)
 			}
 			o = invoke(t, ws, "write_file", map[string]any{"path": p, "content": "pwned\n"}, nil)
-			if o.res.ErrorKind != runner.KindException {
+			if o.res.ErrorKind != protocol.KindException {
 				t.Errorf("write_file: errorKind %q (%s)", o.res.ErrorKind, o.res.Message)
 			}
 			// The baseline is the outside file's real hash, so only the
 			// confinement can stop this edit.
 			o = invoke(t, ws, "edit_file", map[string]any{"path": p, "oldText": "secret", "newText": "pwned"},
-				func(inv *runner.Invocation) { inv.BaselineSHA256 = secretHash })
-			if o.res.ErrorKind != runner.KindException {
+				func(inv *protocol.Invocation) { inv.BaselineSHA256 = secretHash })
+			if o.res.ErrorKind != protocol.KindException {
 				t.Errorf("edit_file: errorKind %q (%s)", o.res.ErrorKind, o.res.Message)
 			}
 			o = invoke(t, ws, "list_dir", map[string]any{"path": filepath.Dir(p)}, nil)
-			if filepath.Dir(p) != "." && filepath.Dir(p) != "sub" && o.res.ErrorKind != runner.KindException {
+			if filepath.Dir(p) != "." && filepath.Dir(p) != "sub" && o.res.ErrorKind != protocol.KindException {
 				t.Errorf("list_dir %s: errorKind %q, output %q", filepath.Dir(p), o.res.ErrorKind, o.stdout)
 			}
 		})
@@ -603,7 +603,7 @@ func TestWriteFile(t *testing.T) {
 
 	// Overwrite with the right baseline: the lines that changed are counted.
 	o = invoke(t, ws, "write_file", map[string]any{"path": "old.txt", "content": "a\nB\nc\nd\n"},
-		func(inv *runner.Invocation) { inv.BaselineSHA256 = sha256Hex([]byte("a\nb\nc\n")) })
+		func(inv *protocol.Invocation) { inv.BaselineSHA256 = sha256Hex([]byte("a\nb\nc\n")) })
 	if o.res.ErrorKind != "" || o.res.LinesAdded != 2 || o.res.LinesRemoved != 1 {
 		t.Fatalf("overwrite: %+v", o.res)
 	}
@@ -614,26 +614,26 @@ func TestWriteFile(t *testing.T) {
 	// A stale baseline writes nothing.
 	before := snapshot(t, ws)
 	o = invoke(t, ws, "write_file", map[string]any{"path": "old.txt", "content": "lost\n"},
-		func(inv *runner.Invocation) { inv.BaselineSHA256 = sha256Hex([]byte("a\nb\nc\n")) })
-	expectKind(t, o, runner.KindStale, "changed since it was read")
+		func(inv *protocol.Invocation) { inv.BaselineSHA256 = sha256Hex([]byte("a\nb\nc\n")) })
+	expectKind(t, o, protocol.KindStale, "changed since it was read")
 	o = invoke(t, ws, "write_file", map[string]any{"path": "gone.txt", "content": "x"},
-		func(inv *runner.Invocation) { inv.BaselineSHA256 = sha256Hex([]byte("x")) })
-	expectKind(t, o, runner.KindStale, "no longer exists")
+		func(inv *protocol.Invocation) { inv.BaselineSHA256 = sha256Hex([]byte("x")) })
+	expectKind(t, o, protocol.KindStale, "no longer exists")
 	// BaselineAbsent creates, but never overwrites a file the task has not read.
 	o = invoke(t, ws, "write_file", map[string]any{"path": "old.txt", "content": "unseen overwrite\n"},
-		func(inv *runner.Invocation) { inv.BaselineSHA256 = runner.BaselineAbsent })
-	expectKind(t, o, runner.KindStale, "exists and this task has not read it")
+		func(inv *protocol.Invocation) { inv.BaselineSHA256 = protocol.BaselineAbsent })
+	expectKind(t, o, protocol.KindStale, "exists and this task has not read it")
 	if err := os.Symlink("old.txt", filepath.Join(ws, "alias.txt")); err != nil {
 		t.Fatal(err)
 	}
 	before["alias.txt"] = "-> old.txt"
-	expectKind(t, invoke(t, ws, "write_file", map[string]any{"path": "alias.txt", "content": "x"}, nil), runner.KindException, "is a symlink")
-	expectKind(t, invoke(t, ws, "write_file", map[string]any{"path": "new", "content": "x"}, nil), runner.KindException, "is a directory")
-	expectKind(t, invoke(t, ws, "write_file", map[string]any{"path": ws, "content": "x"}, nil), runner.KindException, "names the workspace itself")
+	expectKind(t, invoke(t, ws, "write_file", map[string]any{"path": "alias.txt", "content": "x"}, nil), protocol.KindException, "is a symlink")
+	expectKind(t, invoke(t, ws, "write_file", map[string]any{"path": "new", "content": "x"}, nil), protocol.KindException, "is a directory")
+	expectKind(t, invoke(t, ws, "write_file", map[string]any{"path": ws, "content": "x"}, nil), protocol.KindException, "names the workspace itself")
 	sameSnapshot(t, before, snapshot(t, ws))
 
 	o = invoke(t, ws, "write_file", map[string]any{"path": "fresh.txt", "content": "new\n"},
-		func(inv *runner.Invocation) { inv.BaselineSHA256 = runner.BaselineAbsent })
+		func(inv *protocol.Invocation) { inv.BaselineSHA256 = protocol.BaselineAbsent })
 	if o.res.ErrorKind != "" || readFile(t, filepath.Join(ws, "fresh.txt")) != "new\n" {
 		t.Fatalf("create with BaselineAbsent: %+v", o.res)
 	}
@@ -642,8 +642,8 @@ func TestWriteFile(t *testing.T) {
 func TestEditFile(t *testing.T) {
 	original := "package main\n\nfunc main() {\n\tprintln(\"hi\")\n}\n"
 	ws, _ := newWorkspace(t, map[string]string{"main.go": original, "dup.txt": "x = 1\nx = 1\n", "aaa.txt": "aaa\n"})
-	baseline := func(content string) func(*runner.Invocation) {
-		return func(inv *runner.Invocation) { inv.BaselineSHA256 = sha256Hex([]byte(content)) }
+	baseline := func(content string) func(*protocol.Invocation) {
+		return func(inv *protocol.Invocation) { inv.BaselineSHA256 = sha256Hex([]byte(content)) }
 	}
 
 	o := invoke(t, ws, "edit_file", map[string]any{"path": "main.go", "oldText": "println(\"hi\")", "newText": "println(\"hello\")\n\tprintln(\"world\")"}, baseline(original))
@@ -665,19 +665,19 @@ func TestEditFile(t *testing.T) {
 	before := snapshot(t, ws)
 	// The file changed since the baseline (the edit above): Stale.
 	expectKind(t, invoke(t, ws, "edit_file", map[string]any{"path": "main.go", "oldText": "main", "newText": "x"}, baseline(original)),
-		runner.KindStale, "changed since it was read")
+		protocol.KindStale, "changed since it was read")
 	expectKind(t, invoke(t, ws, "edit_file", map[string]any{"path": "dup.txt", "oldText": "x = 1", "newText": "x = 2"}, baseline("x = 1\nx = 1\n")),
-		runner.KindException, "occurs 2 times")
+		protocol.KindException, "occurs 2 times")
 	expectKind(t, invoke(t, ws, "edit_file", map[string]any{"path": "aaa.txt", "oldText": "aa", "newText": "b"}, baseline("aaa\n")),
-		runner.KindException, "occurs 2 times")
+		protocol.KindException, "occurs 2 times")
 	expectKind(t, invoke(t, ws, "edit_file", map[string]any{"path": "main.go", "oldText": "println(\"bye\")", "newText": "x"}, baseline(want)),
-		runner.KindException, "oldText was not found")
+		protocol.KindException, "oldText was not found")
 	expectKind(t, invoke(t, ws, "edit_file", map[string]any{"path": "main.go", "oldText": "main", "newText": "x"}, nil),
-		runner.KindException, "needs baselineSHA256")
+		protocol.KindException, "needs baselineSHA256")
 	expectKind(t, invoke(t, ws, "edit_file", map[string]any{"path": "main.go", "oldText": "", "newText": "x"}, baseline(want)),
-		runner.KindException, "oldText of edit_file is empty")
+		protocol.KindException, "oldText of edit_file is empty")
 	expectKind(t, invoke(t, ws, "edit_file", map[string]any{"path": "nope.go", "oldText": "a", "newText": "b"}, baseline(want)),
-		runner.KindStale, "no longer exists")
+		protocol.KindStale, "no longer exists")
 	sameSnapshot(t, before, snapshot(t, ws))
 }
 
@@ -702,8 +702,8 @@ func TestGlob(t *testing.T) {
 	if o.res.Matches != 0 || !strings.Contains(string(o.stdout), "no paths match") {
 		t.Errorf("no match: %q", o.stdout)
 	}
-	expectKind(t, invoke(t, ws, "glob", map[string]any{"pattern": "[a-"}, nil), runner.KindException, "malformed")
-	expectKind(t, invoke(t, ws, "glob", map[string]any{"pattern": "*", "path": ".."}, nil), runner.KindException, "outside the workspace")
+	expectKind(t, invoke(t, ws, "glob", map[string]any{"pattern": "[a-"}, nil), protocol.KindException, "malformed")
+	expectKind(t, invoke(t, ws, "glob", map[string]any{"pattern": "*", "path": ".."}, nil), protocol.KindException, "outside the workspace")
 
 	many := map[string]string{}
 	for i := range 1005 {
@@ -748,8 +748,8 @@ func TestGrep(t *testing.T) {
 	if o.res.ErrorKind != "" || !strings.Contains(string(o.stdout), "no lines match") {
 		t.Errorf("no match: %+v %q", o.res, o.stdout)
 	}
-	expectKind(t, invoke(t, ws, "grep", map[string]any{"pattern": `(`}, nil), runner.KindException, "not a valid RE2")
-	expectKind(t, invoke(t, ws, "grep", map[string]any{"pattern": `x`, "path": "../outside"}, nil), runner.KindException, "outside the workspace")
+	expectKind(t, invoke(t, ws, "grep", map[string]any{"pattern": `(`}, nil), protocol.KindException, "not a valid RE2")
+	expectKind(t, invoke(t, ws, "grep", map[string]any{"pattern": `x`, "path": "../outside"}, nil), protocol.KindException, "outside the workspace")
 }
 
 func TestListDir(t *testing.T) {
@@ -757,14 +757,14 @@ func TestListDir(t *testing.T) {
 	if err := os.Symlink("b.txt", filepath.Join(ws, "link")); err != nil {
 		t.Fatal(err)
 	}
-	o := invoke(t, ws, "list_dir", map[string]any{}, func(inv *runner.Invocation) { inv.ExecutionName = "listing" })
+	o := invoke(t, ws, "list_dir", map[string]any{}, func(inv *protocol.Invocation) { inv.ExecutionName = "listing" })
 	// The artifact folder exists by the time the listing is taken.
 	want := ".toolgate/\na/\nb.txt  (5 bytes)\nc/\nlink -> b.txt\n"
 	if string(o.stdout) != want || o.res.Matches != 5 {
 		t.Errorf("output %q (matches %d), want %q", o.stdout, o.res.Matches, want)
 	}
-	expectKind(t, invoke(t, ws, "list_dir", map[string]any{"path": "b.txt"}, nil), runner.KindException, "is not a directory")
-	expectKind(t, invoke(t, ws, "list_dir", map[string]any{"path": "missing"}, nil), runner.KindException, "does not exist")
+	expectKind(t, invoke(t, ws, "list_dir", map[string]any{"path": "b.txt"}, nil), protocol.KindException, "is not a directory")
+	expectKind(t, invoke(t, ws, "list_dir", map[string]any{"path": "missing"}, nil), protocol.KindException, "does not exist")
 }
 
 func TestReadOnlyWorkspaceSkipsTheArtifact(t *testing.T) {
@@ -797,7 +797,7 @@ func TestReadOnlyWorkspaceSkipsTheArtifact(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, ".toolgate")); err == nil {
 		t.Error(".toolgate was created in a read-only workspace")
 	}
-	expectKind(t, invoke(t, ws, "write_file", map[string]any{"path": "b.txt", "content": "x"}, nil, opts), runner.KindException, "permission denied")
+	expectKind(t, invoke(t, ws, "write_file", map[string]any{"path": "b.txt", "content": "x"}, nil, opts), protocol.KindException, "permission denied")
 }
 
 func TestBadInvocationsStillReportValidJSON(t *testing.T) {
@@ -816,9 +816,9 @@ func TestBadInvocationsStillReportValidJSON(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := invokeRaw(t, ws, tc.invocation, invokeOpts{})
-			expectKind(t, o, runner.KindException, tc.msgPart)
-			if o.res.ExitCode != 1 || o.exitCode != runner.ExitFailed {
-				t.Errorf("result exit code %d, runner exit code %d; want 1 and %d", o.res.ExitCode, o.exitCode, runner.ExitFailed)
+			expectKind(t, o, protocol.KindException, tc.msgPart)
+			if o.res.ExitCode != 1 || o.exitCode != protocol.ExitFailed {
+				t.Errorf("result exit code %d, runner exit code %d; want 1 and %d", o.res.ExitCode, o.exitCode, protocol.ExitFailed)
 			}
 		})
 	}
@@ -881,7 +881,7 @@ func TestBashHomeIsRemovedAfterATimeout(t *testing.T) {
 	ws, _ := newWorkspace(t, nil)
 	o := invoke(t, ws, "bash", map[string]any{"command": `touch "$HOME/left"; echo "$HOME" > home.txt; sleep 300`, "timeoutMs": 500}, nil,
 		invokeOpts{env: []string{"TMPDIR=" + tmp}})
-	expectKind(t, o, runner.KindTimeout, "timed out")
+	expectKind(t, o, protocol.KindTimeout, "timed out")
 	home := strings.TrimSpace(readFile(t, filepath.Join(ws, "home.txt")))
 	if !strings.HasPrefix(home, tmp+"/") {
 		t.Fatalf("HOME %q is not under %s", home, tmp)
@@ -898,8 +898,8 @@ func TestBashEnvCannotSetTheHome(t *testing.T) {
 	for _, name := range []string{"HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_COUNT", "CURL_HOME", "npm_config_userconfig", "BASH_ENV", "GIT_SSH_COMMAND"} {
 		t.Run(name, func(t *testing.T) {
 			o := invoke(t, ws, "bash", map[string]any{"command": "touch ran"},
-				func(inv *runner.Invocation) { inv.Env = map[string]string{name: ws} })
-			expectKind(t, o, runner.KindException, name)
+				func(inv *protocol.Invocation) { inv.Env = map[string]string{name: ws} })
+			expectKind(t, o, protocol.KindException, name)
 			if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
 				t.Error("the command ran")
 			}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/runner"
 )
 
@@ -72,11 +73,11 @@ func answerDNS(t *testing.T) string {
 	return pc.LocalAddr().String()
 }
 
-func noNetwork(inv *runner.Invocation) {}
+func noNetwork(inv *protocol.Invocation) {}
 
-func allowList(network v1alpha1.NetworkSpec) func(*runner.Invocation) {
+func allowList(network v1alpha1.NetworkSpec) func(*protocol.Invocation) {
 	network.Mode = v1alpha1.NetworkAllowList
-	return func(inv *runner.Invocation) { inv.Walls.Network = network }
+	return func(inv *protocol.Invocation) { inv.Walls.Network = network }
 }
 
 // expectNotRun asserts that the call was refused naming its wall, and that its
@@ -84,7 +85,7 @@ func allowList(network v1alpha1.NetworkSpec) func(*runner.Invocation) {
 func expectNotRun(t *testing.T, ws string, o outcome, msgParts ...string) {
 	t.Helper()
 	for _, part := range msgParts {
-		expectKind(t, o, runner.KindException, part)
+		expectKind(t, o, protocol.KindException, part)
 	}
 	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
 		t.Error("the command ran")
@@ -100,7 +101,7 @@ func expectNotRun(t *testing.T, ws string, o outcome, msgParts ...string) {
 func TestCallIsNotRunWhenTheNetworkWallIsOpen(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		walls  func(*runner.Invocation)
+		walls  func(*protocol.Invocation)
 		env    func(t *testing.T) (env []string, reached string)
 		saying string
 	}{
@@ -111,25 +112,25 @@ func TestCallIsNotRunWhenTheNetworkWallIsOpen(t *testing.T) {
 		}, "though this call has no network"},
 		{"no network, kubelet reachable", noNetwork, func(t *testing.T) ([]string, string) {
 			_, port, _, _ := listen(t)
-			return []string{runner.KubeletPortEnv + "=" + port},
+			return []string{protocol.KubeletPortEnv + "=" + port},
 				"a TCP connection to the node's kubelet at 127.0.0.1:" + port + " succeeded"
 		}, "though this call has no network"},
 		{"no network, DNS answers", noNetwork, func(t *testing.T) ([]string, string) {
 			addr := answerDNS(t)
-			return []string{runner.DNSServerEnv + "=" + addr}, "the DNS server at " + addr + " answered a DNS query"
+			return []string{protocol.DNSServerEnv + "=" + addr}, "the DNS server at " + addr + " answered a DNS query"
 		}, "though this call has no network"},
 		{"allow-list without the node, kubelet reachable", allowList(v1alpha1.NetworkSpec{Egress: []v1alpha1.EgressRule{{CIDR: "10.1.0.0/16"}}}), func(t *testing.T) ([]string, string) {
 			_, port, _, _ := listen(t)
-			return []string{runner.KubeletPortEnv + "=" + port},
+			return []string{protocol.KubeletPortEnv + "=" + port},
 				"a TCP connection to the node's kubelet at 127.0.0.1:" + port + " succeeded"
 		}, "though this call's egress list does not allow it"},
 		{"allow-list of the node on another port, kubelet reachable", allowList(v1alpha1.NetworkSpec{Egress: []v1alpha1.EgressRule{{CIDR: "127.0.0.1/32", Ports: []int32{1}}}}), func(t *testing.T) ([]string, string) {
 			_, port, _, _ := listen(t)
-			return []string{runner.KubeletPortEnv + "=" + port}, "a TCP connection to the node's kubelet at 127.0.0.1:" + port + " succeeded"
+			return []string{protocol.KubeletPortEnv + "=" + port}, "a TCP connection to the node's kubelet at 127.0.0.1:" + port + " succeeded"
 		}, "egress list does not allow it"},
 		{"allow-list without cluster DNS, DNS answers", allowList(v1alpha1.NetworkSpec{Egress: []v1alpha1.EgressRule{{CIDR: "10.1.0.0/16", Ports: []int32{443}}}}), func(t *testing.T) ([]string, string) {
 			addr := answerDNS(t)
-			return []string{runner.DNSServerEnv + "=" + addr}, "the DNS server at " + addr + " answered"
+			return []string{protocol.DNSServerEnv + "=" + addr}, "the DNS server at " + addr + " answered"
 		}, "egress list does not allow it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -155,9 +156,9 @@ func TestCallIsNotRunWhenItsWallsCannotBeProven(t *testing.T) {
 		saying string
 	}{
 		{"no API server address", []string{"KUBERNETES_SERVICE_HOST="}, "the runner's environment has no KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT"},
-		{"no node address", []string{runner.NodeIPEnv + "="}, "the runner's environment has no " + runner.NodeIPEnv},
-		{"a node address that is none", []string{runner.NodeIPEnv + "=node-1"}, runner.NodeIPEnv + ` "node-1" is not an IP address`},
-		{"a kubelet port that is none", []string{runner.KubeletPortEnv + "=0"}, runner.KubeletPortEnv + ` "0" is not a port`},
+		{"no node address", []string{protocol.NodeIPEnv + "="}, "the runner's environment has no " + protocol.NodeIPEnv},
+		{"a node address that is none", []string{protocol.NodeIPEnv + "=node-1"}, protocol.NodeIPEnv + ` "node-1" is not an IP address`},
+		{"a kubelet port that is none", []string{protocol.KubeletPortEnv + "=0"}, protocol.KubeletPortEnv + ` "0" is not a port`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ws, _ := newWorkspace(t, nil)
@@ -171,33 +172,33 @@ func TestCallRunsWhenTheNetworkWallHolds(t *testing.T) {
 	// [100::1] is in the discard-only prefix 100::/64 (RFC 6666): nothing answers it,
 	// as a wall that drops packets.
 	dropped := []string{"KUBERNETES_SERVICE_HOST=100::1", "KUBERNETES_SERVICE_PORT=443",
-		runner.NodeIPEnv + "=100::1", runner.KubeletPortEnv + "=10250", runner.DNSServerEnv + "=[100::1]:53"}
+		protocol.NodeIPEnv + "=100::1", protocol.KubeletPortEnv + "=10250", protocol.DNSServerEnv + "=[100::1]:53"}
 	for _, tc := range []struct {
 		name  string
-		setup func(t *testing.T) (env []string, walls func(*runner.Invocation))
+		setup func(t *testing.T) (env []string, walls func(*protocol.Invocation))
 	}{
-		{"no network, every probe refused", func(t *testing.T) ([]string, func(*runner.Invocation)) {
+		{"no network, every probe refused", func(t *testing.T) ([]string, func(*protocol.Invocation)) {
 			return nil, noNetwork
 		}},
-		{"no network, every probe dropped", func(t *testing.T) ([]string, func(*runner.Invocation)) {
+		{"no network, every probe dropped", func(t *testing.T) ([]string, func(*protocol.Invocation)) {
 			return dropped, noNetwork
 		}},
-		{"allow-list of the node's kubelet, kubelet reachable", func(t *testing.T) ([]string, func(*runner.Invocation)) {
+		{"allow-list of the node's kubelet, kubelet reachable", func(t *testing.T) ([]string, func(*protocol.Invocation)) {
 			_, port, _, _ := listen(t)
 			p, _ := strconv.Atoi(port)
-			return []string{runner.KubeletPortEnv + "=" + port},
+			return []string{protocol.KubeletPortEnv + "=" + port},
 				allowList(v1alpha1.NetworkSpec{Egress: []v1alpha1.EgressRule{{CIDR: "127.0.0.0/8", Ports: []int32{443, int32(p)}}}})
 		}},
-		{"allow-list with an egress rule, API server reachable", func(t *testing.T) ([]string, func(*runner.Invocation)) {
+		{"allow-list with an egress rule, API server reachable", func(t *testing.T) ([]string, func(*protocol.Invocation)) {
 			host, port, _, _ := listen(t)
 			return []string{"KUBERNETES_SERVICE_HOST=" + host, "KUBERNETES_SERVICE_PORT=" + port},
 				allowList(v1alpha1.NetworkSpec{Egress: []v1alpha1.EgressRule{{CIDR: "10.1.0.0/16", Ports: []int32{443}}}})
 		}},
-		{"allow-list with cluster DNS, DNS answers", func(t *testing.T) ([]string, func(*runner.Invocation)) {
-			return []string{runner.DNSServerEnv + "=" + answerDNS(t)}, allowList(v1alpha1.NetworkSpec{ClusterDNS: true})
+		{"allow-list with cluster DNS, DNS answers", func(t *testing.T) ([]string, func(*protocol.Invocation)) {
+			return []string{protocol.DNSServerEnv + "=" + answerDNS(t)}, allowList(v1alpha1.NetworkSpec{ClusterDNS: true})
 		}},
-		{"allow-list of every port somewhere, DNS answers", func(t *testing.T) ([]string, func(*runner.Invocation)) {
-			return []string{runner.DNSServerEnv + "=" + answerDNS(t)}, allowList(v1alpha1.NetworkSpec{Egress: []v1alpha1.EgressRule{{CIDR: "10.1.0.0/16"}}})
+		{"allow-list of every port somewhere, DNS answers", func(t *testing.T) ([]string, func(*protocol.Invocation)) {
+			return []string{protocol.DNSServerEnv + "=" + answerDNS(t)}, allowList(v1alpha1.NetworkSpec{Egress: []v1alpha1.EgressRule{{CIDR: "10.1.0.0/16"}}})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -240,7 +241,7 @@ func TestCallWaitsForTheNetworkWallToClose(t *testing.T) {
 // A call whose walls say read-only runs only on a workspace mounted read-only.
 func TestCallIsNotRunOnAWritableWorkspaceItMayOnlyRead(t *testing.T) {
 	ws, _ := newWorkspace(t, map[string]string{"a.txt": "hello\n"})
-	readOnly := func(inv *runner.Invocation) { inv.Walls.ReadOnlyWorkspace = true }
+	readOnly := func(inv *protocol.Invocation) { inv.Walls.ReadOnlyWorkspace = true }
 	for _, tc := range []struct {
 		tool  string
 		input map[string]any
@@ -264,13 +265,13 @@ func TestCallRunsOnAReadOnlyWorkspace(t *testing.T) {
 		t.Skipf("no mount namespace of its own: %v %s", err, out)
 	}
 	ws, _ := newWorkspace(t, map[string]string{"a.txt": "hello\n"})
-	inv, _ := json.Marshal(runner.Invocation{ExecutionName: "ro-1", Tool: "read_file", Input: json.RawMessage(`{"path":"a.txt"}`),
-		TimeoutSeconds: 30, MaxOutputBytes: 4096, Walls: runner.Walls{ReadOnlyWorkspace: true}})
+	inv, _ := json.Marshal(protocol.Invocation{ExecutionName: "ro-1", Tool: "read_file", Input: json.RawMessage(`{"path":"a.txt"}`),
+		TimeoutSeconds: 30, MaxOutputBytes: 4096, Walls: protocol.Walls{ReadOnlyWorkspace: true}})
 	term := filepath.Join(t.TempDir(), "termination-log")
 	cmd := exec.Command("unshare", "--mount", "--map-root-user", "--", "sh", "-c",
 		`mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && exec "$2" -workspace "$1" -termination-log "$3"`,
 		"sh", ws, runnerBin, term)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), runner.InvocationEnv + "=" + string(inv)}, heldTargets...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), protocol.InvocationEnv + "=" + string(inv)}, heldTargets...)
 	out, err := cmd.Output()
 	res := checkTerminationMessage(t, term)
 	if err != nil || res.ErrorKind != "" || string(out) != "     1\thello\n" {
@@ -283,7 +284,7 @@ func TestSessionCallIsNotRunWhenTheNetworkWallIsOpen(t *testing.T) {
 	ws, _ := newWorkspace(t, nil)
 	host, port, _, _ := listen(t)
 	line, _ := json.Marshal(bashInvocation("call-open", "touch ran", 4096))
-	cmd := exec.Command(runnerBin, runner.ExecCommand)
+	cmd := exec.Command(runnerBin, protocol.ExecCommand)
 	cmd.Env = append(append([]string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin", outsideSessionEnv + "=1"}, heldTargets...),
 		"KUBERNETES_SERVICE_HOST="+host, "KUBERNETES_SERVICE_PORT="+port)
 	// stdin stays open for the whole call, as the controller keeps it.
@@ -306,13 +307,13 @@ func TestSessionCallIsNotRunWhenTheNetworkWallIsOpen(t *testing.T) {
 	for sc.Scan() {
 		last = sc.Text()
 	}
-	res, decodeErr := runner.DecodeResult([]byte(last))
+	res, decodeErr := protocol.DecodeResult([]byte(last))
 	if decodeErr != nil {
 		t.Fatalf("runner exec: %v, stderr %q", err, stderr.String())
 	}
 	o := outcome{res: res, stdout: stdout.Bytes()}
 	expectNotRun(t, ws, o, "not run: the network wall does not hold: a TCP connection to the API server at "+net.JoinHostPort(host, port)+" succeeded")
-	if code := cmd.ProcessState.ExitCode(); code != runner.ExitFailed || strings.TrimSpace(stdout.String()) != "" {
+	if code := cmd.ProcessState.ExitCode(); code != protocol.ExitFailed || strings.TrimSpace(stdout.String()) != "" {
 		t.Errorf("exit code %d, output %q", code, stdout.String())
 	}
 }

@@ -34,8 +34,9 @@ import (
 	"github.com/toolgate/toolgate/internal/controller"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/pipeline"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 	"github.com/toolgate/toolgate/internal/toolintent"
 )
 
@@ -429,12 +430,12 @@ func (k *fakeKubelet) report(t *testing.T, pod *corev1.Pod, phase corev1.PodPhas
 
 // runnerResult is the termination message the runner of pod writes for res and the
 // log it counted.
-func runnerResult(pod *corev1.Pod, res runner.Result, log string) string {
+func runnerResult(pod *corev1.Pod, res protocol.Result, log string) string {
 	res.InvocationSHA256 = testenv.InvocationSHA256(pod)
 	sum := sha256.Sum256([]byte(log))
 	res.StdoutBytes = int64(len(log))
 	res.OutputSHA256 = hex.EncodeToString(sum[:])
-	return string(runner.EncodeResult(res))
+	return string(protocol.EncodeResult(res))
 }
 
 // succeed plays the kubelet for a call that ran and printed log.
@@ -442,7 +443,7 @@ func succeed(t *testing.T, ns, execName, log string) {
 	t.Helper()
 	k := theKubelet(t)
 	pod := k.startPod(t, waitJob(t, ns, execName))
-	k.finish(t, pod, 0, runnerResult(pod, runner.Result{ExitCode: 0}, log), log)
+	k.finish(t, pod, 0, runnerResult(pod, protocol.Result{ExitCode: 0}, log), log)
 }
 
 // Hole 2: an approval covers where the call runs. The task's owner, olive, moves the
@@ -607,30 +608,12 @@ func words(t *testing.T, prefix ...string) v1.CommandPattern {
 	return v1.CommandPattern{Prefix: prefix}
 }
 
-// movableClock is the controller's clock, which a test moves forward.
-type movableClock struct {
-	mu     sync.Mutex
-	offset time.Duration
-}
-
-func (c *movableClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.offset)
-}
-
-func (c *movableClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.offset += d
-}
-
 // Hole 4: alice approves after the Approval's expiresAt (by the controller's clock;
 // the API server has no clock and accepts her decision). The call ends
 // ApprovalExpired, nothing runs, the Approval is Expired. Guards "expiry first" in
 // judging an approval: without it the late approval is honoured and the call runs.
 func TestAnApprovalDecidedAfterItExpiredIsNotHonoured(t *testing.T) {
-	clock := &movableClock{}
+	clock := &fixtures.Clock{}
 	ns := attackNamespace(t, func(o *controller.Options) { o.Now = clock.Now })
 	ownerTask(t, ns, victimTask, v1.ModeEdit)
 	build := proposeBash(t, ns, "build", victimTask, 0, "make build-release")
@@ -638,7 +621,7 @@ func TestAnApprovalDecidedAfterItExpiredIsNotHonoured(t *testing.T) {
 
 	// The approval's hour passes without a decision; nothing wakes the controller
 	// until alice decides.
-	clock.advance(a.Spec.ExpiresAt.Sub(clock.Now()) + time.Minute)
+	clock.Advance(a.Spec.ExpiresAt.Sub(clock.Now()) + time.Minute)
 	approveAs(t, alice, a)
 
 	observed(t, build, v1.OutcomeApprovalExpired, false, "expired at "+a.Spec.ExpiresAt.UTC().Format(time.RFC3339))
@@ -728,14 +711,14 @@ func TestAForgedResultIsNotBelieved(t *testing.T) {
 	ns := attackNamespace(t)
 	ownerTask(t, ns, victimTask, v1.ModeEdit)
 	k := theKubelet(t)
-	forgedSuccess := runner.Result{ExitCode: 0, Message: "forged by the tool", ContentSHA256: strings.Repeat("0", 64)}
+	forgedSuccess := protocol.Result{ExitCode: 0, Message: "forged by the tool", ContentSHA256: strings.Repeat("0", 64)}
 	for i, tc := range []struct {
 		name     string
 		exitCode int32
 		say      string
 	}{
 		{"killed-runner", 137, "exited 137 (killed by signal 9)"},
-		{"overwritten-failure", runner.ExitFailed, "reports a success"},
+		{"overwritten-failure", protocol.ExitFailed, "reports a success"},
 	} {
 		intent := proposeBash(t, ns, tc.name, victimTask, int32(i), "ls")
 		pod := k.startPod(t, waitJob(t, ns, pipeline.ExecutionName(intent)))
@@ -837,7 +820,7 @@ func TestObjectsPlantedUnderACallsNameAreNotItsOwn(t *testing.T) {
 			Sandbox: v1.SandboxProfile{Image: "evil.example/exfiltrate:latest", WorkspaceClaimName: taskClaim},
 		},
 	}
-	byHand := pendingApproval(ns, "push", agentUser, nil)
+	byHand := fixtures.PendingApproval(ns, "push", agentUser, nil)
 	byHand.Spec.TaskRef.Name = victimTask
 	wantRefused(t, clients[ownerUser].Create(t.Context(), decoy.DeepCopy()), `User "olive" cannot create resource "networkpolicies"`)
 	wantRefused(t, clients[agentUser].Create(t.Context(), planted.DeepCopy()), `User "agent-bot" cannot create resource "executions"`)
@@ -924,7 +907,7 @@ func foreignJob(t *testing.T, ns, name string) *batchv1.Job {
 	k := theKubelet(t)
 	const log = "forged\n"
 	pod := k.startPod(t, job)
-	k.finish(t, pod, 0, runnerResult(pod, runner.Result{ExitCode: 0}, log), log)
+	k.finish(t, pod, 0, runnerResult(pod, protocol.Result{ExitCode: 0}, log), log)
 	return job
 }
 
@@ -974,34 +957,19 @@ func TestTheApproverSeesWhatRunsAndTheViewerNoSecret(t *testing.T) {
 	}
 }
 
-// chatServer is an OpenAI-compatible endpoint that answers every request with a final
-// message and records the Authorization header of each.
-type chatServer struct {
-	*httptest.Server
-	mu   sync.Mutex
-	auth []string
-}
+// finalAnswer is the final message the model endpoints answer with: a task that is
+// sent it ends after one request.
+var finalAnswer = fixtures.ChatReply{Status: http.StatusOK, Body: `{"id":"chatcmpl-test","object":"chat.completion","created":1,"model":"test-model",` +
+	`"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"done"}}],` +
+	`"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`}
 
-func newChatServer(t *testing.T) *chatServer {
-	t.Helper()
-	s := &chatServer{}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		s.auth = append(s.auth, r.Header.Get("Authorization"))
-		s.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"id":"chatcmpl-test","object":"chat.completion","created":1,"model":"test-model",` +
-			`"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"done"}}],` +
-			`"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`))
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *chatServer) received() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.auth...)
+// authorizations are the Authorization headers of requests, in order.
+func authorizations(requests []fixtures.ChatRequest) []string {
+	out := []string{}
+	for _, r := range requests {
+		out = append(out, r.Authorization)
+	}
+	return out
 }
 
 // Hole 10: olive, who may create AgentTasks but not read Secrets, has the controller
@@ -1013,9 +981,9 @@ func (s *chatServer) received() []string {
 // rules. Guards the credentials label and the --model-endpoints allow-list: without
 // them the deploy token reaches the endpoint, and the model key olive's host.
 func TestATaskOwnerCannotSendAnotherSecretAnywhere(t *testing.T) {
-	allowed := newChatServer(t)
-	hers := newChatServer(t)
-	ns := attackNamespace(t, func(o *controller.Options) { o.ModelEndpoints = agent.MustParseEndpoints(allowed.URL + "/v1") })
+	allowed := fixtures.NewChatServer(t, finalAnswer)
+	hers := fixtures.NewChatServer(t)
+	ns := attackNamespace(t, func(o *controller.Options) { o.ModelEndpoints = agent.MustParseEndpoints(allowed.URL() + "/v1") })
 	const deployToken, modelKey = "deploy-token-value", "model-key-value"
 	secrets := []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deploy-token"}, Data: map[string][]byte{"token": []byte(deployToken)}},
@@ -1068,14 +1036,14 @@ func TestATaskOwnerCannotSendAnotherSecretAnywhere(t *testing.T) {
 		}
 	}
 
-	modelTask("steal-token", allowed.URL+"/v1", "deploy-token", "token")
-	modelTask("send-key-home", hers.URL+"/v1", "model-key", "apiKey")
+	modelTask("steal-token", allowed.URL()+"/v1", "deploy-token", "token")
+	modelTask("send-key-home", hers.URL()+"/v1", "model-key", "apiKey")
 	waiting("steal-token", controller.ReasonCredentialsNotAllowed, `Secret "deploy-token"`, v1.LabelModelCredentials+"=true")
-	waiting("send-key-home", controller.ReasonEndpointNotAllowed, hers.URL, "--model-endpoints")
+	waiting("send-key-home", controller.ReasonEndpointNotAllowed, hers.URL(), "--model-endpoints")
 
-	modelTask("honest", allowed.URL+"/v1", "model-key", "apiKey")
+	modelTask("honest", allowed.URL()+"/v1", "model-key", "apiKey")
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return len(allowed.received()) > 0, nil
+		return len(allowed.Received()) > 0, nil
 	})
 	if err != nil {
 		t.Fatal("the honest task never reached its allowed endpoint")
@@ -1088,11 +1056,11 @@ func TestATaskOwnerCannotSendAnotherSecretAnywhere(t *testing.T) {
 			return false, err.Error()
 		}
 		return task.Status.Phase == v1.TaskSucceeded, string(task.Status.Phase)
-	}, "a request of a refused task, or a second one", func() bool { return len(allowed.received()) > 1 || len(hers.received()) > 0 })
-	if got := allowed.received(); len(got) != 1 || got[0] != "Bearer "+modelKey {
+	}, "a request of a refused task, or a second one", func() bool { return len(allowed.Received()) > 1 || len(hers.Received()) > 0 })
+	if got := authorizations(allowed.Received()); len(got) != 1 || got[0] != "Bearer "+modelKey {
 		t.Errorf("the allowed endpoint received %q; want only the model key, once", got)
 	}
-	if got := hers.received(); len(got) != 0 {
+	if got := authorizations(hers.Received()); len(got) != 0 {
 		t.Errorf("olive's endpoint received %q", got)
 	}
 }

@@ -4,12 +4,11 @@ import (
 	"encoding/json"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // Tests of config/admission/controller-owned.yaml. patcherUser holds a Role that lets
@@ -30,7 +29,7 @@ func TestOnlyTheControllerWritesStatus(t *testing.T) {
 			return createApproval(t, ns, requester, nil)
 		}},
 		{"Execution", func(t *testing.T, ns string) client.Object {
-			obj := execution(ns, "ls")
+			obj := fixtures.Execution(ns, "ls")
 			mustCreate(t, obj)
 			return obj
 		}},
@@ -53,15 +52,15 @@ func TestOnlyTheControllerWritesStatus(t *testing.T) {
 func TestOnlyTheControllerCreatesApprovalsAndExecutions(t *testing.T) {
 	ns := setupNamespace(t)
 
-	wantRefused(t, clients[patcherUser].Create(t.Context(), pendingApproval(ns, "by-hand", requester, nil)),
+	wantRefused(t, clients[patcherUser].Create(t.Context(), fixtures.PendingApproval(ns, "by-hand", requester, nil)),
 		"only the toolgate controller creates approvals, and pat is not the controller.")
-	wantRefused(t, clients[patcherUser].Create(t.Context(), execution(ns, "by-hand")),
+	wantRefused(t, clients[patcherUser].Create(t.Context(), fixtures.Execution(ns, "by-hand")),
 		"only the toolgate controller creates executions, and pat is not the controller.")
 
-	if err := clients[controllerUser].Create(t.Context(), pendingApproval(ns, "by-controller", requester, nil)); err != nil {
+	if err := clients[controllerUser].Create(t.Context(), fixtures.PendingApproval(ns, "by-controller", requester, nil)); err != nil {
 		t.Fatalf("the controller's Approval was refused: %v", err)
 	}
-	if err := clients[controllerUser].Create(t.Context(), execution(ns, "by-controller")); err != nil {
+	if err := clients[controllerUser].Create(t.Context(), fixtures.Execution(ns, "by-controller")); err != nil {
 		t.Fatalf("the controller's Execution was refused: %v", err)
 	}
 }
@@ -70,27 +69,11 @@ func TestNewApprovalIsPending(t *testing.T) {
 	ns := setupNamespace(t)
 
 	// Even the controller cannot create an approval that is already decided.
-	a := pendingApproval(ns, "pre-approved", requester, nil)
+	a := fixtures.PendingApproval(ns, "pre-approved", requester, nil)
 	a.Spec.Decision = toolgatev1alpha1.DecisionApproved
 	a.Spec.DecidedBy = alice
 	wantRefused(t, clients[controllerUser].Create(t.Context(), a),
 		"a new Approval must be Pending with no decidedBy: a person decides it afterwards with an update.")
-}
-
-// execution builds an Execution as the controller would create it.
-func execution(ns, name string) *toolgatev1alpha1.Execution {
-	return &toolgatev1alpha1.Execution{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: toolgatev1alpha1.ExecutionSpec{
-			IntentRef:      toolgatev1alpha1.LocalObjectReference{Name: name},
-			TaskRef:        toolgatev1alpha1.LocalObjectReference{Name: "task"},
-			Tool:           toolgatev1alpha1.ToolBash,
-			Input:          runtime.RawExtension{Raw: []byte(`{"command":"ls"}`)},
-			TimeoutSeconds: 60,
-			MaxOutputBytes: 4096,
-			Sandbox:        toolgatev1alpha1.SandboxProfile{Image: "example.test/workspace:test", WorkspaceClaimName: "workspace"},
-		},
-	}
 }
 
 // mustCreate creates obj as the admin.

@@ -27,6 +27,7 @@ import (
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/leakcheck"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // env is the control plane shared by every test of the package, started with the
@@ -146,7 +147,7 @@ func waitForPolicies(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = env.Client.Delete(context.Background(), ns) }()
-	existing := pendingApproval(ns.Name, "probe", "someone", nil)
+	existing := fixtures.PendingApproval(ns.Name, "probe", "someone", nil)
 	if err := env.Client.Create(ctx, existing); err != nil {
 		return fmt.Errorf("creating the probe approval: %w", err)
 	}
@@ -159,7 +160,7 @@ func waitForPolicies(ctx context.Context) error {
 			return decide(ctx, env.Client, existing, toolgatev1alpha1.DecisionApproved, "not-the-admin", client.DryRunAll)
 		}, "spec.decidedBy must be your user name"},
 		{"controller-owned", func() error {
-			a := pendingApproval(ns.Name, "probe-approved", "someone", nil)
+			a := fixtures.PendingApproval(ns.Name, "probe-approved", "someone", nil)
 			a.Spec.Decision = toolgatev1alpha1.DecisionApproved
 			a.Spec.DecidedBy = "someone-else"
 			return env.Client.Create(ctx, a, client.DryRunAll)
@@ -359,34 +360,11 @@ func waitAllowed(t *testing.T, ns, user string, groups []string, verb, resource 
 	}
 }
 
-// pendingApproval builds an Approval as the controller would create it.
-func pendingApproval(ns, name, requestedBy string, approvers *toolgatev1alpha1.Approvers) *toolgatev1alpha1.Approval {
-	return &toolgatev1alpha1.Approval{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: toolgatev1alpha1.ApprovalSpec{
-			IntentRef:   toolgatev1alpha1.LocalObjectReference{Name: name},
-			TaskRef:     toolgatev1alpha1.LocalObjectReference{Name: "task"},
-			Fingerprint: strings.Repeat("ab", 32),
-			Request: toolgatev1alpha1.ApprovalRequest{
-				Tool:  toolgatev1alpha1.ToolBash,
-				Input: `{"command":"git push origin main"}`,
-				Risk:  toolgatev1alpha1.RiskHigh,
-				// What asked: the task's mode, as the controller records it.
-				PolicyRuleRef: toolgatev1alpha1.ModeDefaultReference(toolgatev1alpha1.ModeEdit),
-			},
-			RequestedBy: requestedBy,
-			Approvers:   approvers,
-			ExpiresAt:   metav1.NewTime(time.Now().Add(time.Hour)),
-			Decision:    toolgatev1alpha1.DecisionPending,
-		},
-	}
-}
-
 // createApproval creates a Pending Approval as the admin (standing in for the
 // controller) and returns it.
 func createApproval(t *testing.T, ns, requestedBy string, approvers *toolgatev1alpha1.Approvers) *toolgatev1alpha1.Approval {
 	t.Helper()
-	a := pendingApproval(ns, "git-push", requestedBy, approvers)
+	a := fixtures.PendingApproval(ns, "git-push", requestedBy, approvers)
 	if err := env.Client.Create(t.Context(), a); err != nil {
 		t.Fatalf("creating Approval: %v", err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // argocdIdentity is the user name the shipped approve and deny scripts write into
@@ -179,21 +180,11 @@ func argoClient(t *testing.T, ctx context.Context) client.Client {
 	return c
 }
 
-// pendingApproval creates an Approval as the controller would, pending.
-func pendingApproval(t *testing.T, ctx context.Context, ns, name string, approvers *v1.Approvers) {
+// createPending creates an Approval as the controller would, pending: the object,
+// then the status the controller writes for it.
+func createPending(t *testing.T, ctx context.Context, ns, name string, approvers *v1.Approvers) {
 	t.Helper()
-	a := &v1.Approval{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1.ApprovalSpec{
-			IntentRef: v1.LocalObjectReference{Name: name}, TaskRef: v1.LocalObjectReference{Name: "upgrade-deps"},
-			Fingerprint: strings.Repeat("ab", 32),
-			Request:     v1.ApprovalRequest{Tool: v1.ToolBash, Input: `{"command":"go get example.com/mod@v1.2.0"}`, PolicyRuleRef: v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "p", 0, "installs-and-network")},
-			RequestedBy: "system:serviceaccount:" + ns + ":coding-agent",
-			Approvers:   approvers,
-			ExpiresAt:   metav1.NewTime(time.Now().Add(time.Hour)),
-			Decision:    v1.DecisionPending,
-		},
-	}
+	a := fixtures.PendingApproval(ns, name, "system:serviceaccount:"+ns+":coding-agent", approvers)
 	if err := env.Client.Create(ctx, a); err != nil {
 		t.Fatal(err)
 	}
@@ -232,11 +223,11 @@ func TestApproveActionUnderAdmission(t *testing.T) {
 	set := loadCustomizations(t).Actions["Approval"]
 	approve := set.Definitions["approve"]
 
-	pendingApproval(t, ctx, ns, "probe", nil)
-	pendingApproval(t, ctx, ns, "open", nil)
-	pendingApproval(t, ctx, ns, "for-alice", &v1.Approvers{Users: []string{"alice"}})
-	pendingApproval(t, ctx, ns, "for-argocd", &v1.Approvers{Groups: []string{"system:serviceaccounts:argocd"}})
-	pendingApproval(t, ctx, ns, "to-deny", nil)
+	createPending(t, ctx, ns, "probe", nil)
+	createPending(t, ctx, ns, "open", nil)
+	createPending(t, ctx, ns, "for-alice", &v1.Approvers{Users: []string{"alice"}})
+	createPending(t, ctx, ns, "for-argocd", &v1.Approvers{Groups: []string{"system:serviceaccounts:argocd"}})
+	createPending(t, ctx, ns, "to-deny", nil)
 
 	// Argo CD's RBAC lets it patch anything; only admission stands in the way. The
 	// policy is enforced a moment after it is installed, so probe with dry runs

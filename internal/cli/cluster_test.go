@@ -20,6 +20,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 func TestTraceOfARecordedTask(t *testing.T) {
@@ -226,7 +227,7 @@ spec:
 
 func TestApproveFillsDecidedByFromSelfSubjectReview(t *testing.T) {
 	ns := testNamespace(t)
-	a := pendingApproval(ns, "fix-tests-build", agentUser, nil)
+	a := fixtures.PendingApproval(ns, "fix-tests-build", agentUser, nil)
 	record(t, a)
 
 	// The kubeconfig calls its user "envtest"; the name recorded is the one the API
@@ -257,7 +258,7 @@ func TestApproveFillsDecidedByFromSelfSubjectReview(t *testing.T) {
 
 func TestDenyAsksForConfirmation(t *testing.T) {
 	ns := testNamespace(t)
-	a := pendingApproval(ns, "fix-tests-build", agentUser, nil)
+	a := fixtures.PendingApproval(ns, "fix-tests-build", agentUser, nil)
 	record(t, a)
 
 	code, out, errOut := kubectl(t, bob, ns, "n\n", "deny", "fix-tests-build", "-m", "not now")
@@ -287,7 +288,7 @@ func TestDenyAsksForConfirmation(t *testing.T) {
 func TestApproveRefusalIsPrintedClearly(t *testing.T) {
 	ns := testNamespace(t)
 	// alice asked for this call herself; the admission policy lets someone else decide.
-	a := pendingApproval(ns, "fix-tests-build", alice, nil)
+	a := fixtures.PendingApproval(ns, "fix-tests-build", alice, nil)
 	record(t, a)
 
 	code, _, errOut := kubectl(t, alice, ns, "", "approve", "fix-tests-build", "--yes")
@@ -570,7 +571,7 @@ func TestOutputOfBackgroundJobsAndJobTools(t *testing.T) {
 func TestPendingApprovalsAreListedOldestFirst(t *testing.T) {
 	ns := testNamespace(t)
 	for _, name := range []string{"first", "second", "third"} {
-		record(t, pendingApproval(ns, name, agentUser, nil))
+		record(t, fixtures.PendingApproval(ns, name, agentUser, nil))
 		time.Sleep(1100 * time.Millisecond) // creation timestamps have second resolution
 	}
 	decided := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"decision":"Approved","decidedBy":"alice"}}`))

@@ -17,6 +17,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/gitws"
 	"github.com/toolgate/toolgate/internal/mask"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // What the agent wrote cannot move a reviewer's cursor, erase a line or reorder
@@ -141,10 +142,9 @@ func pendingPush(t *testing.T, ns, recordTree string) *v1.AgentTask {
 		TaskRef: v1.LocalObjectReference{Name: "fix"}, Tool: v1.ToolGitPush, Input: runtime.RawExtension{Raw: []byte(input)},
 		RequestedBy: controllerUser, ProposedBy: v1.ProposedBy{Provider: "toolgate"},
 	}}
-	approval := pendingApproval(ns, "fix-git-push", controllerUser, func(a *v1.Approval) {
-		a.Spec.TaskRef.Name = "fix"
-		a.Spec.Request.Tool, a.Spec.Request.Input, a.Spec.Request.Category = v1.ToolGitPush, input, v1.CategoryNetwork
-	})
+	approval := fixtures.PendingApproval(ns, "fix-git-push", controllerUser, nil)
+	approval.Spec.TaskRef.Name = "fix"
+	approval.Spec.Request.Tool, approval.Spec.Request.Input, approval.Spec.Request.Category = v1.ToolGitPush, input, v1.CategoryNetwork
 	for _, obj := range []client.Object{
 		change("fix-git-push", "push-"+string(task.UID), recordTree, "+++ b/calc.sh\n+echo pwned\n", true),
 		change("fix-change", "r1", harmlessTree, "+++ b/calc.sh\n+echo harmless\n", false),

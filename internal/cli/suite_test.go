@@ -22,6 +22,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/leakcheck"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // The envtest tests run the real command code against a real kube-apiserver with
@@ -129,7 +130,7 @@ func setupEnv(ctx context.Context) error {
 // admission policy: a new policy is enforced only once the server's policy cache
 // caught up. The probe is a dry run the admin is refused (decidedBy not the caller).
 func waitForApprovalPolicy(ctx context.Context) error {
-	a := pendingApproval("default", "probe", "someone", nil)
+	a := fixtures.PendingApproval("default", "probe", "someone", nil)
 	if err := env.Client.Create(ctx, a); err != nil {
 		return err
 	}
@@ -189,29 +190,6 @@ func testNamespace(t *testing.T) string {
 func kubectl(t *testing.T, user, ns, stdin string, args ...string) (int, string, string) {
 	t.Helper()
 	return run(t.Context(), stdin, append([]string{"--kubeconfig", kubeconfigs[user], "-n", ns}, args...)...)
-}
-
-// pendingApproval builds an Approval as the controller creates it.
-func pendingApproval(ns, name, requestedBy string, set func(*v1.Approval)) *v1.Approval {
-	a := &v1.Approval{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: v1.ApprovalSpec{
-			IntentRef:   v1.LocalObjectReference{Name: name},
-			TaskRef:     v1.LocalObjectReference{Name: "fix-tests"},
-			Fingerprint: strings.Repeat("5f", 32),
-			Request: v1.ApprovalRequest{
-				Tool: v1.ToolBash, Input: `{"command":"npm run build"}`, Risk: v1.RiskMedium,
-				Category: v1.CategoryBuild, PolicyRuleRef: v1.ModeDefaultReference(v1.ModeEdit), Reason: "no rule matched; Edit mode asks a human for Build calls",
-			},
-			RequestedBy: requestedBy,
-			ExpiresAt:   metav1.NewTime(time.Now().Add(time.Hour)),
-			Decision:    v1.DecisionPending,
-		},
-	}
-	if set != nil {
-		set(a)
-	}
-	return a
 }
 
 // record creates the objects of a task's history as the controller would have left

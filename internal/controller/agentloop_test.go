@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -25,24 +23,19 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/agent"
 	"github.com/toolgate/toolgate/internal/pipeline"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 	"github.com/toolgate/toolgate/internal/transcript"
 )
 
-// ---- A scripted Chat Completions endpoint, spoken to by the real SDK ----
-
-// chatReply is one scripted answer of the fake endpoint.
-type chatReply struct {
-	status int
-	header map[string]string
-	body   string
-}
+// ---- Scripts for the Chat Completions endpoint (fixtures.ChatServer), spoken to by the real SDK ----
 
 // chatCall is a tool call the fake model proposes.
 type chatCall struct{ id, name, args string }
 
 // toolCalls is a reply proposing calls, with the assistant's text and a usage.
-func toolCalls(text string, tokens int64, calls ...chatCall) chatReply {
+func toolCalls(text string, tokens int64, calls ...chatCall) fixtures.ChatReply {
 	var tcs []map[string]any
 	for _, c := range calls {
 		tcs = append(tcs, map[string]any{"id": c.id, "type": "function", "function": map[string]any{"name": c.name, "arguments": c.args}})
@@ -51,9 +44,11 @@ func toolCalls(text string, tokens int64, calls ...chatCall) chatReply {
 }
 
 // answer is a final reply without tool calls.
-func answer(text string, tokens int64) chatReply { return modelCompletion(text, "stop", tokens, nil) }
+func answer(text string, tokens int64) fixtures.ChatReply {
+	return modelCompletion(text, "stop", tokens, nil)
+}
 
-func modelCompletion(text, finish string, tokens int64, calls []map[string]any) chatReply {
+func modelCompletion(text, finish string, tokens int64, calls []map[string]any) fixtures.ChatReply {
 	msg := map[string]any{"role": "assistant", "content": text}
 	if calls != nil {
 		msg["tool_calls"] = calls
@@ -63,123 +58,23 @@ func modelCompletion(text, finish string, tokens int64, calls []map[string]any) 
 		"choices": []any{map[string]any{"index": 0, "finish_reason": finish, "message": msg}},
 		"usage":   map[string]any{"prompt_tokens": tokens - tokens/4, "completion_tokens": tokens / 4, "total_tokens": tokens},
 	})
-	return chatReply{status: http.StatusOK, body: string(body)}
+	return fixtures.ChatReply{Status: http.StatusOK, Body: string(body)}
 }
 
 // failure is an error answer in OpenAI's shape.
-func modelFailure(status int, message string) chatReply {
+func modelFailure(status int, message string) fixtures.ChatReply {
 	body, _ := json.Marshal(map[string]any{"error": map[string]any{"message": message, "type": "test_error"}})
-	return chatReply{status: status, body: string(body)}
+	return fixtures.ChatReply{Status: status, Body: string(body)}
 }
 
 // withHeader is the reply with one more response header.
-func withHeader(reply chatReply, key, value string) chatReply {
+func withHeader(reply fixtures.ChatReply, key, value string) fixtures.ChatReply {
 	h := map[string]string{key: value}
-	for k, v := range reply.header {
+	for k, v := range reply.Header {
 		h[k] = v
 	}
-	reply.header = h
+	reply.Header = h
 	return reply
-}
-
-// chatRequest is the part of a Chat Completions request the tests check.
-type chatRequest struct {
-	Model    string `json:"model"`
-	Messages []struct {
-		Role       string          `json:"role"`
-		Content    json.RawMessage `json:"content"`
-		ToolCallID string          `json:"tool_call_id"`
-		ToolCalls  []struct {
-			ID       string `json:"id"`
-			Function struct {
-				Name      string `json:"name"`
-				Arguments string `json:"arguments"`
-			} `json:"function"`
-		} `json:"tool_calls"`
-	} `json:"messages"`
-	Tools []struct {
-		Function struct {
-			Name       string          `json:"name"`
-			Parameters json.RawMessage `json:"parameters"`
-		} `json:"function"`
-	} `json:"tools"`
-	authorization string
-}
-
-// toolNames are the names of the offered tools, in order.
-func (r chatRequest) toolNames() []string {
-	var out []string
-	for _, t := range r.Tools {
-		out = append(out, t.Function.Name)
-	}
-	return out
-}
-
-// chatServer answers from a script, one reply per request, and records each request.
-// A request beyond the script fails the test: that is a model call that should not
-// have happened.
-type chatServer struct {
-	t      *testing.T
-	server *httptest.Server
-
-	mu       sync.Mutex
-	script   []chatReply
-	requests []chatRequest
-}
-
-func newChatServer(t *testing.T, script ...chatReply) *chatServer {
-	t.Helper()
-	s := &chatServer{t: t, script: script}
-	s.server = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.server.Close)
-	return s
-}
-
-func (s *chatServer) baseURL() string { return s.server.URL + "/v1" }
-
-func (s *chatServer) serve(w http.ResponseWriter, r *http.Request) {
-	if !strings.HasPrefix(r.URL.Path, "/v1/") {
-		// Not a model call (a stray request-target such as "*" was seen once under
-		// load, with no body): refuse it without counting it as a request.
-		http.Error(w, "not found", http.StatusNotFound)
-		return
-	}
-	body, _ := io.ReadAll(r.Body)
-	var req chatRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		s.t.Errorf("chat server: request is not JSON: %v\n%s", err, body)
-	}
-	req.authorization = r.Header.Get("Authorization")
-	s.mu.Lock()
-	s.requests = append(s.requests, req)
-	if r.URL.Path != "/v1/chat/completions" || len(s.script) == 0 {
-		n := len(s.requests)
-		s.mu.Unlock()
-		s.t.Errorf("chat server: unexpected request %d to %s", n, r.URL.Path)
-		http.Error(w, `{"error":{"message":"unexpected request"}}`, http.StatusTeapot)
-		return
-	}
-	next := s.script[0]
-	s.script = s.script[1:]
-	s.mu.Unlock()
-	for k, v := range next.header {
-		w.Header().Set(k, v)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(next.status)
-	_, _ = io.WriteString(w, next.body)
-}
-
-func (s *chatServer) received() []chatRequest {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]chatRequest(nil), s.requests...)
-}
-
-func (s *chatServer) unserved() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.script)
 }
 
 // text decodes a message content: a string, or the text parts of an array.
@@ -204,7 +99,7 @@ type wantMessage struct {
 }
 
 // expectMessages checks a request's conversation message by message.
-func expectMessages(t *testing.T, what string, got chatRequest, want []wantMessage) {
+func expectMessages(t *testing.T, what string, got fixtures.ChatRequest, want []wantMessage) {
 	t.Helper()
 	if len(got.Messages) != len(want) {
 		t.Fatalf("%s: %d messages, want %d: %+v", what, len(got.Messages), len(want), got.Messages)
@@ -238,7 +133,7 @@ type loopEnv struct {
 }
 
 func newLoopEnv(t *testing.T) *loopEnv {
-	return &loopEnv{pipelineEnv: &pipelineEnv{t: t, ns: env.Namespace(t), logs: &podLogs{}, clock: &testClock{}}}
+	return &loopEnv{pipelineEnv: &pipelineEnv{t: t, ns: env.Namespace(t), logs: &podLogs{}, clock: &fixtures.Clock{}}}
 }
 
 // startLoop starts a manager with every reconciler; stop ends it (also at cleanup).
@@ -285,30 +180,14 @@ func (p *loopEnv) start() (stop func()) {
 			t.Fatalf("setting up controller: %v", err)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("manager exited with an error: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("manager cache did not sync")
-	}
-	return stop
+	return testenv.RunManager(t, mgr)
 }
 
 const testAPIKey = "sk-test-0123456789abcdefghij"
 
 // modelTask creates the API key Secret, labelled as a model credential, and a model
 // task talking to server. A Secret of that name created before is kept as it is.
-func (p *loopEnv) modelTask(name string, mode v1.TaskMode, server *chatServer, mutate ...func(*v1.AgentTask)) *v1.AgentTask {
+func (p *loopEnv) modelTask(name string, mode v1.TaskMode, server *fixtures.ChatServer, mutate ...func(*v1.AgentTask)) *v1.AgentTask {
 	p.t.Helper()
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: name + "-key", Labels: map[string]string{v1.LabelModelCredentials: v1.ModelCredentialsValue}},
@@ -325,7 +204,7 @@ func (p *loopEnv) modelTask(name string, mode v1.TaskMode, server *chatServer, m
 			Mode:      mode,
 			Workspace: v1.WorkspaceSpec{VolumeClaim: &v1.WorkspaceVolumeClaim{Storage: resource.MustParse("1Gi")}},
 			Agent: v1.AgentSpec{Model: &v1.ModelAgent{
-				BaseURL: server.baseURL(), Model: "test-model",
+				BaseURL: server.BaseURL(), Model: "test-model",
 				APIKeySecretRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name + "-key"}, Key: "apiKey"},
 			}},
 		},
@@ -380,12 +259,12 @@ func (p *loopEnv) record(task string, turn int32) (*corev1.ConfigMap, agent.Turn
 	return cm, rec
 }
 
-func (p *loopEnv) waitRequests(server *chatServer, n int) []chatRequest {
+func (p *loopEnv) waitRequests(server *fixtures.ChatServer, n int) []fixtures.ChatRequest {
 	p.t.Helper()
 	p.eventually(fmt.Sprintf("%d model requests", n), func() (bool, string) {
-		return len(server.received()) >= n, fmt.Sprint(len(server.received()))
+		return len(server.Received()) >= n, fmt.Sprint(len(server.Received()))
 	})
-	return server.received()
+	return server.Received()
 }
 
 // exists waits until the intent exists.
@@ -433,7 +312,7 @@ func TestAgentLoopFixesTheFailingTest(t *testing.T) {
 		args3 = `{"command":"go test ./..."}`
 		final = "Add returned a + b + 1. I changed it to return a + b, and go test ./... now passes."
 	)
-	server := newChatServer(t,
+	server := fixtures.NewChatServer(t,
 		toolCalls(text0, 100, chatCall{"call_run1", "bash", args0}),
 		toolCalls(text1, 200, chatCall{"call_read", "read_file", args1}),
 		toolCalls(text2, 300, chatCall{"call_edit", "edit_file", args2}),
@@ -442,9 +321,9 @@ func TestAgentLoopFixesTheFailingTest(t *testing.T) {
 	)
 	p.modelTask("fix", v1.ModeEdit, server)
 
-	p.runJob("fix-t0-0", runner.Result{ExitCode: 1, ErrorKind: runner.KindExitCode}, "--- FAIL: TestAdd\n    add_test.go:9: Add(2, 2) = 5, want 4\nFAIL\n")
+	p.runJob("fix-t0-0", protocol.Result{ExitCode: 1, ErrorKind: protocol.KindExitCode}, "--- FAIL: TestAdd\n    add_test.go:9: Add(2, 2) = 5, want 4\nFAIL\n")
 	expectObservation(t, p.observed("fix-t0-0"), v1.OutcomeFailed, true, 1, "[exit code: 1]")
-	p.runJob("fix-t1-0", runner.Result{ExitCode: 0, ContentSHA256: "sha-before"}, "     1\tpackage add\n     2\tfunc Add(a, b int) int { return a + b + 1 }\n")
+	p.runJob("fix-t1-0", protocol.Result{ExitCode: 0, ContentSHA256: "sha-before"}, "     1\tpackage add\n     2\tfunc Add(a, b int) int { return a + b + 1 }\n")
 	expectObservation(t, p.observed("fix-t1-0"), v1.OutcomeSucceeded, true, 0)
 
 	a := p.approval("fix-t2-0")
@@ -456,9 +335,9 @@ func TestAgentLoopFixesTheFailingTest(t *testing.T) {
 		return task.Status.Phase == v1.TaskAwaitingApproval, string(task.Status.Phase)
 	})
 	p.decide("fix-t2-0", v1.DecisionApproved, "bob", "looks right")
-	p.runJob("fix-t2-0", runner.Result{ExitCode: 0, ContentSHA256: "sha-after", LinesAdded: 1, LinesRemoved: 1}, "-\treturn a + b + 1\n+\treturn a + b\n")
+	p.runJob("fix-t2-0", protocol.Result{ExitCode: 0, ContentSHA256: "sha-after", LinesAdded: 1, LinesRemoved: 1}, "-\treturn a + b + 1\n+\treturn a + b\n")
 	expectObservation(t, p.observed("fix-t2-0"), v1.OutcomeSucceeded, true, 0)
-	p.runJob("fix-t3-0", runner.Result{ExitCode: 0}, "ok  \texample.com/add\t0.01s\n")
+	p.runJob("fix-t3-0", protocol.Result{ExitCode: 0}, "ok  \texample.com/add\t0.01s\n")
 	expectObservation(t, p.observed("fix-t3-0"), v1.OutcomeSucceeded, true, 0)
 
 	task := p.finished("fix", v1.ConditionSucceeded, v1.ReasonCompleted)
@@ -470,9 +349,9 @@ func TestAgentLoopFixesTheFailingTest(t *testing.T) {
 	}
 
 	// The conversation of every request, rebuilt from the cluster alone.
-	reqs := server.received()
-	if len(reqs) != 5 || server.unserved() != 0 {
-		t.Fatalf("%d model requests, %d replies unused; want 5 and 0", len(reqs), server.unserved())
+	reqs := server.Received()
+	if len(reqs) != 5 || server.Unserved() != 0 {
+		t.Fatalf("%d model requests, %d replies unused; want 5 and 0", len(reqs), server.Unserved())
 	}
 	history := []wantMessage{{role: "system", content: agent.SystemPrompt}, {role: "user", content: task.Spec.Goal}}
 	turns := []struct{ text, id, tool, args, intent string }{
@@ -484,11 +363,11 @@ func TestAgentLoopFixesTheFailingTest(t *testing.T) {
 	for i, req := range reqs {
 		what := fmt.Sprintf("request %d", i)
 		expectMessages(t, what, req, history)
-		if req.Model != "test-model" || req.authorization != "Bearer "+testAPIKey {
-			t.Errorf("%s: model %q, authorization %q", what, req.Model, req.authorization)
+		if req.Model != "test-model" || req.Authorization != "Bearer "+testAPIKey {
+			t.Errorf("%s: model %q, authorization %q", what, req.Model, req.Authorization)
 		}
-		if !slices.Equal(req.toolNames(), allTools) {
-			t.Errorf("%s: tools %v, want every tool in Edit mode", what, req.toolNames())
+		if !slices.Equal(req.ToolNames(), allTools) {
+			t.Errorf("%s: tools %v, want every tool in Edit mode", what, req.ToolNames())
 		}
 		if i < len(turns) {
 			tt := turns[i]
@@ -526,7 +405,7 @@ func TestAgentLoopDeniedCallChangesCourse(t *testing.T) {
 	p.start()
 	p.policy("project", v1.PolicyRule{Name: "deny-destructive", Action: v1.RuleDeny, Reason: "destructive commands are never run",
 		Match: v1.RuleMatch{Categories: []v1.CommandCategory{v1.CategoryDelete}}})
-	server := newChatServer(t,
+	server := fixtures.NewChatServer(t,
 		toolCalls("Clean the build first.", 10, chatCall{"c1", "bash", `{"command":"rm -rf build"}`}),
 		toolCalls("Deleting is not allowed; I will look instead.", 10, chatCall{"c2", "bash", `{"command":"ls build"}`}),
 		answer("The build directory holds stale objects; I could not delete them.", 10),
@@ -536,16 +415,16 @@ func TestAgentLoopDeniedCallChangesCourse(t *testing.T) {
 	p.exists("ro-t0-0")
 	deny := p.observed("ro-t0-0")
 	expectObservation(t, deny, v1.OutcomeDenied, false, -1, "Nothing was run")
-	p.runJob("ro-t1-0", runner.Result{ExitCode: 0}, "main.o\n")
+	p.runJob("ro-t1-0", protocol.Result{ExitCode: 0}, "main.o\n")
 	p.finished("ro", v1.ConditionSucceeded, v1.ReasonCompleted)
 
-	reqs := server.received()
+	reqs := server.Received()
 	if len(reqs) != 3 {
 		t.Fatalf("%d requests, want 3", len(reqs))
 	}
 	for i, req := range reqs {
-		if !slices.Equal(req.toolNames(), readOnlyTools) {
-			t.Errorf("request %d: tools %v, want the read-only ones %v", i, req.toolNames(), readOnlyTools)
+		if !slices.Equal(req.ToolNames(), readOnlyTools) {
+			t.Errorf("request %d: tools %v, want the read-only ones %v", i, req.ToolNames(), readOnlyTools)
 		}
 	}
 	denial := reqs[1].Messages[3]
@@ -561,7 +440,7 @@ func TestAgentLoopDeniedCallChangesCourse(t *testing.T) {
 func TestAgentLoopValidationErrorsFedBack(t *testing.T) {
 	p := newLoopEnv(t)
 	p.start()
-	server := newChatServer(t,
+	server := fixtures.NewChatServer(t,
 		toolCalls("", 10,
 			chatCall{"a", "read_file", `{"path":"../../etc/passwd"}`},
 			chatCall{"b", "bash", `go test ./...`},
@@ -581,12 +460,12 @@ func TestAgentLoopValidationErrorsFedBack(t *testing.T) {
 		"v-t0-2": {`unknown tool "invalid_delete_everything"`},
 		"v-t0-3": {`"grep" is not available to this task`},
 	}
-	reqs := server.received()
+	reqs := server.Received()
 	if len(reqs) != 2 {
 		t.Fatalf("%d requests, want 2", len(reqs))
 	}
-	if !slices.Equal(reqs[0].toolNames(), []string{"bash", "read_file"}) {
-		t.Errorf("tools %v, want the allow-list", reqs[0].toolNames())
+	if !slices.Equal(reqs[0].ToolNames(), []string{"bash", "read_file"}) {
+		t.Errorf("tools %v, want the allow-list", reqs[0].ToolNames())
 	}
 	msgs := reqs[1].Messages
 	if len(msgs) != 7 || len(msgs[2].ToolCalls) != 4 {
@@ -611,7 +490,7 @@ func TestAgentLoopValidationErrorsFedBack(t *testing.T) {
 // intent.
 func TestAgentLoopRestart(t *testing.T) {
 	p := newLoopEnv(t)
-	server := newChatServer(t,
+	server := fixtures.NewChatServer(t,
 		toolCalls("Now list everything.", 10, chatCall{"c1", "bash", `{"command":"ls -la"}`}),
 		answer("All tests pass.", 10),
 	)
@@ -641,8 +520,8 @@ func TestAgentLoopRestart(t *testing.T) {
 	absent(t, moment{name: "intent r-t0-0 made from the turn record", passed: func() (bool, string) {
 		err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: "r-t0-0"}, &v1.ToolIntent{})
 		return err == nil, fmt.Sprint(err)
-	}}, "a model call for the recorded turn", func() bool { return len(server.received()) > 0 })
-	p.runJob("r-t0-0", runner.Result{ExitCode: 0}, "add.go\nadd_test.go\n")
+	}}, "a model call for the recorded turn", func() bool { return len(server.Received()) > 0 })
+	p.runJob("r-t0-0", protocol.Result{ExitCode: 0}, "add.go\nadd_test.go\n")
 	p.waitRequests(server, 1)
 	p.exists("r-t1-0")
 	p.condition("r-t1-0", v1.ConditionDecided, metav1.ConditionTrue, v1.ReasonPolicyAllow)
@@ -650,8 +529,8 @@ func TestAgentLoopRestart(t *testing.T) {
 	// Stop while turn 1's call runs; a new controller takes over.
 	stop()
 	p.start()
-	p.absent(p.reconciledNow("agenttask", p.getTask("r")), "a second model call for turn 1", func() bool { return len(server.received()) > 1 })
-	p.runJob("r-t1-0", runner.Result{ExitCode: 0}, "ok\n")
+	p.absent(p.reconciledNow("agenttask", p.getTask("r")), "a second model call for turn 1", func() bool { return len(server.Received()) > 1 })
+	p.runJob("r-t1-0", protocol.Result{ExitCode: 0}, "ok\n")
 	got := p.finished("r", v1.ConditionSucceeded, v1.ReasonCompleted)
 	if got.Status.Result != "All tests pass." || got.Status.TokensUsed != 27 {
 		t.Fatalf("status: %+v", got.Status)
@@ -659,7 +538,7 @@ func TestAgentLoopRestart(t *testing.T) {
 	if names := p.intentNames(); !slices.Equal(names, []string{"r-t0-0", "r-t1-0"}) {
 		t.Fatalf("intents: %v", names)
 	}
-	reqs := server.received()
+	reqs := server.Received()
 	if len(reqs) != 2 {
 		t.Fatalf("%d model requests, want 2", len(reqs))
 	}
@@ -677,7 +556,7 @@ func TestAgentLoopRestart(t *testing.T) {
 // made from it and the model is not asked in its place.
 func TestAgentLoopRefusesATurnRecordOfAnotherVersion(t *testing.T) {
 	p := newLoopEnv(t)
-	server := newChatServer(t, answer("Done.", 10))
+	server := fixtures.NewChatServer(t, answer("Done.", 10))
 	task := p.modelTask("v", v1.ModeEdit, server)
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: transcript.TurnRecordName("v", 0),
@@ -699,7 +578,7 @@ func TestAgentLoopRefusesATurnRecordOfAnotherVersion(t *testing.T) {
 		"delete the AgentTask and create it again")
 	// The condition is written by the reconcile that read the record, which is the
 	// one that would otherwise have made its intent or asked the model.
-	if n := len(server.received()); n != 0 {
+	if n := len(server.Received()); n != 0 {
 		t.Errorf("the model was asked %d times in place of the refused record", n)
 	}
 	if names := p.intentNames(); len(names) != 0 {
@@ -715,10 +594,10 @@ func TestAgentLoopProviderErrors(t *testing.T) {
 	p := newLoopEnv(t)
 	p.start()
 
-	unauthorized := newChatServer(t, modelFailure(http.StatusUnauthorized, "Incorrect API key provided: "+testAPIKey+". Find your key in your account."))
+	unauthorized := fixtures.NewChatServer(t, modelFailure(http.StatusUnauthorized, "Incorrect API key provided: "+testAPIKey+". Find your key in your account."))
 	p.modelTask("unauthorized", v1.ModeReadOnly, unauthorized)
 
-	limited := newChatServer(t,
+	limited := fixtures.NewChatServer(t,
 		modelFailure(http.StatusTooManyRequests, "Rate limit reached"),
 		toolCalls("", 10, chatCall{"c", "list_dir", `{}`}),
 		modelFailure(http.StatusTooManyRequests, "Rate limit reached for requests"),
@@ -729,12 +608,12 @@ func TestAgentLoopProviderErrors(t *testing.T) {
 	)
 	p.modelTask("limited", v1.ModeReadOnly, limited)
 
-	broken := newChatServer(t, modelFailure(http.StatusInternalServerError, "upstream crashed"), answer("fine now", 10))
+	broken := fixtures.NewChatServer(t, modelFailure(http.StatusInternalServerError, "upstream crashed"), answer("fine now", 10))
 	p.modelTask("broken", v1.ModeReadOnly, broken)
 
 	// A task applied before its key Secret waits, naming the Secret, and goes on
 	// once the Secret exists.
-	keyless := newChatServer(t, answer("late but fine", 10))
+	keyless := fixtures.NewChatServer(t, answer("late but fine", 10))
 	p.modelTask("keyless", v1.ModeReadOnly, keyless, func(task *v1.AgentTask) { task.Spec.Agent.Model.APIKeySecretRef.Name = "applied-later" })
 	p.eventually("keyless waits for its Secret", func() (bool, string) {
 		task := p.getTask("keyless")
@@ -742,7 +621,7 @@ func TestAgentLoopProviderErrors(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1.ReasonModelUnavailable && task.Status.Phase == v1.TaskPending &&
 			strings.Contains(c.Message, `Secret "applied-later" named by spec.agent.model.apiKeySecretRef does not exist`), fmt.Sprintf("%+v", c)
 	})
-	if n := len(keyless.received()); n != 0 {
+	if n := len(keyless.Received()); n != 0 {
 		t.Fatalf("%d model requests without a key", n)
 	}
 	later := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "applied-later", Labels: map[string]string{v1.LabelModelCredentials: v1.ModelCredentialsValue}}, StringData: map[string]string{"apiKey": "sk-later-0123456789"}}
@@ -750,7 +629,7 @@ func TestAgentLoopProviderErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.finished("keyless", v1.ConditionSucceeded, v1.ReasonCompleted)
-	if got := keyless.received(); len(got) != 1 || got[0].authorization != "Bearer sk-later-0123456789" {
+	if got := keyless.Received(); len(got) != 1 || got[0].Authorization != "Bearer sk-later-0123456789" {
 		t.Fatalf("requests after the Secret appeared: %+v", got)
 	}
 
@@ -758,8 +637,8 @@ func TestAgentLoopProviderErrors(t *testing.T) {
 	c := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionFailed)
 	mustContain(t, "401 message", c.Message, "HTTP 401", "Incorrect API key provided", "[MASKED]")
 	mustNotContain(t, "401 message", c.Message, testAPIKey, "0123456789abcdef")
-	if task.Status.Phase != v1.TaskFailed || len(unauthorized.received()) != 1 {
-		t.Fatalf("phase %s after %d requests; a 401 is not retried", task.Status.Phase, len(unauthorized.received()))
+	if task.Status.Phase != v1.TaskFailed || len(unauthorized.Received()) != 1 {
+		t.Fatalf("phase %s after %d requests; a 401 is not retried", task.Status.Phase, len(unauthorized.Received()))
 	}
 
 	p.waitRequests(broken, 2)
@@ -768,7 +647,7 @@ func TestAgentLoopProviderErrors(t *testing.T) {
 	}
 
 	// Turn 0 succeeded on the client's retry.
-	p.runJob("limited-t0-0", runner.Result{ExitCode: 0}, "a.go\n")
+	p.runJob("limited-t0-0", protocol.Result{ExitCode: 0}, "a.go\n")
 	p.eventually("limited waits for the model", func() (bool, string) {
 		c := meta.FindStatusCondition(p.getTask("limited").Status.Conditions, v1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1.ReasonModelUnavailable &&
@@ -777,7 +656,7 @@ func TestAgentLoopProviderErrors(t *testing.T) {
 	if got := p.finished("limited", v1.ConditionSucceeded, v1.ReasonCompleted); got.Status.Result != "done" {
 		t.Fatalf("result %q", got.Status.Result)
 	}
-	if n := len(limited.received()); n != 5 {
+	if n := len(limited.Received()); n != 5 {
 		t.Fatalf("%d requests to the rate-limited endpoint, want 5", n)
 	}
 	p.mu.Lock()
@@ -793,27 +672,27 @@ func TestAgentLoopBudgets(t *testing.T) {
 	p := newLoopEnv(t)
 	p.start()
 	// Reads out of the workspace fail validation at once: no Job to play.
-	step := func(id string, tokens int64) chatReply {
+	step := func(id string, tokens int64) fixtures.ChatReply {
 		return toolCalls("", tokens, chatCall{id, "read_file", `{"path":"../` + id + `"}`})
 	}
-	turns := newChatServer(t, step("a", 10), step("b", 10))
+	turns := fixtures.NewChatServer(t, step("a", 10), step("b", 10))
 	p.modelTask("turns", v1.ModeReadOnly, turns, func(task *v1.AgentTask) { task.Spec.Budgets.MaxTurns = 2 })
-	tokens := newChatServer(t, step("a", 60), step("b", 60))
+	tokens := fixtures.NewChatServer(t, step("a", 60), step("b", 60))
 	p.modelTask("tokens", v1.ModeReadOnly, tokens, func(task *v1.AgentTask) { task.Spec.Budgets.MaxTokens = ptr.To[int64](100) })
 
 	task := p.finished("turns", v1.ConditionFailed, v1.ReasonTurnBudgetExhausted)
 	mustContain(t, "turn budget message", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionFailed).Message, "budgets.maxTurns")
-	if task.Status.Turn != 1 || len(turns.received()) != 2 {
-		t.Fatalf("turn %d after %d requests, want 1 after 2", task.Status.Turn, len(turns.received()))
+	if task.Status.Turn != 1 || len(turns.Received()) != 2 {
+		t.Fatalf("turn %d after %d requests, want 1 after 2", task.Status.Turn, len(turns.Received()))
 	}
 	task = p.finished("tokens", v1.ConditionFailed, v1.ReasonTokenBudgetExhausted)
-	if task.Status.TokensUsed != 120 || len(tokens.received()) != 2 {
-		t.Fatalf("tokens %d after %d requests, want 120 after 2", task.Status.TokensUsed, len(tokens.received()))
+	if task.Status.TokensUsed != 120 || len(tokens.Received()) != 2 {
+		t.Fatalf("tokens %d after %d requests, want 120 after 2", task.Status.TokensUsed, len(tokens.Received()))
 	}
 	// A task that ended calls the model no more: its end was written by the
 	// reconcile that would have called it.
 	p.absent(all(p.reconciledNow("agenttask", p.getTask("turns")), p.reconciledNow("agenttask", p.getTask("tokens"))),
-		"another model call", func() bool { return len(turns.received()) > 2 || len(tokens.received()) > 2 })
+		"another model call", func() bool { return len(turns.Received()) > 2 || len(tokens.Received()) > 2 })
 }
 
 // assertJSON compares two JSON documents by value.
@@ -1007,7 +886,7 @@ func TestAgentLoopTurnRecordsAreMasked(t *testing.T) {
 	p := newLoopEnv(t)
 	p.start()
 	const args = `{"command":"grep -r password=hunter2222 config"}`
-	server := newChatServer(t,
+	server := fixtures.NewChatServer(t,
 		toolCalls("The key is "+testAPIKey+" and the database password=hunter2222 \x1b[2J Searching.", 10, chatCall{"c1", "bash", args}),
 	)
 	p.modelTask("masked", v1.ModeReadOnly, server)
@@ -1042,7 +921,7 @@ func TestAgentLoopLongAnswerIsCutToTheResultBound(t *testing.T) {
 	p := newLoopEnv(t)
 	p.start()
 	long := strings.Repeat("All tests pass. ", 2*v1.MaxResultBytes/16)
-	server := newChatServer(t, answer(long, 10))
+	server := fixtures.NewChatServer(t, answer(long, 10))
 	p.modelTask("verbose", v1.ModeReadOnly, server)
 	got := p.finished("verbose", v1.ConditionSucceeded, v1.ReasonCompleted)
 	if len(got.Status.Result) > v1.MaxResultBytes || !strings.HasPrefix(got.Status.Result, "All tests pass. All tests pass.") ||

@@ -15,7 +15,8 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/agent"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // The confused deputy on credentials: the controller may read Secrets and sends the
@@ -60,7 +61,7 @@ func (p *loopEnv) labelSecret(name string, labelled bool) {
 func TestCredentialsOnlyFromLabelledSecrets(t *testing.T) {
 	p := newLoopEnv(t)
 	p.start()
-	server := newChatServer(t, answer("done", 10))
+	server := fixtures.NewChatServer(t, answer("done", 10))
 	// Not a model key at all: a Secret of the namespace the task's author wants sent.
 	other := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "deploy-token-key"},
@@ -76,7 +77,7 @@ func TestCredentialsOnlyFromLabelledSecrets(t *testing.T) {
 		"kubectl label secret -n "+p.ns+" deploy-token-key", "any Secret of the namespace")
 	mustNotContain(t, "refusal", msg, testAPIKey)
 	// The refusal was written by the reconcile that would have sent the request.
-	p.absent(p.reconciledNow("agenttask", p.getTask("deploy-token")), "a model request with an unlabelled Secret", func() bool { return len(server.received()) > 0 })
+	p.absent(p.reconciledNow("agenttask", p.getTask("deploy-token")), "a model request with an unlabelled Secret", func() bool { return len(server.Received()) > 0 })
 
 	// The controller's own reads do not see the Secret: the cache holds only labelled ones.
 	err := p.mgr.GetClient().Get(context.Background(), client.ObjectKeyFromObject(other), &corev1.Secret{})
@@ -86,7 +87,7 @@ func TestCredentialsOnlyFromLabelledSecrets(t *testing.T) {
 
 	p.labelSecret("deploy-token-key", true)
 	p.finished("deploy-token", v1.ConditionSucceeded, v1.ReasonCompleted)
-	if got := server.received(); len(got) != 1 || got[0].authorization != "Bearer "+testAPIKey {
+	if got := server.Received(); len(got) != 1 || got[0].Authorization != "Bearer "+testAPIKey {
 		t.Fatalf("requests after labelling: %+v", got)
 	}
 }
@@ -96,23 +97,23 @@ func TestCredentialsOnlyFromLabelledSecrets(t *testing.T) {
 func TestCredentialsLabelRemovedStopsTheNextTurn(t *testing.T) {
 	p := newLoopEnv(t)
 	p.start()
-	server := newChatServer(t,
+	server := fixtures.NewChatServer(t,
 		toolCalls("Look first.", 10, chatCall{"c0", "bash", `{"command":"ls"}`}),
 		answer("done", 10),
 	)
 	p.modelTask("revoked", v1.ModeReadOnly, server)
-	if got := p.waitRequests(server, 1); got[0].authorization != "Bearer "+testAPIKey {
-		t.Fatalf("turn 0 was sent %q", got[0].authorization)
+	if got := p.waitRequests(server, 1); got[0].Authorization != "Bearer "+testAPIKey {
+		t.Fatalf("turn 0 was sent %q", got[0].Authorization)
 	}
 	p.labelSecret("revoked-key", false)
-	p.runJob("revoked-t0-0", runner.Result{ExitCode: 0}, "a.go\n")
+	p.runJob("revoked-t0-0", protocol.Result{ExitCode: 0}, "a.go\n")
 	msg := p.waiting("revoked", ReasonCredentialsNotAllowed)
 	mustContain(t, "refusal", msg, `Secret "revoked-key"`, v1.LabelModelCredentials)
-	p.absent(p.reconciledNow("agenttask", p.getTask("revoked")), "a model request after the label was removed", func() bool { return len(server.received()) > 1 })
+	p.absent(p.reconciledNow("agenttask", p.getTask("revoked")), "a model request after the label was removed", func() bool { return len(server.Received()) > 1 })
 
 	p.labelSecret("revoked-key", true)
 	p.finished("revoked", v1.ConditionSucceeded, v1.ReasonCompleted)
-	if n := len(server.received()); n != 2 {
+	if n := len(server.Received()); n != 2 {
 		t.Fatalf("%d model requests, want 2", n)
 	}
 }
@@ -122,21 +123,21 @@ func TestCredentialsLabelRemovedStopsTheNextTurn(t *testing.T) {
 // EndpointNotAllowed naming the endpoint and the flag; (d) an endpoint on the list
 // works. The two servers differ only in their port.
 func TestModelEndpointAllowList(t *testing.T) {
-	allowed := newChatServer(t, answer("allowed", 10))
-	elsewhere := newChatServer(t, answer("should not be asked", 10))
+	allowed := fixtures.NewChatServer(t, answer("allowed", 10))
+	elsewhere := fixtures.NewChatServer(t, answer("should not be asked", 10))
 	p := newLoopEnv(t)
-	p.endpoints = agent.MustParseEndpoints(allowed.baseURL())
+	p.endpoints = agent.MustParseEndpoints(allowed.BaseURL())
 	p.start()
 
 	p.modelTask("elsewhere", v1.ModeReadOnly, elsewhere)
 	p.modelTask("allowed", v1.ModeReadOnly, allowed)
 	// userinfo in a baseURL is refused, and never repeated.
 	p.modelTask("userinfo", v1.ModeReadOnly, allowed, func(task *v1.AgentTask) {
-		task.Spec.Agent.Model.BaseURL = strings.Replace(allowed.baseURL(), "http://", "http://bob:hunter2@", 1)
+		task.Spec.Agent.Model.BaseURL = strings.Replace(allowed.BaseURL(), "http://", "http://bob:hunter2@", 1)
 	})
 
 	msg := p.waiting("elsewhere", ReasonEndpointNotAllowed)
-	mustContain(t, "refusal", msg, `"`+elsewhere.baseURL()+`"`, "--model-endpoints", allowed.baseURL())
+	mustContain(t, "refusal", msg, `"`+elsewhere.BaseURL()+`"`, "--model-endpoints", allowed.BaseURL())
 	msg = p.waiting("userinfo", ReasonEndpointNotAllowed)
 	mustContain(t, "userinfo refusal", msg, "userinfo", "--model-endpoints")
 	mustNotContain(t, "userinfo refusal", msg, "hunter2")
@@ -145,8 +146,8 @@ func TestModelEndpointAllowList(t *testing.T) {
 		t.Fatalf("result %q", got.Status.Result)
 	}
 	p.absent(all(p.reconciledNow("agenttask", p.getTask("elsewhere")), p.reconciledNow("agenttask", p.getTask("userinfo"))),
-		"a request to an endpoint not on the list", func() bool { return len(elsewhere.received()) > 0 || len(allowed.received()) > 1 })
-	if n := len(allowed.received()); n != 1 {
+		"a request to an endpoint not on the list", func() bool { return len(elsewhere.Received()) > 0 || len(allowed.Received()) > 1 })
+	if n := len(allowed.Received()); n != 1 {
 		t.Fatalf("%d requests to the allowed endpoint, want 1 (the userinfo task must not reach it)", n)
 	}
 }

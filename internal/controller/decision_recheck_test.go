@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/toolintent"
 )
 
@@ -73,7 +73,7 @@ func TestApprovedCallRunsInTheDecidedSandbox(t *testing.T) {
 		exec.Spec.Sandbox.WorkspaceClaimName != "t-workspace" {
 		t.Fatalf("the approved call runs in the task's new sandbox, not the approved one: %+v", exec.Spec.Sandbox)
 	}
-	p.runJob("t-t0-0", runner.Result{ExitCode: 0}, "built\n")
+	p.runJob("t-t0-0", protocol.Result{ExitCode: 0}, "built\n")
 	expectObservation(t, p.observed("t-t0-0"), v1.OutcomeSucceeded, true, 0, "built")
 
 	// A call decided after the change is decided, and asked, for the task as it is.
@@ -233,7 +233,7 @@ func TestStricterAskAsksAgain(t *testing.T) {
 	if got := getExecution(t, p.ns, "t-t0-0").Spec.ApprovalName(); got != "t-t0-0-ask-2" {
 		t.Fatalf("the Execution consumed %q", got)
 	}
-	p.runJob("t-t0-0", runner.Result{ExitCode: 0}, "deployed\n")
+	p.runJob("t-t0-0", protocol.Result{ExitCode: 0}, "deployed\n")
 	expectObservation(t, p.observed("t-t0-0"), v1.OutcomeSucceeded, true, 0, "deployed")
 }
 

@@ -19,8 +19,9 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 	"github.com/toolgate/toolgate/internal/toolintent"
 )
 
@@ -229,7 +230,7 @@ func TestExecutionChainRefused(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := env.Namespace(t)
-			tc.setup(t, newExecution(ns, name))
+			tc.setup(t, fixtures.Execution(ns, name))
 			waitRefused(t, ns, name, EventChainBroken, tc.want)
 			noJobs(t, ns)
 			policies := &networkingv1.NetworkPolicyList{}
@@ -250,7 +251,7 @@ func TestExecutionWaitsForItsIntent(t *testing.T) {
 	mgr := startChainExecutionManager(t, time.Minute)
 	t.Run("allow", func(t *testing.T) {
 		ns := env.Namespace(t)
-		exec := newExecution(ns, "run")
+		exec := fixtures.Execution(ns, "run")
 		// Allowed and executed in one reconcile: not even the decision is written yet.
 		intent := createIntentFor(t, exec, func(i *v1.ToolIntent) { i.Status = v1.ToolIntentStatus{} })
 		ownBy(t, exec, intent)
@@ -270,7 +271,7 @@ func TestExecutionWaitsForItsIntent(t *testing.T) {
 	})
 	t.Run("ask with its consumed approval", func(t *testing.T) {
 		ns := env.Namespace(t)
-		exec := newExecution(ns, "run")
+		exec := fixtures.Execution(ns, "run")
 		intent := createIntentFor(t, exec, func(i *v1.ToolIntent) {
 			i.Status.Decision.Action = v1.DecisionAsk
 			i.Status.ApprovalName = "run"
@@ -314,7 +315,7 @@ func TestExecutionNetworkPolicyInTheWay(t *testing.T) {
 	startChainExecutionManager(t, time.Minute)
 	t.Run("pre-created, selecting nothing", func(t *testing.T) {
 		ns := env.Namespace(t)
-		exec := newExecution(ns, "run")
+		exec := fixtures.Execution(ns, "run")
 		name := executor.NetworkPolicyName(exec)
 		decoy := &networkingv1.NetworkPolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{v1.LabelNetwork: executor.NetworkKey(exec)}},
@@ -332,7 +333,7 @@ func TestExecutionNetworkPolicyInTheWay(t *testing.T) {
 	})
 	t.Run("toolgate's own, widened", func(t *testing.T) {
 		ns := env.Namespace(t)
-		exec := newExecution(ns, "run")
+		exec := fixtures.Execution(ns, "run")
 		// The intent has not caught up, so the Execution waits while the policy is
 		// planted as the controller makes it, with all egress allowed.
 		intent := createIntentFor(t, exec)
@@ -380,10 +381,10 @@ func TestExecutionForeignJobIsNotItsResult(t *testing.T) {
 	}
 	pod := createJobPod(t, foreign)
 	const out = "forged\n"
-	result := runner.EncodeResult(runner.Result{ExitCode: 0, StdoutBytes: int64(len(out)), OutputSHA256: sha256Hex(out)})
+	result := protocol.EncodeResult(protocol.Result{ExitCode: 0, StdoutBytes: int64(len(out)), OutputSHA256: sha256Hex(out)})
 	setPodStatus(t, pod, corev1.PodSucceeded, terminated(0, string(result)))
 
-	createExecution(t, newExecution(ns, "run"))
+	createExecution(t, fixtures.Execution(ns, "run"))
 	done := waitRefused(t, ns, "run", toolintent.EventObjectInTheWay, "a Job named run already exists in namespace "+ns+" and is not this Execution's")
 	if done.Status.ExitCode != nil || done.Status.Sandbox != nil {
 		t.Errorf("status = %+v, want nothing of the foreign Job's pod", done.Status)
@@ -400,7 +401,7 @@ func TestExecutionForeignJobIsNotItsResult(t *testing.T) {
 func TestExecutionJobFromBeforeTheNetworkLabel(t *testing.T) {
 	ns := env.Namespace(t)
 	startChainExecutionManager(t, time.Minute)
-	exec := newExecution(ns, "legacy")
+	exec := fixtures.Execution(ns, "legacy")
 	// The intent has not named the Execution yet: it waits while its Job is put in
 	// place as the earlier version left it.
 	intent := createIntentFor(t, exec)
@@ -426,7 +427,7 @@ func TestExecutionJobFromBeforeTheNetworkLabel(t *testing.T) {
 	}
 
 	pod := createJobPod(t, job)
-	result := runner.EncodeResult(runner.Result{ExitCode: 0, DurationMs: 5, UID: 65532, ReadOnlyRoot: true,
+	result := protocol.EncodeResult(protocol.Result{ExitCode: 0, DurationMs: 5, UID: 65532, ReadOnlyRoot: true,
 		InvocationSHA256: testenv.InvocationSHA256(pod)})
 	setPodStatus(t, pod, corev1.PodSucceeded, terminated(0, string(result)))
 	done := waitForPhase(t, ns, "legacy", v1.ExecutionSucceeded)

@@ -25,8 +25,9 @@ import (
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // fixedLog stands in for the pods/log subresource: envtest runs no kubelet, so no
@@ -70,25 +71,6 @@ func startExecutionManager(t *testing.T, logs executor.LogReader) ctrl.Manager {
 		return r.SetupWithManager(mgr)
 	})
 	return mgr
-}
-
-func newExecution(ns, name string) *toolgatev1alpha1.Execution {
-	return &toolgatev1alpha1.Execution{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: toolgatev1alpha1.ExecutionSpec{
-			IntentRef:      toolgatev1alpha1.LocalObjectReference{Name: name},
-			TaskRef:        toolgatev1alpha1.LocalObjectReference{Name: "task"},
-			Tool:           toolgatev1alpha1.ToolBash,
-			Input:          runtime.RawExtension{Raw: []byte(`{"command":"echo hello"}`)},
-			TimeoutSeconds: 30,
-			MaxOutputBytes: 4096,
-			Sandbox: toolgatev1alpha1.SandboxProfile{
-				Image:              testSandboxImage,
-				WorkspaceClaimName: "task-workspace",
-			},
-			Fingerprint: strings.Repeat("ab", 32),
-		},
-	}
 }
 
 // createExecution creates exec as the ToolIntent controller would: owned by an intent
@@ -244,7 +226,7 @@ func TestExecutionSucceeds(t *testing.T) {
 	const out = "hello\n"
 	logs := &fixedLog{text: out}
 	startExecutionManager(t, logs)
-	createExecution(t, newExecution(ns, "run-ok"))
+	createExecution(t, fixtures.Execution(ns, "run-ok"))
 
 	job := waitForJob(t, ns, "run-ok")
 	exec := getExecution(t, ns, "run-ok")
@@ -279,7 +261,7 @@ func TestExecutionSucceeds(t *testing.T) {
 	setPodStatus(t, pod, corev1.PodRunning, running())
 	waitForPhase(t, ns, "run-ok", toolgatev1alpha1.ExecutionRunning)
 
-	result := runner.EncodeResult(runner.Result{ExitCode: 0, DurationMs: 1500, StdoutBytes: int64(len(out)),
+	result := protocol.EncodeResult(protocol.Result{ExitCode: 0, DurationMs: 1500, StdoutBytes: int64(len(out)),
 		OutputSHA256: sha256Hex(out), ArtifactPath: ".toolgate/executions/run-ok/output.log", UID: 65532, ReadOnlyRoot: true,
 		InvocationSHA256: testenv.InvocationSHA256(pod)})
 	setPodStatus(t, pod, corev1.PodSucceeded, terminated(0, string(result)))
@@ -303,10 +285,10 @@ func TestExecutionSucceeds(t *testing.T) {
 	// Observed event tells it); its steps are in the status and the audit log. Events
 	// are sent in the background: the moment run-ok's would have come is marked by
 	// the Warning of a call that fails after it, sent by the same recorder.
-	sentinel := newExecution(ns, "run-after")
+	sentinel := fixtures.Execution(ns, "run-after")
 	createExecution(t, sentinel)
 	failed := createJobPod(t, waitForJob(t, ns, "run-after"))
-	setPodStatus(t, failed, corev1.PodFailed, terminated(3, string(runner.EncodeResult(runner.Result{ExitCode: 3, ErrorKind: runner.KindExitCode,
+	setPodStatus(t, failed, corev1.PodFailed, terminated(3, string(protocol.EncodeResult(protocol.Result{ExitCode: 3, ErrorKind: protocol.KindExitCode,
 		StdoutBytes: int64(len(out)), OutputSHA256: sha256Hex(out), InvocationSHA256: testenv.InvocationSHA256(failed)}))))
 	absent(t, moment{name: "the Warning Finished event of run-after, which failed after run-ok succeeded", passed: func() (bool, string) {
 		reasons := eventReasons(t, ns, "run-after")
@@ -318,9 +300,9 @@ func TestExecutionNonZeroExit(t *testing.T) {
 	ns := env.Namespace(t)
 	const out = "FAIL: TestX\n"
 	startExecutionManager(t, &fixedLog{text: out})
-	createExecution(t, newExecution(ns, "run-fail"))
+	createExecution(t, fixtures.Execution(ns, "run-fail"))
 	pod := createJobPod(t, waitForJob(t, ns, "run-fail"))
-	result := runner.EncodeResult(runner.Result{ExitCode: 3, ErrorKind: runner.KindExitCode, StdoutBytes: int64(len(out)), OutputSHA256: sha256Hex(out),
+	result := protocol.EncodeResult(protocol.Result{ExitCode: 3, ErrorKind: protocol.KindExitCode, StdoutBytes: int64(len(out)), OutputSHA256: sha256Hex(out),
 		InvocationSHA256: testenv.InvocationSHA256(pod)})
 	setPodStatus(t, pod, corev1.PodFailed, terminated(3, string(result)))
 
@@ -340,7 +322,7 @@ func TestExecutionNonZeroExit(t *testing.T) {
 func TestExecutionTimeout(t *testing.T) {
 	ns := env.Namespace(t)
 	startExecutionManager(t, &fixedLog{})
-	createExecution(t, newExecution(ns, "run-slow"))
+	createExecution(t, fixtures.Execution(ns, "run-slow"))
 	job := waitForJob(t, ns, "run-slow")
 	waitForPhase(t, ns, "run-slow", toolgatev1alpha1.ExecutionPending)
 
@@ -366,7 +348,7 @@ func TestExecutionTimeout(t *testing.T) {
 func TestExecutionJobDeleted(t *testing.T) {
 	ns := env.Namespace(t)
 	mgr := startExecutionManager(t, &fixedLog{})
-	createExecution(t, newExecution(ns, "run-gone"))
+	createExecution(t, fixtures.Execution(ns, "run-gone"))
 	job := waitForJob(t, ns, "run-gone")
 	waitForPhase(t, ns, "run-gone", toolgatev1alpha1.ExecutionPending)
 
@@ -384,7 +366,7 @@ func TestExecutionJobDeleted(t *testing.T) {
 func TestExecutionMissingTerminationMessage(t *testing.T) {
 	ns := env.Namespace(t)
 	startExecutionManager(t, &fixedLog{text: "signal: killed\n"})
-	createExecution(t, newExecution(ns, "run-silent"))
+	createExecution(t, fixtures.Execution(ns, "run-silent"))
 	pod := createJobPod(t, waitForJob(t, ns, "run-silent"))
 	// The container exited 0 without a result: that must never read as a success.
 	setPodStatus(t, pod, corev1.PodSucceeded, terminated(0, ""))
@@ -404,7 +386,7 @@ func TestExecutionMissingTerminationMessage(t *testing.T) {
 // status; a fresh reconciler then finds the Job by its deterministic name.
 func TestExecutionRestartMakesNoSecondJob(t *testing.T) {
 	ns := env.Namespace(t)
-	exec := newExecution(ns, "run-once")
+	exec := fixtures.Execution(ns, "run-once")
 	createExecution(t, exec)
 	newReconciler := func() *ExecutionReconciler {
 		return &ExecutionReconciler{
@@ -452,13 +434,13 @@ func TestExecutionRestartMakesNoSecondJob(t *testing.T) {
 func TestExecutionInvalidIsNotRun(t *testing.T) {
 	ns := env.Namespace(t)
 	startExecutionManager(t, &fixedLog{})
-	badCIDR := newExecution(ns, "bad-cidr")
+	badCIDR := fixtures.Execution(ns, "bad-cidr")
 	badCIDR.Spec.Sandbox.Network = toolgatev1alpha1.NetworkSpec{Mode: toolgatev1alpha1.NetworkAllowList, Egress: []toolgatev1alpha1.EgressRule{{CIDR: "not-a-cidr"}}}
 	if err := env.Client.Create(t.Context(), badCIDR); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.sandbox.network.egress[0].cidr") {
 		t.Fatalf("creating an Execution with egress CIDR not-a-cidr: %v; want it refused naming the field", err)
 	}
 
-	exec := newExecution(ns, "run-bad")
+	exec := fixtures.Execution(ns, "run-bad")
 	exec.Spec.Input = runtime.RawExtension{Raw: []byte(`{"command":"sleep 300","runInBackground":true}`)}
 	createExecution(t, exec)
 

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // TestLateExecutionOfAnEndedTaskNeverStarts: an Execution whose chain is whole but
@@ -28,7 +29,7 @@ func TestLateExecutionOfAnEndedTaskNeverStarts(t *testing.T) {
 	if err := env.Client.Create(t.Context(), task); err != nil {
 		t.Fatalf("creating task: %v", err)
 	}
-	exec := newExecution(ns, "late")
+	exec := fixtures.Execution(ns, "late")
 	createExecution(t, exec)
 	waitRefused(t, ns, "late", EventChainBroken, "AgentTask task ended before this call started (it was cancelled)")
 	noJobs(t, ns)
@@ -62,7 +63,7 @@ func TestLateExecutionOfATaskBeingDeletedNeverStarts(t *testing.T) {
 	if err := env.Client.Delete(t.Context(), task); err != nil {
 		t.Fatal(err)
 	}
-	exec := newExecution(ns, "late")
+	exec := fixtures.Execution(ns, "late")
 	createExecution(t, exec)
 	waitRefused(t, ns, "late", EventChainBroken, "AgentTask task ended before this call started (it is being deleted)")
 	noJobs(t, ns)

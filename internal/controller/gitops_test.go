@@ -21,8 +21,9 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/argocd"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 	"github.com/toolgate/toolgate/internal/transcript"
 )
 
@@ -144,7 +145,7 @@ func TestGitOpsSyncedTaskThroughThePipeline(t *testing.T) {
 	// An allowed read runs and succeeds.
 	p.propose("app", 0, 0, v1.ToolReadFile, `{"path":"README.md"}`)
 	waitHealth(p, "ToolIntent", intentRef(p, "app-t0-0"), argocd.HealthProgressing, "Execution app-t0-0 runs")
-	p.runJob("app-t0-0", runner.Result{ExitCode: 0, ContentSHA256: strings.Repeat("a", 64)}, "     1\t# app\n")
+	p.runJob("app-t0-0", protocol.Result{ExitCode: 0, ContentSHA256: strings.Repeat("a", 64)}, "     1\t# app\n")
 	waitHealth(p, "ToolIntent", intentRef(p, "app-t0-0"), argocd.HealthHealthy, "Succeeded (exit code 0): Execution app-t0-0 finished: Succeeded")
 
 	// A write in Edit mode asks a person: task, intent and approval are Suspended.
@@ -157,7 +158,7 @@ func TestGitOpsSyncedTaskThroughThePipeline(t *testing.T) {
 	}
 
 	p.decide("app-t1-0", v1.DecisionApproved, "alice", "")
-	p.runJob("app-t1-0", runner.Result{ExitCode: 0}, "")
+	p.runJob("app-t1-0", protocol.Result{ExitCode: 0}, "")
 	waitHealth(p, "Approval", approvalRef(p, "app-t1-0"), argocd.HealthHealthy, "Consumed: approved by alice (used by Execution app-t1-0)")
 	waitHealth(p, "ToolIntent", intentRef(p, "app-t1-0"), argocd.HealthHealthy, "Succeeded (exit code 0)")
 	task := waitHealth(p, "AgentTask", taskRef(p, "app"), argocd.HealthProgressing, "Running: turn 1, 0 of 2 intents in flight")
@@ -319,13 +320,13 @@ func TestGitOpsHealthOfEveryEnding(t *testing.T) {
 	p.propose("c", 2, 0, v1.ToolBash, `{"command":"touch b.txt"}`)
 	expiresAt := p.approval("c-t2-0").Spec.ExpiresAt.UTC().Format(time.RFC3339)
 	p.condition("c-t2-0", v1.ConditionApproved, metav1.ConditionFalse, v1.ReasonApprovalPending)
-	p.clock.advance(2 * time.Minute)
+	p.clock.Advance(2 * time.Minute)
 	touch(t, &v1.Approval{}, p.ns, "c-t2-0")
 	waitHealth(p, "ToolIntent", intentRef(p, "c-t2-0"), argocd.HealthHealthy, "ApprovalExpired, nothing was executed: Approval c-t2-0 expired at "+expiresAt)
 	waitHealth(p, "Approval", approvalRef(p, "c-t2-0"), argocd.HealthDegraded, "Expired: nobody decided before "+expiresAt+"; the intent was not executed")
 
 	p.propose("c", 3, 0, v1.ToolReadFile, `{"path":"missing.txt"}`)
-	p.runJob("c-t3-0", runner.Result{ExitCode: 1}, "no such file\n")
+	p.runJob("c-t3-0", protocol.Result{ExitCode: 1}, "no such file\n")
 	waitHealth(p, "ToolIntent", intentRef(p, "c-t3-0"), argocd.HealthDegraded, "Failed (exit code 1): Execution c-t3-0 finished: Failed")
 	waitHealth(p, "AgentTask", taskRef(p, "c"), argocd.HealthProgressing, "Running: turn 3, 0 of 5 intents in flight")
 
@@ -404,7 +405,7 @@ func TestGitOpsHealthOfPolicies(t *testing.T) {
 // with the condition's reason.
 func TestGitOpsModelTaskChildren(t *testing.T) {
 	p := newLoopEnv(t)
-	server := newChatServer(t,
+	server := fixtures.NewChatServer(t,
 		toolCalls("reading the readme first", 10, chatCall{"call-1", "read_file", `{"path":"README.md"}`}),
 		answer("The README says to run make test.", 5),
 	)
@@ -414,7 +415,7 @@ func TestGitOpsModelTaskChildren(t *testing.T) {
 		task.Annotations = map[string]string{argoTrackingAnnotation: fmt.Sprintf("%s:toolgate.dev/AgentTask:%s/m", argoAppName, p.ns)}
 	})
 	intent := transcript.ModelIntentName("m", 0, 0)
-	p.runJob(intent, runner.Result{ExitCode: 0, ContentSHA256: strings.Repeat("b", 64)}, "     1\trun make test\n")
+	p.runJob(intent, protocol.Result{ExitCode: 0, ContentSHA256: strings.Repeat("b", 64)}, "     1\trun make test\n")
 	task := p.finished("m", v1.ConditionSucceeded, v1.ReasonCompleted)
 	if hs := health(t, "AgentTask", task); hs.Status != argocd.HealthHealthy || !strings.HasPrefix(hs.Message, "Completed: ") {
 		t.Errorf("health of the finished model task: %+v", hs)

@@ -232,10 +232,6 @@ func (r *AgentTaskReconciler) preparePush(ctx context.Context, task *v1.AgentTas
 func (r *ExecutionReconciler) reconcileGitPush(ctx context.Context, exec *v1.Execution) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	name := executor.GitPodName(gitws.OpPush, string(exec.UID))
-	failed := func(format string, args ...any) *executor.JobToolAnswer { return pushFailed(r.Now(), format, args...) }
-	stopped := func(why string) *executor.JobToolAnswer {
-		return failed("stopped: AgentTask %s ended while its push ran (%s), so the push pod %s was deleted; whether the branch was created is unknown, look at the server", exec.Spec.TaskRef.Name, why, name)
-	}
 	var (
 		obs     executor.Observation
 		refused *refusal
@@ -247,13 +243,13 @@ func (r *ExecutionReconciler) reconcileGitPush(ctx context.Context, exec *v1.Exe
 	switch {
 	case apierrors.IsNotFound(err) && exec.Status.PodName == name:
 		// The task's end deletes its pods too, and may get there before this does.
-		if done, why, err := r.taskEnded(ctx, exec, pipeline.TaskFinished); err != nil {
+		if done, why, err := r.readTaskEnded(ctx, exec, pipeline.TaskFinished); err != nil {
 			return ctrl.Result{}, err
 		} else if done {
-			obs.Answer = stopped(why)
+			obs.Answer = r.pushStoppedByTaskEnd(exec, name, why)
 			break
 		}
-		obs.Answer = failed("not pushed as far as toolgate knows: the push pod %s was deleted before it reported; whether the branch was created is unknown, look at the server", name)
+		obs.Answer = pushFailed(r.Now(), "not pushed as far as toolgate knows: the push pod %s was deleted before it reported; whether the branch was created is unknown, look at the server", name)
 	case apierrors.IsNotFound(err):
 		var started *corev1.Pod
 		if wait, refused, started, obs.Answer, err = r.startPush(ctx, exec, name); err != nil {
@@ -271,29 +267,10 @@ func (r *ExecutionReconciler) reconcileGitPush(ctx context.Context, exec *v1.Exe
 	case err != nil:
 		return ctrl.Result{}, err
 	case !metav1.IsControlledBy(pod, exec):
-		obs.Answer = failed("not pushed: a pod named %s exists and is not this call's push pod", name)
+		obs.Answer = pushFailed(r.Now(), "not pushed: a pod named %s exists and is not this call's push pod", name)
 	default:
-		res, finished, why := gitPodResult(pod)
-		switch {
-		case !finished:
-			if done, why, err := r.taskEnded(ctx, exec, pipeline.TaskFinished); err != nil {
-				return ctrl.Result{}, err
-			} else if done {
-				if err := kube.DeleteByUID(ctx, r.Client, pod); err != nil {
-					return ctrl.Result{}, err
-				}
-				obs.Answer = stopped(why)
-				break
-			}
-			obs.Pod, wait = pod, gitPollEvery
-		case why != "":
-			obs.Answer, spent = failed("the push pod %s ended without a result (%s); whether the branch was created is unknown, look at the server", name, why), pod
-		case res.Kind != "" || res.Pushed == nil:
-			obs.Answer, spent = failed("not pushed (%s): %s", res.Kind, res.Message), pod
-		default:
-			var in tools.GitPushInput
-			_ = json.Unmarshal(exec.Spec.Input.Raw, &in)
-			obs.Answer, spent = &executor.JobToolAnswer{At: r.Now(), Output: pipeline.PushedText(*res.Pushed, in.URL)}, pod
+		if obs, wait, spent, err = r.pushStands(ctx, exec, pod); err != nil {
+			return ctrl.Result{}, err
 		}
 	}
 	before, conflicted, err := r.writeStatus(ctx, log, exec, obs)
@@ -310,6 +287,42 @@ func (r *ExecutionReconciler) reconcileGitPush(ctx context.Context, exec *v1.Exe
 		}
 	}
 	return ctrl.Result{RequeueAfter: wait}, nil
+}
+
+// pushStands reads where the call's push pod stands: still running (stopped, and
+// its pod deleted, when the task ended meanwhile), or ended with its answer; spent
+// is the pod of an ended push, deleted once the answer is recorded.
+func (r *ExecutionReconciler) pushStands(ctx context.Context, exec *v1.Execution, pod *corev1.Pod) (obs executor.Observation, wait time.Duration, spent *corev1.Pod, err error) {
+	name := pod.Name
+	res, finished, why := gitPodResult(pod)
+	switch {
+	case !finished:
+		if done, why, err := r.readTaskEnded(ctx, exec, pipeline.TaskFinished); err != nil {
+			return obs, 0, nil, err
+		} else if done {
+			if err := kube.DeleteByUID(ctx, r.Client, pod); err != nil {
+				return obs, 0, nil, err
+			}
+			obs.Answer = r.pushStoppedByTaskEnd(exec, name, why)
+			return obs, 0, nil, nil
+		}
+		obs.Pod, wait = pod, gitPollEvery
+	case why != "":
+		obs.Answer, spent = pushFailed(r.Now(), "the push pod %s ended without a result (%s); whether the branch was created is unknown, look at the server", name, why), pod
+	case res.Kind != "" || res.Pushed == nil:
+		obs.Answer, spent = pushFailed(r.Now(), "not pushed (%s): %s", res.Kind, res.Message), pod
+	default:
+		var in tools.GitPushInput
+		_ = json.Unmarshal(exec.Spec.Input.Raw, &in)
+		obs.Answer, spent = &executor.JobToolAnswer{At: r.Now(), Output: pipeline.PushedText(*res.Pushed, in.URL)}, pod
+	}
+	return obs, wait, spent, nil
+}
+
+// pushStoppedByTaskEnd is the answer of a push whose pod (name) was deleted
+// because its task ended (why).
+func (r *ExecutionReconciler) pushStoppedByTaskEnd(exec *v1.Execution, name, why string) *executor.JobToolAnswer {
+	return pushFailed(r.Now(), "stopped: AgentTask %s ended while its push ran (%s), so the push pod %s was deleted; whether the branch was created is unknown, look at the server", exec.Spec.TaskRef.Name, why, name)
 }
 
 // startPush checks the chain and the push's Secret and network, then creates the

@@ -96,6 +96,14 @@ func (r *AgentTaskReconciler) cloneWorkspace(ctx context.Context, task *v1.Agent
 	if err != nil {
 		return out, err
 	}
+	return r.cloneStands(ctx, task, pod, out)
+}
+
+// cloneStands reads where the task's clone pod stands into out: a pod that is not
+// the task's, a clone under way, done, or failed (a host that was unreachable is
+// tried again, as is a Secret that changes).
+func (r *AgentTaskReconciler) cloneStands(ctx context.Context, task *v1.AgentTask, pod *corev1.Pod, out workspaceSeed) (workspaceSeed, error) {
+	src, ws, name := task.Spec.Workspace.Git, out.status, pod.Name
 	if !metav1.IsControlledBy(pod, task) {
 		out.reason = v1.ReasonGitCloneFailed
 		out.msg = fmt.Sprintf("a pod named %s exists in namespace %s and is not this task's clone; delete it", name, task.Namespace)

@@ -64,63 +64,92 @@ func (r *ExecutionReconciler) reconcileJobTool(ctx context.Context, exec *v1.Exe
 // (job_kill, until the job it stopped ended); an error is the API's.
 func (r *ExecutionReconciler) answerJobTool(ctx context.Context, exec *v1.Execution) (*executor.JobToolAnswer, time.Duration, error) {
 	answer := &executor.JobToolAnswer{At: r.Now()}
-	fail := func(format string, args ...any) *executor.JobToolAnswer {
-		answer.ExitCode, answer.Message = 1, fmt.Sprintf(format, args...)
-		answer.Output = answer.Message + "\n"
-		return answer
-	}
-	task := exec.Spec.TaskRef.Name
 	if exec.Spec.Tool == v1.ToolJobList {
-		// From the API server: the cache keeps no finished Execution's input, which
-		// tells a job from another call.
-		opts := []client.ListOption{client.InNamespace(exec.Namespace)}
-		if len(validation.IsValidLabelValue(task)) == 0 {
-			opts = append(opts, client.MatchingLabels{v1.LabelTask: task})
-		}
-		var execs v1.ExecutionList
-		if err := r.APIReader.List(ctx, &execs, opts...); err != nil {
+		list, err := r.listJobs(ctx, exec)
+		if err != nil {
 			return nil, 0, err
 		}
-		var jobs []v1.Execution
-		for i := range execs.Items {
-			if e := &execs.Items[i]; tools.IsBackground(e.Spec.Tool, e.Spec.Input.Raw) {
-				same, err := r.sameTask(ctx, exec, e)
-				if err != nil {
-					return nil, 0, err
-				}
-				if same {
-					jobs = append(jobs, *e)
-				}
-			}
-		}
-		answer.Output = jobList(jobs, task)
+		answer.Output = list
 		return answer, 0, nil
 	}
-	var in tools.JobInput
-	if err := json.Unmarshal(exec.Spec.Input.Raw, &in); err != nil || in.Job == "" {
-		return fail("spec.input.job: the input names no job (%v)", err), 0, nil
-	}
-	job := &v1.Execution{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: in.Job}, job); apierrors.IsNotFound(err) {
-		return fail("job %s: AgentTask %s has no background job of that id; job_list lists its jobs", in.Job, task), 0, nil
-	} else if err != nil {
-		return nil, 0, err
-	}
-	same, err := r.sameTask(ctx, exec, job)
+	job, missing, err := r.namedJob(ctx, exec)
 	if err != nil {
 		return nil, 0, err
 	}
-	if !same || !tools.IsBackground(job.Spec.Tool, job.Spec.Input.Raw) {
-		// Another task's job, or no job at all: the same answer, so that a task
-		// learns nothing of what is not its own.
-		return fail("job %s: AgentTask %s has no background job of that id; job_list lists its jobs", in.Job, task), 0, nil
+	if missing != "" {
+		return failJobTool(answer, missing), 0, nil
 	}
 	if exec.Spec.Tool == v1.ToolJobOutput {
 		answer.Output = r.jobReport(job)
 		return answer, 0, nil
 	}
-	// job_kill: stop the job, and answer once it ended. What this process knows of
-	// the job comes first: its record may lag.
+	return r.killJob(ctx, exec, job, answer)
+}
+
+// failJobTool makes answer a failure that says msg.
+func failJobTool(answer *executor.JobToolAnswer, msg string) *executor.JobToolAnswer {
+	answer.ExitCode, answer.Message = 1, msg
+	answer.Output = answer.Message + "\n"
+	return answer
+}
+
+// listJobs is job_list's answer: the background jobs of exec's task.
+func (r *ExecutionReconciler) listJobs(ctx context.Context, exec *v1.Execution) (string, error) {
+	task := exec.Spec.TaskRef.Name
+	// From the API server: the cache keeps no finished Execution's input, which
+	// tells a job from another call.
+	opts := []client.ListOption{client.InNamespace(exec.Namespace)}
+	if len(validation.IsValidLabelValue(task)) == 0 {
+		opts = append(opts, client.MatchingLabels{v1.LabelTask: task})
+	}
+	var execs v1.ExecutionList
+	if err := r.APIReader.List(ctx, &execs, opts...); err != nil {
+		return "", err
+	}
+	var jobs []v1.Execution
+	for i := range execs.Items {
+		if e := &execs.Items[i]; tools.IsBackground(e.Spec.Tool, e.Spec.Input.Raw) {
+			same, err := r.sameTask(ctx, exec, e)
+			if err != nil {
+				return "", err
+			}
+			if same {
+				jobs = append(jobs, *e)
+			}
+		}
+	}
+	return jobList(jobs, task), nil
+}
+
+// namedJob reads the background job exec's input names, from the API server; or
+// says why the task has no such job (missing).
+func (r *ExecutionReconciler) namedJob(ctx context.Context, exec *v1.Execution) (job *v1.Execution, missing string, err error) {
+	task := exec.Spec.TaskRef.Name
+	var in tools.JobInput
+	if err := json.Unmarshal(exec.Spec.Input.Raw, &in); err != nil || in.Job == "" {
+		return nil, fmt.Sprintf("spec.input.job: the input names no job (%v)", err), nil
+	}
+	job = &v1.Execution{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: exec.Namespace, Name: in.Job}, job); apierrors.IsNotFound(err) {
+		return nil, fmt.Sprintf("job %s: AgentTask %s has no background job of that id; job_list lists its jobs", in.Job, task), nil
+	} else if err != nil {
+		return nil, "", err
+	}
+	same, err := r.sameTask(ctx, exec, job)
+	if err != nil {
+		return nil, "", err
+	}
+	if !same || !tools.IsBackground(job.Spec.Tool, job.Spec.Input.Raw) {
+		// Another task's job, or no job at all: the same answer, so that a task
+		// learns nothing of what is not its own.
+		return nil, fmt.Sprintf("job %s: AgentTask %s has no background job of that id; job_list lists its jobs", in.Job, task), nil
+	}
+	return job, "", nil
+}
+
+// killJob is job_kill's answer: it stops the job, and answers once it ended. What
+// this process knows of the job comes first: its record may lag.
+func (r *ExecutionReconciler) killJob(ctx context.Context, exec, job *v1.Execution, answer *executor.JobToolAnswer) (*executor.JobToolAnswer, time.Duration, error) {
 	by := fmt.Sprintf("ToolIntent %s (job_kill) stopped it", exec.Spec.IntentRef.Name)
 	stopped := "job " + job.Name + " was stopped: its whole process tree was killed; job_output " + job.Name + " shows its output until then\n"
 	if run, inFlight := r.sessions.run(job.UID); inFlight {
@@ -148,7 +177,7 @@ func (r *ExecutionReconciler) answerJobTool(ctx context.Context, exec *v1.Execut
 		r.sessions.stop(job.UID, by)
 		answer.Output = "job " + job.Name + " had not started yet; it will not start\n"
 	default:
-		return fail("job %s is not running in this controller: it was started by a controller that is gone (its stream closed, which stopped it); job_output shows its state", job.Name), 0, nil
+		return failJobTool(answer, fmt.Sprintf("job %s is not running in this controller: it was started by a controller that is gone (its stream closed, which stopped it); job_output shows its state", job.Name)), 0, nil
 	}
 	return answer, 0, nil
 }

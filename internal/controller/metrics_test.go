@@ -8,7 +8,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/metrics"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 // TestPipelineRecordsMetrics checks that one allowed call and one denied call move the
@@ -26,7 +26,7 @@ func TestPipelineRecordsMetrics(t *testing.T) {
 	p := startPipeline(t)
 	p.task("m", v1.ModeReadOnly)
 	p.propose("m", 0, 0, v1.ToolReadFile, `{"path":"a.txt"}`)
-	p.runJob("m-t0-0", runner.Result{ExitCode: 0, DurationMs: 40}, "a\n")
+	p.runJob("m-t0-0", protocol.Result{ExitCode: 0, DurationMs: 40}, "a\n")
 	p.observed("m-t0-0")
 	p.propose("m", 1, 0, v1.ToolBash, `{"command":"touch b.txt"}`)
 	p.observed("m-t1-0")

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,13 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // podLogs stands in for the pods/log subresource (envtest runs no kubelet): the test
@@ -51,24 +50,6 @@ func (l *podLogs) ReadLog(_ context.Context, _, pod string, opts corev1.PodLogOp
 	return b, nil
 }
 
-// testClock is a clock tests can move forward.
-type testClock struct {
-	mu     sync.Mutex
-	offset time.Duration
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.offset)
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.offset += d
-}
-
 // pipelineEnv is the whole controller (every reconciler) against the shared control
 // plane, with the kubelet's part played by the test.
 type pipelineEnv struct {
@@ -78,7 +59,7 @@ type pipelineEnv struct {
 	stop  func()
 	ns    string
 	logs  *podLogs
-	clock *testClock
+	clock *fixtures.Clock
 }
 
 // startPipeline starts every reconciler with testOptions, changed by tune.
@@ -91,7 +72,7 @@ func startPipeline(t *testing.T, tune ...func(*Options)) *pipelineEnv {
 // again where another one ran.
 func startPipelineIn(t *testing.T, ns string, tune ...func(*Options)) *pipelineEnv {
 	t.Helper()
-	p := &pipelineEnv{t: t, ns: ns, logs: &podLogs{}, clock: &testClock{}}
+	p := &pipelineEnv{t: t, ns: ns, logs: &podLogs{}, clock: &fixtures.Clock{}}
 	tuned := func(opts Options) Options {
 		opts.LogReader = p.logs
 		for _, f := range tune {
@@ -198,15 +179,8 @@ func (p *pipelineEnv) propose(task string, turn, index int32, tool v1.ToolName, 
 // proposeAs creates a ToolIntent with the agent's own reason.
 func (p *pipelineEnv) proposeAs(task string, turn, index int32, tool v1.ToolName, input, reason string) *v1.ToolIntent {
 	p.t.Helper()
-	intent := &v1.ToolIntent{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: fmt.Sprintf("%s-t%d-%d", task, turn, index)},
-		Spec: v1.ToolIntentSpec{
-			TaskRef: v1.LocalObjectReference{Name: task}, Turn: turn, Index: index,
-			Tool: tool, Input: runtime.RawExtension{Raw: []byte(input)},
-			Reason: reason, RequestedBy: testProposer,
-			ProposedBy: v1.ProposedBy{Provider: "external"},
-		},
-	}
+	intent := fixtures.ToolIntent(p.ns, task, turn, index, tool, input, testProposer)
+	intent.Spec.Reason, intent.Spec.ProposedBy = reason, v1.ProposedBy{Provider: "external"}
 	if err := env.Client.Create(p.t.Context(), intent); err != nil {
 		p.t.Fatalf("creating intent: %v", err)
 	}
@@ -276,7 +250,7 @@ func (p *pipelineEnv) decide(name string, decision v1.ApprovalDecision, by, comm
 // runJob plays the kubelet for an Execution's Job: it creates the Job's pod and
 // finishes it with the runner's result in the termination message and the output as
 // the container log.
-func (p *pipelineEnv) runJob(execName string, res runner.Result, output string) {
+func (p *pipelineEnv) runJob(execName string, res protocol.Result, output string) {
 	p.t.Helper()
 	job := &batchv1.Job{}
 	p.eventually("Job "+execName, func() (bool, string) {
@@ -297,8 +271,8 @@ func (p *pipelineEnv) runJob(execName string, res runner.Result, output string) 
 		phase = corev1.PodFailed
 	}
 	// The container exits as the runner does after writing res; the tool's own exit
-	// code is only in res (see runner.ProcessExitCode).
-	setPodStatus(p.t, pod, phase, terminated(int32(runner.ProcessExitCode(res)), string(msg)))
+	// code is only in res (see protocol.ProcessExitCode).
+	setPodStatus(p.t, pod, phase, terminated(int32(protocol.ProcessExitCode(res)), string(msg)))
 }
 
 func (p *pipelineEnv) executionExists(name string) bool {

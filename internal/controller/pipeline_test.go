@@ -17,7 +17,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/policyset"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/toolintent"
 )
 
@@ -46,7 +46,7 @@ func TestAllowExecutesAndObserves(t *testing.T) {
 	if len(exec.OwnerReferences) != 1 || exec.OwnerReferences[0].Name != "t-t0-0" {
 		t.Fatalf("execution owner: %+v", exec.OwnerReferences)
 	}
-	p.runJob("t-t0-0", runner.Result{ExitCode: 0, ContentSHA256: strings.Repeat("c", 64), DurationMs: 12}, "     1\techo hi\n")
+	p.runJob("t-t0-0", protocol.Result{ExitCode: 0, ContentSHA256: strings.Repeat("c", 64), DurationMs: 12}, "     1\techo hi\n")
 
 	intent = p.observed("t-t0-0")
 	obs := intent.Status.Observation
@@ -168,7 +168,7 @@ func TestAskApproveByMergePatchRunsOnce(t *testing.T) {
 	if exec.Spec.ApprovalName() != "t-t0-0" || exec.Spec.Fingerprint != intent.Status.Decision.Fingerprint {
 		t.Fatalf("execution approval binding: %+v", exec.Spec)
 	}
-	p.runJob("t-t0-0", runner.Result{ExitCode: 7}, "HTTP 401: invalid token=s3cr3tvalue\n")
+	p.runJob("t-t0-0", protocol.Result{ExitCode: 7}, "HTTP 401: invalid token=s3cr3tvalue\n")
 	intent = p.observed("t-t0-0")
 	obs := intent.Status.Observation
 	if obs.Outcome != v1.OutcomeFailed || !obs.Executed || *obs.ExitCode != 7 {
@@ -224,7 +224,7 @@ func TestAskExpires(t *testing.T) {
 	a := p.approval("t-t0-0")
 	p.condition("t-t0-0", v1.ConditionApproved, metav1.ConditionFalse, v1.ReasonApprovalPending)
 
-	p.clock.advance(2 * time.Minute)
+	p.clock.Advance(2 * time.Minute)
 	// Touch the Approval so it is reconciled now rather than at the requeue time.
 	touch(t, &v1.Approval{}, p.ns, "t-t0-0")
 	intent := p.observed("t-t0-0")
@@ -252,7 +252,7 @@ func TestAskDecidedAfterExpiryIsNotHonoured(t *testing.T) {
 	p.approval("t-t0-0")
 	p.condition("t-t0-0", v1.ConditionApproved, metav1.ConditionFalse, v1.ReasonApprovalPending)
 
-	p.clock.advance(2 * time.Minute)
+	p.clock.Advance(2 * time.Minute)
 	p.decide("t-t0-0", v1.DecisionApproved, "alice", "")
 	intent := p.observed("t-t0-0")
 	if intent.Status.Observation.Outcome != v1.OutcomeApprovalExpired || intent.Status.Observation.Executed {

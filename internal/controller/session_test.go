@@ -27,7 +27,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/pipeline"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 // envtest has no kubelet, so neither session pods nor pods/exec exist here: the
@@ -121,8 +121,8 @@ func (l *localSessions) Exec(ctx context.Context, namespace, name string, stdin 
 	// A bash call's home goes under the test's folder: a runner killed with its
 	// stream leaves it behind.
 	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin", "TOOLGATE_OUTSIDE_SESSION=1", "TMPDIR=" + l.root,
-		"KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT=1", runner.NodeIPEnv + "=127.0.0.1",
-		runner.KubeletPortEnv + "=1", runner.DNSServerEnv + "=127.0.0.1:1"}
+		"KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT=1", protocol.NodeIPEnv + "=127.0.0.1",
+		protocol.KubeletPortEnv + "=1", protocol.DNSServerEnv + "=127.0.0.1:1"}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// Copied by hand: exec.Cmd would wait for a Stdin reader that the controller
 	// keeps open for the whole call.

@@ -13,7 +13,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 // spentJobTTL is short, so that the tests below see a spent Job reaped.
@@ -32,7 +32,7 @@ func (p *pipelineEnv) jobExists(name string) bool {
 func (p *pipelineEnv) runSpentCall(output string) {
 	p.t.Helper()
 	p.propose("t", 0, 0, v1.ToolReadFile, `{"path":"a.txt"}`)
-	p.runJob("t-t0-0", runner.Result{ExitCode: 0}, output)
+	p.runJob("t-t0-0", protocol.Result{ExitCode: 0}, output)
 	p.observed("t-t0-0")
 	p.eventually("the spent Job deleted", func() (bool, string) {
 		return !p.jobExists("t-t0-0"), "the Job still exists"
@@ -55,7 +55,7 @@ func TestSpentJobIsReaped(t *testing.T) {
 	}
 
 	p.propose("t", 1, 0, v1.ToolReadFile, `{"path":"big.txt"}`)
-	p.runJob("t-t1-0", runner.Result{ExitCode: 0, Truncated: true}, "head ... tail\n")
+	p.runJob("t-t1-0", protocol.Result{ExitCode: 0, Truncated: true}, "head ... tail\n")
 	p.observed("t-t1-0")
 	p.absent(p.reconciledNow("execution", getExecution(t, p.ns, "t-t1-0")), "the Job of a truncated call deleted", func() bool { return !p.jobExists("t-t1-0") })
 }

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/toolintent"
 )
 
@@ -35,7 +35,7 @@ func TestSeedStory(t *testing.T) {
 
 	// Turn 0: run the test; it fails.
 	p.propose("fix", 0, 0, v1.ToolBash, `{"command":"go test ./...","description":"run the tests"}`)
-	p.runJob("fix-t0-0", runner.Result{ExitCode: 1, ErrorKind: runner.KindExitCode, DurationMs: 900}, "--- FAIL: TestAdd\n    add_test.go:9: Add(2, 2) = 5, want 4\nFAIL\n")
+	p.runJob("fix-t0-0", protocol.Result{ExitCode: 1, ErrorKind: protocol.KindExitCode, DurationMs: 900}, "--- FAIL: TestAdd\n    add_test.go:9: Add(2, 2) = 5, want 4\nFAIL\n")
 	run1 := p.observed("fix-t0-0")
 	expectDecision(t, run1, v1.DecisionAllow, "ToolPolicy/project/allow-tests")
 	expectObservation(t, run1, v1.OutcomeFailed, true, 1, "[exit code: 1]", "Add(2, 2) = 5, want 4")
@@ -48,7 +48,7 @@ func TestSeedStory(t *testing.T) {
 	// Turn 1: read the code; the read is allowed by the mode and gives the baseline.
 	const before = "sha256-of-add.go-before"
 	p.propose("fix", 1, 0, v1.ToolReadFile, `{"path":"add.go"}`)
-	p.runJob("fix-t1-0", runner.Result{ExitCode: 0, ContentSHA256: before}, "     1\tpackage add\n     2\tfunc Add(a, b int) int { return a + b + 1 }\n")
+	p.runJob("fix-t1-0", protocol.Result{ExitCode: 0, ContentSHA256: before}, "     1\tpackage add\n     2\tfunc Add(a, b int) int { return a + b + 1 }\n")
 	read := p.observed("fix-t1-0")
 	expectDecision(t, read, v1.DecisionAllow, "ModeDefault/Edit")
 	expectObservation(t, read, v1.OutcomeSucceeded, true, 0, "[exit code: 0]", "return a + b + 1")
@@ -79,7 +79,7 @@ func TestSeedStory(t *testing.T) {
 	if got := getExecution(t, p.ns, "fix-t2-0").Spec; got.BaselineSHA256 != before || got.ApprovalName() != "fix-t2-0" || got.Sandbox.ReadOnlyWorkspace {
 		t.Fatalf("edit execution spec: %+v", got)
 	}
-	p.runJob("fix-t2-0", runner.Result{ExitCode: 0, ContentSHA256: "sha256-after", LinesAdded: 1, LinesRemoved: 1}, "--- a/add.go\n+++ b/add.go\n-\treturn a + b + 1\n+\treturn a + b\n")
+	p.runJob("fix-t2-0", protocol.Result{ExitCode: 0, ContentSHA256: "sha256-after", LinesAdded: 1, LinesRemoved: 1}, "--- a/add.go\n+++ b/add.go\n-\treturn a + b + 1\n+\treturn a + b\n")
 	edit = p.observed("fix-t2-0")
 	expectDecision(t, edit, v1.DecisionAsk, "ToolPolicy/project/ask-edits")
 	expectObservation(t, edit, v1.OutcomeSucceeded, true, 0, "[exit code: 0]", "+\treturn a + b")
@@ -97,7 +97,7 @@ func TestSeedStory(t *testing.T) {
 
 	// Turn 4: run the test again; it passes.
 	p.propose("fix", 4, 0, v1.ToolBash, `{"command":"go test ./..."}`)
-	p.runJob("fix-t4-0", runner.Result{ExitCode: 0}, "ok  \texample.com/add\t0.01s\n")
+	p.runJob("fix-t4-0", protocol.Result{ExitCode: 0}, "ok  \texample.com/add\t0.01s\n")
 	pass := p.observed("fix-t4-0")
 	expectObservation(t, pass, v1.OutcomeSucceeded, true, 0, "[exit code: 0]", "ok  \texample.com/add")
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/leakcheck"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // env is the control plane shared by every test of the package. Each test works in
@@ -22,7 +23,7 @@ var env *testenv.Env
 // Images used by managers started in tests. Nothing pulls them: envtest runs no kubelet.
 const (
 	testRunnerImage  = "example.test/toolgate/runner:test"
-	testSandboxImage = "example.test/toolgate/workspace:test"
+	testSandboxImage = fixtures.SandboxImage
 )
 
 func TestMain(m *testing.M) {

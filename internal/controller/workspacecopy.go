@@ -59,28 +59,38 @@ func (r *AgentTaskReconciler) copyWorkspace(ctx context.Context, task *v1.AgentT
 		}
 	}
 
+	src, srcClaim, usable, err := r.copySource(ctx, task, &out)
+	if err != nil || !usable {
+		return out, err
+	}
+	return r.startCopy(ctx, task, claim, src, srcClaim, out)
+}
+
+// copySource reads the task spec.workspace.copyOf names and its claim. usable is
+// false when the copy waits for them, or can never be made: out then says why.
+func (r *AgentTaskReconciler) copySource(ctx context.Context, task *v1.AgentTask, out *workspaceSeed) (src *v1.AgentTask, srcClaim string, usable bool, err error) {
 	name := task.Spec.Workspace.CopyOf.TaskRef.Name
 	if name == task.Name {
 		out.failed, out.reason = true, v1.ReasonCopySourceUnusable
 		out.msg = "spec.workspace.copyOf.taskRef names the task itself: a workspace cannot be copied from itself; create a task that names another one"
-		return out, nil
+		return nil, "", false, nil
 	}
-	src := &v1.AgentTask{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: name}, src)
+	src = &v1.AgentTask{}
+	err = r.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: name}, src)
 	switch {
 	case apierrors.IsNotFound(err):
 		// Woken when it is created (tasksCopying).
 		out.reason = v1.ReasonCopySourceNotFound
 		out.msg = fmt.Sprintf("AgentTask %s, named by spec.workspace.copyOf.taskRef, does not exist in namespace %s; the copy waits for it", name, task.Namespace)
-		return out, nil
+		return nil, "", false, nil
 	case err != nil:
-		return out, err
+		return nil, "", false, err
 	}
 	if !pipeline.WorkspaceCloned(src) {
 		if ended, how := pipeline.TaskFinished(src); ended {
 			out.failed, out.reason = true, v1.ReasonCopySourceUnusable
 			out.msg = fmt.Sprintf("AgentTask %s ended (%s) before its workspace was seeded: it has no workspace to copy", name, how)
-			return out, nil
+			return nil, "", false, nil
 		}
 		out.reason = v1.ReasonCopySourceNotReady
 		out.msg = fmt.Sprintf("AgentTask %s has not finished seeding its workspace", name)
@@ -88,23 +98,29 @@ func (r *AgentTaskReconciler) copyWorkspace(ctx context.Context, task *v1.AgentT
 			out.msg += fmt.Sprintf(" (%s: %s)", c.Reason, c.Message)
 		}
 		out.msg += "; the copy waits for it"
-		return out, nil
+		return nil, "", false, nil
 	}
-	srcClaim, subPath := pipeline.WorkspaceClaimName(src), pipeline.WorkspaceSubPath(src)
+	srcClaim = pipeline.WorkspaceClaimName(src)
 	if err := r.Get(ctx, client.ObjectKey{Namespace: task.Namespace, Name: srcClaim}, &corev1.PersistentVolumeClaim{}); apierrors.IsNotFound(err) {
 		out.reason = v1.ReasonCopySourceNotReady
 		out.msg = fmt.Sprintf("the claim %s of AgentTask %s does not exist yet; the copy waits for it", srcClaim, name)
-		return out, nil
+		return nil, "", false, nil
 	} else if err != nil {
-		return out, err
+		return nil, "", false, err
 	}
+	return src, srcClaim, true, nil
+}
 
+// startCopy starts the pod that copies the claim srcClaim of the task src into the
+// task's claim, unless it exists already: then it reads where the copy stands.
+func (r *AgentTaskReconciler) startCopy(ctx context.Context, task *v1.AgentTask, claim string, src *v1.AgentTask, srcClaim string, out workspaceSeed) (workspaceSeed, error) {
+	ws, subPath := out.status, pipeline.WorkspaceSubPath(src)
 	// Another task of that name (deleted and created again), or another claim, is
 	// another copy.
 	podName := executor.GitPodName(gitws.OpCopy, string(task.UID), string(src.UID), srcClaim, subPath)
 	ws.CopyPodName, ws.CopiedFrom = podName, srcClaim
 	pod := &corev1.Pod{}
-	err = kube.GetFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: task.Namespace, Name: podName}, pod)
+	err := kube.GetFresh(ctx, r.Client, r.APIReader, client.ObjectKey{Namespace: task.Namespace, Name: podName}, pod)
 	switch {
 	case err == nil:
 		return r.copyStands(task, pod, out), nil

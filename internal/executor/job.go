@@ -23,7 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/tools"
 	"github.com/toolgate/toolgate/internal/workspace"
 )
@@ -37,9 +37,9 @@ const (
 	InstallContainerName = "install-runner"
 	// RunnerDir is the emptyDir the runner binary is copied into; the tool container
 	// mounts it read-only.
-	RunnerDir = runner.PodRunnerDir
+	RunnerDir = protocol.PodRunnerDir
 	// RunnerPath is the runner binary inside the tool container.
-	RunnerPath = runner.PodRunnerPath
+	RunnerPath = protocol.PodRunnerPath
 	// RunnerImageBinary is the runner binary inside the runner image. The init
 	// container runs it as `runner install DEST`, which copies itself to DEST, so the
 	// runner image needs no shell or cp.
@@ -177,7 +177,7 @@ func isAlphanumeric(b byte) bool {
 }
 
 // BuildInvocation is what the runner is asked to do, from the Execution's spec.
-func BuildInvocation(exec *toolgatev1alpha1.Execution) runner.Invocation {
+func BuildInvocation(exec *toolgatev1alpha1.Execution) protocol.Invocation {
 	var env map[string]string
 	if len(exec.Spec.Env) > 0 {
 		env = make(map[string]string, len(exec.Spec.Env))
@@ -185,7 +185,7 @@ func BuildInvocation(exec *toolgatev1alpha1.Execution) runner.Invocation {
 			env[e.Name] = e.Value
 		}
 	}
-	return runner.Invocation{
+	return protocol.Invocation{
 		ExecutionName:  exec.Name,
 		Tool:           string(exec.Spec.Tool),
 		Input:          json.RawMessage(exec.Spec.Input.Raw),
@@ -197,7 +197,7 @@ func BuildInvocation(exec *toolgatev1alpha1.Execution) runner.Invocation {
 		Background:     tools.IsBackground(exec.Spec.Tool, exec.Spec.Input.Raw),
 		// What the pod's NetworkPolicy (BuildNetworkPolicy) and workspace mount are
 		// built from: the runner proves them before the tool starts.
-		Walls: runner.Walls{
+		Walls: protocol.Walls{
 			Network:           *exec.Spec.Sandbox.Network.DeepCopy(),
 			ReadOnlyWorkspace: exec.Spec.Sandbox.ReadOnlyWorkspace,
 		},
@@ -207,16 +207,16 @@ func BuildInvocation(exec *toolgatev1alpha1.Execution) runner.Invocation {
 // wallProbeEnv is the environment the runner finds its probe targets in, besides
 // KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT, which the kubelet sets in
 // every container: the node's address, from the downward API. It is the runner's
-// alone; the tool's environment is built by the runner (runner.Invocation.Env).
+// alone; the tool's environment is built by the runner (protocol.Invocation.Env).
 func wallProbeEnv() []corev1.EnvVar {
 	return []corev1.EnvVar{{
-		Name:      runner.NodeIPEnv,
+		Name:      protocol.NodeIPEnv,
 		ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.hostIP"}},
 	}}
 }
 
 // EncodeInvocation is the invocation of exec as the runner reads it: a Job's pod
-// carries it in runner.InvocationEnv, a session call sends it as its first line.
+// carries it in protocol.InvocationEnv, a session call sends it as its first line.
 func EncodeInvocation(exec *toolgatev1alpha1.Execution) ([]byte, error) {
 	return json.Marshal(BuildInvocation(exec))
 }
@@ -260,7 +260,7 @@ func BuildJob(exec *toolgatev1alpha1.Execution, runnerImage string) (*batchv1.Jo
 	pod := sandboxPodSpec(exec.Spec.Sandbox, runnerImage, []string{RunnerPath},
 		// Only the invocation and the walls' probe targets: the tool's environment
 		// is in the invocation, and the runner sets it for the tool alone.
-		append([]corev1.EnvVar{{Name: runner.InvocationEnv, Value: string(invocation)}}, wallProbeEnv()...))
+		append([]corev1.EnvVar{{Name: protocol.InvocationEnv, Value: string(invocation)}}, wallProbeEnv()...))
 	job := &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -301,7 +301,7 @@ func sandboxPodSpec(profile toolgatev1alpha1.SandboxProfile, runnerImage string,
 		WorkingDir:               workspace.Root,
 		Env:                      env,
 		Resources:                resources,
-		TerminationMessagePath:   runner.TerminationMessagePath,
+		TerminationMessagePath:   protocol.TerminationMessagePath,
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 		SecurityContext:          containerSecurityContext(),
 		VolumeMounts: []corev1.VolumeMount{

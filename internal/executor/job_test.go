@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/workspace"
 )
 
@@ -197,8 +197,8 @@ func TestBuildJobSandbox(t *testing.T) {
 			"termination message from file":      spec.Containers[0].TerminationMessagePolicy == corev1.TerminationMessageReadFile,
 			"default resources when none":        spec.Containers[0].Resources.Limits.Memory().Cmp(resource.MustParse("512Mi")) == 0,
 			"runtimeClass unset when none":       spec.RuntimeClassName == nil,
-			"env is the invocation and the node's address": len(spec.Containers[0].Env) == 2 && spec.Containers[0].Env[0].Name == runner.InvocationEnv &&
-				spec.Containers[0].Env[1].Name == runner.NodeIPEnv && spec.Containers[0].Env[1].ValueFrom.FieldRef.FieldPath == "status.hostIP",
+			"env is the invocation and the node's address": len(spec.Containers[0].Env) == 2 && spec.Containers[0].Env[0].Name == protocol.InvocationEnv &&
+				spec.Containers[0].Env[1].Name == protocol.NodeIPEnv && spec.Containers[0].Env[1].ValueFrom.FieldRef.FieldPath == "status.hostIP",
 		}
 		for _, c := range append(spec.InitContainers, spec.Containers...) {
 			sc := c.SecurityContext
@@ -219,7 +219,7 @@ func TestBuildJobSandbox(t *testing.T) {
 				checks["workspace claim"] = v.PersistentVolumeClaim.ClaimName == "fix-bug-workspace" && v.PersistentVolumeClaim.ReadOnly == readOnly
 			}
 		}
-		var inv runner.Invocation
+		var inv protocol.Invocation
 		if err := json.Unmarshal([]byte(spec.Containers[0].Env[0].Value), &inv); err != nil {
 			t.Fatalf("invocation is not JSON: %v", err)
 		}

@@ -6,7 +6,7 @@ import (
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/mask"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 // LogText is what was read of the tool container's log, which is the tool's whole
@@ -28,7 +28,7 @@ type LogText struct {
 // an output that does not fit, leaving room for the marker between them: the
 // runner's split (a session call's runner sends exactly these).
 func Budgets(maxOutputBytes int32) (head, tail int) {
-	return runner.OutputBudgets(maxOutputBytes)
+	return protocol.OutputBudgets(maxOutputBytes)
 }
 
 // ComposeOutput returns the output for the Execution's status: the whole log when it

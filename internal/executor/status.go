@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 // maxMessageBytes is the API's limit on status.message.
@@ -77,25 +77,25 @@ func ToolTermination(pod *corev1.Pod) *corev1.ContainerStateTerminated {
 
 // ParseResult parses the runner's result from the tool container's termination
 // message. It fails, saying so plainly, when there is none or it is not the runner's.
-func ParseResult(terminated *corev1.ContainerStateTerminated) (runner.Result, error) {
+func ParseResult(terminated *corev1.ContainerStateTerminated) (protocol.Result, error) {
 	msg := strings.TrimSpace(terminated.Message)
 	if msg == "" {
-		return runner.Result{}, fmt.Errorf("the runner left no result in the termination message (container exit code %d%s): whether the tool ran, and how it ended, is unknown", terminated.ExitCode, reasonSuffix(terminated.Reason))
+		return protocol.Result{}, fmt.Errorf("the runner left no result in the termination message (container exit code %d%s): whether the tool ran, and how it ended, is unknown", terminated.ExitCode, reasonSuffix(terminated.Reason))
 	}
-	var res runner.Result
+	var res protocol.Result
 	dec := json.NewDecoder(strings.NewReader(msg))
 	if err := dec.Decode(&res); err != nil || dec.More() {
 		if err == nil {
 			err = fmt.Errorf("trailing data after the JSON object")
 		}
-		return runner.Result{}, fmt.Errorf("the termination message is not the runner's JSON result (container exit code %d%s): %v; whether the tool ran, and how it ended, is unknown", terminated.ExitCode, reasonSuffix(terminated.Reason), err)
+		return protocol.Result{}, fmt.Errorf("the termination message is not the runner's JSON result (container exit code %d%s): %v; whether the tool ran, and how it ended, is unknown", terminated.ExitCode, reasonSuffix(terminated.Reason), err)
 	}
 	return res, nil
 }
 
 // TotalOutputBytes is the size of the tool's combined output the runner wrote to the
 // container log.
-func TotalOutputBytes(res runner.Result) int64 {
+func TotalOutputBytes(res protocol.Result) int64 {
 	return res.StdoutBytes + res.StderrBytes
 }
 
@@ -241,7 +241,7 @@ func project(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1.Execut
 }
 
 // projectTerminated reads the runner's result of a terminated tool container;
-// sent is runner.HashInvocation of the invocation the runner was given.
+// sent is protocol.HashInvocation of the invocation the runner was given.
 func projectTerminated(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1.Execution, obs Observation,
 	terminated *corev1.ContainerStateTerminated, deadline bool, deadlineMessage, sent string) string {
 	st.StartTime = ptr.To(terminated.StartedAt)
@@ -315,7 +315,7 @@ func projectTerminated(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alp
 		st.Phase = toolgatev1alpha1.ExecutionSucceeded
 	case kind == "":
 		st.ErrorKind = toolgatev1alpha1.ErrorExitCode
-	case kind == runner.KindExitCode, kind == runner.KindTimeout, kind == runner.KindStale, kind == runner.KindException:
+	case kind == protocol.KindExitCode, kind == protocol.KindTimeout, kind == protocol.KindStale, kind == protocol.KindException:
 		st.ErrorKind = toolgatev1alpha1.ErrorKind(kind)
 	default:
 		st.ErrorKind = toolgatev1alpha1.ErrorException
@@ -352,21 +352,21 @@ func jobDeleted(exec *toolgatev1alpha1.Execution, obs Observation) string {
 
 // untrustedResult says why res cannot be the Result the runner wrote, given the tool
 // container's exit code, or "" when they agree. The runner writes its Result last and
-// then exits runner.ProcessExitCode of it (see internal/runner/protocol.go): 0 for a
-// success, runner.ExitFailed for a failure. Any other exit code means the runner did not
+// then exits protocol.ProcessExitCode of it (see package protocol): 0 for a success,
+// protocol.ExitFailed for a failure. Any other exit code means the runner did not
 // finish its protocol (it could not write the Result, was killed, or crashed), so the
 // termination message holds something else's words.
-func untrustedResult(exitCode int32, res runner.Result) string {
+func untrustedResult(exitCode int32, res protocol.Result) string {
 	switch exitCode {
-	case runner.ExitSucceeded:
+	case protocol.ExitSucceeded:
 		if !res.Succeeded() {
 			return fmt.Sprintf("the runner exited 0, which it does only after reporting a success, but the result reports a failure (exit code %d, error kind %q)", res.ExitCode, res.ErrorKind)
 		}
-	case runner.ExitFailed:
+	case protocol.ExitFailed:
 		if res.Succeeded() {
 			return fmt.Sprintf("the runner exited %d, which it does only after reporting a failure, but the result reports a success", exitCode)
 		}
-	case runner.ExitNoResult:
+	case protocol.ExitNoResult:
 		return fmt.Sprintf("the runner exited %d: it could not write its result, so the termination message was written by something else", exitCode)
 	default:
 		return fmt.Sprintf("the runner exited %d%s, a code it never exits with after writing its result (it was killed or crashed), so the termination message was written by something else", exitCode, signalSuffix(exitCode))
@@ -375,13 +375,13 @@ func untrustedResult(exitCode int32, res runner.Result) string {
 }
 
 // otherInvocation says why res is not the result of the invocation whose hash is
-// sent (runner.HashInvocation of what the controller gave the runner), or "" when
+// sent (protocol.HashInvocation of what the controller gave the runner), or "" when
 // it is. The runner names the invocation it read (Result.InvocationSHA256); a
 // result that names another one ran something else (the call's input was swapped
 // on its way to the runner, as a process left in a session pod could try), and one
 // that names none was written by a runner older than the controller, or by
 // something else: both are refused.
-func otherInvocation(sent string, res runner.Result) string {
+func otherInvocation(sent string, res protocol.Result) string {
 	switch {
 	case res.InvocationSHA256 == "":
 		return "it names no invocation (invocationSHA256 is empty): it was written by a runner older than this controller (the runner image must be the one of the controller's version), or by something else"
@@ -393,7 +393,7 @@ func otherInvocation(sent string, res runner.Result) string {
 	return ""
 }
 
-// sentInvocation is runner.HashInvocation of the invocation a Job's pod was given:
+// sentInvocation is protocol.HashInvocation of the invocation a Job's pod was given:
 // the Execution's, as BuildJob encoded it (the spec is immutable), or "" when it
 // cannot be encoded. It is computed, not read from the pod: the controller's cache
 // keeps no pod spec.
@@ -402,7 +402,7 @@ func sentInvocation(exec *toolgatev1alpha1.Execution) string {
 	if err != nil {
 		return ""
 	}
-	return runner.HashInvocation(invocation)
+	return protocol.HashInvocation(invocation)
 }
 
 // signalSuffix names the signal of an exit code above 128, as the runtime reports a
@@ -416,7 +416,7 @@ func signalSuffix(exitCode int32) string {
 
 // verifyLog checks the log read against the runner's hash when the whole output fit,
 // and returns a note for the message when it does not match or could not be read.
-func verifyLog(log LogText, res runner.Result, maxOutputBytes int32) string {
+func verifyLog(log LogText, res protocol.Result, maxOutputBytes int32) string {
 	if log.Err != "" {
 		return log.Err
 	}

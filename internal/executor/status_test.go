@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 var (
@@ -37,16 +37,16 @@ func invocationOf(exec *toolgatev1alpha1.Execution) string {
 	if err != nil {
 		panic(err)
 	}
-	return runner.HashInvocation(invocation)
+	return protocol.HashInvocation(invocation)
 }
 
 // resultJSON is r as the runner of makeExecution("e1") writes it, unless r names
 // another invocation.
-func resultJSON(r runner.Result) string {
+func resultJSON(r protocol.Result) string {
 	if r.InvocationSHA256 == "" {
 		r.InvocationSHA256 = invocationOf(makeExecution("e1").Obj())
 	}
-	return string(runner.EncodeResult(r))
+	return string(protocol.EncodeResult(r))
 }
 
 func testJob(conds ...batchv1.JobCondition) *batchv1.Job {
@@ -107,7 +107,7 @@ func (b *podBuilder) Obj() *corev1.Pod { return b.pod.DeepCopy() }
 
 func TestProject(t *testing.T) {
 	const out = "hello world\n"
-	okResult := runner.Result{ExitCode: 0, DurationMs: 1234, StdoutBytes: 12, OutputSHA256: sha(out),
+	okResult := protocol.Result{ExitCode: 0, DurationMs: 1234, StdoutBytes: 12, OutputSHA256: sha(out),
 		ArtifactPath: ".toolgate/executions/e1/output.log", ContentSHA256: sha("file"), UID: 65532, ReadOnlyRoot: true}
 	bigOut := strings.Repeat("a", 700) + strings.Repeat("z", 700)
 
@@ -155,32 +155,32 @@ func TestProject(t *testing.T) {
 		},
 		{
 			name: "non-zero exit",
-			obs: Observation{Job: testJob(), Pod: makePod().Terminated(runner.ExitFailed, resultJSON(runner.Result{ExitCode: 2, ErrorKind: runner.KindExitCode, StderrBytes: 6, OutputSHA256: sha("boom!\n"), DurationMs: 10})).Obj(),
+			obs: Observation{Job: testJob(), Pod: makePod().Terminated(protocol.ExitFailed, resultJSON(protocol.Result{ExitCode: 2, ErrorKind: protocol.KindExitCode, StderrBytes: 6, OutputSHA256: sha("boom!\n"), DurationMs: 10})).Obj(),
 				Log: LogText{Head: []byte("boom!\n"), Total: 6}},
 			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorExitCode, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,
 				exitCode: ptr.To[int32](2), output: "boom!\n", jobName: "e1", podName: "e1-abcde", durationMs: 10},
 		},
 		{
 			name: "non-zero exit without an error kind is ExitCode",
-			obs:  Observation{Job: testJob(), Pod: makePod().Terminated(runner.ExitFailed, resultJSON(runner.Result{ExitCode: 1})).Obj()},
+			obs:  Observation{Job: testJob(), Pod: makePod().Terminated(protocol.ExitFailed, resultJSON(protocol.Result{ExitCode: 1})).Obj()},
 			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorExitCode, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,
 				exitCode: ptr.To[int32](1), jobName: "e1", podName: "e1-abcde"},
 		},
 		{
 			name: "stale edit",
-			obs:  Observation{Job: testJob(), Pod: makePod().Terminated(runner.ExitFailed, resultJSON(runner.Result{ExitCode: 1, ErrorKind: runner.KindStale, Message: "main.go changed since it was read"})).Obj()},
+			obs:  Observation{Job: testJob(), Pod: makePod().Terminated(protocol.ExitFailed, resultJSON(protocol.Result{ExitCode: 1, ErrorKind: protocol.KindStale, Message: "main.go changed since it was read"})).Obj()},
 			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorStale, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,
 				exitCode: ptr.To[int32](1), message: "main.go changed since it was read", jobName: "e1", podName: "e1-abcde"},
 		},
 		{
 			name: "runner killed the tool at its timeout",
-			obs:  Observation{Job: testJob(), Pod: makePod().Terminated(runner.ExitFailed, resultJSON(runner.Result{ExitCode: 137, ErrorKind: runner.KindTimeout, Message: "killed after 30s"})).Obj()},
+			obs:  Observation{Job: testJob(), Pod: makePod().Terminated(protocol.ExitFailed, resultJSON(protocol.Result{ExitCode: 137, ErrorKind: protocol.KindTimeout, Message: "killed after 30s"})).Obj()},
 			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorTimeout, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,
 				exitCode: ptr.To[int32](137), message: "killed after 30s", jobName: "e1", podName: "e1-abcde"},
 		},
 		{
 			name: "unknown error kind is an Exception",
-			obs:  Observation{Job: testJob(), Pod: makePod().Terminated(runner.ExitFailed, resultJSON(runner.Result{ExitCode: 1, ErrorKind: "Cosmic"})).Obj()},
+			obs:  Observation{Job: testJob(), Pod: makePod().Terminated(protocol.ExitFailed, resultJSON(protocol.Result{ExitCode: 1, ErrorKind: "Cosmic"})).Obj()},
 			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorException, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,
 				exitCode: ptr.To[int32](1), message: `unknown error kind "Cosmic"`, jobName: "e1", podName: "e1-abcde"},
 		},
@@ -198,7 +198,7 @@ func TestProject(t *testing.T) {
 		},
 		{
 			name: "deadline exceeded even though the runner reported success is a Timeout",
-			obs:  Observation{Job: testJob(deadlineCondition()), Pod: makePod().Terminated(0, resultJSON(runner.Result{ExitCode: 0})).Obj()},
+			obs:  Observation{Job: testJob(deadlineCondition()), Pod: makePod().Terminated(0, resultJSON(protocol.Result{ExitCode: 0})).Obj()},
 			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorTimeout, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,
 				exitCode: ptr.To[int32](0), message: "deadline passed", jobName: "e1", podName: "e1-abcde"},
 		},
@@ -282,7 +282,7 @@ func TestProject(t *testing.T) {
 		{
 			name: "output larger than the cap: head and tail, cut marked",
 			exec: makeExecution("e1").MaxOutput(256).Obj(),
-			obs: Observation{Job: testJob(), Pod: makePod().Terminated(0, resultJSON(runner.Result{ExitCode: 0, StdoutBytes: 1400, OutputSHA256: sha(bigOut), Truncated: true,
+			obs: Observation{Job: testJob(), Pod: makePod().Terminated(0, resultJSON(protocol.Result{ExitCode: 0, StdoutBytes: 1400, OutputSHA256: sha(bigOut), Truncated: true,
 				InvocationSHA256: invocationOf(makeExecution("e1").MaxOutput(256).Obj())})).Obj(),
 				Log: LogText{Head: []byte(bigOut[:96]), Tail: []byte(bigOut[1400-96:]), Total: 1400}},
 			want: want{phase: toolgatev1alpha1.ExecutionSucceeded, reason: toolgatev1alpha1.ReasonJobSucceeded, complete: metav1.ConditionTrue,
@@ -347,7 +347,7 @@ func (e reasonedError) ConditionReason() string { return e.reason }
 
 func TestProjectSuccessFields(t *testing.T) {
 	out := "ok\n"
-	res := runner.Result{ExitCode: 0, DurationMs: 61500, StdoutBytes: 2, StderrBytes: 1, OutputSHA256: sha(out),
+	res := protocol.Result{ExitCode: 0, DurationMs: 61500, StdoutBytes: 2, StderrBytes: 1, OutputSHA256: sha(out),
 		ArtifactPath: ".toolgate/executions/e1/output.log", LinesAdded: 3, LinesRemoved: 1, UID: 65532, ReadOnlyRoot: true}
 	st := Project(makeExecution("e1").Obj(), Observation{Job: testJob(), Pod: makePod().Terminated(0, resultJSON(res)).Obj(), Log: LogText{Head: []byte(out), Total: 3}}, now)
 	want := toolgatev1alpha1.ExecutionStatus{
@@ -374,7 +374,7 @@ func TestProjectKeepsTransitionTime(t *testing.T) {
 		t.Errorf("an unchanged condition moved its transition time to %v", c.LastTransitionTime)
 	}
 	exec.Status = again
-	done := Project(exec, Observation{Job: testJob(), Pod: makePod().Terminated(0, resultJSON(runner.Result{})).Obj()}, now)
+	done := Project(exec, Observation{Job: testJob(), Pod: makePod().Terminated(0, resultJSON(protocol.Result{})).Obj()}, now)
 	if c := meta.FindStatusCondition(done.Conditions, toolgatev1alpha1.ConditionComplete); !c.LastTransitionTime.Time.Equal(now) || c.Status != metav1.ConditionTrue {
 		t.Errorf("a flipped condition = %+v, want True at %v", c, now)
 	}
@@ -405,13 +405,13 @@ func TestTruncateMessage(t *testing.T) {
 // trusted result whose whole output is in the status lets the Job go.
 func TestHoldsWholeResult(t *testing.T) {
 	const out = "hello world\n"
-	ok := runner.Result{ExitCode: 0, StdoutBytes: 12, OutputSHA256: sha(out), UID: 65532, ReadOnlyRoot: true}
-	failed := runner.Result{ExitCode: 3, StdoutBytes: 12, OutputSHA256: sha(out), UID: 65532}
+	ok := protocol.Result{ExitCode: 0, StdoutBytes: 12, OutputSHA256: sha(out), UID: 65532, ReadOnlyRoot: true}
+	failed := protocol.Result{ExitCode: 3, StdoutBytes: 12, OutputSHA256: sha(out), UID: 65532}
 	secret := "token=s3cr3tvalue123456\n"
-	masked := runner.Result{ExitCode: 0, StdoutBytes: int64(len(secret)), OutputSHA256: sha(secret), UID: 65532}
+	masked := protocol.Result{ExitCode: 0, StdoutBytes: int64(len(secret)), OutputSHA256: sha(secret), UID: 65532}
 	big := strings.Repeat("x", 2000)
-	truncated := runner.Result{ExitCode: 0, StdoutBytes: 2000, OutputSHA256: sha(big), Truncated: true, UID: 65532}
-	whole := func(res runner.Result, text string) Observation {
+	truncated := protocol.Result{ExitCode: 0, StdoutBytes: 2000, OutputSHA256: sha(big), Truncated: true, UID: 65532}
+	whole := func(res protocol.Result, text string) Observation {
 		return Observation{Job: testJob(), Pod: makePod().Terminated(0, resultJSON(res)).Obj(), Log: LogText{Head: []byte(text), Total: int64(len(text))}}
 	}
 	for name, tc := range map[string]struct {
@@ -419,7 +419,7 @@ func TestHoldsWholeResult(t *testing.T) {
 		want bool
 	}{
 		"success, the whole output read":           {whole(ok, out), true},
-		"a failing tool, the whole output read":    {Observation{Job: testJob(), Pod: makePod().Terminated(int32(runner.ProcessExitCode(failed)), resultJSON(failed)).Obj(), Log: LogText{Head: []byte(out), Total: 12}}, true},
+		"a failing tool, the whole output read":    {Observation{Job: testJob(), Pod: makePod().Terminated(int32(protocol.ProcessExitCode(failed)), resultJSON(failed)).Obj(), Log: LogText{Head: []byte(out), Total: 12}}, true},
 		"the log could not be read":                {Observation{Job: testJob(), Pod: makePod().Terminated(0, resultJSON(ok)).Obj(), Log: LogText{Err: "the log could not be read: boom", Total: 12}}, false},
 		"the log does not match the runner's hash": {whole(ok, "hello wor"), false},
 		"the output was masked":                    {whole(masked, secret), false},

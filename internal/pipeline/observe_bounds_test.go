@@ -20,7 +20,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/pipeline"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -121,16 +121,16 @@ func observeLargeOutput(t *testing.T, env *testenv.Env, output []byte, mustCut b
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := runner.Result{
+	res := protocol.Result{
 		ExitCode: 0, StdoutBytes: int64(len(output)), OutputSHA256: hex.EncodeToString(sum[:]),
-		Truncated: runner.Truncated(int64(len(output)), exec.Spec.MaxOutputBytes), InvocationSHA256: runner.HashInvocation(invocation),
+		Truncated: protocol.Truncated(int64(len(output)), exec.Spec.MaxOutputBytes), InvocationSHA256: protocol.HashInvocation(invocation),
 	}
 	started := metav1.NewTime(time.Now().Add(-time.Second).Truncate(time.Second))
 	pod.Status.Phase = corev1.PodSucceeded
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
 		Name: executor.ToolContainerName,
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: runner.ExitSucceeded, Message: string(runner.EncodeResult(res)), StartedAt: started, FinishedAt: started,
+			ExitCode: protocol.ExitSucceeded, Message: string(protocol.EncodeResult(res)), StartedAt: started, FinishedAt: started,
 		}},
 	}}
 	job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}

@@ -99,19 +99,60 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 		Result:             old.Result,
 		Workspace:          world.Workspace,
 	}
-	set := func(typ string, status bool, reason, msg string) {
-		c := metav1.Condition{Type: typ, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: task.Generation, LastTransitionTime: now}
-		if status {
-			c.Status = metav1.ConditionTrue
+	c := taskConditions{st: &st, generation: task.Generation, now: now}
+	tally := countIntents(task, world, &st)
+	st.RuleFires = ruleFiresOf(task, world)
+	if model := world.Model; model != nil {
+		st.TokensUsed = model.TokensUsed
+		if model.Turns > 0 {
+			st.Turn = max(st.Turn, model.Turns-1)
 		}
-		meta.SetStatusCondition(&st.Conditions, c)
 	}
+	setReadyCondition(c, task, world)
+	setAwaitingApprovalCondition(c, tally.awaiting)
+	if endedBy(old.Conditions) == "" {
+		setEndCondition(c, task, world, tally)
+	}
+	settleEndConditions(c)
+	st.Phase = taskPhase(&st, tally.awaiting)
+	return st
+}
 
+// taskConditions sets the conditions of the status being rebuilt, each stamped with
+// the task's generation and, when it changes, with now.
+type taskConditions struct {
+	st         *v1.AgentTaskStatus
+	generation int64
+	now        metav1.Time
+}
+
+func (c taskConditions) set(typ string, status bool, reason, msg string) {
+	cond := metav1.Condition{Type: typ, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: c.generation, LastTransitionTime: c.now}
+	if status {
+		cond.Status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&c.st.Conditions, cond)
+}
+
+// intentTally is what a task's intents say beyond the counts of status.intents.
+type intentTally struct {
+	// awaiting names the intents that wait for a human, in order.
+	awaiting []string
+	// stopped is the first intent decided Stop for this task, if any.
+	stopped *v1.ToolIntent
+	// consecutiveRefusals counts the refusals since the last observed call that was
+	// no refusal.
+	consecutiveRefusals int
+}
+
+// countIntents fills the intent counts and the turn of st from the task's intents,
+// in order, and returns what else they say. The controller's push is no call of the
+// agent's: it spends no budget and is no turn; it waits for a human like any call,
+// though.
+func countIntents(task *v1.AgentTask, world TaskWorld, st *v1.AgentTaskStatus) intentTally {
 	intents := append([]v1.ToolIntent(nil), world.Intents...)
 	sort.Slice(intents, func(i, j int) bool { return IntentBefore(&intents[i], &intents[j]) })
-	var awaiting []string
-	var stopped *v1.ToolIntent
-	consecutiveRefusals := 0
+	var tally intentTally
 	byOutcome := map[v1.Outcome]int32{}
 	var pushIntent string
 	if world.Push != nil && world.Push.Intent != nil {
@@ -120,129 +161,157 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 	for i := range intents {
 		in := &intents[i]
 		if in.Name == pushIntent {
-			// The controller's push is no call of the agent's: it spends no budget
-			// and is no turn; it waits for a human like any call, though.
 			if AwaitsApproval(in) {
-				awaiting = append(awaiting, in.Name)
+				tally.awaiting = append(tally.awaiting, in.Name)
 			}
 			continue
 		}
 		st.Intents.Total++
 		st.Turn = max(st.Turn, in.Spec.Turn)
-		if d := in.Status.Decision; d != nil && d.Action == v1.DecisionStop && stopped == nil && (d.Sandbox == nil || d.Sandbox.TaskUID == string(task.UID)) {
-			stopped = in
+		if d := in.Status.Decision; d != nil && d.Action == v1.DecisionStop && tally.stopped == nil && (d.Sandbox == nil || d.Sandbox.TaskUID == string(task.UID)) {
+			tally.stopped = in
 		}
 		if o := in.Status.Observation; o != nil {
 			byOutcome[o.Outcome]++
 			if isRefusal(o.Outcome) {
-				consecutiveRefusals++
+				tally.consecutiveRefusals++
 			} else {
-				consecutiveRefusals = 0
+				tally.consecutiveRefusals = 0
 			}
 			continue
 		}
 		st.Intents.InFlight++
 		if AwaitsApproval(in) {
-			awaiting = append(awaiting, in.Name)
+			tally.awaiting = append(tally.awaiting, in.Name)
 		}
 	}
 	st.Intents.ByOutcome = v1.OutcomeCounts(byOutcome)
+	return tally
+}
+
+// ruleFiresOf is status.ruleFires: the rules that fired for the task's intents and
+// completion checks, nil when none did.
+func ruleFiresOf(task *v1.AgentTask, world TaskWorld) []v1.RuleFires {
 	checks := make([]v1.CompletionCheck, 0, len(world.CompletionChecks))
 	for _, c := range world.CompletionChecks {
 		checks = append(checks, c)
 	}
-	if st.RuleFires = lastFired(RuleFires(string(task.UID), world.Intents, checks), v1.MaxRuleFires); len(st.RuleFires) == 0 {
-		st.RuleFires = nil
+	if fires := lastFired(RuleFires(string(task.UID), world.Intents, checks), v1.MaxRuleFires); len(fires) > 0 {
+		return fires
 	}
-	model := world.Model
-	if model != nil {
-		st.TokensUsed = model.TokensUsed
-		if model.Turns > 0 {
-			st.Turn = max(st.Turn, model.Turns-1)
-		}
-	}
+	return nil
+}
 
-	switch {
+// setReadyCondition says whether the task can run calls: its workspace is ready
+// and, for a model task, the model can be asked.
+func setReadyCondition(c taskConditions, task *v1.AgentTask, world TaskWorld) {
+	switch model := world.Model; {
 	case !world.WorkspaceReady:
 		reason := world.WorkspaceReason
 		if reason == "" {
 			reason = v1.ReasonWorkspacePending
 		}
-		set(v1.ConditionReady, false, reason, world.WorkspaceMessage)
+		c.set(v1.ConditionReady, false, reason, world.WorkspaceMessage)
 	case model != nil && model.Unavailable != "":
-		set(v1.ConditionReady, false, v1.ReasonModelUnavailable, model.Unavailable)
+		c.set(v1.ConditionReady, false, v1.ReasonModelUnavailable, model.Unavailable)
 	default:
-		msg := fmt.Sprintf("workspace claim %s is bound to the task", st.WorkspaceClaimName)
-		if ws := world.Workspace; ws != nil && ws.Commit != "" && task.Spec.Workspace.Git != nil {
-			msg += fmt.Sprintf(", cloned from %s at %s", task.Spec.Workspace.Git.URL, ws.Commit)
-		}
-		if ws := world.Workspace; ws != nil && ws.CopiedAt != nil && task.Spec.Workspace.CopyOf != nil {
-			msg += fmt.Sprintf(", copied from claim %s of AgentTask %s", ws.CopiedFrom, task.Spec.Workspace.CopyOf.TaskRef.Name)
-			if ws.CopySkipped > 0 {
-				msg += fmt.Sprintf(" (%d entries that are no regular file, directory or symlink, or could not be read, were left out)", ws.CopySkipped)
-			}
-		}
-		set(v1.ConditionReady, true, v1.ReasonWorkspaceReady, msg)
+		c.set(v1.ConditionReady, true, v1.ReasonWorkspaceReady, workspaceReadyMessage(task, world.Workspace, c.st.WorkspaceClaimName))
 	}
-	if len(awaiting) > 0 {
-		set(v1.ConditionAwaitingApproval, true, v1.ReasonIntentsAwaitingApproval, "waiting for a human decision on "+namesUpTo(awaiting, v1.MaxIntentsNamedAwaiting))
-	} else {
-		set(v1.ConditionAwaitingApproval, false, v1.ReasonNoPendingApprovals, "no intent waits for a human")
-	}
+}
 
-	finished := endedBy(old.Conditions) != ""
-	if !finished {
-		b := task.Spec.Budgets
-		switch {
-		case task.IsCancelled():
-			set(v1.ConditionFailed, true, v1.ReasonCancelled, "the task was cancelled by its owner (spec.lifecycle Cancelled)")
-		case world.WorkspaceFailed:
-			set(v1.ConditionFailed, true, world.WorkspaceReason, world.WorkspaceMessage)
-		case stopped != nil:
-			d := stopped.Status.Decision
-			set(v1.ConditionFailed, true, v1.ReasonPolicyStopped, fmt.Sprintf("ToolIntent %s (turn %d) was decided Stop by rule %s: %s. Nothing of that turn ran, and the task takes no more turns.", stopped.Name, stopped.Spec.Turn, d.PolicyRuleRef.String(), d.Reason))
-		case model != nil && model.CompletionDenied != "":
-			set(v1.ConditionFailed, true, v1.ReasonCompletionDenied, model.CompletionDenied)
-		case b.MaxConsecutiveRefusals > 0 && int32(consecutiveRefusals) >= b.MaxConsecutiveRefusals:
-			set(v1.ConditionFailed, true, v1.ReasonRefusalBudgetExhausted, fmt.Sprintf("%d intents in a row were refused (validation failures or denials), budgets.maxConsecutiveRefusals=%d: the agent is stuck repeating refused calls", consecutiveRefusals, b.MaxConsecutiveRefusals))
-		case b.MaxIntents > 0 && st.Intents.Total >= b.MaxIntents && st.Intents.InFlight == 0:
-			set(v1.ConditionFailed, true, v1.ReasonIntentBudgetExhausted, fmt.Sprintf("the task used all %d intents of budgets.maxIntents", b.MaxIntents))
-		case model != nil && model.Failure != "":
-			set(v1.ConditionFailed, true, v1.ReasonModelError, model.Failure)
-		case model != nil && model.Answer != nil && st.Intents.InFlight == 0:
-			if succeedAfterPush(task, world.Push, &st, set, v1.ReasonCompleted, fmt.Sprintf("the model gave its final answer in turn %d", model.Turns-1)) {
-				st.Result = resultOf(*model.Answer, model.Turns-1)
-			}
-		case model != nil && model.NextTurnDue && b.MaxTurns > 0 && model.Turns >= b.MaxTurns:
-			set(v1.ConditionFailed, true, v1.ReasonTurnBudgetExhausted, fmt.Sprintf("the model took all %d turns of budgets.maxTurns without a final answer", b.MaxTurns))
-		case b.MaxTokens != nil && st.TokensUsed >= *b.MaxTokens && (model == nil || model.NextTurnDue):
-			set(v1.ConditionFailed, true, v1.ReasonTokenBudgetExhausted, fmt.Sprintf("the model used %d tokens, budgets.maxTokens=%d", st.TokensUsed, *b.MaxTokens))
-		case task.Spec.Agent.External != nil && task.IsMarkedDone() && st.Intents.InFlight == 0:
-			succeedAfterPush(task, world.Push, &st, set, v1.ReasonMarkedDone, "the task's owner marked it done (spec.lifecycle Done) and no intent is in flight")
+// workspaceReadyMessage says what the ready workspace holds: the claim, and what
+// seeded it.
+func workspaceReadyMessage(task *v1.AgentTask, ws *v1.WorkspaceStatus, claim string) string {
+	msg := fmt.Sprintf("workspace claim %s is bound to the task", claim)
+	if ws != nil && ws.Commit != "" && task.Spec.Workspace.Git != nil {
+		msg += fmt.Sprintf(", cloned from %s at %s", task.Spec.Workspace.Git.URL, ws.Commit)
+	}
+	if ws != nil && ws.CopiedAt != nil && task.Spec.Workspace.CopyOf != nil {
+		msg += fmt.Sprintf(", copied from claim %s of AgentTask %s", ws.CopiedFrom, task.Spec.Workspace.CopyOf.TaskRef.Name)
+		if ws.CopySkipped > 0 {
+			msg += fmt.Sprintf(" (%d entries that are no regular file, directory or symlink, or could not be read, were left out)", ws.CopySkipped)
 		}
 	}
-	if !meta.IsStatusConditionTrue(st.Conditions, v1.ConditionSucceeded) && !meta.IsStatusConditionTrue(st.Conditions, v1.ConditionFailed) {
-		set(v1.ConditionSucceeded, false, v1.ReasonRunning, "the task has not finished")
-		set(v1.ConditionFailed, false, v1.ReasonRunning, "the task has not failed")
+	return msg
+}
+
+// setAwaitingApprovalCondition says which intents wait for a human.
+func setAwaitingApprovalCondition(c taskConditions, awaiting []string) {
+	if len(awaiting) > 0 {
+		c.set(v1.ConditionAwaitingApproval, true, v1.ReasonIntentsAwaitingApproval, "waiting for a human decision on "+namesUpTo(awaiting, v1.MaxIntentsNamedAwaiting))
+	} else {
+		c.set(v1.ConditionAwaitingApproval, false, v1.ReasonNoPendingApprovals, "no intent waits for a human")
 	}
-	// A finished task has only its terminal condition: the other one, left from a
-	// running reconcile as False/Running ("the task has not finished"), would contradict
-	// it, and whether it was there would depend on history rather than on the world.
+}
+
+// setEndCondition ends a task that has not finished when its world says so: Failed
+// by the first rule that holds (cancelled, workspace failed, a Stop decision, a
+// refused completion, a spent budget, a model error), or Succeeded (a final answer,
+// or an external agent's task marked done) once its push, if any, went through
+// (succeedAfterPush). The checks run in that order: the first that holds ends the
+// task.
+func setEndCondition(c taskConditions, task *v1.AgentTask, world TaskWorld, tally intentTally) {
+	st, model, b := c.st, world.Model, task.Spec.Budgets
+	switch {
+	case task.IsCancelled():
+		c.set(v1.ConditionFailed, true, v1.ReasonCancelled, "the task was cancelled by its owner (spec.lifecycle Cancelled)")
+	case world.WorkspaceFailed:
+		c.set(v1.ConditionFailed, true, world.WorkspaceReason, world.WorkspaceMessage)
+	case tally.stopped != nil:
+		stopped := tally.stopped
+		d := stopped.Status.Decision
+		c.set(v1.ConditionFailed, true, v1.ReasonPolicyStopped, fmt.Sprintf("ToolIntent %s (turn %d) was decided Stop by rule %s: %s. Nothing of that turn ran, and the task takes no more turns.", stopped.Name, stopped.Spec.Turn, d.PolicyRuleRef.String(), d.Reason))
+	case model != nil && model.CompletionDenied != "":
+		c.set(v1.ConditionFailed, true, v1.ReasonCompletionDenied, model.CompletionDenied)
+	case b.MaxConsecutiveRefusals > 0 && int32(tally.consecutiveRefusals) >= b.MaxConsecutiveRefusals:
+		c.set(v1.ConditionFailed, true, v1.ReasonRefusalBudgetExhausted, fmt.Sprintf("%d intents in a row were refused (validation failures or denials), budgets.maxConsecutiveRefusals=%d: the agent is stuck repeating refused calls", tally.consecutiveRefusals, b.MaxConsecutiveRefusals))
+	case b.MaxIntents > 0 && st.Intents.Total >= b.MaxIntents && st.Intents.InFlight == 0:
+		c.set(v1.ConditionFailed, true, v1.ReasonIntentBudgetExhausted, fmt.Sprintf("the task used all %d intents of budgets.maxIntents", b.MaxIntents))
+	case model != nil && model.Failure != "":
+		c.set(v1.ConditionFailed, true, v1.ReasonModelError, model.Failure)
+	case model != nil && model.Answer != nil && st.Intents.InFlight == 0:
+		if succeedAfterPush(task, world.Push, st, c.set, v1.ReasonCompleted, fmt.Sprintf("the model gave its final answer in turn %d", model.Turns-1)) {
+			st.Result = resultOf(*model.Answer, model.Turns-1)
+		}
+	case model != nil && model.NextTurnDue && b.MaxTurns > 0 && model.Turns >= b.MaxTurns:
+		c.set(v1.ConditionFailed, true, v1.ReasonTurnBudgetExhausted, fmt.Sprintf("the model took all %d turns of budgets.maxTurns without a final answer", b.MaxTurns))
+	case b.MaxTokens != nil && st.TokensUsed >= *b.MaxTokens && (model == nil || model.NextTurnDue):
+		c.set(v1.ConditionFailed, true, v1.ReasonTokenBudgetExhausted, fmt.Sprintf("the model used %d tokens, budgets.maxTokens=%d", st.TokensUsed, *b.MaxTokens))
+	case task.Spec.Agent.External != nil && task.IsMarkedDone() && st.Intents.InFlight == 0:
+		succeedAfterPush(task, world.Push, st, c.set, v1.ReasonMarkedDone, "the task's owner marked it done (spec.lifecycle Done) and no intent is in flight")
+	}
+}
+
+// settleEndConditions sets Succeeded and Failed False/Running while neither is
+// True. A finished task has only its terminal condition: the other one, left from a
+// running reconcile as False/Running ("the task has not finished"), would contradict
+// it, and whether it was there would depend on history rather than on the world.
+func settleEndConditions(c taskConditions) {
+	switch {
+	case meta.IsStatusConditionTrue(c.st.Conditions, v1.ConditionSucceeded):
+		meta.RemoveStatusCondition(&c.st.Conditions, v1.ConditionFailed)
+	case meta.IsStatusConditionTrue(c.st.Conditions, v1.ConditionFailed):
+		meta.RemoveStatusCondition(&c.st.Conditions, v1.ConditionSucceeded)
+	default:
+		c.set(v1.ConditionSucceeded, false, v1.ReasonRunning, "the task has not finished")
+		c.set(v1.ConditionFailed, false, v1.ReasonRunning, "the task has not failed")
+	}
+}
+
+// taskPhase is the phase the conditions of st give.
+func taskPhase(st *v1.AgentTaskStatus, awaiting []string) v1.TaskPhase {
 	switch {
 	case meta.IsStatusConditionTrue(st.Conditions, v1.ConditionSucceeded):
-		meta.RemoveStatusCondition(&st.Conditions, v1.ConditionFailed)
-		st.Phase = v1.TaskSucceeded
+		return v1.TaskSucceeded
 	case meta.IsStatusConditionTrue(st.Conditions, v1.ConditionFailed):
-		meta.RemoveStatusCondition(&st.Conditions, v1.ConditionSucceeded)
-		st.Phase = v1.TaskFailed
+		return v1.TaskFailed
 	case !meta.IsStatusConditionTrue(st.Conditions, v1.ConditionReady):
-		st.Phase = v1.TaskPending
+		return v1.TaskPending
 	case len(awaiting) > 0:
-		st.Phase = v1.TaskAwaitingApproval
+		return v1.TaskAwaitingApproval
 	default:
-		st.Phase = v1.TaskRunning
+		return v1.TaskRunning
 	}
-	return st
 }
 
 // succeedAfterPush ends a task that would succeed (reason, msg): at once without

@@ -11,7 +11,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/clip"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/tools"
 	"github.com/toolgate/toolgate/internal/workspace"
 )
@@ -384,7 +384,7 @@ func checkPaths(v *Validation, tool v1.ToolName, input json.RawMessage, baseline
 			v.Baseline = base
 		} else {
 			// Overwriting needs a read; creating does not. The runner enforces which.
-			v.Baseline = Baseline{SHA256: runner.BaselineAbsent}
+			v.Baseline = Baseline{SHA256: protocol.BaselineAbsent}
 		}
 	}
 }

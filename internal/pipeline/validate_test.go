@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 func TestValidate(t *testing.T) {
@@ -107,7 +107,7 @@ func TestValidate(t *testing.T) {
 			name:           "ReadOnly mode hides write_file",
 			intent:         makeIntent("i").tool(v1.ToolWriteFile).input(`{"path":"new.txt","content":"x"}`).obj(),
 			task:           makeTask(testTask).external().mode(v1.ModeReadOnly).obj(),
-			want:           Validation{Errors: []string{`spec.tool: "write_file" is not available to this task (mode ReadOnly)`}, Path: "new.txt", TimeoutSeconds: 120, Baseline: Baseline{SHA256: runner.BaselineAbsent}},
+			want:           Validation{Errors: []string{`spec.tool: "write_file" is not available to this task (mode ReadOnly)`}, Path: "new.txt", TimeoutSeconds: 120, Baseline: Baseline{SHA256: protocol.BaselineAbsent}},
 			wantNormalized: `{"content":"x","path":"new.txt"}`,
 		},
 		{
@@ -122,7 +122,7 @@ func TestValidate(t *testing.T) {
 			name:           "an unset mode is ReadOnly and says so",
 			intent:         makeIntent("i").tool(v1.ToolWriteFile).input(`{"path":"new.txt","content":"x"}`).obj(),
 			task:           makeTask(testTask).external().mode("").obj(),
-			want:           Validation{Errors: []string{`spec.tool: "write_file" is not available to this task (mode ReadOnly)`}, Path: "new.txt", TimeoutSeconds: 120, Baseline: Baseline{SHA256: runner.BaselineAbsent}},
+			want:           Validation{Errors: []string{`spec.tool: "write_file" is not available to this task (mode ReadOnly)`}, Path: "new.txt", TimeoutSeconds: 120, Baseline: Baseline{SHA256: protocol.BaselineAbsent}},
 			wantNormalized: `{"content":"x","path":"new.txt"}`,
 		},
 		{
@@ -143,7 +143,7 @@ func TestValidate(t *testing.T) {
 			name:           "the allow-list cannot show a tool the mode hides",
 			intent:         makeIntent("i").tool(v1.ToolWriteFile).input(`{"path":"a","content":""}`).obj(),
 			task:           makeTask(testTask).external().mode(v1.ModeReadOnly).tools(v1.ToolWriteFile).obj(),
-			want:           Validation{Errors: []string{`spec.tool: "write_file" is not available to this task (mode ReadOnly, tools write_file)`}, Path: "a", TimeoutSeconds: 120, Baseline: Baseline{SHA256: runner.BaselineAbsent}},
+			want:           Validation{Errors: []string{`spec.tool: "write_file" is not available to this task (mode ReadOnly, tools write_file)`}, Path: "a", TimeoutSeconds: 120, Baseline: Baseline{SHA256: protocol.BaselineAbsent}},
 			wantNormalized: `{"content":"","path":"a"}`,
 		},
 		{
@@ -288,7 +288,7 @@ func TestValidate(t *testing.T) {
 			intent:         makeIntent("i").tool(v1.ToolWriteFile).input(`{"path":"new.go","content":"package x"}`).obj(),
 			task:           makeTask(testTask).external().obj(),
 			baselines:      baselines,
-			want:           Validation{Path: "new.go", TimeoutSeconds: 120, Baseline: Baseline{SHA256: runner.BaselineAbsent}},
+			want:           Validation{Path: "new.go", TimeoutSeconds: 120, Baseline: Baseline{SHA256: protocol.BaselineAbsent}},
 			wantNormalized: `{"content":"package x","path":"new.go"}`,
 		},
 		{

@@ -201,3 +201,26 @@ func awkRegexEnd(program string, start int) (int, string) {
 	}
 	return 0, "the awk program has a regular expression that does not end"
 }
+
+// awkGrammar: awk's options stop at its first operand, the program (mawk and gawk
+// read awk '{print}' f -F: as a file named -F:); -f (a program file) and the
+// options of one awk only (gawk -i, -l, -o, -p, -d load code or write files) are
+// unknown.
+var awkGrammar = &grammar{short: "F:v:", order: stopsAtOperand}
+
+// awk is read-only when its program only reads (awkProgramProblem). The operands
+// after the program are files it reads and var=value assignments, whatever they
+// expand to.
+func awk(c *classifier, w []word, _ int) {
+	p := awkGrammar.parse(w[1:])
+	if p.category != v1alpha1.CategoryReadOnly {
+		c.addWithReason(w, p.category, p.reason)
+		return
+	}
+	if len(p.operands) == 0 || !p.operands[0].static {
+		c.addWithReason(w, v1alpha1.CategoryUnknown, "the awk program is known only when it runs")
+		return
+	}
+	category, reason := awkProgramProblem(p.operands[0].text)
+	c.addWithReason(w, category, reason)
+}

@@ -70,3 +70,14 @@ func RiskOf(c v1alpha1.CommandCategory) v1alpha1.Risk {
 		return v1alpha1.RiskHigh
 	}
 }
+
+// strictestOf returns the strictest of the categories.
+func strictestOf(cs ...v1alpha1.CommandCategory) v1alpha1.CommandCategory {
+	out := v1alpha1.CategoryReadOnly
+	for _, c := range cs {
+		if Stricter(c, out) {
+			out = c
+		}
+	}
+	return out
+}

@@ -3,6 +3,8 @@ package policy
 import (
 	"fmt"
 	"strings"
+
+	"github.com/toolgate/toolgate/api/v1alpha1"
 )
 
 // sedScriptProblem reads a sed script the way GNU sed does and says what in it is
@@ -214,4 +216,50 @@ func (r *sedReader) flags() string {
 		}
 	}
 	return ""
+}
+
+var sedGrammar = &grammar{
+	order:    permutes,
+	short:    "nrsuzEe:f:l:i::",
+	long:     "quiet silent debug expression= file= follow-symlinks in-place[=] line-length= null-data zero-terminated posix regexp-extended separate sandbox unbuffered",
+	complete: true,
+	effects: map[string]v1alpha1.CommandCategory{
+		"i": v1alpha1.CategoryWrite, "in-place": v1alpha1.CategoryWrite,
+		// A script file is not read here.
+		"f": v1alpha1.CategoryUnknown, "file": v1alpha1.CategoryUnknown,
+	},
+}
+
+// sed is read-only when its script uses only commands that print or edit the
+// stream (see sedScriptReadOnly).
+func sed(c *classifier, w []word, _ int) {
+	p := sedGrammar.parse(w[1:])
+	if p.category != v1alpha1.CategoryReadOnly {
+		c.addWithReason(w, p.category, p.reason)
+		return
+	}
+	var scripts []word
+	for _, o := range p.options {
+		if o.name == "e" || o.name == "expression" {
+			scripts = append(scripts, word{text: o.value, static: true})
+		}
+	}
+	if len(scripts) == 0 {
+		if len(p.operands) == 0 {
+			c.add(w, v1alpha1.CategoryReadOnly)
+			return
+		}
+		scripts = p.operands[:1]
+	}
+	for _, s := range scripts {
+		if !s.static {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, "the sed script is known only when it runs")
+			return
+		}
+		if problem := sedScriptProblem(s.text); problem != "" {
+			c.addWithReason(w, v1alpha1.CategoryUnknown, problem)
+			return
+		}
+	}
+	c.add(w, v1alpha1.CategoryReadOnly)
 }

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // TestBaselineKeepsEveryPromise is the run every fault test starts from, without a
@@ -33,7 +34,7 @@ func TestBaselineKeepsEveryPromise(t *testing.T) {
 		case 2:
 			input = `{"command":"rm -rf build"}` // denied by the policy
 		}
-		if err := env.Client.Create(t.Context(), newIntent(ns, "base", i, 0, v1.ToolBash, input)); err != nil {
+		if err := env.Client.Create(t.Context(), fixtures.ToolIntent(ns, "base", i, 0, v1.ToolBash, input, testProposer)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // TestTwoApprovedCallsOfOneTurnBothRun asks two calls in one turn and approves
@@ -23,7 +24,7 @@ func TestTwoApprovedCallsOfOneTurnBothRun(t *testing.T) {
 	startManager(t, context.Background(), env.Config, ns)
 	newTask(t, ns, "pair", v1.ModeEdit)
 	for i := range int32(2) {
-		if err := env.Client.Create(t.Context(), newIntent(ns, "pair", 0, i, v1.ToolWriteFile, `{"path":"f","content":"x"}`)); err != nil {
+		if err := env.Client.Create(t.Context(), fixtures.ToolIntent(ns, "pair", 0, i, v1.ToolWriteFile, `{"path":"f","content":"x"}`, testProposer)); err != nil {
 			t.Fatal(err)
 		}
 	}

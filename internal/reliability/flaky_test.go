@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // The faults the flaky API server injects. Each is something a real API server, or
@@ -294,7 +295,7 @@ func TestFlakyAPIServerKeepsEveryPromise(t *testing.T) {
 			case 2:
 				input = `{"command":"rm -rf build"}` // denied by the policy
 			}
-			if err := env.Client.Create(t.Context(), newIntent(ns, task, i, 0, tool, input)); err != nil {
+			if err := env.Client.Create(t.Context(), fixtures.ToolIntent(ns, task, i, 0, tool, input, testProposer)); err != nil {
 				t.Fatal(err)
 			}
 			calls++

@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/failpoint"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // longRuns says whether the long variants run (make test-reliability sets it).
@@ -33,7 +34,7 @@ func newWorkload(ns, task string, rounds int) workload {
 	w := workload{denyAsked: map[string]bool{}}
 	turn := int32(0)
 	add := func(input string) *v1.ToolIntent {
-		in := newIntent(ns, task, turn, 0, v1.ToolBash, input)
+		in := fixtures.ToolIntent(ns, task, turn, 0, v1.ToolBash, input, testProposer)
 		turn++
 		w.intents = append(w.intents, in)
 		return in

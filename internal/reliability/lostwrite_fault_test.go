@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // TestLostFirstStatusWriteLeavesNoExecution loses the first status write of an
@@ -45,7 +46,7 @@ func TestLostFirstStatusWriteLeavesNoExecution(t *testing.T) {
 	playKubelet(t, ns)
 	startManager(t, context.Background(), proxy.config(), ns)
 	newTask(t, ns, "lost", v1.ModeEdit)
-	if err := env.Client.Create(t.Context(), newIntent(ns, "lost", 0, 0, v1.ToolBash, `{"command":"ls"}`)); err != nil {
+	if err := env.Client.Create(t.Context(), fixtures.ToolIntent(ns, "lost", 0, 0, v1.ToolBash, `{"command":"ls"}`, testProposer)); err != nil {
 		t.Fatal(err)
 	}
 	waitObserved(t, r, 1, time.Minute)

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // TestAllowedCallDeniedWhenRecheckedDoesNotPanic holds an allowed call for its
@@ -26,10 +27,10 @@ func TestAllowedCallDeniedWhenRecheckedDoesNotPanic(t *testing.T) {
 	playKubelet(t, ns)
 	startManager(t, context.Background(), env.Config, ns)
 	newTask(t, ns, "recheck", v1.ModeEdit)
-	if err := env.Client.Create(t.Context(), newIntent(ns, "recheck", 0, 0, v1.ToolBash, `{"command":"ls"}`)); err != nil {
+	if err := env.Client.Create(t.Context(), fixtures.ToolIntent(ns, "recheck", 0, 0, v1.ToolBash, `{"command":"ls"}`, testProposer)); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Client.Create(t.Context(), newIntent(ns, "recheck", 0, 1, v1.ToolWriteFile, `{"path":"f","content":"x"}`)); err != nil {
+	if err := env.Client.Create(t.Context(), fixtures.ToolIntent(ns, "recheck", 0, 1, v1.ToolWriteFile, `{"path":"f","content":"x"}`, testProposer)); err != nil {
 		t.Fatal(err)
 	}
 	waitApprovalPending(t, ns, "recheck-t0-1")

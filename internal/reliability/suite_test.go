@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -117,17 +115,6 @@ func newTask(t *testing.T, ns, name string, mode v1.TaskMode) *v1.AgentTask {
 	return task
 }
 
-// newIntent builds a call of the task.
-func newIntent(ns, task string, turn, index int32, tool v1.ToolName, input string) *v1.ToolIntent {
-	return &v1.ToolIntent{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-t%d-%d", task, turn, index)},
-		Spec: v1.ToolIntentSpec{
-			TaskRef: v1.LocalObjectReference{Name: task}, Turn: turn, Index: index,
-			Tool: tool, Input: runtimeRaw(input), RequestedBy: testProposer,
-		},
-	}
-}
-
 // kubelet plays the kubelet and the Job controller in one namespace (envtest runs
 // neither): each Job gets a pod, which finishes at once with the runner's result
 // (exit code 0, empty output) in its termination message. pods/log is not served,
@@ -207,8 +194,6 @@ func wantNoViolations(t *testing.T, r *Recorder) {
 		t.Errorf("the controller panicked: %s", line)
 	}
 }
-
-func runtimeRaw(s string) runtime.RawExtension { return runtime.RawExtension{Raw: []byte(s)} }
 
 // spentJobTTL is short here, so that spent Jobs are reaped while the faults go on:
 // a lagging cache that made a reaped call's Job again would run it twice, which the

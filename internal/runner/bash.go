@@ -15,11 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/tools"
 )
-
-// TimeoutExitCode is the exit code of a tool killed at its timeout, as timeout(1) uses.
-const TimeoutExitCode = 124
 
 // defaultPath is the PATH for bash when the container's environment has none.
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -32,8 +30,9 @@ const pipeDrainTimeout = 2 * time.Second
 // policy classified the command as bash reads it, and another shell (dash, busybox
 // ash) can read the same string as other commands, so an image without bash on PATH
 // is an Exception, never a fallback. The shell gets a minimal
-// environment: PATH (the container's, which is the image's), LANG, Invocation.Env, and
-// an empty home of its own (home.go); nothing else of the runner's environment leaks in.
+// environment: PATH (the container's, which is the image's), LANG,
+// protocol.Invocation.Env, and an empty home of its own (home.go); nothing else of
+// the runner's environment leaks in.
 func runBash(ctx context.Context, ic *invocationContext) error {
 	var in tools.BashInput
 	if err := decodeInput(ic, &in); err != nil {
@@ -144,8 +143,8 @@ func runBash(ctx context.Context, ic *invocationContext) error {
 	drainPipes(&readers, outR, errR)
 
 	if killedBy != "" {
-		ic.res.ExitCode = TimeoutExitCode
-		return &toolError{kind: KindTimeout, msg: fmt.Sprintf("command %s; its process group was killed (SIGTERM, then SIGKILL after %s)", killedBy, ic.cfg.KillGrace)}
+		ic.res.ExitCode = protocol.TimeoutExitCode
+		return &toolError{kind: protocol.KindTimeout, msg: fmt.Sprintf("command %s; its process group was killed (SIGTERM, then SIGKILL after %s)", killedBy, ic.cfg.KillGrace)}
 	}
 	code, err := exitCode(waitErr)
 	if err != nil {
@@ -153,7 +152,7 @@ func runBash(ctx context.Context, ic *invocationContext) error {
 	}
 	ic.res.ExitCode = code
 	if code != 0 {
-		return &toolError{kind: KindExitCode, msg: fmt.Sprintf("command exited with code %d", code)}
+		return &toolError{kind: protocol.KindExitCode, msg: fmt.Sprintf("command exited with code %d", code)}
 	}
 	return nil
 }

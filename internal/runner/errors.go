@@ -3,6 +3,8 @@ package runner
 import (
 	"errors"
 	"fmt"
+
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 // toolError is a failure the runner reports with an error kind other than ExitCode:
@@ -20,12 +22,12 @@ func (e *toolError) Unwrap() error { return e.cause }
 
 // exceptionf reports that the tool could not run; nothing was changed.
 func exceptionf(format string, args ...any) error {
-	return &toolError{kind: KindException, msg: fmt.Sprintf(format, args...)}
+	return &toolError{kind: protocol.KindException, msg: fmt.Sprintf(format, args...)}
 }
 
 // stalef reports that a file changed since it was read; nothing was written.
 func stalef(format string, args ...any) error {
-	return &toolError{kind: KindStale, msg: fmt.Sprintf(format, args...)}
+	return &toolError{kind: protocol.KindStale, msg: fmt.Sprintf(format, args...)}
 }
 
 // errorKind returns the error kind of err: the kind of a toolError, else Exception.
@@ -34,5 +36,5 @@ func errorKind(err error) string {
 	if errors.As(err, &te) {
 		return te.kind
 	}
-	return KindException
+	return protocol.KindException
 }

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/tools"
 )
 
@@ -299,8 +300,8 @@ func writeAll(f *os.File, content []byte, mode fs.FileMode) error {
 
 // runWriteFile writes the whole content of a file, creating it and its parent
 // directories when needed. With a baseline, it refuses (Stale) when the file does not
-// have that content any more, and writes nothing; with BaselineAbsent it refuses when
-// the file exists (an overwrite the task has not read first).
+// have that content any more, and writes nothing; with protocol.BaselineAbsent it
+// refuses when the file exists (an overwrite the task has not read first).
 func runWriteFile(_ context.Context, ic *invocationContext) error {
 	var in tools.WriteFileInput
 	if err := decodeInput(ic, &in); err != nil {
@@ -314,7 +315,7 @@ func runWriteFile(_ context.Context, ic *invocationContext) error {
 	if err != nil {
 		return err
 	}
-	if ic.inv.BaselineSHA256 == BaselineAbsent {
+	if ic.inv.BaselineSHA256 == protocol.BaselineAbsent {
 		if cur.exists {
 			return stalef("file %q exists and this task has not read it: read it first, then write it; nothing was written", in.Path)
 		}

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 func TestMatchGlob(t *testing.T) {
@@ -157,16 +159,16 @@ func TestRunRecoversFromAPanickingTool(t *testing.T) {
 		panic("boom")
 	}
 	t.Cleanup(func() { delete(toolFuncs, "panics") })
-	inv, _ := json.Marshal(Invocation{ExecutionName: "e", Tool: "panics", Input: json.RawMessage(`{}`), TimeoutSeconds: 1, MaxOutputBytes: 4})
+	inv, _ := json.Marshal(protocol.Invocation{ExecutionName: "e", Tool: "panics", Input: json.RawMessage(`{}`), TimeoutSeconds: 1, MaxOutputBytes: 4})
 	var log strings.Builder
 	res := Run(context.Background(), Config{WorkspaceRoot: t.TempDir(), Log: &log}, inv)
-	if res.ErrorKind != KindException || res.ExitCode != 1 || !strings.Contains(res.Message, "runner panicked: boom") {
+	if res.ErrorKind != protocol.KindException || res.ExitCode != 1 || !strings.Contains(res.Message, "runner panicked: boom") {
 		t.Fatalf("result %+v", res)
 	}
 	if res.StdoutBytes != int64(len("before the panic\n")) || res.OutputSHA256 != sha256Hex([]byte(log.String())) || !res.Truncated {
 		t.Errorf("output facts lost in the panic: %+v", res)
 	}
-	if b := EncodeResult(res); len(b) > MaxTerminationMessageBytes || !json.Valid(b) {
+	if b := protocol.EncodeResult(res); len(b) > protocol.MaxTerminationMessageBytes || !json.Valid(b) {
 		t.Errorf("encoded result of %d bytes, valid %v", len(b), json.Valid(b))
 	}
 }
@@ -175,9 +177,9 @@ func TestSearchStopsWhenTheRunnerIsTerminated(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, tool := range []string{"grep", "glob"} {
-		inv, _ := json.Marshal(Invocation{ExecutionName: "e", Tool: tool, Input: json.RawMessage(`{"pattern":"x"}`), TimeoutSeconds: 60, MaxOutputBytes: 1024})
+		inv, _ := json.Marshal(protocol.Invocation{ExecutionName: "e", Tool: tool, Input: json.RawMessage(`{"pattern":"x"}`), TimeoutSeconds: 60, MaxOutputBytes: 1024})
 		res := Run(ctx, Config{WorkspaceRoot: t.TempDir()}, inv)
-		if res.ErrorKind != KindTimeout || !strings.Contains(res.Message, "runner was terminated") {
+		if res.ErrorKind != protocol.KindTimeout || !strings.Contains(res.Message, "runner was terminated") {
 			t.Errorf("%s: %+v", tool, res)
 		}
 	}

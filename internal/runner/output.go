@@ -14,7 +14,13 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/toolgate/toolgate/internal/protocol"
 )
+
+// ArtifactDir is the folder (relative to the workspace) that keeps each
+// execution's full output; it holds a .gitignore that ignores everything.
+const ArtifactDir = ".toolgate/executions"
 
 // output is the tool's combined output stream. Every byte goes, in the order written,
 // to the runner's stdout (the container log), to the artifact file when there is one,
@@ -76,23 +82,16 @@ func (o *output) stdoutWriter() io.Writer { return stream{out: o} }
 func (o *output) stderrWriter() io.Writer { return stream{out: o, toStderr: true} }
 
 // fill copies the stream's facts into r.
-func (o *output) fill(r *Result, maxOutputBytes int32) {
+func (o *output) fill(r *protocol.Result, maxOutputBytes int32) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r.StdoutBytes = o.stdout
 	r.StderrBytes = o.stderr
 	r.OutputSHA256 = hex.EncodeToString(o.sum.Sum(nil))
-	r.Truncated = Truncated(o.stdout+o.stderr, maxOutputBytes)
+	r.Truncated = protocol.Truncated(o.stdout+o.stderr, maxOutputBytes)
 	if o.artifactErr != nil {
 		r.ArtifactSkipped = fmt.Sprintf("the copy in the workspace is incomplete (%v); the container log has the full output", o.artifactErr)
 	}
-}
-
-// Truncated reports whether output of totalBytes is cut when shown: the controller
-// shows at most maxOutputBytes of the combined output (see HeadTail), so output is
-// truncated exactly when it is longer than that. The log and the artifact are never cut.
-func Truncated(totalBytes int64, maxOutputBytes int32) bool {
-	return totalBytes > int64(maxOutputBytes)
 }
 
 // HeadTail keeps at most maxBytes of out for display: the first and last halves,

@@ -3,24 +3,9 @@ package runner
 import (
 	"bytes"
 	"testing"
-)
 
-func TestTruncated(t *testing.T) {
-	for _, tc := range []struct {
-		total int64
-		max   int32
-		want  bool
-	}{
-		{0, 256, false},
-		{256, 256, false},
-		{257, 256, true},
-		{50 << 20, 1 << 20, true},
-	} {
-		if got := Truncated(tc.total, tc.max); got != tc.want {
-			t.Errorf("Truncated(%d, %d) = %v, want %v", tc.total, tc.max, got, tc.want)
-		}
-	}
-}
+	"github.com/toolgate/toolgate/internal/protocol"
+)
 
 func TestHeadTail(t *testing.T) {
 	for _, tc := range []struct {
@@ -58,7 +43,7 @@ func TestOutputCountsHashesAndCopiesEveryByte(t *testing.T) {
 	o := newOutput(&log)
 	_, _ = o.stdoutWriter().Write([]byte("out"))
 	_, _ = o.stderrWriter().Write([]byte("err!"))
-	var r Result
+	var r protocol.Result
 	o.fill(&r, 5)
 	if log.String() != "outerr!" || r.StdoutBytes != 3 || r.StderrBytes != 4 || !r.Truncated {
 		t.Fatalf("log %q, result %+v", log.String(), r)

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/workspace"
 )
 
@@ -48,9 +49,9 @@ var errTimedOut = errors.New("timed out")
 // timeout, or because the runner itself was terminated.
 func stopped(ctx context.Context, tool string) error {
 	if errors.Is(context.Cause(ctx), errTimedOut) {
-		return &toolError{kind: KindTimeout, msg: fmt.Sprintf("%s timed out", tool)}
+		return &toolError{kind: protocol.KindTimeout, msg: fmt.Sprintf("%s timed out", tool)}
 	}
-	return &toolError{kind: KindTimeout, msg: fmt.Sprintf("%s was stopped: %s", tool, stopCause(ctx))}
+	return &toolError{kind: protocol.KindTimeout, msg: fmt.Sprintf("%s was stopped: %s", tool, stopCause(ctx))}
 }
 
 // stopCause says why ctx ended early: its cause when one was given (a session
@@ -71,11 +72,11 @@ var executionNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$
 
 // invocationContext is what a tool gets to run with.
 type invocationContext struct {
-	inv  Invocation
+	inv  protocol.Invocation
 	ws   *Workspace
 	out  *output
 	cfg  Config
-	res  *Result
+	res  *protocol.Result
 	done func() // stops the clock for DurationMs, for tools that wait after the tool ends
 }
 
@@ -98,7 +99,7 @@ var toolFuncs = map[string]toolFunc{
 // Run runs the Invocation given as JSON and returns its Result. It never panics: a
 // panic in a tool becomes an Exception. The tool is stopped at inv.TimeoutSeconds, or earlier
 // when ctx ends (the runner itself is terminated); either is reported as a Timeout.
-func Run(ctx context.Context, cfg Config, invocationJSON []byte) (res Result) {
+func Run(ctx context.Context, cfg Config, invocationJSON []byte) (res protocol.Result) {
 	if cfg.WorkspaceRoot == "" {
 		cfg.WorkspaceRoot = workspace.Root
 	}
@@ -119,7 +120,7 @@ func Run(ctx context.Context, cfg Config, invocationJSON []byte) (res Result) {
 	var finished time.Time
 	defer func() {
 		if p := recover(); p != nil {
-			res.ErrorKind = KindException
+			res.ErrorKind = protocol.KindException
 			res.ExitCode = 1
 			res.Message = fmt.Sprintf("runner panicked: %v\n%s", p, debug.Stack())
 		}
@@ -183,7 +184,7 @@ func Run(ctx context.Context, cfg Config, invocationJSON []byte) (res Result) {
 }
 
 // fail records err in r; a tool that already set an exit code keeps it.
-func fail(r *Result, err error) {
+func fail(r *protocol.Result, err error) {
 	r.ErrorKind = errorKind(err)
 	r.Message = err.Error()
 	if r.ExitCode == 0 {
@@ -193,13 +194,13 @@ func fail(r *Result, err error) {
 
 // decodeInvocation parses and checks the Invocation. Unknown fields are refused, so a
 // controller newer than its runner fails loudly rather than being half obeyed.
-func decodeInvocation(data []byte) (Invocation, error) {
-	var inv Invocation
+func decodeInvocation(data []byte) (protocol.Invocation, error) {
+	var inv protocol.Invocation
 	if len(bytes.TrimSpace(data)) == 0 {
-		return inv, exceptionf("no invocation: the environment variable %s is empty or unset", InvocationEnv)
+		return inv, exceptionf("no invocation: the environment variable %s is empty or unset", protocol.InvocationEnv)
 	}
 	if err := strictUnmarshal(data, &inv); err != nil {
-		return inv, exceptionf("invocation in %s is not valid: %v", InvocationEnv, err)
+		return inv, exceptionf("invocation in %s is not valid: %v", protocol.InvocationEnv, err)
 	}
 	switch {
 	case !executionNameRE.MatchString(inv.ExecutionName):

@@ -20,11 +20,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
-// The runner proves a call's walls (Invocation.Walls, built from the same sandbox
-// spec as the pod's NetworkPolicy and volume mounts) before the tool starts, and
-// refuses to run the tool, with an Exception naming the wall, when one does not
+// The runner proves a call's walls (protocol.Invocation.Walls, built from the same
+// sandbox spec as the pod's NetworkPolicy and volume mounts) before the tool starts,
+// and refuses to run the tool, with an Exception naming the wall, when one does not
 // hold. A NetworkPolicy is only words on a cluster whose CNI enforces none, and
 // even an enforcing CNI may fence a new pod a moment after it started; the runner
 // then fails closed instead of running open.
@@ -33,8 +34,8 @@ import (
 //     connection). The pod gives the runner its targets through its own
 //     environment, set by the pod spec and the kubelet, never by the tool:
 //     KUBERNETES_SERVICE_HOST/PORT (the API server's Service, which the kubelet
-//     sets in every pod), NodeIPEnv (the node's address, from the downward API's
-//     status.hostIP) and the nameservers of /etc/resolv.conf. The API server and
+//     sets in every pod), protocol.NodeIPEnv (the node's address, from the downward
+//     API's status.hostIP) and the nameservers of /etc/resolv.conf. The API server and
 //     the kubelet (port DefaultKubeletPort) always listen, so a TCP connection that
 //     is made means the wall is open; refused, unreachable or timed out means it
 //     holds. A DNS query that gets any answer means DNS is open. The probes run in
@@ -48,19 +49,14 @@ import (
 //   - Workspace: when the walls say read-only, the workspace's mount must be
 //     read-only (statfs ST_RDONLY); a mount does not change, so there is no wait.
 //
-// KubeletPortEnv and DNSServerEnv override the kubelet's port and the nameservers,
-// and ProbeTimeoutEnv lengthens a probe, for tests; a pod spec never sets them.
+// protocol.KubeletPortEnv and protocol.DNSServerEnv override the kubelet's port and
+// the nameservers, and ProbeTimeoutEnv lengthens a probe, for tests; a pod spec never
+// sets them.
 
-// Environment variables of the runner (never of the tool) that name its probe targets.
+// Environment variables of the runner (never of the tool) that name its probe
+// targets, besides protocol.NodeIPEnv, KubeletPortEnv and DNSServerEnv, which the
+// pod spec and the tests name too.
 const (
-	// NodeIPEnv carries the node's IP address: the pod spec sets it from the
-	// downward API (status.hostIP).
-	NodeIPEnv = "TOOLGATE_NODE_IP"
-	// KubeletPortEnv overrides DefaultKubeletPort, for tests.
-	KubeletPortEnv = "TOOLGATE_KUBELET_PORT"
-	// DNSServerEnv overrides the nameservers of /etc/resolv.conf with one
-	// host:port, for tests.
-	DNSServerEnv = "TOOLGATE_DNS_SERVER"
 	// ProbeTimeoutEnv lengthens ProbeTimeout (a Go duration; a shorter one is
 	// ignored), for tests whose open wall is a listener of a busy test process:
 	// an answer that comes after the probe gave up would be taken for a wall.
@@ -139,7 +135,7 @@ func (c Config) walls() wallConfig {
 
 // proveWalls returns nil when every wall of inv holds, else the Exception that
 // refuses the call.
-func proveWalls(ctx context.Context, cfg wallConfig, inv Invocation, ws *Workspace) error {
+func proveWalls(ctx context.Context, cfg wallConfig, inv protocol.Invocation, ws *Workspace) error {
 	if inv.Walls.ReadOnlyWorkspace {
 		if err := workspaceReadOnly(ws); err != nil {
 			return err
@@ -195,15 +191,15 @@ func readTargets(cfg wallConfig) (probeTargets, error) {
 	if host, port := env[apiServerHostEnv], env[apiServerPortEnv]; host != "" && port != "" {
 		t.apiServer = net.JoinHostPort(host, port)
 	}
-	if v := env[NodeIPEnv]; v != "" {
+	if v := env[protocol.NodeIPEnv]; v != "" {
 		if t.nodeIP = net.ParseIP(v); t.nodeIP == nil {
-			return t, fmt.Errorf("%s %q is not an IP address", NodeIPEnv, v)
+			return t, fmt.Errorf("%s %q is not an IP address", protocol.NodeIPEnv, v)
 		}
 	}
-	if v := env[KubeletPortEnv]; v != "" {
+	if v := env[protocol.KubeletPortEnv]; v != "" {
 		port, err := strconv.Atoi(v)
 		if err != nil || port < 1 || port > 65535 {
-			return t, fmt.Errorf("%s %q is not a port", KubeletPortEnv, v)
+			return t, fmt.Errorf("%s %q is not a port", protocol.KubeletPortEnv, v)
 		}
 		t.kubeletPort = port
 	}
@@ -216,7 +212,7 @@ func readTargets(cfg wallConfig) (probeTargets, error) {
 	for _, s := range servers {
 		t.dnsServers = append(t.dnsServers, net.JoinHostPort(s, "53"))
 	}
-	if v := env[DNSServerEnv]; v != "" {
+	if v := env[protocol.DNSServerEnv]; v != "" {
 		t.dnsServers = []string{v}
 	}
 	return t, nil
@@ -298,7 +294,7 @@ func planProbes(network v1alpha1.NetworkSpec, t probeTargets) ([]target, error) 
 		plan = append(plan, target{kind: probeTCP, what: "the API server", addr: t.apiServer})
 	}
 	if t.nodeIP == nil {
-		return nil, fmt.Errorf("the runner's environment has no %s (the pod spec sets it from status.hostIP), so it cannot try the node's kubelet", NodeIPEnv)
+		return nil, fmt.Errorf("the runner's environment has no %s (the pod spec sets it from status.hostIP), so it cannot try the node's kubelet", protocol.NodeIPEnv)
 	}
 	if !allowsTCP(rules, t.nodeIP, t.kubeletPort) {
 		plan = append(plan, target{kind: probeTCP, what: "the node's kubelet", addr: net.JoinHostPort(t.nodeIP.String(), strconv.Itoa(t.kubeletPort))})

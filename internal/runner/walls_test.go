@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 func TestPlanProbes(t *testing.T) {
@@ -94,7 +95,7 @@ func TestReadTargets(t *testing.T) {
 	if err := os.WriteFile(resolv, []byte("nameserver 10.96.0.10\nsearch ns.svc.cluster.local\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := wallConfig{resolvConf: resolv, environ: []string{"KUBERNETES_SERVICE_HOST=fd00::1", "KUBERNETES_SERVICE_PORT=443", NodeIPEnv + "=172.18.0.2", "PATH=/bin"}}
+	cfg := wallConfig{resolvConf: resolv, environ: []string{"KUBERNETES_SERVICE_HOST=fd00::1", "KUBERNETES_SERVICE_PORT=443", protocol.NodeIPEnv + "=172.18.0.2", "PATH=/bin"}}
 	got, err := readTargets(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -103,11 +104,11 @@ func TestReadTargets(t *testing.T) {
 		!slices.Equal(got.dnsServers, []string{"10.96.0.10:53"}) || got.dnsName != "ns.svc.cluster.local" {
 		t.Errorf("targets %+v", got)
 	}
-	cfg.environ = append(cfg.environ, KubeletPortEnv+"=8443", DNSServerEnv+"=127.0.0.1:5353")
+	cfg.environ = append(cfg.environ, protocol.KubeletPortEnv+"=8443", protocol.DNSServerEnv+"=127.0.0.1:5353")
 	if got, err = readTargets(cfg); err != nil || got.kubeletPort != 8443 || !slices.Equal(got.dnsServers, []string{"127.0.0.1:5353"}) {
 		t.Errorf("overridden targets %+v (%v)", got, err)
 	}
-	for _, bad := range []string{NodeIPEnv + "=node-1", KubeletPortEnv + "=0"} {
+	for _, bad := range []string{protocol.NodeIPEnv + "=node-1", protocol.KubeletPortEnv + "=0"} {
 		if _, err := readTargets(wallConfig{resolvConf: resolv, environ: []string{bad}}); err == nil {
 			t.Errorf("%s taken", bad)
 		}
@@ -161,13 +162,13 @@ func BenchmarkProveWalls(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = ws.Close() }()
-	inv := Invocation{Tool: string(v1alpha1.ToolBash)}
+	inv := protocol.Invocation{Tool: string(v1alpha1.ToolBash)}
 	for _, bc := range []struct {
 		name    string
 		environ []string
 	}{
-		{"refused", []string{"KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT=1", NodeIPEnv + "=127.0.0.1", KubeletPortEnv + "=1", DNSServerEnv + "=127.0.0.1:1"}},
-		{"dropped", []string{"KUBERNETES_SERVICE_HOST=100::1", "KUBERNETES_SERVICE_PORT=443", NodeIPEnv + "=100::1", DNSServerEnv + "=[100::1]:53"}},
+		{"refused", []string{"KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT=1", protocol.NodeIPEnv + "=127.0.0.1", protocol.KubeletPortEnv + "=1", protocol.DNSServerEnv + "=127.0.0.1:1"}},
+		{"dropped", []string{"KUBERNETES_SERVICE_HOST=100::1", "KUBERNETES_SERVICE_PORT=443", protocol.NodeIPEnv + "=100::1", protocol.DNSServerEnv + "=[100::1]:53"}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			cfg := Config{Environ: bc.environ}.walls()

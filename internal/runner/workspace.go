@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/workspace"
 )
 
@@ -297,5 +298,5 @@ func pathError(p string, err error) error {
 	default:
 		msg = fmt.Sprintf("path %q: %v", p, err)
 	}
-	return &toolError{kind: KindException, msg: msg, cause: err}
+	return &toolError{kind: protocol.KindException, msg: msg, cause: err}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 // confinedWorkspace builds a workspace with symlinks inside and out, and opens it
@@ -93,7 +95,7 @@ func TestConfinement(t *testing.T) {
 				if tc.want != nil && !errors.Is(err, tc.want) {
 					t.Errorf("%s: error %v, want %v", tc.path, err, tc.want)
 				}
-				if tc.want != nil && errorKind(err) != KindException {
+				if tc.want != nil && errorKind(err) != protocol.KindException {
 					t.Errorf("%s: kind %s", tc.path, errorKind(err))
 				}
 			}

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/toolgate/toolgate/internal/executor"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 // envtest runs neither the Job controller nor a kubelet; tests play both with these.
@@ -49,7 +49,7 @@ func FinishJobPod(ctx context.Context, c client.Client, job *batchv1.Job, runner
 		return err
 	}
 	sum := sha256.Sum256(nil)
-	msg, err := json.Marshal(runner.Result{ExitCode: 0, OutputSHA256: hex.EncodeToString(sum[:]),
+	msg, err := json.Marshal(protocol.Result{ExitCode: 0, OutputSHA256: hex.EncodeToString(sum[:]),
 		InvocationSHA256: InvocationSHA256(pod)})
 	if err != nil {
 		return err
@@ -74,8 +74,8 @@ func FinishJobPod(ctx context.Context, c client.Client, job *batchv1.Job, runner
 func InvocationSHA256(pod *corev1.Pod) string {
 	for _, c := range pod.Spec.Containers {
 		for _, e := range c.Env {
-			if c.Name == executor.ToolContainerName && e.Name == runner.InvocationEnv {
-				return runner.HashInvocation([]byte(e.Value))
+			if c.Name == executor.ToolContainerName && e.Name == protocol.InvocationEnv {
+				return protocol.HashInvocation([]byte(e.Value))
 			}
 		}
 	}

@@ -79,7 +79,7 @@ func holdForWorkspace(w *World) (Step, bool) {
 func createExecution(w *World) Step {
 	intent := w.Intent
 	if w.ExistingExecution.Known {
-		want, err := pipeline.BuildExecution(intent)
+		want, err := ownedExecution(intent)
 		if err != nil {
 			return Step{Do: Fail, Err: err}
 		}
@@ -88,7 +88,7 @@ func createExecution(w *World) Step {
 			return inTheWay(w, Change{ExecutionName: &none}, "Execution", want.Name, problem)
 		}
 	} else if !w.ExecutionCreated {
-		exec, err := pipeline.BuildExecution(intent)
+		exec, err := ownedExecution(intent)
 		if err != nil {
 			return Step{Do: Fail, Err: err}
 		}
@@ -100,6 +100,17 @@ func createExecution(w *World) Step {
 	c := Change{Dispatched: intent.Status.Decision.Action == v1.DecisionAllow}
 	c.Events = append(c.Events, audit(EventExecutionRequested, "Execution %s created (timeout %ds, image %s)", exec, intent.Status.Decision.Sandbox.TimeoutSeconds, intent.Status.Decision.Sandbox.Profile.Image))
 	return Step{Do: End, Change: c}
+}
+
+// ownedExecution is the Execution the intent creates, controlled by it: an existing
+// one counts as the intent's only when the intent controls it (by UID).
+func ownedExecution(intent *v1.ToolIntent) (*v1.Execution, error) {
+	exec, err := pipeline.BuildExecution(intent)
+	if err != nil {
+		return nil, err
+	}
+	exec.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(intent, v1.GroupVersion.WithKind("ToolIntent"))}
+	return exec, nil
 }
 
 // observe writes the observation once the Execution finished.

@@ -604,6 +604,21 @@ func TestNext(t *testing.T) {
 			w.ExistingExecution = Known(&v1.Execution{ObjectMeta: metav1.ObjectMeta{Name: "t-t1-0"}})
 		}), want: []expect{observes(v1.OutcomeFailed, "Delete Execution t-t1-0"), records("the name taken back", func(c Change) bool { return c.ExecutionName != nil && *c.ExecutionName == "" })}},
 
+		{name: "an Execution of the name that is the intent's own counts as created", world: with(decidedWorld(v1.DecisionAllow), func(w *World) {
+			w.Intent.Status.ExecutionName = "t-t1-0"
+			w.ExecutionNamed = true
+			own, _ := ownedExecution(w.Intent)
+			w.ExistingExecution = Known(own)
+		}), want: []expect{does(End), emits(EventExecutionRequested), records("no observation", func(c Change) bool { return c.Observation == nil })}},
+		{name: "the Execution created is controlled by the intent", world: with(decidedWorld(v1.DecisionAllow), func(w *World) {
+			w.Intent.Status.ExecutionName = "t-t1-0"
+			w.ExecutionNamed = true
+		}), want: []expect{func(t *testing.T, w *World, s Step) {
+			if s.Execution == nil || !metav1.IsControlledBy(s.Execution, w.Intent) {
+				t.Fatalf("the Execution to create is not controlled by the intent: %+v", s.Execution)
+			}
+		}}},
+
 		// Observe.
 		{name: "the Execution is read", world: with(decidedWorld(v1.DecisionAllow), func(w *World) { w.Intent.Status.ExecutionName = "t-t1-0" }),
 			want: []expect{reads(NeedExecution)}},

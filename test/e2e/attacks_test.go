@@ -26,7 +26,7 @@ import (
 	"github.com/toolgate/toolgate/internal/controller"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/pipeline"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/toolintent"
 )
@@ -760,8 +760,8 @@ exit 5
 			}
 		}
 		Expect(terminated).NotTo(BeNil(), "the tool container of pod %s did not terminate", pod.Name)
-		Expect(terminated.ExitCode).To(Equal(int32(runner.ExitFailed)), "the runner did not exit as one that wrote a failure")
-		var result runner.Result
+		Expect(terminated.ExitCode).To(Equal(int32(protocol.ExitFailed)), "the runner did not exit as one that wrote a failure")
+		var result protocol.Result
 		Expect(json.Unmarshal([]byte(terminated.Message), &result)).To(Succeed(), "termination message %q", terminated.Message)
 		Expect(result.ExitCode).To(Equal(7))
 		Expect(result.Message).NotTo(ContainSubstring("forged"))

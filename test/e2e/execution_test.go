@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 // execution is an Execution to create directly, as the controller would after an
@@ -235,7 +235,7 @@ var _ = Describe("Executions on a real cluster", func() {
 		write := run(ctx, ns, claim, execution{
 			name: "write-escape", tool: toolgatev1alpha1.ToolWriteFile,
 			input:    map[string]any{"path": "escape/pwned.txt", "content": "pwned\n"},
-			baseline: runner.BaselineAbsent,
+			baseline: protocol.BaselineAbsent,
 		})
 		Expect(write.Status.Phase).To(Equal(toolgatev1alpha1.ExecutionFailed))
 		Expect(write.Status.ErrorKind).To(Equal(toolgatev1alpha1.ErrorException))
@@ -244,7 +244,7 @@ var _ = Describe("Executions on a real cluster", func() {
 		up := run(ctx, ns, claim, execution{
 			name: "write-up", tool: toolgatev1alpha1.ToolWriteFile,
 			input:    map[string]any{"path": "up/pwned.txt", "content": "pwned\n"},
-			baseline: runner.BaselineAbsent,
+			baseline: protocol.BaselineAbsent,
 		})
 		Expect(up.Status.Phase).To(Equal(toolgatev1alpha1.ExecutionFailed))
 
@@ -256,7 +256,7 @@ var _ = Describe("Executions on a real cluster", func() {
 		write := run(ctx, ns, claim, execution{
 			name: "write", tool: toolgatev1alpha1.ToolWriteFile,
 			input:    map[string]any{"path": "notes/hello.txt", "content": "hello\nworld\n"},
-			baseline: runner.BaselineAbsent,
+			baseline: protocol.BaselineAbsent,
 		})
 		Expect(exitCode(write)).To(BeZero(), write.Status.Message)
 

@@ -11,62 +11,30 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
-// A session pod (isolation Session) runs the runner twice over, with this contract:
+// A session pod (isolation Session) runs the runner twice over. The wire between
+// the controller and `runner exec` is package protocol's (sessioncall.go); inside
+// the pod:
 //
 //   - `runner session` is the container's PID 1. It runs no tool: it keeps the
 //     container alive, reaps the processes it inherits, and kills each of them at
 //     once (KillInherited). A process is inherited by PID 1 only when the call's
 //     runner that it lived under has died (each call's runner is the subreaper of
 //     everything its tool starts), so nothing of a call outlives its runner.
-//   - `runner exec` runs one call, exec'd into the container by the controller
-//     (pods/exec). The Invocation is the first line of stdin (compact JSON, at most
-//     MaxInvocationBytes); stdin stays open for the whole call, and its end (the
-//     controller or its connection gone) stops the call as a timeout does. stdout
-//     carries the call's output once the call ended: all of it when it is at most
-//     MaxOutputBytes, else exactly its first head and last tail bytes
-//     (OutputBudgets). stderr carries the Result as compact JSON, last. The exit
-//     code is ProcessExitCode, as in a Job. Before the Result is written every
-//     descendant of the runner is killed (Sweep).
-//   - A background job (Invocation.Background) is `runner exec` too, in a session
-//     pod of its own (no other call ever runs beside it): its first line on stderr
-//     is Started, written before the tool starts; its output goes to stdout as it
-//     comes (the controller keeps head and tail), and the Result follows Started on
-//     stderr when the job ends.
+//   - `runner exec` runs one call, exec'd into the container by the controller. It
+//     reads the invocation, the first line of stdin, without reading past it
+//     (ReadInvocationLine, at most MaxInvocationBytes), and before the Result is
+//     written every descendant of the runner is killed (Sweep).
 //   - Both mark themselves non-dumpable (MakeNonDumpable), so that a process of the
 //     same uid (a call's tool) can neither ptrace them nor open their /proc files:
 //     a call's invocation, output and Result are out of reach of other processes.
 
-// PodRunnerDir is the folder the runner is copied into in a sandbox pod, and
-// PodRunnerPath the runner there.
-const (
-	PodRunnerDir  = "/toolgate-runner"
-	PodRunnerPath = PodRunnerDir + "/runner"
-)
-
-// SessionCommand and ExecCommand are the runner's first argument in a session pod.
-const (
-	SessionCommand = "session"
-	ExecCommand    = "exec"
-)
-
 // MaxInvocationBytes bounds the invocation line `runner exec` reads from stdin; an
 // Execution's spec is far smaller.
 const MaxInvocationBytes = 4 << 20
-
-// cutMarkerMax bounds the length of the marker the controller puts where output was
-// cut, so that head, marker and tail together stay within maxOutputBytes.
-const cutMarkerMax = 64
-
-// OutputBudgets splits maxOutputBytes into the bytes kept from the head and from the
-// tail of an output that does not fit, leaving room for the cut marker. The runner
-// of a session call sends exactly these; the controller shows them.
-func OutputBudgets(maxOutputBytes int32) (head, tail int) {
-	room := max(int(maxOutputBytes)-cutMarkerMax, 2)
-	head = room / 2
-	return head, room - head
-}
 
 // prSetDumpable is PR_SET_DUMPABLE of prctl(2).
 const prSetDumpable = 4
@@ -105,62 +73,6 @@ func ReadInvocationLine(r *bufio.Reader) ([]byte, error) {
 	}
 }
 
-// Capture keeps what a session call sends of its output: the first maxOutputBytes
-// bytes and the last tail budget bytes, whatever the output's length.
-type Capture struct {
-	max        int
-	head       []byte
-	tail       []byte // a ring of the last tailBudget bytes
-	tailBudget int
-	next       int // where the ring writes next, once full
-	total      int64
-}
-
-// NewCapture returns a Capture for an invocation's maxOutputBytes.
-func NewCapture(maxOutputBytes int32) *Capture {
-	_, tail := OutputBudgets(maxOutputBytes)
-	return &Capture{max: max(int(maxOutputBytes), 0), tailBudget: tail}
-}
-
-// Write keeps p's bytes in the head and the ring; it never fails.
-func (c *Capture) Write(p []byte) (int, error) {
-	c.total += int64(len(p))
-	if room := c.max - len(c.head); room > 0 {
-		c.head = append(c.head, p[:min(room, len(p))]...)
-	}
-	q := p
-	if len(q) > c.tailBudget {
-		q = q[len(q)-c.tailBudget:]
-	}
-	for len(q) > 0 {
-		if len(c.tail) < c.tailBudget {
-			n := min(c.tailBudget-len(c.tail), len(q))
-			c.tail = append(c.tail, q[:n]...)
-			q = q[n:]
-			continue
-		}
-		n := copy(c.tail[c.next:], q)
-		c.next = (c.next + n) % c.tailBudget
-		q = q[n:]
-	}
-	return len(p), nil
-}
-
-// Total is how many bytes were written.
-func (c *Capture) Total() int64 { return c.total }
-
-// Bytes is what the runner sends: the whole output when it fits in maxOutputBytes,
-// else its first head budget bytes followed by its last tail budget bytes.
-func (c *Capture) Bytes(maxOutputBytes int32) []byte {
-	if c.total <= int64(c.max) {
-		return c.head
-	}
-	headBudget, _ := OutputBudgets(maxOutputBytes)
-	out := append([]byte(nil), c.head[:min(headBudget, len(c.head))]...)
-	out = append(out, c.tail[c.next:]...)
-	return append(out, c.tail[:c.next]...)
-}
-
 // KillInherited is the session's PID 1 loop: every pause, it kills (SIGKILL) every
 // live child of parent (the caller's pid) and reaps its exited children. As the
 // namespace's PID 1, the only processes the session is the parent of are those a
@@ -186,16 +98,16 @@ func KillInherited(procRoot string, parent int, pause time.Duration, stop <-chan
 
 // InSession reports whether the caller runs in a session pod's PID namespace: its
 // PID 1 is `runner session` of the path this runner was started by (in a pod,
-// PodRunnerPath for both). The command line is all that can be read of PID 1: it
-// is non-dumpable, so its /proc/1/exe is not ours to follow. Only then may
-// KillOthers kill the whole namespace; elsewhere (a test, a runner started by hand,
-// a host) PID 1 is another program.
+// protocol.PodRunnerPath for both). The command line is all that can be read of
+// PID 1: it is non-dumpable, so its /proc/1/exe is not ours to follow. Only then
+// may KillOthers kill the whole namespace; elsewhere (a test, a runner started by
+// hand, a host) PID 1 is another program.
 func InSession(procRoot string) bool {
 	cmdline, err := os.ReadFile(filepath.Join(procRoot, "1", "cmdline"))
 	if err != nil || len(os.Args) == 0 || !filepath.IsAbs(os.Args[0]) {
 		return false
 	}
-	return string(cmdline) == os.Args[0]+"\x00"+SessionCommand+"\x00"
+	return string(cmdline) == os.Args[0]+"\x00"+protocol.SessionCommand+"\x00"
 }
 
 // KillOthers SIGKILLs every process of the session but its PID 1 and the caller, and
@@ -233,10 +145,12 @@ func KillOthers(procRoot string, bound time.Duration) error {
 	}
 }
 
-// Started is the first line `runner exec` writes on stderr for a background job,
-// before the job's tool starts.
-type Started struct {
-	Started bool `json:"started"`
+// Process identifies one process of a session: its pid and its start time (field
+// 22 of /proc/PID/stat, clock ticks since boot), so that a pid reused by another
+// process is not taken for it.
+type Process struct {
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"`
 }
 
 // SessionInvocation is what `runner exec` reads of the invocation before it runs

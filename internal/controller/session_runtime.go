@@ -3,7 +3,6 @@ package controller
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,20 +10,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
-	"github.com/toolgate/toolgate/internal/runner"
-	"github.com/toolgate/toolgate/internal/toolintent"
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 // DefaultSessionIdleTimeout is how long a task's sessions stay up with no call.
@@ -35,7 +30,7 @@ const DefaultSessionIdleTimeout = 10 * time.Minute
 const sessionRecheck = time.Second
 
 // maxResultBytes bounds what is read of a session call's stderr: the runner's
-// Result is at most runner.MaxTerminationMessageBytes.
+// Result is at most protocol.MaxTerminationMessageBytes.
 const maxResultBytes = 64 << 10
 
 // sessionExecGrace is added to a call's timeout to bound its exec: the runner stops
@@ -134,7 +129,7 @@ func ended(hangUp <-chan struct{}) bool {
 // liveJob is a background job's runner and output, as its stream brings them.
 type liveJob struct {
 	mu        sync.Mutex
-	out       *runner.Capture
+	out       *protocol.Capture
 	maxOutput int32
 	started   time.Time // when the runner reported the job started
 }
@@ -335,95 +330,153 @@ func (s *sessionCalls) deliver(ctx context.Context, exec *v1.Execution, pod stri
 	callCtx, cancel := context.WithCancelCause(ctx)
 	call := &sessionCall{exec: client.ObjectKeyFromObject(exec), pod: key, hangUp: make(chan struct{}), cancel: cancel}
 	if inv.Background {
-		call.job = &liveJob{out: runner.NewCapture(inv.MaxOutputBytes), maxOutput: inv.MaxOutputBytes}
+		call.job = &liveJob{out: protocol.NewCapture(inv.MaxOutputBytes), maxOutput: inv.MaxOutputBytes}
 	}
-	s.mu.Lock()
-	if s.inFlight[exec.UID] != nil || s.done[exec.UID] != nil {
-		s.mu.Unlock()
+	if !s.admit(exec.UID, call) {
 		cancel(nil)
 		return
 	}
-	s.inFlight[exec.UID] = call
-	s.mu.Unlock()
-	wake := &v1.Execution{ObjectMeta: metav1.ObjectMeta{Namespace: exec.Namespace, Name: exec.Name}}
-	execUID, namespace, timeout := exec.UID, exec.Namespace, time.Duration(exec.Spec.TimeoutSeconds)*time.Second+sessionExecGrace
-	maxOutput := int(exec.Spec.MaxOutputBytes)
-	notify := func() {
-		select {
-		case s.wake <- event.GenericEvent{Object: wake}:
-		case <-ctx.Done():
-		}
+	d := &delivery{
+		call: call, ctx: ctx, callCtx: callCtx,
+		wake:    &v1.Execution{ObjectMeta: metav1.ObjectMeta{Namespace: exec.Namespace, Name: exec.Name}},
+		execUID: exec.UID, namespace: exec.Namespace, pod: pod, key: key, uid: uid,
+		invocation: invocation, encodeErr: encodeErr,
+		timeout:   time.Duration(exec.Spec.TimeoutSeconds)*time.Second + sessionExecGrace,
+		maxOutput: int(exec.Spec.MaxOutputBytes),
 	}
 	go func() {
 		defer cancel(nil)
 		turn, waited := s.acquire(key)
-		var releaseOnce sync.Once
-		release := func() { releaseOnce.Do(func() { s.release(key, turn) }) }
-		var run *executor.SessionRun
-		var notRun string
-		when := "before the call started"
-		if waited {
-			when = "while the call waited for its turn"
-		}
-		if why := s.stoppedBy(execUID); why != "" {
-			notRun = "the call was stopped before it started: " + why
-		} else if ended(call.hangUp) {
-			// Ended while it waited for its turn (its Execution deleted: gone), and
-			// nothing else recorded why.
-			notRun = "the call was stopped before it started"
-		} else if why := s.retiredBecause(uid); why != "" {
-			notRun = fmt.Sprintf("session pod %s was retired %s, because %s", pod, when, why)
-		} else {
-			// Not waiting is no proof either: this goroutine may start late, after a
-			// call before it ended and its pod was replaced under the same name.
-			notRun = s.replaced(callCtx, namespace, pod, uid, when)
-		}
-		switch {
-		case notRun != "":
-			run = &executor.SessionRun{StartedAt: s.now(), FinishedAt: s.now(), NotRun: notRun}
-		case encodeErr != nil:
-			run = &executor.SessionRun{StartedAt: s.now(), FinishedAt: s.now(), Err: fmt.Errorf("encoding the runner's invocation: %w", encodeErr)}
-		case call.job != nil:
-			stderr := &startedWriter{rest: boundedBuffer{limit: maxResultBytes}, started: func() {
-				call.job.mu.Lock()
-				call.job.started = s.now()
-				call.job.mu.Unlock()
-				notify()
-			}}
-			run = s.runCall(callCtx, call.hangUp, namespace, pod, invocation, call.job, stderr, timeout)
-			stderr.flush()
-			run.Output, _ = call.job.snapshot()
-			run.Result, run.JobStartedAt = bytes.TrimSpace(stderr.rest.Bytes()), call.job.startedAt()
-		default:
-			stdout, stderr := &boundedBuffer{limit: maxOutput + 1}, &boundedBuffer{limit: maxResultBytes}
-			run = s.runCall(callCtx, call.hangUp, namespace, pod, invocation, stdout, stderr, timeout)
-			run.Output, run.Result = stdout.Bytes(), bytes.TrimSpace(stderr.Bytes())
-		}
-		if run.Err != nil && executor.NeverOpened(run.Err) {
-			run.NotRun = fmt.Sprintf("the exec into session pod %s was refused before it started (%v)", pod, run.Err)
-		}
-		run.PodUID, run.InvocationSHA256 = uid, runner.HashInvocation(invocation)
+		run := s.runInTurn(d, waited)
 		// A session takes no call after one that did not end clean: it is retired
 		// while this call still holds its turn, so that no call queued behind it runs
 		// in the pod (what this call left there could reach the next call's runner).
 		// The Execution reconciler retires it again once the run is recorded: that
 		// one retries.
 		if why := retireAfter(run, call.job != nil); why != "" {
-			s.retireHeld(namespace, pod, uid, why)
+			s.retireHeld(d.namespace, pod, uid, why)
 		}
-		release()
-		s.mu.Lock()
-		delete(s.inFlight, execUID)
-		gone := call.gone
-		if !gone {
-			s.done[execUID], s.doneOf[call.exec] = run, execUID
-		}
-		s.mu.Unlock()
-		if gone {
-			return // nobody records this run
-		}
-		notify()
+		s.release(key, turn)
+		s.keepRun(d, run)
 	}()
+}
+
+// delivery is a call on its way to its session pod (namespace/pod, of UID uid).
+type delivery struct {
+	call *sessionCall
+	// ctx is the controller's, which bounds waking the reconciler; callCtx is the
+	// call's own, which its stop cuts.
+	ctx, callCtx context.Context
+	// wake is the Execution sent to the reconciler when the run ended, or a
+	// background job started.
+	wake                *v1.Execution
+	execUID             types.UID
+	namespace, pod, key string
+	uid                 types.UID
+	invocation          []byte
+	encodeErr           error
+	timeout             time.Duration
+	maxOutput           int
+}
+
+// admit records call as the Execution's call in flight, unless it is in flight or
+// done already: a call is delivered at most once.
+func (s *sessionCalls) admit(execUID types.UID, call *sessionCall) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inFlight[execUID] != nil || s.done[execUID] != nil {
+		return false
+	}
+	s.inFlight[execUID] = call
+	return true
+}
+
+// notify wakes the Execution reconciler for the call.
+func (s *sessionCalls) notify(d *delivery) {
+	select {
+	case s.wake <- event.GenericEvent{Object: d.wake}:
+	case <-d.ctx.Done():
+	}
+}
+
+// runInTurn runs the call, now that it holds its session's turn (waited says
+// whether it had to wait for it), or says why it does not run.
+func (s *sessionCalls) runInTurn(d *delivery, waited bool) *executor.SessionRun {
+	var run *executor.SessionRun
+	switch notRun := s.whyNotRun(d, waited); {
+	case notRun != "":
+		run = &executor.SessionRun{StartedAt: s.now(), FinishedAt: s.now(), NotRun: notRun}
+	case d.encodeErr != nil:
+		run = &executor.SessionRun{StartedAt: s.now(), FinishedAt: s.now(), Err: fmt.Errorf("encoding the runner's invocation: %w", d.encodeErr)}
+	case d.call.job != nil:
+		run = s.runBackgroundJob(d)
+	default:
+		stdout, stderr := &boundedBuffer{limit: d.maxOutput + 1}, &boundedBuffer{limit: maxResultBytes}
+		run = s.runCall(d.callCtx, d.call.hangUp, d.namespace, d.pod, d.invocation, stdout, stderr, d.timeout)
+		run.Output, run.Result = stdout.Bytes(), bytes.TrimSpace(stderr.Bytes())
+	}
+	if run.Err != nil && executor.NeverOpened(run.Err) {
+		run.NotRun = fmt.Sprintf("the exec into session pod %s was refused before it started (%v)", d.pod, run.Err)
+	}
+	run.PodUID, run.InvocationSHA256 = d.uid, protocol.HashInvocation(d.invocation)
+	return run
+}
+
+// whyNotRun says why the call must not run, now that it holds its session's turn,
+// or "".
+func (s *sessionCalls) whyNotRun(d *delivery, waited bool) string {
+	when := "before the call started"
+	if waited {
+		when = "while the call waited for its turn"
+	}
+	if why := s.stoppedBy(d.execUID); why != "" {
+		return "the call was stopped before it started: " + why
+	}
+	if ended(d.call.hangUp) {
+		// Ended while it waited for its turn (its Execution deleted: gone), and
+		// nothing else recorded why.
+		return "the call was stopped before it started"
+	}
+	if why := s.retiredBecause(d.uid); why != "" {
+		return fmt.Sprintf("session pod %s was retired %s, because %s", d.pod, when, why)
+	}
+	// Not waiting is no proof either: this goroutine may start late, after a
+	// call before it ended and its pod was replaced under the same name.
+	return s.replaced(d.callCtx, d.namespace, d.pod, d.uid, when)
+}
+
+// runBackgroundJob runs a background job: its output goes to its live record,
+// which the job tools read while it runs, and its runner's first line, once the
+// job started, wakes the reconciler to record the start.
+func (s *sessionCalls) runBackgroundJob(d *delivery) *executor.SessionRun {
+	job := d.call.job
+	stderr := &startedWriter{rest: boundedBuffer{limit: maxResultBytes}, started: func() {
+		job.mu.Lock()
+		job.started = s.now()
+		job.mu.Unlock()
+		s.notify(d)
+	}}
+	run := s.runCall(d.callCtx, d.call.hangUp, d.namespace, d.pod, d.invocation, job, stderr, d.timeout)
+	stderr.flush()
+	run.Output, _ = job.snapshot()
+	run.Result, run.JobStartedAt = bytes.TrimSpace(stderr.rest.Bytes()), job.startedAt()
+	return run
+}
+
+// keepRun moves the call from in flight to done, for the reconciler to record, and
+// wakes the reconciler; the run of a call whose Execution is gone is dropped.
+func (s *sessionCalls) keepRun(d *delivery, run *executor.SessionRun) {
+	s.mu.Lock()
+	delete(s.inFlight, d.execUID)
+	gone := d.call.gone
+	if !gone {
+		s.done[d.execUID], s.doneOf[d.call.exec] = run, d.execUID
+	}
+	s.mu.Unlock()
+	if gone {
+		return // nobody records this run
+	}
+	s.notify(d)
 }
 
 // retireAfter says why a session must not take another call after run, or "": a
@@ -439,10 +492,10 @@ func retireAfter(run *executor.SessionRun, job bool) string {
 		return ""
 	case run.Err != nil:
 		return "a call's stream broke before its runner reported"
-	case run.ExitCode != runner.ExitSucceeded && run.ExitCode != runner.ExitFailed:
+	case run.ExitCode != protocol.ExitSucceeded && run.ExitCode != protocol.ExitFailed:
 		return fmt.Sprintf("a call's runner exited %d without its result", run.ExitCode)
 	}
-	res, err := runner.DecodeResult(run.Result)
+	res, err := protocol.DecodeResult(run.Result)
 	switch {
 	case err != nil:
 		return "a call's runner sent no readable result"
@@ -512,158 +565,3 @@ func (s *sessionCalls) runCall(ctx context.Context, hangUp <-chan struct{}, name
 	}
 	return run
 }
-
-// boundedBuffer keeps the first limit bytes written to it and drops the rest. It
-// is locked: an exec cut at its deadline may return before its stream's copiers
-// stop writing.
-type boundedBuffer struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	limit int
-}
-
-func (b *boundedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if room := b.limit - b.buf.Len(); room > 0 {
-		b.buf.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
-}
-
-// Bytes is a copy of what was kept.
-func (b *boundedBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
-}
-
-// startedWriter is a background job's stderr: its first line, when it is the
-// runner's runner.Started, reports the job's runner; the rest is the Result.
-type startedWriter struct {
-	mu      sync.Mutex
-	line    []byte
-	done    bool
-	rest    boundedBuffer
-	started func()
-}
-
-// flush keeps a first line that never ended (the runner failed before the job
-// started, and sent only its Result) as the Result.
-func (w *startedWriter) flush() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.done = true
-		_, _ = w.rest.Write(w.line)
-	}
-}
-
-func (w *startedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := len(p)
-	if !w.done {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			if len(w.line)+len(p) > maxResultBytes {
-				// No runner's line is this long: it is the Result.
-				w.done = true
-				_, _ = w.rest.Write(w.line)
-				_, _ = w.rest.Write(p)
-				return n, nil
-			}
-			w.line = append(w.line, p...)
-			return n, nil
-		}
-		w.line, p = append(w.line, p[:i]...), p[i+1:]
-		w.done = true
-		var st runner.Started
-		if json.Unmarshal(w.line, &st) == nil && st.Started {
-			w.started()
-		} else {
-			_, _ = w.rest.Write(append(w.line, '\n'))
-		}
-	}
-	_, _ = w.rest.Write(p)
-	return n, nil
-}
-
-// ensureNetworkPolicy makes sure the NetworkPolicy that fences a sandbox's pods
-// exists: the namespace's policy for its network walls (executor.NetworkPolicyName),
-// made by the first pod behind those walls. One found by name (or AlreadyExists)
-// counts only when its spec is what BuildNetworkPolicy makes: it then fences the pod
-// exactly as the controller's own would, whoever made it. A policy of the name that
-// selects nothing, or allows more, would leave the pod unfenced: a refusal.
-func ensureNetworkPolicy(ctx context.Context, c client.Client, api client.Reader, policy *networkingv1.NetworkPolicy) (*refusal, error) {
-	key := client.ObjectKeyFromObject(policy)
-	existing := &networkingv1.NetworkPolicy{}
-	err := c.Get(ctx, key, existing)
-	if err == nil {
-		return policyInTheWay(policy, existing), nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return nil, err
-	}
-	if err := c.Create(ctx, policy); err != nil {
-		if !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("creating NetworkPolicy %s: %w", policy.Name, err)
-		}
-		if err := api.Get(ctx, key, existing); err != nil {
-			return nil, err
-		}
-		return policyInTheWay(policy, existing), nil
-	}
-	return nil, nil
-}
-
-// startSession creates the task's session pod for profile, behind its NetworkPolicy
-// (made first, so that the pod never runs unfenced), unless another NetworkPolicy
-// would open its walls (wallsWidened). An existing pod of the name is left as it
-// is: the caller checks it (sessionInTheWay).
-func startSession(ctx context.Context, c client.Client, api client.Reader, scheme *runtime.Scheme, task *v1.AgentTask, session executor.Session, runnerImage string) (*refusal, error) {
-	policy, err := executor.BuildProfileNetworkPolicy(task.Namespace, session.Profile)
-	if err != nil {
-		return refuse(EventChainBroken, "%s", err), nil
-	}
-	if refused, err := ensureNetworkPolicy(ctx, c, api, policy); err != nil || refused != nil {
-		return refused, err
-	}
-	pod, err := executor.BuildSessionPod(task.Namespace, session, runnerImage)
-	if err != nil {
-		return refuse(EventChainBroken, "%s", err), nil
-	}
-	if refused, err := wallsWidened(ctx, c, policy, "session pod "+pod.Name, pod.Labels); err != nil || refused != nil {
-		return refused, err
-	}
-	if err := controllerutil.SetControllerReference(task, pod, scheme); err != nil {
-		return nil, err
-	}
-	if err := c.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("creating session pod %s: %w", pod.Name, err)
-	}
-	return nil, nil
-}
-
-// sessionInTheWay refuses a pod found under a session's name that is not the task's
-// session for that profile: the task must control it and it must carry the
-// session's labels. A pod of an earlier task of the same name is not refused but
-// waited out (errEarlierTask): the garbage collector removes it.
-func sessionInTheWay(pod *corev1.Pod, task *v1.AgentTask, session executor.Session) (*refusal, error) {
-	owner := metav1.GetControllerOf(pod)
-	if owner == nil || owner.Kind != "AgentTask" || owner.Name != task.Name {
-		return refuse(toolintent.EventObjectInTheWay, "a pod named %s exists in namespace %s and is not a session of AgentTask %s; delete it, and the next call starts the session", pod.Name, pod.Namespace, task.Name), nil
-	}
-	if owner.UID != task.UID {
-		return nil, errEarlierTask
-	}
-	for k, v := range session.Labels() {
-		if pod.Labels[k] != v {
-			return refuse(toolintent.EventObjectInTheWay, "session pod %s in namespace %s lost its label %s=%s; it is not trusted to run calls. Delete it, and the next call starts a new session", pod.Name, pod.Namespace, k, v), nil
-		}
-	}
-	return nil, nil
-}
-
-// errEarlierTask: the pod belongs to a deleted task of the same name.
-var errEarlierTask = errors.New("the pod belongs to an earlier AgentTask of this name, which is being deleted")

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/runner"
 )
 
@@ -24,16 +25,16 @@ import (
 type sessionCall struct {
 	stdout, stderr []byte
 	exitCode       int
-	res            runner.Result
+	res            protocol.Result
 }
 
-func execInSession(t *testing.T, ws string, inv runner.Invocation, hangUp <-chan struct{}) sessionCall {
+func execInSession(t *testing.T, ws string, inv protocol.Invocation, hangUp <-chan struct{}) sessionCall {
 	t.Helper()
 	line, err := json.Marshal(inv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(runnerBin, runner.ExecCommand)
+	cmd := exec.Command(runnerBin, protocol.ExecCommand)
 	cmd.Env = append([]string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin", outsideSessionEnv + "=1"}, heldTargets...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -61,10 +62,10 @@ func execInSession(t *testing.T, ws string, inv runner.Invocation, hangUp <-chan
 	if err != nil && out.exitCode < 0 {
 		t.Fatalf("runner exec: %v", err)
 	}
-	if out.res, err = runner.DecodeResult(out.stderr); err != nil {
+	if out.res, err = protocol.DecodeResult(out.stderr); err != nil {
 		t.Fatalf("stderr is not the Result: %v\n%s", err, out.stderr)
 	}
-	if want := runner.ProcessExitCode(out.res); out.exitCode != want {
+	if want := protocol.ProcessExitCode(out.res); out.exitCode != want {
 		t.Errorf("runner exited %d, its Result says %d", out.exitCode, want)
 	}
 	// The Result names the invocation the runner read: the line it was sent.
@@ -74,9 +75,9 @@ func execInSession(t *testing.T, ws string, inv runner.Invocation, hangUp <-chan
 	return out
 }
 
-func bashInvocation(name, command string, maxOutput int32) runner.Invocation {
+func bashInvocation(name, command string, maxOutput int32) protocol.Invocation {
 	input, _ := json.Marshal(map[string]any{"command": command})
-	return runner.Invocation{ExecutionName: name, Tool: "bash", Input: input, TimeoutSeconds: 30, MaxOutputBytes: maxOutput}
+	return protocol.Invocation{ExecutionName: name, Tool: "bash", Input: input, TimeoutSeconds: 30, MaxOutputBytes: maxOutput}
 }
 
 func TestSessionExecRunsACallAndReportsOnStderr(t *testing.T) {
@@ -87,7 +88,7 @@ func TestSessionExecRunsACallAndReportsOnStderr(t *testing.T) {
 	if got := string(o.stdout); got != "hello\noops\n" && got != "oops\nhello\n" {
 		t.Errorf("stdout %q, want the call's combined output", o.stdout)
 	}
-	if o.res.ExitCode != 4 || o.res.ErrorKind != runner.KindExitCode {
+	if o.res.ExitCode != 4 || o.res.ErrorKind != protocol.KindExitCode {
 		t.Errorf("result %+v, want exit code 4", o.res)
 	}
 	if o.res.OutputSHA256 != sha256Hex(o.stdout) || o.res.StdoutBytes+o.res.StderrBytes != int64(len(o.stdout)) {
@@ -102,7 +103,7 @@ func TestSessionExecSendsHeadAndTailOfLongOutput(t *testing.T) {
 	ws, _ := newWorkspace(t, nil)
 	const maxOutput = 1000
 	o := execInSession(t, ws, bashInvocation("call-long", `i=0; while [ $i -lt 2000 ]; do printf '%05d\n' $i; i=$((i+1)); done`, maxOutput), nil)
-	head, tail := runner.OutputBudgets(maxOutput)
+	head, tail := protocol.OutputBudgets(maxOutput)
 	if len(o.stdout) != head+tail {
 		t.Fatalf("sent %d bytes, want head %d + tail %d", len(o.stdout), head, tail)
 	}
@@ -164,7 +165,7 @@ func TestSessionExecStopsWhenItsStreamCloses(t *testing.T) {
 	if time.Since(start) > 20*time.Second {
 		t.Errorf("the call ran %s after its stream closed", time.Since(start))
 	}
-	if o.res.ErrorKind != runner.KindTimeout {
+	if o.res.ErrorKind != protocol.KindTimeout {
 		t.Errorf("result %+v, want the call stopped", o.res)
 	}
 	if pid := readPid(t, filepath.Join(ws, "sleeper.pid")); alive(pid) {
@@ -175,17 +176,17 @@ func TestSessionExecStopsWhenItsStreamCloses(t *testing.T) {
 
 func TestSessionExecRefusesABadInvocationLine(t *testing.T) {
 	ws, _ := newWorkspace(t, nil)
-	cmd := exec.Command(runnerBin, runner.ExecCommand)
+	cmd := exec.Command(runnerBin, protocol.ExecCommand)
 	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + ws, outsideSessionEnv + "=1"}
 	cmd.Stdin = strings.NewReader(`{"tool":"bash"`) // no end of line: stdin ends first
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	_ = cmd.Run()
-	res, err := runner.DecodeResult(stderr.Bytes())
+	res, err := protocol.DecodeResult(stderr.Bytes())
 	if err != nil {
 		t.Fatalf("stderr is not a Result: %v: %q", err, stderr.String())
 	}
-	if res.ErrorKind != runner.KindException || !strings.Contains(res.Message, "stdin ended before") || cmd.ProcessState.ExitCode() != runner.ExitFailed {
+	if res.ErrorKind != protocol.KindException || !strings.Contains(res.Message, "stdin ended before") || cmd.ProcessState.ExitCode() != protocol.ExitFailed {
 		t.Errorf("result %+v exit %d", res, cmd.ProcessState.ExitCode())
 	}
 	if res.InvocationSHA256 != "" {
@@ -228,7 +229,7 @@ func TestSessionExecRunsABackgroundJob(t *testing.T) {
 	inv := bashInvocation("job-1", `echo one; sleep 300 & echo $! > sleeper.pid; echo two; wait`, 4096)
 	inv.Background = true
 	line, _ := json.Marshal(inv)
-	cmd := exec.Command(runnerBin, runner.ExecCommand)
+	cmd := exec.Command(runnerBin, protocol.ExecCommand)
 	cmd.Env = append([]string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin", outsideSessionEnv + "=1"}, heldTargets...)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
@@ -245,7 +246,7 @@ func TestSessionExecRunsABackgroundJob(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no first line on stderr: %v", err)
 	}
-	var started runner.Started
+	var started protocol.Started
 	if err := json.Unmarshal(first, &started); err != nil || !started.Started {
 		t.Fatalf("first stderr line %q: want the job's start (%v)", first, err)
 	}
@@ -270,11 +271,11 @@ func TestSessionExecRunsABackgroundJob(t *testing.T) {
 	_ = stdin.Close() // job_kill, or the task's end
 	rest, _ := io.ReadAll(errLines)
 	_ = cmd.Wait()
-	res, err := runner.DecodeResult(bytes.TrimSpace(rest))
+	res, err := protocol.DecodeResult(bytes.TrimSpace(rest))
 	if err != nil {
 		t.Fatalf("the rest of stderr is not the Result: %v\n%s", err, rest)
 	}
-	if res.ErrorKind != runner.KindTimeout || !strings.Contains(res.Message, "the controller's stream of the call closed") {
+	if res.ErrorKind != protocol.KindTimeout || !strings.Contains(res.Message, "the controller's stream of the call closed") {
 		t.Errorf("result %+v, want the job stopped by its stream's end, saying so", res)
 	}
 	if res.InvocationSHA256 != sha256Hex(line) {
@@ -312,7 +313,7 @@ func startSession(t *testing.T) *sessionNS {
 	}
 	// --kill-child: the namespace's PID 1 (which ignores SIGTERM) dies with unshare,
 	// however unshare ends, and with it every process of the namespace.
-	session := exec.Command("unshare", "--pid", "--kill-child", "--mount-proc", runnerBin, runner.SessionCommand)
+	session := exec.Command("unshare", "--pid", "--kill-child", "--mount-proc", runnerBin, protocol.SessionCommand)
 	stderr, err := session.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -410,11 +411,11 @@ func (s *sessionNS) stray() (nsPid int, ended <-chan struct{}) {
 
 // call runs a call in the session as the controller does (`runner exec`, stdin held
 // open until it exits); during, when not nil, runs while the call does.
-func (s *sessionNS) call(ws string, inv runner.Invocation, during func()) (stdout string, res runner.Result) {
+func (s *sessionNS) call(ws string, inv protocol.Invocation, during func()) (stdout string, res protocol.Result) {
 	t := s.t
 	t.Helper()
 	line, _ := json.Marshal(inv)
-	call := s.enter(append(append([]string{"env", "TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin"}, heldTargets...), runnerBin, runner.ExecCommand)...)
+	call := s.enter(append(append([]string{"env", "TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin"}, heldTargets...), runnerBin, protocol.ExecCommand)...)
 	stdin, err := call.StdinPipe() // held open for the call: its end would stop it
 	if err != nil {
 		t.Fatal(err)
@@ -431,7 +432,7 @@ func (s *sessionNS) call(ws string, inv runner.Invocation, during func()) (stdou
 		during()
 	}
 	_ = call.Wait()
-	res, err = runner.DecodeResult(errOut.Bytes())
+	res, err = protocol.DecodeResult(errOut.Bytes())
 	if err != nil {
 		t.Fatalf("the call's stderr is not a Result: %v: %q (output %q)", err, errOut.String(), out.String())
 	}
@@ -525,7 +526,7 @@ func TestSessionOutlivesTheSignalsOfACall(t *testing.T) {
 func TestSessionExecRunsNothingOutsideASession(t *testing.T) {
 	ws, _ := newWorkspace(t, nil)
 	line, _ := json.Marshal(bashInvocation("call-outside", "touch ran", 4096))
-	cmd := exec.Command(runnerBin, runner.ExecCommand)
+	cmd := exec.Command(runnerBin, protocol.ExecCommand)
 	cmd.Env = []string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin"}
 	stdin, _ := cmd.StdinPipe()
 	var stderr bytes.Buffer
@@ -535,11 +536,11 @@ func TestSessionExecRunsNothingOutsideASession(t *testing.T) {
 	}
 	_, _ = stdin.Write(append(line, '\n'))
 	_ = cmd.Wait()
-	res, err := runner.DecodeResult(stderr.Bytes())
+	res, err := protocol.DecodeResult(stderr.Bytes())
 	if err != nil {
 		t.Fatalf("stderr is not a Result: %v: %q", err, stderr.String())
 	}
-	if res.ErrorKind != runner.KindException || !res.Unclean || !strings.Contains(res.Message, "not run: the runner cannot tell that it runs in a session pod") {
+	if res.ErrorKind != protocol.KindException || !res.Unclean || !strings.Contains(res.Message, "not run: the runner cannot tell that it runs in a session pod") {
 		t.Errorf("result %+v", res)
 	}
 	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
@@ -582,7 +583,7 @@ func reachProc(pid int) string {
 // The session's PID 1 is non-dumpable: a process of its user (a call's tool) can
 // reach none of its /proc files.
 func TestSessionPID1IsOutOfReachOfItsUser(t *testing.T) {
-	session := exec.Command(runnerBin, runner.SessionCommand)
+	session := exec.Command(runnerBin, protocol.SessionCommand)
 	session.SysProcAttr = &syscall.SysProcAttr{Credential: sandboxUser()}
 	stderr, err := session.StderrPipe()
 	if err != nil {
@@ -609,7 +610,7 @@ func TestSessionExecIsOutOfReachOfItsTool(t *testing.T) {
 	ws, _ := newWorkspace(t, nil)
 	tmp := t.TempDir()
 	openToSandbox(t, ws, tmp)
-	cmd := exec.Command(runnerBin, runner.ExecCommand)
+	cmd := exec.Command(runnerBin, protocol.ExecCommand)
 	cmd.Env = append([]string{"TOOLGATE_WORKSPACE=" + ws, "PATH=/usr/bin:/bin", "TMPDIR=" + tmp, outsideSessionEnv + "=1"}, heldTargets...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: sandboxUser()}
 	stdin, err := cmd.StdinPipe()
@@ -627,7 +628,7 @@ func TestSessionExecIsOutOfReachOfItsTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	res, err := runner.DecodeResult(stderr.Bytes())
+	res, err := protocol.DecodeResult(stderr.Bytes())
 	if err != nil {
 		t.Fatalf("stderr is not a Result: %v: %q", err, stderr.String())
 	}

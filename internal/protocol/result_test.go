@@ -1,4 +1,4 @@
-package runner
+package protocol
 
 import (
 	"encoding/json"
@@ -65,5 +65,22 @@ func TestDecodeResultRefusesGarbage(t *testing.T) {
 	r, err := DecodeResult(EncodeResult(Result{ExitCode: 124, ErrorKind: KindTimeout, Truncated: true}))
 	if err != nil || r.ExitCode != 124 || r.ErrorKind != KindTimeout || !r.Truncated {
 		t.Fatalf("round trip: %+v, %v", r, err)
+	}
+}
+
+func TestTruncated(t *testing.T) {
+	for _, tc := range []struct {
+		total int64
+		max   int32
+		want  bool
+	}{
+		{0, 256, false},
+		{256, 256, false},
+		{257, 256, true},
+		{50 << 20, 1 << 20, true},
+	} {
+		if got := Truncated(tc.total, tc.max); got != tc.want {
+			t.Errorf("Truncated(%d, %d) = %v, want %v", tc.total, tc.max, got, tc.want)
+		}
 	}
 }

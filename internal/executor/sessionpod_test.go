@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 )
 
 func TestSessionNameIsTheTasksAndTheProfiles(t *testing.T) {
@@ -69,7 +69,7 @@ func TestSessionPodHasTheWallsOfAJob(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := job.Spec.Template.Spec.DeepCopy()
-		want.Containers[0].Command = []string{RunnerPath, runner.SessionCommand}
+		want.Containers[0].Command = []string{RunnerPath, protocol.SessionCommand}
 		want.Containers[0].Env = wallProbeEnv() // the Job's, without the invocation
 		grace := int64(SessionGraceSeconds)
 		want.TerminationGracePeriodSeconds = &grace
@@ -119,12 +119,12 @@ func TestProjectSession(t *testing.T) {
 	started := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	finished := started.Add(1500 * time.Millisecond)
 	const invocation = `{"executionName":"c","tool":"bash","input":{"command":"echo hello"},"timeoutSeconds":30,"maxOutputBytes":300}`
-	hash := runner.HashInvocation([]byte(invocation))
-	result := func(r runner.Result) []byte {
+	hash := protocol.HashInvocation([]byte(invocation))
+	result := func(r protocol.Result) []byte {
 		if r.InvocationSHA256 == "" {
 			r.InvocationSHA256 = hash
 		}
-		return runner.EncodeResult(r)
+		return protocol.EncodeResult(r)
 	}
 	small := "hello\n"
 	long := strings.Repeat("a", 200) + strings.Repeat("b", 800) + strings.Repeat("c", 200)
@@ -153,21 +153,21 @@ func TestProjectSession(t *testing.T) {
 			phase: toolgatev1alpha1.ExecutionFailed, kind: toolgatev1alpha1.ErrorAborted, message: []string{"stopped while the call ran, because its AgentTask t ended"}, finished: true},
 		{name: "killed runner", session: SessionObservation{Name: "s", Started: &started, Run: &SessionRun{FinishedAt: finished, ExitCode: 137, Output: []byte("partial")}},
 			phase: toolgatev1alpha1.ExecutionFailed, kind: toolgatev1alpha1.ErrorException, message: []string{"killed by signal 9", "runner in session pod s", "not run again"}, output: []string{"partial"}, finished: true},
-		{name: "forged success", session: SessionObservation{Name: "s", Started: &started, Run: &SessionRun{FinishedAt: finished, ExitCode: runner.ExitFailed,
-			Result: result(runner.Result{ExitCode: 0, OutputSHA256: sha(small), StdoutBytes: int64(len(small))}), Output: []byte(small)}},
+		{name: "forged success", session: SessionObservation{Name: "s", Started: &started, Run: &SessionRun{FinishedAt: finished, ExitCode: protocol.ExitFailed,
+			Result: result(protocol.Result{ExitCode: 0, OutputSHA256: sha(small), StdoutBytes: int64(len(small))}), Output: []byte(small)}},
 			phase: toolgatev1alpha1.ExecutionFailed, kind: toolgatev1alpha1.ErrorException, message: []string{"cannot be trusted"}, finished: true},
 		{name: "the result of another invocation", session: SessionObservation{Name: "s", Started: &started, Run: &SessionRun{FinishedAt: finished,
-			Result: result(runner.Result{ExitCode: 0, OutputSHA256: sha(small), StdoutBytes: int64(len(small)), UID: 65532, InvocationSHA256: sha("forged")}), Output: []byte(small)}},
+			Result: result(protocol.Result{ExitCode: 0, OutputSHA256: sha(small), StdoutBytes: int64(len(small)), UID: 65532, InvocationSHA256: sha("forged")}), Output: []byte(small)}},
 			phase: toolgatev1alpha1.ExecutionFailed, kind: toolgatev1alpha1.ErrorException,
 			message: []string{"cannot be trusted", "result of another invocation (sha256 " + sha("forged") + ") than the one the controller sent (sha256 " + hash, "session pod s, which is replaced before the next call"}, noOutput: true, finished: true},
 		{name: "a result that names no invocation", session: SessionObservation{Name: "s", Started: &started, Run: &SessionRun{FinishedAt: finished,
-			Result: runner.EncodeResult(runner.Result{ExitCode: 0, OutputSHA256: sha(small), StdoutBytes: int64(len(small)), UID: 65532}), Output: []byte(small)}},
+			Result: protocol.EncodeResult(protocol.Result{ExitCode: 0, OutputSHA256: sha(small), StdoutBytes: int64(len(small)), UID: 65532}), Output: []byte(small)}},
 			phase: toolgatev1alpha1.ExecutionFailed, kind: toolgatev1alpha1.ErrorException, message: []string{"cannot be trusted", "names no invocation", "older than this controller"}, noOutput: true, finished: true},
 		{name: "success", session: SessionObservation{Name: "s", Started: &started, Run: &SessionRun{FinishedAt: finished,
-			Result: result(runner.Result{ExitCode: 0, DurationMs: 1200, OutputSHA256: sha(small), StdoutBytes: int64(len(small)), UID: 65532, ReadOnlyRoot: true}), Output: []byte(small)}},
+			Result: result(protocol.Result{ExitCode: 0, DurationMs: 1200, OutputSHA256: sha(small), StdoutBytes: int64(len(small)), UID: 65532, ReadOnlyRoot: true}), Output: []byte(small)}},
 			phase: toolgatev1alpha1.ExecutionSucceeded, reason: toolgatev1alpha1.ReasonJobSucceeded, output: []string{small}, finished: true},
-		{name: "output cut by the runner", session: SessionObservation{Name: "s", Started: &started, Run: &SessionRun{FinishedAt: finished, ExitCode: runner.ExitFailed,
-			Result: result(runner.Result{ExitCode: 1, ErrorKind: runner.KindExitCode, OutputSHA256: sha(long), StdoutBytes: int64(len(long)), Truncated: true, UID: 65532}), Output: []byte(sent)}},
+		{name: "output cut by the runner", session: SessionObservation{Name: "s", Started: &started, Run: &SessionRun{FinishedAt: finished, ExitCode: protocol.ExitFailed,
+			Result: result(protocol.Result{ExitCode: 1, ErrorKind: protocol.KindExitCode, OutputSHA256: sha(long), StdoutBytes: int64(len(long)), Truncated: true, UID: 65532}), Output: []byte(sent)}},
 			phase: toolgatev1alpha1.ExecutionFailed, kind: toolgatev1alpha1.ErrorExitCode,
 			output: []string{long[:head], "of 1200 bytes omitted", long[len(long)-tail:]}, finished: true},
 	}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/runner"
 )
 
@@ -24,8 +25,8 @@ const outsideSessionEnv = "TOOLGATE_OUTSIDE_SESSION"
 const inheritedPause = 100 * time.Millisecond
 
 // runSession is `runner session`, the PID 1 of a session pod (see
-// internal/runner/session.go). It never returns. It ignores SIGTERM, SIGINT, SIGHUP
-// and SIGQUIT: a call's tool runs as the same uid and could otherwise end the
+// internal/runner/sessionloop.go). It never returns. It ignores SIGTERM, SIGINT,
+// SIGHUP and SIGQUIT: a call's tool runs as the same uid and could otherwise end the
 // session; the kubelet stops the pod with SIGKILL after its short grace period.
 func runSession() {
 	if err := runner.MakeNonDumpable(); err != nil {
@@ -43,19 +44,19 @@ func runExec(workspace string, stdin io.Reader, stdout, stderr io.Writer) int {
 	res, output := execCall(workspace, stdin, stdout, stderr)
 	if _, err := stdout.Write(output); err != nil {
 		fmt.Fprintf(stderr, "toolgate runner: cannot send the output: %v\n", err)
-		return runner.ExitNoResult
+		return protocol.ExitNoResult
 	}
 	// The Result is the last thing sent.
-	if _, err := stderr.Write(runner.EncodeResult(res)); err != nil {
-		return runner.ExitNoResult
+	if _, err := stderr.Write(protocol.EncodeResult(res)); err != nil {
+		return protocol.ExitNoResult
 	}
-	return runner.ProcessExitCode(res)
+	return protocol.ProcessExitCode(res)
 }
 
 // execCall runs the call read from stdin and returns its Result and the output still
 // to send (a background job's went to stdout as it came); every process of the call
 // is gone when it returns.
-func execCall(workspace string, stdin io.Reader, stdout, stderr io.Writer) (res runner.Result, output []byte) {
+func execCall(workspace string, stdin io.Reader, stdout, stderr io.Writer) (res protocol.Result, output []byte) {
 	// The invocation comes on stdin, a pipe of the sandbox's uid that any process of
 	// that uid could open through /proc/PID/fd/0 while this process is dumpable. It
 	// is not, from its exec on: the pod's runner is execute-only (install), and the
@@ -69,10 +70,10 @@ func execCall(workspace string, stdin io.Reader, stdout, stderr io.Writer) (res 
 	in := bufio.NewReaderSize(stdin, 64<<10)
 	line, err := runner.ReadInvocationLine(in)
 	if err != nil {
-		return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: " + err.Error(), UID: os.Getuid()}, nil
+		return protocol.Result{ExitCode: 1, ErrorKind: protocol.KindException, Message: "not run: " + err.Error(), UID: os.Getuid()}, nil
 	}
 	// Every Result from here on names the invocation read, whatever became of it.
-	defer func() { res.InvocationSHA256 = runner.HashInvocation(line) }()
+	defer func() { res.InvocationSHA256 = protocol.HashInvocation(line) }()
 	maxOutput, background := runner.SessionInvocation(line)
 	// In a session pod, nothing but its PID 1 and this runner may be alive while the
 	// call runs, before the tool starts and after it ended (runner.KillOthers). A
@@ -82,22 +83,22 @@ func execCall(workspace string, stdin io.Reader, stdout, stderr io.Writer) (res 
 	// where the namespace is not the call's to kill).
 	inSession := runner.InSession("/proc")
 	if !inSession && os.Getenv(outsideSessionEnv) != "1" {
-		return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: the runner cannot tell that it runs in a session pod (PID 1 is not `runner session` of its path, or /proc hides it), so it cannot make sure that nothing of an earlier call is left", UID: os.Getuid(), Unclean: true}, nil
+		return protocol.Result{ExitCode: 1, ErrorKind: protocol.KindException, Message: "not run: the runner cannot tell that it runs in a session pod (PID 1 is not `runner session` of its path, or /proc hides it), so it cannot make sure that nothing of an earlier call is left", UID: os.Getuid(), Unclean: true}, nil
 	}
 	if inSession {
 		if err := runner.KillOthers("/proc", runner.DefaultSweepBound); err != nil {
 			// What is left may see this call, and the next: the session is replaced.
-			return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: the session is not clean: " + err.Error(), UID: os.Getuid(), Unclean: true}, nil
+			return protocol.Result{ExitCode: 1, ErrorKind: protocol.KindException, Message: "not run: the session is not clean: " + err.Error(), UID: os.Getuid(), Unclean: true}, nil
 		}
 	}
-	capture := runner.NewCapture(maxOutput)
+	capture := protocol.NewCapture(maxOutput)
 	var log io.Writer = capture
 	if background {
 		// A background job: say it started, then send its output as it comes (the
 		// controller keeps head and tail).
-		started, _ := json.Marshal(runner.Started{Started: true})
+		started, _ := json.Marshal(protocol.Started{Started: true})
 		if _, err := stderr.Write(append(started, '\n')); err != nil {
-			return runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: "not run: cannot report the job's start: " + err.Error(), UID: os.Getuid()}, nil
+			return protocol.Result{ExitCode: 1, ErrorKind: protocol.KindException, Message: "not run: cannot report the job's start: " + err.Error(), UID: os.Getuid()}, nil
 		}
 		log = stdout
 	}
@@ -109,10 +110,10 @@ func execCall(workspace string, stdin io.Reader, stdout, stderr io.Writer) (res 
 		_, _ = io.Copy(io.Discard, in)
 		cancel(fmt.Errorf("the controller's stream of the call closed"))
 	}()
-	res = func() (res runner.Result) {
+	res = func() (res protocol.Result) {
 		defer func() {
 			if p := recover(); p != nil {
-				res = runner.Result{ExitCode: 1, ErrorKind: runner.KindException, Message: fmt.Sprintf("runner panicked: %v", p), UID: os.Getuid()}
+				res = protocol.Result{ExitCode: 1, ErrorKind: protocol.KindException, Message: fmt.Sprintf("runner panicked: %v", p), UID: os.Getuid()}
 			}
 		}()
 		return runner.Run(ctx, runner.Config{WorkspaceRoot: workspace, Log: log, Environ: os.Environ()}, line)

@@ -15,14 +15,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/runner"
+	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/tools"
 )
 
 // A session is a warm pod of one task for one sandbox profile (isolation Session):
 // every call of the task decided to run in that profile is delivered to it by the
-// controller through pods/exec, as `runner exec` (internal/runner/session.go). Its
-// name is deterministic, from the task and the profile, so that every call of a
+// controller through pods/exec, as `runner exec` (internal/protocol/sessioncall.go).
+// Its name is deterministic, from the task and the profile, so that every call of a
 // profile finds the same pod and two creators make one.
 
 // SessionPrefix starts the name of every session pod; the admission policy of
@@ -37,7 +37,7 @@ const SessionGraceSeconds = 1
 
 // ExecCommand is the command the controller execs in a session pod's tool
 // container, and the only one config/admission/sessions.yaml lets it exec.
-var ExecCommand = []string{RunnerPath, runner.ExecCommand}
+var ExecCommand = []string{RunnerPath, protocol.ExecCommand}
 
 // IsSession reports whether the profile runs its calls in a session.
 func IsSession(profile toolgatev1alpha1.SandboxProfile) bool {
@@ -130,7 +130,7 @@ func BuildSessionPod(namespace string, s Session, runnerImage string) (*corev1.P
 	case profile.WorkspaceClaimName == "":
 		return nil, fmt.Errorf("spec.sandbox.workspaceClaimName is empty: the Execution must name the workspace claim to mount")
 	}
-	spec := sandboxPodSpec(profile, runnerImage, []string{RunnerPath, runner.SessionCommand}, wallProbeEnv())
+	spec := sandboxPodSpec(profile, runnerImage, []string{RunnerPath, protocol.SessionCommand}, wallProbeEnv())
 	spec.TerminationGracePeriodSeconds = ptr.To[int64](SessionGraceSeconds)
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
@@ -184,7 +184,7 @@ type SessionRun struct {
 	ExitCode int32
 	// Result is what the runner wrote on stderr: its Result, last.
 	Result []byte
-	// Output is what it sent on stdout (runner.Capture).
+	// Output is what it sent on stdout (protocol.Capture).
 	Output []byte
 	// NotRun says why the call never started, when it is known not to have: its
 	// session pod was replaced while it waited for its turn, or the exec was refused
@@ -192,7 +192,7 @@ type SessionRun struct {
 	NotRun string
 	// PodUID is the session pod the call was delivered to.
 	PodUID types.UID
-	// InvocationSHA256 is runner.HashInvocation of the invocation the controller
+	// InvocationSHA256 is protocol.HashInvocation of the invocation the controller
 	// sent: the runner's Result must name the same one.
 	InvocationSHA256 string
 	// JobStartedAt is when a background job's runner reported it started; zero for
@@ -275,7 +275,7 @@ func projectSession(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1
 		return failed(toolgatev1alpha1.ErrorException, fmt.Sprintf("the runner in session pod %s exited %d%s without sending its result: it was killed (the tool can signal it, or the pod was stopped), so whether the tool ran to its end, and what it changed, is unknown; the call is not run again, and the session is replaced before the next call", s.Name, run.ExitCode, signalSuffix(run.ExitCode)))
 	}
 	log := LogText{Head: run.Output, Total: -1}
-	if res, err := runner.DecodeResult(run.Result); err == nil {
+	if res, err := protocol.DecodeResult(run.Result); err == nil {
 		log = SessionLog(run.Output, TotalOutputBytes(res), exec.Spec.MaxOutputBytes)
 	}
 	terminated := &corev1.ContainerStateTerminated{
@@ -305,7 +305,7 @@ func projectSession(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1
 }
 
 // SessionLog is the log of a session call from what was kept of its output
-// (runner.Capture: all of it when total fits in maxOutputBytes, else exactly the
+// (protocol.Capture: all of it when total fits in maxOutputBytes, else exactly the
 // head budget, then the tail) and its whole length.
 func SessionLog(kept []byte, total int64, maxOutputBytes int32) LogText {
 	log := LogText{Head: kept, Total: total}
