@@ -85,7 +85,7 @@ verify-generated: manifests generate ## Fail when generated files are not up to 
 	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
 
 .PHONY: test
-test: envtest-assets oracle-deps ## Run unit and integration (envtest) tests against a real kube-apiserver and etcd.
+test: envtest-assets oracle-deps postgres-deps ## Run unit and integration (envtest) tests against a real kube-apiserver and etcd.
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test $(GOTEST_FLAGS) ./...
 
 .PHONY: test-reliability
@@ -215,6 +215,12 @@ oracle-deps: ## Install bubblewrap (Debian's package), which the classifier's or
 	@command -v bwrap >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap >/dev/null; }
+
+.PHONY: postgres-deps
+postgres-deps: ## Install PostgreSQL (Debian's package), which the archive's tests start in a temporary directory, when initdb is missing.
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq postgresql >/dev/null; }
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)

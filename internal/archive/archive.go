@@ -1,0 +1,207 @@
+// Package archive is toolgate's durable record: every finished call and task,
+// stored in PostgreSQL once (keyed by the object's UID), each record chained by
+// SHA-256 to the record of its task stored before it, so that a changed or removed
+// record is found (Verify). Records are written off the call's critical path and
+// read back in pages; the schema is versioned in migrations/, applied by goose.
+package archive
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Kind is what a record is of.
+type Kind string
+
+const (
+	// KindCall is a finished ToolIntent with its Approval and Execution.
+	KindCall Kind = "Call"
+	// KindTask is a finished AgentTask.
+	KindTask Kind = "Task"
+)
+
+// Record is one stored record.
+type Record struct {
+	// UID is the UID of the object recorded (the ToolIntent, the AgentTask).
+	UID       string
+	Kind      Kind
+	Namespace string
+	Task      string
+	TaskUID   string
+	// Name is the recorded object's name.
+	Name string
+	// RecordedAt is when the record's object finished (observed, ended).
+	RecordedAt time.Time
+	// Body is the record's content, JSON.
+	Body json.RawMessage
+
+	// Seq, SHA256 and PrevSHA256 are set by Store.
+	Seq        int64
+	SHA256     string
+	PrevSHA256 string
+}
+
+// Archive is a PostgreSQL database holding records.
+type Archive struct {
+	pool *pgxpool.Pool
+}
+
+// Open connects to the database at dsn and brings its schema up to date.
+func Open(ctx context.Context, dsn string) (*Archive, error) {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("archive: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Archive{pool: pool}, nil
+}
+
+// Close releases the connections.
+func (a *Archive) Close() { a.pool.Close() }
+
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	db := stdlib.OpenDBFromPool(pool)
+	defer func() { _ = db.Close() }()
+	dir, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, dir)
+	if err != nil {
+		return fmt.Errorf("archive migrations: %w", err)
+	}
+	if _, err := provider.Up(ctx); err != nil {
+		return fmt.Errorf("archive migrations: %w", err)
+	}
+	return nil
+}
+
+// ErrChanged: a record of that UID is stored with other content.
+var ErrChanged = errors.New("a record of this UID is stored with other content")
+
+// Store stores rec, chained to the last record of its task, and returns it as
+// stored. A record of rec's UID stored already is returned as it is (a second
+// write of the same record stores nothing); stored with other content, it is
+// ErrChanged. Records of one task are stored one at a time (a transaction lock on
+// the task), so the chain never forks.
+func (a *Archive) Store(ctx context.Context, rec Record) (Record, error) {
+	var stored Record
+	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, rec.TaskUID); err != nil {
+			return err
+		}
+		// The canonical body is PostgreSQL's own text of the jsonb value (keys in
+		// its order, its spacing): what is hashed is what a reader of the row can
+		// make again from it, whatever form the body was given in.
+		var canon string
+		if err := tx.QueryRow(ctx, `SELECT $1::jsonb::text`, string(rec.Body)).Scan(&canon); err != nil {
+			return fmt.Errorf("record %s/%s: the body is not JSON: %w", rec.Namespace, rec.Name, err)
+		}
+		existing, err := scanOne(tx.QueryRow(ctx, selectRecord+` WHERE uid = $1`, rec.UID))
+		if err == nil {
+			stored = existing
+			if string(existing.Body) != canon || existing.TaskUID != rec.TaskUID {
+				return fmt.Errorf("%w: %s %s/%s", ErrChanged, rec.Kind, rec.Namespace, rec.Name)
+			}
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		prev := ""
+		if err := tx.QueryRow(ctx, `SELECT sha256 FROM records WHERE task_uid = $1 ORDER BY seq DESC LIMIT 1`, rec.TaskUID).Scan(&prev); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		rec.RecordedAt = rec.RecordedAt.UTC().Truncate(time.Microsecond) // PostgreSQL's precision
+		rec.Body, rec.PrevSHA256 = json.RawMessage(canon), prev
+		rec.SHA256 = Hash(rec)
+		err = tx.QueryRow(ctx, `INSERT INTO records (uid, kind, namespace, task, task_uid, name, recorded_at, body, sha256, prev_sha256)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING seq`,
+			rec.UID, rec.Kind, rec.Namespace, rec.Task, rec.TaskUID, rec.Name, rec.RecordedAt, string(rec.Body), rec.SHA256, rec.PrevSHA256).Scan(&rec.Seq)
+		stored = rec
+		return err
+	})
+	return stored, err
+}
+
+const selectRecord = `SELECT seq, uid, kind, namespace, task, task_uid, name, recorded_at, body::text, sha256, prev_sha256 FROM records`
+
+func scanOne(row pgx.Row) (Record, error) {
+	var r Record
+	var body string
+	err := row.Scan(&r.Seq, &r.UID, &r.Kind, &r.Namespace, &r.Task, &r.TaskUID, &r.Name, &r.RecordedAt, &body, &r.SHA256, &r.PrevSHA256)
+	r.Body = json.RawMessage(body)
+	r.RecordedAt = r.RecordedAt.UTC()
+	return r, err
+}
+
+// Page is a page of a task's records in the order they were stored.
+type Page struct {
+	Records []Record
+	// Next is the cursor of the next page; 0 when this page is the last.
+	Next int64
+}
+
+// TaskRecords reads up to limit records of the task whose UID is taskUID, stored
+// after the record numbered after (0: from the first). Reads are by an index, never a
+// count.
+func (a *Archive) TaskRecords(ctx context.Context, taskUID string, after int64, limit int) (Page, error) {
+	rows, err := a.pool.Query(ctx, selectRecord+` WHERE task_uid = $1 AND seq > $2 ORDER BY seq LIMIT $3`, taskUID, after, limit+1)
+	if err != nil {
+		return Page{}, err
+	}
+	defer rows.Close()
+	var page Page
+	for rows.Next() {
+		r, err := scanOne(rows)
+		if err != nil {
+			return Page{}, err
+		}
+		page.Records = append(page.Records, r)
+	}
+	if err := rows.Err(); err != nil {
+		return Page{}, err
+	}
+	if len(page.Records) > limit {
+		page.Records = page.Records[:limit]
+		page.Next = page.Records[limit-1].Seq
+	}
+	return page, nil
+}
+
+// Hash is the SHA-256 of a record's canonical form: every stored field but seq
+// and its own hash, with the body as PostgreSQL's text of it, and the hash of the
+// record before it.
+func Hash(r Record) string {
+	canon, _ := json.Marshal(struct {
+		UID        string          `json:"uid"`
+		Kind       Kind            `json:"kind"`
+		Namespace  string          `json:"namespace"`
+		Task       string          `json:"task"`
+		TaskUID    string          `json:"taskUID"`
+		Name       string          `json:"name"`
+		RecordedAt string          `json:"recordedAt"`
+		Body       json.RawMessage `json:"body"`
+		PrevSHA256 string          `json:"prevSHA256"`
+	}{r.UID, r.Kind, r.Namespace, r.Task, r.TaskUID, r.Name, r.RecordedAt.UTC().Format(time.RFC3339Nano), r.Body, r.PrevSHA256})
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:])
+}
