@@ -122,7 +122,7 @@ func TestStoreIsIdempotent(t *testing.T) {
 func TestVerifyFindsAChangedByte(t *testing.T) {
 	for _, tc := range []struct {
 		name, sql, want string
-		at             int // index of the record the break is found at
+		at              int // index of the record the break is found at
 	}{
 		{name: "a changed output", sql: `UPDATE records SET body = jsonb_set(body, '{observation,exitCode}', '7') WHERE name = 'a-t1-0'`, want: "changed after it was stored", at: 1},
 		{name: "a changed time", sql: `UPDATE records SET recorded_at = recorded_at + interval '1 microsecond' WHERE name = 'a-t2-0'`, want: "changed after it was stored", at: 2},

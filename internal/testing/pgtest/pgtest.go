@@ -41,7 +41,8 @@ type Server struct {
 	bin, dir string
 	cred     *syscall.Credential
 	cmd      *exec.Cmd
-	exited   chan error
+	// exited is closed when the server's process has ended.
+	exited chan struct{}
 }
 
 // Start makes a new database cluster in a temporary directory and starts it.
@@ -107,8 +108,9 @@ func (s *Server) Restart() error {
 		_ = log.Close()
 		return fmt.Errorf("starting postgres: %w", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait(); _ = log.Close(); close(exited) }()
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); _ = log.Close(); close(exited) }()
 	s.cmd, s.exited = cmd, exited
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -120,9 +122,9 @@ func (s *Server) Restart() error {
 			return nil
 		}
 		select {
-		case werr := <-exited:
+		case <-exited:
 			out, _ := os.ReadFile(log.Name())
-			return fmt.Errorf("postgres exited before it took connections (%v): %s", werr, out)
+			return fmt.Errorf("postgres exited before it took connections (%v): %s", waitErr, out)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
