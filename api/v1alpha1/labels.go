@@ -40,6 +40,12 @@ const (
 	// ModelCredentialsValue is the value of LabelModelCredentials that opts in.
 	ModelCredentialsValue = "true"
 
+	// LabelArchived marks a ToolIntent whose record the archive holds (value
+	// "true"): the controller sets it once the record is stored, and stops
+	// watching the intent for the archive. It says the record was stored; it is not
+	// what allows anything to be deleted, which asks the archive itself.
+	LabelArchived = "toolgate.dev/archived"
+
 	// AnnotationChangeRequest on an AgentTask asks the controller to record the
 	// workspace's change now (kubectl toolgate diff sets it to a new value): the
 	// task's change ConfigMap answers it, naming the same value in the same

@@ -20,6 +20,7 @@ import (
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/agent"
+	"github.com/toolgate/toolgate/internal/archive"
 	"github.com/toolgate/toolgate/internal/controller"
 	"github.com/toolgate/toolgate/internal/judge"
 	"github.com/toolgate/toolgate/internal/mcpserver"
@@ -47,6 +48,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		judgeKeyFile   string
 		judgeTimeout   time.Duration
 		judgeSlots     int
+		archiveDSNFile string
 	)
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
@@ -80,6 +82,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	}
 	fs.DurationVar(&c.opts.SpentJobTTL, "spent-job-ttl", controller.DefaultSpentJobTTL, "How long a call's Job and pod are kept once its Execution holds the whole result (the exit code and all the output); the Job of a call whose output was truncated, or that ended without a result, is kept a day (its full log, or why it failed, is only there). Must be positive.")
 	fs.DurationVar(&c.opts.SessionIdleTimeout, "session-idle-timeout", controller.DefaultSessionIdleTimeout, "How long the session pods of a task with isolation Session stay up with no call; the next call starts them again. Must be positive.")
+	fs.StringVar(&archiveDSNFile, "archive-dsn-file", "", "File holding the PostgreSQL connection string of the archive (a mounted Secret), where every finished call's record is stored (docs/archive.md). Empty: no archive, and the records stay in etcd only.")
 	c.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -102,6 +105,15 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	}
 	if c.opts.SpentJobTTL <= 0 {
 		return config{}, fmt.Errorf("--spent-job-ttl must be positive, for example 1m; got %s", c.opts.SpentJobTTL)
+	}
+	if archiveDSNFile != "" {
+		data, err := os.ReadFile(archiveDSNFile)
+		if err != nil {
+			return config{}, fmt.Errorf("--archive-dsn-file: %w", err)
+		}
+		if c.opts.Archive, err = archive.New(strings.TrimSpace(string(data))); err != nil {
+			return config{}, fmt.Errorf("--archive-dsn-file %s: %w", archiveDSNFile, err)
+		}
 	}
 	if judgeEndpoint != "" {
 		if c.opts.Judge, err = newJudge(judgeEndpoint, judgeModel, judgeKeyFile, judgeTimeout, judgeSlots); err != nil {

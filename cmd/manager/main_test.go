@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +58,37 @@ func TestFlagsRefuseBadValues(t *testing.T) {
 	} {
 		if _, err := parse(args); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want one containing %q", args, err, want)
+		}
+	}
+}
+
+// The archive's connection string is read from a file (a mounted Secret), never the
+// command line, and the controller starts without reaching the database.
+func TestArchiveDSNFile(t *testing.T) {
+	c, err := parse()
+	if err != nil || c.opts.Archive != nil {
+		t.Fatalf("without the flag: archive %v, err %v; want none", c.opts.Archive, err)
+	}
+	dir := t.TempDir()
+	good := filepath.Join(dir, "dsn")
+	if err := os.WriteFile(good, []byte("host=/nonexistent user=toolgate dbname=archive\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err = parse("--archive-dsn-file=" + good)
+	if err != nil || c.opts.Archive == nil {
+		t.Fatalf("with a DSN file: archive %v, err %v", c.opts.Archive, err)
+	}
+	c.opts.Archive.Close()
+	bad := filepath.Join(dir, "bad")
+	if err := os.WriteFile(bad, []byte("postgres://[::1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{
+		filepath.Join(dir, "missing"): "--archive-dsn-file",
+		bad:                           "the connection string",
+	} {
+		if _, err := parse("--archive-dsn-file=" + file); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one containing %q", file, err, want)
 		}
 	}
 }

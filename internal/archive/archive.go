@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,19 +60,52 @@ type Record struct {
 // Archive is a PostgreSQL database holding records.
 type Archive struct {
 	pool *pgxpool.Pool
+	// schema guards migrated: the schema is brought up to date once, before the
+	// first read or write, and again after a failed attempt.
+	schema   sync.Mutex
+	migrated bool
 }
 
-// Open connects to the database at dsn and brings its schema up to date.
-func Open(ctx context.Context, dsn string) (*Archive, error) {
-	pool, err := pgxpool.New(ctx, dsn)
+// New is the archive at dsn, without connecting: the controller starts whether or
+// not its archive answers, and the schema is brought up to date before the first
+// read or write that reaches it. A malformed dsn is an error.
+func New(dsn string) (*Archive, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("archive: the connection string: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("archive: %w", err)
 	}
-	if err := migrate(ctx, pool); err != nil {
-		pool.Close()
+	return &Archive{pool: pool}, nil
+}
+
+// Open is New, then the schema brought up to date now.
+func Open(ctx context.Context, dsn string) (*Archive, error) {
+	a, err := New(dsn)
+	if err != nil {
 		return nil, err
 	}
-	return &Archive{pool: pool}, nil
+	if err := a.ensureSchema(ctx); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// ensureSchema applies the migrations the database has not had, once.
+func (a *Archive) ensureSchema(ctx context.Context) error {
+	a.schema.Lock()
+	defer a.schema.Unlock()
+	if a.migrated {
+		return nil
+	}
+	if err := migrate(ctx, a.pool); err != nil {
+		return err
+	}
+	a.migrated = true
+	return nil
 }
 
 // Close releases the connections.
@@ -103,6 +137,9 @@ var ErrChanged = errors.New("a record of this UID is stored with other content")
 // ErrChanged. Records of one task are stored one at a time (a transaction lock on
 // the task), so the chain never forks.
 func (a *Archive) Store(ctx context.Context, rec Record) (Record, error) {
+	if err := a.ensureSchema(ctx); err != nil {
+		return Record{}, err
+	}
 	var stored Record
 	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, rec.TaskUID); err != nil {
@@ -164,6 +201,9 @@ type Page struct {
 // after the record numbered after (0: from the first). Reads are by an index, never a
 // count.
 func (a *Archive) TaskRecords(ctx context.Context, taskUID string, after int64, limit int) (Page, error) {
+	if err := a.ensureSchema(ctx); err != nil {
+		return Page{}, err
+	}
 	rows, err := a.pool.Query(ctx, selectRecord+` WHERE task_uid = $1 AND seq > $2 ORDER BY seq LIMIT $3`, taskUID, after, limit+1)
 	if err != nil {
 		return Page{}, err

@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/agent"
+	"github.com/toolgate/toolgate/internal/archive"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/judge"
 	"github.com/toolgate/toolgate/internal/policyset"
@@ -62,6 +63,9 @@ type Options struct {
 	// again (an unreachable host, a Secret missing, unlabelled or refused); zero
 	// means DefaultGitRetry.
 	GitRetry time.Duration
+	// Archive stores the record of every finished call (docs/archive.md); nil when
+	// no archive is configured, and the records then stay in etcd only.
+	Archive *archive.Archive
 
 	// policies is the one policy cache of the process, which the ToolIntent and
 	// AgentTask reconcilers share (SetupWithManager makes it): one LIST per scope
@@ -182,6 +186,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		setupApproval,
 		setupExecution,
 		setupPolicies,
+		setupArchive,
 	}
 	for _, setup := range setups {
 		if err := setup(mgr, opts); err != nil {

@@ -31,6 +31,11 @@ func TestMain(m *testing.M) {
 	testenv.RefuseLookups()
 	os.Exit(leakcheck.Main(func() int {
 		defer removeTestRunner()
+		defer func() {
+			if archiveServer != nil {
+				_ = archiveServer.Close()
+			}
+		}()
 		return testenv.Main(m, &env, nil)
 	}))
 }

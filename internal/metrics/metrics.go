@@ -8,6 +8,24 @@ import (
 )
 
 var (
+	// ArchiveStored counts the records stored in the archive, by kind.
+	ArchiveStored = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_archive_stored_total",
+		Help: "Records stored in the archive, by kind (Call, Task).",
+	}, []string{"kind"})
+	// ArchiveFailures counts the attempts to store a record that failed; the record
+	// is stored again later, and nothing of it leaves the cluster meanwhile.
+	ArchiveFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "toolgate_archive_failures_total",
+		Help: "Attempts to store a record in the archive that failed (it is tried again; nothing of it leaves the cluster meanwhile).",
+	})
+	// ArchiveLag is the time from a call's observation to its record stored.
+	ArchiveLag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "toolgate_archive_lag_seconds",
+		Help:    "Seconds from a call's observation to its record stored in the archive.",
+		Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
+	})
+
 	// IntentsObserved counts intents by tool and outcome when their observation is written.
 	IntentsObserved = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "toolgate_intents_total",
@@ -81,6 +99,6 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(IntentsObserved, Decisions, ApprovalWait, ExecutionDuration, PipelineLatency,
+	ctrlmetrics.Registry.MustRegister(ArchiveStored, ArchiveFailures, ArchiveLag, IntentsObserved, Decisions, ApprovalWait, ExecutionDuration, PipelineLatency,
 		CompletionChecks, JudgeVerdicts, JudgeLatency, MCPCalls, MCPTokenReviews)
 }

@@ -1,0 +1,145 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/archive"
+	"github.com/toolgate/toolgate/internal/metrics"
+)
+
+// +kubebuilder:rbac:groups=toolgate.dev,resources=toolintents,verbs=get;list;watch;patch
+
+// ArchiveReconciler stores the record of every finished call in the archive
+// (internal/archive), then marks the intent archived (v1.LabelArchived). It runs
+// beside the pipeline, never in it: a call never waits for the archive, and an
+// archive that is down, slow or refusing only delays the records, which are stored
+// when it answers again (the work queue's backoff). It writes no status; the mark
+// is metadata only.
+type ArchiveReconciler struct {
+	client.Client
+	// APIReader reads the call's Approval and Execution around the cache, which
+	// keeps no finished Execution's output.
+	APIReader client.Reader
+	Archive   *archive.Archive
+	Now       func() time.Time
+}
+
+// archiveTimeout bounds one store: a slow archive holds a worker this long at most.
+const archiveTimeout = 30 * time.Second
+
+func setupArchive(mgr ctrl.Manager, opts Options) error {
+	if opts.Archive == nil {
+		return nil
+	}
+	r := &ArchiveReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Archive: opts.Archive, Now: time.Now}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1.ToolIntent{}, builder.WithPredicates(awaitsArchive)).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: 2}).
+		Named("archive").
+		Complete(r)
+}
+
+// awaitsArchive passes the intents whose record is not stored yet: observed, not
+// marked archived.
+var awaitsArchive = predicate.Funcs{
+	CreateFunc:  func(e event.CreateEvent) bool { return needsArchiving(e.Object) },
+	UpdateFunc:  func(e event.UpdateEvent) bool { return needsArchiving(e.ObjectNew) },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(e event.GenericEvent) bool { return needsArchiving(e.Object) },
+}
+
+func needsArchiving(o client.Object) bool {
+	in, ok := o.(*v1.ToolIntent)
+	return ok && in.Status.Observation != nil && in.Labels[v1.LabelArchived] != "true" &&
+		meta.IsStatusConditionTrue(in.Status.Conditions, v1.ConditionObserved)
+}
+
+// Reconcile stores one finished call's record and marks its intent archived.
+func (r *ArchiveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	intent := &v1.ToolIntent{}
+	if err := r.Get(ctx, req.NamespacedName, intent); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !needsArchiving(intent) {
+		return ctrl.Result{}, nil
+	}
+	rec, err := r.callRecord(ctx, intent)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	storeCtx, cancel := context.WithTimeout(ctx, archiveTimeout)
+	defer cancel()
+	if _, err := r.Archive.Store(storeCtx, rec); err != nil {
+		metrics.ArchiveFailures.Inc()
+		return ctrl.Result{}, fmt.Errorf("storing the record of ToolIntent %s/%s: %w", intent.Namespace, intent.Name, err)
+	}
+	metrics.ArchiveStored.WithLabelValues(string(archive.KindCall)).Inc()
+	metrics.ArchiveLag.Observe(r.Now().Sub(rec.RecordedAt).Seconds())
+	patch := client.MergeFrom(intent.DeepCopy())
+	if intent.Labels == nil {
+		intent.Labels = map[string]string{}
+	}
+	intent.Labels[v1.LabelArchived] = "true"
+	if err := r.Patch(ctx, intent, patch); err != nil {
+		// Stored already: marking it again stores nothing twice (by UID).
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("archived", "toolintent", klog.KObj(intent))
+	return ctrl.Result{}, nil
+}
+
+// callRecord builds the intent's record with its Approval and Execution, read from
+// the API server.
+func (r *ArchiveReconciler) callRecord(ctx context.Context, intent *v1.ToolIntent) (archive.Record, error) {
+	var approval *v1.Approval
+	if name := intent.Status.ApprovalName; name != "" {
+		a := &v1.Approval{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: name}, a); err == nil {
+			approval = a
+		} else if !apierrors.IsNotFound(err) {
+			return archive.Record{}, err
+		}
+	}
+	var exec *v1.Execution
+	if name := intent.Status.ExecutionName; name != "" {
+		e := &v1.Execution{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: name}, e); err == nil {
+			exec = e
+		} else if !apierrors.IsNotFound(err) {
+			return archive.Record{}, err
+		}
+	}
+	return archive.CallRecord(r.taskUID(ctx, intent), intent, approval, exec)
+}
+
+// taskUID is the UID of the task the call belongs to: the one its decision
+// recorded, else its owner's, else the task's as it is now ("" when there is none:
+// a call of a task that never existed is a chain of its own).
+func (r *ArchiveReconciler) taskUID(ctx context.Context, intent *v1.ToolIntent) string {
+	if d := intent.Status.Decision; d != nil && d.Sandbox != nil {
+		return d.Sandbox.TaskUID
+	}
+	for _, o := range intent.OwnerReferences {
+		if o.Kind == "AgentTask" && o.Name == intent.Spec.TaskRef.Name {
+			return string(o.UID)
+		}
+	}
+	task := &v1.AgentTask{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: intent.Spec.TaskRef.Name}, task); err == nil {
+		return string(task.UID)
+	}
+	return "none/" + intent.Namespace + "/" + intent.Spec.TaskRef.Name
+}
