@@ -137,3 +137,50 @@ func TestAnArchiveDownDelaysTheRecordAndLosesNothing(t *testing.T) {
 		t.Fatalf("records after the outage: %+v, %v; want the call's one", page.Records, err)
 	}
 }
+
+// A task that ended is stored with its final status, once its status records the
+// end, and marked archived; its calls are stored beside it.
+func TestEndedTasksAreArchived(t *testing.T) {
+	a := openArchive(t, sharedArchiveServer(t))
+	p := startPipeline(t, func(o *Options) { o.Archive = a })
+	task := p.task("ends", v1.ModeEdit)
+	intent := p.propose("ends", 0, 0, v1.ToolReadFile, `{"path":"../outside"}`)
+	eventually(t, "the refused call archived", func() (bool, string) { return archived(t, intent) })
+	running := &v1.AgentTask{}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(task), running); err != nil {
+		t.Fatal(err)
+	}
+	if running.Labels[v1.LabelArchived] != "" {
+		t.Fatalf("a running task is marked archived: %v", running.Labels)
+	}
+	patch := client.MergeFrom(running.DeepCopy())
+	running.Spec.Lifecycle = v1.LifecycleCancelled
+	if err := env.Client.Patch(t.Context(), running, patch); err != nil {
+		t.Fatal(err)
+	}
+	got := &v1.AgentTask{}
+	eventually(t, "the ended task archived", func() (bool, string) {
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(task), got); err != nil {
+			return false, err.Error()
+		}
+		return got.Labels[v1.LabelArchived] == "true", fmt.Sprintf("labels %v, conditions %v", got.Labels, got.Status.Conditions)
+	})
+	page, err := a.TaskRecords(t.Context(), string(got.UID), 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, r := range page.Records {
+		kinds = append(kinds, string(r.Kind)+"/"+r.Name)
+	}
+	if fmt.Sprint(kinds) != fmt.Sprintf("[Call/%s Task/ends]", intent.Name) {
+		t.Fatalf("the task's chain holds %v, want its call, then the task", kinds)
+	}
+	last := page.Records[1]
+	if !strings.Contains(string(last.Body), `"lifecycle": "Cancelled"`) || !strings.Contains(string(last.Body), `"type": "Failed"`) {
+		t.Fatalf("the task's record is not its final state: %s", last.Body)
+	}
+	if brk, n, err := a.Verify(t.Context(), string(got.UID)); err != nil || brk != nil || n != 2 {
+		t.Fatalf("Verify = %v, %d, %v", brk, n, err)
+	}
+}

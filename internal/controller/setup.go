@@ -187,6 +187,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		setupExecution,
 		setupPolicies,
 		setupArchive,
+		setupTaskArchive,
 	}
 	for _, setup := range setups {
 		if err := setup(mgr, opts); err != nil {

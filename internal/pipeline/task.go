@@ -110,7 +110,7 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 	}
 	setReadyCondition(c, task, world)
 	setAwaitingApprovalCondition(c, tally.awaiting)
-	if endedBy(old.Conditions) == "" {
+	if EndedBy(old.Conditions) == "" {
 		setEndCondition(c, task, world, tally)
 	}
 	settleEndConditions(c)

@@ -103,10 +103,10 @@ func TaskClosed(task *v1.AgentTask) (bool, string) {
 
 // TaskFinished says whether a task ended (succeeded, failed or was cancelled), and
 // how. It is the one rule of a task's end: the controllers, validation and the
-// status computation all ask it (TaskStatus through endedBy, since there a cancel
+// status computation all ask it (TaskStatus through EndedBy, since there a cancel
 // is what makes the task Failed).
 func TaskFinished(task *v1.AgentTask) (bool, string) {
-	if how := endedBy(task.Status.Conditions); how != "" {
+	if how := EndedBy(task.Status.Conditions); how != "" {
 		return true, how
 	}
 	if task.IsCancelled() {
@@ -115,8 +115,10 @@ func TaskFinished(task *v1.AgentTask) (bool, string) {
 	return false, ""
 }
 
-// endedBy says how a task's status conditions ended it, "" while it runs.
-func endedBy(conditions []metav1.Condition) string {
+// EndedBy says how a task's status conditions ended it, "" while it runs: the part
+// of TaskFinished that the status records (a cancel asked in the spec is recorded
+// a moment later by the task's reconciler).
+func EndedBy(conditions []metav1.Condition) string {
 	if meta.IsStatusConditionTrue(conditions, v1.ConditionSucceeded) {
 		return "it Succeeded"
 	}
