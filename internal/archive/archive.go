@@ -132,15 +132,16 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 var ErrChanged = errors.New("a record of this UID is stored with other content")
 
 // Store stores rec, chained to the last record of its task, and returns it as
-// stored. A record of rec's UID stored already is returned as it is (a second
-// write of the same record stores nothing); stored with other content, it is
-// ErrChanged. Records of one task are stored one at a time (a transaction lock on
+// stored, and whether this call stored it. A record of rec's UID stored already is
+// returned as it is (a second write of the same record stores nothing); stored
+// with other content, it is ErrChanged. Records of one task are stored one at a time (a transaction lock on
 // the task), so the chain never forks.
-func (a *Archive) Store(ctx context.Context, rec Record) (Record, error) {
+func (a *Archive) Store(ctx context.Context, rec Record) (Record, bool, error) {
 	if err := a.ensureSchema(ctx); err != nil {
-		return Record{}, err
+		return Record{}, false, err
 	}
 	var stored Record
+	var created bool
 	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, rec.TaskUID); err != nil {
 			return err
@@ -173,10 +174,10 @@ func (a *Archive) Store(ctx context.Context, rec Record) (Record, error) {
 		err = tx.QueryRow(ctx, `INSERT INTO records (uid, kind, namespace, task, task_uid, name, recorded_at, body, sha256, prev_sha256)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING seq`,
 			rec.UID, rec.Kind, rec.Namespace, rec.Task, rec.TaskUID, rec.Name, rec.RecordedAt, string(rec.Body), rec.SHA256, rec.PrevSHA256).Scan(&rec.Seq)
-		stored = rec
+		stored, created = rec, err == nil
 		return err
 	})
-	return stored, err
+	return stored, created && err == nil, err
 }
 
 const selectRecord = `SELECT seq, uid, kind, namespace, task, task_uid, name, recorded_at, body::text, sha256, prev_sha256 FROM records`

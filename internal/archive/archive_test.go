@@ -55,7 +55,7 @@ func call(task, name string, i int) Record {
 
 func store(t *testing.T, a *Archive, r Record) Record {
 	t.Helper()
-	stored, err := a.Store(t.Context(), r)
+	stored, _, err := a.Store(t.Context(), r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,13 +97,16 @@ func TestStoreChainsEachTasksRecords(t *testing.T) {
 
 func TestStoreIsIdempotent(t *testing.T) {
 	a, _ := open(t)
-	first := store(t, a, call("a", "a-t0-0", 0))
+	first, created, err := a.Store(t.Context(), call("a", "a-t0-0", 0))
+	if err != nil || !created {
+		t.Fatalf("the first write: created %t, err %v", created, err)
+	}
 	// The same record again, its body written in another form (key order, space):
 	// stored once.
 	again := call("a", "a-t0-0", 0)
 	again.Body = json.RawMessage(`{ "observation": {"exitCode": 0, "outcome": "Succeeded"}, "intent": {"tool": "bash", "name": "a-t0-0"} }`)
-	second := store(t, a, again)
-	if second.Seq != first.Seq || second.SHA256 != first.SHA256 {
+	second, created, err := a.Store(t.Context(), again)
+	if err != nil || created || second.Seq != first.Seq || second.SHA256 != first.SHA256 {
 		t.Fatalf("a second write stored another record: %+v then %+v", first, second)
 	}
 	if n := len(all(t, a, "task-a")); n != 1 {
@@ -111,10 +114,10 @@ func TestStoreIsIdempotent(t *testing.T) {
 	}
 	changed := call("a", "a-t0-0", 0)
 	changed.Body = json.RawMessage(`{"intent":{"name":"a-t0-0","tool":"bash"},"observation":{"outcome":"Failed"}}`)
-	if _, err := a.Store(t.Context(), changed); !errors.Is(err, ErrChanged) {
+	if _, _, err := a.Store(t.Context(), changed); !errors.Is(err, ErrChanged) {
 		t.Fatalf("another content under a stored UID: err = %v, want ErrChanged", err)
 	}
-	if _, err := a.Store(t.Context(), Record{UID: "x", Kind: KindCall, TaskUID: "task-a", Body: json.RawMessage(`{not json`)}); err == nil || !strings.Contains(err.Error(), "not JSON") {
+	if _, _, err := a.Store(t.Context(), Record{UID: "x", Kind: KindCall, TaskUID: "task-a", Body: json.RawMessage(`{not json`)}); err == nil || !strings.Contains(err.Error(), "not JSON") {
 		t.Fatalf("a body that is not JSON: err = %v", err)
 	}
 }
@@ -169,7 +172,7 @@ func TestStoreNeverForksAChain(t *testing.T) {
 				r := call("a", fmt.Sprintf("a-w%d-%d", w, i), i)
 				// Every record is written twice, as a retry would.
 				for range 2 {
-					if _, err := a.Store(t.Context(), r); err != nil {
+					if _, _, err := a.Store(t.Context(), r); err != nil {
 						errs <- err
 					}
 				}

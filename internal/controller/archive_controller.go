@@ -82,12 +82,15 @@ func (r *ArchiveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	storeCtx, cancel := context.WithTimeout(ctx, archiveTimeout)
 	defer cancel()
-	if _, err := r.Archive.Store(storeCtx, rec); err != nil {
+	_, created, err := r.Archive.Store(storeCtx, rec)
+	if err != nil {
 		metrics.ArchiveFailures.Inc()
 		return ctrl.Result{}, fmt.Errorf("storing the record of ToolIntent %s/%s: %w", intent.Namespace, intent.Name, err)
 	}
-	metrics.ArchiveStored.WithLabelValues(string(archive.KindCall)).Inc()
-	metrics.ArchiveLag.Observe(r.Now().Sub(rec.RecordedAt).Seconds())
+	if created {
+		metrics.ArchiveStored.WithLabelValues(string(archive.KindCall)).Inc()
+		metrics.ArchiveLag.Observe(r.Now().Sub(rec.RecordedAt).Seconds())
+	}
 	patch := client.MergeFrom(intent.DeepCopy())
 	if intent.Labels == nil {
 		intent.Labels = map[string]string{}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,25 +23,24 @@ import (
 	"github.com/toolgate/toolgate/internal/transcript"
 )
 
-// +kubebuilder:rbac:groups=toolgate.dev,resources=agenttasks,verbs=get;list;watch;patch
-
 // TaskArchiveReconciler stores the record of every task that ended (its goal, mode
-// and final status, its turn records, completion checks and push), then marks the
-// task archived (v1.LabelArchived), as ArchiveReconciler does for calls.
+// and final status, its turn records, completion checks and push). Unlike a call,
+// the task is not marked: marking it would need the right to patch AgentTasks,
+// which would let the controller change what a task's owner wrote. A task that
+// ended changes seldom, and storing its record again stores nothing (by UID).
 type TaskArchiveReconciler struct {
 	client.Client
 	// APIReader reads the turn records and the push record around the cache, which
 	// holds no ConfigMap of a task's record.
 	APIReader client.Reader
 	Archive   *archive.Archive
-	Now       func() time.Time
 }
 
 func setupTaskArchive(mgr ctrl.Manager, opts Options) error {
 	if opts.Archive == nil {
 		return nil
 	}
-	r := &TaskArchiveReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Archive: opts.Archive, Now: time.Now}
+	r := &TaskArchiveReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Archive: opts.Archive}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.AgentTask{}, builder.WithPredicates(taskAwaitsArchive)).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: 1}).
@@ -60,7 +58,7 @@ var taskAwaitsArchive = predicate.Funcs{
 
 func taskNeedsArchiving(o client.Object) bool {
 	task, ok := o.(*v1.AgentTask)
-	if !ok || task.Labels[v1.LabelArchived] == "true" {
+	if !ok {
 		return false
 	}
 	// The record waits for the final status: the end recorded in it, for the
@@ -91,20 +89,15 @@ func (r *TaskArchiveReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	storeCtx, cancel := context.WithTimeout(ctx, archiveTimeout)
 	defer cancel()
-	if _, err := r.Archive.Store(storeCtx, rec); err != nil {
+	stored, created, err := r.Archive.Store(storeCtx, rec)
+	if err != nil {
 		metrics.ArchiveFailures.Inc()
 		return ctrl.Result{}, fmt.Errorf("storing the record of AgentTask %s/%s: %w", task.Namespace, task.Name, err)
 	}
-	metrics.ArchiveStored.WithLabelValues(string(archive.KindTask)).Inc()
-	patch := client.MergeFrom(task.DeepCopy())
-	if task.Labels == nil {
-		task.Labels = map[string]string{}
+	if created {
+		metrics.ArchiveStored.WithLabelValues(string(archive.KindTask)).Inc()
 	}
-	task.Labels[v1.LabelArchived] = "true"
-	if err := r.Patch(ctx, task, patch); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	ctrl.LoggerFrom(ctx).V(2).Info("archived", "agentTask", klog.KObj(task))
+	ctrl.LoggerFrom(ctx).V(2).Info("archived", "agentTask", klog.KObj(task), "seq", stored.Seq)
 	return ctrl.Result{}, nil
 }
 
