@@ -41,9 +41,9 @@ const (
 	ModelCredentialsValue = "true"
 
 	// LabelArchived marks a ToolIntent whose record the archive holds (value
-	// "true"): the controller sets it once the record is stored, and stops
-	// watching the intent for the archive. It says the record was stored; it is not
-	// what allows anything to be deleted, which asks the archive itself.
+	// "true"): the controller sets it once the record is stored. Anyone who may
+	// patch the intent can set it too, so it is believed only with the archive's
+	// word (the archiver asks it), and nothing is deleted on it alone.
 	LabelArchived = "toolgate.dev/archived"
 
 	// AnnotationChangeRequest on an AgentTask asks the controller to record the

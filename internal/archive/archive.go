@@ -180,6 +180,16 @@ func (a *Archive) Store(ctx context.Context, rec Record) (Record, bool, error) {
 	return stored, created && err == nil, err
 }
 
+// Has says whether a record of that UID is stored.
+func (a *Archive) Has(ctx context.Context, uid string) (bool, error) {
+	if err := a.ensureSchema(ctx); err != nil {
+		return false, err
+	}
+	var has bool
+	err := a.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM records WHERE uid = $1)`, uid).Scan(&has)
+	return has, err
+}
+
 const selectRecord = `SELECT seq, uid, kind, namespace, task, task_uid, name, recorded_at, body::text, sha256, prev_sha256 FROM records`
 
 func scanOne(row pgx.Row) (Record, error) {

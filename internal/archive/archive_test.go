@@ -112,6 +112,12 @@ func TestStoreIsIdempotent(t *testing.T) {
 	if n := len(all(t, a, "task-a")); n != 1 {
 		t.Fatalf("%d records, want 1", n)
 	}
+	if has, err := a.Has(t.Context(), "uid-a-t0-0"); err != nil || !has {
+		t.Fatalf("Has(a stored record) = %t, %v", has, err)
+	}
+	if has, err := a.Has(t.Context(), "uid-never"); err != nil || has {
+		t.Fatalf("Has(a record never stored) = %t, %v", has, err)
+	}
 	changed := call("a", "a-t0-0", 0)
 	changed.Body = json.RawMessage(`{"intent":{"name":"a-t0-0","tool":"bash"},"observation":{"outcome":"Failed"}}`)
 	if _, _, err := a.Store(t.Context(), changed); !errors.Is(err, ErrChanged) {

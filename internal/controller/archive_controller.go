@@ -52,8 +52,10 @@ func setupArchive(mgr ctrl.Manager, opts Options) error {
 		Complete(r)
 }
 
-// awaitsArchive passes the intents whose record is not stored yet: observed, not
-// marked archived.
+// awaitsArchive passes the observed intents. A marked one passes too: the mark is
+// metadata anyone who may patch the intent can set (before the call is observed,
+// to keep it out of the archive), so it is believed only when the archive holds
+// the record (Reconcile asks).
 var awaitsArchive = predicate.Funcs{
 	CreateFunc:  func(e event.CreateEvent) bool { return needsArchiving(e.Object) },
 	UpdateFunc:  func(e event.UpdateEvent) bool { return needsArchiving(e.ObjectNew) },
@@ -63,8 +65,7 @@ var awaitsArchive = predicate.Funcs{
 
 func needsArchiving(o client.Object) bool {
 	in, ok := o.(*v1.ToolIntent)
-	return ok && in.Status.Observation != nil && in.Labels[v1.LabelArchived] != "true" &&
-		meta.IsStatusConditionTrue(in.Status.Conditions, v1.ConditionObserved)
+	return ok && in.Status.Observation != nil && meta.IsStatusConditionTrue(in.Status.Conditions, v1.ConditionObserved)
 }
 
 // Reconcile stores one finished call's record and marks its intent archived.
@@ -75,6 +76,13 @@ func (r *ArchiveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	if !needsArchiving(intent) {
 		return ctrl.Result{}, nil
+	}
+	if intent.Labels[v1.LabelArchived] == "true" {
+		stored, err := r.Archive.Has(ctx, string(intent.UID))
+		if err != nil || stored {
+			return ctrl.Result{}, err
+		}
+		// Marked, and not stored: someone else set the mark. The record is stored.
 	}
 	rec, err := r.callRecord(ctx, intent)
 	if err != nil {
@@ -90,6 +98,9 @@ func (r *ArchiveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if created {
 		metrics.ArchiveStored.WithLabelValues(string(archive.KindCall)).Inc()
 		metrics.ArchiveLag.Observe(r.Now().Sub(rec.RecordedAt).Seconds())
+	}
+	if intent.Labels[v1.LabelArchived] == "true" {
+		return ctrl.Result{}, nil // marked already
 	}
 	patch := client.MergeFrom(intent.DeepCopy())
 	if intent.Labels == nil {

@@ -101,6 +101,23 @@ func TestFinishedCallsAreArchivedAndMarked(t *testing.T) {
 	}
 }
 
+// The mark is metadata a proposer can set: set before the call is observed, it
+// does not keep the call out of the archive.
+func TestAMarkSetByAnotherDoesNotKeepACallOutOfTheArchive(t *testing.T) {
+	ns := env.Namespace(t)
+	a := openArchive(t, sharedArchiveServer(t))
+	startArchiving(t, ns, a)
+	intent := fixtures.ToolIntent(ns, "gone", 0, 0, v1.ToolReadFile, `{"path":"README.md"}`, "agent")
+	intent.Labels = map[string]string{v1.LabelArchived: "true"}
+	if err := env.Client.Create(t.Context(), intent); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the call stored", func() (bool, string) {
+		stored, err := a.Has(t.Context(), string(intent.UID))
+		return stored, fmt.Sprint(err)
+	})
+}
+
 // An archive that is down delays the record and loses nothing: the call is not
 // marked archived while nothing is stored, and is stored once the archive answers.
 func TestAnArchiveDownDelaysTheRecordAndLosesNothing(t *testing.T) {
