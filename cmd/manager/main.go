@@ -111,7 +111,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		if err != nil {
 			return config{}, fmt.Errorf("--archive-dsn-file: %w", err)
 		}
-		if c.opts.Archive, err = archive.New(strings.TrimSpace(string(data))); err != nil {
+		dsn := strings.TrimSpace(string(data))
+		if dsn == "" {
+			// pgx would take an empty string for its defaults (a local server, the
+			// OS user): an empty Secret must not archive somewhere nobody chose.
+			return config{}, fmt.Errorf("--archive-dsn-file %s is empty: it must hold the archive's PostgreSQL connection string, for example host=db user=toolgate dbname=toolgate", archiveDSNFile)
+		}
+		if c.opts.Archive, err = archive.New(dsn); err != nil {
 			return config{}, fmt.Errorf("--archive-dsn-file %s: %w", archiveDSNFile, err)
 		}
 	}

@@ -83,7 +83,12 @@ func TestArchiveDSNFile(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("postgres://[::1"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for file, want := range map[string]string{
+		empty:                         "is empty: it must hold the archive's PostgreSQL connection string",
 		filepath.Join(dir, "missing"): "--archive-dsn-file",
 		bad:                           "the connection string",
 	} {

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
@@ -56,12 +55,7 @@ func setupArchive(mgr ctrl.Manager, opts Options) error {
 // metadata anyone who may patch the intent can set (before the call is observed,
 // to keep it out of the archive), so it is believed only when the archive holds
 // the record (Reconcile asks).
-var awaitsArchive = predicate.Funcs{
-	CreateFunc:  func(e event.CreateEvent) bool { return needsArchiving(e.Object) },
-	UpdateFunc:  func(e event.UpdateEvent) bool { return needsArchiving(e.ObjectNew) },
-	DeleteFunc:  func(event.DeleteEvent) bool { return false },
-	GenericFunc: func(e event.GenericEvent) bool { return needsArchiving(e.Object) },
-}
+var awaitsArchive = predicate.NewPredicateFuncs(needsArchiving)
 
 func needsArchiving(o client.Object) bool {
 	in, ok := o.(*v1.ToolIntent)
@@ -88,16 +82,8 @@ func (r *ArchiveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	storeCtx, cancel := context.WithTimeout(ctx, archiveTimeout)
-	defer cancel()
-	_, created, err := r.Archive.Store(storeCtx, rec)
-	if err != nil {
-		metrics.ArchiveFailures.Inc()
-		return ctrl.Result{}, fmt.Errorf("storing the record of ToolIntent %s/%s: %w", intent.Namespace, intent.Name, err)
-	}
-	if created {
-		metrics.ArchiveStored.WithLabelValues(string(archive.KindCall)).Inc()
-		metrics.ArchiveLag.Observe(r.Now().Sub(rec.RecordedAt).Seconds())
+	if _, err := storeRecord(ctx, r.Archive, rec, r.Now()); err != nil {
+		return ctrl.Result{}, err
 	}
 	if intent.Labels[v1.LabelArchived] == "true" {
 		return ctrl.Result{}, nil // marked already
@@ -113,6 +99,24 @@ func (r *ArchiveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	ctrl.LoggerFrom(ctx).V(2).Info("archived", "toolintent", klog.KObj(intent))
 	return ctrl.Result{}, nil
+}
+
+// storeRecord stores rec, bounded by archiveTimeout, and counts it: a record
+// stored (once, however often it is written again), its lag from its object's end,
+// or a failure, which the caller's work queue retries with backoff.
+func storeRecord(ctx context.Context, a *archive.Archive, rec archive.Record, now time.Time) (archive.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, archiveTimeout)
+	defer cancel()
+	stored, created, err := a.Store(ctx, rec)
+	if err != nil {
+		metrics.ArchiveFailures.Inc()
+		return stored, fmt.Errorf("storing the record of %s %s/%s: %w", rec.Kind, rec.Namespace, rec.Name, err)
+	}
+	if created {
+		metrics.ArchiveStored.WithLabelValues(string(rec.Kind)).Inc()
+		metrics.ArchiveLag.Observe(now.Sub(rec.RecordedAt).Seconds())
+	}
+	return stored, nil
 }
 
 // callRecord builds the intent's record with its Approval and Execution, read from

@@ -3,7 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,13 +12,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/archive"
 	"github.com/toolgate/toolgate/internal/gitws"
-	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/transcript"
 )
@@ -48,13 +46,9 @@ func setupTaskArchive(mgr ctrl.Manager, opts Options) error {
 		Complete(r)
 }
 
-// taskAwaitsArchive passes the tasks that ended and whose record is not stored yet.
-var taskAwaitsArchive = predicate.Funcs{
-	CreateFunc:  func(e event.CreateEvent) bool { return taskNeedsArchiving(e.Object) },
-	UpdateFunc:  func(e event.UpdateEvent) bool { return taskNeedsArchiving(e.ObjectNew) },
-	DeleteFunc:  func(event.DeleteEvent) bool { return false },
-	GenericFunc: func(e event.GenericEvent) bool { return taskNeedsArchiving(e.Object) },
-}
+// taskAwaitsArchive passes the tasks whose status records their end (stored
+// already or not: storing again stores nothing).
+var taskAwaitsArchive = predicate.NewPredicateFuncs(taskNeedsArchiving)
 
 func taskNeedsArchiving(o client.Object) bool {
 	task, ok := o.(*v1.AgentTask)
@@ -66,7 +60,7 @@ func taskNeedsArchiving(o client.Object) bool {
 	return pipeline.EndedBy(task.Status.Conditions) != "" && task.Status.ObservedGeneration == task.Generation
 }
 
-// Reconcile stores one ended task's record and marks the task archived.
+// Reconcile stores one ended task's record.
 func (r *TaskArchiveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	task := &v1.AgentTask{}
 	if err := r.Get(ctx, req.NamespacedName, task); err != nil {
@@ -87,15 +81,9 @@ func (r *TaskArchiveReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	storeCtx, cancel := context.WithTimeout(ctx, archiveTimeout)
-	defer cancel()
-	stored, created, err := r.Archive.Store(storeCtx, rec)
+	stored, err := storeRecord(ctx, r.Archive, rec, time.Now())
 	if err != nil {
-		metrics.ArchiveFailures.Inc()
-		return ctrl.Result{}, fmt.Errorf("storing the record of AgentTask %s/%s: %w", task.Namespace, task.Name, err)
-	}
-	if created {
-		metrics.ArchiveStored.WithLabelValues(string(archive.KindTask)).Inc()
+		return ctrl.Result{}, err
 	}
 	ctrl.LoggerFrom(ctx).V(2).Info("archived", "agentTask", klog.KObj(task), "seq", stored.Seq)
 	return ctrl.Result{}, nil

@@ -19,10 +19,11 @@ var (
 		Name: "toolgate_archive_failures_total",
 		Help: "Attempts to store a record in the archive that failed (it is tried again; nothing of it leaves the cluster meanwhile).",
 	})
-	// ArchiveLag is the time from a call's observation to its record stored.
+	// ArchiveLag is the time from a record's object finishing (a call observed, a
+	// task ended) to its record stored.
 	ArchiveLag = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "toolgate_archive_lag_seconds",
-		Help:    "Seconds from a call's observation to its record stored in the archive.",
+		Help:    "Seconds from a call's observation, or a task's end, to its record stored in the archive.",
 		Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
 	})
 

@@ -29,7 +29,8 @@ type NamedApproval struct {
 
 // World is what one reconcile knows of an intent: the intent itself, with the status
 // this reconcile has recorded so far, the facts read around it, and what this
-// reconcile already did. Next reads it and never changes it.
+// reconcile already did. Next reads it and changes nothing in it but the memo of
+// the normalized input (Input).
 type World struct {
 	// Intent is the intent with the status as this reconcile will write it.
 	Intent *v1.ToolIntent
