@@ -86,6 +86,16 @@ type AgentTaskSpec struct {
 	// +kubebuilder:default=Active
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf || oldSelf == 'Active' || (oldSelf == 'Done' && self == 'Cancelled')",message="spec.lifecycle cannot go back: Active may become Done or Cancelled and Done may become Cancelled, never Active again; a task told to end ends. Create a new task to go on"
 	Lifecycle TaskLifecycle `json:"lifecycle,omitempty"`
+
+	// ttlSecondsAfterFinished is how long the task stays in the cluster after it
+	// ended (Succeeded or Failed). It is then deleted with everything it owns, but
+	// only once the archive holds its record and the records of all its calls
+	// (docs/archive.md). Unset, the controller's default applies
+	// (--task-ttl-after-finished). With no archive configured, no task is deleted.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=31536000
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // TaskLifecycle is what a task's owner wants of it.
@@ -642,6 +652,96 @@ type AgentTaskStatus struct {
 	// copy of spec.workspace.copyOf came from, and the push of the change.
 	// +optional
 	Workspace *WorkspaceStatus `json:"workspace,omitempty"`
+	// history is what the task's calls that left the cluster add to its counts and
+	// to the checks of its later calls: they were archived, then deleted after the
+	// retention window (docs/archive.md). intents, turn and ruleFires above include
+	// them.
+	// +optional
+	History *CallHistory `json:"history,omitempty"`
+}
+
+// CallHistory is the running total of a task's retired calls: the calls of whole
+// turns, all observed, that the archive holds and retention deleted from the
+// cluster. What the task's status and the validation and decision of its later
+// calls need from those calls is kept here, so they count as if still present.
+type CallHistory struct {
+	// intents counts the retired intents (inFlight is always 0).
+	// +optional
+	Intents IntentCounts `json:"intents,omitempty"`
+	// throughTurn is the last turn whose calls were retired: every call of a turn
+	// up to it that is counted here left the cluster.
+	// +optional
+	ThroughTurn int32 `json:"throughTurn,omitempty"`
+	// consecutiveRefusals is how many of the last retired calls in a row were
+	// refusals (budgets.maxConsecutiveRefusals goes on counting from it).
+	// +optional
+	ConsecutiveRefusals int32 `json:"consecutiveRefusals,omitempty"`
+	// ruleFires counts the fires of every rule that fired for a retired call, all of
+	// them (maxFires is enforced from these and the live calls). A retirement that
+	// would need more than 256 rules (MaxRuleFires) does not happen: the calls stay.
+	// +optional
+	// +listType=map
+	// +listMapKey=id
+	// +kubebuilder:validation:MaxItems=256
+	RuleFires []RuleFires `json:"ruleFires,omitempty"`
+	// baselines are the last content hashes of the files the retired calls read or
+	// wrote, oldest first: what a later edit_file or write_file is checked against.
+	// At most 128 (MaxHistoryBaselines); the oldest are dropped, and an edit of a
+	// dropped file needs a new read_file first.
+	// +optional
+	// +listType=map
+	// +listMapKey=path
+	// +kubebuilder:validation:MaxItems=128
+	Baselines []FileBaseline `json:"baselines,omitempty"`
+	// approvalRequests counts the Approvals of the retired calls
+	// (budgets.maxApprovalRequests goes on counting from it).
+	// +optional
+	ApprovalRequests int32 `json:"approvalRequests,omitempty"`
+	// deniedFingerprints are the fingerprints of the retired calls a human denied,
+	// newest last: the same call is not asked again. At most 64
+	// (MaxHistoryDenials); beyond, the oldest are dropped and such a call is asked
+	// again.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=128
+	DeniedFingerprints []string `json:"deniedFingerprints,omitempty"`
+	// retiring are the intents counted here whose deletion has not been seen yet:
+	// they are not counted again while they are still listed.
+	// +optional
+	// +listType=map
+	// +listMapKey=uid
+	// +kubebuilder:validation:MaxItems=200
+	Retiring []RetiringIntent `json:"retiring,omitempty"`
+}
+
+// FileBaseline is the content hash a retired call observed for a workspace file.
+type FileBaseline struct {
+	// path relative to the workspace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Path string `json:"path"`
+	// sha256 of the content, hex.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	SHA256 string `json:"sha256"`
+	// intent that observed it.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Intent string `json:"intent"`
+}
+
+// RetiringIntent names an intent counted in the history that is being deleted.
+type RetiringIntent struct {
+	// name of the ToolIntent.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// uid of the ToolIntent.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	UID string `json:"uid"`
 }
 
 // WorkspaceStatus is what seeded a task's workspace (a clone, a copy) and the

@@ -15,6 +15,11 @@ const (
 	// ConditionFailed on an AgentTask: the task ended without a result (budget, error, cancel).
 	ConditionFailed = "Failed"
 
+	// ConditionArchived on an AgentTask: the records of its finished calls go to the
+	// archive, and the calls leave the cluster after the retention window. False
+	// says why history stays in etcd: no archive is configured, or it is unavailable.
+	ConditionArchived = "Archived"
+
 	// ConditionValidated on a ToolIntent: the input passed the tool's schema and the
 	// runtime checks (visibility, workspace paths, read-before-edit, budgets).
 	ConditionValidated = "Validated"
@@ -35,6 +40,14 @@ const (
 
 // Condition reasons.
 const (
+	// ReasonArchiving (Archived=True): finished calls are archived, then retired.
+	ReasonArchiving = "Archiving"
+	// ReasonNoArchive (Archived=False): the controller has no archive
+	// (--archive-dsn-file); nothing is deleted and history grows in etcd.
+	ReasonNoArchive = "NoArchive"
+	// ReasonArchiveUnavailable (Archived=False): the archive did not confirm the
+	// records of calls due to leave the cluster; they stay until it does.
+	ReasonArchiveUnavailable = "ArchiveUnavailable"
 	// ReasonWorkspaceReady: the workspace claim exists.
 	ReasonWorkspaceReady = "WorkspaceReady"
 	// ReasonWorkspacePending: the workspace claim is being provisioned or does not exist yet.

@@ -31,6 +31,15 @@ const (
 	// MaxRuleFires is how many rules status.ruleFires shows: the ones that fired
 	// last (maxFires and cooldownSeconds are enforced from every recorded fire).
 	MaxRuleFires = 256
+	// MaxHistoryBaselines is how many file baselines status.history keeps of the
+	// task's retired calls, the newest.
+	MaxHistoryBaselines = 128
+	// MaxHistoryDenials is how many fingerprints of calls a human denied
+	// status.history keeps of the task's retired calls, the newest.
+	MaxHistoryDenials = 64
+	// MaxRetiringIntents is how many retired intents status.history lists while
+	// their deletion is not seen yet; no more are retired until it is.
+	MaxRetiringIntents = 200
 	// MaxIntentsNamedAwaiting is how many waiting intents an AgentTask's
 	// AwaitingApproval condition message names; it says how many more wait (a
 	// condition message holds at most 32768 characters, a task may have thousands

@@ -156,7 +156,10 @@ func (a *Archive) Store(ctx context.Context, rec Record) (Record, bool, error) {
 		existing, err := scanOne(tx.QueryRow(ctx, selectRecord+` WHERE uid = $1`, rec.UID))
 		if err == nil {
 			stored = existing
-			if string(existing.Body) != canon || existing.TaskUID != rec.TaskUID {
+			// Retention deletes what the cluster holds only when this says the
+			// archive holds the same: the stored row must also still match its own
+			// hash (a row changed in place is no record of the call).
+			if string(existing.Body) != canon || existing.TaskUID != rec.TaskUID || Hash(existing) != existing.SHA256 {
 				return fmt.Errorf("%w: %s %s/%s", ErrChanged, rec.Kind, rec.Namespace, rec.Name)
 			}
 			return nil

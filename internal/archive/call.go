@@ -41,7 +41,15 @@ func CallRecord(taskUID string, intent *v1.ToolIntent, approval *v1.Approval, ex
 	if obs == nil || obs.ObservedAt == nil {
 		return Record{}, fmt.Errorf("ToolIntent %s/%s has no observation: only a finished call is archived", intent.Namespace, intent.Name)
 	}
-	c := Call{Intent: object(intent.ObjectMeta, intent.Spec, intent.Status)}
+	// The archived mark is set after the record is stored, and says only that: it
+	// is no part of the call, and a record built again to confirm it is stored
+	// (before retention deletes the call) must be the same.
+	meta := *intent.ObjectMeta.DeepCopy()
+	delete(meta.Labels, v1.LabelArchived)
+	if len(meta.Labels) == 0 {
+		meta.Labels = nil
+	}
+	c := Call{Intent: object(meta, intent.Spec, intent.Status)}
 	if approval != nil {
 		a := object(approval.ObjectMeta, approval.Spec, approval.Status)
 		c.Approval = &a

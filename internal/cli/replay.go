@@ -155,7 +155,7 @@ func judge(task, live *v1.AgentTask, in *v1.ToolIntent, earlier []v1.ToolIntent,
 			prior = append(prior, *a)
 		}
 	}
-	pipeline.ApplyAskLimits(&d, task.Spec.Budgets.MaxApprovalRequests, prior)
+	pipeline.ApplyAskLimits(&d, task.Spec.Budgets.MaxApprovalRequests, prior, nil)
 	return decidedVerdict(&d)
 }
 

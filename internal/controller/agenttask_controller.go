@@ -48,6 +48,9 @@ const (
 	// EventCallStopped: the task ended while a call of it ran, so its Job was
 	// deleted; the Execution ends Aborted.
 	EventCallStopped = "CallStopped"
+	// EventTaskKept (Warning): the task's TTL passed and it stays, because the
+	// archive did not store its record.
+	EventTaskKept = "TaskKept"
 	// EventModelTurn: the model took a turn (its reply is recorded and its tool calls
 	// are ToolIntents), or the intents of a recorded turn were created after a restart.
 	EventModelTurn = "ModelTurn"
@@ -107,6 +110,11 @@ type AgentTaskReconciler struct {
 	Logs executor.LogReader
 	// modelWaits maps a task's UID to its modelWait.
 	modelWaits sync.Map
+	// archiveErr is the archive's last failure for retention, at archiveErrAt: for
+	// archiveRetryAfter, retention does not ask it (retention.go).
+	archiveMu    sync.Mutex
+	archiveErr   error
+	archiveErrAt time.Time
 }
 
 func setupAgentTask(mgr ctrl.Manager, opts Options) error {
@@ -198,6 +206,15 @@ func (r *AgentTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 		r.emit(log, task, before, created)
 	}
+	// Only once the history that counts them is written.
+	if err := r.deleteRetired(ctx, task, world.Intents); err != nil {
+		return ctrl.Result{}, err
+	}
+	expireWait, gone, err := r.expire(ctx, task, world.Intents)
+	if err != nil || gone {
+		return ctrl.Result{}, err
+	}
+	cloneWait = soonest(cloneWait, expireWait)
 	r.reportTurn(ctx, task, step)
 	// Before the push's change is read: a task that pushes keeps no session.
 	sessionsWait, err := r.keepSessions(ctx, task, status)
@@ -361,7 +378,9 @@ func (r *AgentTaskReconciler) observe(ctx context.Context, task *v1.AgentTask) (
 	if world.Push, err = r.observePush(ctx, task, world.Intents); err != nil {
 		return world, false, 0, err
 	}
-	return world, created, wait, nil
+	var retireWait time.Duration
+	world.Archive, world.Retire, retireWait = r.retirable(ctx, task, world.Intents, world.Push)
+	return world, created, soonest(wait, retireWait), nil
 }
 
 // ensureWorkspace checks the existing claim, or creates the claim the task owns;

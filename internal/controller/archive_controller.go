@@ -71,6 +71,15 @@ func (r *ArchiveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if !needsArchiving(intent) {
 		return ctrl.Result{}, nil
 	}
+	// The cache keeps a finished intent trimmed (trimCachedIntent: no validation,
+	// a decision without its parts, walls and fingerprint): the record is the
+	// whole intent, read from the API server.
+	if err := r.APIReader.Get(ctx, req.NamespacedName, intent); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !needsArchiving(intent) {
+		return ctrl.Result{}, nil
+	}
 	if intent.Labels[v1.LabelArchived] == "true" {
 		stored, err := r.Archive.Has(ctx, string(intent.UID))
 		if err != nil || stored {
@@ -78,7 +87,7 @@ func (r *ArchiveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 		// Marked, and not stored: someone else set the mark. The record is stored.
 	}
-	rec, err := r.callRecord(ctx, intent)
+	rec, err := callRecord(ctx, r.Client, r.APIReader, intent)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -120,12 +129,12 @@ func storeRecord(ctx context.Context, a *archive.Archive, rec archive.Record, no
 }
 
 // callRecord builds the intent's record with its Approval and Execution, read from
-// the API server.
-func (r *ArchiveReconciler) callRecord(ctx context.Context, intent *v1.ToolIntent) (archive.Record, error) {
+// the API server (the cache keeps no finished Execution's output).
+func callRecord(ctx context.Context, cache, api client.Reader, intent *v1.ToolIntent) (archive.Record, error) {
 	var approval *v1.Approval
 	if name := intent.Status.ApprovalName; name != "" {
 		a := &v1.Approval{}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: name}, a); err == nil {
+		if err := api.Get(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: name}, a); err == nil {
 			approval = a
 		} else if !apierrors.IsNotFound(err) {
 			return archive.Record{}, err
@@ -134,19 +143,19 @@ func (r *ArchiveReconciler) callRecord(ctx context.Context, intent *v1.ToolInten
 	var exec *v1.Execution
 	if name := intent.Status.ExecutionName; name != "" {
 		e := &v1.Execution{}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: name}, e); err == nil {
+		if err := api.Get(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: name}, e); err == nil {
 			exec = e
 		} else if !apierrors.IsNotFound(err) {
 			return archive.Record{}, err
 		}
 	}
-	return archive.CallRecord(r.taskUID(ctx, intent), intent, approval, exec)
+	return archive.CallRecord(callTaskUID(ctx, cache, intent), intent, approval, exec)
 }
 
-// taskUID is the UID of the task the call belongs to: the one its decision
+// callTaskUID is the UID of the task the call belongs to: the one its decision
 // recorded, else its owner's, else the task's as it is now ("" when there is none:
 // a call of a task that never existed is a chain of its own).
-func (r *ArchiveReconciler) taskUID(ctx context.Context, intent *v1.ToolIntent) string {
+func callTaskUID(ctx context.Context, cache client.Reader, intent *v1.ToolIntent) string {
 	if d := intent.Status.Decision; d != nil && d.Sandbox != nil {
 		return d.Sandbox.TaskUID
 	}
@@ -156,7 +165,7 @@ func (r *ArchiveReconciler) taskUID(ctx context.Context, intent *v1.ToolIntent) 
 		}
 	}
 	task := &v1.AgentTask{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: intent.Spec.TaskRef.Name}, task); err == nil {
+	if err := cache.Get(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: intent.Spec.TaskRef.Name}, task); err == nil {
 		return string(task.UID)
 	}
 	return "none/" + intent.Namespace + "/" + intent.Spec.TaskRef.Name

@@ -95,7 +95,6 @@ func startPipelineIn(t *testing.T, ns string, tune ...func(*Options)) *pipelineE
 		setupPolicies,
 		// The archivers start only when a test gives an archive (Options.Archive).
 		func(mgr ctrl.Manager, opts Options) error { return setupArchive(mgr, tuned(opts)) },
-		func(mgr ctrl.Manager, opts Options) error { return setupTaskArchive(mgr, tuned(opts)) },
 		func(mgr ctrl.Manager, opts Options) error {
 			r, err := newExecutionReconciler(mgr, tuned(opts))
 			if err != nil {

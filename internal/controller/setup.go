@@ -66,6 +66,13 @@ type Options struct {
 	// Archive stores the record of every finished call (docs/archive.md); nil when
 	// no archive is configured, and the records then stay in etcd only.
 	Archive *archive.Archive
+	// CallRetention is how long a finished call stays in the cluster after its
+	// observation once the archive holds its record; zero means
+	// DefaultCallRetention. Without an archive, calls stay.
+	CallRetention time.Duration
+	// TaskTTLAfterFinished is how long an ended task stays when its
+	// spec.ttlSecondsAfterFinished is unset; zero means DefaultTaskTTLAfterFinished.
+	TaskTTLAfterFinished time.Duration
 
 	// policies is the one policy cache of the process, which the ToolIntent and
 	// AgentTask reconcilers share (SetupWithManager makes it): one LIST per scope
@@ -187,7 +194,6 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		setupExecution,
 		setupPolicies,
 		setupArchive,
-		setupTaskArchive,
 	}
 	for _, setup := range setups {
 		if err := setup(mgr, opts); err != nil {

@@ -26,7 +26,12 @@ func (r *ToolIntentReconciler) read(ctx context.Context, run *intentRun, w *tool
 	switch s.Need {
 	case toolintent.NeedTaskIntents:
 		list, err := r.taskIntents(ctx, intent)
+		if err != nil {
+			return err
+		}
+		history, err := r.historyAfterList(ctx, run)
 		w.TaskIntents.Set(list)
+		w.TaskHistory.Set(history)
 		return err
 	case toolintent.NeedStops:
 		var list v1.ToolIntentList
@@ -55,6 +60,12 @@ func (r *ToolIntentReconciler) read(ctx context.Context, run *intentRun, w *tool
 			}
 		}
 		w.OtherApprovals.Set(others)
+		// The retired calls' approvals are counted in the history, read after.
+		history, err := r.historyAfterList(ctx, run)
+		if err != nil {
+			return err
+		}
+		w.TaskHistory.Set(history)
 	case toolintent.NeedTurn:
 		turn, err := r.turnSiblings(ctx, run)
 		w.Turn.Set(turn)
@@ -210,10 +221,41 @@ func (r *ToolIntentReconciler) fireCounts(ctx context.Context, run *intentRun) p
 				ctrl.LoggerFrom(ctx).Error(err, "listing the task's intents to count rule fires")
 				return policy.Fires{}
 			}
-			counts = pipeline.FireCountsOf(pipeline.RuleFires(string(run.task.UID), list.Items, nil))
+			// The retired calls' fires are in the task's history, read after
+			// the list (historyAfterList).
+			history, err := r.historyAfterList(ctx, run)
+			if err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "reading the task's history to count rule fires")
+				return policy.Fires{}
+			}
+			fires := pipeline.RuleFires(string(run.task.UID), pipeline.LiveIntents(history, list.Items), nil)
+			if history != nil {
+				fires = pipeline.MergeRuleFires(history.RuleFires, fires)
+			}
+			counts = pipeline.FireCountsOf(fires)
 		}
 		return counts(key)
 	}
+}
+
+// historyAfterList is the task's status.history, read after its intents were
+// listed. Retirement writes the history before it deletes the calls, so a history
+// read after the list counts every call the list misses; a call in both is not
+// counted twice (the history lists it as retiring) or, for a moment, is: an over
+// count holds a call back, never lets one through. With no archive nothing retires
+// now, and the task the reconcile read will do.
+func (r *ToolIntentReconciler) historyAfterList(ctx context.Context, run *intentRun) (*v1.CallHistory, error) {
+	if r.Options.Archive == nil {
+		return run.task.Status.History, nil
+	}
+	task := &v1.AgentTask{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(run.task), task); err != nil {
+		return nil, fmt.Errorf("reading AgentTask %s for its history of retired calls: %w", run.task.Name, err)
+	}
+	if task.UID != run.task.UID {
+		return nil, fmt.Errorf("AgentTask %s was replaced while its call was checked", run.task.Name)
+	}
+	return task.Status.History, nil
 }
 
 // currentFingerprint recomputes the decision's fingerprint with the deciding policy's

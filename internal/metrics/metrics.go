@@ -19,6 +19,20 @@ var (
 		Name: "toolgate_archive_failures_total",
 		Help: "Attempts to store a record in the archive that failed (it is tried again; nothing of it leaves the cluster meanwhile).",
 	})
+	// Retired counts the objects retention deleted from the cluster once the
+	// archive held their records, by kind (ToolIntent, Approval, Execution,
+	// AgentTask).
+	Retired = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_retention_deleted_total",
+		Help: "Objects deleted from the cluster by retention once the archive held their records, by kind.",
+	}, []string{"kind"})
+	// RetentionHeld counts the calls due to leave the cluster that stayed, by why:
+	// NoArchive (none is configured: history grows in etcd) or ArchiveUnavailable
+	// (the archive did not confirm their records).
+	RetentionHeld = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_retention_held_total",
+		Help: "Finished calls past their retention window kept in etcd, counted each time retention looked at them, by reason (NoArchive, ArchiveUnavailable).",
+	}, []string{"reason"})
 	// ArchiveLag is the time from a record's object finishing (a call observed, a
 	// task ended) to its record stored.
 	ArchiveLag = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -100,6 +114,6 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(ArchiveStored, ArchiveFailures, ArchiveLag, IntentsObserved, Decisions, ApprovalWait, ExecutionDuration, PipelineLatency,
+	ctrlmetrics.Registry.MustRegister(ArchiveStored, ArchiveFailures, ArchiveLag, Retired, RetentionHeld, IntentsObserved, Decisions, ApprovalWait, ExecutionDuration, PipelineLatency,
 		CompletionChecks, JudgeVerdicts, JudgeLatency, MCPCalls, MCPTokenReviews)
 }

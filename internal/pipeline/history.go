@@ -3,6 +3,7 @@ package pipeline
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -65,9 +66,18 @@ func FilePath(intent *v1.ToolIntent) (string, bool) {
 // ApplyAskLimits turns an Ask into a Deny when a human already denied this exact call
 // (same fingerprint) in one of the task's other approvals, or when those approvals
 // used the task's approval requests (limit is budgets.maxApprovalRequests).
-func ApplyAskLimits(d *v1.Decision, limit int32, others []v1.Approval) {
+func ApplyAskLimits(d *v1.Decision, limit int32, others []v1.Approval, history *v1.CallHistory) {
 	if d.Action != v1.DecisionAsk {
 		return
+	}
+	var retired int
+	if history != nil {
+		retired = int(history.ApprovalRequests)
+		if slices.Contains(history.DeniedFingerprints, d.Fingerprint) {
+			d.Action = v1.DecisionDeny
+			d.Reason = fmt.Sprintf("this exact call was already denied by a human in an earlier call of this task (archived: status.history); it is not asked again (rule %s said: %s)", d.PolicyRuleRef.String(), d.Reason)
+			return
+		}
 	}
 	for i := range others {
 		a := &others[i]
@@ -77,7 +87,7 @@ func ApplyAskLimits(d *v1.Decision, limit int32, others []v1.Approval) {
 			return
 		}
 	}
-	if used := len(others); used >= int(limit) {
+	if used := retired + len(others); used >= int(limit) {
 		d.Action = v1.DecisionDeny
 		d.Reason = fmt.Sprintf("the task's approval-request limit is reached (%d of budgets.maxApprovalRequests=%d); the call would need a human (rule %s said: %s)", used, limit, d.PolicyRuleRef.String(), d.Reason)
 	}

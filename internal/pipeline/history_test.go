@@ -70,7 +70,7 @@ func TestApplyAskLimits(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &v1.Decision{Action: tc.action, PolicyRuleRef: v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "p", 0, "r"), Reason: "needs review", Fingerprint: fp}
-			ApplyAskLimits(d, tc.limit, tc.others)
+			ApplyAskLimits(d, tc.limit, tc.others, nil)
 			if d.Action != tc.want || !strings.Contains(d.Reason, tc.reason) {
 				t.Fatalf("got %s %q, want %s containing %q", d.Action, d.Reason, tc.want, tc.reason)
 			}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -42,6 +43,21 @@ type TaskWorld struct {
 	// Push is what was observed of the push of a task with spec.workspace.git.push
 	// (nil until it would succeed).
 	Push *PushWorld
+	// Retire are the calls to retire now (RetirableCalls), whose records the
+	// archive holds: they are folded into status.history, then deleted.
+	Retire []v1.ToolIntent
+	// Archive is what the controller knows of its archive, for the Archived
+	// condition.
+	Archive ArchiveWorld
+}
+
+// ArchiveWorld is the archive as the task's retention saw it.
+type ArchiveWorld struct {
+	// Configured is false when the controller has no archive: nothing is retired.
+	Configured bool
+	// Unavailable, when set, says why the archive did not confirm the records of
+	// calls due to retire.
+	Unavailable string
 }
 
 // ModelWorld is what the recorded turns of a model task say, and what happened when
@@ -94,14 +110,22 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 		ObservedGeneration: task.Generation,
 		AgentKind:          task.Spec.Agent.Kind(),
 		WorkspaceClaimName: WorkspaceClaimName(task),
-		ApprovalRequests:   world.Approvals,
+		ApprovalRequests:   world.Approvals + retiredApprovals(old.History),
 		TokensUsed:         old.TokensUsed,
 		Result:             old.Result,
 		Workspace:          world.Workspace,
 	}
 	c := taskConditions{st: &st, generation: task.Generation, now: now}
-	tally := countIntents(task, world, &st)
-	st.RuleFires = ruleFiresOf(task, world)
+	history := Forget(old.History, world.Intents)
+	live := LiveIntents(history, world.Intents)
+	tally := countIntents(task, live, history, world.Push, &st)
+	st.RuleFires = ruleFiresOf(task, live, history, world.CompletionChecks)
+	if retired, ok := Retire(history, string(task.UID), pushIntentName(world.Push), world.Retire); ok && len(world.Retire) > 0 {
+		history = retired
+	}
+	if history != nil && !equality.Semantic.DeepEqual(*history, v1.CallHistory{}) {
+		st.History = history
+	}
 	if model := world.Model; model != nil {
 		st.TokensUsed = model.TokensUsed
 		if model.Turns > 0 {
@@ -114,6 +138,7 @@ func TaskStatus(task *v1.AgentTask, world TaskWorld, now metav1.Time) v1.AgentTa
 		setEndCondition(c, task, world, tally)
 	}
 	settleEndConditions(c)
+	setArchivedCondition(c, world.Archive, st.History)
 	st.Phase = taskPhase(&st, tally.awaiting)
 	return st
 }
@@ -149,15 +174,19 @@ type intentTally struct {
 // in order, and returns what else they say. The controller's push is no call of the
 // agent's: it spends no budget and is no turn; it waits for a human like any call,
 // though.
-func countIntents(task *v1.AgentTask, world TaskWorld, st *v1.AgentTaskStatus) intentTally {
-	intents := append([]v1.ToolIntent(nil), world.Intents...)
+func countIntents(task *v1.AgentTask, live []v1.ToolIntent, history *v1.CallHistory, push *PushWorld, st *v1.AgentTaskStatus) intentTally {
+	intents := append([]v1.ToolIntent(nil), live...)
 	sort.Slice(intents, func(i, j int) bool { return IntentBefore(&intents[i], &intents[j]) })
 	var tally intentTally
 	byOutcome := map[v1.Outcome]int32{}
-	var pushIntent string
-	if world.Push != nil && world.Push.Intent != nil {
-		pushIntent = world.Push.Intent.Name
+	if history != nil {
+		// The retired calls come first: whole turns, before every live one.
+		byOutcome = outcomeMap(history.Intents.ByOutcome)
+		st.Intents.Total = history.Intents.Total
+		st.Turn = history.ThroughTurn
+		tally.consecutiveRefusals = int(history.ConsecutiveRefusals)
 	}
+	pushIntent := pushIntentName(push)
 	for i := range intents {
 		in := &intents[i]
 		if in.Name == pushIntent {
@@ -191,15 +220,40 @@ func countIntents(task *v1.AgentTask, world TaskWorld, st *v1.AgentTaskStatus) i
 
 // ruleFiresOf is status.ruleFires: the rules that fired for the task's intents and
 // completion checks, nil when none did.
-func ruleFiresOf(task *v1.AgentTask, world TaskWorld) []v1.RuleFires {
-	checks := make([]v1.CompletionCheck, 0, len(world.CompletionChecks))
-	for _, c := range world.CompletionChecks {
+func ruleFiresOf(task *v1.AgentTask, live []v1.ToolIntent, history *v1.CallHistory, completionChecks map[int32]v1.CompletionCheck) []v1.RuleFires {
+	checks := make([]v1.CompletionCheck, 0, len(completionChecks))
+	for _, c := range completionChecks {
 		checks = append(checks, c)
 	}
-	if fires := lastFired(RuleFires(string(task.UID), world.Intents, checks), v1.MaxRuleFires); len(fires) > 0 {
+	fires := RuleFires(string(task.UID), live, checks)
+	if history != nil {
+		fires = MergeRuleFires(history.RuleFires, fires)
+	}
+	if fires := lastFired(fires, v1.MaxRuleFires); len(fires) > 0 {
 		return fires
 	}
 	return nil
+}
+
+// pushIntentName names the controller's push intent, "" when there is none.
+func pushIntentName(push *PushWorld) string {
+	if push != nil && push.Intent != nil {
+		return push.Intent.Name
+	}
+	return ""
+}
+
+// setArchivedCondition says whether the task's finished calls go to the archive and
+// leave the cluster, or why history stays in etcd.
+func setArchivedCondition(c taskConditions, archive ArchiveWorld, history *v1.CallHistory) {
+	switch {
+	case !archive.Configured:
+		c.set(v1.ConditionArchived, false, v1.ReasonNoArchive, "no archive is configured (the controller's --archive-dsn-file): the task's finished calls stay in etcd, and history grows there")
+	case archive.Unavailable != "":
+		c.set(v1.ConditionArchived, false, v1.ReasonArchiveUnavailable, "finished calls due to leave the cluster stay until the archive confirms their records: "+archive.Unavailable)
+	default:
+		c.set(v1.ConditionArchived, true, v1.ReasonArchiving, fmt.Sprintf("finished calls leave the cluster once archived, after the retention window; %d have", RetiredCount(history)))
+	}
 }
 
 // setReadyCondition says whether the task can run calls: its workspace is ready
@@ -446,4 +500,12 @@ func resultOf(answer string, turn int32) string {
 	}
 	note := fmt.Sprintf("\n…[toolgate: the answer is cut here to fit status.result; the whole answer is in the record of turn %d]", turn)
 	return clip.Bytes(answer, v1.MaxResultBytes-len(note)) + note
+}
+
+// retiredApprovals counts the Approvals of the task's retired calls.
+func retiredApprovals(h *v1.CallHistory) int32 {
+	if h == nil {
+		return 0
+	}
+	return h.ApprovalRequests
 }

@@ -50,9 +50,14 @@ func ended(typ, reason string, awaiting cond) map[string]cond {
 	}
 }
 
+// conds is the conditions of a status as the tables state them, without Archived,
+// which says what the controller's archive does, not the task (retention_test.go).
 func conds(cs []metav1.Condition) map[string]cond {
 	out := map[string]cond{}
 	for _, c := range cs {
+		if c.Type == v1.ConditionArchived {
+			continue
+		}
 		out[c.Type] = cond{c.Status, c.Reason}
 	}
 	return out
@@ -336,6 +341,7 @@ func TestTaskStatusWhole(t *testing.T) {
 			{Type: v1.ConditionAwaitingApproval, Status: metav1.ConditionTrue, Reason: v1.ReasonIntentsAwaitingApproval, Message: "waiting for a human decision on [t-t1-0 t-t1-1]", ObservedGeneration: 3, LastTransitionTime: t0},
 			{Type: v1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: v1.ReasonRunning, Message: "the task has not finished", ObservedGeneration: 3, LastTransitionTime: t0},
 			{Type: v1.ConditionFailed, Status: metav1.ConditionFalse, Reason: v1.ReasonRunning, Message: "the task has not failed", ObservedGeneration: 3, LastTransitionTime: t0},
+			{Type: v1.ConditionArchived, Status: metav1.ConditionFalse, Reason: v1.ReasonNoArchive, Message: "no archive is configured (the controller's --archive-dsn-file): the task's finished calls stay in etcd, and history grows there", ObservedGeneration: 3, LastTransitionTime: t0},
 		},
 		ObservedGeneration: 3,
 		Phase:              v1.TaskAwaitingApproval,

@@ -183,6 +183,9 @@ func Validate(in ValidateInput) Validation {
 			v.Errors = append(v.Errors, fmt.Sprintf("spec.tool: %q is not available to this task (mode %s%s)", intent.Spec.Tool, modeOrDefault(task.Spec.Mode), allowListNote(task.Spec.Tools)))
 		}
 	}
+	if TurnRetired(task.Status.History, intent) {
+		v.Errors = append(v.Errors, fmt.Sprintf("spec.turn: turn %d of AgentTask %s is closed: its calls were archived and left the cluster (status.history.throughTurn is %d); propose in a later turn", intent.Spec.Turn, task.Name, task.Status.History.ThroughTurn))
+	}
 	if max := int(task.Spec.Budgets.MaxIntents); max > 0 && in.EarlierIntents >= max {
 		v.Errors = append(v.Errors, fmt.Sprintf("the task's intent budget is spent: %d of budgets.maxIntents=%d used", in.EarlierIntents, max))
 	}

@@ -26,7 +26,7 @@ func decide(w *World) Step {
 		if !w.OtherApprovals.Known {
 			return read(NeedOtherApprovals)
 		}
-		pipeline.ApplyAskLimits(&d, w.Task.Value.Spec.Budgets.MaxApprovalRequests, w.OtherApprovals.Value)
+		pipeline.ApplyAskLimits(&d, w.Task.Value.Spec.Budgets.MaxApprovalRequests, w.OtherApprovals.Value, w.History())
 	}
 	if (d.Action == v1.DecisionRedirect || d.Action == v1.DecisionStop) && !w.Turn.Known {
 		return read(NeedTurn)
@@ -81,7 +81,7 @@ func recheck(w *World, approval *v1.Approval) (Step, bool) {
 		if !w.OtherApprovals.Known {
 			return read(NeedOtherApprovals), true
 		}
-		pipeline.ApplyAskLimits(&now, w.Task.Value.Spec.Budgets.MaxApprovalRequests, w.OtherApprovals.Value)
+		pipeline.ApplyAskLimits(&now, w.Task.Value.Spec.Budgets.MaxApprovalRequests, w.OtherApprovals.Value, w.History())
 		if now.Action == v1.DecisionDeny {
 			verdict, why = pipeline.RecheckDeny, why+"; and it may not be asked: "+now.Reason
 		}

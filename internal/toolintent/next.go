@@ -101,8 +101,10 @@ func validate(w *World) Step {
 		if !w.TaskIntents.Known {
 			return read(NeedTaskIntents)
 		}
-		earlier := pipeline.Earlier(w.Intent, w.TaskIntents.Value)
-		in.EarlierIntents, in.Baselines = len(earlier), pipeline.Baselines(earlier)
+		// The task's retired calls (status.history) count as if still here.
+		history := w.History()
+		earlier := pipeline.Earlier(w.Intent, pipeline.LiveIntents(history, w.TaskIntents.Value))
+		in.EarlierIntents, in.Baselines = pipeline.RetiredCount(history)+len(earlier), pipeline.HistoryBaselines(history, earlier)
 	}
 	v := pipeline.Validate(in)
 	c := Change{Validation: v.Status()}

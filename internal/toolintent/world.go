@@ -45,6 +45,10 @@ type World struct {
 	// TaskIntents are all intents of the task (validation: the earlier calls and
 	// the files they read).
 	TaskIntents Fact[[]v1.ToolIntent]
+	// TaskHistory is the task's status.history (its retired calls), read after
+	// TaskIntents with them: a call retired between the two reads is counted in one
+	// or the other, never in neither. Unknown, the Task's is used.
+	TaskHistory Fact[*v1.CallHistory]
 	// Stops are the task's intents decided Stop.
 	Stops Fact[[]v1.ToolIntent]
 	// Decided is the decision the policies in force give the call now, with the
@@ -90,4 +94,16 @@ func (w *World) Input() json.RawMessage {
 		w.input, _ = pipeline.NormalizedInput(w.Intent)
 	}
 	return w.input
+}
+
+// History is the task's history of retired calls: TaskHistory when it was read,
+// else the one of the Task read.
+func (w *World) History() *v1.CallHistory {
+	if w.TaskHistory.Known {
+		return w.TaskHistory.Value
+	}
+	if w.Task.Value != nil {
+		return w.Task.Value.Status.History
+	}
+	return nil
 }

@@ -1,0 +1,246 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/archive"
+	"github.com/toolgate/toolgate/internal/testing/pgtest"
+)
+
+// gone says whether the object of that name is no longer in the cluster.
+func (p *pipelineEnv) gone(obj client.Object, name string) bool {
+	err := env.Client.Get(p.t.Context(), client.ObjectKey{Namespace: p.ns, Name: name}, obj)
+	return apierrors.IsNotFound(err)
+}
+
+// archivedCall waits until the archiver marked the intent archived.
+func (p *pipelineEnv) archivedCall(name string) {
+	p.t.Helper()
+	p.eventually(name+" archived", func() (bool, string) { return archived(p.t, p.getIntent(name)) })
+}
+
+// taskArchived waits for the task's Archived condition with that reason and returns
+// the task.
+func (p *pipelineEnv) taskArchived(name, reason string) *v1.AgentTask {
+	p.t.Helper()
+	var task *v1.AgentTask
+	p.eventually(name+" Archived "+reason, func() (bool, string) {
+		task = p.getTask(name)
+		c := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionArchived)
+		return c != nil && c.Reason == reason, fmt.Sprintf("%+v", c)
+	})
+	return task
+}
+
+// Finished calls leave the cluster once archived and past the retention window,
+// by whole turns, and go on counting: the task's counts, its intent and approval
+// budgets and a human's denial hold across retirement. A retired turn is closed.
+// Once the task ended and its TTL passed, it leaves too, its record stored last in
+// its chain, which verifies.
+func TestRetiredCallsLeaveTheClusterAndStillCount(t *testing.T) {
+	a := openArchive(t, sharedArchiveServer(t))
+	p := startPipeline(t, func(o *Options) { o.Archive = a })
+	p.task("r", v1.ModeEdit, func(task *v1.AgentTask) {
+		task.Spec.Budgets.MaxIntents = 4
+		task.Spec.Budgets.MaxConsecutiveRefusals = 10
+		task.Spec.TTLSecondsAfterFinished = ptr.To[int32](60)
+	})
+	p.propose("r", 0, 0, v1.ToolBash, `{"command":"npm install left-pad"}`)
+	p.decide("r-t0-0", v1.DecisionDenied, "bob", "we vendor our dependencies")
+	p.propose("r", 0, 1, v1.ToolReadFile, `{"path":"../outside"}`)
+	p.propose("r", 1, 0, v1.ToolReadFile, `{"path":"../outside"}`)
+	for _, n := range []string{"r-t0-0", "r-t0-1", "r-t1-0"} {
+		p.observed(n)
+		p.archivedCall(n)
+	}
+	if task := p.taskArchived("r", v1.ReasonArchiving); task.Status.History != nil {
+		t.Fatalf("calls retired before their window passed: %+v", task.Status.History)
+	}
+
+	asked := p.getIntent("r-t0-0")
+	p.clock.Advance(2 * DefaultCallRetention)
+	touch(t, &v1.AgentTask{}, p.ns, "r")
+	p.eventually("turn 0 retired", func() (bool, string) {
+		task := p.getTask("r")
+		return p.gone(&v1.ToolIntent{}, "r-t0-0") && p.gone(&v1.ToolIntent{}, "r-t0-1") && p.gone(&v1.Approval{}, "r-t0-0") &&
+			task.Status.History != nil && len(task.Status.History.Retiring) == 0, fmt.Sprintf("%+v", task.Status.History)
+	})
+	if p.gone(&v1.ToolIntent{}, "r-t1-0") {
+		t.Fatal("the call of the task's latest turn retired while the task runs")
+	}
+	task := p.getTask("r")
+	h := task.Status.History
+	if task.Status.Intents.Total != 3 || h.Intents.Total != 2 || h.ApprovalRequests != 1 || task.Status.ApprovalRequests != 1 || len(h.DeniedFingerprints) != 1 || h.ThroughTurn != 0 {
+		t.Fatalf("status after retirement: intents %+v, approvals %d, history %+v", task.Status.Intents, task.Status.ApprovalRequests, h)
+	}
+
+	// The record is the whole call, not the cache's trimmed copy of it.
+	page, err := a.TaskRecords(t.Context(), string(task.UID), 0, 20)
+	if err != nil || len(page.Records) == 0 || !strings.Contains(string(page.Records[0].Body), asked.Status.Decision.Fingerprint) ||
+		!strings.Contains(string(page.Records[0].Body), `"decidedBy": "bob"`) {
+		t.Fatalf("the first record is not the whole asked call: %v, %+v", err, page.Records)
+	}
+
+	// The call the human denied is not asked again, though its Approval is gone.
+	p.propose("r", 2, 0, v1.ToolBash, `{"command":"npm install left-pad"}`)
+	if obs := p.observed("r-t2-0").Status.Observation; obs.Outcome != v1.OutcomeDenied || !strings.Contains(obs.Summary, "already denied by a human") {
+		t.Fatalf("the denied call came back as %s: %s", obs.Outcome, obs.Summary)
+	}
+	// The intent budget counts the retired calls: this is the fifth of four.
+	p.propose("r", 2, 1, v1.ToolReadFile, `{"path":"README.md"}`)
+	mustContain(t, "over budget", p.observed("r-t2-1").Status.Observation.Summary, "intent budget is spent: 4 of budgets.maxIntents=4")
+	// A retired turn takes no new call.
+	p.propose("r", 0, 5, v1.ToolReadFile, `{"path":"README.md"}`)
+	mustContain(t, "into a retired turn", p.observed("r-t0-5").Status.Observation.Summary, "turn 0 of AgentTask r is closed")
+
+	// Four calls were the task's budget: it ended.
+	p.finished("r", v1.ConditionFailed, v1.ReasonIntentBudgetExhausted)
+	for _, n := range []string{"r-t2-0", "r-t2-1", "r-t0-5"} {
+		p.archivedCall(n)
+	}
+	p.clock.Advance(2 * DefaultCallRetention)
+	touch(t, &v1.AgentTask{}, p.ns, "r")
+	p.eventually("the ended task gone after its TTL", func() (bool, string) {
+		return p.gone(&v1.AgentTask{}, "r"), "still there"
+	})
+	var list v1.ToolIntentList
+	if err := env.Client.List(t.Context(), &list, client.InNamespace(p.ns)); err != nil || len(list.Items) != 0 {
+		t.Fatalf("intents left after the task: %d, %v", len(list.Items), err)
+	}
+	page, err = a.TaskRecords(t.Context(), string(task.UID), 0, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, r := range page.Records {
+		kinds = append(kinds, string(r.Kind))
+	}
+	if got := strings.Join(kinds, ","); got != "Call,Call,Call,Call,Call,Call,Task" {
+		t.Fatalf("the task's chain is %s, want its six calls then the task", got)
+	}
+	last := page.Records[len(page.Records)-1]
+	if !strings.Contains(string(last.Body), v1.ReasonIntentBudgetExhausted) || !strings.Contains(string(last.Body), `"history"`) {
+		t.Fatalf("the task's record is not its final state: %s", last.Body)
+	}
+	if brk, n, err := a.Verify(t.Context(), string(task.UID)); err != nil || brk != nil || n != 7 {
+		t.Fatalf("Verify = %v, %d, %v", brk, n, err)
+	}
+}
+
+// Nothing leaves the cluster without the archive's word: not while the archive
+// holds another record of the call (changed in place), not while it is down, and
+// not without an archive at all; the task's Archived condition says why, and the
+// calls retire once the archive answers again with the same record.
+func TestNothingLeavesTheClusterWithoutTheArchivesWord(t *testing.T) {
+	server, err := pgtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = server.Close() })
+	dsn := server.NewDatabase(t)
+	a, err := archive.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	p := startPipeline(t, func(o *Options) { o.Archive = a })
+	p.task("k", v1.ModeEdit)
+	p.propose("k", 0, 0, v1.ToolReadFile, `{"path":"../outside"}`)
+	p.propose("k", 1, 0, v1.ToolReadFile, `{"path":"../outside"}`)
+	for _, n := range []string{"k-t0-0", "k-t1-0"} {
+		p.observed(n)
+		p.archivedCall(n)
+	}
+	uid := string(p.getIntent("k-t0-0").UID)
+
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(t.Context()) }()
+	var body string
+	if err := conn.QueryRow(t.Context(), `SELECT body::text FROM records WHERE uid = $1`, uid).Scan(&body); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(t.Context(), `UPDATE records SET body = jsonb_set(body, '{intent,spec,reason}', '"nothing to see"') WHERE uid = $1`, uid); err != nil {
+		t.Fatal(err)
+	}
+	p.clock.Advance(2 * DefaultCallRetention)
+	touch(t, &v1.AgentTask{}, p.ns, "k")
+	task := p.taskArchived("k", v1.ReasonArchiveUnavailable)
+	mustContain(t, "Archived message", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionArchived).Message, "holds another record of ToolIntent k-t0-0")
+	if p.gone(&v1.ToolIntent{}, "k-t0-0") || task.Status.History != nil {
+		t.Fatal("a call left the cluster while the archive holds another record of it")
+	}
+
+	// The record put back, the archive down: still nothing leaves.
+	if _, err := conn.Exec(t.Context(), `UPDATE records SET body = $2::jsonb WHERE uid = $1`, uid, body); err != nil {
+		t.Fatal(err)
+	}
+	if err := server.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	p.clock.Advance(2 * archiveRetryAfter)
+	touch(t, &v1.AgentTask{}, p.ns, "k")
+	p.eventually("the outage in the Archived condition", func() (bool, string) {
+		c := meta.FindStatusCondition(p.getTask("k").Status.Conditions, v1.ConditionArchived)
+		return c != nil && c.Reason == v1.ReasonArchiveUnavailable && !strings.Contains(c.Message, "another record"), fmt.Sprintf("%+v", c)
+	})
+	if p.gone(&v1.ToolIntent{}, "k-t0-0") {
+		t.Fatal("a call left the cluster while the archive was down")
+	}
+
+	if err := server.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	p.eventually("the call retired once the archive answers", func() (bool, string) {
+		if p.gone(&v1.ToolIntent{}, "k-t0-0") {
+			return true, ""
+		}
+		// The pool's first connections after the restart fail, and retention
+		// leaves a failing archive alone for archiveRetryAfter: move past it.
+		p.clock.Advance(archiveRetryAfter)
+		touch(t, &v1.AgentTask{}, p.ns, "k")
+		return false, "still there"
+	})
+	task = p.taskArchived("k", v1.ReasonArchiving)
+	if task.Status.Intents.Total != 2 || task.Status.History.Intents.Total != 1 {
+		t.Fatalf("counts after retirement: %+v, history %+v", task.Status.Intents, task.Status.History)
+	}
+}
+
+// Without an archive, nothing is deleted, and every task says that history grows
+// in etcd.
+func TestWithoutAnArchiveHistoryStays(t *testing.T) {
+	p := startPipeline(t)
+	p.task("n", v1.ModeEdit, func(task *v1.AgentTask) { task.Spec.TTLSecondsAfterFinished = ptr.To[int32](0) })
+	p.propose("n", 0, 0, v1.ToolReadFile, `{"path":"../outside"}`)
+	p.propose("n", 1, 0, v1.ToolReadFile, `{"path":"../outside"}`)
+	p.observed("n-t0-0")
+	p.observed("n-t1-0")
+	task := p.taskArchived("n", v1.ReasonNoArchive)
+	mustContain(t, "Archived message", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionArchived).Message, "history grows there")
+
+	// The reconcile that records the end would retire turn 0 and, past the TTL,
+	// delete the task, had it an archive.
+	p.clock.Advance(2 * DefaultCallRetention)
+	patch := client.MergeFrom(task.DeepCopy())
+	task.Spec.Lifecycle = v1.LifecycleCancelled
+	if err := env.Client.Patch(t.Context(), task, patch); err != nil {
+		t.Fatal(err)
+	}
+	p.finished("n", v1.ConditionFailed, v1.ReasonCancelled)
+	touch(t, &v1.AgentTask{}, p.ns, "n")
+	if p.gone(&v1.ToolIntent{}, "n-t0-0") || p.gone(&v1.AgentTask{}, "n") || p.getTask("n").Status.History != nil {
+		t.Fatal("history left etcd with no archive to hold it")
+	}
+}
