@@ -82,6 +82,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	}
 	fs.DurationVar(&c.opts.SpentJobTTL, "spent-job-ttl", controller.DefaultSpentJobTTL, "How long a call's Job and pod are kept once its Execution holds the whole result (the exit code and all the output); the Job of a call whose output was truncated, or that ended without a result, is kept a day (its full log, or why it failed, is only there). Must be positive.")
 	fs.DurationVar(&c.opts.SessionIdleTimeout, "session-idle-timeout", controller.DefaultSessionIdleTimeout, "How long the session pods of a task with isolation Session stay up with no call; the next call starts them again. Must be positive.")
+	fs.DurationVar(&c.opts.CallRetention, "call-retention", controller.DefaultCallRetention, "How long a finished call stays in the cluster after its observation, once the archive holds its record; its Approval, Execution and Job leave with it (docs/archive.md). Without an archive nothing is deleted. Must be positive.")
+	fs.DurationVar(&c.opts.TaskTTLAfterFinished, "task-ttl-after-finished", controller.DefaultTaskTTLAfterFinished, "How long an ended task stays in the cluster when its spec.ttlSecondsAfterFinished is unset, once all its calls left and the archive holds its record. Without an archive nothing is deleted. Must be positive.")
 	fs.StringVar(&archiveDSNFile, "archive-dsn-file", "", "File holding the PostgreSQL connection string of the archive (a mounted Secret), where every finished call's record is stored (docs/archive.md). Empty: no archive, and the records stay in etcd only.")
 	c.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -102,6 +104,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	}
 	if c.mcpMaxWait <= 0 {
 		return config{}, fmt.Errorf("--mcp-max-wait must be positive, for example 5m; got %s", c.mcpMaxWait)
+	}
+	if c.opts.CallRetention <= 0 {
+		return config{}, fmt.Errorf("--call-retention must be positive, for example 1h; got %s", c.opts.CallRetention)
+	}
+	if c.opts.TaskTTLAfterFinished <= 0 {
+		return config{}, fmt.Errorf("--task-ttl-after-finished must be positive, for example 24h; got %s", c.opts.TaskTTLAfterFinished)
 	}
 	if c.opts.SpentJobTTL <= 0 {
 		return config{}, fmt.Errorf("--spent-job-ttl must be positive, for example 1m; got %s", c.opts.SpentJobTTL)

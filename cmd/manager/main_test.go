@@ -21,7 +21,7 @@ func parse(args ...string) (config, error) {
 
 // The tuning flags reach the controller's Options; without them, the defaults do.
 func TestFlagsReachTheOptions(t *testing.T) {
-	c, err := parse("--intent-workers=3", "--execution-workers=4", "--approval-workers=1", "--task-workers=5", "--spent-job-ttl=90s", "--mcp-max-wait=2m")
+	c, err := parse("--intent-workers=3", "--execution-workers=4", "--approval-workers=1", "--task-workers=5", "--spent-job-ttl=90s", "--mcp-max-wait=2m", "--call-retention=10m", "--task-ttl-after-finished=2h")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,6 +33,9 @@ func TestFlagsReachTheOptions(t *testing.T) {
 	}
 	if c.opts.SpentJobTTL != 90*time.Second {
 		t.Errorf("spent-job TTL %s, want 90s", c.opts.SpentJobTTL)
+	}
+	if c.opts.CallRetention != 10*time.Minute || c.opts.TaskTTLAfterFinished != 2*time.Hour {
+		t.Errorf("call retention %s, task TTL %s, want 10m and 2h", c.opts.CallRetention, c.opts.TaskTTLAfterFinished)
 	}
 	c, err = parse()
 	if err != nil {
@@ -48,6 +51,8 @@ func TestFlagsReachTheOptions(t *testing.T) {
 func TestFlagsRefuseBadValues(t *testing.T) {
 	for args, want := range map[string]string{
 		"--spent-job-ttl=0":                 "--spent-job-ttl must be positive",
+		"--call-retention=0":                "--call-retention must be positive",
+		"--task-ttl-after-finished=-1h":     "--task-ttl-after-finished must be positive",
 		"--spent-job-ttl=-1m":               "--spent-job-ttl must be positive",
 		"--intent-workers=0":                "--intent-workers must be at least 1, got 0",
 		"--execution-workers=-2":            "--execution-workers must be at least 1, got -2",
