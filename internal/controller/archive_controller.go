@@ -91,7 +91,7 @@ func (r *ArchiveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if _, err := storeRecord(ctx, r.Archive, rec, r.Now()); err != nil {
+	if err := storeRecord(ctx, r.Archive, rec, r.Now()); err != nil {
 		return ctrl.Result{}, err
 	}
 	if intent.Labels[v1.LabelArchived] == "true" {
@@ -113,19 +113,19 @@ func (r *ArchiveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // storeRecord stores rec, bounded by archiveTimeout, and counts it: a record
 // stored (once, however often it is written again), its lag from its object's end,
 // or a failure, which the caller's work queue retries with backoff.
-func storeRecord(ctx context.Context, a *archive.Archive, rec archive.Record, now time.Time) (archive.Record, error) {
+func storeRecord(ctx context.Context, a *archive.Archive, rec archive.Record, now time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, archiveTimeout)
 	defer cancel()
-	stored, created, err := a.Store(ctx, rec)
+	_, created, err := a.Store(ctx, rec)
 	if err != nil {
 		metrics.ArchiveFailures.Inc()
-		return stored, fmt.Errorf("storing the record of %s %s/%s: %w", rec.Kind, rec.Namespace, rec.Name, err)
+		return fmt.Errorf("storing the record of %s %s/%s: %w", rec.Kind, rec.Namespace, rec.Name, err)
 	}
 	if created {
 		metrics.ArchiveStored.WithLabelValues(string(rec.Kind)).Inc()
 		metrics.ArchiveLag.Observe(now.Sub(rec.RecordedAt).Seconds())
 	}
-	return stored, nil
+	return nil
 }
 
 // callRecord builds the intent's record with its Approval and Execution, read from

@@ -126,7 +126,7 @@ func (r *AgentTaskReconciler) confirmArchived(ctx context.Context, cached *v1.To
 	if err != nil {
 		return nil, err
 	}
-	_, err = storeRecord(ctx, r.Options.Archive, rec, r.Now())
+	err = storeRecord(ctx, r.Options.Archive, rec, r.Now())
 	if errors.Is(err, archive.ErrChanged) {
 		return nil, fmt.Errorf("the archive holds another record of ToolIntent %s (uid %s) than the cluster: the call stays; compare them with kubectl toolgate audit verify %s", intent.Name, intent.UID, intent.Spec.TaskRef.Name)
 	}
@@ -233,7 +233,7 @@ func (r *AgentTaskReconciler) expire(ctx context.Context, task *v1.AgentTask, in
 	if err != nil {
 		return 0, false, err
 	}
-	if _, err := storeRecord(ctx, r.Options.Archive, rec, r.Now()); err != nil {
+	if err := storeRecord(ctx, r.Options.Archive, rec, r.Now()); err != nil {
 		r.noteArchiveFailure(err)
 		r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, EventTaskKept, EventTaskKept, "the task's TTL passed, and it stays: %v", err)
 		return archiveRetryAfter, false, nil
