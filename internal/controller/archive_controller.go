@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/archive"
+	"github.com/toolgate/toolgate/internal/failpoint"
 	"github.com/toolgate/toolgate/internal/metrics"
 )
 
@@ -94,6 +95,7 @@ func (r *ArchiveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := storeRecord(ctx, r.Archive, rec, r.Now()); err != nil {
 		return ctrl.Result{}, err
 	}
+	failpoint.Reached(failpoint.ArchiveStored)
 	if intent.Labels[v1.LabelArchived] == "true" {
 		return ctrl.Result{}, nil // marked already
 	}

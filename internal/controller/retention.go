@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/archive"
+	"github.com/toolgate/toolgate/internal/failpoint"
 	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/pipeline"
 )
@@ -169,12 +170,14 @@ func (r *AgentTaskReconciler) deleteRetired(ctx context.Context, task *v1.AgentT
 		if in == nil || !in.DeletionTimestamp.IsZero() {
 			continue
 		}
+		failpoint.Reached(failpoint.RetireCounted)
 		if err := r.deleteChild(ctx, in, in.Status.ApprovalName, &v1.Approval{}); err != nil {
 			return err
 		}
 		if err := r.deleteChild(ctx, in, in.Status.ExecutionName, &v1.Execution{}); err != nil {
 			return err
 		}
+		failpoint.Reached(failpoint.RetireChildrenDeleted)
 		if err := r.deleteOnce(ctx, in); err != nil {
 			return err
 		}
@@ -238,6 +241,7 @@ func (r *AgentTaskReconciler) expire(ctx context.Context, task *v1.AgentTask, in
 		r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, EventTaskKept, EventTaskKept, "the task's TTL passed, and it stays: %v", err)
 		return archiveRetryAfter, false, nil
 	}
+	failpoint.Reached(failpoint.TaskRecordStored)
 	if err := r.deleteOnce(ctx, task); err != nil {
 		return 0, false, err
 	}

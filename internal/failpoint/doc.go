@@ -31,7 +31,27 @@ const (
 	Observed = "observed"
 )
 
-// Points are all step boundaries, in pipeline order.
+// The step boundaries of the record's life (docs/archive.md), in order: they are
+// reached only by a controller with an archive.
+const (
+	// ArchiveStored: a call's record was stored, before its intent is marked
+	// archived.
+	ArchiveStored = "archive-stored"
+	// RetireCounted: the task's history counts the calls to retire, none of which
+	// is deleted yet.
+	RetireCounted = "retire-counted"
+	// RetireChildrenDeleted: a retiring call's Approval and Execution were deleted,
+	// its intent not yet.
+	RetireChildrenDeleted = "retire-children-deleted"
+	// TaskRecordStored: an expired task's record was stored, the task not yet
+	// deleted.
+	TaskRecordStored = "task-record-stored"
+)
+
+// ArchivePoints are the record's step boundaries.
+var ArchivePoints = []string{ArchiveStored, RetireCounted, RetireChildrenDeleted, TaskRecordStored}
+
+// Points are all step boundaries of the pipeline, in pipeline order.
 var Points = []string{Validated, Decided, ApprovalCreated, ApprovalConsumed, ExecutionNamed, ExecutionCreated, JobCreated, ResultRead, Observed}
 
 // ExitCode is the exit code of a process ended by a failpoint.

@@ -44,7 +44,8 @@ var (
 	writeRuns    = flag.Int("pipelinebench.writes", 20, "intents whose API writes are counted, one at a time on a quiet controller")
 	unownedRuns  = flag.Int("pipelinebench.unowned", 5, "intents created without an owner reference whose API writes are counted as well")
 	scaleTasks   = flag.Int("pipelinebench.tasks", envInt("TOOLGATE_BENCH_TASKS", 100), "tasks of the phase with the controller as its own process (0 skips it)")
-	scalePerTask = flag.Int("pipelinebench.pertask", envInt("TOOLGATE_BENCH_PERTASK", 100), "sequential intents of each of those tasks")
+	scalePerTask = flag.Int("pipelinebench.pertask", envInt("TOOLGATE_BENCH_PERTASK", 100), "sequential intents of each of those tasks, per leg")
+	scaleLegs    = flag.Int("pipelinebench.legs", envInt("TOOLGATE_BENCH_LEGS", 3), "legs of that phase: the controller's memory is measured after the first and after the last")
 )
 
 func envInt(name string, def int) int {
@@ -122,7 +123,7 @@ func TestPipeline(t *testing.T) {
 	// (7): the controller as its own process, many tasks each with a long sequence.
 	var sc scaleResult
 	if scaling {
-		sc = b.scale(t, env, managerBin, *scaleTasks, *scalePerTask)
+		sc = b.scale(t, env, managerBin, *scaleTasks, *scalePerTask, max(*scaleLegs, 1))
 	}
 
 	// The table.

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -27,6 +29,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testing/pgtest"
 )
 
 // maxAgents bounds the agents of (7) that propose at the same time.
@@ -46,37 +49,62 @@ func buildManager(t *testing.T) string {
 // scaleResult is what (7) measured.
 type scaleResult struct {
 	tasks, perTask int
+	legs           int
 	elapsed        time.Duration // first create to last observation
 	all            []time.Duration
 	first, last    []time.Duration // each task's first and last tenth, all tasks
 	firstN         int             // positions in a tenth
-	rss, hwm       uint64          // the controller process's VmRSS and VmHWM
-	heapInuse      float64         // from its metrics endpoint
-	heapAlloc      float64
-	heapLive       float64 // heap alloc after a forced collection
-	processRSS     float64
+	mem            []memory        // after the first leg, and after the last
+	retention      time.Duration   // the controller's --call-retention
+	leftInEtcd     int             // intents still in the cluster after the last leg
+	rows           int             // call records in the archive once it drained
+	lagP50, lagP99 float64         // observation -> record stored, seconds (its histogram)
+}
+
+// memory is the controller's memory after calls intents.
+type memory struct {
+	calls      int
+	rss, hwm   uint64  // the controller process's VmRSS and VmHWM
+	heapInuse  float64 // from its metrics endpoint
+	heapAlloc  float64
+	heapLive   float64 // heap alloc after a forced collection
+	processRSS float64
 }
 
 func (r scaleResult) print(w io.Writer) {
-	n := r.tasks * r.perTask
-	fmt.Fprintf(w, "| (7) %d intents over %d tasks, cmd/manager as its own process: %d agents at once, each proposing its task's %d calls one after the other (the next once it saw the last one's observation) | %s to the last observation, %.1f intents/s |\n",
-		n, r.tasks, min(r.tasks, maxAgents), r.perTask, r.elapsed.Round(time.Millisecond), float64(n)/r.elapsed.Seconds())
+	n := r.tasks * r.perTask * r.legs
+	fmt.Fprintf(w, "| (7) %d intents over %d tasks, cmd/manager as its own process with the archive (a real PostgreSQL) and --call-retention=%s: %d agents at once, each proposing its task's %d calls one after the other (the next once it saw the last one's observation), in %d legs of %d per task | %s to the last observation, %.1f intents/s |\n",
+		n, r.tasks, r.retention, min(r.tasks, maxAgents), r.perTask*r.legs, r.legs, r.perTask, r.elapsed.Round(time.Millisecond), float64(n)/r.elapsed.Seconds())
 	fmt.Fprintf(w, "| (7) intent -> Job, all %d: p50 / p99 | %s / %s |\n", len(r.all), ms(pct(r.all, 50)), ms(pct(r.all, 99)))
-	fmt.Fprintf(w, "| (7) controller process RSS after the last observation: now (VmRSS) / peak (VmHWM) | %s / %s |\n", mib(r.rss), mib(r.hwm))
-	fmt.Fprintf(w, "| (7) controller Go heap then (its metrics, no forced GC): heap in use / heap alloc; process_resident_memory_bytes | %s / %s; %s |\n",
-		mibf(r.heapInuse), mibf(r.heapAlloc), mibf(r.processRSS))
-	fmt.Fprintf(w, "| (7) controller Go heap alloc after a forced GC (what it holds) | %s |\n", mibf(r.heapLive))
-	fmt.Fprintf(w, "| (7) each task's first 10%% (positions 0-%d, %d intents) -> Job, mean / p50 | %s / %s |\n",
-		r.firstN-1, len(r.first), ms(mean(r.first)), ms(pct(r.first, 50)))
-	fmt.Fprintf(w, "| (7) each task's last 10%% (positions %d-%d, %d intents) -> Job, mean / p50 | %s / %s (%.2fx the first 10%%'s mean) |\n",
-		r.perTask-r.firstN, r.perTask-1, len(r.last), ms(mean(r.last)), ms(pct(r.last, 50)), ratio(mean(r.last), mean(r.first)))
+	for _, m := range r.mem {
+		fmt.Fprintf(w, "| (7) after %d intents: controller RSS now (VmRSS) / peak (VmHWM) | %s / %s |\n", m.calls, mib(m.rss), mib(m.hwm))
+		fmt.Fprintf(w, "| (7) after %d intents: Go heap in use / alloc (no forced GC); process_resident_memory_bytes; heap alloc after a forced GC | %s / %s; %s; %s |\n",
+			m.calls, mibf(m.heapInuse), mibf(m.heapAlloc), mibf(m.processRSS), mibf(m.heapLive))
+	}
+	if len(r.mem) == 2 {
+		fmt.Fprintf(w, "| (7) RSS after %d / after %d intents | %.2fx |\n", r.mem[1].calls, r.mem[0].calls, float64(r.mem[1].rss)/float64(max(r.mem[0].rss, 1)))
+	}
+	window := float64(n) / r.elapsed.Seconds() * r.retention.Seconds()
+	fmt.Fprintf(w, "| (7) intents left in etcd after the last observation (the retention window holds about %.0f at this rate) | %d |\n", window, r.leftInEtcd)
+	fmt.Fprintf(w, "| (7) call records in the archive, once drained (rows = calls) | %d of %d |\n", r.rows, n)
+	fmt.Fprintf(w, "| (7) archive lag, observation -> record stored: p50 / p99 (from its histogram's buckets) | %.2f s / %.2f s |\n", r.lagP50, r.lagP99)
+	fmt.Fprintf(w, "| (7) each task's first 10%% (%d intents) -> Job, mean / p50 | %s / %s |\n", len(r.first), ms(mean(r.first)), ms(pct(r.first, 50)))
+	fmt.Fprintf(w, "| (7) each task's last 10%% (%d intents) -> Job, mean / p50 | %s / %s (%.2fx the first 10%%'s mean) |\n",
+		len(r.last), ms(mean(r.last)), ms(pct(r.last, 50)), ratio(mean(r.last), mean(r.first)))
 }
 
+// benchCallRetention is the controller's --call-retention in (7): short, so that
+// the phase's minutes hold many windows.
+const benchCallRetention = 30 * time.Second
+
 // scale is (7): it stops the in-process manager, runs cmd/manager as its own
-// process, and has one agent per task (at most maxAgents at once) propose perTask
-// calls in sequence, each once it saw the last one's observation. The harness plays
-// the kubelet throughout.
-func (b *bench) scale(t *testing.T, env *testenv.Env, bin string, tasks, perTask int) scaleResult {
+// process with the archive in a real PostgreSQL, and has one agent per task (at
+// most maxAgents at once) propose perTask calls in sequence, each once it saw the
+// last one's observation, legs times over. The controller's memory is measured
+// after the first leg and after the last: flat, it does not grow with the
+// history, which the archive holds and retention takes out of the cluster. The
+// harness plays the kubelet throughout.
+func (b *bench) scale(t *testing.T, env *testenv.Env, bin string, tasks, perTask, legs int) scaleResult {
 	t.Helper()
 	// Two controllers must never reconcile the same objects.
 	b.stopMgr(t)
@@ -93,8 +121,19 @@ func (b *bench) scale(t *testing.T, env *testenv.Env, bin string, tasks, perTask
 	if err != nil {
 		t.Fatal(err)
 	}
+	pg, err := pgtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Close() })
+	dsn := pg.NewDatabase(t)
+	dsnFile := filepath.Join(dir, "archive-dsn")
+	if err := os.WriteFile(dsnFile, []byte(dsn), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	metricsAddr, pprofAddr := freeAddr(t), freeAddr(t)
-	p := startManager(t, bin, kubeconfig, metricsAddr, pprofAddr, filepath.Join(dir, "manager.log"))
+	p := startManager(t, bin, kubeconfig, metricsAddr, pprofAddr, filepath.Join(dir, "manager.log"),
+		"--archive-dsn-file="+dsnFile, "--call-retention="+benchCallRetention.String())
 	defer p.stop(t)
 
 	ctx, cancel := context.WithCancelCause(t.Context())
@@ -113,7 +152,7 @@ func (b *bench) scale(t *testing.T, env *testenv.Env, bin string, tasks, perTask
 	names := make([]string, tasks)
 	for i := range names {
 		names[i] = fmt.Sprintf("agent-%03d", i)
-		b.createTask(t, b.scaleNS, names[i], perTask)
+		b.createTask(t, b.scaleNS, names[i], perTask*legs)
 	}
 	if err := b.waitTasksReconciled(ctx, names); err != nil {
 		t.Fatalf("%v (%v)", err, context.Cause(ctx))
@@ -121,19 +160,58 @@ func (b *bench) scale(t *testing.T, env *testenv.Env, bin string, tasks, perTask
 	time.Sleep(2 * time.Second) // the tasks' first reconciles settle
 	b.kubelet(ctx, 6)           // 8 in all: the phase has up to maxAgents Jobs at once
 
+	r := scaleResult{tasks: tasks, perTask: perTask, legs: legs, firstN: max(perTask*legs/10, 1), retention: benchCallRetention}
 	lat := make([][]time.Duration, tasks)
-	work := make(chan int, tasks)
-	for i := range tasks {
+	start := time.Now()
+	for leg := range legs {
+		b.runLeg(ctx, cancel, names, perTask, lat)
+		if err := context.Cause(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if leg == 0 || leg == legs-1 {
+			r.mem = append(r.mem, measure(ctx, t, p, metricsAddr, pprofAddr, tasks*perTask*(leg+1)))
+		}
+	}
+	r.elapsed = time.Since(start)
+	if err := context.Cause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var left v1.ToolIntentList
+	if err := b.c.List(ctx, &left, client.InNamespace(b.scaleNS)); err != nil {
+		t.Fatal(err)
+	}
+	r.leftInEtcd = len(left.Items)
+	if r.rows, err = waitArchived(ctx, dsn, tasks*perTask*legs); err != nil {
+		t.Fatalf("the archive: %v", err)
+	}
+	if r.lagP50, r.lagP99, err = lagQuantiles(ctx, metricsAddr); err != nil {
+		t.Fatalf("the archive's lag: %v", err)
+	}
+	for _, d := range lat {
+		r.all = append(r.all, d...)
+		r.first = append(r.first, d[:r.firstN]...)
+		r.last = append(r.last, d[len(d)-r.firstN:]...)
+	}
+	last := r.mem[len(r.mem)-1]
+	t.Logf("scale: %d intents in %s; controller RSS %s (peak %s), heap in use %s; %d intents left in etcd; %d records; last 10%% / first 10%% mean %.2fx",
+		tasks*perTask*legs, r.elapsed.Round(time.Millisecond), mib(last.rss), mib(last.hwm), mibf(last.heapInuse), r.leftInEtcd, r.rows, ratio(mean(r.last), mean(r.first)))
+	return r
+}
+
+// runLeg has each task's agent propose perTask more calls, at most maxAgents at
+// once, appending each call's create -> Job latency to lat.
+func (b *bench) runLeg(ctx context.Context, cancel context.CancelCauseFunc, names []string, perTask int, lat [][]time.Duration) {
+	work := make(chan int, len(names))
+	for i := range names {
 		work <- i
 	}
 	close(work)
-	start := time.Now()
 	var wg sync.WaitGroup
-	for range min(tasks, maxAgents) {
+	for range min(len(names), maxAgents) {
 		wg.Go(func() {
 			for i := range work {
 				d, err := b.agent(ctx, names[i], perTask)
-				lat[i] = d
+				lat[i] = append(lat[i], d...)
 				if err != nil {
 					cancel(err)
 					return
@@ -142,22 +220,23 @@ func (b *bench) scale(t *testing.T, env *testenv.Env, bin string, tasks, perTask
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	if err := context.Cause(ctx); err != nil {
-		t.Fatal(err)
-	}
+}
 
-	r := scaleResult{tasks: tasks, perTask: perTask, elapsed: elapsed, firstN: max(perTask/10, 1)}
+// measure reads the controller's memory after calls intents.
+func measure(ctx context.Context, t *testing.T, p *managerProcess, metricsAddr, pprofAddr string, calls int) memory {
+	t.Helper()
+	m := memory{calls: calls}
 	pid := strconv.Itoa(p.cmd.Process.Pid)
-	r.rss, r.hwm = procStatus(pid, "VmRSS"), procStatus(pid, "VmHWM")
-	m, err := scrape(ctx, metricsAddr)
+	m.rss, m.hwm = procStatus(pid, "VmRSS"), procStatus(pid, "VmHWM")
+	got, err := scrape(ctx, metricsAddr)
 	if err != nil {
 		t.Fatalf("the manager's metrics: %v", err)
 	}
-	r.heapInuse, r.heapAlloc, r.processRSS = m["go_memstats_heap_inuse_bytes"], m["go_memstats_heap_alloc_bytes"], m["process_resident_memory_bytes"]
+	m.heapInuse, m.heapAlloc, m.processRSS = got["go_memstats_heap_inuse_bytes"], got["go_memstats_heap_alloc_bytes"], got["process_resident_memory_bytes"]
 	// The heap after a collection (the pprof endpoint's gc=1 runs one first): what
 	// the controller holds, not what it has yet to collect. With
-	// TOOLGATE_BENCH_HEAPPROFILE set, the profile is kept there for go tool pprof.
+	// TOOLGATE_BENCH_HEAPPROFILE set, the last profile is kept there for go tool
+	// pprof.
 	if profile, err := fetch(ctx, "http://"+pprofAddr+"/debug/pprof/heap?gc=1"); err != nil {
 		t.Fatalf("the manager's heap profile: %v", err)
 	} else if path := os.Getenv("TOOLGATE_BENCH_HEAPPROFILE"); path != "" {
@@ -165,18 +244,91 @@ func (b *bench) scale(t *testing.T, env *testenv.Env, bin string, tasks, perTask
 			t.Fatal(err)
 		}
 	}
-	if m, err = scrape(ctx, metricsAddr); err != nil {
+	if got, err = scrape(ctx, metricsAddr); err != nil {
 		t.Fatalf("the manager's metrics: %v", err)
 	}
-	r.heapLive = m["go_memstats_heap_alloc_bytes"]
-	for _, d := range lat {
-		r.all = append(r.all, d...)
-		r.first = append(r.first, d[:r.firstN]...)
-		r.last = append(r.last, d[len(d)-r.firstN:]...)
+	m.heapLive = got["go_memstats_heap_alloc_bytes"]
+	t.Logf("after %d intents: RSS %s (peak %s), heap after GC %s", calls, mib(m.rss), mib(m.hwm), mibf(m.heapLive))
+	return m
+}
+
+// waitArchived waits until the archive at dsn holds want call records (the
+// archiver drains its backlog after the last observation) and returns how many
+// it holds; it fails when more are stored than calls were made.
+func waitArchived(ctx context.Context, dsn string, want int) (int, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return 0, err
 	}
-	t.Logf("scale: %d intents in %s; controller RSS %s (peak %s), heap in use %s; last 10%% / first 10%% mean %.2fx",
-		tasks*perTask, elapsed.Round(time.Millisecond), mib(r.rss), mib(r.hwm), mibf(r.heapInuse), ratio(mean(r.last), mean(r.first)))
-	return r
+	defer func() { _ = conn.Close(context.Background()) }()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM records WHERE kind = 'Call'`).Scan(&n); err != nil {
+			return 0, err
+		}
+		switch {
+		case n > want:
+			return n, fmt.Errorf("%d call records for %d calls: one was stored twice", n, want)
+		case n == want:
+			return n, nil
+		case time.Now().After(deadline):
+			return n, fmt.Errorf("%d call records of %d calls after 5 minutes", n, want)
+		}
+		select {
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// lagQuantiles estimates the archive lag's p50 and p99 from the controller's
+// toolgate_archive_lag_seconds histogram, by linear interpolation in the bucket
+// that holds each quantile.
+func lagQuantiles(ctx context.Context, addr string) (p50, p99 float64, err error) {
+	body, err := fetch(ctx, "http://"+addr+"/metrics")
+	if err != nil {
+		return 0, 0, err
+	}
+	type bucket struct{ le, count float64 }
+	var buckets []bucket
+	for _, line := range strings.Split(string(body), "\n") {
+		rest, ok := strings.CutPrefix(line, `toolgate_archive_lag_seconds_bucket{le="`)
+		if !ok {
+			continue
+		}
+		le, count, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			continue
+		}
+		b := bucket{}
+		if b.le, err = strconv.ParseFloat(le, 64); err != nil {
+			b.le = math.Inf(1)
+		}
+		if b.count, err = strconv.ParseFloat(strings.TrimSpace(count), 64); err != nil {
+			return 0, 0, fmt.Errorf("bucket %q: %w", line, err)
+		}
+		buckets = append(buckets, b)
+	}
+	if len(buckets) == 0 || buckets[len(buckets)-1].count == 0 {
+		return 0, 0, fmt.Errorf("no archive lag was observed")
+	}
+	total := buckets[len(buckets)-1].count
+	q := func(f float64) float64 {
+		rank, lo, below := f*total, 0.0, 0.0
+		for _, b := range buckets {
+			if b.count >= rank {
+				if math.IsInf(b.le, 1) {
+					return lo
+				}
+				return lo + (b.le-lo)*(rank-below)/max(b.count-below, 1)
+			}
+			lo, below = b.le, b.count
+		}
+		return lo
+	}
+	return q(0.5), q(0.99), nil
 }
 
 // agent proposes perTask calls to task one after the other, each once the last one
@@ -329,15 +481,15 @@ type managerProcess struct {
 // startManager runs the manager binary against the kubeconfig, with its metrics on
 // metricsAddr, no probes, and the bench's images. The test's end stops it, if
 // nothing did before.
-func startManager(t *testing.T, bin, kubeconfig, metricsAddr, pprofAddr, logPath string) *managerProcess {
+func startManager(t *testing.T, bin, kubeconfig, metricsAddr, pprofAddr, logPath string, flags ...string) *managerProcess {
 	t.Helper()
 	log, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin,
-		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address=0", "--pprof-bind-address="+pprofAddr,
-		"--runner-image="+runnerImage, "--default-sandbox-image="+sandboxImage)
+	args := append([]string{"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=0", "--pprof-bind-address=" + pprofAddr,
+		"--runner-image=" + runnerImage, "--default-sandbox-image=" + sandboxImage}, flags...)
+	cmd := exec.Command(bin, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "KUBECONFIG=") {
 			cmd.Env = append(cmd.Env, kv)

@@ -65,12 +65,12 @@ type managerProcess struct {
 // startProcess runs the manager binary with the test's images, spentJobTTL, no
 // metrics or probe ports, and TOOLGATE_FAILPOINT=failpointSpec when it is not empty. Its stderr (the
 // controller's log) is kept for panics and shown with -v when the test fails.
-func startProcess(t *testing.T, m managerBinary, failpointSpec string) *managerProcess {
+func startProcess(t *testing.T, m managerBinary, failpointSpec string, flags ...string) *managerProcess {
 	t.Helper()
-	cmd := exec.Command(m.path,
-		"--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--runner-image="+testRunnerImage, "--default-sandbox-image="+testSandboxImage,
-		"--spent-job-ttl="+spentJobTTL.String())
+	args := append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--runner-image=" + testRunnerImage, "--default-sandbox-image=" + testSandboxImage,
+		"--spent-job-ttl=" + spentJobTTL.String()}, flags...)
+	cmd := exec.Command(m.path, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "KUBECONFIG=") && !strings.HasPrefix(kv, failpoint.EnvVar+"=") {
 			cmd.Env = append(cmd.Env, kv)

@@ -90,3 +90,15 @@ func (r *Recorder) Count() (intents, observed int) {
 	}
 	return intents, observed
 }
+
+// Intents returns the last version the recorder saw of every intent, deleted
+// ones included.
+func (r *Recorder) Intents() []*v1.ToolIntent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*v1.ToolIntent, 0, len(r.history.intents))
+	for _, ih := range r.history.intents {
+		out = append(out, ih.last.DeepCopy())
+	}
+	return out
+}
