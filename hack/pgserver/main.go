@@ -12,9 +12,11 @@
 //     scratch directory beside it, renamed into place only once complete, so a pod
 //     killed during initdb never leaves a half-made cluster that later starts would
 //     take for a real one;
-//  2. sets the role's password to the one in --password-file (the Secret), so that
+//  2. puts the data directory's mode back to 0700, which the kubelet's fsGroup
+//     change may have widened;
+//  3. sets the role's password to the one in --password-file (the Secret), so that
 //     changing the Secret and restarting the pod changes the password;
-//  3. runs postgres in the foreground, listening on --listen (the pod's IP) and on
+//  4. runs postgres in the foreground, listening on --listen (the pod's IP) and on
 //     127.0.0.1 (for kubectl port-forward; an address, as the image has no
 //     /etc/hosts of its own), with its socket in --socket-dir.
 //
@@ -77,6 +79,13 @@ func run(c config) (int, error) {
 			return 0, err
 		}
 	} else if err != nil {
+		return 0, err
+	}
+	// The kubelet applies the pod's fsGroup to a volume as it mounts it, on some
+	// volumes recursively (group rwx on every directory), and postgres refuses to
+	// start on a data directory its group may write. The directory is ours: put its
+	// mode back.
+	if err := os.Chmod(c.Data, 0o700); err != nil {
 		return 0, err
 	}
 	if err := single(c, "postgres", setPasswordSQL(c.Role, password)); err != nil {
