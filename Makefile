@@ -41,7 +41,8 @@ WORKSPACE_GIT ?= /usr/bin/git
 # (catalog, time zone sets, text search data), the time zone database, and the
 # modules initdb and client encodings load. llvmjit.so is left out (it pulls in LLVM,
 # over 100 MB); hack/pgserver runs postgres with jit=off. busybox is there because
-# initdb runs its bootstrap backend through /bin/sh (popen).
+# initdb runs its bootstrap backend through /bin/sh (popen). The major version is
+# pinned: a data directory initialised by one opens in no other.
 POSTGRES_IMG ?= toolgate/postgres:dev
 PG_VERSION ?= 15
 PG_DIR ?= /usr/lib/postgresql/$(PG_VERSION)
@@ -164,7 +165,7 @@ images: build ## Build the controller, runner and workspace images, the archive'
 	$(LOCALBIN)/ocibuild -tag $(GITSERVER_IMG) -o $(IMAGES_DIR)/gitserver.tar -file $(LOCALBIN)/gitserver=/gitserver:0755 \
 	  $$(for f in $(GIT_BINARIES) $$(ldd $(GIT_BINARIES) | awk '/=>/ {print $$3} /ld-linux/ && !/=>/ {print $$1}' | sort -u); do echo "-file $$f=$$f"; done) \
 	  -dir /repos:0777 -env PATH=/usr/bin -entrypoint /gitserver
-	@for f in $(PG_BINARIES); do [ -x $$f ] || { echo "$$f is missing: install Debian's postgresql package (make postgres-deps)"; exit 1; }; done
+	@for f in $(PG_BINARIES); do [ -x $$f ] || { echo "$$f is missing: install Debian's postgresql package (make postgres-deps), or set PG_VERSION to the major version it installs"; exit 1; }; done
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/pgserver ./hack/pgserver
 	$(LOCALBIN)/ocibuild -tag $(POSTGRES_IMG) -o $(IMAGES_DIR)/postgres.tar -file $(LOCALBIN)/pgserver=/pgserver:0755 \
 	  $$(for f in $(PG_BINARIES) $(PG_MODULES) $$(ldd $(PG_BINARIES) $(PG_MODULES) | awk '/=>/ {print $$3} /ld-linux/ && !/=>/ {print $$1}' | sort -u) \
