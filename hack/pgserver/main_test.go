@@ -19,7 +19,7 @@ func TestReadPassword(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name, content, want string
-		fails              bool
+		fails               bool
 	}{
 		{name: "plain", content: "abc", want: "abc"},
 		{name: "newline", content: "abc\n", want: "abc"},
