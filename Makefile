@@ -36,6 +36,19 @@ GIT_BINARIES ?= /usr/bin/git /usr/lib/git-core/git-http-backend
 # The workspace image carries git too (agents run it, and the e2e suite checks what
 # configuration it reads), with the libraries it loads.
 WORKSPACE_GIT ?= /usr/bin/git
+# The archive's PostgreSQL (config/archive), from Debian's postgresql package: the
+# server, initdb, psql and pg_isready with the libraries they load, the share dir
+# (catalog, time zone sets, text search data), the time zone database, and the
+# modules initdb and client encodings load. llvmjit.so is left out (it pulls in LLVM,
+# over 100 MB); hack/pgserver runs postgres with jit=off. busybox is there because
+# initdb runs its bootstrap backend through /bin/sh (popen). The major version is
+# pinned: a data directory initialised by one opens in no other.
+POSTGRES_IMG ?= toolgate/postgres:dev
+PG_VERSION ?= 15
+PG_DIR ?= /usr/lib/postgresql/$(PG_VERSION)
+PG_SHARE ?= /usr/share/postgresql/$(PG_VERSION)
+PG_BINARIES ?= $(PG_DIR)/bin/postgres $(PG_DIR)/bin/initdb $(PG_DIR)/bin/psql $(PG_DIR)/bin/pg_isready
+PG_MODULES ?= $(PG_DIR)/lib/plpgsql.so $(PG_DIR)/lib/dict_snowball.so $(wildcard $(PG_DIR)/lib/*_and_*.so)
 IMAGES_DIR ?= $(LOCALBIN)/images
 BUSYBOX ?= $(shell command -v busybox 2>/dev/null || echo /bin/busybox)
 # The bash tool runs commands with bash only (the shell the policy classifies them
@@ -136,7 +149,7 @@ kind-down: ## Delete the kind cluster.
 	hack/kind.sh down
 
 .PHONY: images
-images: build ## Build the controller, runner and workspace images, and the e2e suite's git server, as OCI archives in bin/images/ (no container engine needed).
+images: build ## Build the controller, runner and workspace images, the archive's PostgreSQL and the e2e suite's git server, as OCI archives in bin/images/ (no container engine needed).
 	@mkdir -p $(IMAGES_DIR)
 	go build -o $(LOCALBIN)/ocibuild ./hack/ocibuild
 	$(LOCALBIN)/ocibuild -tag $(IMG) -o $(IMAGES_DIR)/controller.tar -file $(LOCALBIN)/manager=/manager:0755 -entrypoint /manager
@@ -152,15 +165,22 @@ images: build ## Build the controller, runner and workspace images, and the e2e 
 	$(LOCALBIN)/ocibuild -tag $(GITSERVER_IMG) -o $(IMAGES_DIR)/gitserver.tar -file $(LOCALBIN)/gitserver=/gitserver:0755 \
 	  $$(for f in $(GIT_BINARIES) $$(ldd $(GIT_BINARIES) | awk '/=>/ {print $$3} /ld-linux/ && !/=>/ {print $$1}' | sort -u); do echo "-file $$f=$$f"; done) \
 	  -dir /repos:0777 -env PATH=/usr/bin -entrypoint /gitserver
+	@for f in $(PG_BINARIES); do [ -x $$f ] || { echo "$$f is missing: install Debian's postgresql package (make postgres-deps), or set PG_VERSION to the major version it installs"; exit 1; }; done
+	CGO_ENABLED=0 go build -o $(LOCALBIN)/pgserver ./hack/pgserver
+	$(LOCALBIN)/ocibuild -tag $(POSTGRES_IMG) -o $(IMAGES_DIR)/postgres.tar -file $(LOCALBIN)/pgserver=/pgserver:0755 \
+	  $$(for f in $(PG_BINARIES) $(PG_MODULES) $$(ldd $(PG_BINARIES) $(PG_MODULES) | awk '/=>/ {print $$3} /ld-linux/ && !/=>/ {print $$1}' | sort -u) \
+	    $$(find $(PG_SHARE) /usr/share/zoneinfo -path $(PG_SHARE)/man -prune -o -xtype f -print); do echo "-file $$f=$$f"; done) \
+	  -busybox $(BUSYBOX) -dir /var/lib/postgresql:0755 -env PATH=$(PG_DIR)/bin:/bin -env PGHOST=/tmp -env PGUSER=toolgate -env PGDATABASE=toolgate \
+	  -env TZ=UTC -entrypoint '/pgserver --bin=$(PG_DIR)/bin'
 
 .PHONY: images-load
 images-load: ## Load the images of bin/images/ into the kind cluster's node.
-	hack/kind.sh load $(IMAGES_DIR)/controller.tar $(IMAGES_DIR)/runner.tar $(IMAGES_DIR)/workspace.tar $(IMAGES_DIR)/gitserver.tar
+	hack/kind.sh load $(IMAGES_DIR)/controller.tar $(IMAGES_DIR)/runner.tar $(IMAGES_DIR)/workspace.tar $(IMAGES_DIR)/gitserver.tar $(IMAGES_DIR)/postgres.tar
 
 .PHONY: local-deploy
-local-deploy: kind-up images images-load ## kind cluster up, images loaded, toolgate deployed (and restarted on new images).
+local-deploy: kind-up images images-load ## kind cluster up, images loaded, toolgate deployed (and restarted on new images). Only the controller's rollout is waited for: it starts without the archive's PostgreSQL.
 	KUBECONFIG=$(KIND_KUBECONFIG) PATH="$(ENVTEST_ASSETS):$$PATH" $(MAKE) --no-print-directory deploy
-	KUBECONFIG=$(KIND_KUBECONFIG) $(ENVTEST_ASSETS)/kubectl -n toolgate-system rollout restart deployment/toolgate-controller-manager
+	KUBECONFIG=$(KIND_KUBECONFIG) $(ENVTEST_ASSETS)/kubectl -n toolgate-system rollout restart deployment/toolgate-controller-manager statefulset/toolgate-archive-db
 	KUBECONFIG=$(KIND_KUBECONFIG) $(ENVTEST_ASSETS)/kubectl -n toolgate-system rollout status deployment/toolgate-controller-manager --timeout=3m
 
 .PHONY: demo
@@ -197,7 +217,8 @@ uninstall: ## Remove CRDs and admission policies.
 	kubectl delete --ignore-not-found -k config/crd
 
 .PHONY: deploy
-deploy: manifests ## Deploy the controller into toolgate-system.
+deploy: manifests ## Deploy the controller and the archive's PostgreSQL into toolgate-system (the Secret toolgate-archive, with a random password, made first unless it exists).
+	hack/archive-secret.sh
 	kubectl apply -k config/default
 
 .PHONY: undeploy

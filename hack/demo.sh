@@ -10,8 +10,9 @@
 #   4. bash `sh test.sh`      Allow                            runs, exit code 0
 #   5. bash `rm -rf /workspace`  Deny (no-recursive-delete)    nothing runs
 #
-# then prints the agent's change (kubectl toolgate diff) and the timeline. It must run
-# as root (hack/kind.sh does).
+# then prints the agent's change (kubectl toolgate diff) and the timeline, and reads
+# the calls' records back from the archive's PostgreSQL in the cluster (config/archive,
+# docs/archive.md). It must run as root (hack/kind.sh does).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -134,4 +135,23 @@ say "timeline"
 kubectl -n "${NS}" get toolintents -o custom-columns='INTENT:.metadata.name,TOOL:.spec.tool,DECISION:.status.decision.action,DECIDED-BY:.status.decision.policyRuleRef.kind,POLICY:.status.decision.policyRuleRef.name,RULE:.status.decision.policyRuleRef.rule,APPROVAL:.status.approvalName,EXECUTION:.status.executionName,OUTCOME:.status.observation.outcome,EXIT:.status.observation.exitCode'
 echo
 kubectl -n "${NS}" get events --sort-by=.metadata.creationTimestamp -o custom-columns='TIME:.metadata.creationTimestamp,OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message'
+say "the archive: each call's record in PostgreSQL (the intent is labelled once stored)"
+# The first records may wait for the database's first start; the pipeline never does.
+for _ in $(seq 180); do
+  [ -z "$(kubectl -n "${NS}" get toolintents -l 'toolgate.dev/archived!=true' -o name)" ] && break
+  sleep 1
+done
+if [ -n "$(kubectl -n "${NS}" get toolintents -l 'toolgate.dev/archived!=true' -o name)" ]; then
+  echo "demo: calls not archived within 3 minutes; the database's pod and the controller's failures:" >&2
+  kubectl -n toolgate-system get pods -l app.kubernetes.io/component=archive-db >&2
+  kubectl -n toolgate-system logs deployment/toolgate-controller-manager --tail=400 | grep -i archive | tail -n 5 >&2 || true
+  exit 1
+fi
+# A demo run again lists the earlier runs' calls too: the archive keeps what the
+# namespace's deletion took from etcd.
+echo "    \$ kubectl -n toolgate-system exec toolgate-archive-db-0 -- psql -c \"SELECT ... FROM records WHERE namespace = '${NS}'\"" >&2
+kubectl -n toolgate-system exec toolgate-archive-db-0 -c postgres -- psql --no-psqlrc -c \
+  "SELECT seq, kind, name, body->'intent'->'status'->'decision'->>'action' AS decision,
+          body->'approval'->'spec'->>'decidedBy' AS approved_by, left(sha256, 12) AS sha256
+     FROM records WHERE namespace = '${NS}' ORDER BY seq"
 say "done. KUBECONFIG=${KUBECONFIG}; 'make kind-down' deletes the cluster"
