@@ -65,3 +65,38 @@ func (a *Archive) ChainOf(ctx context.Context, namespace, task, taskUID string) 
 	}
 	return err == nil && ns == namespace && name == task, err
 }
+
+// Verification is what a walk of a task's chain found.
+type Verification struct {
+	// Checked is how many records were checked, in the order they were stored.
+	Checked int
+	// Last is the hash of the last record checked: what an outside copy compares
+	// with, when the chain holds.
+	Last string
+	// Break is where the chain breaks; nil when it holds.
+	Break *Break
+}
+
+// VerifyChain is Verify, with the hash of the last record it checked: the reader
+// who is told the chain holds is told which head it holds up to, so that records
+// stored during the walk are not taken as checked.
+func (a *Archive) VerifyChain(ctx context.Context, taskUID string) (Verification, error) {
+	var v Verification
+	var after int64
+	for {
+		page, err := a.TaskRecords(ctx, taskUID, after, verifyPage)
+		if err != nil {
+			return v, err
+		}
+		for _, r := range page.Records {
+			if v.Break = checkLink(r, v.Last); v.Break != nil {
+				return v, nil
+			}
+			v.Last, v.Checked = r.SHA256, v.Checked+1
+		}
+		if page.Next == 0 {
+			return v, nil
+		}
+		after = page.Next
+	}
+}
