@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -97,7 +98,7 @@ func (a *archiveReader) task(ctx context.Context, name string) (*v1.AgentTask, *
 		return nil, nil, err
 	}
 	var body archive.Task
-	if err := json.Unmarshal(rec.Body, &body); err != nil {
+	if err := json.Unmarshal(asTheAPIServerWrites(rec.Body), &body); err != nil {
 		return nil, nil, fmt.Errorf("the archived task %s: %w", name, err)
 	}
 	t := body.Task
@@ -148,7 +149,7 @@ type archivedCall struct {
 
 func decodeCall(rec archiveapi.Record) (*archivedCall, error) {
 	var body archive.Call
-	if err := json.Unmarshal(rec.Body, &body); err != nil {
+	if err := json.Unmarshal(asTheAPIServerWrites(rec.Body), &body); err != nil {
 		return nil, fmt.Errorf("the archived call %s: %w", rec.Name, err)
 	}
 	ns, in := rec.Namespace, body.Intent
@@ -284,4 +285,23 @@ func turnRecords(ctx context.Context, c *cluster, objs *taskObjects) ([]agent.Tu
 		return a.Turns, checks, "", nil
 	}
 	return transcript.Read(ctx, c.client, objs.task)
+}
+
+// asTheAPIServerWrites writes a record's body with its object keys in the order
+// the API server writes a custom resource's (sorted, as encoding/json writes a
+// map), numbers as they were: PostgreSQL's jsonb keeps its own key order, and the
+// raw JSON of an intent's input is printed as it is, so without this an archived
+// call's input would read differently from the same call's in the cluster.
+func asTheAPIServerWrites(body []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return body
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return body
+	}
+	return out
 }
