@@ -35,6 +35,7 @@ type config struct {
 	secureMetrics                     bool
 	opts                              controller.Options
 	zap                               zap.Options
+	archiveAPI                        archiveAPIConfig
 }
 
 // parseFlags reads args into a config, and refuses a value the controller could
@@ -83,6 +84,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.DurationVar(&c.opts.SpentJobTTL, "spent-job-ttl", controller.DefaultSpentJobTTL, "How long a call's Job and pod are kept once its Execution holds the whole result (the exit code and all the output); the Job of a call whose output was truncated, or that ended without a result, is kept a day (its full log, or why it failed, is only there). Must be positive.")
 	fs.DurationVar(&c.opts.SessionIdleTimeout, "session-idle-timeout", controller.DefaultSessionIdleTimeout, "How long the session pods of a task with isolation Session stay up with no call; the next call starts them again. Must be positive.")
 	fs.StringVar(&archiveDSNFile, "archive-dsn-file", "", "File holding the PostgreSQL connection string of the archive (a mounted Secret), where every finished call's record is stored (docs/archive.md). Empty: no archive, and the records stay in etcd only.")
+	addArchiveAPIFlags(fs, &c.archiveAPI)
 	c.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -120,6 +122,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		if c.opts.Archive, err = archive.New(dsn); err != nil {
 			return config{}, fmt.Errorf("--archive-dsn-file %s: %w", archiveDSNFile, err)
 		}
+	}
+	if err := c.archiveAPI.check(c.opts.Archive); err != nil {
+		return config{}, err
 	}
 	if judgeEndpoint != "" {
 		if c.opts.Judge, err = newJudge(judgeEndpoint, judgeModel, judgeKeyFile, judgeTimeout, judgeSlots); err != nil {
@@ -209,6 +214,10 @@ func main() {
 			setupLog.Error(err, "unable to add the MCP endpoint")
 			os.Exit(1)
 		}
+	}
+	if err := addArchiveAPI(mgr, c.archiveAPI, c.opts.Archive); err != nil {
+		setupLog.Error(err, "unable to add the archive's API")
+		os.Exit(1)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		setupLog.Error(err, "unable to set up health check")
