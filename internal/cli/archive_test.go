@@ -225,4 +225,3 @@ func TestAuditVerifyFindsAChangedByte(t *testing.T) {
 		t.Fatalf("audit verify of an unknown task: exit %d, %q", code, errOut)
 	}
 }
-

@@ -115,8 +115,8 @@ type taskObjects struct {
 	// (deleted from the cluster): its turn records and completion checks are there.
 	archivedTask *archive.Task
 	intents      []v1.ToolIntent
-	approvals  []v1.Approval
-	executions []v1.Execution
+	approvals    []v1.Approval
+	executions   []v1.Execution
 }
 
 // loadTask reads a task, its intents and their approvals and executions; with
