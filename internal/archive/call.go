@@ -21,16 +21,21 @@ type Call struct {
 
 // Object is a recorded object: what identifies it, and its spec and status.
 type Object[S, T any] struct {
-	Name              string            `json:"name"`
-	UID               string            `json:"uid"`
-	Labels            map[string]string `json:"labels,omitempty"`
-	CreationTimestamp metav1.Time       `json:"creationTimestamp"`
-	Spec              S                 `json:"spec"`
-	Status            T                 `json:"status"`
+	Name   string            `json:"name"`
+	UID    string            `json:"uid"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// OwnerReferences say who controlled the object: an intent controlled by its
+	// task was proposed by toolgate's agent loop, not by a user, which a replay of
+	// the record must tell apart as a replay of the cluster's objects does.
+	OwnerReferences   []metav1.OwnerReference `json:"ownerReferences,omitempty"`
+	CreationTimestamp metav1.Time             `json:"creationTimestamp"`
+	Spec              S                       `json:"spec"`
+	Status            T                       `json:"status"`
 }
 
 func object[S, T any](m metav1.ObjectMeta, spec S, status T) Object[S, T] {
-	return Object[S, T]{Name: m.Name, UID: string(m.UID), Labels: m.Labels, CreationTimestamp: m.CreationTimestamp, Spec: spec, Status: status}
+	return Object[S, T]{Name: m.Name, UID: string(m.UID), Labels: m.Labels, OwnerReferences: m.OwnerReferences,
+		CreationTimestamp: m.CreationTimestamp, Spec: spec, Status: status}
 }
 
 // CallRecord is the record of a finished call: intent observed, with its Approval

@@ -103,7 +103,7 @@ func (a *archiveReader) task(ctx context.Context, name string) (*v1.AgentTask, *
 	}
 	t := body.Task
 	return &v1.AgentTask{TypeMeta: metav1.TypeMeta{Kind: "AgentTask", APIVersion: v1.GroupVersion.String()},
-		ObjectMeta: objectMeta(rec.Namespace, t.Name, t.UID, t.Labels, t.CreationTimestamp), Spec: t.Spec, Status: t.Status}, &body, nil
+		ObjectMeta: objectMeta(rec.Namespace, t), Spec: t.Spec, Status: t.Status}, &body, nil
 }
 
 // call reads the newest archived call of the name.
@@ -154,20 +154,21 @@ func decodeCall(rec archiveapi.Record) (*archivedCall, error) {
 	}
 	ns, in := rec.Namespace, body.Intent
 	c := &archivedCall{intent: v1.ToolIntent{TypeMeta: metav1.TypeMeta{Kind: "ToolIntent", APIVersion: v1.GroupVersion.String()},
-		ObjectMeta: objectMeta(ns, in.Name, in.UID, in.Labels, in.CreationTimestamp), Spec: in.Spec, Status: in.Status}}
+		ObjectMeta: objectMeta(ns, in), Spec: in.Spec, Status: in.Status}}
 	if ap := body.Approval; ap != nil {
 		c.approval = &v1.Approval{TypeMeta: metav1.TypeMeta{Kind: "Approval", APIVersion: v1.GroupVersion.String()},
-			ObjectMeta: objectMeta(ns, ap.Name, ap.UID, ap.Labels, ap.CreationTimestamp), Spec: ap.Spec, Status: ap.Status}
+			ObjectMeta: objectMeta(ns, *ap), Spec: ap.Spec, Status: ap.Status}
 	}
 	if ex := body.Execution; ex != nil {
 		c.execution = &v1.Execution{TypeMeta: metav1.TypeMeta{Kind: "Execution", APIVersion: v1.GroupVersion.String()},
-			ObjectMeta: objectMeta(ns, ex.Name, ex.UID, ex.Labels, ex.CreationTimestamp), Spec: ex.Spec, Status: ex.Status}
+			ObjectMeta: objectMeta(ns, *ex), Spec: ex.Spec, Status: ex.Status}
 	}
 	return c, nil
 }
 
-func objectMeta(ns, name, uid string, labels map[string]string, created metav1.Time) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid), Labels: labels, CreationTimestamp: created}
+// objectMeta is the metadata of a recorded object as the cluster held it.
+func objectMeta[S, T any](ns string, o archive.Object[S, T]) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: ns, Name: o.Name, UID: types.UID(o.UID), Labels: o.Labels, OwnerReferences: o.OwnerReferences, CreationTimestamp: o.CreationTimestamp}
 }
 
 // mergeArchived adds to objs the archived calls of its task that the cluster no
