@@ -52,7 +52,7 @@ type RecordInfo struct {
 
 // Record is a Call or a Task: metadata names the recorded object (its name, its
 // namespace, its UID), record is its place in the chain, and body is the record as
-// stored (archive.Call or archive.Task, JSON).
+// stored (body.Call or body.Task of package archive/body, JSON).
 type Record struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`

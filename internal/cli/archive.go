@@ -15,7 +15,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/agent"
-	"github.com/toolgate/toolgate/internal/archive"
+	"github.com/toolgate/toolgate/internal/archive/body"
 	"github.com/toolgate/toolgate/internal/archiveapi"
 	"github.com/toolgate/toolgate/internal/transcript"
 )
@@ -91,19 +91,19 @@ func (a *archiveReader) get(ctx context.Context, out any, params map[string]stri
 }
 
 // task reads the newest archived task of the name.
-func (a *archiveReader) task(ctx context.Context, name string) (*v1.AgentTask, *archive.Task, error) {
+func (a *archiveReader) task(ctx context.Context, name string) (*v1.AgentTask, *body.Task, error) {
 	var rec archiveapi.Record
 	found, err := a.get(ctx, &rec, nil, archiveapi.Tasks, name)
 	if err != nil || !found {
 		return nil, nil, err
 	}
-	var body archive.Task
-	if err := json.Unmarshal(asTheAPIServerWrites(rec.Body), &body); err != nil {
+	var content body.Task
+	if err := json.Unmarshal(asTheAPIServerWrites(rec.Body), &content); err != nil {
 		return nil, nil, fmt.Errorf("the archived task %s: %w", name, err)
 	}
-	t := body.Task
+	t := content.Task
 	return &v1.AgentTask{TypeMeta: metav1.TypeMeta{Kind: "AgentTask", APIVersion: v1.GroupVersion.String()},
-		ObjectMeta: objectMeta(rec.Namespace, t), Spec: t.Spec, Status: t.Status}, &body, nil
+		ObjectMeta: objectMeta(rec.Namespace, t), Spec: t.Spec, Status: t.Status}, &content, nil
 }
 
 // call reads the newest archived call of the name.
@@ -148,18 +148,18 @@ type archivedCall struct {
 }
 
 func decodeCall(rec archiveapi.Record) (*archivedCall, error) {
-	var body archive.Call
-	if err := json.Unmarshal(asTheAPIServerWrites(rec.Body), &body); err != nil {
+	var content body.Call
+	if err := json.Unmarshal(asTheAPIServerWrites(rec.Body), &content); err != nil {
 		return nil, fmt.Errorf("the archived call %s: %w", rec.Name, err)
 	}
-	ns, in := rec.Namespace, body.Intent
+	ns, in := rec.Namespace, content.Intent
 	c := &archivedCall{intent: v1.ToolIntent{TypeMeta: metav1.TypeMeta{Kind: "ToolIntent", APIVersion: v1.GroupVersion.String()},
 		ObjectMeta: objectMeta(ns, in), Spec: in.Spec, Status: in.Status}}
-	if ap := body.Approval; ap != nil {
+	if ap := content.Approval; ap != nil {
 		c.approval = &v1.Approval{TypeMeta: metav1.TypeMeta{Kind: "Approval", APIVersion: v1.GroupVersion.String()},
 			ObjectMeta: objectMeta(ns, *ap), Spec: ap.Spec, Status: ap.Status}
 	}
-	if ex := body.Execution; ex != nil {
+	if ex := content.Execution; ex != nil {
 		c.execution = &v1.Execution{TypeMeta: metav1.TypeMeta{Kind: "Execution", APIVersion: v1.GroupVersion.String()},
 			ObjectMeta: objectMeta(ns, *ex), Spec: ex.Spec, Status: ex.Status}
 	}
@@ -167,7 +167,7 @@ func decodeCall(rec archiveapi.Record) (*archivedCall, error) {
 }
 
 // objectMeta is the metadata of a recorded object as the cluster held it.
-func objectMeta[S, T any](ns string, o archive.Object[S, T]) metav1.ObjectMeta {
+func objectMeta[S, T any](ns string, o body.Object[S, T]) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Namespace: ns, Name: o.Name, UID: types.UID(o.UID), Labels: o.Labels, OwnerReferences: o.OwnerReferences, CreationTimestamp: o.CreationTimestamp}
 }
 

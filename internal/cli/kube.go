@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
-	"github.com/toolgate/toolgate/internal/archive"
+	"github.com/toolgate/toolgate/internal/archive/body"
 )
 
 // scheme knows the core and toolgate types.
@@ -113,7 +113,7 @@ type taskObjects struct {
 	task *v1.AgentTask
 	// archivedTask is the task's record when the task is read from the archive
 	// (deleted from the cluster): its turn records and completion checks are there.
-	archivedTask *archive.Task
+	archivedTask *body.Task
 	intents      []v1.ToolIntent
 	approvals    []v1.Approval
 	executions   []v1.Execution
@@ -124,7 +124,7 @@ type taskObjects struct {
 // deleted from the cluster, its deleted calls).
 func (c *cluster) loadTask(ctx context.Context, name string, withChildren bool) (*taskObjects, error) {
 	task := &v1.AgentTask{}
-	var archived *archive.Task
+	var archived *body.Task
 	if err := c.client.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: name}, task); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return nil, apiError(err)
