@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -74,15 +76,52 @@ func (r archiveAPIRunnable) Start(ctx context.Context) error {
 		return err
 	}
 	if srv.CABundle != nil {
-		// A failure to publish is logged, not fatal: the reads of a cluster whose
-		// APIService is managed otherwise must not stop the controller.
-		if err := publishCABundle(ctx, r.client, srv.CABundle); err != nil {
-			log.Error(err, "writing the serving certificate's CA into the APIService; the aggregator will not trust this replica")
-		}
+		go keepCABundle(ctx, r.client, srv.CABundle)
 	}
 	log.Info("serving the archive's API", "address", srv.Addr())
 	return srv.Run(ctx)
 }
+
+// keepCABundle writes the CA into the APIService, trying again until it is
+// written (the APIService may be created after the controller starts: both come
+// from one kubectl apply), and writes it again whenever the APIService has none
+// (a re-apply of the manifest, which carries none). It never replaces another
+// replica's bundle, so two replicas do not take turns.
+func keepCABundle(ctx context.Context, c client.Client, bundle []byte) {
+	log := ctrl.Log.WithName("archive-api")
+	written, failures := false, 0
+	_ = wait.PollUntilContextCancel(ctx, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		has, err := apiServiceHasCABundle(ctx, c)
+		if err == nil && (!has || !written) {
+			err = publishCABundle(ctx, c, bundle)
+			written = written || err == nil
+		}
+		if err != nil {
+			// Said once in a while, not every 10 s.
+			if failures%30 == 0 {
+				log.Error(err, "writing the serving certificate's CA into the APIService; until it is, the aggregator does not trust this server")
+			}
+			failures++
+		}
+		return false, nil
+	})
+}
+
+func apiServiceHasCABundle(ctx context.Context, c client.Client) (bool, error) {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("apiregistration.k8s.io/v1")
+	u.SetKind("APIService")
+	if err := c.Get(ctx, client.ObjectKey{Name: apiServiceName}, u); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("APIService %s does not exist: apply config/archive-api", apiServiceName)
+		}
+		return false, err
+	}
+	bundle, _, _ := unstructured.NestedString(u.Object, "spec", "caBundle")
+	return bundle != "", nil
+}
+
+const apiServiceName = archiveapi.Version + "." + archiveapi.Group
 
 // publishCABundle writes the self-signed certificate's CA into the API's own
 // APIService, the one object RBAC lets the controller patch (resourceNames).
@@ -90,7 +129,7 @@ func publishCABundle(ctx context.Context, c client.Client, bundle []byte) error 
 	apiService := &unstructured.Unstructured{}
 	apiService.SetAPIVersion("apiregistration.k8s.io/v1")
 	apiService.SetKind("APIService")
-	apiService.SetName(archiveapi.Version + "." + archiveapi.Group)
+	apiService.SetName(apiServiceName)
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"caBundle": base64.StdEncoding.EncodeToString(bundle)}})
 	if err != nil {
 		return err

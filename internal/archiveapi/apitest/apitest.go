@@ -46,7 +46,7 @@ func Serve(ctx context.Context, env *testenv.Env, reader server.Reader) (srv *se
 	if err != nil {
 		return nil, nil, err
 	}
-	ip, err := hostIP()
+	ip, err := HostIP()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -61,14 +61,17 @@ func Serve(ctx context.Context, env *testenv.Env, reader server.Reader) (srv *se
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(runCtx) }()
 	stop = func() error { cancel(); return <-done }
-	if err := register(ctx, env.Client, srv); err != nil {
+	if err := Register(ctx, env.Client, srv.Addr(), srv.CABundle); err != nil {
 		return nil, nil, fmt.Errorf("%w (stopping: %v)", err, stop())
 	}
 	return srv, stop, nil
 }
 
-func register(ctx context.Context, c client.Client, srv *server.Server) error {
-	ip, portText, err := net.SplitHostPort(srv.Addr())
+// Register points the APIService, through a selector-less Service and an
+// EndpointSlice, at addr (an address of HostIP), with caBundle (none: whoever
+// serves writes it, as the controller does), and waits until it is available.
+func Register(ctx context.Context, c client.Client, addr string, caBundle []byte) error {
+	ip, portText, err := net.SplitHostPort(addr)
 	if err != nil {
 		return err
 	}
@@ -85,7 +88,7 @@ func register(ctx context.Context, c client.Client, srv *server.Server) error {
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
 			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
 		},
-		apiService(srv.CABundle),
+		apiService(caBundle),
 	}
 	for _, obj := range objs {
 		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -104,10 +107,12 @@ func apiService(caBundle []byte) *unstructured.Unstructured {
 		"spec": map[string]any{
 			"group": archiveapi.Group, "version": archiveapi.Version,
 			"groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
-			"service":  map[string]any{"name": ServiceName, "namespace": Namespace, "port": int64(443)},
-			"caBundle": base64.StdEncoding.EncodeToString(caBundle),
+			"service": map[string]any{"name": ServiceName, "namespace": Namespace, "port": int64(443)},
 		},
 	}}
+	if caBundle != nil {
+		_ = unstructured.SetNestedField(u.Object, base64.StdEncoding.EncodeToString(caBundle), "spec", "caBundle")
+	}
 	return u
 }
 
@@ -138,8 +143,8 @@ func waitAvailable(ctx context.Context, c client.Client) error {
 	return nil
 }
 
-// hostIP is an IPv4 address of the machine that is not loopback or link-local.
-func hostIP() (string, error) {
+// HostIP is an IPv4 address of the machine that is not loopback or link-local.
+func HostIP() (string, error) {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return "", err
