@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
@@ -293,5 +294,40 @@ func TestOddInput(t *testing.T) {
 		case c.want != "" && (status.Status().Code != http.StatusBadRequest || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s: %v, want 400 about %s", c.path, err, c.want)
 		}
+	}
+}
+
+// TestDiscovery: kubectl finds the API's resources through the API server, as
+// the aggregator merged them (kubectl api-resources, kubectl get calls).
+func TestDiscovery(t *testing.T) {
+	kube, err := kubernetes.NewForConfig(configs[viewerUser])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resources *metav1.APIResourceList
+	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		resources, err = kube.Discovery().ServerResourcesForGroupVersion(archiveapi.GroupVersion.String())
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("discovery of %s: %v", archiveapi.GroupVersion, err)
+	}
+	var names []string
+	for _, r := range resources.APIResources {
+		names = append(names, r.Name+":"+strings.Join(r.Verbs, ","))
+	}
+	if got := strings.Join(names, " "); got != "calls:get,list tasks:get tasks/verify:get" {
+		t.Errorf("discovery lists %s", got)
+	}
+	groups, err := kube.Discovery().ServerGroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, g := range groups.Groups {
+		found = found || g.Name == archiveapi.Group && g.PreferredVersion.Version == archiveapi.Version
+	}
+	if !found {
+		t.Errorf("the API server's groups lack %s", archiveapi.GroupVersion)
 	}
 }
