@@ -3,6 +3,7 @@ package archive
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -60,5 +61,37 @@ func TestReads(t *testing.T) {
 		if ok, err := a.ChainOf(t.Context(), c.ns, c.task, "task-fix"); err != nil || ok != c.want {
 			t.Errorf("ChainOf(%s, %s) = %v, %v; want %v", c.ns, c.task, ok, err, c.want)
 		}
+	}
+}
+
+// TestReadByNameUsesItsIndex: the read by name is answered through records_name,
+// not by scanning a namespace's records.
+func TestReadByNameUsesItsIndex(t *testing.T) {
+	a, _ := open(t)
+	store(t, a, call("fix", "fix-0", 0))
+	tx, err := a.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(t.Context()) }()
+	// With a handful of rows the planner would rather scan: forbid it, as a large
+	// table does.
+	if _, err := tx.Exec(t.Context(), `SET LOCAL enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := tx.Query(t.Context(), `EXPLAIN `+selectRecord+` WHERE namespace = $1 AND kind = $2 AND name = $3 ORDER BY seq DESC LIMIT 1`, "team-a", KindCall, "fix-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if !strings.Contains(strings.Join(plan, "\n"), "records_name") {
+		t.Errorf("the read by name does not use records_name:\n%s", strings.Join(plan, "\n"))
 	}
 }
