@@ -11,6 +11,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -24,13 +26,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/toolgate/toolgate/internal/archiveapi"
 	"github.com/toolgate/toolgate/internal/archiveapi/server"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
-// Service is where the API is registered, as config/archive-api does.
+// Where the API is registered: config/archive-api's APIService and Service, as
+// config/default names them.
 const (
 	Namespace   = "toolgate-system"
 	ServiceName = "toolgate-archive-api"
@@ -76,6 +80,10 @@ func Register(ctx context.Context, c client.Client, addr string, caBundle []byte
 		return err
 	}
 	port, _ := strconv.Atoi(portText)
+	registration, err := apiService(caBundle)
+	if err != nil {
+		return err
+	}
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}},
 		&corev1.Service{
@@ -88,7 +96,7 @@ func Register(ctx context.Context, c client.Client, addr string, caBundle []byte
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
 			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
 		},
-		apiService(caBundle),
+		registration,
 	}
 	for _, obj := range objs {
 		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -98,22 +106,30 @@ func Register(ctx context.Context, c client.Client, addr string, caBundle []byte
 	return waitAvailable(ctx, c)
 }
 
-// apiService is the APIService of config/archive-api, with the server's bundle.
-func apiService(caBundle []byte) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiregistration.k8s.io/v1",
-		"kind":       "APIService",
-		"metadata":   map[string]any{"name": APIServiceName},
-		"spec": map[string]any{
-			"group": archiveapi.Group, "version": archiveapi.Version,
-			"groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
-			"service": map[string]any{"name": ServiceName, "namespace": Namespace, "port": int64(443)},
-		},
-	}}
-	if caBundle != nil {
-		_ = unstructured.SetNestedField(u.Object, base64.StdEncoding.EncodeToString(caBundle), "spec", "caBundle")
+// apiService is the APIService of config/archive-api, as config/default names its
+// Service, with caBundle when one is given.
+func apiService(caBundle []byte) (*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "archive-api", "apiservice.yaml"))
+	if err != nil {
+		return nil, err
 	}
-	return u
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &u.Object); err != nil {
+		return nil, fmt.Errorf("config/archive-api/apiservice.yaml: %w", err)
+	}
+	if u.GetName() != APIServiceName {
+		return nil, fmt.Errorf("config/archive-api/apiservice.yaml names %s, not %s", u.GetName(), APIServiceName)
+	}
+	// config/default's namePrefix and namespace, which kustomize applies.
+	if err := unstructured.SetNestedMap(u.Object, map[string]any{"name": ServiceName, "namespace": Namespace, "port": int64(443)}, "spec", "service"); err != nil {
+		return nil, err
+	}
+	if caBundle != nil {
+		if err := unstructured.SetNestedField(u.Object, base64.StdEncoding.EncodeToString(caBundle), "spec", "caBundle"); err != nil {
+			return nil, err
+		}
+	}
+	return u, nil
 }
 
 // waitAvailable waits for the aggregator to call the APIService Available: it
