@@ -35,7 +35,7 @@ type archiveReader struct {
 	noted bool
 }
 
-// installed asks discovery, once, whether the API is served. A cluster without it
+// available asks discovery, once, whether the API is served. A cluster without it
 // works as before: only what is still in the cluster is read.
 func (a *archiveReader) available(ctx context.Context) (bool, error) {
 	if a.checked {
