@@ -35,6 +35,7 @@ type config struct {
 	secureMetrics                     bool
 	opts                              controller.Options
 	zap                               zap.Options
+	archiveAPI                        archiveAPIConfig
 }
 
 // parseFlags reads args into a config, and refuses a value the controller could
@@ -85,6 +86,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.DurationVar(&c.opts.CallRetention, "call-retention", controller.DefaultCallRetention, "How long a finished call stays in the cluster after its observation, once the archive holds its record; its Approval, Execution and Job leave with it (docs/archive.md). Without an archive nothing is deleted. Must be positive.")
 	fs.DurationVar(&c.opts.TaskTTLAfterFinished, "task-ttl-after-finished", controller.DefaultTaskTTLAfterFinished, "How long an ended task stays in the cluster when its spec.ttlSecondsAfterFinished is unset, once all its calls left and the archive holds its record. Without an archive nothing is deleted. Must be positive.")
 	fs.StringVar(&archiveDSNFile, "archive-dsn-file", "", "File holding the PostgreSQL connection string of the archive (a mounted Secret), where every finished call's record is stored (docs/archive.md). Empty: no archive, and the records stay in etcd only.")
+	addArchiveAPIFlags(fs, &c.archiveAPI)
 	c.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -128,6 +130,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 		if c.opts.Archive, err = archive.New(dsn); err != nil {
 			return config{}, fmt.Errorf("--archive-dsn-file %s: %w", archiveDSNFile, err)
 		}
+	}
+	if err := c.archiveAPI.check(c.opts.Archive); err != nil {
+		return config{}, err
 	}
 	if judgeEndpoint != "" {
 		if c.opts.Judge, err = newJudge(judgeEndpoint, judgeModel, judgeKeyFile, judgeTimeout, judgeSlots); err != nil {
@@ -217,6 +222,10 @@ func main() {
 			setupLog.Error(err, "unable to add the MCP endpoint")
 			os.Exit(1)
 		}
+	}
+	if err := addArchiveAPI(mgr, c.archiveAPI, c.opts.Archive); err != nil {
+		setupLog.Error(err, "unable to add the archive's API")
+		os.Exit(1)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		setupLog.Error(err, "unable to set up health check")

@@ -102,3 +102,22 @@ func TestArchiveDSNFile(t *testing.T) {
 		}
 	}
 }
+
+// The archive's API serves the archive: without one it is refused at start.
+func TestArchiveAPINeedsTheArchive(t *testing.T) {
+	if _, err := parse("--archive-api-bind-address=:8443"); err == nil || !strings.Contains(err.Error(), "--archive-api-bind-address needs --archive-dsn-file") {
+		t.Fatalf("the API without an archive: %v", err)
+	}
+	dsn := filepath.Join(t.TempDir(), "dsn")
+	if err := os.WriteFile(dsn, []byte("host=db user=toolgate dbname=toolgate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := parse("--archive-dsn-file="+dsn, "--archive-api-bind-address=:8443")
+	if err != nil || c.archiveAPI.addr != ":8443" {
+		t.Fatalf("the API with an archive: %+v, %v", c.archiveAPI, err)
+	}
+	c.opts.Archive.Close()
+	if c, err := parse(); err != nil || c.archiveAPI.addr != "0" {
+		t.Fatalf("the API is off by default: %+v, %v", c.archiveAPI, err)
+	}
+}

@@ -7,30 +7,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/archive/body"
 )
 
-// Call is the body of a call's record: the intent (its spec, validation, decision
-// and observation), the Approval it was asked by with who decided and when, and the
-// Execution with its result, hashes and output, each as the cluster held it (masked
-// as the cluster copy is) without the fields only the API server uses.
-type Call struct {
-	Intent    Object[v1.ToolIntentSpec, v1.ToolIntentStatus] `json:"intent"`
-	Approval  *Object[v1.ApprovalSpec, v1.ApprovalStatus]    `json:"approval,omitempty"`
-	Execution *Object[v1.ExecutionSpec, v1.ExecutionStatus]  `json:"execution,omitempty"`
-}
-
-// Object is a recorded object: what identifies it, and its spec and status.
-type Object[S, T any] struct {
-	Name              string            `json:"name"`
-	UID               string            `json:"uid"`
-	Labels            map[string]string `json:"labels,omitempty"`
-	CreationTimestamp metav1.Time       `json:"creationTimestamp"`
-	Spec              S                 `json:"spec"`
-	Status            T                 `json:"status"`
-}
+// Call and Object are the records' bodies, in package body so that their
+// readers need no database driver.
+type (
+	Call             = body.Call
+	Object[S, T any] = body.Object[S, T]
+)
 
 func object[S, T any](m metav1.ObjectMeta, spec S, status T) Object[S, T] {
-	return Object[S, T]{Name: m.Name, UID: string(m.UID), Labels: m.Labels, CreationTimestamp: m.CreationTimestamp, Spec: spec, Status: status}
+	return body.NewObject(m, spec, status)
 }
 
 // CallRecord is the record of a finished call: intent observed, with its Approval

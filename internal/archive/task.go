@@ -8,19 +8,13 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/agent"
+	"github.com/toolgate/toolgate/internal/archive/body"
 	"github.com/toolgate/toolgate/internal/gitws"
 	"github.com/toolgate/toolgate/internal/pipeline"
 )
 
-// Task is the body of a task's record: the task (goal, mode, budgets, its final
-// status), what its model said turn by turn and how its final answers were checked,
-// and the change it pushed, when it pushed one.
-type Task struct {
-	Task             Object[v1.AgentTaskSpec, v1.AgentTaskStatus] `json:"task"`
-	Turns            []agent.TurnRecord                           `json:"turns,omitempty"`
-	CompletionChecks []v1.CompletionCheck                         `json:"completionChecks,omitempty"`
-	Push             *gitws.Record                                `json:"push,omitempty"`
-}
+// Task is the body of a task's record (package body).
+type Task = body.Task
 
 // TaskRecord is the record of a task that ended (succeeded, failed or was
 // cancelled), recorded when its end was: its chain is its own UID's.
@@ -33,13 +27,13 @@ func TaskRecord(task *v1.AgentTask, turns []agent.TurnRecord, checks map[int32]v
 	if !meta.IsStatusConditionTrue(task.Status.Conditions, v1.ConditionSucceeded) {
 		ended = meta.FindStatusCondition(task.Status.Conditions, v1.ConditionFailed)
 	}
-	body := Task{Task: object(task.ObjectMeta, task.Spec, task.Status), Turns: turns, Push: push}
+	rec := Task{Task: object(task.ObjectMeta, task.Spec, task.Status), Turns: turns, Push: push}
 	for turn := int32(0); turn < int32(len(turns)); turn++ {
 		if c, ok := checks[turn]; ok {
-			body.CompletionChecks = append(body.CompletionChecks, c)
+			rec.CompletionChecks = append(rec.CompletionChecks, c)
 		}
 	}
-	raw, err := json.Marshal(body)
+	raw, err := json.Marshal(rec)
 	if err != nil {
 		return Record{}, err
 	}

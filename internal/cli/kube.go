@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/archive/body"
 )
 
 // scheme knows the core and toolgate types.
@@ -34,6 +35,8 @@ type cluster struct {
 	kube kubernetes.Interface
 	// namespace from --namespace, else the kubeconfig context's, else "default".
 	namespace string
+	// archive reads what the cluster no longer holds (archive.go).
+	archive *archiveReader
 }
 
 // connect builds the clients from --kubeconfig, --context, --namespace and the other
@@ -55,7 +58,7 @@ func (o *Options) connect() (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cluster{client: c, kube: kube, namespace: ns}, nil
+	return &cluster{client: c, kube: kube, namespace: ns, archive: &archiveReader{cfg: cfg, namespace: ns, errOut: o.Streams.ErrOut}}, nil
 }
 
 // whoAmI asks the API server for the caller's user name (authentication.k8s.io/v1
@@ -107,22 +110,37 @@ func apiError(err error) error {
 
 // taskObjects are a task and everything recorded about it.
 type taskObjects struct {
-	task       *v1.AgentTask
-	intents    []v1.ToolIntent
-	approvals  []v1.Approval
-	executions []v1.Execution
+	task *v1.AgentTask
+	// archivedTask is the task's record when the task is read from the archive
+	// (deleted from the cluster): its turn records and completion checks are there.
+	archivedTask *body.Task
+	intents      []v1.ToolIntent
+	approvals    []v1.Approval
+	executions   []v1.Execution
 }
 
-// loadTask reads a task, its intents and their approvals and executions.
+// loadTask reads a task, its intents and their approvals and executions; with
+// children, what the cluster no longer holds is read from the archive (a task
+// deleted from the cluster, its deleted calls).
 func (c *cluster) loadTask(ctx context.Context, name string, withChildren bool) (*taskObjects, error) {
 	task := &v1.AgentTask{}
+	var archived *body.Task
 	if err := c.client.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: name}, task); err != nil {
-		if apierrors.IsNotFound(err) {
+		if !apierrors.IsNotFound(err) {
+			return nil, apiError(err)
+		}
+		if !withChildren {
 			return nil, fmt.Errorf("AgentTask %q not found in namespace %q (use -n to pick the namespace)", name, c.namespace)
 		}
-		return nil, apiError(err)
+		if task, archived, err = c.archive.task(ctx, name); err != nil {
+			return nil, err
+		}
+		if task == nil {
+			c.archive.noteAbsent()
+			return nil, fmt.Errorf("AgentTask %q not found in namespace %q, in the cluster or its archive (use -n to pick the namespace)", name, c.namespace)
+		}
 	}
-	out := &taskObjects{task: task}
+	out := &taskObjects{task: task, archivedTask: archived}
 	var intents v1.ToolIntentList
 	if err := c.client.List(ctx, &intents, client.InNamespace(c.namespace)); err != nil {
 		return nil, apiError(err)
@@ -153,5 +171,6 @@ func (c *cluster) loadTask(ctx context.Context, name string, withChildren bool) 
 			out.executions = append(out.executions, e)
 		}
 	}
+	c.mergeArchived(ctx, out)
 	return out, nil
 }

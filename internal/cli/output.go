@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
@@ -45,12 +44,10 @@ holds all of it, else the command says where the rest is.`,
 			if err != nil {
 				return err
 			}
-			intent := &v1.ToolIntent{}
-			if err := c.client.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: args[0]}, intent); err != nil {
-				if apierrors.IsNotFound(err) {
-					return fmt.Errorf("ToolIntent %q not found in namespace %q", args[0], c.namespace)
-				}
-				return apiError(err)
+			// A call deleted from the cluster is read from the archive.
+			intent, call, err := c.intentOrArchived(ctx, args[0])
+			if err != nil {
+				return err
 			}
 			ref := intent.Status.ExecutionName
 			if ref == "" {
@@ -60,12 +57,12 @@ holds all of it, else the command says where the rest is.`,
 				}
 				return fmt.Errorf("ToolIntent %s has no output: %s", intent.Name, why)
 			}
-			exec := &v1.Execution{}
-			if err := c.client.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: ref}, exec); err != nil {
-				if apierrors.IsNotFound(err) {
-					return fmt.Errorf("the Execution %s of ToolIntent %s is gone, and its Job and pod with it", ref, intent.Name)
-				}
-				return apiError(err)
+			exec, err := c.executionOrArchived(ctx, intent, call, ref)
+			if err != nil {
+				return err
+			}
+			if exec == nil {
+				return fmt.Errorf("the Execution %s of ToolIntent %s is gone, and its Job and pod with it", ref, intent.Name)
 			}
 			if session := exec.Status.SessionName; session != "" {
 				// A call of a session leaves no log of its own: its output came back on

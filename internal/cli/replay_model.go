@@ -527,7 +527,7 @@ func (m modelFlags) modelClient(ctx context.Context, c *cluster, task *v1.AgentT
 // runModelReplay is replay --model.
 func runModelReplay(ctx context.Context, o *Options, c *cluster, objs *taskObjects, policySource string, policies policyset.Set, m modelFlags, output string) error {
 	task := objs.task
-	records, checks, problem, err := transcript.Read(ctx, c.client, task)
+	records, checks, problem, err := turnRecords(ctx, c, objs)
 	switch {
 	case err != nil:
 		return apiError(err)

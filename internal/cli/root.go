@@ -63,7 +63,11 @@ AgentTasks, ToolIntents, Approvals, Executions and ToolPolicies.
   output INTENT            the full output of an intent's execution
   diff TASK                the agent's change to a git workspace
   export TASK -o patch     that change as a patch git am applies
-  policy check             decide a command against a policy file, offline`,
+  policy check             decide a command against a policy file, offline
+  audit verify TASK        check the hash chain of a task's archived records
+
+trace, replay and output read a call deleted from the cluster from its archive
+(archive.toolgate.dev, docs/archive.md), with your own credentials.`,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl toolgate"},
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -84,6 +88,7 @@ AgentTasks, ToolIntents, Approvals, Executions and ToolPolicies.
 		newDiffCommand(o),
 		newExportCommand(o),
 		newPolicyCommand(o),
+		newAuditCommand(o),
 	)
 	return root
 }

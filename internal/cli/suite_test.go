@@ -58,6 +58,9 @@ var (
 func TestMain(m *testing.M) {
 	os.Exit(leakcheck.Main(func() int {
 		code := m.Run()
+		if stopArchive != nil {
+			stopArchive()
+		}
 		if env != nil {
 			if err := env.Stop(); err != nil {
 				fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
@@ -84,7 +87,8 @@ func startEnv(t *testing.T) *testenv.Env {
 
 func setupEnv(ctx context.Context) error {
 	var err error
-	if env, err = testenv.Start(testenv.WithAdmissionPolicies()); err != nil {
+	// The aggregation layer is configured for the archive's API (archive_test.go).
+	if env, err = testenv.Start(testenv.WithAdmissionPolicies(), testenv.WithAggregation()); err != nil {
 		return err
 	}
 	if tmpDir, err = os.MkdirTemp("", "kubectl-toolgate-test-"); err != nil {

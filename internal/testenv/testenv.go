@@ -47,6 +47,8 @@ type Env struct {
 	Client client.Client
 	// Scheme knows the core and toolgate types.
 	Scheme *k8sruntime.Scheme
+	// frontProxyDir holds the front proxy's certificates (WithAggregation).
+	frontProxyDir string
 }
 
 // RepoRoot returns the repository's root folder.
@@ -80,6 +82,7 @@ type Option func(*options)
 
 type options struct {
 	admissionPolicies bool
+	aggregation       bool
 }
 
 // WithAdmissionPolicies installs the ValidatingAdmissionPolicies and bindings of
@@ -115,6 +118,12 @@ func Start(opts ...Option) (*Env, error) {
 		te.ControlPlaneStartTimeout = time.Minute
 	}
 	env := &Env{Environment: te, Scheme: scheme}
+	if o.aggregation {
+		if err := env.configureAggregation(); err != nil {
+			_ = env.Stop()
+			return nil, err
+		}
+	}
 	cfg, err := te.Start()
 	if err != nil {
 		_ = env.Stop()
@@ -147,6 +156,9 @@ func (e *Env) Stop() error {
 		made = append(made, apiServer.CertDir)
 	}
 	err := e.Environment.Stop()
+	if e.frontProxyDir != "" {
+		_ = os.RemoveAll(e.frontProxyDir)
+	}
 	// Only a folder envtest named is removed: a DataDir or CertDir a caller set is
 	// the caller's.
 	for _, dir := range made {
