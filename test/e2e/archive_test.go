@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,7 +71,7 @@ var _ = Describe("The archive on a real cluster", func() {
 		}, NodeTimeout(time.Minute))
 	})
 
-	It("stores every observed call of a task, run or denied, and labels its intent archived only once stored", func(ctx SpecContext) {
+	It("stores every observed call of a task, run or denied, labels its intent archived only once stored, and, once they left the cluster, traces the task from the archive", func(ctx SpecContext) {
 		propose := func(turn int32, tool toolgatev1alpha1.ToolName, input map[string]any) *toolgatev1alpha1.ToolIntent {
 			GinkgoHelper()
 			raw, err := json.Marshal(input)
@@ -123,8 +124,94 @@ var _ = Describe("The archive on a real cluster", func() {
 			want = append(want, fmt.Sprintf("%s %s %s %s", uid, task, i.Name, i.Status.Decision.Action))
 		}
 		Expect(strings.Split(rows, "\n")).To(Equal(want))
+
+		By("ending the task, and reading its story")
+		taskObj := &toolgatev1alpha1.AgentTask{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: task}, taskObj)).To(Succeed())
+		patch := client.MergeFrom(taskObj.DeepCopy())
+		taskObj.Spec.Lifecycle = toolgatev1alpha1.LifecycleDone
+		Expect(k8s.Patch(ctx, taskObj, patch)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(taskObj), taskObj)).To(Succeed())
+			g.Expect(taskObj.Status.Phase).To(Equal(toolgatev1alpha1.TaskSucceeded))
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+		before := traceStory(ctx, ns, task)
+		Expect(before).To(HaveLen(len(intents)))
+
+		By("running the controller with a short retention, until the task and its calls left the cluster")
+		shortRetention(ctx)
+		Eventually(func(g Gomega) {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(taskObj), &toolgatev1alpha1.AgentTask{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "AgentTask %s is still in the cluster (%v)", task, err)
+			var left toolgatev1alpha1.ToolIntentList
+			g.Expect(k8s.List(ctx, &left, client.InNamespace(ns))).To(Succeed())
+			g.Expect(left.Items).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(4 * time.Minute).WithPolling(3 * time.Second).Should(Succeed())
+		Expect(archiveQuery(ctx, "SELECT count(*) FROM records WHERE kind = 'Task' AND namespace = '%s'", ns)).To(Equal("1"))
+
+		By("tracing the task from the archive: the same story")
+		Expect(traceStory(ctx, ns, task)).To(Equal(before))
 	})
 })
+
+// traceStory is what `kubectl toolgate trace -o json` tells of a task: each call
+// with its decision and what the model was told.
+func traceStory(ctx context.Context, ns, task string) []string {
+	GinkgoHelper()
+	out, errOut, code := toolgateCLI(ctx, "trace", task, "-n", ns, "-o", "json")
+	Expect(code).To(Equal(0), "kubectl toolgate trace: %s", errOut)
+	var tr struct {
+		Turns []struct {
+			Intents []struct {
+				Name     string `json:"name"`
+				Decision *struct {
+					Action string `json:"action"`
+				} `json:"decision"`
+				Observation *struct {
+					Outcome string `json:"outcome"`
+					Summary string `json:"summary"`
+				} `json:"observation"`
+			} `json:"intents"`
+		} `json:"turns"`
+	}
+	Expect(json.Unmarshal([]byte(out), &tr)).To(Succeed(), out)
+	var story []string
+	for _, turn := range tr.Turns {
+		for _, in := range turn.Intents {
+			line := in.Name
+			if in.Decision != nil {
+				line += " " + in.Decision.Action
+			}
+			if in.Observation != nil {
+				line += " " + in.Observation.Outcome + ": " + in.Observation.Summary
+			}
+			story = append(story, line)
+		}
+	}
+	return story
+}
+
+// shortRetention restarts the controller with finished calls and ended tasks kept
+// ten seconds, and puts its arguments back when the spec ends.
+func shortRetention(ctx context.Context) {
+	GinkgoHelper()
+	deploy := "deployment/" + controllerDeployment
+	args, err := kubectl(ctx, "-n", controllerNamespace, "get", deploy, "-o", "jsonpath={.spec.template.spec.containers[0].args}")
+	Expect(err).NotTo(HaveOccurred())
+	restore := fmt.Sprintf(`[{"op":"replace","path":"/spec/template/spec/containers/0/args","value":%s}]`, args)
+	DeferCleanup(func(ctx SpecContext) {
+		_, err := kubectl(ctx, "-n", controllerNamespace, "patch", deploy, "--type=json", "-p", restore)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = kubectl(ctx, "-n", controllerNamespace, "rollout", "status", deploy, "--timeout=3m")
+		Expect(err).NotTo(HaveOccurred())
+	}, NodeTimeout(4*time.Minute))
+	_, err = kubectl(ctx, "-n", controllerNamespace, "patch", deploy, "--type=json", "-p",
+		`[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--call-retention=10s"},`+
+			`{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--task-ttl-after-finished=10s"}]`)
+	Expect(err).NotTo(HaveOccurred())
+	_, err = kubectl(ctx, "-n", controllerNamespace, "rollout", "status", deploy, "--timeout=3m")
+	Expect(err).NotTo(HaveOccurred())
+}
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
 
