@@ -19,6 +19,7 @@ GOTEST_FLAGS ?=
 BENCH_INTENTS ?= 1000
 BENCH_TASKS ?= 100
 BENCH_PERTASK ?= 100
+BENCH_LEGS ?= 3
 FUZZTIME ?= 10m
 # make test-gates: how many gate removals are tested at once (each in a copy of the
 # repository of its own).
@@ -122,8 +123,8 @@ bench: ## Run the benchmarks reported in docs/benchmarks.md.
 	go test -run '^$$' -bench . -benchmem ./internal/policy/...
 
 .PHONY: bench-pipeline
-bench-pipeline: envtest-assets ## Run the pipeline benchmark (envtest, the whole controller in-process, then cmd/manager as its own process; docs/benchmarks.md). BENCH_INTENTS sets the burst size, BENCH_TASKS and BENCH_PERTASK the last phase's tasks and intents per task.
-	TOOLGATE_BENCH_INTENTS="$(BENCH_INTENTS)" TOOLGATE_BENCH_TASKS="$(BENCH_TASKS)" TOOLGATE_BENCH_PERTASK="$(BENCH_PERTASK)" KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test -tags pipelinebench ./internal/pipelinebench/ -run '^TestPipeline$$' -count=1 -v -timeout 60m
+bench-pipeline: envtest-assets ## Run the pipeline benchmark (envtest, the whole controller in-process, then cmd/manager as its own process; docs/benchmarks.md). BENCH_INTENTS sets the burst size, BENCH_TASKS, BENCH_PERTASK and BENCH_LEGS the last phase's tasks, intents per task and leg, and legs.
+	TOOLGATE_BENCH_INTENTS="$(BENCH_INTENTS)" TOOLGATE_BENCH_TASKS="$(BENCH_TASKS)" TOOLGATE_BENCH_PERTASK="$(BENCH_PERTASK)" TOOLGATE_BENCH_LEGS="$(BENCH_LEGS)" KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test -tags pipelinebench ./internal/pipelinebench/ -run '^TestPipeline$$' -count=1 -v -timeout 90m
 
 .PHONY: test-e2e
 test-e2e: ## Run the e2e suite against the cluster KUBECONFIG names; without KUBECONFIG, on the kind cluster (brought up, images loaded, toolgate deployed).
