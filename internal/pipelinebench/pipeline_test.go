@@ -263,6 +263,25 @@ func newBench(t *testing.T, env *testenv.Env) *bench {
 	}}); err != nil {
 		t.Fatal(err)
 	}
+	// The garbage collector again: retention deletes a retired call's Execution in
+	// the background, which leaves its Job (and so its pod) to the collector.
+	execInf, err := hc.GetInformer(ctx, &v1.Execution{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := execInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if exec, ok := obj.(*v1.Execution); ok {
+			go func() {
+				_ = b.c.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(exec.Namespace), client.MatchingLabels{v1.LabelExecution: exec.Name},
+					client.PropagationPolicy(metav1.DeletePropagationBackground))
+			}()
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
 	intentInf, err := hc.GetInformer(ctx, &v1.ToolIntent{})
 	if err != nil {
 		t.Fatal(err)
