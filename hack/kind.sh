@@ -71,6 +71,8 @@ install_packages() {
   command -v jq >/dev/null || want+=(jq)
   command -v busybox >/dev/null || want+=(busybox-static)
   [ -x /bin/bash-static ] || want+=(bash-static)
+  # The archive's PostgreSQL image is made of Debian's package (make images).
+  compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || want+=(postgresql)
   command -v gcc >/dev/null || want+=(gcc libc6-dev)
   [ "${#want[@]}" -eq 0 ] && return
   log "installing ${want[*]} from the distribution's packages"
