@@ -139,8 +139,8 @@ func TestRetireKeepsWhatLaterCallsNeed(t *testing.T) {
 		t.Fatalf("the approval budget forgot the retired approval: %+v", d)
 	}
 	// A retired turn is closed.
-	if !TurnRetired(h, &later) == false || !TurnRetired(h, &refused) {
-		t.Fatal("TurnRetired")
+	if TurnRetired(h, &later) || !TurnRetired(h, &refused) {
+		t.Fatalf("TurnRetired: a later turn is open (got %v), a retired one closed (got %v)", TurnRetired(h, &later), TurnRetired(h, &refused))
 	}
 }
 
