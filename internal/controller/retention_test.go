@@ -244,3 +244,33 @@ func TestWithoutAnArchiveHistoryStays(t *testing.T) {
 		t.Fatal("history left etcd with no archive to hold it")
 	}
 }
+
+// A rule's maxFires holds across retirement: the turn it redirected left the
+// cluster, and the next delete is not redirected again (the mode asks instead).
+func TestFireLimitsHoldAcrossRetirement(t *testing.T) {
+	a := openArchive(t, sharedArchiveServer(t))
+	p := startPipeline(t, func(o *Options) { o.Archive = a })
+	p.policy("plan", planBeforeDelete())
+	p.task("f", v1.ModeEdit)
+	p.propose("f", 0, 0, v1.ToolBash, `{"command":"rm -rf build"}`)
+	if d := p.observed("f-t0-0").Status.Decision; d.Action != v1.DecisionRedirect {
+		t.Fatalf("the first delete was decided %s, want Redirect", d.Action)
+	}
+	p.propose("f", 1, 0, v1.ToolReadFile, `{"path":"../outside"}`)
+	p.observed("f-t1-0")
+	p.archivedCall("f-t0-0")
+	p.archivedCall("f-t1-0")
+	p.clock.Advance(2 * DefaultCallRetention)
+	touch(t, &v1.AgentTask{}, p.ns, "f")
+	p.eventually("the redirected turn retired", func() (bool, string) {
+		return p.gone(&v1.ToolIntent{}, "f-t0-0"), "still there"
+	})
+	p.propose("f", 2, 0, v1.ToolBash, `{"command":"rm -rf dist"}`)
+	p.eventually("the second delete decided", func() (bool, string) {
+		d := p.getIntent("f-t2-0").Status.Decision
+		return d != nil, "undecided"
+	})
+	if d := p.getIntent("f-t2-0").Status.Decision; d.Action == v1.DecisionRedirect {
+		t.Fatalf("the rule fired again after its only fire was retired: %+v", d)
+	}
+}
