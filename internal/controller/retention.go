@@ -71,16 +71,22 @@ func (o Options) taskTTL(task *v1.AgentTask) time.Duration {
 // confirmed (whole turns, in order), what the Archived condition says, and when to
 // look again.
 func (r *AgentTaskReconciler) retirable(ctx context.Context, task *v1.AgentTask, intents []v1.ToolIntent, push *pipeline.PushWorld) (pipeline.ArchiveWorld, []v1.ToolIntent, time.Duration) {
-	if r.Options.Archive == nil {
-		return pipeline.ArchiveWorld{}, nil, 0
-	}
-	world := pipeline.ArchiveWorld{Configured: true}
 	live := pipeline.LiveIntents(pipeline.Forget(task.Status.History, intents), intents)
 	var pushName string
 	if push != nil && push.Intent != nil {
 		pushName = push.Intent.Name
 	}
 	calls, wait := pipeline.RetirableCalls(task, live, pushName, r.Options.callRetention(), r.Now())
+	if r.Options.Archive == nil {
+		// Nothing leaves without an archive to hold it; the metric says how much
+		// would have, so history growing in etcd shows on a dashboard, not only
+		// in each task's Archived condition. No look again is scheduled for it.
+		if len(calls) > 0 {
+			metrics.RetentionHeld.WithLabelValues(v1.ReasonNoArchive).Add(float64(len(calls)))
+		}
+		return pipeline.ArchiveWorld{}, nil, 0
+	}
+	world := pipeline.ArchiveWorld{Configured: true}
 	if len(calls) == 0 {
 		return world, nil, wait
 	}

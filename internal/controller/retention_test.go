@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
@@ -13,6 +14,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/archive"
+	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/testing/pgtest"
 )
 
@@ -174,9 +176,14 @@ func TestNothingLeavesTheClusterWithoutTheArchivesWord(t *testing.T) {
 	if _, err := conn.Exec(t.Context(), `UPDATE records SET body = jsonb_set(body, '{intent,spec,reason}', '"nothing to see"') WHERE uid = $1`, uid); err != nil {
 		t.Fatal(err)
 	}
+	held := func() float64 { return testutil.ToFloat64(metrics.RetentionHeld.WithLabelValues(v1.ReasonArchiveUnavailable)) }
+	heldBefore := held()
 	p.clock.Advance(2 * DefaultCallRetention)
 	touch(t, &v1.AgentTask{}, p.ns, "k")
 	task := p.taskArchived("k", v1.ReasonArchiveUnavailable)
+	if held() <= heldBefore {
+		t.Fatalf("toolgate_retention_held_total{reason=ArchiveUnavailable} stayed at %v while a call due to leave was held", heldBefore)
+	}
 	mustContain(t, "Archived message", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionArchived).Message, "holds another record of ToolIntent k-t0-0")
 	if p.gone(&v1.ToolIntent{}, "k-t0-0") || task.Status.History != nil {
 		t.Fatal("a call left the cluster while the archive holds another record of it")
@@ -238,8 +245,14 @@ func TestWithoutAnArchiveHistoryStays(t *testing.T) {
 	if err := env.Client.Patch(t.Context(), task, patch); err != nil {
 		t.Fatal(err)
 	}
+	held := func() float64 { return testutil.ToFloat64(metrics.RetentionHeld.WithLabelValues(v1.ReasonNoArchive)) }
+	heldBefore := held()
 	p.finished("n", v1.ConditionFailed, v1.ReasonCancelled)
 	touch(t, &v1.AgentTask{}, p.ns, "n")
+	// The metric says so too: the calls that would have left are counted held.
+	p.eventually("toolgate_retention_held_total{reason=NoArchive} counting the held calls", func() (bool, string) {
+		return held() >= heldBefore+2, fmt.Sprintf("%v, was %v", held(), heldBefore)
+	})
 	if p.gone(&v1.ToolIntent{}, "n-t0-0") || p.gone(&v1.AgentTask{}, "n") || p.getTask("n").Status.History != nil {
 		t.Fatal("history left etcd with no archive to hold it")
 	}
