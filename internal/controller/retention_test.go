@@ -176,7 +176,9 @@ func TestNothingLeavesTheClusterWithoutTheArchivesWord(t *testing.T) {
 	if _, err := conn.Exec(t.Context(), `UPDATE records SET body = jsonb_set(body, '{intent,spec,reason}', '"nothing to see"') WHERE uid = $1`, uid); err != nil {
 		t.Fatal(err)
 	}
-	held := func() float64 { return testutil.ToFloat64(metrics.RetentionHeld.WithLabelValues(v1.ReasonArchiveUnavailable)) }
+	held := func() float64 {
+		return testutil.ToFloat64(metrics.RetentionHeld.WithLabelValues(v1.ReasonArchiveUnavailable))
+	}
 	heldBefore := held()
 	p.clock.Advance(2 * DefaultCallRetention)
 	touch(t, &v1.AgentTask{}, p.ns, "k")
