@@ -73,7 +73,7 @@ func (n Notifications) orDefault() Notifications {
 // the channels of its namespace and of the controller's, once per channel and
 // event. It is a controller of its own, with its own queue and workers: the
 // pipeline never waits for a receiver, and a slow or failing one holds back only
-// deliverys. What it delivered is recorded on the Approval
+// announcements. What it delivered is recorded on the Approval
 // (status.notifications): a delivered event is not sent again, after a restart
 // either, and a failed one is tried again with backoff until its attempts run out.
 type NotificationReconciler struct {
