@@ -143,7 +143,8 @@ type ApprovalStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// notifications record each announcement of the approval to a
 	// NotificationChannel, one per channel and event: a delivered one is never
-	// sent again, also after a controller restart.
+	// sent again, also after a controller restart. At most 64
+	// (MaxNotificationRecords).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64

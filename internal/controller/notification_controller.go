@@ -186,8 +186,17 @@ func (r *NotificationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	now := r.Now()
 	var due []*v1.NotificationChannel
 	var wait time.Duration
+	room := v1.MaxNotificationRecords - len(a.Status.Notifications)
 	for _, ch := range channels {
-		ok, w := r.Config.Retry.Due(record(a, ch, outcome.Event), now)
+		rec := record(a, ch, outcome.Event)
+		if rec == nil {
+			if room == 0 {
+				ctrl.LoggerFrom(ctx).Info("not announcing to a channel: the approval records as many deliveries as it may", "channel", klog.KObj(ch), "event", outcome.Event, "limit", v1.MaxNotificationRecords)
+				continue
+			}
+			room--
+		}
+		ok, w := r.Config.Retry.Due(rec, now)
 		if ok {
 			due = append(due, ch)
 		}
