@@ -31,7 +31,8 @@ MUTATION_TIMEOUT ?= 30m
 # Images built without a container engine (hack/ocibuild) and the kind cluster.
 WORKSPACE_IMG ?= toolgate/workspace:dev
 # The git server of the e2e suite and the demo (hack/gitserver): git's own
-# git-http-backend and git, from Debian's git package, with the libraries they load.
+# git-http-backend and git, from Debian's git package, with the libraries they load;
+# it also carries their notification sink (hack/notifysink).
 GITSERVER_IMG ?= toolgate/gitserver:dev
 GIT_BINARIES ?= /usr/bin/git /usr/lib/git-core/git-http-backend
 # The workspace image carries git too (agents run it, and the e2e suite checks what
@@ -150,7 +151,7 @@ kind-down: ## Delete the kind cluster.
 	hack/kind.sh down
 
 .PHONY: images
-images: build ## Build the controller, runner and workspace images, the archive's PostgreSQL and the e2e suite's git server, as OCI archives in bin/images/ (no container engine needed).
+images: build ## Build the controller, runner and workspace images, the archive's PostgreSQL and the e2e suite's git server (with the notification sink, hack/notifysink), as OCI archives in bin/images/ (no container engine needed).
 	@mkdir -p $(IMAGES_DIR)
 	go build -o $(LOCALBIN)/ocibuild ./hack/ocibuild
 	$(LOCALBIN)/ocibuild -tag $(IMG) -o $(IMAGES_DIR)/controller.tar -file $(LOCALBIN)/manager=/manager:0755 -entrypoint /manager
@@ -163,7 +164,9 @@ images: build ## Build the controller, runner and workspace images, the archive'
 	  $$(for f in $(WORKSPACE_GIT) $$(ldd $(WORKSPACE_GIT) | awk '/=>/ {print $$3} /ld-linux/ && !/=>/ {print $$1}' | sort -u); do echo "-file $$f=$$f"; done) \
 	  -dir /workspace:0775 -workdir /workspace -entrypoint /bin/sh
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/gitserver ./hack/gitserver
+	CGO_ENABLED=0 go build -o $(LOCALBIN)/notifysink ./hack/notifysink
 	$(LOCALBIN)/ocibuild -tag $(GITSERVER_IMG) -o $(IMAGES_DIR)/gitserver.tar -file $(LOCALBIN)/gitserver=/gitserver:0755 \
+	  -file $(LOCALBIN)/notifysink=/notifysink:0755 \
 	  $$(for f in $(GIT_BINARIES) $$(ldd $(GIT_BINARIES) | awk '/=>/ {print $$3} /ld-linux/ && !/=>/ {print $$1}' | sort -u); do echo "-file $$f=$$f"; done) \
 	  -dir /repos:0777 -env PATH=/usr/bin -entrypoint /gitserver
 	@for f in $(PG_BINARIES); do [ -x $$f ] || { echo "$$f is missing: install Debian's postgresql package (make postgres-deps), or set PG_VERSION to the major version it installs"; exit 1; }; done

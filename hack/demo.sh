@@ -6,7 +6,9 @@
 #
 #   1. bash `sh test.sh`      Allow (policy run-tests)         runs, exit code 1
 #   2. read_file calc.sh      Allow (read-only)                runs
-#   3. edit_file calc.sh      Ask (edits-need-a-reviewer)      alice approves with kubectl patch
+#   3. edit_file calc.sh      Ask (edits-need-a-reviewer)      announced to a notification sink in the
+#                                                              cluster, which prints what it got;
+#                                                              alice approves with kubectl patch
 #   4. bash `sh test.sh`      Allow                            runs, exit code 0
 #   5. bash `rm -rf /workspace`  Deny (no-recursive-delete)    nothing runs
 #
@@ -55,7 +57,7 @@ ME="$(kubectl auth whoami -o jsonpath='{.status.userInfo.username}')"
 say "2/6 applying the sample: a git repository with a failing test, a policy, a task cloned from it"
 kubectl delete namespace "${NS}" --ignore-not-found --wait=true >/dev/null
 kubectl apply -f hack/demo/sample.yaml
-kubectl -n "${NS}" wait --for=condition=Ready pod/git-server --timeout=120s >/dev/null
+kubectl -n "${NS}" wait --for=condition=Ready pod/git-server pod/notify-sink --timeout=120s >/dev/null
 # The task is Ready once its clone pod has cloned the repository into its claim.
 if ! kubectl -n "${NS}" wait --for=condition=Ready "agenttask/${TASK}" --timeout=180s >/dev/null; then
   echo "demo: AgentTask ${TASK} did not become Ready (its clone); its status:" >&2
@@ -115,6 +117,22 @@ done
   exit 1
 }
 kubectl -n "${NS}" get approval "${approval}"
+# The Approval was announced to the notification channel; the sink in the cluster
+# checked the signature and shows what it got, read through the API server.
+say "the Approval announced: what the notification sink received (a signed CloudEvent)"
+SINK="/api/v1/namespaces/${NS}/services/notify-sink:http/proxy/messages"
+for _ in $(seq 60); do
+  kubectl get --raw "${SINK}" 2>/dev/null | grep -q '"verified": true' && break
+  sleep 1
+done
+if ! kubectl get --raw "${SINK}" | grep -q '"verified": true'; then
+  echo "demo: the notification sink received no signed message; the channel and the approval's record:" >&2
+  kubectl -n "${NS}" get notificationchannel approvals -o yaml >&2
+  kubectl -n "${NS}" get approval "${approval}" -o jsonpath='{.status.notifications}' >&2
+  exit 1
+fi
+echo "    \$ kubectl get --raw ${SINK}" >&2
+kubectl get --raw "${SINK}"
 echo "    \$ kubectl --as alice patch approval ${approval} --type merge -p '{\"spec\":{\"decision\":\"Approved\",\"decidedBy\":\"alice\"}}'" >&2
 kubectl -n "${NS}" --as alice patch approval "${approval}" --type merge -p '{"spec":{"decision":"Approved","decidedBy":"alice"}}'
 observed "${edit}"

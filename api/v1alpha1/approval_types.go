@@ -141,6 +141,39 @@ type ApprovalStatus struct {
 	// observedGeneration is the spec generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// notifications record each announcement of the approval to a
+	// NotificationChannel, one per channel and event: a delivered one is never
+	// sent again, also after a controller restart. At most 64
+	// (MaxNotificationRecords).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Notifications []NotificationRecord `json:"notifications,omitempty"`
+}
+
+// NotificationRecord is the delivery of one event of an Approval to one channel.
+type NotificationRecord struct {
+	// channel is the NotificationChannel as NAMESPACE/NAME.
+	// +required
+	// +kubebuilder:validation:MaxLength=507
+	Channel string `json:"channel"`
+	// event announced.
+	// +required
+	Event NotificationEvent `json:"event"`
+	// attempts made so far.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+	// lastAttemptAt is when the last attempt was made.
+	// +optional
+	LastAttemptAt *metav1.Time `json:"lastAttemptAt,omitempty"`
+	// deliveredAt is when the receiver accepted the message; set once.
+	// +optional
+	DeliveredAt *metav1.Time `json:"deliveredAt,omitempty"`
+	// lastError says why the last attempt failed; with attempts at the limit,
+	// delivery was given up.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	LastError string `json:"lastError,omitempty"`
 }
 
 // Approval asks a human to allow or deny one ToolIntent.

@@ -216,3 +216,21 @@ const (
 	// toolgate's pods from it.
 	ReasonWallsWidened = "WallsWidened"
 )
+
+// Conditions and reasons of a NotificationChannel.
+const (
+	// ConditionDelivering says whether the channel's last delivery succeeded.
+	ConditionDelivering = "Delivering"
+
+	// ReasonChannelReady: the channel's Secrets are readable and its URL valid.
+	ReasonChannelReady = "ChannelReady"
+	// ReasonSecretUnavailable: a Secret the channel names is missing, lacks the key,
+	// or is not labelled toolgate.dev/notification-credentials=true.
+	ReasonSecretUnavailable = "SecretUnavailable"
+	// ReasonURLInvalid: the Secret's URL is not an http or https address.
+	ReasonURLInvalid = "URLInvalid"
+	// ReasonDelivered: the receiver accepted the last message.
+	ReasonDelivered = "Delivered"
+	// ReasonDeliveryFailed: the receiver refused or did not answer the last attempt.
+	ReasonDeliveryFailed = "DeliveryFailed"
+)

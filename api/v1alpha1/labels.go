@@ -37,6 +37,10 @@ const (
 	// LabelModelCredentials marks a Secret that a task may use as its model API key
 	// (value ModelCredentialsValue). The controller sees no other Secret.
 	LabelModelCredentials = "toolgate.dev/model-credentials"
+	// LabelNotificationCredentials marks a Secret that a NotificationChannel may
+	// read its webhook URL and signing key from (value "true"); the controller
+	// reads no other Secret for notifications.
+	LabelNotificationCredentials = "toolgate.dev/notification-credentials"
 	// ModelCredentialsValue is the value of LabelModelCredentials that opts in.
 	ModelCredentialsValue = "true"
 

@@ -31,6 +31,10 @@ const (
 	// MaxRuleFires is how many rules status.ruleFires shows: the ones that fired
 	// last (maxFires and cooldownSeconds are enforced from every recorded fire).
 	MaxRuleFires = 256
+	// MaxNotificationRecords is how many deliveries an Approval's
+	// status.notifications records (a channel and an event each); a channel past
+	// them is not told, and the controller logs it.
+	MaxNotificationRecords = 64
 	// MaxHistoryBaselines is how many file baselines status.history keeps of the
 	// task's retired calls, the newest.
 	MaxHistoryBaselines = 128

@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/internal/controller"
 	"github.com/toolgate/toolgate/internal/judge"
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/notify"
 )
 
 // config is what the command line sets.
@@ -86,6 +87,14 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.DurationVar(&c.opts.CallRetention, "call-retention", controller.DefaultCallRetention, "How long a finished call stays in the cluster after its observation, once the archive holds its record; its Approval, Execution and Job leave with it (docs/archive.md). Without an archive nothing is deleted. Must be positive.")
 	fs.DurationVar(&c.opts.TaskTTLAfterFinished, "task-ttl-after-finished", controller.DefaultTaskTTLAfterFinished, "How long an ended task stays in the cluster when its spec.ttlSecondsAfterFinished is unset, once all its calls left and the archive holds its record. Without an archive nothing is deleted. Must be positive.")
 	fs.StringVar(&archiveDSNFile, "archive-dsn-file", "", "File holding the PostgreSQL connection string of the archive (a mounted Secret), where every finished call's record is stored (docs/archive.md). Empty: no archive, and the records stay in etcd only.")
+	n := &c.opts.Notifications
+	fs.StringVar(&n.Namespace, "notification-namespace", "toolgate-system", "The controller's own namespace: its NotificationChannels announce the Approvals of every namespace (a channel elsewhere announces its own namespace's). Empty: none is cluster-wide.")
+	fs.IntVar(&n.Workers, "notification-workers", controller.DefaultNotificationWorkers, "Approvals announced at once; each waits for its receivers, never for the pipeline, nor the pipeline for it. Must be at least 1.")
+	fs.DurationVar(&n.Timeout, "notification-timeout", controller.DefaultNotificationTimeout, "How long one attempt to deliver a notification waits for its receiver. Must be positive.")
+	fs.DurationVar(&n.Retry.Base, "notification-backoff", notify.DefaultRetry.Base, "Wait after a notification's first failed attempt; each next wait doubles. Must be positive.")
+	fs.DurationVar(&n.Retry.Cap, "notification-max-backoff", notify.DefaultRetry.Cap, "Longest wait between a notification's attempts. Must be at least --notification-backoff.")
+	var maxAttempts int
+	fs.IntVar(&maxAttempts, "notification-max-attempts", int(notify.DefaultRetry.MaxAttempts), "Attempts to deliver a notification before it is given up (the channel's Delivering condition and toolgate_notifications_given_up_total say so). Must be at least 1.")
 	addArchiveAPIFlags(fs, &c.archiveAPI)
 	c.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -101,6 +110,19 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 			return config{}, fmt.Errorf("--%s must be at least 1, got %d", w.name, *w.n)
 		}
 	}
+	switch {
+	case n.Workers < 1:
+		return config{}, fmt.Errorf("--notification-workers must be at least 1, got %d", n.Workers)
+	case n.Timeout <= 0:
+		return config{}, fmt.Errorf("--notification-timeout must be positive, for example 10s; got %s", n.Timeout)
+	case n.Retry.Base <= 0:
+		return config{}, fmt.Errorf("--notification-backoff must be positive, for example 5s; got %s", n.Retry.Base)
+	case n.Retry.Cap < n.Retry.Base:
+		return config{}, fmt.Errorf("--notification-max-backoff must be at least --notification-backoff (%s), got %s", n.Retry.Base, n.Retry.Cap)
+	case maxAttempts < 1 || maxAttempts > 100:
+		return config{}, fmt.Errorf("--notification-max-attempts must be between 1 and 100, got %d", maxAttempts)
+	}
+	n.Retry.MaxAttempts = int32(maxAttempts)
 	if c.opts.SessionIdleTimeout <= 0 {
 		return config{}, fmt.Errorf("--session-idle-timeout must be positive, for example 10m; got %s", c.opts.SessionIdleTimeout)
 	}

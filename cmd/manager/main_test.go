@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/controller"
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/notify"
 )
 
 func parse(args ...string) (config, error) {
@@ -37,9 +38,19 @@ func TestFlagsReachTheOptions(t *testing.T) {
 	if c.opts.CallRetention != 10*time.Minute || c.opts.TaskTTLAfterFinished != 2*time.Hour {
 		t.Errorf("call retention %s, task TTL %s, want 10m and 2h", c.opts.CallRetention, c.opts.TaskTTLAfterFinished)
 	}
+	c, err = parse("--notification-namespace=ops", "--notification-workers=3", "--notification-timeout=4s", "--notification-backoff=1s", "--notification-max-backoff=1m", "--notification-max-attempts=7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (controller.Notifications{Namespace: "ops", Workers: 3, Timeout: 4 * time.Second, Retry: notify.Retry{Base: time.Second, Cap: time.Minute, MaxAttempts: 7}}); c.opts.Notifications != want {
+		t.Errorf("notifications %+v, want %+v", c.opts.Notifications, want)
+	}
 	c, err = parse()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := (controller.Notifications{Namespace: "toolgate-system", Workers: controller.DefaultNotificationWorkers, Timeout: controller.DefaultNotificationTimeout, Retry: notify.DefaultRetry}); c.opts.Notifications != want {
+		t.Errorf("default notifications %+v, want %+v", c.opts.Notifications, want)
 	}
 	if c.opts.Workers != controller.DefaultWorkers || c.opts.SpentJobTTL != controller.DefaultSpentJobTTL || c.mcpMaxWait != mcpserver.DefaultMaxWait {
 		t.Errorf("defaults: workers %+v, spent-job TTL %s, MCP max wait %s", c.opts.Workers, c.opts.SpentJobTTL, c.mcpMaxWait)
@@ -60,6 +71,11 @@ func TestFlagsRefuseBadValues(t *testing.T) {
 		"--model-endpoints=ftp://x.example": "--model-endpoints",
 		"--mcp-max-wait=0":                  "--mcp-max-wait must be positive",
 		"--mcp-max-wait=-5s":                "--mcp-max-wait must be positive",
+		"--notification-workers=0":          "--notification-workers must be at least 1, got 0",
+		"--notification-timeout=0":          "--notification-timeout must be positive",
+		"--notification-backoff=-1s":        "--notification-backoff must be positive",
+		"--notification-max-backoff=1s":     "--notification-max-backoff must be at least --notification-backoff (5s), got 1s",
+		"--notification-max-attempts=0":     "--notification-max-attempts must be between 1 and 100, got 0",
 	} {
 		if _, err := parse(args); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want one containing %q", args, err, want)

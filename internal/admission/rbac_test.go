@@ -44,6 +44,7 @@ func TestUserRoles(t *testing.T) {
 			{"approve", "approvals", false},
 			{"create", "executions", false},
 			{"update", "toolintents/status", false},
+			{"get", "notificationchannels", false},
 		}},
 		{role: "approver", want: []access{
 			{"approve", "approvals", true},
@@ -70,6 +71,9 @@ func TestUserRoles(t *testing.T) {
 			{"create", "toolintents", false},
 			{"create", "executions", false},
 			{"update", "agenttasks/status", false},
+			{"create", "notificationchannels", true},
+			{"update", "notificationchannels", true},
+			{"update", "notificationchannels/status", false},
 		}},
 		{role: "viewer", want: []access{
 			{"get", "agenttasks", true},
@@ -80,6 +84,8 @@ func TestUserRoles(t *testing.T) {
 			{"create", "agenttasks", false},
 			{"patch", "approvals", false},
 			{"approve", "approvals", false},
+			{"list", "notificationchannels", true},
+			{"create", "notificationchannels", false},
 		}},
 		{role: "admin", clusterWide: true, want: []access{
 			{"create", "clustertoolpolicies", true},

@@ -73,6 +73,8 @@ type Options struct {
 	// TaskTTLAfterFinished is how long an ended task stays when its
 	// spec.ttlSecondsAfterFinished is unset; zero means DefaultTaskTTLAfterFinished.
 	TaskTTLAfterFinished time.Duration
+	// Notifications configure how Approvals are announced (NotificationChannels).
+	Notifications Notifications
 
 	// policies is the one policy cache of the process, which the ToolIntent and
 	// AgentTask reconcilers share (SetupWithManager makes it): one LIST per scope
@@ -194,6 +196,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 		setupExecution,
 		setupPolicies,
 		setupArchive,
+		setupNotification,
 	}
 	for _, setup := range setups {
 		if err := setup(mgr, opts); err != nil {

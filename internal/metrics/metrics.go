@@ -41,6 +41,30 @@ var (
 		Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
 	})
 
+	// NotificationsSent counts the messages a receiver accepted, by channel type
+	// and event.
+	NotificationsSent = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_notifications_sent_total",
+		Help: "Approval notifications a receiver accepted, by channel type (Slack, CloudEvents) and event (Requested, Decided, Expired, Superseded).",
+	}, []string{"type", "event"})
+	// NotificationFailures counts the delivery attempts that failed (the receiver
+	// refused or did not answer, or the channel's Secret was unusable), by channel
+	// type and event.
+	NotificationFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_notification_failures_total",
+		Help: "Approval notification attempts that failed (refused, unanswered, or the channel's Secret unusable), by channel type and event.",
+	}, []string{"type", "event"})
+	// NotificationRetries counts the attempts after a delivery's first.
+	NotificationRetries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_notification_retries_total",
+		Help: "Approval notification attempts after the first of a delivery, by channel type.",
+	}, []string{"type"})
+	// NotificationsGivenUp counts the deliveries that ran out of attempts.
+	NotificationsGivenUp = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "toolgate_notifications_given_up_total",
+		Help: "Approval notifications given up after their last attempt failed, by channel type.",
+	}, []string{"type"})
+
 	// IntentsObserved counts intents by tool and outcome when their observation is written.
 	IntentsObserved = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "toolgate_intents_total",
@@ -115,5 +139,6 @@ var (
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(ArchiveStored, ArchiveFailures, ArchiveLag, Retired, RetentionHeld, IntentsObserved, Decisions, ApprovalWait, ExecutionDuration, PipelineLatency,
-		CompletionChecks, JudgeVerdicts, JudgeLatency, MCPCalls, MCPTokenReviews)
+		CompletionChecks, JudgeVerdicts, JudgeLatency, MCPCalls, MCPTokenReviews,
+		NotificationsSent, NotificationFailures, NotificationRetries, NotificationsGivenUp)
 }

@@ -1,0 +1,54 @@
+package notify
+
+import (
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+)
+
+// Outcome is an Approval's decision as a message tells it. It is read in one place,
+// EventOf, so that a change of how decisions are recorded (votes instead of one
+// decider) changes this package here alone.
+type Outcome struct {
+	// Event is the moment the Approval is at.
+	Event v1.NotificationEvent
+	// Decision is Approved or Denied for EventDecided, else empty.
+	Decision v1.ApprovalDecision
+	// DecidedBy names who decided, for EventDecided.
+	DecidedBy []string
+	// Comment is the decider's comment, untrusted.
+	Comment string
+}
+
+// EventOf says which event an Approval's recorded state announces; false while the
+// controller has recorded no state yet. Consumed announces Decided: the call ran
+// on an approval, and a channel that has not heard of the decision still should.
+func EventOf(a *v1.Approval) (Outcome, bool) {
+	switch a.Status.State {
+	case v1.ApprovalStatePending:
+		return Outcome{Event: v1.EventRequested}, true
+	case v1.ApprovalStateApproved, v1.ApprovalStateDenied, v1.ApprovalStateConsumed:
+		o := Outcome{Event: v1.EventDecided, Decision: a.Spec.Decision, Comment: a.Spec.Comment}
+		if a.Spec.DecidedBy != "" {
+			o.DecidedBy = []string{a.Spec.DecidedBy}
+		}
+		return o, true
+	case v1.ApprovalStateExpired:
+		return Outcome{Event: v1.EventExpired}, true
+	case v1.ApprovalStateSuperseded:
+		return Outcome{Event: v1.EventSuperseded}, true
+	}
+	return Outcome{}, false
+}
+
+// Wants says whether a channel announces event: a channel with no events listed
+// announces all of them.
+func Wants(ch *v1.NotificationChannel, event v1.NotificationEvent) bool {
+	if len(ch.Spec.Events) == 0 {
+		return true
+	}
+	for _, e := range ch.Spec.Events {
+		if e == event {
+			return true
+		}
+	}
+	return false
+}
