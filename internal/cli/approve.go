@@ -160,6 +160,7 @@ func RenderApprovalRequest(w io.Writer, a *v1.Approval, now time.Time) error {
 	rule := r.PolicyRuleRef.WithGeneration()
 	line("Runs behind", "%s", wallsLine(r.Walls))
 	if r.Sandbox != nil {
+		line("Sandbox", "%s", sandboxLine(r.Sandbox.Profile))
 		line("Network", "%s", networkLine(r.Sandbox.Profile.Network))
 	}
 	line("Asked by", "%s", rule)
