@@ -78,15 +78,16 @@ func oneOf(s string, set []string) bool {
 }
 
 // gate puts Refusal in front of next, and sets the headers every answer carries:
-// no caching, no framing (clickjacking), no referrer (the URL holds the token), only
-// the console's own scripts. It never sets an Access-Control-* header: no other
+// no caching, no framing (clickjacking), no referrer to another site (the URL
+// holds the token; within the console a referrer is sent, else the browser's
+// Origin on a form post would be "null"), only the console's own scripts. It never sets an Access-Control-* header: no other
 // origin may read an answer.
 func gate(token string, port int, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Referrer-Policy", "same-origin")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		// A form is a comment and two words; nothing bigger is read.
