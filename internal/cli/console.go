@@ -90,9 +90,12 @@ func openBrowser(url string, errOut io.Writer) {
 	case "windows":
 		name = "explorer"
 	}
-	if err := exec.Command(name, url).Start(); err != nil {
+	cmd := exec.Command(name, url)
+	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(errOut, "could not open a browser (%v): open the URL above yourself\n", err)
+		return
 	}
+	go func() { _ = cmd.Wait() }()
 }
 
 // recordDecision is the console's one write of a decision: the CLI's own.
@@ -168,6 +171,7 @@ func (b *consoleBackend) Approval(ctx context.Context, ns, name string) (console
 	summary, diff, err := approvalChange(ctx, c, a)
 	if err != nil {
 		page.ChangeError = err.Error()
+		page.ApproveRefused = a.Spec.Request.Tool == v1.ToolGitPush
 	}
 	page.Change = summary + diff
 	if err := decidable(a, now); err != nil {

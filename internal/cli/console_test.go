@@ -3,8 +3,11 @@ package cli
 import (
 	"context"
 	"fmt"
+	"html"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -357,4 +360,71 @@ func TestConsoleBrowsesTasks(t *testing.T) {
 		t.Fatalf("the task's page is\n%s\nwant what trace prints:\n%s", tl, want)
 	}
 	screenshot(t, ctx, "console-task")
+}
+
+// consoleRequest talks to a console as its own page does: a read with the token in
+// its URL, a form with the token in its body and the console's Origin.
+func consoleRequest(t *testing.T, srv *console.Server, method, path string, form url.Values) (int, string) {
+	t.Helper()
+	base := "http://" + srv.Addr().String()
+	var body io.Reader
+	if form != nil {
+		form.Set("token", srv.Token())
+		body = strings.NewReader(form.Encode())
+	} else {
+		path += "?token=" + srv.Token()
+	}
+	r, err := http.NewRequestWithContext(t.Context(), method, base+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form != nil {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.Header.Set("Origin", base)
+	}
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, html.UnescapeString(string(b))
+}
+
+// TestConsoleShowsWhatAPushPushes: a git_push's page shows the push's record, its
+// diff and tree; a push whose record is of another tree is shown with why, offers
+// no Approve, and an approve posted anyway is refused, as approve refuses it.
+func TestConsoleShowsWhatAPushPushes(t *testing.T) {
+	ns := testNamespace(t)
+	pendingPush(t, ns, pushedTree)
+	srv := consoleAs(t, alice, ns)
+	code, page := consoleRequest(t, srv, "GET", "/approvals/"+ns+"/fix-git-push", nil)
+	for _, want := range []string{"Pushes:         tree " + pushedTree + " on " + pushBase, "The change it pushes (ConfigMap fix-git-push):", "+echo pwned", `id="approve">Approve`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the push's page (%d) lacks %q:\n%s", code, want, page)
+		}
+	}
+	if strings.Contains(page, "harmless") {
+		t.Errorf("the push's page shows a later read of the workspace:\n%s", page)
+	}
+
+	other := testNamespace(t)
+	pendingPush(t, other, harmlessTree)
+	srv = consoleAs(t, alice, other)
+	why := "not approved: ConfigMap fix-git-push records tree " + harmlessTree + " on " + pushBase + ", but ToolIntent fix-git-push pushes tree " + pushedTree
+	_, page = consoleRequest(t, srv, "GET", "/approvals/"+other+"/fix-git-push", nil)
+	if !strings.Contains(page, why) || !strings.Contains(page, `id="approve" disabled`) {
+		t.Fatalf("the page of a push whose record is another tree does not say so, or offers Approve:\n%s", page)
+	}
+	code, page = consoleRequest(t, srv, "POST", "/approvals/"+other+"/fix-git-push", url.Values{"decision": {"approve"}})
+	if code != http.StatusConflict || !strings.Contains(page, why) {
+		t.Fatalf("approving it anyway: %d\n%s", code, page)
+	}
+	a := &v1.Approval{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "fix-git-push"}}
+	if got := storedApproval(t, a); got.Spec.Decision != v1.DecisionPending {
+		t.Fatalf("after the refusal the push is %s by %q", got.Spec.Decision, got.Spec.DecidedBy)
+	}
 }

@@ -38,9 +38,11 @@ type ApprovalPage struct {
 	// Change is the change the call makes, as a diff (edit_file, write_file, and a
 	// git_push's pushed tree), "" when the tool changes no file it names.
 	Change string
-	// ChangeError says why a change that should be shown cannot be; approving is
-	// then refused, as approve refuses it.
+	// ChangeError says why a change that should be shown cannot be.
 	ChangeError string
+	// ApproveRefused: the change cannot be shown and the call is not approved
+	// without it (a git_push, as approve refuses it); Approve is not offered.
+	ApproveRefused bool
 	// Goal is the task's goal; Timeline its trace so far.
 	Goal, Timeline string
 	// Closed says why the approval can no longer be decided, "" while it can.
