@@ -128,15 +128,15 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 	return s
 }
 
-// screenshot saves the page as docs' NAME.png when TOOLGATE_SCREENSHOTS names a
-// folder.
-func screenshot(t *testing.T, ctx context.Context, name string) {
+// screenshot saves the element sel selects as docs' NAME.png when
+// TOOLGATE_SCREENSHOTS names a folder.
+func screenshot(t *testing.T, ctx context.Context, name, sel string) {
 	t.Helper()
 	dir := os.Getenv("TOOLGATE_SCREENSHOTS")
 	if dir == "" {
 		return
 	}
-	png, err := chromedp.Run(ctx, chromedp.Screenshot(chromedp.CSS("main")))
+	png, err := chromedp.Run(ctx, chromedp.Screenshot(chromedp.CSS(sel)))
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
@@ -201,7 +201,7 @@ func TestConsoleApprovesAsTheUser(t *testing.T) {
 	if kept, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("window.notReloaded === true")); err != nil || !kept {
 		t.Fatalf("the page was reloaded to show the approval (mark kept: %v, %v)", kept, err)
 	}
-	screenshot(t, ctx, "console-pending")
+	screenshot(t, ctx, "console-pending", "main")
 
 	do(t, ctx, "opening the approval", chromedp.Click(chromedp.CSS(row+" a")), chromedp.WaitVisible(chromedp.CSS("#change")))
 	request := text(t, ctx, "#request")
@@ -233,7 +233,7 @@ func TestConsoleApprovesAsTheUser(t *testing.T) {
 	if tl := text(t, ctx, "#timeline"); !strings.Contains(tl, "fix-tests-edit") || !strings.Contains(tl, "edits to src/ need a person") {
 		t.Errorf("the timeline lacks the call:\n%s", tl)
 	}
-	screenshot(t, ctx, "console-approval")
+	screenshot(t, ctx, "console-approval", "main")
 
 	do(t, ctx, "approving", chromedp.SendKeys(chromedp.CSS("#comment"), "sum, not difference"), chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS("#notice")))
 	if n := text(t, ctx, "#notice"); n != "Approval fix-tests-edit approved by alice." {
@@ -266,7 +266,7 @@ func TestConsoleShowsARefusalVerbatim(t *testing.T) {
 	if got := text(t, ctx, "#refusal pre"); got != want {
 		t.Fatalf("the refusal shown is\n%q\nwant\n%q", got, want)
 	}
-	screenshot(t, ctx, "console-refusal")
+	screenshot(t, ctx, "console-refusal", "#refusal")
 	if got := storedApproval(t, a); got.Spec.Decision != v1.DecisionPending || got.Spec.DecidedBy != "" {
 		t.Fatalf("after the refusal the approval is %s by %q", got.Spec.Decision, got.Spec.DecidedBy)
 	}
@@ -359,7 +359,7 @@ func TestConsoleBrowsesTasks(t *testing.T) {
 	if strings.TrimSpace(tl) != strings.TrimSpace(want) {
 		t.Fatalf("the task's page is\n%s\nwant what trace prints:\n%s", tl, want)
 	}
-	screenshot(t, ctx, "console-task")
+	screenshot(t, ctx, "console-task", "main")
 }
 
 // consoleRequest talks to a console as its own page does: a read with the token in
