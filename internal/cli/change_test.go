@@ -56,3 +56,18 @@ func TestFileChange(t *testing.T) {
 		})
 	}
 }
+
+// TestApproveShowsTheEditAsADiff: approve prints an edit_file's change as a diff,
+// read from the intent's whole input, before it asks.
+func TestApproveShowsTheEditAsADiff(t *testing.T) {
+	ns := testNamespace(t)
+	recordEditToApprove(t, ns, agentUser)
+	code, out, errOut := kubectl(t, bob, ns, "n\n", "approve", "fix-tests-edit")
+	if code != 1 || !strings.Contains(errOut, "not confirmed") {
+		t.Fatalf("approve answered n: exit %d: %s", code, errOut)
+	}
+	diff := "edit_file replaces the one occurrence of this text in src/sum.js (line numbers count from the text replaced, not from the top of the file):\n--- a/src/sum.js\n+++ b/src/sum.js\n@@ -1,3 +1,3 @@\n export function sum(a, b) {\n-  return a - b;\n+  return a + b;\n }\n"
+	if !strings.Contains(out, diff) || strings.Index(out, diff) > strings.Index(out, "Approve this call as bob?") {
+		t.Fatalf("approve does not show the edit as a diff before it asks:\n%s", out)
+	}
+}
