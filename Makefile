@@ -100,8 +100,13 @@ verify-generated: manifests generate ## Fail when generated files are not up to 
 	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
 
 .PHONY: test
-test: envtest-assets oracle-deps postgres-deps ## Run unit and integration (envtest) tests against a real kube-apiserver and etcd.
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test $(GOTEST_FLAGS) ./...
+test: envtest-assets oracle-deps postgres-deps browser-deps ## Run unit and integration (envtest) tests against a real kube-apiserver and etcd; the console's tests in Chromium, never skipped.
+	TOOLGATE_REQUIRE_BROWSER=1 KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test $(GOTEST_FLAGS) ./...
+
+.PHONY: console-screenshots
+console-screenshots: envtest-assets browser-deps ## Regenerate docs/images/console-*.png from the console's browser tests (docs/approvals.md, "Console").
+	mkdir -p docs/images
+	TOOLGATE_REQUIRE_BROWSER=1 TOOLGATE_SCREENSHOTS=$(CURDIR)/docs/images KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test ./internal/cli/ -run '^TestConsole' -count=1
 
 .PHONY: test-reliability
 test-reliability: envtest-assets ## Run the reliability tests (kill points, split brain, a flaky API server, fuzzed intents) in their long form: 1000 fuzzed intents.
@@ -240,6 +245,12 @@ oracle-deps: ## Install bubblewrap (Debian's package), which the classifier's or
 	@command -v bwrap >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq bubblewrap >/dev/null; }
+
+.PHONY: browser-deps
+browser-deps: ## Install Chromium (Debian's package), which the console's tests drive headless, when it is missing.
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
 .PHONY: postgres-deps
 postgres-deps: ## Install PostgreSQL (Debian's package), which the archive's tests start in a temporary directory, when initdb is missing.

@@ -160,6 +160,7 @@ func RenderApprovalRequest(w io.Writer, a *v1.Approval, now time.Time) error {
 	rule := r.PolicyRuleRef.WithGeneration()
 	line("Runs behind", "%s", wallsLine(r.Walls))
 	if r.Sandbox != nil {
+		line("Sandbox", "%s", sandboxLine(r.Sandbox.Profile))
 		line("Network", "%s", networkLine(r.Sandbox.Profile.Network))
 	}
 	line("Asked by", "%s", rule)
@@ -203,6 +204,18 @@ func decisionPatch(decision v1.ApprovalDecision, decidedBy, comment string) ([]b
 		spec["comment"] = comment
 	}
 	return json.Marshal(map[string]any{"spec": spec})
+}
+
+// Decide records decidedBy's decision on a: the one write of a decision, which
+// approve, deny and the console all make. The API server's admission policy checks
+// that decidedBy is the caller and may decide; its refusal is returned as
+// apiError words it.
+func Decide(ctx context.Context, c client.Client, a *v1.Approval, decision v1.ApprovalDecision, decidedBy, comment string) error {
+	patch, err := decisionPatch(decision, decidedBy, comment)
+	if err != nil {
+		return err
+	}
+	return apiError(c.Patch(ctx, a, client.RawPatch(types.MergePatchType, patch)))
 }
 
 // confirm asks a yes/no question on the streams; anything but y or yes is no.
@@ -262,9 +275,10 @@ and no other. A push whose record is missing or names another tree is not approv
 			if err := decidable(a, now); err != nil {
 				return err
 			}
-			if approve && a.Spec.Request.Tool == v1.ToolGitPush {
-				// A push is approved on what it pushes, which the input only names.
-				if err := showPush(ctx, c, a, o.Streams.Out); err != nil {
+			if approve || a.Spec.Request.Tool != v1.ToolGitPush {
+				// A push is approved on what it pushes, which the input only names; a
+				// file tool's change is shown whichever way it is decided.
+				if err := showChange(ctx, c, a, o.Streams.Out); err != nil {
 					return err
 				}
 			}
@@ -275,12 +289,8 @@ and no other. A push whose record is missing or names another tree is not approv
 			if !yes && !confirm(o.Streams.In, o.Streams.Out, fmt.Sprintf("%s this call as %s?", strings.ToUpper(verb[:1])+verb[1:], user)) {
 				return errors.New("not confirmed; nothing was changed")
 			}
-			patch, err := decisionPatch(decision, user, comment)
-			if err != nil {
+			if err := Decide(ctx, c.client, a, decision, user, comment); err != nil {
 				return err
-			}
-			if err := c.client.Patch(ctx, a, client.RawPatch(types.MergePatchType, patch)); err != nil {
-				return apiError(err)
 			}
 			fmt.Fprintf(o.Streams.Out, "Approval %s %s by %s.\n", a.Name, strings.ToLower(string(decision)), user)
 			return nil
@@ -291,13 +301,14 @@ and no other. A push whose record is missing or names another tree is not approv
 	return cmd
 }
 
-// showPush prints the change a git_push Approval pushes: the push's own record (its
+// pushChange is the change a git_push Approval pushes: the push's own record (its
 // diff, escaped, and its tree), after checking that it is the record of the tree
 // and base the push's ToolIntent binds, which the Approval's fingerprint covers and
-// the push pod enforces. A push whose change cannot be shown so is not approved.
-func showPush(ctx context.Context, c *cluster, a *v1.Approval, w io.Writer) error {
-	refuse := func(format string, args ...any) error {
-		return fmt.Errorf("not approved: "+format+"; deny it, or ask the task's owner", args...)
+// the push pod enforces. summary says what is pushed; a push whose change cannot be
+// shown so is not approved, and the error says why.
+func pushChange(ctx context.Context, c *cluster, a *v1.Approval) (summary, diff string, err error) {
+	refuse := func(format string, args ...any) (string, string, error) {
+		return "", "", fmt.Errorf("not approved: "+format+"; deny it, or ask the task's owner", args...)
 	}
 	intent := &v1.ToolIntent{}
 	if err := c.client.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: a.Spec.IntentRef.Name}, intent); err != nil {
@@ -328,14 +339,14 @@ func showPush(ctx context.Context, c *cluster, a *v1.Approval, w io.Writer) erro
 			name, shown.rec.Tree, shown.rec.Base, intent.Name, in.Tree, in.Base)
 	}
 	shown.push = intent.Name
-	fmt.Fprintf(w, "  %-16stree %s on %s, as one commit on the new branch %s of %s; the push pod pushes no other tree\n", "Pushes:", in.Tree, in.Base, in.Branch, in.URL)
-	fmt.Fprintf(w, "The change it pushes (ConfigMap %s):\n", name)
-	summarize(w, shown)
+	var b strings.Builder
+	fmt.Fprintf(&b, "  %-16stree %s on %s, as one commit on the new branch %s of %s; the push pod pushes no other tree\n", "Pushes:", in.Tree, in.Base, in.Branch, in.URL)
+	fmt.Fprintf(&b, "The change it pushes (ConfigMap %s):\n", name)
+	summarize(&b, shown)
 	if err != nil {
 		// Too large for the record: it says where the diff is.
-		fmt.Fprintf(w, "  %v\n", err)
-		return nil
+		fmt.Fprintf(&b, "  %v\n", err)
+		return b.String(), "", nil
 	}
-	_, err = io.WriteString(w, mask.Escape(shown.diff))
-	return err
+	return b.String(), mask.Escape(shown.diff), nil
 }

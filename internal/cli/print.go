@@ -96,6 +96,20 @@ func wallsLine(w *v1.SandboxWalls) string {
 	return text
 }
 
+// sandboxLine says what the call runs in: the image, the runtime class, and the
+// workspace as the call mounts it (the walls applied).
+func sandboxLine(p v1.SandboxProfile) string {
+	text := "image " + p.Image
+	if p.RuntimeClassName != nil {
+		text += ", runtimeClass " + *p.RuntimeClassName
+	}
+	mount := "read-write"
+	if p.ReadOnlyWorkspace {
+		mount = "read-only"
+	}
+	return text + ", workspace claim " + p.WorkspaceClaimName + " mounted " + mount
+}
+
 // networkLine says what the call's sandbox may reach, for the person deciding it:
 // every destination, and the cluster DNS with what it lets out.
 func networkLine(n v1.NetworkSpec) string {

@@ -65,6 +65,7 @@ AgentTasks, ToolIntents, Approvals, Executions and ToolPolicies.
   export TASK -o patch     that change as a patch git am applies
   policy check             decide a command against a policy file, offline
   audit verify TASK        check the hash chain of a task's archived records
+  console                  a web console on 127.0.0.1: approvals live, decide, browse traces
 
 trace, replay and output read a call deleted from the cluster from its archive
 (archive.toolgate.dev, docs/archive.md), with your own credentials.`,
@@ -89,6 +90,7 @@ trace, replay and output read a call deleted from the cluster from its archive
 		newExportCommand(o),
 		newPolicyCommand(o),
 		newAuditCommand(o),
+		newConsoleCommand(o),
 	)
 	return root
 }
