@@ -169,14 +169,19 @@ func TestATaskGrantRunsTheSameCallUpToItsCount(t *testing.T) {
 	asksAgain(t, proposeBash(t, ns, "after-revoke", grantTask, 5, "npm test"))
 }
 
-// A grant never crosses tasks: a grant made for the other task out of the first
-// task's approval, and the first task's grant, let nothing of the other task run.
-// Guards GrantCovers' task checks (without them the other task's call runs).
+// A grant never crosses tasks: the first task's grants, and grants made for the
+// other task out of the first task's approval, let nothing of the other task run.
+// Guarded in layers: GrantCovers' task checks (the grant's and its Approval's task,
+// by name and UID), and besides them the fingerprint (Task: it covers the task) and
+// the sandbox (CommandPrefix: it names the task's UID); the other task's call runs
+// only without all of them.
 func TestAGrantDoesNotCrossTasks(t *testing.T) {
 	ns, task, a := approvedFirstCall(t, "npm test")
 	createGrant(t, alice, grantOf(alice, task, a, v1.GrantScopeTask, 5))
+	createGrant(t, alice, grantOf(alice, task, a, v1.GrantScopeCommandPrefix, 5, "npm", "test"))
 	other := ownerTask(t, ns, "other", v1.ModeEdit)
 	createGrant(t, alice, grantOf(alice, other, a, v1.GrantScopeTask, 5))
+	createGrant(t, alice, grantOf(alice, other, a, v1.GrantScopeCommandPrefix, 5, "npm", "test"))
 	asksAgain(t, proposeBash(t, ns, "elsewhere", other.Name, 0, "npm test"))
 }
 

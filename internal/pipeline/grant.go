@@ -49,9 +49,10 @@ func ApprovedBy(a *v1.Approval) []string {
 //   - the grant has not expired and has uses left;
 //   - Task: the call's fingerprint (tool, input, rule at its generation, walls,
 //     sandbox) is the Approval's;
-//   - CommandPrefix: the call is bash, every part of it starts with the prefix
-//     (policy.CoveredByPrefix), and it runs in a sandbox no wider than the
-//     approved one (SandboxNoWider).
+//   - CommandPrefix: the call is bash, the prefix covers the approved call (a grant
+//     extends what was approved, never to other commands), every part of the call
+//     starts with the prefix (policy.CoveredByPrefix), and it runs in a sandbox no
+//     wider than the approved one (SandboxNoWider).
 func GrantCovers(in GrantCheck) (bool, string) {
 	g, a, d := in.Grant, in.Approval, in.Decision
 	task := in.Task
@@ -108,6 +109,9 @@ func GrantCovers(in GrantCheck) (bool, string) {
 		if err := json.Unmarshal(in.Input, &input); err != nil {
 			return false, "the call's input has no command"
 		}
+		if ok, why := policy.CoveredByPrefix(approvedCommand(a), g.Spec.CommandPrefix); !ok {
+			return false, fmt.Sprintf("its prefix does not cover the approved call itself (%s): a grant extends what was approved, never to other commands", why)
+		}
 		if ok, why := policy.CoveredByPrefix(input.Command, g.Spec.CommandPrefix); !ok {
 			return false, why
 		}
@@ -118,6 +122,18 @@ func GrantCovers(in GrantCheck) (bool, string) {
 		return false, fmt.Sprintf("scope %s is not one a grant can have", g.Spec.Scope)
 	}
 	return true, ""
+}
+
+// approvedCommand is the bash command Approval a was asked for, read from what the
+// approver was shown ("" when it is not a whole command: cut, or not bash).
+func approvedCommand(a *v1.Approval) string {
+	var input struct {
+		Command string `json:"command"`
+	}
+	if a.Spec.Request.Tool != v1.ToolBash || json.Unmarshal([]byte(a.Spec.Request.Input), &input) != nil {
+		return ""
+	}
+	return input.Command
 }
 
 // approvedInTime says whether an Approval stands approved: decided Approved, the

@@ -24,7 +24,7 @@ func grantCase(scope v1.GrantScope) GrantCheck {
 		ObjectMeta: metav1.ObjectMeta{Name: "t-t0-0", Namespace: testNS},
 		Spec: v1.ApprovalSpec{
 			TaskRef: v1.LocalObjectReference{Name: testTask}, Fingerprint: "fp-npm-test",
-			Request:     v1.ApprovalRequest{Tool: v1.ToolBash, PolicyRuleRef: rule, Sandbox: sandbox.DeepCopy()},
+			Request:     v1.ApprovalRequest{Tool: v1.ToolBash, Input: `{"command":"npm test"}`, PolicyRuleRef: rule, Sandbox: sandbox.DeepCopy()},
 			RequestedBy: "agent", ExpiresAt: metav1.NewTime(epoch.Add(time.Hour)),
 			Decision: v1.DecisionApproved, DecidedBy: "alice",
 		},
@@ -86,6 +86,17 @@ func TestGrantCovers(t *testing.T) {
 		{name: "prefix: an assignment before it", scope: v1.GrantScopeCommandPrefix, edit: command("NODE_OPTIONS=--require=./x.js npm test"), want: "does not begin with"},
 		{name: "prefix: a wrapper before it", scope: v1.GrantScopeCommandPrefix, edit: command("env NODE_OPTIONS=--require=./x.js npm test"), want: "does not begin with"},
 		{name: "prefix: a shorter command", scope: v1.GrantScopeCommandPrefix, edit: command("npm"), want: `part "npm"`},
+		{name: "prefix: one that does not cover the approved call", scope: v1.GrantScopeCommandPrefix, edit: func(c *GrantCheck) {
+			c.Grant.Spec.CommandPrefix = []string{"rm"}
+			command("rm -rf node_modules")(c)
+		}, want: "does not cover the approved call itself"},
+		{name: "prefix: longer than the approved call", scope: v1.GrantScopeCommandPrefix, edit: func(c *GrantCheck) {
+			c.Grant.Spec.CommandPrefix = []string{"npm", "test", "--", "--all"}
+			command("npm test -- --all")(c)
+		}, want: "does not cover the approved call itself"},
+		{name: "prefix: an approval whose input was cut", scope: v1.GrantScopeCommandPrefix, edit: func(c *GrantCheck) {
+			c.Approval.Spec.Request.Input = `{"command":"npm test …[9000 more bytes not shown]`
+		}, want: "does not cover the approved call itself"},
 		{name: "prefix: not bash", scope: v1.GrantScopeCommandPrefix, edit: func(c *GrantCheck) { c.Intent.Spec.Tool = v1.ToolReadFile }, want: "covers bash calls"},
 		{name: "prefix: a writable workspace where it was read-only", scope: v1.GrantScopeCommandPrefix, edit: func(c *GrantCheck) {
 			c.Approval.Spec.Request.Sandbox.Profile.ReadOnlyWorkspace = true
