@@ -84,6 +84,7 @@ func (g *RuleGrants) DurationBoundSeconds() int32 {
 // ApprovalGrantSpec is what an approver granted beyond one call. It is immutable:
 // a grant is revoked by deleting it.
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="an ApprovalGrant's spec is immutable: delete it to revoke it, and create another"
+// +kubebuilder:validation:XValidation:rule="self.scope != 'Once'",message="spec.scope Once needs no grant: the Approval itself covers its one call; a grant's scope is Task or CommandPrefix"
 // +kubebuilder:validation:XValidation:rule="self.scope == 'CommandPrefix' ? has(self.commandPrefix) : !has(self.commandPrefix)",message="spec.commandPrefix is required for scope CommandPrefix and allowed only there: the argv words every part of a later call must start with, for example [npm, test]"
 type ApprovalGrantSpec struct {
 	// approvalRef names the Approved Approval the grant extends; its decider must
@@ -103,7 +104,6 @@ type ApprovalGrantSpec struct {
 	TaskUID string `json:"taskUID"`
 	// scope is Task or CommandPrefix (Once needs no grant).
 	// +required
-	// +kubebuilder:validation:Enum=Task;CommandPrefix
 	Scope GrantScope `json:"scope"`
 	// commandPrefix is the argv words every part of a later bash call must start
 	// with (scope CommandPrefix): [npm, test] covers `npm test -- --watch=false`,
