@@ -111,6 +111,9 @@ func runsOnGrant(t *testing.T, intent *v1.ToolIntent, g *v1.ApprovalGrant, use i
 	if c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionApproved); c == nil || c.Reason != v1.ReasonGrantUsed {
 		t.Fatalf("intent %s: Approved condition %+v; want reason %s", got.Name, c, v1.ReasonGrantUsed)
 	}
+	// The Execution's own check of the chain (intent, decision, grant use) lets it
+	// have its Job.
+	waitJob(t, got.Namespace, got.Status.ExecutionName)
 	stored := &v1.ApprovalGrant{}
 	if err := clients[alice].Get(t.Context(), client.ObjectKeyFromObject(g), stored); err != nil {
 		t.Fatal(err)

@@ -287,7 +287,6 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 				return ctrl.Result{}, err
 			}
 			r.apply(run, s.Change)
-			w.GrantUsed = true
 			continue
 		}
 		if err := r.retire(ctx, s.Retire); err != nil {

@@ -31,7 +31,8 @@ const (
 	UseApproval
 	// UseGrant: take one use of Grant (a compare-and-swap on the version read: a
 	// conflict, or a grant deleted meanwhile, ends the reconcile to look again in a
-	// second). Then apply Change, set World.GrantUsed, and ask Next again.
+	// second). Then apply Change, which records the use on the decision, and ask
+	// Next again.
 	UseGrant
 	// NameExecution: apply Change, which names the Execution, and write the status
 	// now (a compare-and-swap; a conflict ends the reconcile); then set

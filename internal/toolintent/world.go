@@ -81,8 +81,6 @@ type World struct {
 
 	// ApprovalUsed: this reconcile recorded the Approval consumed by the Execution.
 	ApprovalUsed bool
-	// GrantUsed: this reconcile took a use of an ApprovalGrant for the call.
-	GrantUsed bool
 	// ExecutionNamed: this reconcile's status write named the Execution.
 	ExecutionNamed bool
 	// ExecutionCreated: this reconcile created the Execution.
