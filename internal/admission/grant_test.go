@@ -296,3 +296,35 @@ func TestAnEmergencyDenyBeatsAGrant(t *testing.T) {
 		t.Fatalf("grant %s records %d uses; want none", g.Name, got)
 	}
 }
+
+// Two calls proposed together race for a grant's last use: one runs on it, the other
+// asks. Each use is a compare-and-swap on the grant, so the loser conflicts, reads
+// the grant again and finds no use left. (The race itself depends on the
+// controller's workers taking both calls at once; what must hold either way is that
+// the grant allows one call.)
+func TestTwoCallsCannotTakeTheLastUse(t *testing.T) {
+	ns, task, a := approvedFirstCall(t, "npm test")
+	g := createGrant(t, alice, grantOf(alice, task, a, v1.GrantScopeTask, 1))
+	calls := []*v1.ToolIntent{
+		proposeBash(t, ns, "racer-a", grantTask, 1, "npm test"),
+		proposeBash(t, ns, "racer-b", grantTask, 2, "npm test"),
+	}
+	var ran, asked int
+	for _, c := range calls {
+		got := waitFor(t, c, "a decision to run or ask", func(i *v1.ToolIntent) bool {
+			return i.Status.ExecutionName != "" || i.Status.ApprovalName != "" || i.Status.Observation != nil
+		})
+		switch {
+		case got.Status.Decision.GrantRef != nil && got.Status.ExecutionName != "":
+			ran++
+		case got.Status.ApprovalName != "" && got.Status.ExecutionName == "":
+			asked++
+		}
+	}
+	if ran != 1 || asked != 1 {
+		t.Fatalf("%d calls ran on the grant and %d asked; want one each", ran, asked)
+	}
+	if got := usesOf(t, g); got != 1 {
+		t.Fatalf("grant %s records %d uses; want 1", g.Name, got)
+	}
+}
