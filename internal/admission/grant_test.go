@@ -174,10 +174,11 @@ func TestATaskGrantRunsTheSameCallUpToItsCount(t *testing.T) {
 
 // A grant never crosses tasks: the first task's grants, and grants made for the
 // other task out of the first task's approval, let nothing of the other task run.
-// Guarded in layers: GrantCovers' task checks (the grant's and its Approval's task,
-// by name and UID), and besides them the fingerprint (Task: it covers the task) and
-// the sandbox (CommandPrefix: it names the task's UID); the other task's call runs
-// only without all of them.
+// Guarded in layers: the controller looks a grant's Approval up among the call's
+// own task's Approvals; GrantCovers checks the grant's and its Approval's task, by
+// name and UID; and besides them the fingerprint (Task: it covers the task) and the
+// sandbox (CommandPrefix: it names the task's UID). The other task's call runs only
+// without all of them.
 func TestAGrantDoesNotCrossTasks(t *testing.T) {
 	ns, task, a := approvedFirstCall(t, "npm test")
 	createGrant(t, alice, grantOf(alice, task, a, v1.GrantScopeTask, 5))
