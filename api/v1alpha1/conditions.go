@@ -147,6 +147,9 @@ const (
 	ReasonApprovalPending = "ApprovalPending"
 	// ReasonApprovalGranted: the Approval was approved and consumed by this intent.
 	ReasonApprovalGranted = "ApprovalGranted"
+	// ReasonGrantUsed: the call was asked, and runs on an approver's earlier
+	// ApprovalGrant of the task (one of its uses), without a new Approval.
+	ReasonGrantUsed = "GrantUsed"
 	// ReasonApprovalDenied: a human denied the Approval.
 	ReasonApprovalDenied = "ApprovalDenied"
 	// ReasonApprovalExpired: nobody decided before expiresAt.

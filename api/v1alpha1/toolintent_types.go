@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"fmt"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -262,6 +264,48 @@ type Decision struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	Fingerprint string `json:"fingerprint,omitempty"`
+	// grants are the deciding Ask rule's grants (what an approver may extend its
+	// Approval to), as the rule said when it decided.
+	// +optional
+	Grants *RuleGrants `json:"grants,omitempty"`
+	// grantRef names the ApprovalGrant that allowed this asked call without a new
+	// Approval, and which of its uses it took.
+	// +optional
+	GrantRef *GrantReference `json:"grantRef,omitempty"`
+}
+
+// GrantReference is one use of an ApprovalGrant.
+type GrantReference struct {
+	// name of the ApprovalGrant.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// approvalName is the Approval the grant extends.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ApprovalName string `json:"approvalName"`
+	// grantedBy is the approver who granted it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	GrantedBy string `json:"grantedBy"`
+	// scope of the grant.
+	// +required
+	Scope GrantScope `json:"scope"`
+	// use is which use this call took (1 for the first).
+	// +required
+	Use int32 `json:"use"`
+	// of is the grant's maxUses.
+	// +required
+	Of int32 `json:"of"`
+}
+
+// String is how trace and events show the use: "grant G from alice's Approval X,
+// use 3 of 10".
+func (g GrantReference) String() string {
+	return fmt.Sprintf("grant %s (%s) from %s's Approval %s, use %d of %d", g.Name, g.Scope, g.GrantedBy, g.ApprovalName, g.Use, g.Of)
 }
 
 // DecidedSandbox is the sandbox a decided call runs in, resolved from its task at

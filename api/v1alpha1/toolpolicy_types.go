@@ -141,6 +141,8 @@ type RuleExamples struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.maxFires) && !has(self.cooldownSeconds) || self.action == 'Redirect'",message="maxFires and cooldownSeconds are for Redirect rules only: a Deny, Ask or Stop rule that stopped acting after some fires would let the next call through"
 // +kubebuilder:validation:XValidation:rule="!has(self.when) || self.when != 'Completion' || self.action in ['Redirect', 'Deny', 'Audit']",message="a Completion rule's action is Redirect (the model goes on with the instruction), Deny (the task fails) or Audit"
 // +kubebuilder:validation:XValidation:rule="!has(self.when) || self.when != 'Completion' || ((!has(self.match) || (!has(self.match.tools) && !has(self.match.categories) && !has(self.match.paths))) && (!has(self.examples) || (!has(self.examples.match) && !has(self.examples.notMatch))))",message="a Completion rule matches with match.cel over the task's history only: tools, categories and paths describe a tool call, and examples are bash commands"
+// +kubebuilder:validation:XValidation:rule="!has(self.grants) || self.action == 'Ask'",message="grants are for Ask rules only: they extend an approval, and only an Ask rule asks for one"
+// +kubebuilder:validation:XValidation:rule="!has(self.grants) || !has(self.grants.allowedScopes) || !('CommandPrefix' in self.grants.allowedScopes) || (has(self.match.tools) && self.match.tools == ['bash'])",message="grants.allowedScopes may hold CommandPrefix only on a rule whose match.tools is [bash]: a command prefix means nothing to another tool"
 type PolicyRule struct {
 	// name of the rule, unique in the policy; it is recorded in every decision.
 	// +required
@@ -197,6 +199,11 @@ type PolicyRule struct {
 	// examples checked when the policy is loaded.
 	// +optional
 	Examples RuleExamples `json:"examples,omitempty"`
+	// grants says how far an approver may extend an Approval this rule asks for
+	// (an ApprovalGrant): the scopes allowed (default Once only), and the bounds of
+	// a grant's uses and lifetime. Only on Ask rules.
+	// +optional
+	Grants *RuleGrants `json:"grants,omitempty"`
 }
 
 // ToolPolicySpec holds the ordered rules of a policy.

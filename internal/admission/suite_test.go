@@ -165,6 +165,16 @@ func waitForPolicies(ctx context.Context) error {
 			a.Spec.DecidedBy = "someone-else"
 			return env.Client.Create(ctx, a, client.DryRunAll)
 		}, "a new Approval must be Pending"},
+		{"approval-grant", func() error {
+			g := &toolgatev1alpha1.ApprovalGrant{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "probe"},
+				Spec: toolgatev1alpha1.ApprovalGrantSpec{
+					ApprovalRef: toolgatev1alpha1.LocalObjectReference{Name: existing.Name}, TaskRef: toolgatev1alpha1.LocalObjectReference{Name: "probe"}, TaskUID: "probe",
+					Scope: toolgatev1alpha1.GrantScopeTask, MaxUses: 1, ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour)), GrantedBy: "not-the-admin",
+				},
+			}
+			return env.Client.Create(ctx, g, client.DryRunAll)
+		}, "spec.grantedBy must be your user name"},
 		{"toolintent-requester", func() error {
 			// The admin is exempt from this rule (the controller creates intents for
 			// model-driven tasks); the agent is not, and needs a binding to get past RBAC.

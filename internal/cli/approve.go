@@ -235,6 +235,7 @@ func newDecideCommand(o *Options, approve bool) *cobra.Command {
 	var (
 		comment string
 		yes     bool
+		scope   grantOptions
 	)
 	verb, decision := "approve", v1.DecisionApproved
 	if !approve {
@@ -286,6 +287,14 @@ and no other. A push whose record is missing or names another tree is not approv
 			if err != nil {
 				return err
 			}
+			var grant *v1.ApprovalGrant
+			if approve && !strings.EqualFold(scope.scope, "once") {
+				// Checked before the decision: a scope the rule refuses leaves the
+				// approval pending.
+				if grant, err = scopedGrant(ctx, c, a, user, scope, now); err != nil {
+					return err
+				}
+			}
 			if !yes && !confirm(o.Streams.In, o.Streams.Out, fmt.Sprintf("%s this call as %s?", strings.ToUpper(verb[:1])+verb[1:], user)) {
 				return errors.New("not confirmed; nothing was changed")
 			}
@@ -293,8 +302,20 @@ and no other. A push whose record is missing or names another tree is not approv
 				return err
 			}
 			fmt.Fprintf(o.Streams.Out, "Approval %s %s by %s.\n", a.Name, strings.ToLower(string(decision)), user)
+			if grant != nil {
+				if err := c.client.Create(ctx, grant); err != nil {
+					return fmt.Errorf("the approval stands, and the grant was not created: %w", apiError(err))
+				}
+				fmt.Fprintf(o.Streams.Out, "ApprovalGrant %s: scope %s%s, %d uses until %s. Delete it to revoke it.\n", grant.Name, grant.Spec.Scope, prefixText(grant), grant.Spec.MaxUses, timestamp(grant.Spec.ExpiresAt.Time))
+			}
 			return nil
 		},
+	}
+	if approve {
+		cmd.Flags().StringVar(&scope.scope, "scope", "once", "What the approval covers: once (this call), task (the same call again in this task) or prefix (bash calls every part of which starts with --prefix), as far as the rule's grants allow")
+		cmd.Flags().Int32Var(&scope.uses, "uses", 0, "How many later calls the grant allows (default: 10, or the rule's maxUses if lower)")
+		cmd.Flags().DurationVar(&scope.within, "for", 0, "How long the grant lasts (default: the rule's maxDurationSeconds)")
+		cmd.Flags().StringVar(&scope.prefix, "prefix", "", `The argv words later calls must start with, for --scope prefix, for example "npm test"`)
 	}
 	cmd.Flags().StringVarP(&comment, "message", "m", "", "Comment recorded with the decision; for a denial it is fed back to the model")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Do not ask for confirmation")

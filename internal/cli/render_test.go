@@ -172,3 +172,21 @@ func TestTraceNamesTheExternalAgentByItsDescription(t *testing.T) {
 		t.Fatalf("agent %q; want %q", got, want)
 	}
 }
+
+// A call that ran on an approver's grant says so where an approval would be: whose
+// grant, from which Approval, and which of its uses.
+func TestTraceShowsTheGrantACallRanOn(t *testing.T) {
+	task, intents, approvals, executions := fixtureTask("team-a")
+	onGrant := intents[0].DeepCopy()
+	onGrant.Status.ApprovalName = ""
+	onGrant.Status.Decision.Action = v1.DecisionAsk
+	onGrant.Status.Decision.GrantRef = &v1.GrantReference{Name: "fix-tests-t0-0-x7k2p", ApprovalName: "fix-tests-t0-0", GrantedBy: "alice", Scope: v1.GrantScopeCommandPrefix, Use: 3, Of: 10}
+	var text bytes.Buffer
+	if err := RenderTrace(&text, BuildTrace(task, append([]v1.ToolIntent{*onGrant}, intents[1:]...), approvals, executions)); err != nil {
+		t.Fatal(err)
+	}
+	want := "Allow by grant fix-tests-t0-0-x7k2p (CommandPrefix) from alice's Approval fix-tests-t0-0, use 3 of 10"
+	if !strings.Contains(text.String(), want) {
+		t.Fatalf("the trace does not show the grant; want %q in:\n%s", want, text.String())
+	}
+}

@@ -360,6 +360,10 @@ func renderIntent(b *strings.Builder, it IntentTrace) {
 		text += fmt.Sprintf("\nrequested %s, expires %s", timestamp(a.RequestedAt.Time), timestamp(a.ExpiresAt.Time))
 		line("Approval", "%s", text)
 	}
+	if d := it.Decision; d != nil && d.GrantRef != nil {
+		// Asked, and run on an approver's earlier grant instead of a new Approval.
+		line("Approval", "Allow by %s", d.GrantRef)
+	}
 	if e := it.Execution; e != nil {
 		text := fmt.Sprintf("%s: %s", e.Name, orDash(string(e.Phase)))
 		if e.JobName != "" {

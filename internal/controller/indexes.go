@@ -24,6 +24,9 @@ const (
 	IndexIntentStop = "toolgate.dev/stopped-task"
 	// IndexApprovalTask indexes Approvals by spec.taskRef.name.
 	IndexApprovalTask = "spec.taskRef.name"
+	// IndexGrantTask indexes ApprovalGrants by spec.taskRef.name, so that an asked
+	// call finds its task's grants.
+	IndexGrantTask = "spec.taskRef.name"
 	// IndexExecutionTask indexes Executions by spec.taskRef.name, so that a task
 	// that ends finds the calls it still runs.
 	IndexExecutionTask = "spec.taskRef.name"
@@ -82,6 +85,11 @@ func setupIndexes(mgr ctrl.Manager, _ Options) error {
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1.Approval{}, IndexApprovalTask, func(o client.Object) []string {
 		return []string{o.(*v1.Approval).Spec.TaskRef.Name}
+	}); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1.ApprovalGrant{}, IndexGrantTask, func(o client.Object) []string {
+		return []string{o.(*v1.ApprovalGrant).Spec.TaskRef.Name}
 	}); err != nil {
 		return err
 	}

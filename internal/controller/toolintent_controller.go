@@ -36,6 +36,8 @@ import (
 // +kubebuilder:rbac:groups=toolgate.dev,resources=toolintents/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=approvals,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=toolgate.dev,resources=executions,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=toolgate.dev,resources=approvalgrants,verbs=get;list;watch
+// +kubebuilder:rbac:groups=toolgate.dev,resources=approvalgrants/status,verbs=get;update
 // +kubebuilder:rbac:groups=toolgate.dev,resources=agenttasks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=toolgate.dev,resources=toolpolicies;clustertoolpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -273,6 +275,18 @@ func (r *ToolIntentReconciler) reconcile(ctx context.Context, run *intentRun) (c
 			failpoint.Reached(failpoint.ApprovalConsumed)
 			r.apply(run, s.Change)
 			w.ApprovalUsed = true
+			continue
+		case toolintent.UseGrant:
+			// One use, a compare-and-swap on the version read: of two calls racing
+			// for the last use one conflicts, reads the grant again and judges it
+			// again. A grant deleted meanwhile is revoked: its update is NotFound.
+			if err := r.Status().Update(ctx, s.Grant.Grant); err != nil {
+				if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+					return ctrl.Result{RequeueAfter: time.Second}, nil
+				}
+				return ctrl.Result{}, err
+			}
+			r.apply(run, s.Change)
 			continue
 		}
 		if err := r.retire(ctx, s.Retire); err != nil {

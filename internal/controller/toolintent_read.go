@@ -66,6 +66,12 @@ func (r *ToolIntentReconciler) read(ctx context.Context, run *intentRun, w *tool
 			return err
 		}
 		w.TaskHistory.Set(history)
+	case toolintent.NeedGrants:
+		var grants v1.ApprovalGrantList
+		if err := r.List(ctx, &grants, client.InNamespace(intent.Namespace), client.MatchingFields{IndexGrantTask: run.task.Name}); err != nil {
+			return err
+		}
+		w.Grants.Set(grants.Items)
 	case toolintent.NeedTurn:
 		turn, err := r.turnSiblings(ctx, run)
 		w.Turn.Set(turn)

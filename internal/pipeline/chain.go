@@ -43,7 +43,7 @@ func (e *ChainError) Is(target error) bool { return e.Pending && target == ErrCh
 // the sandbox (image, runtimeClass, network, workspace claim and mount, resources,
 // output cap, workdir, env) is the one the decision recorded;
 // the decision is Allow, or Ask with an Approval (controlled by the intent) consumed
-// by exec under the same fingerprint; exec's fingerprint is the decision's; and the
+// by exec under the same fingerprint, or Ask with the use of a grant recorded; exec's fingerprint is the decision's; and the
 // intent's status names exec as its Execution.
 //
 // intent is nil when spec.intentRef names no ToolIntent; approval is nil when
@@ -93,6 +93,15 @@ func CheckChain(exec *v1.Execution, intent *v1.ToolIntent, approval *v1.Approval
 			return broken("approval", "ToolIntent %s was allowed without an approval, but spec.approvalRef names Approval %s", intent.Name, exec.Spec.ApprovalName())
 		}
 	case v1.DecisionAsk:
+		if dec.GrantRef != nil {
+			// Allowed on an earlier approval's grant, whose use the controller
+			// recorded in the decision (intent status only it writes), before it
+			// named this Execution.
+			if exec.Spec.ApprovalName() != "" {
+				return broken("approval", "ToolIntent %s runs on %s, but spec.approvalRef names Approval %s", intent.Name, dec.GrantRef, exec.Spec.ApprovalName())
+			}
+			break
+		}
 		if err := checkApproval(exec, intent, approval); err != nil {
 			return err
 		}

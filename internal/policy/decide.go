@@ -162,6 +162,7 @@ func decide(req Request, f *facts, enforcing []candidate, hits []v1alpha1.RuleHi
 		d.Risk = w.rule.spec.Risk
 		if d.Action == v1alpha1.DecisionAsk {
 			d.Approvers = w.rule.spec.Approvers
+			d.Grants = w.rule.spec.Grants.DeepCopy()
 		}
 		d.Instruction = w.rule.spec.Instruction
 		for i, c := range enforcing {
@@ -187,6 +188,7 @@ func decide(req Request, f *facts, enforcing []candidate, hits []v1alpha1.RuleHi
 		d.Action = v1alpha1.DecisionDeny
 		d.PolicyRuleRef = v1alpha1.ModeDefaultReference(req.Mode)
 		d.Approvers = v1alpha1.Approvers{}
+		d.Grants = nil
 		d.Instruction = ""
 		d.Reason = fmt.Sprintf("ReadOnly mode never runs writes: this call is %s", f.category)
 	}

@@ -22,12 +22,19 @@ const defaultApprovalTTL = time.Hour
 // decision the Approval records. It returns no step when the call may go on to run.
 func approve(w *World) (Step, bool) {
 	intent := w.Intent
+	if intent.Status.Decision.GrantRef != nil {
+		// Allowed on a grant whose use this intent recorded: it runs on it.
+		return Step{}, false
+	}
 	name := pipeline.ApprovalName(intent)
 	a, ok := approvalNamed(w, name)
 	if !ok {
 		return readApproval(name, false), true
 	}
 	if a == nil {
+		if s, ok := useGrant(w); ok {
+			return s, true
+		}
 		return requestApproval(w), true
 	}
 	if !metav1.IsControlledBy(a, intent) {

@@ -2,14 +2,17 @@ package toolintent
 
 // Event reasons of the intent pipeline, one per step.
 const (
-	EventValidated          = "Validated"
-	EventValidationFailed   = "ValidationFailed"
-	EventDecided            = "Decided"
-	EventApprovalRequested  = "ApprovalRequested"
-	EventApprovalGranted    = "ApprovalGranted"
-	EventApprovalDenied     = "ApprovalDenied"
-	EventApprovalExpired    = "ApprovalExpired"
-	EventApprovalRefused    = "ApprovalRefused"
+	EventValidated         = "Validated"
+	EventValidationFailed  = "ValidationFailed"
+	EventDecided           = "Decided"
+	EventApprovalRequested = "ApprovalRequested"
+	EventApprovalGranted   = "ApprovalGranted"
+	EventApprovalDenied    = "ApprovalDenied"
+	EventApprovalExpired   = "ApprovalExpired"
+	EventApprovalRefused   = "ApprovalRefused"
+	// EventGrantUsed: an asked call runs on an ApprovalGrant of its task (one of
+	// its uses taken), without a new Approval.
+	EventGrantUsed          = "GrantUsed"
 	EventRedecided          = "Redecided"
 	EventHeldForSiblings    = "HeldForSiblings"
 	EventHeldForWorkspace   = "HeldForWorkspace"

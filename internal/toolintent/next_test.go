@@ -426,8 +426,19 @@ func TestNext(t *testing.T) {
 					t.Fatalf("want a cached read of the Approval, got %+v", s)
 				}
 			}}},
+		{name: "an Ask without an Approval reads the task's grants first", world: with(decidedWorld(v1.DecisionAsk), func(w *World) {
+			w.Approval = Known(NamedApproval{Name: w.Intent.Name})
+		}), want: []expect{reads(NeedGrants)}},
+		{name: "an Ask with grants is decided again before a grant is judged", world: with(decidedWorld(v1.DecisionAsk), func(w *World) {
+			w.Approval = Known(NamedApproval{Name: w.Intent.Name})
+			w.Grants = Known([]v1.ApprovalGrant{{ObjectMeta: metav1.ObjectMeta{Name: "g"}}})
+		}), want: []expect{reads(NeedRechecked)}},
+		{name: "an Ask recorded as run on a grant goes on to run without an Approval", world: with(decidedWorld(v1.DecisionAsk), func(w *World) {
+			w.Intent.Status.Decision.GrantRef = &v1.GrantReference{Name: "g", ApprovalName: "a", GrantedBy: "alice", Scope: v1.GrantScopeTask, Use: 1, Of: 2}
+		}), want: []expect{does(NameExecution)}},
 		{name: "an Ask without an Approval requests one", world: with(decidedWorld(v1.DecisionAsk), func(w *World) {
 			w.Approval = Known(NamedApproval{Name: w.Intent.Name})
+			w.Grants = Known[[]v1.ApprovalGrant](nil)
 		}), want: []expect{does(RequestApproval), emits(EventApprovalRequested), func(t *testing.T, w *World, s Step) {
 			if s.Approval == nil || s.Approval.Name != w.Intent.Name || !s.Approval.Spec.ExpiresAt.Equal(&metav1.Time{Time: epoch.Add(time.Hour)}) {
 				t.Fatalf("want Approval %s expiring in an hour, got %+v", w.Intent.Name, s.Approval)

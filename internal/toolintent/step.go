@@ -29,6 +29,11 @@ const (
 	// compare-and-swap; a conflict ends the reconcile to look again in a second.
 	// Then apply Change, set World.ApprovalUsed, and ask Next again.
 	UseApproval
+	// UseGrant: take one use of Grant (a compare-and-swap on the version read: a
+	// conflict, or a grant deleted meanwhile, ends the reconcile to look again in a
+	// second). Then apply Change, which records the use on the decision, and ask
+	// Next again.
+	UseGrant
 	// NameExecution: apply Change, which names the Execution, and write the status
 	// now (a compare-and-swap; a conflict ends the reconcile); then set
 	// World.ExecutionNamed and ask Next again.
@@ -58,6 +63,7 @@ const (
 	NeedExecution
 	NeedStale
 	NeedFinishedExecution
+	NeedGrants
 )
 
 // Step is the one thing to do next.
@@ -75,6 +81,8 @@ type Step struct {
 	Retire *Retirement
 	// Approval to create (RequestApproval).
 	Approval *v1.Approval
+	// Grant to take a use of (UseGrant), with the use it takes.
+	Grant *GrantUse
 	// Execution to create (CreateExecution).
 	Execution *v1.Execution
 	// RequeueAfter is when to look again after End.
@@ -92,6 +100,12 @@ type Retirement struct {
 	Message    string
 }
 
+// GrantUse is one use of an ApprovalGrant: its status as it is once the use is
+// taken, written with a compare-and-swap on the version read.
+type GrantUse struct {
+	Grant *v1.ApprovalGrant
+}
+
 // Change is what a step records in the intent's status, applied in field order.
 type Change struct {
 	Validation *v1.Validation
@@ -104,7 +118,9 @@ type Change struct {
 	// ApprovalName and ExecutionName, when set, are recorded as they are ("" clears).
 	ApprovalName  *string
 	ExecutionName *string
-	Conditions    []metav1.Condition
+	// GrantRef records, on the decision in force, the grant use that allows it.
+	GrantRef   *v1.GrantReference
+	Conditions []metav1.Condition
 	// Observation ends the intent (Observed), with the event that says so.
 	Observation *v1.Observation
 	Events      []Event
@@ -173,6 +189,9 @@ func Apply(intent *v1.ToolIntent, change Change, now time.Time) {
 	}
 	if change.ExecutionName != nil {
 		st.ExecutionName = *change.ExecutionName
+	}
+	if change.GrantRef != nil && st.Decision != nil {
+		st.Decision.GrantRef = change.GrantRef
 	}
 	for _, c := range change.Conditions {
 		c.LastTransitionTime = metav1.NewTime(now)

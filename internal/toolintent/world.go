@@ -58,6 +58,8 @@ type World struct {
 	OtherApprovals Fact[[]v1.Approval]
 	// Turn is the call's batch (pipeline.TurnSiblings), itself included.
 	Turn Fact[[]v1.ToolIntent]
+	// Grants are the ApprovalGrants that name the intent's task.
+	Grants Fact[[]v1.ApprovalGrant]
 	// Approval is the Approval read by the name a Need gave.
 	Approval Fact[NamedApproval]
 	// Fingerprint is the decision's fingerprint with the deciding policy's current
