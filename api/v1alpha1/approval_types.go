@@ -127,10 +127,11 @@ type ApprovalSpec struct {
 	// votes are the approvers' votes, one per person, in the order they were cast.
 	// The approval is Denied by any counted Deny, and Approved once
 	// approvers.required distinct people (default 1) approved; the requester never
-	// counts. Votes are only appended: none is edited or removed.
+	// counts. Votes are only appended: none is edited or removed. Default empty.
 	// +optional
 	// +listType=map
 	// +listMapKey=user
+	// +kubebuilder:default={}
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:XValidation:rule="self.all(v, self.exists_one(w, w.user == v.user))",message="spec.votes holds one vote per person: you already voted, and a vote is final"
 	Votes []ApprovalVote `json:"votes,omitempty"`

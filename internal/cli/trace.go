@@ -84,13 +84,13 @@ type ApprovalTrace struct {
 	// Tally is the approvals counted out of those required, as in "1/2".
 	Tally string `json:"tally"`
 	// Votes are the votes as cast, comments masked.
-	Votes []v1.ApprovalVote `json:"votes,omitempty"`
-	State v1.ApprovalState  `json:"state,omitempty"`
-	RequestedAt             metav1.Time         `json:"requestedAt"`
-	ExpiresAt               metav1.Time         `json:"expiresAt"`
-	Approvers               *v1.Approvers       `json:"approvers,omitempty"`
-	ConsumedByExecutionName string              `json:"consumedByExecutionName,omitempty"`
-	Message                 string              `json:"message,omitempty"`
+	Votes                   []v1.ApprovalVote `json:"votes,omitempty"`
+	State                   v1.ApprovalState  `json:"state,omitempty"`
+	RequestedAt             metav1.Time       `json:"requestedAt"`
+	ExpiresAt               metav1.Time       `json:"expiresAt"`
+	Approvers               *v1.Approvers     `json:"approvers,omitempty"`
+	ConsumedByExecutionName string            `json:"consumedByExecutionName,omitempty"`
+	Message                 string            `json:"message,omitempty"`
 }
 
 // ExecutionTrace is the invocation that ran the call.
