@@ -112,12 +112,12 @@ func TestVotesAreOnlyAppended(t *testing.T) {
 		who string
 		ops []map[string]any
 	}{
-		"bob removes alice's vote": {bob, []map[string]any{{"op": "remove", "path": "/spec/votes/0"}}},
+		"bob removes alice's vote":              {bob, []map[string]any{{"op": "remove", "path": "/spec/votes/0"}}},
 		"bob puts his vote in place of alice's": {bob, []map[string]any{{"op": "replace", "path": "/spec/votes/0", "value": bobVote}}},
 		"bob edits alice's comment with his vote": {bob, []map[string]any{
 			{"op": "replace", "path": "/spec/votes/0/comment", "value": "not fine"}, {"op": "add", "path": "/spec/votes/-", "value": bobVote}}},
-		"alice turns her vote into a Deny": {alice, []map[string]any{{"op": "replace", "path": "/spec/votes/0/decision", "value": "Denied"}}},
-		"alice edits her comment":          {alice, []map[string]any{{"op": "replace", "path": "/spec/votes/0/comment", "value": "fine, I guess"}}},
+		"alice turns her vote into a Deny":                {alice, []map[string]any{{"op": "replace", "path": "/spec/votes/0/decision", "value": "Denied"}}},
+		"alice edits her comment":                         {alice, []map[string]any{{"op": "replace", "path": "/spec/votes/0/comment", "value": "fine, I guess"}}},
 		"bob sends the list back without alice's comment": {bob, []map[string]any{{"op": "replace", "path": "/spec/votes", "value": []any{map[string]any{"user": alice, "decision": "Approved"}, bobVote}}}},
 	} {
 		t.Run(name, func(t *testing.T) {

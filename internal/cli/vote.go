@@ -36,11 +36,18 @@ func Vote(ctx context.Context, c client.Client, a *v1.Approval, user string, dec
 		if err != nil {
 			return err
 		}
+		read := a.ResourceVersion
 		err = c.Patch(ctx, a, client.RawPatch(types.JSONPatchType, patch))
-		if err == nil || !staleResourceVersion(err) || attempt == voteAttempts {
+		if err == nil || !apierrors.IsInvalid(err) || attempt == voteAttempts {
 			return apiError(err)
 		}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(a), a); err != nil {
+		// A failed test operation is answered as Invalid with no detail, like a
+		// vote the CRD refuses: it was the test when the approval changed since it
+		// was read.
+		if getErr := c.Get(ctx, client.ObjectKeyFromObject(a), a); getErr != nil {
+			return apiError(getErr)
+		}
+		if a.ResourceVersion == read {
 			return apiError(err)
 		}
 	}
@@ -57,12 +64,6 @@ func votePatch(a *v1.Approval, vote v1.ApprovalVote) ([]byte, error) {
 		ops = append(ops, map[string]any{"op": "add", "path": "/spec/votes/-", "value": vote})
 	}
 	return json.Marshal(ops)
-}
-
-// staleResourceVersion says whether a vote's patch failed only because the
-// approval changed since it was read: its resourceVersion test failed.
-func staleResourceVersion(err error) bool {
-	return apierrors.IsInvalid(err) && strings.Contains(err.Error(), "/metadata/resourceVersion")
 }
 
 // VoteSummary says where the votes stand, for the voter: "1 of 2 approvals; voted:

@@ -151,7 +151,7 @@ func ApprovalStatusAt(a *v1.Approval, now time.Time) (v1.ApprovalStatus, time.Du
 		st.State = v1.ApprovalStateExpired
 		st.Message = "nobody decided before " + expires
 		if t.Required > 1 {
-			st.Message = fmt.Sprintf("not decided before %s: %s of %d approvals (approved by %s)", expires, t.String(), t.Required, t.Voters())
+			st.Message = fmt.Sprintf("not decided before %s: %d of %d approvals (approved by %s)", expires, len(t.ApprovedBy), t.Required, t.Voters())
 		}
 		return st, 0
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -66,7 +67,7 @@ func approval(in *v1.ToolIntent, st v1.ApprovalState) *v1.Approval {
 	a := &v1.Approval{
 		ObjectMeta: metav1.ObjectMeta{Name: in.Name, Namespace: in.Namespace,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(in, v1.GroupVersion.WithKind("ToolIntent"))}},
-		Spec: v1.ApprovalSpec{Fingerprint: "fp", Decision: v1.DecisionApproved, DecidedBy: "alice", ExpiresAt: metav1.NewTime(epoch.Add(time.Hour))},
+		Spec: v1.ApprovalSpec{Fingerprint: "fp", Votes: fixtures.Votes(v1.DecisionApproved, "alice", ""), ExpiresAt: metav1.NewTime(epoch.Add(time.Hour))},
 	}
 	a.Status.State = st
 	if st == v1.ApprovalStateApproved {
