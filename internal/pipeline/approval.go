@@ -126,12 +126,14 @@ const (
 // and how long until it must look again (0: only a change of the Approval matters).
 // It holds the approval rules of time and decision, in one place:
 //
-//   - A new Approval is Pending.
+//   - A new Approval is Pending. While it is, the votes are counted (CountVotes)
+//     into status.tally, approvedBy and deniedBy at every look; they decide once
+//     one counted vote denies or approvers.required people approved.
 //   - Expiry first: a decision counts only when the controller saw it before
 //     expiresAt. The first time it is seen is recorded in status.decidedAt (only
 //     the controller writes status); seen in time, the Approval becomes Approved or
 //     Denied; seen at or after expiresAt, it is Expired, whatever it says.
-//   - Nobody decided and the clock reached expiresAt: Expired.
+//   - The votes decided nothing and the clock reached expiresAt: Expired.
 //   - Approved, Denied, Expired, Consumed and Superseded are not changed here: an
 //     Approved approval is consumed (or superseded) by its intent's reconcile, at
 //     the moment the call runs (or is decided again), with a compare-and-swap.
