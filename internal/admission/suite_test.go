@@ -157,8 +157,14 @@ func waitForPolicies(ctx context.Context) error {
 		want   string
 	}{
 		{"approval-decision", func() error {
-			return decide(ctx, env.Client, existing, toolgatev1alpha1.DecisionApproved, "not-the-admin", client.DryRunAll)
-		}, "a vote must carry your own user name"},
+			// Two votes in others' names break several of the policy's rules, so the
+			// probe does not rest on any one of them (each is a gate of its own, whose
+			// removal its own test must catch).
+			return jsonPatch(ctx, env.Client, existing, []map[string]any{
+				{"op": "add", "path": "/spec/votes/-", "value": toolgatev1alpha1.ApprovalVote{User: "not-the-admin", Decision: toolgatev1alpha1.DecisionApproved}},
+				{"op": "add", "path": "/spec/votes/-", "value": toolgatev1alpha1.ApprovalVote{User: "nor-this-one", Decision: toolgatev1alpha1.DecisionApproved}},
+			}, client.DryRunAll)
+		}, "ValidatingAdmissionPolicy 'approval-decision.toolgate.dev'"},
 		{"controller-owned", func() error {
 			a := fixtures.PendingApproval(ns.Name, "probe-approved", "someone", nil)
 			a.Spec.Votes = []toolgatev1alpha1.ApprovalVote{{User: "someone-else", Decision: toolgatev1alpha1.DecisionApproved}}

@@ -152,7 +152,7 @@ func TestApprovalHealthEdgeCases(t *testing.T) {
 		{"denied with a comment", approval(2, 2, v1.DecisionDenied, "bob", "use the mirror", v1.ApprovalStateDenied, nil),
 			HealthStatus{HealthHealthy, "Denied by bob: use the mirror"}},
 		{"expired", approval(1, 1, "", "", "", v1.ApprovalStateExpired, nil),
-			HealthStatus{HealthDegraded, "Expired: not decided before 2030-01-02T03:04:05Z; the intent was not executed"}},
+			HealthStatus{HealthDegraded, "Expired: nobody decided before 2030-01-02T03:04:05Z; the intent was not executed"}},
 	})
 }
 

@@ -88,7 +88,7 @@ func TestRetiredCallsLeaveTheClusterAndStillCount(t *testing.T) {
 	// The record is the whole call, not the cache's trimmed copy of it.
 	page, err := a.TaskRecords(t.Context(), string(task.UID), 0, 20)
 	if err != nil || len(page.Records) == 0 || !strings.Contains(string(page.Records[0].Body), asked.Status.Decision.Fingerprint) ||
-		!strings.Contains(string(page.Records[0].Body), `"decidedBy": "bob"`) {
+		!strings.Contains(string(page.Records[0].Body), `"deniedBy": "bob"`) {
 		t.Fatalf("the first record is not the whole asked call: %v, %+v", err, page.Records)
 	}
 

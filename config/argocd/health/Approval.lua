@@ -66,6 +66,6 @@ if state == "Denied" then
   return {status = "Healthy", message = text}
 end
 if state == "Expired" then
-  return {status = "Degraded", message = "Expired: not decided before " .. (spec.expiresAt or "the deadline") .. "; the intent was not executed" .. detail}
+  return {status = "Degraded", message = "Expired: nobody decided before " .. (spec.expiresAt or "the deadline") .. "; the intent was not executed"}
 end
 return {status = "Unknown", message = "unknown approval state " .. state}
