@@ -133,8 +133,9 @@ if ! kubectl get --raw "${SINK}" | grep -q '"verified": true'; then
 fi
 echo "    \$ kubectl get --raw ${SINK}" >&2
 kubectl get --raw "${SINK}"
-echo "    \$ kubectl --as alice patch approval ${approval} --type merge -p '{\"spec\":{\"decision\":\"Approved\",\"decidedBy\":\"alice\"}}'" >&2
-kubectl -n "${NS}" --as alice patch approval "${approval}" --type merge -p '{"spec":{"decision":"Approved","decidedBy":"alice"}}'
+# alice appends her own vote; admission checks that the vote is hers.
+echo "    \$ kubectl --as alice patch approval ${approval} --type json -p '[{\"op\":\"add\",\"path\":\"/spec/votes/-\",\"value\":{\"user\":\"alice\",\"decision\":\"Approved\"}}]'" >&2
+kubectl -n "${NS}" --as alice patch approval "${approval}" --type json -p '[{"op":"add","path":"/spec/votes/-","value":{"user":"alice","decision":"Approved"}}]'
 observed "${edit}"
 observed "$(propose 4 bash '{"command": "sh test.sh"}' 'Check the fix.')"
 
@@ -170,6 +171,7 @@ fi
 echo "    \$ kubectl -n toolgate-system exec toolgate-archive-db-0 -- psql -c \"SELECT ... FROM records WHERE namespace = '${NS}'\"" >&2
 kubectl -n toolgate-system exec toolgate-archive-db-0 -c postgres -- psql --no-psqlrc -c \
   "SELECT seq, kind, name, body->'intent'->'status'->'decision'->>'action' AS decision,
-          body->'approval'->'spec'->>'decidedBy' AS approved_by, left(sha256, 12) AS sha256
+          (SELECT string_agg(u, ', ') FROM jsonb_array_elements_text(body->'approval'->'status'->'approvedBy') u) AS approved_by,
+          left(sha256, 12) AS sha256
      FROM records WHERE namespace = '${NS}' ORDER BY seq"
 say "done. KUBECONFIG=${KUBECONFIG}; 'make kind-down' deletes the cluster"

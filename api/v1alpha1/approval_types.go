@@ -4,18 +4,34 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// ApprovalDecision is a human's decision on an Approval.
-// +kubebuilder:validation:Enum=Pending;Approved;Denied
+// ApprovalDecision is one person's vote on an Approval.
+// +kubebuilder:validation:Enum=Approved;Denied
 type ApprovalDecision string
 
 const (
-	// DecisionPending: nobody has decided yet.
-	DecisionPending ApprovalDecision = "Pending"
-	// DecisionApproved: an approver allowed the call.
+	// DecisionApproved: the voter allows the call.
 	DecisionApproved ApprovalDecision = "Approved"
-	// DecisionDenied: an approver refused the call.
+	// DecisionDenied: the voter refuses the call; one counted Deny denies it.
 	DecisionDenied ApprovalDecision = "Denied"
 )
+
+// ApprovalVote is one person's vote, written by that person: the admission policy
+// requires user to be the caller's own name, lets each person vote once, and keeps
+// every vote as it was cast.
+type ApprovalVote struct {
+	// user is the voter's Kubernetes user name (request.userInfo.username).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	User string `json:"user"`
+	// decision is Approved or Denied.
+	// +required
+	Decision ApprovalDecision `json:"decision"`
+	// comment from the voter; a denial's comment is fed back to the model.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Comment string `json:"comment,omitempty"`
+}
 
 // ApprovalState is where an Approval is in its life.
 // +kubebuilder:validation:Enum=Pending;Approved;Denied;Expired;Consumed;Superseded
@@ -75,10 +91,9 @@ type ApprovalRequest struct {
 }
 
 // ApprovalSpec is a request for a human decision on one intent. Every field except
-// decision, decidedBy and comment is immutable; the admission policy lets the decision
-// change once, from Pending, by an allowed approver who names themselves.
-// +kubebuilder:validation:XValidation:rule="self.intentRef == oldSelf.intentRef && self.taskRef == oldSelf.taskRef && self.fingerprint == oldSelf.fingerprint && self.request == oldSelf.request && self.requestedBy == oldSelf.requestedBy && self.expiresAt == oldSelf.expiresAt && (has(self.approvers) == has(oldSelf.approvers)) && (!has(self.approvers) || self.approvers == oldSelf.approvers)",message="only spec.decision, spec.decidedBy and spec.comment of an Approval may change"
-// +kubebuilder:validation:XValidation:rule="self.decision == 'Pending' || (has(self.decidedBy) && size(self.decidedBy) > 0)",message="spec.decidedBy is required when spec.decision is Approved or Denied"
+// votes is immutable; the admission policy lets each allowed approver append one
+// vote, their own, until the approval is decided.
+// +kubebuilder:validation:XValidation:rule="self.intentRef == oldSelf.intentRef && self.taskRef == oldSelf.taskRef && self.fingerprint == oldSelf.fingerprint && self.request == oldSelf.request && self.requestedBy == oldSelf.requestedBy && self.expiresAt == oldSelf.expiresAt && (has(self.approvers) == has(oldSelf.approvers)) && (!has(self.approvers) || self.approvers == oldSelf.approvers)",message="only spec.votes of an Approval may change: add your vote, and leave every other field as it is"
 type ApprovalSpec struct {
 	// intentRef names the ToolIntent this approval is for.
 	// +required
@@ -96,30 +111,30 @@ type ApprovalSpec struct {
 	// request is what is asked, with secrets masked.
 	// +required
 	Request ApprovalRequest `json:"request"`
-	// requestedBy is the user who created the intent; that user can never decide.
+	// requestedBy is the user who created the intent; that user can never vote.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	RequestedBy string `json:"requestedBy"`
-	// approvers lists who may decide; empty means anyone with the approve verb.
+	// approvers lists who may vote and how many must approve; absent means anyone
+	// with the approve verb, and one approval.
 	// +optional
 	Approvers *Approvers `json:"approvers,omitempty"`
 	// expiresAt is when the approval expires if nobody decided.
 	// +required
 	ExpiresAt metav1.Time `json:"expiresAt"`
 
-	// decision is Pending until an approver sets Approved or Denied, once.
+	// votes are the approvers' votes, one per person, in the order they were cast.
+	// The approval is Denied by any counted Deny, and Approved once
+	// approvers.required distinct people (default 1) approved; the requester never
+	// counts. Votes are only appended: none is edited or removed. Default empty.
 	// +optional
-	// +kubebuilder:default=Pending
-	Decision ApprovalDecision `json:"decision,omitempty"`
-	// decidedBy is the user name of the approver; it must be the caller's own.
-	// +optional
-	// +kubebuilder:validation:MaxLength=253
-	DecidedBy string `json:"decidedBy,omitempty"`
-	// comment from the approver; for a denial it is fed back to the model.
-	// +optional
-	// +kubebuilder:validation:MaxLength=4096
-	Comment string `json:"comment,omitempty"`
+	// +listType=map
+	// +listMapKey=user
+	// +kubebuilder:default={}
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(v, self.exists_one(w, w.user == v.user))",message="spec.votes holds one vote per person: you already voted, and a vote is final"
+	Votes []ApprovalVote `json:"votes,omitempty"`
 }
 
 // ApprovalStatus is written by the controller.
@@ -127,9 +142,24 @@ type ApprovalStatus struct {
 	// state of the approval.
 	// +optional
 	State ApprovalState `json:"state,omitempty"`
-	// decidedAt is when the controller first saw the decision.
+	// decidedAt is when the controller first saw the votes decide (a Deny, or
+	// enough approvals).
 	// +optional
 	DecidedAt *metav1.Time `json:"decidedAt,omitempty"`
+	// tally is the approvals counted out of those required, such as 1/2.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	Tally string `json:"tally,omitempty"`
+	// approvedBy are the people whose approvals count, in the order they voted.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=253
+	ApprovedBy []string `json:"approvedBy,omitempty"`
+	// deniedBy is the person whose Deny denied the approval.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	DeniedBy string `json:"deniedBy,omitempty"`
 	// consumedByExecutionName names the Execution that used the approval.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
@@ -185,14 +215,15 @@ type NotificationRecord struct {
 // +kubebuilder:printcolumn:name="Risk",type=string,JSONPath=`.spec.request.risk`
 // +kubebuilder:printcolumn:name="Requester",type=string,JSONPath=`.spec.requestedBy`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Votes",type=string,JSONPath=`.status.tally`,description="Approvals counted out of those required"
 // +kubebuilder:printcolumn:name="Expires",type=string,format=date-time,JSONPath=`.spec.expiresAt`,description="When the approval expires if nobody decides"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Intent",type=string,JSONPath=`.spec.intentRef.name`,priority=1
 // +kubebuilder:printcolumn:name="Asked-By",type=string,JSONPath=`.spec.request.policyRuleRef.kind`,priority=1,description="What asked: ToolPolicy, ClusterToolPolicy, or ModeDefault (no rule matched; the task's mode asked)"
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.request.policyRuleRef.name`,priority=1,description="The policy that asked, or the task's mode for ModeDefault"
 // +kubebuilder:printcolumn:name="Rule",type=string,JSONPath=`.spec.request.policyRuleRef.rule`,priority=1
-// +kubebuilder:printcolumn:name="Decision",type=string,JSONPath=`.spec.decision`,priority=1
-// +kubebuilder:printcolumn:name="Decided-By",type=string,JSONPath=`.spec.decidedBy`,priority=1
+// +kubebuilder:printcolumn:name="Approved-By",type=string,JSONPath=`.status.approvedBy`,priority=1,description="Whose approvals count"
+// +kubebuilder:printcolumn:name="Denied-By",type=string,JSONPath=`.status.deniedBy`,priority=1
 type Approval struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -86,8 +86,9 @@ const (
 	RiskCritical Risk = "Critical"
 )
 
-// Approvers lists who may decide an Approval. An empty list means anyone who holds
-// the `approve` verb on approvals in the namespace.
+// Approvers lists who may vote on an Approval and how many must approve. An empty
+// list means anyone who holds the `approve` verb on approvals in the namespace.
+// +kubebuilder:validation:XValidation:rule="!has(self.required) || self.required <= 1 || (has(self.groups) && size(self.groups) > 0) || !has(self.users) || size(self.users) == 0 || self.required <= size(self.users)",message="approvers.required is more than the users listed and no group is listed: the approval could never be granted; list more users, a group, or require fewer"
 type Approvers struct {
 	// users are Kubernetes user names (as in request.userInfo.username).
 	// +optional
@@ -101,6 +102,27 @@ type Approvers struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=253
 	Groups []string `json:"groups,omitempty"`
+	// required is how many distinct people must approve, 1 to 16; absent means 1.
+	// The requester never counts, and any one approver's Deny denies.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	Required int32 `json:"required,omitempty"`
+}
+
+// Quorum is how many distinct people must approve: required, or 1 when it is not set
+// (or there is no approvers block).
+func (a *Approvers) Quorum() int {
+	if a == nil || a.Required < 1 {
+		return 1
+	}
+	return int(a.Required)
+}
+
+// IsEmpty says whether the approvers name nobody and require no more than one
+// approval: an Approval asked so carries no approvers block.
+func (a *Approvers) IsEmpty() bool {
+	return a == nil || len(a.Users) == 0 && len(a.Groups) == 0 && a.Required <= 1
 }
 
 // LocalObjectReferenceTo is a reference to the object named name, or nil when name

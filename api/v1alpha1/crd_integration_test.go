@@ -429,15 +429,15 @@ func TestExecutionSpecIsImmutable(t *testing.T) {
 	requireInvalid(t, env.Client.Update(ctx, exec), "spec is immutable: an Execution records one invocation")
 }
 
-func TestApprovalOnlyDecisionFieldsChange(t *testing.T) {
+func TestApprovalOnlyVotesChange(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	a := newApproval(ns, "a")
 	if err := env.Client.Create(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	if a.Spec.Decision != v1.DecisionPending {
-		t.Fatalf("decision default: got %q, want Pending", a.Spec.Decision)
+	if a.Spec.Votes == nil || len(a.Spec.Votes) != 0 {
+		t.Fatalf("votes default: got %#v, want an empty list", a.Spec.Votes)
 	}
 
 	// Request fields cannot change.
@@ -448,6 +448,7 @@ func TestApprovalOnlyDecisionFieldsChange(t *testing.T) {
 		"intentRef":   func(x *v1.Approval) { x.Spec.IntentRef.Name = "other" },
 		"expiresAt":   func(x *v1.Approval) { x.Spec.ExpiresAt = metav1.NewTime(x.Spec.ExpiresAt.Add(time.Hour)) },
 		"approvers":   func(x *v1.Approval) { x.Spec.Approvers = &v1.Approvers{Users: []string{"mallory"}} },
+		"required":    func(x *v1.Approval) { x.Spec.Approvers = &v1.Approvers{Required: 1} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			cur := &v1.Approval{}
@@ -455,30 +456,59 @@ func TestApprovalOnlyDecisionFieldsChange(t *testing.T) {
 				t.Fatal(err)
 			}
 			mutate(cur)
-			requireInvalid(t, env.Client.Update(ctx, cur), "only spec.decision, spec.decidedBy and spec.comment of an Approval may change")
+			requireInvalid(t, env.Client.Update(ctx, cur), "only spec.votes of an Approval may change")
 		})
 	}
 
-	// A decision needs a decider.
+	// A vote can be added (who may add it is the admission policy's to say).
 	cur := &v1.Approval{}
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(a), cur); err != nil {
 		t.Fatal(err)
 	}
-	cur.Spec.Decision = v1.DecisionApproved
-	requireInvalid(t, env.Client.Update(ctx, cur), "spec.decidedBy is required when spec.decision is Approved or Denied")
-
-	// The decision fields can change.
-	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"decision":"Approved","decidedBy":"alice","comment":"ok"}}`))
+	patch := client.RawPatch("application/json-patch+json", []byte(`[{"op":"add","path":"/spec/votes/-","value":{"user":"alice","decision":"Approved","comment":"ok"}}]`))
 	if err := env.Client.Patch(ctx, cur, patch); err != nil {
-		t.Fatalf("decision patch refused: %v", err)
+		t.Fatalf("vote refused: %v", err)
 	}
-	if cur.Spec.Decision != v1.DecisionApproved || cur.Spec.DecidedBy != "alice" {
-		t.Fatalf("decision not stored: %+v", cur.Spec)
+	if len(cur.Spec.Votes) != 1 || cur.Spec.Votes[0].User != "alice" || cur.Spec.Votes[0].Decision != v1.DecisionApproved {
+		t.Fatalf("vote not stored: %+v", cur.Spec)
 	}
 
-	// An unknown decision value is refused by the enum.
-	bad := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"decision":"Maybe"}}`))
-	requireInvalid(t, env.Client.Patch(ctx, cur, bad), `spec.decision: Unsupported value: "Maybe"`)
+	// An unknown decision value is refused by the enum; a vote names its voter.
+	bad := client.RawPatch("application/json-patch+json", []byte(`[{"op":"add","path":"/spec/votes/-","value":{"user":"bob","decision":"Maybe"}}]`))
+	requireInvalid(t, env.Client.Patch(ctx, cur, bad), `spec.votes[1].decision: Unsupported value: "Maybe"`)
+	nobody := client.RawPatch("application/json-patch+json", []byte(`[{"op":"add","path":"/spec/votes/-","value":{"decision":"Approved"}}]`))
+	requireInvalid(t, env.Client.Patch(ctx, cur, nobody), `spec.votes[1].user: Required value`)
+}
+
+// TestApproversRequiredIsBounded: approvers.required is 1 to 16, and no more than
+// the users listed when no group is.
+func TestApproversRequiredIsBounded(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	for name, c := range map[string]struct {
+		approvers *v1.Approvers
+		want      string
+	}{
+		"negative":            {&v1.Approvers{Required: -1}, "should be greater than or equal to 1"},
+		"seventeen":           {&v1.Approvers{Required: 17}, "should be less than or equal to 16"},
+		"more than the users": {&v1.Approvers{Users: []string{"alice", "bob"}, Required: 3}, "approvers.required is more than the users listed and no group is listed: the approval could never be granted"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := newApproval(ns, strings.ReplaceAll(name, " ", "-"))
+			a.Spec.Approvers = c.approvers
+			requireInvalid(t, env.Client.Create(ctx, a), c.want)
+		})
+	}
+	ok := newApproval(ns, "two-of-two")
+	ok.Spec.Approvers = &v1.Approvers{Users: []string{"alice", "bob"}, Required: 2}
+	if err := env.Client.Create(ctx, ok); err != nil {
+		t.Fatalf("two of two listed users: %v", err)
+	}
+	group := newApproval(ns, "three-of-a-group")
+	group.Spec.Approvers = &v1.Approvers{Users: []string{"alice"}, Groups: []string{"sre"}, Required: 3}
+	if err := env.Client.Create(ctx, group); err != nil {
+		t.Fatalf("three of a user and a group: %v", err)
+	}
 }
 
 func TestToolPolicyCommandPatterns(t *testing.T) {

@@ -65,15 +65,14 @@ func TestOnlyTheControllerCreatesApprovalsAndExecutions(t *testing.T) {
 	}
 }
 
-func TestNewApprovalIsPending(t *testing.T) {
+func TestNewApprovalCarriesNoVotes(t *testing.T) {
 	ns := setupNamespace(t)
 
 	// Even the controller cannot create an approval that is already decided.
 	a := fixtures.PendingApproval(ns, "pre-approved", requester, nil)
-	a.Spec.Decision = toolgatev1alpha1.DecisionApproved
-	a.Spec.DecidedBy = alice
+	a.Spec.Votes = []toolgatev1alpha1.ApprovalVote{{User: alice, Decision: toolgatev1alpha1.DecisionApproved}}
 	wantRefused(t, clients[controllerUser].Create(t.Context(), a),
-		"a new Approval must be Pending with no decidedBy: a person decides it afterwards with an update.")
+		"a new Approval must carry no votes: each approver votes afterwards, with an update of their own.")
 }
 
 // mustCreate creates obj as the admin.

@@ -12,9 +12,11 @@
 // test fail.
 //
 // What the tests cover:
-//   - Approval decisions: once, Pending to Approved or Denied, by the caller
-//     (decidedBy), never by the requester or the controller's service account, only
-//     with the approve verb, and only by the listed users or groups when any are set.
+//   - Approval votes: each update appends one vote, the caller's own (user), once
+//     per person, never edited or removed, never by the requester or the
+//     controller's service account, only with the approve verb, only by the listed
+//     users or groups when any are set, and none once the votes decided the
+//     approval or it is no longer Pending.
 //   - ToolIntent creation: spec.requestedBy is the caller, and every group claimed in
 //     spec.requestedByGroups is one of the caller's.
 //   - Who may propose into a task (proposers_test.go): with the real controller

@@ -292,7 +292,7 @@ func TestMCPEndpoint(t *testing.T) {
 					return false, err
 				}
 				for i := range list.Items {
-					if list.Items[i].Spec.Decision == v1.DecisionPending && list.Items[i].Spec.Request.Tool == v1.ToolWriteFile {
+					if len(list.Items[i].Spec.Votes) == 0 && list.Items[i].Spec.Request.Tool == v1.ToolWriteFile {
 						return true, decide(ctx, clients[alice], &list.Items[i], v1.DecisionApproved, alice)
 					}
 				}

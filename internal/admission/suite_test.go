@@ -157,14 +157,19 @@ func waitForPolicies(ctx context.Context) error {
 		want   string
 	}{
 		{"approval-decision", func() error {
-			return decide(ctx, env.Client, existing, toolgatev1alpha1.DecisionApproved, "not-the-admin", client.DryRunAll)
-		}, "spec.decidedBy must be your user name"},
+			// Two votes in others' names break several of the policy's rules, so the
+			// probe does not rest on any one of them (each is a gate of its own, whose
+			// removal its own test must catch).
+			return jsonPatch(ctx, env.Client, existing, []map[string]any{
+				{"op": "add", "path": "/spec/votes/-", "value": toolgatev1alpha1.ApprovalVote{User: "not-the-admin", Decision: toolgatev1alpha1.DecisionApproved}},
+				{"op": "add", "path": "/spec/votes/-", "value": toolgatev1alpha1.ApprovalVote{User: "nor-this-one", Decision: toolgatev1alpha1.DecisionApproved}},
+			}, client.DryRunAll)
+		}, "ValidatingAdmissionPolicy 'approval-decision.toolgate.dev'"},
 		{"controller-owned", func() error {
 			a := fixtures.PendingApproval(ns.Name, "probe-approved", "someone", nil)
-			a.Spec.Decision = toolgatev1alpha1.DecisionApproved
-			a.Spec.DecidedBy = "someone-else"
+			a.Spec.Votes = []toolgatev1alpha1.ApprovalVote{{User: "someone-else", Decision: toolgatev1alpha1.DecisionApproved}}
 			return env.Client.Create(ctx, a, client.DryRunAll)
-		}, "a new Approval must be Pending"},
+		}, "a new Approval must carry no votes"},
 		{"approval-grant", func() error {
 			g := &toolgatev1alpha1.ApprovalGrant{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "probe"},
@@ -394,11 +399,25 @@ func toolIntent(ns, name, requestedBy string) *toolgatev1alpha1.ToolIntent {
 	}
 }
 
-// decide sends the merge patch docs/approvals.md shows:
+// decide casts a vote with no comment; see vote.
+func decide(ctx context.Context, c client.Client, a *toolgatev1alpha1.Approval, decision toolgatev1alpha1.ApprovalDecision, user string, opts ...client.PatchOption) error {
+	return vote(ctx, c, a, toolgatev1alpha1.ApprovalVote{User: user, Decision: decision}, opts...)
+}
+
+// vote sends the JSON patch docs/approvals.md shows, which appends one vote:
 //
-//	kubectl patch approval NAME --type merge -p '{"spec":{"decision":"Approved","decidedBy":"alice"}}'
-func decide(ctx context.Context, c client.Client, a *toolgatev1alpha1.Approval, decision toolgatev1alpha1.ApprovalDecision, decidedBy string, opts ...client.PatchOption) error {
-	return mergePatch(ctx, c, a, map[string]any{"spec": map[string]any{"decision": decision, "decidedBy": decidedBy}}, opts...)
+//	kubectl patch approval NAME --type json -p '[{"op":"add","path":"/spec/votes/-","value":{"user":"alice","decision":"Approved"}}]'
+func vote(ctx context.Context, c client.Client, a *toolgatev1alpha1.Approval, v toolgatev1alpha1.ApprovalVote, opts ...client.PatchOption) error {
+	return jsonPatch(ctx, c, a, []map[string]any{{"op": "add", "path": "/spec/votes/-", "value": v}}, opts...)
+}
+
+// jsonPatch sends a JSON patch, as kubectl patch --type json does, to a copy of obj.
+func jsonPatch(ctx context.Context, c client.Client, obj client.Object, ops []map[string]any, opts ...client.PatchOption) error {
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	return c.Patch(ctx, obj.DeepCopyObject().(client.Object), client.RawPatch(types.JSONPatchType, data), opts...)
 }
 
 // mergePatch sends a JSON merge patch, as kubectl patch --type merge does.

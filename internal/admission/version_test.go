@@ -24,11 +24,11 @@ import (
 )
 
 // A second version of the Approval API, as a later release might serve it: v1alpha2
-// keeps the decision under other names (spec.verdict.decision, .by, .comment), and a
-// conversion webhook maps them to v1alpha1's spec.decision, decidedBy and comment.
-// Policies that matched every version and read v1alpha1's names behind has() saw
-// no decision in a v1alpha2 request (decisionFieldsChanged false) and let anyone
-// who may patch an Approval decide it. Matched as v1alpha1 with matchPolicy
+// keeps the votes under other names (spec.ballots, each with voter, decision and
+// comment), and a conversion webhook maps them to v1alpha1's spec.votes (user,
+// decision, comment). Policies that matched every version and read v1alpha1's names
+// behind has() would see no vote in a v1alpha2 request (votesChanged false) and let
+// anyone who may patch an Approval vote. Matched as v1alpha1 with matchPolicy
 // Equivalent, the request reaches the policy converted to v1alpha1.
 
 const servedSecondVersion = "v1alpha2"
@@ -46,16 +46,16 @@ func TestDecisionThroughAnotherVersionIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	patch := []byte(fmt.Sprintf(`{"spec":{"verdict":{"decision":"Approved","by":%q,"comment":"through v1alpha2"}}}`, patcherUser))
+	patch := []byte(fmt.Sprintf(`{"spec":{"ballots":[{"decision":"Approved","voter":%q,"comment":"through v1alpha2"}]}}`, patcherUser))
 	_, err = dyn.Resource(approvals).Namespace(ns).Patch(t.Context(), a.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	wantRefused(t, err, patcherUser+" may not decide approvals in namespace "+ns+": that needs the approve verb")
-	if got := getApproval(t, a); got.Spec.Decision != toolgatev1alpha1.DecisionPending || got.Spec.DecidedBy != "" {
-		t.Fatalf("the decision through %s was stored: %s by %q", servedSecondVersion, got.Spec.Decision, got.Spec.DecidedBy)
+	wantRefused(t, err, patcherUser+" may not vote on approvals in namespace "+ns+": that needs the approve verb")
+	if got := getApproval(t, a); len(got.Spec.Votes) != 0 {
+		t.Fatalf("the vote through %s was stored: %+v", servedSecondVersion, got.Spec.Votes)
 	}
 
 	// An approver still decides through the other version: the policies did not
 	// simply stop matching it.
-	patch = []byte(fmt.Sprintf(`{"spec":{"verdict":{"decision":"Approved","by":%q}}}`, alice))
+	patch = []byte(fmt.Sprintf(`{"spec":{"ballots":[{"decision":"Approved","voter":%q}]}}`, alice))
 	aliceDyn, err := dynamic.NewForConfig(configs[alice])
 	if err != nil {
 		t.Fatal(err)
@@ -63,8 +63,8 @@ func TestDecisionThroughAnotherVersionIsRefused(t *testing.T) {
 	if _, err := aliceDyn.Resource(approvals).Namespace(ns).Patch(t.Context(), a.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatalf("alice's decision through %s was refused: %v", servedSecondVersion, err)
 	}
-	if got := getApproval(t, a); got.Spec.Decision != toolgatev1alpha1.DecisionApproved || got.Spec.DecidedBy != alice {
-		t.Fatalf("alice's decision through %s: stored %s by %q", servedSecondVersion, got.Spec.Decision, got.Spec.DecidedBy)
+	if got := getApproval(t, a); len(got.Spec.Votes) != 1 || got.Spec.Votes[0].User != alice || got.Spec.Votes[0].Decision != toolgatev1alpha1.DecisionApproved {
+		t.Fatalf("alice's vote through %s: stored %+v", servedSecondVersion, got.Spec.Votes)
 	}
 }
 
@@ -94,19 +94,10 @@ func serveApprovalsAsSecondVersion(t *testing.T) {
 	second := *crd.Spec.Versions[0].DeepCopy()
 	second.Name, second.Storage, second.AdditionalPrinterColumns = servedSecondVersion, false, nil
 	spec := second.Schema.OpenAPIV3Schema.Properties["spec"]
-	for _, field := range []string{"decision", "decidedBy", "comment"} {
-		delete(spec.Properties, field)
-	}
-	spec.Properties["verdict"] = apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-		"decision": {Type: "string"}, "by": {Type: "string"}, "comment": {Type: "string"},
-	}}
-	var rules apiextensionsv1.ValidationRules
-	for _, r := range spec.XValidations {
-		if !strings.Contains(r.Rule, "decision") {
-			rules = append(rules, r)
-		}
-	}
-	spec.XValidations = rules
+	delete(spec.Properties, "votes")
+	spec.Properties["ballots"] = apiextensionsv1.JSONSchemaProps{Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+		Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"decision": {Type: "string"}, "voter": {Type: "string"}, "comment": {Type: "string"}},
+	}}}
 	second.Schema.OpenAPIV3Schema.Properties["spec"] = spec
 	crd.Spec.Versions = append(crd.Spec.Versions, second)
 	crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
@@ -166,25 +157,22 @@ func convertApprovals(w http.ResponseWriter, r *http.Request) {
 		if spec == nil {
 			spec = map[string]any{}
 		}
-		renames := [][2]string{{"decision", "decision"}, {"decidedBy", "by"}, {"comment", "comment"}}
+		// The votes move between spec.votes[].user and spec.ballots[].voter; decision
+		// and comment keep their names.
+		from, to2, userFrom, userTo := "ballots", "votes", "voter", "user"
 		if strings.HasSuffix(to, "/"+servedSecondVersion) {
-			verdict := map[string]any{}
-			for _, n := range renames {
-				if v, ok := spec[n[0]]; ok {
-					verdict[n[1]] = v
-					delete(spec, n[0])
-				}
-			}
-			spec["verdict"] = verdict
-		} else {
-			verdict, _ := spec["verdict"].(map[string]any)
-			for _, n := range renames {
-				if v, ok := verdict[n[1]]; ok {
-					spec[n[0]] = v
-				}
-			}
-			delete(spec, "verdict")
+			from, to2, userFrom, userTo = "votes", "ballots", "user", "voter"
 		}
+		if list, ok := spec[from].([]any); ok {
+			for _, item := range list {
+				if v, ok := item.(map[string]any); ok {
+					v[userTo] = v[userFrom]
+					delete(v, userFrom)
+				}
+			}
+			spec[to2] = list
+		}
+		delete(spec, from)
 		obj["spec"], obj["apiVersion"] = spec, to
 		out, err := json.Marshal(obj)
 		if err != nil {

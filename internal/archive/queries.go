@@ -8,7 +8,7 @@ const (
 	// namespace $1 that a human approved, in the last $3 days, newest first, with who
 	// approved it.
 	QueryApprovedCallsOf = `SELECT name, task, recorded_at,
-       body->'approval'->'spec'->>'decidedBy' AS approved_by,
+       (SELECT string_agg(u, ', ') FROM jsonb_array_elements_text(body->'approval'->'status'->'approvedBy') u) AS approved_by,
        body->'intent'->'spec'->'input' AS input
   FROM records
  WHERE kind = 'Call' AND namespace = $1

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // finished is a finished call of task t by who, decided action by rule r of
@@ -30,8 +31,8 @@ func finished(name, who string, action v1.DecisionAction, rule, approvedBy strin
 	var approval *v1.Approval
 	if approvedBy != "" {
 		approval = &v1.Approval{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("approval-" + name)},
-			Spec:   v1.ApprovalSpec{Decision: v1.DecisionApproved, DecidedBy: approvedBy},
-			Status: v1.ApprovalStatus{State: v1.ApprovalStateConsumed, ConsumedByExecutionName: name}}
+			Spec:   v1.ApprovalSpec{Votes: fixtures.Votes(v1.DecisionApproved, approvedBy, "")},
+			Status: v1.ApprovalStatus{State: v1.ApprovalStateConsumed, ConsumedByExecutionName: name, ApprovedBy: []string{approvedBy}}}
 	}
 	exec := &v1.Execution{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("exec-" + name)}, Status: v1.ExecutionStatus{Phase: v1.ExecutionSucceeded, Output: "ok"}}
 	if action == v1.DecisionDeny {

@@ -23,8 +23,8 @@ import (
 	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
-// argocdIdentity is the user name the shipped approve and deny scripts write into
-// spec.decidedBy: Argo CD's API server service account in the default install.
+// argocdIdentity is the user name the shipped approve and deny scripts vote as:
+// Argo CD's API server service account in the default install.
 const argocdIdentity = "system:serviceaccount:argocd:argocd-server"
 
 func enabled(actions []Action) map[string]bool {
@@ -42,12 +42,13 @@ func TestApprovalActionDiscovery(t *testing.T) {
 		obj  *v1.Approval
 		open bool
 	}{
-		{"no status yet", approval(1, 0, v1.DecisionPending, "", "", "", nil), true},
-		{"pending", approval(1, 1, v1.DecisionPending, "", "", v1.ApprovalStatePending, nil), true},
-		{"decided, not yet seen", approval(2, 1, v1.DecisionApproved, "alice", "", v1.ApprovalStatePending, nil), false},
+		{"no status yet", approval(1, 0, "", "", "", "", nil), true},
+		{"pending", approval(1, 1, "", "", "", v1.ApprovalStatePending, nil), true},
+		{"one approval of two", approval(2, 2, v1.DecisionApproved, "alice", "", v1.ApprovalStatePending, &v1.Approvers{Required: 2}), true},
+		{"denied, not yet counted", approval(2, 1, v1.DecisionDenied, "alice", "", v1.ApprovalStatePending, nil), false},
 		{"consumed", approval(2, 2, v1.DecisionApproved, "alice", "", v1.ApprovalStateConsumed, nil), false},
 		{"denied", approval(2, 2, v1.DecisionDenied, "bob", "no", v1.ApprovalStateDenied, nil), false},
-		{"expired", approval(1, 1, v1.DecisionPending, "", "", v1.ApprovalStateExpired, nil), false},
+		{"expired", approval(1, 1, "", "", "", v1.ApprovalStateExpired, nil), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			actions, err := DiscoverActions(set.Discovery, unstructuredOf(t, tc.obj))
@@ -62,11 +63,11 @@ func TestApprovalActionDiscovery(t *testing.T) {
 	}
 }
 
-func TestApprovalActionsSetOnlyTheDecision(t *testing.T) {
+func TestApprovalActionsAppendOnlyArgoCDsVote(t *testing.T) {
 	set := loadCustomizations(t).Actions["Approval"]
 	for action, decision := range map[string]v1.ApprovalDecision{"approve": v1.DecisionApproved, "deny": v1.DecisionDenied} {
 		t.Run(action, func(t *testing.T) {
-			before := approval(1, 1, v1.DecisionPending, "", "", v1.ApprovalStatePending, &v1.Approvers{Users: []string{"alice"}})
+			before := approval(1, 1, v1.DecisionApproved, "alice", "fine", v1.ApprovalStatePending, &v1.Approvers{Users: []string{"alice", argocdIdentity}, Required: 2})
 			before.Labels = map[string]string{"toolgate.dev/task": "fix-tests"}
 			orig := unstructuredOf(t, before)
 			out, err := RunAction(set.Definitions[action], unstructuredOf(t, before))
@@ -77,10 +78,10 @@ func TestApprovalActionsSetOnlyTheDecision(t *testing.T) {
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(out, after); err != nil {
 				t.Fatalf("the action returned something that is not an Approval: %v", err)
 			}
-			if after.Spec.Decision != decision || after.Spec.DecidedBy != argocdIdentity || after.Spec.Comment == "" {
-				t.Errorf("decision fields = %q, %q, %q; want %q by %q with a comment", after.Spec.Decision, after.Spec.DecidedBy, after.Spec.Comment, decision, argocdIdentity)
+			if v := after.Spec.Votes; len(v) != 2 || v[0] != before.Spec.Votes[0] || v[1].User != argocdIdentity || v[1].Decision != decision || v[1].Comment == "" {
+				t.Errorf("votes = %+v; want alice's as cast, then %s by %q with a comment", v, decision, argocdIdentity)
 			}
-			// Nothing else changes: the patch Argo CD computes touches the decision only.
+			// Nothing else changes: the patch Argo CD computes touches the votes only.
 			patch, err := client.MergeFrom(&unstructured.Unstructured{Object: orig}).Data(&unstructured.Unstructured{Object: out})
 			if err != nil {
 				t.Fatal(err)
@@ -90,8 +91,8 @@ func TestApprovalActionsSetOnlyTheDecision(t *testing.T) {
 				t.Fatal(err)
 			}
 			spec, _ := p["spec"].(map[string]any)
-			if len(p) != 1 || len(spec) != 3 || spec["decision"] == nil || spec["decidedBy"] == nil || spec["comment"] == nil {
-				t.Errorf("the action's patch is %s; want spec.decision, spec.decidedBy and spec.comment only", patch)
+			if len(p) != 1 || len(spec) != 1 || spec["votes"] == nil {
+				t.Errorf("the action's patch is %s; want spec.votes only", patch)
 			}
 		})
 	}
@@ -102,10 +103,15 @@ func TestApprovalActionsRefuseADecidedApproval(t *testing.T) {
 	for _, action := range []string{"approve", "deny"} {
 		decided := approval(2, 2, v1.DecisionDenied, "bob", "", v1.ApprovalStateDenied, nil)
 		_, err := RunAction(set.Definitions[action], unstructuredOf(t, decided))
-		if err == nil || !strings.Contains(err.Error(), "was already decided (Denied by bob) and a decision is final") {
+		if err == nil || !strings.Contains(err.Error(), "is Denied and can no longer be decided") {
 			t.Errorf("%s on a denied approval: err = %v", action, err)
 		}
-		expired := approval(1, 1, v1.DecisionPending, "", "", v1.ApprovalStateExpired, nil)
+		voted := approval(2, 2, v1.DecisionApproved, argocdIdentity, "", v1.ApprovalStatePending, &v1.Approvers{Required: 2})
+		_, err = RunAction(set.Definitions[action], unstructuredOf(t, voted))
+		if err == nil || !strings.Contains(err.Error(), "Argo CD ("+argocdIdentity+") already voted Approved on Approval fix-tests-t0-0; each voter votes once and a vote is final") {
+			t.Errorf("%s on an approval Argo CD voted on: err = %v", action, err)
+		}
+		expired := approval(1, 1, "", "", "", v1.ApprovalStateExpired, nil)
 		_, err = RunAction(set.Definitions[action], unstructuredOf(t, expired))
 		if err == nil || !strings.Contains(err.Error(), "is Expired and can no longer be decided") {
 			t.Errorf("%s on an expired approval: err = %v", action, err)
@@ -213,9 +219,9 @@ func runAction(ctx context.Context, argo client.Client, script, ns, kind, name s
 
 // The approve action runs with Argo CD's identity, so the admission policy refuses it
 // until Argo CD is made an approver on purpose (the approve verb, and membership in the
-// approval's approvers when the rule names any); then spec.decidedBy is Argo CD's
-// service account, never the person who clicked. A script that names another identity
-// is refused too: decidedBy must be the caller.
+// approval's approvers when the rule names any); then the vote is Argo CD's service
+// account's, never the person who clicked. A script that names another identity is
+// refused too: a vote's user must be the caller.
 func TestApproveActionUnderAdmission(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
@@ -240,7 +246,7 @@ func TestApproveActionUnderAdmission(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the approve action by Argo CD was never refused: %v", last)
 	}
-	if !apierrors.IsForbidden(last) || !strings.Contains(last.Error(), argocdIdentity+" may not decide approvals in namespace "+ns) {
+	if !apierrors.IsForbidden(last) || !strings.Contains(last.Error(), argocdIdentity+" may not vote on approvals in namespace "+ns) {
 		t.Fatalf("refusal without the approve verb = %v", last)
 	}
 
@@ -250,7 +256,7 @@ func TestApproveActionUnderAdmission(t *testing.T) {
 		t.Fatal("approve.lua does not name " + argocdIdentity)
 	}
 	err = runAction(ctx, argo, wrong, ns, "Approval", "open")
-	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "spec.decidedBy must be your user name, which is "+argocdIdentity) {
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "a vote must carry your own user name, which is "+argocdIdentity) {
 		t.Fatalf("approve naming another identity: err = %v", err)
 	}
 
@@ -268,8 +274,8 @@ func TestApproveActionUnderAdmission(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "open"}, got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Spec.Decision != v1.DecisionApproved || got.Spec.DecidedBy != argocdIdentity {
-		t.Errorf("approved approval has decision %q by %q; want Approved by %q (the person is not recorded)", got.Spec.Decision, got.Spec.DecidedBy, argocdIdentity)
+	if v := got.Spec.Votes; len(v) != 1 || v[0].Decision != v1.DecisionApproved || v[0].User != argocdIdentity {
+		t.Errorf("approved approval has votes %+v; want Approved by %q (the person is not recorded)", v, argocdIdentity)
 	}
 
 	// An approval whose rule names its approvers needs Argo CD among them.
@@ -286,12 +292,12 @@ func TestApproveActionUnderAdmission(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "to-deny"}, got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Spec.Decision != v1.DecisionDenied || got.Spec.DecidedBy != argocdIdentity {
-		t.Errorf("denied approval has decision %q by %q", got.Spec.Decision, got.Spec.DecidedBy)
+	if v := got.Spec.Votes; len(v) != 1 || v[0].Decision != v1.DecisionDenied || v[0].User != argocdIdentity {
+		t.Errorf("denied approval has votes %+v; want Denied by %q", v, argocdIdentity)
 	}
 
-	// A decision is final: the script refuses before anything is sent.
-	if err := runAction(ctx, argo, approve, ns, "Approval", "to-deny"); err == nil || !strings.Contains(err.Error(), "a decision is final") {
+	// A vote is final: the script refuses before anything is sent.
+	if err := runAction(ctx, argo, approve, ns, "Approval", "to-deny"); err == nil || !strings.Contains(err.Error(), "a vote is final") {
 		t.Errorf("approve of a denied approval: err = %v", err)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // unstructuredOf turns a typed object into the map Argo CD hands to Lua (integers as
@@ -115,30 +117,41 @@ func TestToolIntentHealthEdgeCases(t *testing.T) {
 	})
 }
 
+// approval is an Approval with one vote (none for an empty decision) and the status
+// the controller records: state as given, the votes counted as it counts them.
 func approval(generation, observed int64, decision v1.ApprovalDecision, by, comment string, state v1.ApprovalState, approvers *v1.Approvers) *v1.Approval {
-	return &v1.Approval{
+	a := &v1.Approval{
 		ObjectMeta: metav1.ObjectMeta{Name: "fix-tests-t0-0", Generation: generation},
 		Spec: v1.ApprovalSpec{
-			Decision: decision, DecidedBy: by, Comment: comment, Approvers: approvers,
+			Votes: fixtures.Votes(decision, by, comment), Approvers: approvers,
 			ExpiresAt: metav1.NewTime(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)),
 		},
 		Status: v1.ApprovalStatus{State: state, ObservedGeneration: observed},
 	}
+	if observed == generation {
+		t := pipeline.CountVotes(a)
+		a.Status.Tally, a.Status.ApprovedBy, a.Status.DeniedBy = t.String(), t.ApprovedBy, t.DeniedBy
+	}
+	return a
 }
 
 func TestApprovalHealthEdgeCases(t *testing.T) {
 	runHealth(t, "Approval", []healthCase{
-		{"no status yet", approval(1, 0, v1.DecisionPending, "", "", "", nil),
+		{"no status yet", approval(1, 0, "", "", "", "", nil),
 			HealthStatus{HealthSuspended, "waiting for a decision by anyone with the approve verb until 2030-01-02T03:04:05Z"}},
-		{"pending with approvers", approval(1, 1, v1.DecisionPending, "", "", v1.ApprovalStatePending, &v1.Approvers{Users: []string{"alice"}, Groups: []string{"sre"}}),
-			HealthStatus{HealthSuspended, "waiting for a decision by alice, group sre until 2030-01-02T03:04:05Z"}},
-		{"decided, controller has not seen it", approval(2, 1, v1.DecisionApproved, "alice", "", v1.ApprovalStatePending, nil),
-			HealthStatus{HealthProgressing, "Approved by alice; waiting for the controller to act on it"}},
+		{"pending with approvers", approval(1, 1, "", "", "", v1.ApprovalStatePending, &v1.Approvers{Users: []string{"alice"}, Groups: []string{"sre"}}),
+			HealthStatus{HealthSuspended, "waiting for a decision by alice, group sre until 2030-01-02T03:04:05Z (approvals 0/1, approved by nobody)"}},
+		{"one approval of two", approval(2, 2, v1.DecisionApproved, "alice", "", v1.ApprovalStatePending, &v1.Approvers{Required: 2}),
+			HealthStatus{HealthSuspended, "waiting for a decision by anyone with the approve verb until 2030-01-02T03:04:05Z (approvals 1/2, approved by alice)"}},
+		{"voted, controller has not counted it", approval(2, 1, v1.DecisionApproved, "alice", "", v1.ApprovalStatePending, nil),
+			HealthStatus{HealthProgressing, "a vote by alice is waiting for the controller to count it"}},
 		{"approved, not yet used", approval(2, 2, v1.DecisionApproved, "alice", "", v1.ApprovalStateApproved, nil),
 			HealthStatus{HealthHealthy, "Approved: approved by alice"}},
 		{"denied without comment", approval(2, 2, v1.DecisionDenied, "bob", "", v1.ApprovalStateDenied, nil),
 			HealthStatus{HealthHealthy, "Denied by bob"}},
-		{"expired", approval(1, 1, v1.DecisionPending, "", "", v1.ApprovalStateExpired, nil),
+		{"denied with a comment", approval(2, 2, v1.DecisionDenied, "bob", "use the mirror", v1.ApprovalStateDenied, nil),
+			HealthStatus{HealthHealthy, "Denied by bob: use the mirror"}},
+		{"expired", approval(1, 1, "", "", "", v1.ApprovalStateExpired, nil),
 			HealthStatus{HealthDegraded, "Expired: nobody decided before 2030-01-02T03:04:05Z; the intent was not executed"}},
 	})
 }

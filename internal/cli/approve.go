@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
@@ -43,10 +42,10 @@ type PendingApproval struct {
 	ExpiresAt     metav1.Time            `json:"expiresAt"`
 }
 
-// isPending says whether an approval still waits for a human: undecided, and not
-// expired (by the controller's record or by the clock).
+// isPending says whether an approval still waits for people: its votes decide
+// nothing yet, and it has not expired (by the controller's record or by the clock).
 func isPending(a *v1.Approval, now time.Time) bool {
-	undecided := a.Spec.Decision == "" || a.Spec.Decision == v1.DecisionPending
+	undecided := !pipeline.CountVotes(a).Decided()
 	settled := a.Status.State != "" && a.Status.State != v1.ApprovalStatePending
 	return undecided && !settled && now.Before(a.Spec.ExpiresAt.Time)
 }
@@ -172,6 +171,7 @@ func RenderApprovalRequest(w io.Writer, a *v1.Approval, now time.Time) error {
 	if ap := a.Spec.Approvers; ap != nil && (len(ap.Users) > 0 || len(ap.Groups) > 0) {
 		line("Approvers", "users [%s], groups [%s]", strings.Join(ap.Users, ", "), strings.Join(ap.Groups, ", "))
 	}
+	line("Votes", "%s", VoteSummary(a))
 	left := a.Spec.ExpiresAt.Sub(now)
 	if left > 0 {
 		line("Expires", "%s (in %s)", timestamp(a.Spec.ExpiresAt.Time), humanDuration(left))
@@ -182,10 +182,10 @@ func RenderApprovalRequest(w io.Writer, a *v1.Approval, now time.Time) error {
 	return err
 }
 
-// decidable says why an approval can no longer be decided, or nil.
+// decidable says why an approval can no longer be voted on, or nil.
 func decidable(a *v1.Approval, now time.Time) error {
-	if d := a.Spec.Decision; d != "" && d != v1.DecisionPending {
-		return fmt.Errorf("the Approval %s was already decided: %s by %s; a decision is final", a.Name, d, a.Spec.DecidedBy)
+	if t := pipeline.CountVotes(a); t.Decided() {
+		return fmt.Errorf("the Approval %s was already decided: %s (%s); a decision is final", a.Name, t.Decision, VoteSummary(a))
 	}
 	if s := a.Status.State; s != "" && s != v1.ApprovalStatePending {
 		return fmt.Errorf("the Approval %s is %s; there is nothing left to decide", a.Name, s)
@@ -194,28 +194,6 @@ func decidable(a *v1.Approval, now time.Time) error {
 		return fmt.Errorf("the Approval %s expired at %s; the intent will not run. Ask the agent to propose the call again", a.Name, timestamp(a.Spec.ExpiresAt.Time))
 	}
 	return nil
-}
-
-// decisionPatch is the JSON merge patch that records a decision: exactly what
-// `kubectl patch approval NAME --type merge -p ...` would send.
-func decisionPatch(decision v1.ApprovalDecision, decidedBy, comment string) ([]byte, error) {
-	spec := map[string]any{"decision": decision, "decidedBy": decidedBy}
-	if comment != "" {
-		spec["comment"] = comment
-	}
-	return json.Marshal(map[string]any{"spec": spec})
-}
-
-// Decide records decidedBy's decision on a: the one write of a decision, which
-// approve, deny and the console all make. The API server's admission policy checks
-// that decidedBy is the caller and may decide; its refusal is returned as
-// apiError words it.
-func Decide(ctx context.Context, c client.Client, a *v1.Approval, decision v1.ApprovalDecision, decidedBy, comment string) error {
-	patch, err := decisionPatch(decision, decidedBy, comment)
-	if err != nil {
-		return err
-	}
-	return apiError(c.Patch(ctx, a, client.RawPatch(types.MergePatchType, patch)))
 }
 
 // confirm asks a yes/no question on the streams; anything but y or yes is no.
@@ -246,9 +224,11 @@ func newDecideCommand(o *Options, approve bool) *cobra.Command {
 		Short: fmt.Sprintf("Show what an approval asks and %s it as yourself", verb),
 		Long: fmt.Sprintf(`Show what is being asked (tool, input with secrets masked, rule, risk,
 fingerprint, requester, expiry), ask for confirmation unless --yes, and %s the
-approval as the user the API server knows you as (SelfSubjectReview): a JSON merge
-patch of spec.decision, spec.decidedBy and spec.comment. The API server's admission
-policy checks that you may decide it; its refusal is printed as it is.
+approval as the user the API server knows you as (SelfSubjectReview): your vote,
+appended to spec.votes with a JSON patch. The API server's admission policy checks
+that you may vote on it; its refusal is printed as it is. An approval that needs
+several approvers (approvers.required) is approved once that many people approved;
+any one Deny denies it. The output says who has voted and what is still needed.
 
 Approving a git_push also shows the change it pushes: the push's record (ConfigMap
 TASK-git-push, the diff kubectl toolgate diff prints while the push is pending) and
@@ -298,13 +278,13 @@ and no other. A push whose record is missing or names another tree is not approv
 			if !yes && !confirm(o.Streams.In, o.Streams.Out, fmt.Sprintf("%s this call as %s?", strings.ToUpper(verb[:1])+verb[1:], user)) {
 				return errors.New("not confirmed; nothing was changed")
 			}
-			if err := Decide(ctx, c.client, a, decision, user, comment); err != nil {
+			if err := Vote(ctx, c.client, a, user, decision, comment); err != nil {
 				return err
 			}
-			fmt.Fprintf(o.Streams.Out, "Approval %s %s by %s.\n", a.Name, strings.ToLower(string(decision)), user)
+			fmt.Fprintf(o.Streams.Out, "Approval %s %s by %s: %s.\n", a.Name, strings.ToLower(string(decision)), user, VoteSummary(a))
 			if grant != nil {
 				if err := c.client.Create(ctx, grant); err != nil {
-					return fmt.Errorf("the approval stands, and the grant was not created: %w", apiError(err))
+					return fmt.Errorf("your vote stands, and the grant was not created: %w", apiError(err))
 				}
 				fmt.Fprintf(o.Streams.Out, "ApprovalGrant %s: scope %s%s, %d uses until %s. Delete it to revoke it.\n", grant.Name, grant.Spec.Scope, prefixText(grant), grant.Spec.MaxUses, timestamp(grant.Spec.ExpiresAt.Time))
 			}
@@ -317,7 +297,7 @@ and no other. A push whose record is missing or names another tree is not approv
 		cmd.Flags().DurationVar(&scope.within, "for", 0, "How long the grant lasts (default: the rule's maxDurationSeconds)")
 		cmd.Flags().StringVar(&scope.prefix, "prefix", "", `The argv words later calls must start with, for --scope prefix, for example "npm test"`)
 	}
-	cmd.Flags().StringVarP(&comment, "message", "m", "", "Comment recorded with the decision; for a denial it is fed back to the model")
+	cmd.Flags().StringVarP(&comment, "message", "m", "", "Comment recorded with your vote; for a denial it is fed back to the model")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "Do not ask for confirmation")
 	return cmd
 }

@@ -75,11 +75,11 @@ func recordDecidedTask(t *testing.T, ns string) *v1.AgentTask {
 	}
 	for i := range approvals {
 		a := approvals[i].DeepCopy()
-		a.Spec.Decision, a.Spec.DecidedBy, a.Spec.Comment = v1.DecisionPending, "", ""
+		a.Spec.Votes = nil
 		a.Status = v1.ApprovalStatus{}
 		record(t, a)
 	}
-	denial := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"decision":"Denied","decidedBy":"alice","comment":"vendor it instead"}}`))
+	denial := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"add","path":"/spec/votes/-","value":{"user":"alice","decision":"Denied","comment":"vendor it instead"}}]`))
 	denied := &v1.Approval{ObjectMeta: metav1.ObjectMeta{Name: "fix-tests-curl", Namespace: ns}}
 	if err := userClients[alice].Patch(t.Context(), denied, denial); err != nil {
 		t.Fatalf("alice's denial: %v", err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -37,11 +38,11 @@ func TestTraceOfARecordedTask(t *testing.T) {
 	// herself and the controller's status follows.
 	for i := range approvals {
 		a := approvals[i].DeepCopy()
-		a.Spec.Decision, a.Spec.DecidedBy, a.Spec.Comment = v1.DecisionPending, "", ""
+		a.Spec.Votes = nil
 		a.Status = v1.ApprovalStatus{}
 		record(t, a)
 	}
-	denial := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"decision":"Denied","decidedBy":"alice","comment":"vendor it instead"}}`))
+	denial := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"add","path":"/spec/votes/-","value":{"user":"alice","decision":"Denied","comment":"vendor it instead"}}]`))
 	denied := &v1.Approval{ObjectMeta: metav1.ObjectMeta{Name: "fix-tests-curl", Namespace: ns}}
 	if err := userClients[alice].Patch(t.Context(), denied, denial); err != nil {
 		t.Fatalf("alice's denial: %v", err)
@@ -74,7 +75,7 @@ func TestTraceOfARecordedTask(t *testing.T) {
 		t.Fatalf("task %+v with %d turns; want Edit, turn 2, 3 turns", tr.Task, len(tr.Turns))
 	}
 	curl := byName["fix-tests-curl"]
-	if a := curl.Approval; a == nil || a.DecidedBy != alice || a.Decision != v1.DecisionDenied || a.Comment != "vendor it instead" || a.DecidedAt == nil {
+	if a := curl.Approval; a == nil || a.DecidedBy != alice || a.Decision != "Denied" || len(a.Votes) != 1 || a.Votes[0].Comment != "vendor it instead" || a.DecidedAt == nil {
 		t.Fatalf("approval of fix-tests-curl: %+v; want Denied by alice with her comment and a decision time", curl.Approval)
 	}
 	if strings.Contains(curl.Input, "abcdef123456") || !strings.Contains(curl.Input, "[MASKED]") {
@@ -98,7 +99,7 @@ func TestTraceOfARecordedTask(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("trace exited %d: %s", code, errOut)
 	}
-	for _, want := range []string{"Turn 1\n", "Approval:    fix-tests-curl: Denied by alice at ", `comment: "vendor it instead"`, "Execution:   fix-tests-test: Failed, job fix-tests-test, exit code 1, 12.5s"} {
+	for _, want := range []string{"Turn 1\n", "Approval:    fix-tests-curl: Denied by alice at ", `vote: alice Denied, comment "vendor it instead"`, "Execution:   fix-tests-test: Failed, job fix-tests-test, exit code 1, 12.5s"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the trace lacks %q:\n%s", want, out)
 		}
@@ -225,7 +226,7 @@ spec:
 	}
 }
 
-func TestApproveFillsDecidedByFromSelfSubjectReview(t *testing.T) {
+func TestApproveVotesAsTheUserFromSelfSubjectReview(t *testing.T) {
 	ns := testNamespace(t)
 	a := fixtures.PendingApproval(ns, "fix-tests-build", agentUser, nil)
 	record(t, a)
@@ -236,7 +237,8 @@ func TestApproveFillsDecidedByFromSelfSubjectReview(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("approve exited %d: %s", code, errOut)
 	}
-	for _, want := range []string{"Tool:           bash", `Input:          {"command":"npm run build"}`, "Fingerprint:    " + a.Spec.Fingerprint, "Requested by:   agent-bot", "Approval fix-tests-build approved by alice."} {
+	for _, want := range []string{"Tool:           bash", `Input:          {"command":"npm run build"}`, "Fingerprint:    " + a.Spec.Fingerprint, "Requested by:   agent-bot", "Votes:          0 of 1 approvals; voted: nobody; 1 more approval(s) needed",
+		"Approval fix-tests-build approved by alice: 1 of 1 approvals; voted: alice (Approved); approved."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("approve's output lacks %q:\n%s", want, out)
 		}
@@ -245,13 +247,13 @@ func TestApproveFillsDecidedByFromSelfSubjectReview(t *testing.T) {
 	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(a), got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Spec.Decision != v1.DecisionApproved || got.Spec.DecidedBy != alice || got.Spec.Comment != "builds are fine" {
-		t.Fatalf("stored decision %s by %q with comment %q; want Approved by alice with her comment", got.Spec.Decision, got.Spec.DecidedBy, got.Spec.Comment)
+	if want := fixtures.Votes(v1.DecisionApproved, alice, "builds are fine"); !equality.Semantic.DeepEqual(got.Spec.Votes, want) {
+		t.Fatalf("stored votes %+v; want alice's approval with her comment", got.Spec.Votes)
 	}
 
 	// A second decision is stopped before it reaches the server, and says why.
 	code, _, errOut = kubectl(t, bob, ns, "", "deny", "fix-tests-build", "--yes")
-	if code != 1 || !strings.Contains(errOut, "error: the Approval fix-tests-build was already decided: Approved by alice; a decision is final") {
+	if code != 1 || !strings.Contains(errOut, "error: the Approval fix-tests-build was already decided: Approved (1 of 1 approvals; voted: alice (Approved); approved); a decision is final") {
 		t.Fatalf("second decision: exit %d, %q", code, errOut)
 	}
 }
@@ -269,8 +271,8 @@ func TestDenyAsksForConfirmation(t *testing.T) {
 	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(a), got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Spec.Decision != v1.DecisionPending {
-		t.Fatalf("after answering n the approval is %s", got.Spec.Decision)
+	if len(got.Spec.Votes) != 0 {
+		t.Fatalf("after answering n the approval has votes %+v", got.Spec.Votes)
 	}
 
 	code, _, errOut = kubectl(t, bob, ns, "yes\n", "deny", "fix-tests-build", "-m", "not now")
@@ -280,8 +282,8 @@ func TestDenyAsksForConfirmation(t *testing.T) {
 	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(a), got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Spec.Decision != v1.DecisionDenied || got.Spec.DecidedBy != bob || got.Spec.Comment != "not now" {
-		t.Fatalf("stored decision %s by %q with comment %q; want Denied by bob", got.Spec.Decision, got.Spec.DecidedBy, got.Spec.Comment)
+	if want := fixtures.Votes(v1.DecisionDenied, bob, "not now"); !equality.Semantic.DeepEqual(got.Spec.Votes, want) {
+		t.Fatalf("stored votes %+v; want bob's denial with his comment", got.Spec.Votes)
 	}
 }
 
@@ -295,7 +297,7 @@ func TestApproveRefusalIsPrintedClearly(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("approving one's own intent exited %d; want 1", code)
 	}
-	want := "error: refused by admission policy approval-decision.toolgate.dev: you requested this intent; another person must decide.\n"
+	want := "error: refused by admission policy approval-decision.toolgate.dev: you requested this intent, and the requester never votes: other people must decide.\n"
 	if errOut != want {
 		t.Fatalf("stderr is\n%q\nwant\n%q", errOut, want)
 	}
@@ -574,7 +576,7 @@ func TestPendingApprovalsAreListedOldestFirst(t *testing.T) {
 		record(t, fixtures.PendingApproval(ns, name, agentUser, nil))
 		time.Sleep(1100 * time.Millisecond) // creation timestamps have second resolution
 	}
-	decided := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"decision":"Approved","decidedBy":"alice"}}`))
+	decided := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"add","path":"/spec/votes/-","value":{"user":"alice","decision":"Approved"}}]`))
 	if err := userClients[alice].Patch(t.Context(), &v1.Approval{ObjectMeta: metav1.ObjectMeta{Name: "second", Namespace: ns}}, decided); err != nil {
 		t.Fatal(err)
 	}

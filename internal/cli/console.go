@@ -98,9 +98,9 @@ func openBrowser(url string, errOut io.Writer) {
 	go func() { _ = cmd.Wait() }()
 }
 
-// recordDecision is the console's one write of a decision: the CLI's own.
+// recordDecision is the console's one write of a decision: the vote the CLI casts.
 func recordDecision(ctx context.Context, c client.Client, a *v1.Approval, decision v1.ApprovalDecision, user, comment string) error {
-	return Decide(ctx, c, a, decision, user, comment)
+	return Vote(ctx, c, a, user, decision, comment)
 }
 
 // consoleBackend is the console's view of the cluster: the user's own clients, and
@@ -220,7 +220,7 @@ func (b *consoleBackend) Decide(ctx context.Context, ns, name string, approve bo
 	if err := recordDecision(ctx, b.c.client, a, decision, user, comment); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("Approval %s %s by %s.", a.Name, strings.ToLower(string(decision)), user), nil
+	return fmt.Sprintf("Approval %s %s by %s: %s.", a.Name, strings.ToLower(string(decision)), user, VoteSummary(a)), nil
 }
 
 func (b *consoleBackend) Tasks(ctx context.Context) ([]console.TaskRow, error) {

@@ -236,14 +236,14 @@ func TestConsoleApprovesAsTheUser(t *testing.T) {
 	screenshot(t, ctx, "console-approval", "main")
 
 	do(t, ctx, "approving", chromedp.SendKeys(chromedp.CSS("#comment"), "sum, not difference"), chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS("#notice")))
-	if n := text(t, ctx, "#notice"); n != "Approval fix-tests-edit approved by alice." {
+	if n := text(t, ctx, "#notice"); n != "Approval fix-tests-edit approved by alice: 1 of 1 approvals; voted: alice (Approved); approved." {
 		t.Fatalf("after approving, the page says %q", n)
 	}
 	got := storedApproval(t, a)
-	if got.Spec.Decision != v1.DecisionApproved || got.Spec.DecidedBy != alice || got.Spec.Comment != "sum, not difference" {
-		t.Fatalf("stored: %s by %q, comment %q; want Approved by alice with her comment", got.Spec.Decision, got.Spec.DecidedBy, got.Spec.Comment)
+	if len(got.Spec.Votes) != 1 || got.Spec.Votes[0] != (v1.ApprovalVote{User: alice, Decision: v1.DecisionApproved, Comment: "sum, not difference"}) {
+		t.Fatalf("stored votes %+v; want alice's approval with her comment", got.Spec.Votes)
 	}
-	if closed := text(t, ctx, "#decide .closed"); !strings.Contains(closed, "already decided: Approved by alice") {
+	if closed := text(t, ctx, "#decide .closed"); !strings.Contains(closed, "already decided: Approved (1 of 1 approvals; voted: alice (Approved); approved)") {
 		t.Errorf("the decided approval still offers a decision: %q", closed)
 	}
 
@@ -262,21 +262,21 @@ func TestConsoleShowsARefusalVerbatim(t *testing.T) {
 
 	u := strings.Replace(srv.URL(), "/?", "/approvals/"+ns+"/"+a.Name+"?", 1)
 	do(t, ctx, "approving her own call", chromedp.Navigate(u), chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS("#refusal")))
-	want := "refused by admission policy approval-decision.toolgate.dev: you requested this intent; another person must decide."
+	want := "refused by admission policy approval-decision.toolgate.dev: you requested this intent, and the requester never votes: other people must decide."
 	if got := text(t, ctx, "#refusal pre"); got != want {
 		t.Fatalf("the refusal shown is\n%q\nwant\n%q", got, want)
 	}
 	screenshot(t, ctx, "console-refusal", "#refusal")
-	if got := storedApproval(t, a); got.Spec.Decision != v1.DecisionPending || got.Spec.DecidedBy != "" {
-		t.Fatalf("after the refusal the approval is %s by %q", got.Spec.Decision, got.Spec.DecidedBy)
+	if got := storedApproval(t, a); len(got.Spec.Votes) != 0 {
+		t.Fatalf("after the refusal the approval holds votes %+v", got.Spec.Votes)
 	}
 
 	// bob may decide it, and denies it in his own console.
 	bobs := consoleAs(t, bob, ns)
 	u = strings.Replace(bobs.URL(), "/?", "/approvals/"+ns+"/"+a.Name+"?", 1)
 	do(t, ctx, "bob denying", chromedp.Navigate(u), chromedp.Click(chromedp.CSS("#deny")), chromedp.WaitVisible(chromedp.CSS("#notice")))
-	if got := storedApproval(t, a); got.Spec.Decision != v1.DecisionDenied || got.Spec.DecidedBy != bob {
-		t.Fatalf("bob's denial stored as %s by %q", got.Spec.Decision, got.Spec.DecidedBy)
+	if got := storedApproval(t, a); len(got.Spec.Votes) != 1 || got.Spec.Votes[0].User != bob || got.Spec.Votes[0].Decision != v1.DecisionDenied {
+		t.Fatalf("bob's denial stored as %+v", got.Spec.Votes)
 	}
 }
 
@@ -337,8 +337,8 @@ func TestConsoleRefusesTheWeb(t *testing.T) {
 	if !strings.Contains(body, "comes from another site") {
 		t.Fatalf("the cross-site post was answered %q (first load %d)", body, resp.Status)
 	}
-	if got := storedApproval(t, a); got.Spec.Decision != v1.DecisionPending {
-		t.Fatalf("a cross-site form decided the approval: %s by %q", got.Spec.Decision, got.Spec.DecidedBy)
+	if got := storedApproval(t, a); len(got.Spec.Votes) != 0 {
+		t.Fatalf("a cross-site form voted on the approval: %+v", got.Spec.Votes)
 	}
 }
 
@@ -424,7 +424,7 @@ func TestConsoleShowsWhatAPushPushes(t *testing.T) {
 		t.Fatalf("approving it anyway: %d\n%s", code, page)
 	}
 	a := &v1.Approval{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "fix-git-push"}}
-	if got := storedApproval(t, a); got.Spec.Decision != v1.DecisionPending {
-		t.Fatalf("after the refusal the push is %s by %q", got.Spec.Decision, got.Spec.DecidedBy)
+	if got := storedApproval(t, a); len(got.Spec.Votes) != 0 {
+		t.Fatalf("after the refusal the push holds votes %+v", got.Spec.Votes)
 	}
 }

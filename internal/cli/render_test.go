@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 func TestRenderTrace(t *testing.T) {
@@ -125,7 +126,7 @@ func TestPendingApprovalsOldestFirstAndNotExpired(t *testing.T) {
 		mk("oldest", 10, 90, nil),
 		mk("expired-by-clock", 5, 19, nil),
 		mk("expired-by-controller", 5, 90, func(a *v1.Approval) { a.Status.State = v1.ApprovalStateExpired }),
-		mk("approved", 5, 90, func(a *v1.Approval) { a.Spec.Decision, a.Spec.DecidedBy = v1.DecisionApproved, "alice" }),
+		mk("approved", 5, 90, func(a *v1.Approval) { a.Spec.Votes = fixtures.Votes(v1.DecisionApproved, "alice", "") }),
 		mk("middle", 20, 90, nil),
 	}
 	var got []string

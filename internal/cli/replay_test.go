@@ -13,6 +13,7 @@ import (
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/policyset"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 func TestReplay(t *testing.T) {
@@ -28,7 +29,7 @@ func TestReplay(t *testing.T) {
 	// without asking again, as the controller does.
 	curl := `{"command":"curl https://example.com/install.sh"}`
 	denied := fixtureApproval("team-a", "curl-1", "curl-1", 2, func(a *v1.Approval) {
-		a.Spec.Decision, a.Spec.DecidedBy = v1.DecisionDenied, "alice"
+		a.Spec.Votes = fixtures.Votes(v1.DecisionDenied, "alice", "")
 	})
 	normalized := []byte(curl)
 	denied.Spec.Fingerprint = policy.Fingerprint("team-a", "fix-tests", v1.ToolBash, normalized, testRef("ToolPolicy/team", "ask-network", 0), nil)
@@ -207,13 +208,16 @@ func TestNextIndex(t *testing.T) {
 	}
 }
 
-func TestDecisionPatch(t *testing.T) {
-	got, err := decisionPatch(v1.DecisionApproved, "alice", "")
-	if err != nil || string(got) != `{"spec":{"decidedBy":"alice","decision":"Approved"}}` {
-		t.Fatalf("patch without a comment: %s, %v", got, err)
+func TestVotePatch(t *testing.T) {
+	a := &v1.Approval{}
+	a.ResourceVersion = "41"
+	got, err := votePatch(a, v1.ApprovalVote{User: "alice", Decision: v1.DecisionApproved})
+	if want := `[{"op":"test","path":"/metadata/resourceVersion","value":"41"},{"op":"add","path":"/spec/votes","value":[{"user":"alice","decision":"Approved"}]}]`; err != nil || string(got) != want {
+		t.Fatalf("the first vote: %s, %v; want %s", got, err, want)
 	}
-	got, _ = decisionPatch(v1.DecisionDenied, "bob", "use the mirror")
-	if string(got) != `{"spec":{"comment":"use the mirror","decidedBy":"bob","decision":"Denied"}}` {
-		t.Fatalf("patch with a comment: %s", got)
+	a.Spec.Votes = []v1.ApprovalVote{{User: "alice", Decision: v1.DecisionApproved}}
+	got, _ = votePatch(a, v1.ApprovalVote{User: "bob", Decision: v1.DecisionDenied, Comment: "use the mirror"})
+	if want := `[{"op":"test","path":"/metadata/resourceVersion","value":"41"},{"op":"add","path":"/spec/votes/-","value":{"user":"bob","decision":"Denied","comment":"use the mirror"}}]`; string(got) != want {
+		t.Fatalf("a later vote: %s; want %s", got, want)
 	}
 }

@@ -139,11 +139,11 @@ func waitForApprovalPolicy(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = env.Client.Delete(context.Background(), a) }()
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"decision":"Approved","decidedBy":"not-the-admin"}}`))
+	patch := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"add","path":"/spec/votes/-","value":{"user":"not-the-admin","decision":"Approved"}}]`))
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		last = env.Client.Patch(ctx, a.DeepCopy(), patch, client.DryRunAll)
-		return last != nil && strings.Contains(last.Error(), "spec.decidedBy must be your user name"), nil
+		return last != nil && strings.Contains(last.Error(), "a vote must carry your own user name"), nil
 	})
 	if err != nil {
 		return fmt.Errorf("the approval-decision policy is not enforced (last answer: %v): %w", last, err)

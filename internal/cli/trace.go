@@ -75,17 +75,22 @@ type IntentTrace struct {
 
 // ApprovalTrace is the human decision on an intent.
 type ApprovalTrace struct {
-	Name                    string              `json:"name"`
-	Decision                v1.ApprovalDecision `json:"decision"`
-	DecidedBy               string              `json:"decidedBy,omitempty"`
-	DecidedAt               *metav1.Time        `json:"decidedAt,omitempty"`
-	Comment                 string              `json:"comment,omitempty"`
-	State                   v1.ApprovalState    `json:"state,omitempty"`
-	RequestedAt             metav1.Time         `json:"requestedAt"`
-	ExpiresAt               metav1.Time         `json:"expiresAt"`
-	Approvers               *v1.Approvers       `json:"approvers,omitempty"`
-	ConsumedByExecutionName string              `json:"consumedByExecutionName,omitempty"`
-	Message                 string              `json:"message,omitempty"`
+	Name string `json:"name"`
+	// Decision is what the votes decide (pipeline.CountVotes): Pending, Approved or
+	// Denied, by DecidedBy (the denier, or those who approved).
+	Decision  string       `json:"decision"`
+	DecidedBy string       `json:"decidedBy,omitempty"`
+	DecidedAt *metav1.Time `json:"decidedAt,omitempty"`
+	// Tally is the approvals counted out of those required, as in "1/2".
+	Tally string `json:"tally"`
+	// Votes are the votes as cast, comments masked.
+	Votes                   []v1.ApprovalVote `json:"votes,omitempty"`
+	State                   v1.ApprovalState  `json:"state,omitempty"`
+	RequestedAt             metav1.Time       `json:"requestedAt"`
+	ExpiresAt               metav1.Time       `json:"expiresAt"`
+	Approvers               *v1.Approvers     `json:"approvers,omitempty"`
+	ConsumedByExecutionName string            `json:"consumedByExecutionName,omitempty"`
+	Message                 string            `json:"message,omitempty"`
 }
 
 // ExecutionTrace is the invocation that ran the call.
@@ -213,12 +218,26 @@ func maskedDecision(d v1.Decision) *v1.Decision {
 }
 
 func approvalTrace(a *v1.Approval) *ApprovalTrace {
+	t := pipeline.CountVotes(a)
+	decision, decidedBy := "Pending", ""
+	switch t.Decision {
+	case v1.DecisionDenied:
+		decision, decidedBy = string(t.Decision), t.DeniedBy
+	case v1.DecisionApproved:
+		decision, decidedBy = string(t.Decision), t.Voters()
+	}
+	var votes []v1.ApprovalVote
+	for _, vote := range a.Spec.Votes {
+		vote.Comment = mask.Secrets(vote.Comment)
+		votes = append(votes, vote)
+	}
 	return &ApprovalTrace{
 		Name:                    a.Name,
-		Decision:                a.Spec.Decision,
-		DecidedBy:               a.Spec.DecidedBy,
+		Decision:                decision,
+		DecidedBy:               decidedBy,
 		DecidedAt:               a.Status.DecidedAt,
-		Comment:                 mask.Secrets(a.Spec.Comment),
+		Tally:                   t.String(),
+		Votes:                   votes,
 		State:                   a.Status.State,
 		RequestedAt:             a.CreationTimestamp,
 		ExpiresAt:               a.Spec.ExpiresAt,
@@ -354,8 +373,12 @@ func renderIntent(b *strings.Builder, it IntentTrace) {
 		if a.State != "" {
 			text += fmt.Sprintf(" (state %s)", a.State)
 		}
-		if a.Comment != "" {
-			text += fmt.Sprintf("\ncomment: %q", a.Comment)
+		text += fmt.Sprintf("\napprovals %s", a.Tally)
+		for _, vote := range a.Votes {
+			text += fmt.Sprintf("\nvote: %s %s", vote.User, vote.Decision)
+			if vote.Comment != "" {
+				text += fmt.Sprintf(", comment %q", vote.Comment)
+			}
 		}
 		text += fmt.Sprintf("\nrequested %s, expires %s", timestamp(a.RequestedAt.Time), timestamp(a.ExpiresAt.Time))
 		line("Approval", "%s", text)

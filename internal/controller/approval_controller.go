@@ -70,7 +70,7 @@ func (r *ApprovalReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	if before != next.State && next.State != v1.ApprovalStatePending {
 		metrics.ApprovalWait.WithLabelValues(string(next.State)).Observe(now.Sub(a.CreationTimestamp.Time).Seconds())
-		ctrl.LoggerFrom(ctx).V(1).Info("approval settled", "approval", klog.KObj(a), "state", next.State, "decidedBy", a.Spec.DecidedBy)
+		ctrl.LoggerFrom(ctx).V(1).Info("approval settled", "approval", klog.KObj(a), "state", next.State, "tally", next.Tally, "approvedBy", next.ApprovedBy, "deniedBy", next.DeniedBy)
 	}
 	return ctrl.Result{RequeueAfter: lookAgain}, nil
 }

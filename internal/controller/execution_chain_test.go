@@ -143,7 +143,7 @@ func TestExecutionChainRefused(t *testing.T) {
 				IntentRef: v1.LocalObjectReference{Name: intent.Name}, TaskRef: intent.Spec.TaskRef,
 				Fingerprint: exec.Spec.Fingerprint, RequestedBy: testProposer,
 				Request:   v1.ApprovalRequest{Tool: exec.Spec.Tool, Input: `{"command":"echo hello"}`, PolicyRuleRef: v1.ModeDefaultReference(v1.ModeEdit)},
-				ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour)), Decision: v1.DecisionApproved, DecidedBy: "bob",
+				ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour)), Votes: fixtures.Votes(v1.DecisionApproved, "bob", ""),
 			},
 		}
 		ownBy(t, a, intent)
@@ -282,7 +282,7 @@ func TestExecutionWaitsForItsIntent(t *testing.T) {
 				IntentRef: v1.LocalObjectReference{Name: "run"}, TaskRef: exec.Spec.TaskRef,
 				Fingerprint: exec.Spec.Fingerprint, RequestedBy: testProposer,
 				Request:   v1.ApprovalRequest{Tool: exec.Spec.Tool, Input: `{"command":"echo hello"}`, PolicyRuleRef: v1.ModeDefaultReference(v1.ModeEdit)},
-				ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour)), Decision: v1.DecisionApproved, DecidedBy: "bob",
+				ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour)), Votes: fixtures.Votes(v1.DecisionApproved, "bob", ""),
 			},
 		}
 		ownBy(t, a, intent)

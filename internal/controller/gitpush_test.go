@@ -576,7 +576,7 @@ func TestGitPushShowsAndPushesOneRecordedTree(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl toolgate approve: %v\n%s", err, errOut)
 	}
-	mustContain(t, "approve", out, "Pushes:         tree "+in.Tree+" on "+in.Base, "  tree "+in.Tree+"\n", "+added by the agent", "Approval "+intent.Name+" approved by push-approver.")
+	mustContain(t, "approve", out, "Pushes:         tree "+in.Tree+" on "+in.Base, "  tree "+in.Tree+"\n", "+added by the agent", "Approval "+intent.Name+" approved by push-approver: 1 of 1 approvals; voted: push-approver (Approved); approved.")
 	mustNotContain(t, "approve", out, "harmless")
 
 	// The worktree is no longer the approved tree: the push pod pushes nothing.

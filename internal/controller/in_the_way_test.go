@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 	"github.com/toolgate/toolgate/internal/toolintent"
 )
 
@@ -52,7 +53,7 @@ func TestObjectsOfTheIntentsNameThatAreNotItsOwn(t *testing.T) {
 			IntentRef: v1.LocalObjectReference{Name: "t-t1-0"}, TaskRef: v1.LocalObjectReference{Name: "t"},
 			Fingerprint: strings.Repeat("0", 64), Request: v1.ApprovalRequest{Tool: v1.ToolBash, Input: `{"command":"touch x"}`, PolicyRuleRef: v1.ModeDefaultReference(v1.ModeEdit)},
 			RequestedBy: testProposer, ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour)),
-			Decision: v1.DecisionApproved, DecidedBy: "mallory",
+			Votes: fixtures.Votes(v1.DecisionApproved, "mallory", ""),
 		},
 	}
 	if err := env.Client.Create(t.Context(), leftover); err != nil {

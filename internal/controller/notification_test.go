@@ -381,7 +381,7 @@ func TestNotificationRetriedUntilDeliveredOnce(t *testing.T) {
 	// hears it in the same reconcile that would send Requested again, and the
 	// channel of another namespace hears nothing, ever.
 	decided := getApproval(t, ns, "fix-t0-0")
-	decided.Spec.Decision, decided.Spec.DecidedBy = v1.DecisionApproved, "bob"
+	decided.Spec.Votes = append(decided.Spec.Votes, v1.ApprovalVote{User: "bob", Decision: v1.DecisionApproved})
 	if err := env.Client.Update(t.Context(), decided); err != nil {
 		t.Fatal(err)
 	}

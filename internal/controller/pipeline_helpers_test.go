@@ -237,15 +237,16 @@ func (p *pipelineEnv) approval(name string) *v1.Approval {
 	return a
 }
 
-// decide patches an Approval's decision the way `kubectl patch --type merge` does,
-// once the Approval is there to be decided (a person sees it before deciding it).
+// decide appends by's vote to an Approval the way `kubectl patch --type json` does
+// (add /spec/votes/-), once the Approval is there to be decided (a person sees it
+// before voting).
 func (p *pipelineEnv) decide(name string, decision v1.ApprovalDecision, by, comment string) {
 	p.t.Helper()
 	p.approval(name)
-	body, _ := json.Marshal(map[string]any{"spec": map[string]any{"decision": decision, "decidedBy": by, "comment": comment}})
+	body, _ := json.Marshal([]map[string]any{{"op": "add", "path": "/spec/votes/-", "value": v1.ApprovalVote{User: by, Decision: decision, Comment: comment}}})
 	a := &v1.Approval{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: name}}
-	if err := env.Client.Patch(context.Background(), a, client.RawPatch("application/merge-patch+json", body)); err != nil {
-		p.t.Fatalf("patching approval: %v", err)
+	if err := env.Client.Patch(context.Background(), a, client.RawPatch("application/json-patch+json", body)); err != nil {
+		p.t.Fatalf("voting on approval: %v", err)
 	}
 }
 

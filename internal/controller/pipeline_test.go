@@ -142,7 +142,7 @@ func TestAskApproveByMergePatchRunsOnce(t *testing.T) {
 	a := p.approval("t-t0-0")
 	mustNotContain(t, "approval input", a.Spec.Request.Input, "abcdefghijklmnop123", "s3cr3tvalue")
 	mustContain(t, "approval input", a.Spec.Request.Input, "[MASKED]", "curl")
-	if a.Spec.RequestedBy != "agent-alice" || a.Spec.Decision != v1.DecisionPending || !a.Spec.Request.PolicyRuleRef.IsModeDefault() || len(a.Spec.Fingerprint) != 64 {
+	if a.Spec.RequestedBy != "agent-alice" || len(a.Spec.Votes) != 0 || !a.Spec.Request.PolicyRuleRef.IsModeDefault() || len(a.Spec.Fingerprint) != 64 {
 		t.Fatalf("approval spec: %+v", a.Spec)
 	}
 	if len(a.OwnerReferences) != 1 || a.OwnerReferences[0].Name != "t-t0-0" {

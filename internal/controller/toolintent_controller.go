@@ -461,8 +461,10 @@ func (r *ToolIntentReconciler) emit(log logr.Logger, run *intentRun) {
 		var extra []any
 		if e.Related != nil {
 			related = e.Related
-			if e.Related.Spec.DecidedBy != "" {
-				extra = append(extra, "decidedBy", e.Related.Spec.DecidedBy)
+			if t := pipeline.CountVotes(e.Related); t.DeniedBy != "" {
+				extra = append(extra, "deniedBy", t.DeniedBy)
+			} else if len(t.ApprovedBy) > 0 {
+				extra = append(extra, "approvedBy", t.Voters())
 			}
 		}
 		if !e.AuditOnly {

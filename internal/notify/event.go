@@ -2,6 +2,7 @@ package notify
 
 import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/pipeline"
 )
 
 // Outcome is an Approval's decision as a message tells it. It is read in one place,
@@ -26,9 +27,10 @@ func EventOf(a *v1.Approval) (Outcome, bool) {
 	case v1.ApprovalStatePending:
 		return Outcome{Event: v1.EventRequested}, true
 	case v1.ApprovalStateApproved, v1.ApprovalStateDenied, v1.ApprovalStateConsumed:
-		o := Outcome{Event: v1.EventDecided, Decision: a.Spec.Decision, Comment: a.Spec.Comment}
-		if a.Spec.DecidedBy != "" {
-			o.DecidedBy = []string{a.Spec.DecidedBy}
+		t := pipeline.CountVotes(a)
+		o := Outcome{Event: v1.EventDecided, Decision: t.Decision, DecidedBy: t.ApprovedBy}
+		if t.Decision == v1.DecisionDenied {
+			o.DecidedBy, o.Comment = []string{t.DeniedBy}, t.DenialComment
 		}
 		return o, true
 	case v1.ApprovalStateExpired:

@@ -29,7 +29,7 @@ func approval(state v1.ApprovalState) *v1.Approval {
 			},
 			RequestedBy: "agent", Approvers: &v1.Approvers{Users: []string{"alice"}, Groups: []string{"sre"}},
 			ExpiresAt: metav1.NewTime(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)),
-			Decision:  v1.DecisionApproved, DecidedBy: "alice", Comment: "ok",
+			Votes:     []v1.ApprovalVote{{User: "alice", Decision: v1.DecisionApproved, Comment: "ok"}},
 		},
 		Status: v1.ApprovalStatus{State: state},
 	}

@@ -89,10 +89,9 @@ func BuildApproval(intent *v1.ToolIntent, d *v1.Decision, normalized json.RawMes
 			},
 			RequestedBy: intent.Spec.RequestedBy,
 			ExpiresAt:   metav1.NewTime(now.Add(ttl)),
-			Decision:    v1.DecisionPending,
 		},
 	}
-	if len(d.Approvers.Users) > 0 || len(d.Approvers.Groups) > 0 {
+	if !d.Approvers.IsEmpty() {
 		approvers := d.Approvers
 		a.Spec.Approvers = &approvers
 	}
@@ -127,12 +126,14 @@ const (
 // and how long until it must look again (0: only a change of the Approval matters).
 // It holds the approval rules of time and decision, in one place:
 //
-//   - A new Approval is Pending.
+//   - A new Approval is Pending. While it is, the votes are counted (CountVotes)
+//     into status.tally, approvedBy and deniedBy at every look; they decide once
+//     one counted vote denies or approvers.required people approved.
 //   - Expiry first: a decision counts only when the controller saw it before
 //     expiresAt. The first time it is seen is recorded in status.decidedAt (only
 //     the controller writes status); seen in time, the Approval becomes Approved or
 //     Denied; seen at or after expiresAt, it is Expired, whatever it says.
-//   - Nobody decided and the clock reached expiresAt: Expired.
+//   - The votes decided nothing and the clock reached expiresAt: Expired.
 //   - Approved, Denied, Expired, Consumed and Superseded are not changed here: an
 //     Approved approval is consumed (or superseded) by its intent's reconcile, at
 //     the moment the call runs (or is decided again), with a compare-and-swap.
@@ -143,13 +144,17 @@ func ApprovalStatusAt(a *v1.Approval, now time.Time) (v1.ApprovalStatus, time.Du
 	}
 	st.State = v1.ApprovalStatePending
 	expires := a.Spec.ExpiresAt.UTC().Format(time.RFC3339)
-	decided := a.Spec.Decision == v1.DecisionApproved || a.Spec.Decision == v1.DecisionDenied
-	if !decided {
+	t := CountVotes(a)
+	st.Tally, st.ApprovedBy, st.DeniedBy = t.String(), t.ApprovedBy, t.DeniedBy
+	if !t.Decided() {
 		if now.Before(a.Spec.ExpiresAt.Time) {
 			return st, a.Spec.ExpiresAt.Sub(now)
 		}
 		st.State = v1.ApprovalStateExpired
 		st.Message = "nobody decided before " + expires
+		if t.Required > 1 {
+			st.Message = fmt.Sprintf("not decided before %s: %d of %d approvals (approved by %s)", expires, len(t.ApprovedBy), t.Required, t.Voters())
+		}
 		return st, 0
 	}
 	if st.DecidedAt == nil {
@@ -159,17 +164,25 @@ func ApprovalStatusAt(a *v1.Approval, now time.Time) (v1.ApprovalStatus, time.Du
 	if !st.DecidedAt.Before(&a.Spec.ExpiresAt) {
 		st.State = v1.ApprovalStateExpired
 		st.Message = fmt.Sprintf("%s by %s, but first seen by the controller at %s, not before expiresAt %s: a late decision does not count; the call was not run",
-			a.Spec.Decision, a.Spec.DecidedBy, st.DecidedAt.UTC().Format(time.RFC3339), expires)
+			t.Decision, decidersOf(t), st.DecidedAt.UTC().Format(time.RFC3339), expires)
 		return st, 0
 	}
-	if a.Spec.Decision == v1.DecisionDenied {
+	if t.Decision == v1.DecisionDenied {
 		st.State = v1.ApprovalStateDenied
-		st.Message = "denied by " + a.Spec.DecidedBy
+		st.Message = "denied by " + t.DeniedBy
 		return st, 0
 	}
 	st.State = v1.ApprovalStateApproved
-	st.Message = "approved by " + a.Spec.DecidedBy + "; the call runs once it is decided again against the policies in force"
+	st.Message = "approved by " + t.Voters() + "; the call runs once it is decided again against the policies in force"
 	return st, 0
+}
+
+// decidersOf names who decided: the denier, or those who approved.
+func decidersOf(t Tally) string {
+	if t.Decision == v1.DecisionDenied {
+		return t.DeniedBy
+	}
+	return t.Voters()
 }
 
 // JudgeApproval says what the Approval means for the intent, from the state its
@@ -191,7 +204,7 @@ func JudgeApproval(a *v1.Approval, currentFingerprint, executionName string) App
 	case v1.ApprovalStateApproved:
 		// The state is the controller's record; it is believed only with what it
 		// rests on (a human's Approved seen before expiresAt).
-		if a.Spec.Decision != v1.DecisionApproved || a.Status.DecidedAt == nil || !a.Status.DecidedAt.Before(&a.Spec.ExpiresAt) {
+		if CountVotes(a).Decision != v1.DecisionApproved || a.Status.DecidedAt == nil || !a.Status.DecidedAt.Before(&a.Spec.ExpiresAt) {
 			return VerdictExpired
 		}
 		if a.Spec.Fingerprint != currentFingerprint {
@@ -208,11 +221,12 @@ func JudgeApproval(a *v1.Approval, currentFingerprint, executionName string) App
 	return VerdictWait
 }
 
-// DeniedReason is the feedback for a denied approval, with the approver's comment.
+// DeniedReason is the feedback for a denied approval, with the denier's comment.
 func DeniedReason(a *v1.Approval) string {
-	msg := fmt.Sprintf("Approval %s was denied by %s.", a.Name, a.Spec.DecidedBy)
-	if a.Spec.Comment != "" {
-		msg += " Their comment: " + a.Spec.Comment
+	t := CountVotes(a)
+	msg := fmt.Sprintf("Approval %s was denied by %s.", a.Name, t.DeniedBy)
+	if t.DenialComment != "" {
+		msg += " Their comment: " + t.DenialComment
 	}
 	return msg
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 func askDecision() *v1.Decision {
@@ -52,7 +53,6 @@ func TestBuildApproval(t *testing.T) {
 			},
 			RequestedBy: "alice",
 			ExpiresAt:   metav1.NewTime(epoch.Add(15 * time.Minute)),
-			Decision:    v1.DecisionPending,
 		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -155,7 +155,7 @@ func TestJudgeApproval(t *testing.T) {
 	approval := func(decision v1.ApprovalDecision, state v1.ApprovalState, consumedBy string) *v1.Approval {
 		return &v1.Approval{
 			ObjectMeta: metav1.ObjectMeta{Name: "i", Namespace: testNS},
-			Spec:       v1.ApprovalSpec{Fingerprint: fp, ExpiresAt: metav1.NewTime(expires), Decision: decision},
+			Spec:       v1.ApprovalSpec{Fingerprint: fp, ExpiresAt: metav1.NewTime(expires), Votes: fixtures.Votes(decision, "alice", "")},
 			Status:     v1.ApprovalStatus{State: state, ConsumedByExecutionName: consumedBy},
 		}
 	}
@@ -171,12 +171,12 @@ func TestJudgeApproval(t *testing.T) {
 		now         time.Time
 		want        ApprovalVerdict
 	}{
-		{name: "pending, in time", approval: approval(v1.DecisionPending, v1.ApprovalStatePending, ""), fingerprint: fp, now: epoch, want: VerdictWait},
+		{name: "pending, in time", approval: approval("", v1.ApprovalStatePending, ""), fingerprint: fp, now: epoch, want: VerdictWait},
 		{name: "no decision field yet", approval: approval("", "", ""), fingerprint: fp, now: epoch, want: VerdictWait},
-		{name: "pending, a moment before expiry", approval: approval(v1.DecisionPending, v1.ApprovalStatePending, ""), fingerprint: fp, now: expires.Add(-time.Nanosecond), want: VerdictWait},
-		{name: "pending, at expiry", approval: approval(v1.DecisionPending, v1.ApprovalStatePending, ""), fingerprint: fp, now: expires, want: VerdictExpired},
-		{name: "pending, after expiry", approval: approval(v1.DecisionPending, v1.ApprovalStatePending, ""), fingerprint: fp, now: expires.Add(time.Hour), want: VerdictExpired},
-		{name: "expired by state before the clock says so", approval: approval(v1.DecisionPending, v1.ApprovalStateExpired, ""), fingerprint: fp, now: epoch, want: VerdictExpired},
+		{name: "pending, a moment before expiry", approval: approval("", v1.ApprovalStatePending, ""), fingerprint: fp, now: expires.Add(-time.Nanosecond), want: VerdictWait},
+		{name: "pending, at expiry", approval: approval("", v1.ApprovalStatePending, ""), fingerprint: fp, now: expires, want: VerdictExpired},
+		{name: "pending, after expiry", approval: approval("", v1.ApprovalStatePending, ""), fingerprint: fp, now: expires.Add(time.Hour), want: VerdictExpired},
+		{name: "expired by state before the clock says so", approval: approval("", v1.ApprovalStateExpired, ""), fingerprint: fp, now: epoch, want: VerdictExpired},
 		{name: "approved, same call", approval: decidedAt(approval(v1.DecisionApproved, v1.ApprovalStateApproved, ""), epoch), fingerprint: fp, now: epoch, want: VerdictApproved},
 		{name: "approved, other call", approval: decidedAt(approval(v1.DecisionApproved, v1.ApprovalStateApproved, ""), epoch), fingerprint: "sha256:other", now: epoch, want: VerdictMismatch},
 		{name: "denied", approval: approval(v1.DecisionDenied, v1.ApprovalStateDenied, ""), fingerprint: fp, now: epoch, want: VerdictDenied},
@@ -226,13 +226,13 @@ func TestJudgeApprovalBelievesApprovedOnlyWithItsGrounds(t *testing.T) {
 		{name: "no decidedAt", decision: v1.DecisionApproved, want: VerdictExpired},
 		{name: "seen at expiry", decision: v1.DecisionApproved, decidedAt: at(expires), want: VerdictExpired},
 		{name: "seen after expiry", decision: v1.DecisionApproved, decidedAt: at(expires.Add(time.Second)), want: VerdictExpired},
-		{name: "nobody decided", decision: v1.DecisionPending, decidedAt: at(epoch), want: VerdictExpired},
+		{name: "nobody decided", decision: "", decidedAt: at(epoch), want: VerdictExpired},
 		{name: "a person denied it", decision: v1.DecisionDenied, decidedAt: at(epoch), want: VerdictExpired},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := &v1.Approval{
 				ObjectMeta: metav1.ObjectMeta{Name: "i", Namespace: testNS},
-				Spec:       v1.ApprovalSpec{Fingerprint: fp, ExpiresAt: metav1.NewTime(expires), Decision: tc.decision},
+				Spec:       v1.ApprovalSpec{Fingerprint: fp, ExpiresAt: metav1.NewTime(expires), Votes: fixtures.Votes(tc.decision, "alice", "")},
 				Status:     v1.ApprovalStatus{State: v1.ApprovalStateApproved, DecidedAt: tc.decidedAt},
 			}
 			if got := JudgeApproval(a, fp, "i"); got != tc.want {
@@ -249,7 +249,7 @@ func TestApprovalStatusAt(t *testing.T) {
 	approval := func(decision v1.ApprovalDecision, state v1.ApprovalState) *v1.Approval {
 		return &v1.Approval{
 			ObjectMeta: metav1.ObjectMeta{Name: "i", Namespace: testNS},
-			Spec:       v1.ApprovalSpec{Fingerprint: "sha256:abc", ExpiresAt: metav1.NewTime(expires), Decision: decision, DecidedBy: "alice"},
+			Spec:       v1.ApprovalSpec{Fingerprint: "sha256:abc", ExpiresAt: metav1.NewTime(expires), Votes: fixtures.Votes(decision, "alice", "")},
 			Status:     v1.ApprovalStatus{State: state},
 		}
 	}
@@ -263,8 +263,8 @@ func TestApprovalStatusAt(t *testing.T) {
 		recheck   time.Duration
 	}{
 		{name: "new", approval: approval("", ""), now: epoch, state: v1.ApprovalStatePending, recheck: 10 * time.Minute},
-		{name: "pending, looks again at expiry", approval: approval(v1.DecisionPending, v1.ApprovalStatePending), now: expires.Add(-time.Second), state: v1.ApprovalStatePending, recheck: time.Second},
-		{name: "pending at expiry", approval: approval(v1.DecisionPending, v1.ApprovalStatePending), now: expires, state: v1.ApprovalStateExpired, message: "nobody decided before 2025-03-01T12:10:00Z"},
+		{name: "pending, looks again at expiry", approval: approval("", v1.ApprovalStatePending), now: expires.Add(-time.Second), state: v1.ApprovalStatePending, recheck: time.Second},
+		{name: "pending at expiry", approval: approval("", v1.ApprovalStatePending), now: expires, state: v1.ApprovalStateExpired, message: "nobody decided before 2025-03-01T12:10:00Z"},
 		{name: "approved in time", approval: approval(v1.DecisionApproved, v1.ApprovalStatePending), now: epoch, state: v1.ApprovalStateApproved, decidedAt: &epoch, message: "approved by alice"},
 		{name: "denied in time", approval: approval(v1.DecisionDenied, v1.ApprovalStatePending), now: epoch, state: v1.ApprovalStateDenied, decidedAt: &epoch, message: "denied by alice"},
 		{name: "approved, first seen after expiry", approval: approval(v1.DecisionApproved, v1.ApprovalStatePending), now: expires.Add(time.Second), state: v1.ApprovalStateExpired, decidedAt: ptr(expires.Add(time.Second)),
@@ -290,7 +290,7 @@ func TestApprovalStatusAt(t *testing.T) {
 	if got := JudgeApproval(forged, "sha256:abc", "i"); got != VerdictExpired {
 		t.Errorf("Approved with no decidedAt: verdict %d, want Expired", got)
 	}
-	forged = approval(v1.DecisionPending, v1.ApprovalStateApproved)
+	forged = approval("", v1.ApprovalStateApproved)
 	forged.Status.DecidedAt = &metav1.Time{Time: epoch}
 	if got := JudgeApproval(forged, "sha256:abc", "i"); got != VerdictExpired {
 		t.Errorf("Approved state on a pending decision: verdict %d, want Expired", got)
@@ -298,11 +298,14 @@ func TestApprovalStatusAt(t *testing.T) {
 }
 
 func TestDeniedReason(t *testing.T) {
-	a := &v1.Approval{ObjectMeta: metav1.ObjectMeta{Name: "t-t2-0"}, Spec: v1.ApprovalSpec{DecidedBy: "bob"}}
+	a := &v1.Approval{ObjectMeta: metav1.ObjectMeta{Name: "t-t2-0"}, Spec: v1.ApprovalSpec{
+		Approvers: &v1.Approvers{Required: 2},
+		Votes:     []v1.ApprovalVote{{User: "alice", Decision: v1.DecisionApproved, Comment: "fine by me"}, {User: "bob", Decision: v1.DecisionDenied}},
+	}}
 	if got, want := DeniedReason(a), "Approval t-t2-0 was denied by bob."; got != want {
 		t.Errorf("DeniedReason() = %q, want %q", got, want)
 	}
-	a.Spec.Comment = "use the mirror instead"
+	a.Spec.Votes[1].Comment = "use the mirror instead"
 	if got, want := DeniedReason(a), "Approval t-t2-0 was denied by bob. Their comment: use the mirror instead"; got != want {
 		t.Errorf("DeniedReason() = %q, want %q", got, want)
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // chainFixture is a whole chain: an allowed intent and the Execution it recorded.
@@ -66,7 +67,7 @@ func asked(exec *v1.Execution, intent *v1.ToolIntent) *v1.Approval {
 		},
 		Spec: v1.ApprovalSpec{
 			IntentRef: v1.LocalObjectReference{Name: "fix-t1-0"}, Fingerprint: exec.Spec.Fingerprint,
-			Decision: v1.DecisionApproved, DecidedBy: "bob", ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour)),
+			Votes: fixtures.Votes(v1.DecisionApproved, "bob", ""), ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour)),
 		},
 		Status: v1.ApprovalStatus{State: v1.ApprovalStateConsumed, ConsumedByExecutionName: "fix-t1-0"},
 	}

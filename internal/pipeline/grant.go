@@ -30,10 +30,10 @@ type GrantCheck struct {
 // ApprovedBy is who approved a: the one place that reads it, so that a change of
 // how an Approval records its decision changes one line.
 func ApprovedBy(a *v1.Approval) []string {
-	if a.Spec.Decision != v1.DecisionApproved || a.Spec.DecidedBy == "" {
-		return nil
+	if t := CountVotes(a); t.Decision == v1.DecisionApproved {
+		return t.ApprovedBy
 	}
-	return []string{a.Spec.DecidedBy}
+	return nil
 }
 
 // GrantCovers says whether a grant lets the call run without a new Approval, and
@@ -140,9 +140,9 @@ func approvedCommand(a *v1.Approval) string {
 // decision seen by the controller before expiresAt, and used or about to be (not
 // retired unused).
 func approvedInTime(a *v1.Approval) (bool, string) {
-	switch {
-	case a.Spec.Decision != v1.DecisionApproved:
-		return false, fmt.Sprintf("is %s, not Approved", a.Spec.Decision)
+	switch t := CountVotes(a); {
+	case t.Decision != v1.DecisionApproved:
+		return false, fmt.Sprintf("is not approved by its votes (%s approvals, denied by %q)", t, t.DeniedBy)
 	case a.Status.State != v1.ApprovalStateApproved && a.Status.State != v1.ApprovalStateConsumed:
 		return false, fmt.Sprintf("is in state %q: only an approval that stands (Approved or Consumed) can be extended", a.Status.State)
 	case a.Status.DecidedAt == nil || !a.Status.DecidedAt.Before(&a.Spec.ExpiresAt):

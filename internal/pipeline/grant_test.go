@@ -26,7 +26,7 @@ func grantCase(scope v1.GrantScope) GrantCheck {
 			TaskRef: v1.LocalObjectReference{Name: testTask}, Fingerprint: "fp-npm-test",
 			Request:     v1.ApprovalRequest{Tool: v1.ToolBash, Input: `{"command":"npm test"}`, PolicyRuleRef: rule, Sandbox: sandbox.DeepCopy()},
 			RequestedBy: "agent", ExpiresAt: metav1.NewTime(epoch.Add(time.Hour)),
-			Decision: v1.DecisionApproved, DecidedBy: "alice",
+			Votes: []v1.ApprovalVote{{User: "alice", Decision: v1.DecisionApproved}},
 		},
 		Status: v1.ApprovalStatus{State: v1.ApprovalStateConsumed, DecidedAt: &metav1.Time{Time: epoch}},
 	}
@@ -64,7 +64,7 @@ func TestGrantCovers(t *testing.T) {
 		{name: "a grant of another task", scope: v1.GrantScopeTask, edit: func(c *GrantCheck) { c.Grant.Spec.TaskRef.Name = "other" }, want: "it is for AgentTask other"},
 		{name: "an approval of another task", scope: v1.GrantScopeTask, edit: func(c *GrantCheck) { c.Approval.Spec.TaskRef.Name = "other" }, want: "was asked for another task"},
 		{name: "no approval", scope: v1.GrantScopeTask, edit: func(c *GrantCheck) { c.Approval = nil }, want: "does not exist"},
-		{name: "an approval denied", scope: v1.GrantScopeTask, edit: func(c *GrantCheck) { c.Approval.Spec.Decision = v1.DecisionDenied }, want: "is Denied, not Approved"},
+		{name: "an approval denied", scope: v1.GrantScopeTask, edit: func(c *GrantCheck) { c.Approval.Spec.Votes[0].Decision = v1.DecisionDenied }, want: "is not approved by its votes"},
 		{name: "an approval retired unused", scope: v1.GrantScopeTask, edit: func(c *GrantCheck) { c.Approval.Status.State = v1.ApprovalStateSuperseded }, want: `state "Superseded"`},
 		{name: "an approval decided after it expired", scope: v1.GrantScopeTask, edit: func(c *GrantCheck) { c.Approval.Status.DecidedAt = &metav1.Time{Time: epoch.Add(2 * time.Hour)} }, want: "not decided before it expired"},
 		{name: "granted by someone who did not approve", scope: v1.GrantScopeTask, edit: func(c *GrantCheck) { c.Grant.Spec.GrantedBy = "bob" }, want: "bob did not approve Approval t-t0-0"},

@@ -81,9 +81,9 @@ func ApplyAskLimits(d *v1.Decision, limit int32, others []v1.Approval, history *
 	}
 	for i := range others {
 		a := &others[i]
-		if a.Spec.Fingerprint == d.Fingerprint && a.Spec.Decision == v1.DecisionDenied {
+		if t := CountVotes(a); a.Spec.Fingerprint == d.Fingerprint && t.Decision == v1.DecisionDenied {
 			d.Action = v1.DecisionDeny
-			d.Reason = fmt.Sprintf("this exact call was already denied by %s in Approval %s; it is not asked again (rule %s said: %s)", a.Spec.DecidedBy, a.Name, d.PolicyRuleRef.String(), d.Reason)
+			d.Reason = fmt.Sprintf("this exact call was already denied by %s in Approval %s; it is not asked again (rule %s said: %s)", t.DeniedBy, a.Name, d.PolicyRuleRef.String(), d.Reason)
 			return
 		}
 	}

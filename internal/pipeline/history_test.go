@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 func withHash(b *intentBuilder, sha string) v1.ToolIntent {
@@ -49,7 +50,7 @@ func TestApplyAskLimits(t *testing.T) {
 	approval := func(name string, fingerprint string, d v1.ApprovalDecision) v1.Approval {
 		a := v1.Approval{}
 		a.Name = name
-		a.Spec.Fingerprint, a.Spec.Decision, a.Spec.DecidedBy = fingerprint, d, "bob"
+		a.Spec.Fingerprint, a.Spec.Votes = fingerprint, fixtures.Votes(d, "bob", "")
 		return a
 	}
 	cases := []struct {

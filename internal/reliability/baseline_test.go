@@ -59,7 +59,7 @@ func decideWhenAsked(t *testing.T, ns, name string, decision v1.ApprovalDecision
 		err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, a)
 		if err == nil && a.Status.State == v1.ApprovalStatePending {
 			patch := client.MergeFrom(a.DeepCopy())
-			a.Spec.Decision, a.Spec.DecidedBy = decision, "bob"
+			a.Spec.Votes = fixtures.Votes(decision, "bob", "")
 			if err := env.Client.Patch(t.Context(), a, patch); err == nil {
 				return
 			}

@@ -353,7 +353,7 @@ func decideAll(t *testing.T, ns string, decide func(*v1.Approval) (v1.ApprovalDe
 			}
 			for i := range list.Items {
 				a := &list.Items[i]
-				if a.Spec.Decision != v1.DecisionPending && a.Spec.Decision != "" {
+				if len(a.Spec.Votes) > 0 {
 					continue
 				}
 				decision, who := decide(a)
@@ -361,7 +361,7 @@ func decideAll(t *testing.T, ns string, decide func(*v1.Approval) (v1.ApprovalDe
 					continue
 				}
 				patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
-				a.Spec.Decision, a.Spec.DecidedBy = decision, who
+				a.Spec.Votes = fixtures.Votes(decision, who, "")
 				_ = env.Client.Patch(ctx, a, patch) // a conflict or a refusal: seen again next tick
 			}
 			return false, nil

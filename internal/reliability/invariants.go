@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/pipeline"
 )
 
 // Violation is one broken promise, said so that a tired reader knows which object
@@ -200,9 +201,9 @@ func executionWithoutLicence(in *v1.ToolIntent, e *v1.Execution, approvals map[s
 	if a == nil {
 		return Violation(fmt.Sprintf("Execution %s/%s names Approval %s, which was never seen", e.Namespace, e.Name, e.Spec.ApprovalName()))
 	}
-	if a.Status.State != v1.ApprovalStateConsumed || a.Status.ConsumedByExecutionName != e.Name || a.Spec.Decision != v1.DecisionApproved {
-		return Violation(fmt.Sprintf("Execution %s/%s runs on Approval %s, which is %s (decision %s, consumed by %q), not consumed by it",
-			e.Namespace, e.Name, a.Name, a.Status.State, a.Spec.Decision, a.Status.ConsumedByExecutionName))
+	if a.Status.State != v1.ApprovalStateConsumed || a.Status.ConsumedByExecutionName != e.Name || pipeline.CountVotes(a).Decision != v1.DecisionApproved {
+		return Violation(fmt.Sprintf("Execution %s/%s runs on Approval %s, which is %s (votes %s, consumed by %q), not consumed by it",
+			e.Namespace, e.Name, a.Name, a.Status.State, pipeline.CountVotes(a), a.Status.ConsumedByExecutionName))
 	}
 	return ""
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // The checker is tested on runs made up to break each promise once: a checker that
@@ -46,7 +47,7 @@ func job(name string, of *v1.Execution) *batchv1.Job {
 func approval(name string, decision v1.ApprovalDecision, state v1.ApprovalState, consumedBy string) *v1.Approval {
 	return &v1.Approval{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-approval-" + name)},
-		Spec:       v1.ApprovalSpec{Decision: decision},
+		Spec:       v1.ApprovalSpec{Votes: fixtures.Votes(decision, "bob", "")},
 		Status:     v1.ApprovalStatus{State: state, ConsumedByExecutionName: consumedBy},
 	}
 }
@@ -69,7 +70,7 @@ func healthy() *History {
 	h.Job(job("asked", e2))
 	h.Approval(approval("asked", v1.DecisionApproved, v1.ApprovalStateApproved, ""))
 	h.Approval(approval("asked", v1.DecisionApproved, v1.ApprovalStateConsumed, "asked"))
-	h.Approval(approval("expired", v1.DecisionPending, v1.ApprovalStateExpired, ""))
+	h.Approval(approval("expired", "", v1.ApprovalStateExpired, ""))
 	return h
 }
 

@@ -16,6 +16,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/failpoint"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 // managerBinary is cmd/manager built with the failpoints tag, and a kubeconfig for
@@ -165,13 +166,13 @@ func approveAsked(t *testing.T, ns string, deny map[string]bool) {
 			if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err == nil {
 				for i := range list.Items {
 					a := &list.Items[i]
-					if a.Status.State != v1.ApprovalStatePending || (a.Spec.Decision != "" && a.Spec.Decision != v1.DecisionPending) {
+					if a.Status.State != v1.ApprovalStatePending || len(a.Spec.Votes) > 0 {
 						continue
 					}
 					patch := client.MergeFrom(a.DeepCopy())
-					a.Spec.Decision, a.Spec.DecidedBy = v1.DecisionApproved, "bob"
+					a.Spec.Votes = fixtures.Votes(v1.DecisionApproved, "bob", "")
 					if deny[a.Spec.IntentRef.Name] {
-						a.Spec.Decision = v1.DecisionDenied
+						a.Spec.Votes[0].Decision = v1.DecisionDenied
 					}
 					_ = env.Client.Patch(ctx, a, patch)
 				}

@@ -84,9 +84,10 @@ func approve(w *World) (Step, bool) {
 	if s, held := holdForSiblings(w); held {
 		return s, true
 	}
+	approvedBy := pipeline.CountVotes(a).Voters()
 	granted := Change{
-		Conditions: []metav1.Condition{Condition(intent, v1.ConditionApproved, true, v1.ReasonApprovalGranted, fmt.Sprintf("approved by %s", a.Spec.DecidedBy))},
-		Events:     []Event{event(EventApprovalGranted, false, a, "approved by %s; Approval %s consumed by Execution %s", a.Spec.DecidedBy, a.Name, execName)},
+		Conditions: []metav1.Condition{Condition(intent, v1.ConditionApproved, true, v1.ReasonApprovalGranted, fmt.Sprintf("approved by %s", approvedBy))},
+		Events:     []Event{event(EventApprovalGranted, false, a, "approved by %s; Approval %s consumed by Execution %s", approvedBy, a.Name, execName)},
 	}
 	if a.Status.State != v1.ApprovalStateConsumed && !w.ApprovalUsed {
 		// The last moment before the approval is used: the policies in force may

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 )
 
 var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -61,12 +62,16 @@ func decidedWorld(action v1.DecisionAction) *World {
 	return w
 }
 
-// approval is the intent's Approval in state st.
+// approval is the intent's Approval in state st, with alice's vote that led there
+// (her Deny for Denied, her approval otherwise).
 func approval(in *v1.ToolIntent, st v1.ApprovalState) *v1.Approval {
 	a := &v1.Approval{
 		ObjectMeta: metav1.ObjectMeta{Name: in.Name, Namespace: in.Namespace,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(in, v1.GroupVersion.WithKind("ToolIntent"))}},
-		Spec: v1.ApprovalSpec{Fingerprint: "fp", Decision: v1.DecisionApproved, DecidedBy: "alice", ExpiresAt: metav1.NewTime(epoch.Add(time.Hour))},
+		Spec: v1.ApprovalSpec{Fingerprint: "fp", Votes: fixtures.Votes(v1.DecisionApproved, "alice", ""), ExpiresAt: metav1.NewTime(epoch.Add(time.Hour))},
+	}
+	if st == v1.ApprovalStateDenied {
+		a.Spec.Votes = fixtures.Votes(v1.DecisionDenied, "alice", "")
 	}
 	a.Status.State = st
 	if st == v1.ApprovalStateApproved {
@@ -362,7 +367,7 @@ func TestNext(t *testing.T) {
 			w.Task.Value.Spec.Budgets.MaxApprovalRequests = 1
 			w.Stops, w.Decided = Known[[]v1.ToolIntent](nil), Known(decision(v1.DecisionAsk, "ask"))
 			other := approval(newIntent(), v1.ApprovalStateDenied)
-			other.Spec.IntentRef.Name = "t-t0-0"
+			other.Spec.IntentRef.Name, other.Spec.Fingerprint = "t-t0-0", "another-call"
 			w.OtherApprovals = Known([]v1.Approval{*other})
 		}), want: []expect{observes(v1.OutcomeDenied, "approval-request limit is reached")}},
 		{name: "a Stop reads its turn before it is recorded", world: with(validWorld(), func(w *World) {

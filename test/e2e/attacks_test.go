@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -261,8 +262,11 @@ exit 5
 		return approval
 	}
 
-	decide := func(ctx SpecContext, c client.Client, approval *toolgatev1alpha1.Approval, decision toolgatev1alpha1.ApprovalDecision, decidedBy string) error {
-		return mergePatch(ctx, c, approval, map[string]any{"spec": map[string]any{"decision": decision, "decidedBy": decidedBy}})
+	// decide appends a vote, as kubectl patch --type json with add /spec/votes/- does.
+	decide := func(ctx SpecContext, c client.Client, approval *toolgatev1alpha1.Approval, decision toolgatev1alpha1.ApprovalDecision, user string) error {
+		data, err := json.Marshal([]map[string]any{{"op": "add", "path": "/spec/votes/-", "value": toolgatev1alpha1.ApprovalVote{User: user, Decision: decision}}})
+		Expect(err).NotTo(HaveOccurred())
+		return c.Patch(ctx, approval.DeepCopy(), client.RawPatch(types.JSONPatchType, data))
 	}
 
 	// nothingRan checks that no Job existed for the intent by its observation: the
@@ -305,9 +309,9 @@ exit 5
 		Expect(approval.Spec.Approvers).NotTo(BeNil())
 		Expect(approval.Spec.Approvers.Users).To(ConsistOf(alice, rita))
 
-		By("a decision in another's name")
+		By("a vote in another's name")
 		expectForbidden(decide(ctx, as(alice), approval, toolgatev1alpha1.DecisionApproved, bob),
-			"spec.decidedBy must be your user name, which is alice (it was bob).")
+			"a vote must carry your own user name, which is alice (this one says bob).")
 		By("an approver the rule does not list")
 		expectForbidden(decide(ctx, as(bob), approval, toolgatev1alpha1.DecisionApproved, bob),
 			"bob is not one of this approval's approvers (users: [")
@@ -316,21 +320,21 @@ exit 5
 			`User "agent-bot" cannot patch resource "approvals"`)
 		By("the controller's service account")
 		expectForbidden(decide(ctx, as(controllerServiceAccount), approval, toolgatev1alpha1.DecisionApproved, controllerServiceAccount),
-			"the toolgate controller's service account can never decide an approval; a person must.")
+			"the toolgate controller's service account can never vote on an approval; a person must.")
 		By("a user who may patch approvals but does not hold the approve verb, and a namespace editor")
 		expectForbidden(decide(ctx, as(pat), approval, toolgatev1alpha1.DecisionApproved, pat),
-			"pat may not decide approvals in namespace "+ns+": that needs the approve verb on approvals.toolgate.dev (the toolgate-approver role).")
+			"pat may not vote on approvals in namespace "+ns+": that needs the approve verb on approvals.toolgate.dev (the toolgate-approver role).")
 		expectForbidden(decide(ctx, as(eddie), approval, toolgatev1alpha1.DecisionApproved, eddie),
 			`User "eddie" cannot patch resource "approvals"`)
 		By("the requester, who is a listed approver")
 		expectForbidden(decide(ctx, as(rita), approval, toolgatev1alpha1.DecisionApproved, rita),
-			"you requested this intent; another person must decide.")
-		By("a changed fingerprint, alone and with a decision")
+			"you requested this intent, and the requester never votes: other people must decide.")
+		By("a changed fingerprint, alone and with a vote")
 		otherFingerprint := strings.Repeat("0", 64)
 		expectInvalid(mergePatch(ctx, as(alice), approval, map[string]any{"spec": map[string]any{"fingerprint": otherFingerprint}}),
-			"only spec.decision, spec.decidedBy and spec.comment of an Approval may change")
-		expectInvalid(mergePatch(ctx, as(alice), approval, map[string]any{"spec": map[string]any{"fingerprint": otherFingerprint, "decision": "Approved", "decidedBy": alice}}),
-			"only spec.decision, spec.decidedBy and spec.comment of an Approval may change")
+			"only spec.votes of an Approval may change")
+		expectInvalid(mergePatch(ctx, as(alice), approval, map[string]any{"spec": map[string]any{"fingerprint": otherFingerprint, "votes": []any{map[string]any{"user": alice, "decision": "Approved"}}}}),
+			"only spec.votes of an Approval may change")
 		By("a status write on the Approval")
 		approvedStatus := map[string]any{"status": map[string]any{"state": "Approved"}}
 		expectForbidden(mergePatchStatus(ctx, as(alice), approval, approvedStatus), `User "alice" cannot patch resource "approvals/status"`)
@@ -365,8 +369,7 @@ exit 5
 		// Approval, as the controller recorded before them.
 		stillWaits(ctx, intent.Name, approval.Name)
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(approval), approval)).To(Succeed())
-		Expect(approval.Spec.Decision).To(Equal(toolgatev1alpha1.DecisionPending))
-		Expect(approval.Spec.DecidedBy).To(BeEmpty())
+		Expect(approval.Spec.Votes).To(BeEmpty())
 		Expect(approval.Status.State).To(Equal(toolgatev1alpha1.ApprovalStatePending))
 		Expect(approval.Spec.Fingerprint).To(Equal(intent.Status.Decision.Fingerprint))
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(intent), intent)).To(Succeed())
@@ -381,12 +384,12 @@ exit 5
 		Expect(jobsOf(ctx, ns, intent.Name)).To(HaveLen(1))
 
 		By("flipping the decision made")
-		expectForbidden(decide(ctx, as(alice), approval, toolgatev1alpha1.DecisionDenied, alice),
-			"this approval was already decided (Approved) by alice and a decision is final")
+		expectInvalid(decide(ctx, as(alice), approval, toolgatev1alpha1.DecisionDenied, alice),
+			"spec.votes holds one vote per person: you already voted, and a vote is final")
 		expectForbidden(decide(ctx, as(bob), approval, toolgatev1alpha1.DecisionDenied, bob),
-			"this approval was already decided (Approved) by alice and a decision is final")
+			"this approval was already approved by alice (1 of 1 needed); a decision is final")
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(approval), approval)).To(Succeed())
-		Expect(approval.Spec.Decision).To(Equal(toolgatev1alpha1.DecisionApproved))
+		Expect(approval.Spec.Votes).To(HaveLen(1))
 		Expect(approval.Status.State).To(Equal(toolgatev1alpha1.ApprovalStateConsumed))
 		Expect(workspaceFiles(ctx, ns, claim, "approved.txt")).To(HaveKeyWithValue("approved.txt", "ran\n"), "the approved call ran once")
 	})

@@ -311,8 +311,8 @@ var _ = Describe("Git workspaces", func() {
 		By("a denied push: the task fails PushDenied and the server is unchanged")
 		gitTask(ctx, "denied", "main", "git-creds", pushTo("agent/denied"))
 		push := finish("denied")
-		_, err := kubectl(ctx, "--as", alice, "-n", ns, "patch", "approval", push.Status.ApprovalName, "--type", "merge",
-			"-p", fmt.Sprintf(`{"spec":{"decision":"Denied","decidedBy":%q,"comment":"not now"}}`, alice))
+		_, err := kubectl(ctx, "--as", alice, "-n", ns, "patch", "approval", push.Status.ApprovalName, "--type", "json",
+			"-p", fmt.Sprintf(`[{"op":"add","path":"/spec/votes/-","value":{"user":%q,"decision":"Denied","comment":"not now"}}]`, alice))
 		Expect(err).NotTo(HaveOccurred())
 		task := ended("denied", toolgatev1alpha1.ConditionFailed, toolgatev1alpha1.ReasonPushDenied)
 		Expect(meta.FindStatusCondition(task.Status.Conditions, toolgatev1alpha1.ConditionFailed).Message).To(ContainSubstring("nothing was pushed"))
@@ -324,8 +324,8 @@ var _ = Describe("Git workspaces", func() {
 		By("an approved push: the branch holds one commit on the base with exactly the change")
 		gitTask(ctx, "pushed", "main", "git-creds", pushTo("agent/fix"))
 		push = finish("pushed")
-		_, err = kubectl(ctx, "--as", alice, "-n", ns, "patch", "approval", push.Status.ApprovalName, "--type", "merge",
-			"-p", fmt.Sprintf(`{"spec":{"decision":"Approved","decidedBy":%q}}`, alice))
+		_, err = kubectl(ctx, "--as", alice, "-n", ns, "patch", "approval", push.Status.ApprovalName, "--type", "json",
+			"-p", fmt.Sprintf(`[{"op":"add","path":"/spec/votes/-","value":{"user":%q,"decision":"Approved"}}]`, alice))
 		Expect(err).NotTo(HaveOccurred())
 		task = ended("pushed", toolgatev1alpha1.ConditionSucceeded, toolgatev1alpha1.ReasonMarkedDone)
 		Expect(task.Status.Workspace.Push).NotTo(BeNil())
@@ -390,8 +390,8 @@ var _ = Describe("Git workspaces", func() {
 		Expect(serverGit("for-each-ref", "--format=%(refname) %(objectname)")).To(Equal(refs), "nothing is pushed before the approval")
 
 		By("once approved, the tree pushed is the tree shown")
-		_, err = kubectl(ctx, "--as", alice, "-n", ns, "patch", "approval", push.Status.ApprovalName, "--type", "merge",
-			"-p", fmt.Sprintf(`{"spec":{"decision":"Approved","decidedBy":%q}}`, alice))
+		_, err = kubectl(ctx, "--as", alice, "-n", ns, "patch", "approval", push.Status.ApprovalName, "--type", "json",
+			"-p", fmt.Sprintf(`[{"op":"add","path":"/spec/votes/-","value":{"user":%q,"decision":"Approved"}}]`, alice))
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func(g Gomega) {
 			t := &toolgatev1alpha1.AgentTask{}

@@ -116,8 +116,8 @@ func workspaceWriteSpecs(isolation toolgatev1alpha1.SandboxIsolation) {
 			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(git), git)).To(Succeed())
 			g.Expect(git.Status.ApprovalName).NotTo(BeEmpty())
 		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
-		_, err := kubectl(ctx, "--as", approver, "-n", ns, "patch", "approval", git.Status.ApprovalName, "--type", "merge",
-			"-p", fmt.Sprintf(`{"spec":{"decision":"Approved","decidedBy":%q}}`, approver))
+		_, err := kubectl(ctx, "--as", approver, "-n", ns, "patch", "approval", git.Status.ApprovalName, "--type", "json",
+			"-p", fmt.Sprintf(`[{"op":"add","path":"/spec/votes/-","value":{"user":%q,"decision":"Approved"}}]`, approver))
 		Expect(err).NotTo(HaveOccurred())
 		git = observedIntent(ctx, git)
 		succeeded(git)

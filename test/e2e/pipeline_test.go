@@ -124,8 +124,8 @@ var _ = Describe("The pipeline on a real cluster", func() {
 			return edit.Status.ApprovalName != "" && edit.Status.Decision.Action == toolgatev1alpha1.DecisionAsk, edit.Status.ApprovalName
 		}, "a Job for an intent waiting for approval", func() bool { return len(jobsOf(ctx, ns, edit.Name)) > 0 })
 
-		_, err := kubectl(ctx, "--as", approver, "-n", ns, "patch", "approval", edit.Status.ApprovalName, "--type", "merge",
-			"-p", fmt.Sprintf(`{"spec":{"decision":"Approved","decidedBy":%q}}`, approver))
+		_, err := kubectl(ctx, "--as", approver, "-n", ns, "patch", "approval", edit.Status.ApprovalName, "--type", "json",
+			"-p", fmt.Sprintf(`[{"op":"add","path":"/spec/votes/-","value":{"user":%q,"decision":"Approved"}}]`, approver))
 		Expect(err).NotTo(HaveOccurred())
 		edit = observedIntent(ctx, edit)
 		Expect(edit.Status.Observation.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), edit.Status.Observation.Summary)

@@ -4,17 +4,21 @@
 -- is the approval doing its job, so Approved, Consumed and Denied are Healthy. Expired
 -- is Degraded: a request nobody answered in time is the one outcome of an approval that
 -- somebody should look at (the intent itself records it as a refusal and stays Healthy).
--- Uses only Lua's base and table libraries, as Argo CD allows.
+-- The votes are counted by the controller (status.tally, approvedBy, deniedBy); this
+-- script only reads its count. Uses only Lua's base and table libraries, as Argo CD
+-- allows.
 --
---   decided in spec but not yet seen by the controller -> Progressing
---   Pending (or no status yet, undecided)              -> Suspended
---   Approved, Consumed, Denied                         -> Healthy
---   Expired                                            -> Degraded
+--   a vote the controller has not counted yet (generation) -> Progressing
+--   Pending (or no status yet)                             -> Suspended
+--   Approved, Consumed, Denied                             -> Healthy
+--   Expired                                                -> Degraded
 local spec = obj.spec or {}
 local status = obj.status or {}
-local decision = spec.decision or "Pending"
 local state = status.state or "Pending"
-local decidedBy = spec.decidedBy or "nobody"
+local approvedBy = table.concat(status.approvedBy or {}, ", ")
+if approvedBy == "" then
+  approvedBy = "nobody"
+end
 
 local function approvers()
   local names = {}
@@ -33,10 +37,15 @@ local function approvers()
 end
 
 if state == "Pending" then
-  if decision ~= "Pending" then
-    return {status = "Progressing", message = decision .. " by " .. decidedBy .. "; waiting for the controller to act on it"}
+  local votes = spec.votes or {}
+  if #votes > 0 and (status.observedGeneration or 0) < (obj.metadata.generation or 0) then
+    return {status = "Progressing", message = "a vote by " .. votes[#votes].user .. " is waiting for the controller to count it"}
   end
-  return {status = "Suspended", message = "waiting for a decision by " .. approvers() .. " until " .. (spec.expiresAt or "it expires")}
+  local tally = ""
+  if status.tally ~= nil and status.tally ~= "" then
+    tally = " (approvals " .. status.tally .. ", approved by " .. approvedBy .. ")"
+  end
+  return {status = "Suspended", message = "waiting for a decision by " .. approvers() .. " until " .. (spec.expiresAt or "it expires") .. tally}
 end
 
 local detail = ""
@@ -44,12 +53,15 @@ if status.message ~= nil and status.message ~= "" then
   detail = " (" .. status.message .. ")"
 end
 if state == "Approved" or state == "Consumed" then
-  return {status = "Healthy", message = state .. ": approved by " .. decidedBy .. detail}
+  return {status = "Healthy", message = state .. ": approved by " .. approvedBy .. detail}
 end
 if state == "Denied" then
-  local text = "Denied by " .. decidedBy
-  if spec.comment ~= nil and spec.comment ~= "" then
-    text = text .. ": " .. spec.comment
+  local deniedBy = status.deniedBy or "nobody"
+  local text = "Denied by " .. deniedBy
+  for _, v in ipairs(spec.votes or {}) do
+    if v.user == deniedBy and v.comment ~= nil and v.comment ~= "" then
+      text = text .. ": " .. v.comment
+    end
   end
   return {status = "Healthy", message = text}
 end
