@@ -134,17 +134,18 @@ type ApprovalGrantSpec struct {
 	GrantedBy string `json:"grantedBy"`
 }
 
-// GrantState is where a grant is in its life.
-// +kubebuilder:validation:Enum=Active;Exhausted;Expired;Invalid
+// GrantState is where a grant stands after its last use. It is written only when
+// a use is taken (the compare-and-swap that counts it), so it has no state for an
+// expired grant: spec.expiresAt says when a grant stops, and a call it no longer
+// covers says why in its own decision.
+// +kubebuilder:validation:Enum=Active;Exhausted
 type GrantState string
 
 const (
-	GrantStateActive    GrantState = "Active"
+	// GrantStateActive: the grant has uses left.
+	GrantStateActive GrantState = "Active"
+	// GrantStateExhausted: every use was taken.
 	GrantStateExhausted GrantState = "Exhausted"
-	GrantStateExpired   GrantState = "Expired"
-	// GrantStateInvalid: the grant can never allow a call (its Approval is not
-	// approved by grantedBy, it is outside its rule's bounds); message says why.
-	GrantStateInvalid GrantState = "Invalid"
 )
 
 // ApprovalGrantStatus is written by the controller when it uses the grant.
