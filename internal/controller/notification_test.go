@@ -16,12 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/metrics"
@@ -147,26 +143,7 @@ func notificationChannel(t *testing.T, ns, name string, typ v1.NotificationChann
 // own is cfg.Namespace.
 func startNotifier(t *testing.T, cfg Notifications, approvals bool, namespaces ...string) (ctrl.Manager, func()) {
 	t.Helper()
-	cacheOptions := CacheOptions()
-	cacheOptions.DefaultNamespaces = map[string]cache.Config{}
-	for _, ns := range namespaces {
-		cacheOptions.DefaultNamespaces[ns] = cache.Config{}
-	}
-	reconciles := newReconcileLog()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Logger: reconciles.logger(ctrl.Log), Scheme: env.Scheme, Cache: cacheOptions,
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatalf("creating manager: %v", err)
-	}
-	reconciles.attach(mgr)
-	t.Cleanup(func() {
-		reconcileLogsMu.Lock()
-		delete(reconcileLogs, mgr)
-		reconcileLogsMu.Unlock()
-	})
+	mgr := newTestManager(t, namespaces...)
 	opts := testOptions()
 	opts.Notifications = cfg
 	if approvals {

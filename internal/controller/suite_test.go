@@ -73,13 +73,19 @@ func startManagerIn(t *testing.T, namespace string, setups ...func(ctrl.Manager,
 
 // newTestManager is a manager against the shared control plane with the cache
 // cmd/manager runs with (its selectors and trimmed objects are what the reconcilers
-// read in production), its namespaced objects limited to namespace unless that is "".
-// Its reconciles are recorded (observed_test.go).
-func newTestManager(t *testing.T, namespace string) ctrl.Manager {
+// read in production), its namespaced objects limited to namespaces unless they are
+// none or "". Its reconciles are recorded (observed_test.go).
+func newTestManager(t *testing.T, namespaces ...string) ctrl.Manager {
 	t.Helper()
 	cacheOptions := CacheOptions()
-	if namespace != "" {
-		cacheOptions.DefaultNamespaces = map[string]cache.Config{namespace: {}}
+	for _, ns := range namespaces {
+		if ns == "" {
+			continue
+		}
+		if cacheOptions.DefaultNamespaces == nil {
+			cacheOptions.DefaultNamespaces = map[string]cache.Config{}
+		}
+		cacheOptions.DefaultNamespaces[ns] = cache.Config{}
 	}
 	reconciles := newReconcileLog()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
