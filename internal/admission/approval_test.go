@@ -125,8 +125,14 @@ func TestVotesAreOnlyAppended(t *testing.T) {
 			wantRefused(t, err, "votes are only appended: alice's vote was changed or removed, and a vote, once cast, stays as it was.")
 		})
 	}
+	// A vote put before the ones cast earlier would reorder the count (the first
+	// Deny, approvedBy): refused, and so is a reordering that also appends.
+	err := jsonPatch(t.Context(), clients[bob], a, []map[string]any{{"op": "add", "path": "/spec/votes/0", "value": bobVote}})
+	wantRefused(t, err, "votes stay in the order they were cast: add yours at the end of spec.votes")
+	err = mergePatch(t.Context(), clients[bob], a, map[string]any{"spec": map[string]any{"votes": []any{bobVote, aliceVote}}})
+	wantRefused(t, err, "votes stay in the order they were cast")
 	// A merge patch sends the whole list: it is held to the same rule.
-	err := mergePatch(t.Context(), clients[bob], a, map[string]any{"spec": map[string]any{"votes": []any{bobVote}}})
+	err = mergePatch(t.Context(), clients[bob], a, map[string]any{"spec": map[string]any{"votes": []any{bobVote}}})
 	wantRefused(t, err, "votes are only appended: alice's vote was changed or removed")
 	// Appending, with alice's vote as she cast it, is taken.
 	err = mergePatch(t.Context(), clients[bob], a, map[string]any{"spec": map[string]any{"votes": []any{aliceVote, bobVote}}})
