@@ -268,6 +268,9 @@ and no other. A push whose record is missing or names another tree is not approv
 				return err
 			}
 			var grant *v1.ApprovalGrant
+			if approve && strings.EqualFold(scope.scope, "once") && (scope.prefix != "" || scope.uses != 0 || scope.within != 0) {
+				return errors.New("--prefix, --uses and --for extend an approval to later calls and need --scope task or prefix; with --scope once (the default) the approval is for this call only, and nothing was changed")
+			}
 			if approve && !strings.EqualFold(scope.scope, "once") {
 				// Checked before the decision: a scope the rule refuses leaves the
 				// approval pending.

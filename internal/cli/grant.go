@@ -52,6 +52,9 @@ func buildGrant(a *v1.Approval, intent *v1.ToolIntent, task *v1.AgentTask, user 
 	if scope == v1.GrantScopeOnce {
 		return nil, nil
 	}
+	if q := a.Spec.Approvers.Quorum(); q > 1 {
+		return nil, fmt.Errorf("Approval %s needs %d approvers, and a grant is one person's: what %d people approve together cannot be extended by one; approve with --scope once", a.Name, q, q)
+	}
 	d := intent.Status.Decision
 	if d == nil || d.Action != v1.DecisionAsk || !d.PolicyRuleRef.SameRule(a.Spec.Request.PolicyRuleRef) {
 		return nil, fmt.Errorf("ToolIntent %s's decision in force is not the Ask of Approval %s; approve it with --scope once", intent.Name, a.Name)

@@ -67,6 +67,15 @@ func TestBuildGrant(t *testing.T) {
 			}
 		})
 	}
+
+	// What two people approve together, one of them cannot extend alone.
+	four := a.DeepCopy()
+	four.Spec.Approvers = &v1.Approvers{Users: []string{"alice", "bob"}, Required: 2}
+	in := intent(both...)
+	in.Status.Decision.Approvers = *four.Spec.Approvers
+	if _, err := buildGrant(four, in, task, "alice", grantOptions{scope: "task"}, now); err == nil || !strings.Contains(err.Error(), "needs 2 approvers, and a grant is one person's") {
+		t.Fatalf("a grant of a quorum-of-two approval: got %v", err)
+	}
 }
 
 func ptrTo[T any](v T) *T { return &v }

@@ -42,7 +42,9 @@ func ApprovedBy(a *v1.Approval) []string {
 //   - the grant is for this task (name and UID), and so is its Approval;
 //   - the Approval was approved in time (the controller recorded the decision
 //     before expiresAt) and not retired unused (Superseded), and grantedBy is one
-//     who approved it; grantedBy requested neither that call nor this one;
+//     who approved it, alone (an Approval that needed several approvers is never
+//     extended); grantedBy requested neither that call nor this one;
+//   - the rule names the same approvers as when it asked the Approval;
 //   - the call is asked now (the fresh decision is Ask: a rule that now says Deny,
 //     Stop or Redirect is never overridden) by the same rule that asked the
 //     Approval, and that rule allows the grant's scope, uses and lifetime;
@@ -67,6 +69,9 @@ func GrantCovers(in GrantCheck) (bool, string) {
 	if ok, why := approvedInTime(a); !ok {
 		return false, fmt.Sprintf("its Approval %s %s", a.Name, why)
 	}
+	if q := a.Spec.Approvers.Quorum(); q > 1 {
+		return false, fmt.Sprintf("its Approval %s needed %d approvers, and a grant is one person's: what %d people approve together, one cannot extend alone", a.Name, q, q)
+	}
 	if !slices.Contains(ApprovedBy(a), g.Spec.GrantedBy) {
 		return false, fmt.Sprintf("%s did not approve Approval %s (approved by %v): only its approver may extend it", g.Spec.GrantedBy, a.Name, ApprovedBy(a))
 	}
@@ -78,6 +83,9 @@ func GrantCovers(in GrantCheck) (bool, string) {
 	}
 	if !d.PolicyRuleRef.SameRule(a.Spec.Request.PolicyRuleRef) {
 		return false, fmt.Sprintf("the call is asked by %s now, and Approval %s was asked by %s", d.PolicyRuleRef, a.Name, a.Spec.Request.PolicyRuleRef)
+	}
+	if !sameApprovers(d.Approvers, a.Spec.Approvers) {
+		return false, fmt.Sprintf("rule %s now names other approvers than Approval %s was asked of: a grant extends an approval only while the same people would be asked", d.PolicyRuleRef, a.Name)
 	}
 	if !d.Grants.Allows(g.Spec.Scope) {
 		return false, fmt.Sprintf("rule %s does not allow scope %s (spec.rules[].grants.allowedScopes)", d.PolicyRuleRef, g.Spec.Scope)
@@ -195,4 +203,16 @@ func short(fp string) string {
 		return fp[:12]
 	}
 	return fp
+}
+
+// sameApprovers says whether a rule's approvers now are those an Approval was asked
+// of (an Approval without approvers was asked of anyone with the approve verb):
+// SameRule ignores the policy's generation, and a grant must not outlive a change of
+// who decides.
+func sameApprovers(now v1.Approvers, asked *v1.Approvers) bool {
+	var then v1.Approvers
+	if asked != nil {
+		then = *asked
+	}
+	return slices.Equal(now.Users, then.Users) && slices.Equal(now.Groups, then.Groups) && now.Quorum() == then.Quorum()
 }

@@ -68,6 +68,13 @@ func TestGrantCovers(t *testing.T) {
 		{name: "an approval retired unused", scope: v1.GrantScopeTask, edit: func(c *GrantCheck) { c.Approval.Status.State = v1.ApprovalStateSuperseded }, want: `state "Superseded"`},
 		{name: "an approval decided after it expired", scope: v1.GrantScopeTask, edit: func(c *GrantCheck) { c.Approval.Status.DecidedAt = &metav1.Time{Time: epoch.Add(2 * time.Hour)} }, want: "not decided before it expired"},
 		{name: "granted by someone who did not approve", scope: v1.GrantScopeTask, edit: func(c *GrantCheck) { c.Grant.Spec.GrantedBy = "bob" }, want: "bob did not approve Approval t-t0-0"},
+		{name: "an approval that needed two approvers", scope: v1.GrantScopeCommandPrefix, edit: func(c *GrantCheck) {
+			c.Approval.Spec.Approvers = &v1.Approvers{Users: []string{"alice", "bob"}, Required: 2}
+			c.Approval.Spec.Votes = append(c.Approval.Spec.Votes, v1.ApprovalVote{User: "bob", Decision: v1.DecisionApproved})
+			c.Decision.Approvers = *c.Approval.Spec.Approvers
+		}, want: "needed 2 approvers, and a grant is one person's"},
+		{name: "the rule names other approvers now", scope: v1.GrantScopeCommandPrefix, edit: func(c *GrantCheck) { c.Decision.Approvers = v1.Approvers{Users: []string{"carol"}} }, want: "now names other approvers"},
+		{name: "the rule asks for a quorum now", scope: v1.GrantScopeTask, edit: func(c *GrantCheck) { c.Decision.Approvers = v1.Approvers{Required: 2} }, want: "now names other approvers"},
 		{name: "granted by the requester of the new call", scope: v1.GrantScopeTask, edit: func(c *GrantCheck) { c.Intent.Spec.RequestedBy = "alice" }, want: "nobody approves their own calls"},
 		{name: "the call is denied now", scope: v1.GrantScopeTask, edit: func(c *GrantCheck) { c.Decision.Action = v1.DecisionDeny }, want: "decided Deny"},
 		{name: "the call is allowed now", scope: v1.GrantScopeTask, edit: func(c *GrantCheck) { c.Decision.Action = v1.DecisionAllow }, want: "decided Allow"},
