@@ -92,6 +92,14 @@ func TestGrantCovers(t *testing.T) {
 		{name: "prefix: a pipe", scope: v1.GrantScopeCommandPrefix, edit: command("npm test | tee log"), want: `part "tee log"`},
 		{name: "prefix: an assignment before it", scope: v1.GrantScopeCommandPrefix, edit: command("NODE_OPTIONS=--require=./x.js npm test"), want: "does not begin with"},
 		{name: "prefix: a wrapper before it", scope: v1.GrantScopeCommandPrefix, edit: command("env NODE_OPTIONS=--require=./x.js npm test"), want: "does not begin with"},
+		{name: "prefix: a later command wrapped (1)", scope: v1.GrantScopeCommandPrefix, edit: command("npm test && env -C /etc npm test"), want: "does not begin with it as written"},
+		{name: "prefix: a later command wrapped (2)", scope: v1.GrantScopeCommandPrefix, edit: command("npm test && env --chdir=/ npm test"), want: "does not begin with it as written"},
+		{name: "prefix: a later command wrapped (3)", scope: v1.GrantScopeCommandPrefix, edit: command("npm test && timeout -s KILL 99999 npm test"), want: "does not begin with it as written"},
+		{name: "prefix: a later command wrapped (4)", scope: v1.GrantScopeCommandPrefix, edit: command("npm test && exec npm test"), want: "does not begin with it as written"},
+		{name: "prefix: a later command wrapped (5)", scope: v1.GrantScopeCommandPrefix, edit: command("npm test && nice npm test"), want: "does not begin with it as written"},
+		{name: "prefix: a later command wrapped (6)", scope: v1.GrantScopeCommandPrefix, edit: command("npm test && watch npm test"), want: "does not begin with it as written"},
+		{name: "prefix: a later command wrapped (7)", scope: v1.GrantScopeCommandPrefix, edit: command("npm test; NODE_OPTIONS=--require=./x.js npm test"), want: "does not begin with it as written"},
+		{name: "prefix: a later command wrapped (8)", scope: v1.GrantScopeCommandPrefix, edit: command("npm test && \"npm\" test"), want: "does not begin with it as written"},
 		{name: "prefix: a shorter command", scope: v1.GrantScopeCommandPrefix, edit: command("npm"), want: `part "npm"`},
 		{name: "prefix: one that does not cover the approved call", scope: v1.GrantScopeCommandPrefix, edit: func(c *GrantCheck) {
 			c.Grant.Spec.CommandPrefix = []string{"rm"}
