@@ -49,7 +49,7 @@ func TestFlagsReachTheOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (controller.Notifications{Namespace: "toolgate-system", Workers: controller.DefaultNotificationWorkers, Timeout: controller.DefaultNotificationTimeout, Retry: notify.DefaultRetry}); c.opts.Notifications != want {
+	if want := (controller.Notifications{Namespace: "", Workers: controller.DefaultNotificationWorkers, Timeout: controller.DefaultNotificationTimeout, Retry: notify.DefaultRetry}); c.opts.Notifications != want {
 		t.Errorf("default notifications %+v, want %+v", c.opts.Notifications, want)
 	}
 	if c.opts.Workers != controller.DefaultWorkers || c.opts.SpentJobTTL != controller.DefaultSpentJobTTL || c.mcpMaxWait != mcpserver.DefaultMaxWait {
