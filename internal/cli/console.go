@@ -161,7 +161,7 @@ func (b *consoleBackend) Approval(ctx context.Context, ns, name string) (console
 		return console.ApprovalPage{}, err
 	}
 	now := b.now()
-	page := console.ApprovalPage{Namespace: ns, Name: name, Task: a.Spec.TaskRef.Name}
+	page := console.ApprovalPage{Namespace: ns, Name: name, Task: a.Spec.TaskRef.Name, Shown: shownAs(a)}
 	var req bytes.Buffer
 	if err := RenderApprovalRequest(&req, a, now); err != nil {
 		return page, err
@@ -196,7 +196,7 @@ func (b *consoleBackend) Approval(ctx context.Context, ns, name string) (console
 // Decide makes the checks approve makes before its write (still decidable; for a
 // push, its change can be shown), then records the decision as the user the API
 // server knows.
-func (b *consoleBackend) Decide(ctx context.Context, ns, name string, approve bool, comment string) (string, error) {
+func (b *consoleBackend) Decide(ctx context.Context, ns, name, shown string, approve bool, comment string) (string, error) {
 	a, err := b.getApproval(ctx, ns, name)
 	if err != nil {
 		return "", err
@@ -216,6 +216,9 @@ func (b *consoleBackend) Decide(ctx context.Context, ns, name string, approve bo
 	user, err := b.c.whoAmI(ctx)
 	if err != nil {
 		return "", err
+	}
+	if shown != shownAs(a) {
+		return "", fmt.Errorf("the Approval %s is not the one your page showed (it was asked again since, for another call or under other rules): nothing was recorded; read it again and decide", name)
 	}
 	if err := recordDecision(ctx, b.c.client, a, decision, user, comment); err != nil {
 		return "", err
@@ -278,4 +281,11 @@ func (b *consoleBackend) WatchApprovals(ctx context.Context, changed func()) err
 		changed()
 	}
 	return ctx.Err()
+}
+
+// shownAs names an approval as a page showed it: its UID (an approval deleted and
+// asked again under its name is another) and its fingerprint (the call, rule,
+// walls and sandbox the person read).
+func shownAs(a *v1.Approval) string {
+	return string(a.UID) + "/" + a.Spec.Fingerprint
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -426,5 +427,46 @@ func TestConsoleShowsWhatAPushPushes(t *testing.T) {
 	a := &v1.Approval{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "fix-git-push"}}
 	if got := storedApproval(t, a); len(got.Spec.Votes) != 0 {
 		t.Fatalf("after the refusal the push holds votes %+v", got.Spec.Votes)
+	}
+}
+
+// TestConsoleVotesOnlyOnTheApprovalItShowed: bob reads an approval's page; before he
+// decides, it is deleted and asked again under the same name for another call. His
+// form, posted then, records nothing and says why; the page of the new approval
+// records his vote.
+func TestConsoleVotesOnlyOnTheApprovalItShowed(t *testing.T) {
+	ns := testNamespace(t)
+	a := recordEditToApprove(t, ns, alice)
+	srv := consoleAs(t, bob, ns)
+	path := "/approvals/" + ns + "/" + a.Name
+	shownOn := func() string {
+		t.Helper()
+		_, page := consoleRequest(t, srv, "GET", path, nil)
+		m := regexp.MustCompile(`name="shown" value="([^"]+)"`).FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("the approval's page carries no shown field:\n%s", page)
+		}
+		return m[1]
+	}
+	read := shownOn()
+
+	again := storedApproval(t, a)
+	if err := env.Client.Delete(t.Context(), again); err != nil {
+		t.Fatal(err)
+	}
+	again.ObjectMeta = metav1.ObjectMeta{Namespace: a.Namespace, Name: a.Name}
+	again.Spec.Fingerprint = strings.Repeat("b", 64)
+	record(t, again)
+
+	code, page := consoleRequest(t, srv, "POST", path, url.Values{"decision": {"approve"}, "shown": {read}})
+	if code != http.StatusConflict || !strings.Contains(page, "is not the one your page showed") {
+		t.Fatalf("approving what the page no longer shows: %d\n%s", code, page)
+	}
+	if got := storedApproval(t, a); len(got.Spec.Votes) != 0 {
+		t.Fatalf("a vote was recorded on an approval bob never read: %+v", got.Spec.Votes)
+	}
+	code, page = consoleRequest(t, srv, "POST", path, url.Values{"decision": {"approve"}, "shown": {shownOn()}})
+	if got := storedApproval(t, a); code != http.StatusOK || len(got.Spec.Votes) != 1 || got.Spec.Votes[0].User != bob {
+		t.Fatalf("bob's approval of the page he read: %d, votes %+v\n%s", code, got.Spec.Votes, page)
 	}
 }

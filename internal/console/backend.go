@@ -12,9 +12,11 @@ type Backend interface {
 	// Approval is everything `kubectl toolgate approve` shows about one approval.
 	Approval(ctx context.Context, namespace, name string) (ApprovalPage, error)
 	// Decide approves (approve=true) or denies the approval as the user, and says
-	// what was recorded. A refusal (by admission, or because the approval can no
+	// what was recorded. shown is the Shown of the page the user decided on: an
+	// approval that is no longer that one (deleted and asked again under the same
+	// name) is refused. A refusal (by admission, or because the approval can no
 	// longer be decided) is the error, word for word.
-	Decide(ctx context.Context, namespace, name string, approve bool, comment string) (string, error)
+	Decide(ctx context.Context, namespace, name, shown string, approve bool, comment string) (string, error)
 	// Tasks lists the tasks.
 	Tasks(ctx context.Context) ([]TaskRow, error)
 	// Task is a task's timeline, as `kubectl toolgate trace` prints it.
@@ -47,6 +49,9 @@ type ApprovalPage struct {
 	Goal, Timeline string
 	// Closed says why the approval can no longer be decided, "" while it can.
 	Closed string
+	// Shown names the approval the page shows (its UID and fingerprint); the form
+	// sends it back, and a decision is recorded only on that approval.
+	Shown string
 }
 
 // TaskRow is one line of the tasks.

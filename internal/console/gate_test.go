@@ -27,7 +27,7 @@ func (b *staticBackend) Approval(_ context.Context, ns, name string) (ApprovalPa
 	return ApprovalPage{Namespace: ns, Name: name, Request: "Approval " + ns + "/" + name}, nil
 }
 
-func (b *staticBackend) Decide(_ context.Context, ns, name string, approve bool, comment string) (string, error) {
+func (b *staticBackend) Decide(_ context.Context, ns, name, _ string, approve bool, comment string) (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.decided = append(b.decided, fmt.Sprintf("%s/%s approve=%v %q", ns, name, approve, comment))

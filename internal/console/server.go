@@ -182,7 +182,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("the form's decision is %q: it must be approve or deny", d), http.StatusBadRequest)
 		return
 	}
-	msg, err := s.backend.Decide(r.Context(), r.PathValue("namespace"), r.PathValue("name"), approve, r.PostFormValue("comment"))
+	msg, err := s.backend.Decide(r.Context(), r.PathValue("namespace"), r.PathValue("name"), r.PostFormValue("shown"), approve, r.PostFormValue("comment"))
 	if err != nil {
 		s.showApproval(w, r, view{Refusal: err.Error()})
 		return
