@@ -189,6 +189,9 @@ func (r *NotificationReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	room := v1.MaxNotificationRecords - len(a.Status.Notifications)
 	for _, ch := range channels {
 		rec := record(a, ch, outcome.Event)
+		if rec == nil && notify.Before(a, outcome.Event, ch.CreationTimestamp.Time) {
+			continue
+		}
 		if rec == nil {
 			if room == 0 {
 				ctrl.LoggerFrom(ctx).Info("not announcing to a channel: the approval records as many deliveries as it may", "channel", klog.KObj(ch), "event", outcome.Event, "limit", v1.MaxNotificationRecords)

@@ -1,6 +1,8 @@
 package notify
 
 import (
+	"time"
+
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/pipeline"
 )
@@ -53,4 +55,28 @@ func Wants(ch *v1.NotificationChannel, event v1.NotificationEvent) bool {
 		}
 	}
 	return false
+}
+
+// Before says whether an Approval's event happened before a channel existed, so the
+// channel does not announce it: a channel created later hears what still waits for
+// a person (Requested) and what happens from then on, not the history of every
+// Approval in its reach, which a restart or a leader change would otherwise send it
+// all at once. Decided counts from status.decidedAt, Expired from spec.expiresAt;
+// Superseded records no time, and counts from the Approval's creation.
+func Before(a *v1.Approval, event v1.NotificationEvent, channelCreated time.Time) bool {
+	var at time.Time
+	switch event {
+	case v1.EventRequested:
+		return false
+	case v1.EventDecided:
+		if a.Status.DecidedAt == nil {
+			return false
+		}
+		at = a.Status.DecidedAt.Time
+	case v1.EventExpired:
+		at = a.Spec.ExpiresAt.Time
+	default:
+		at = a.CreationTimestamp.Time
+	}
+	return at.Before(channelCreated)
 }

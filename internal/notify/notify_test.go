@@ -53,6 +53,41 @@ func TestEventOf(t *testing.T) {
 	}
 }
 
+// TestBefore: a channel created after an Approval was decided, expired or superseded
+// does not hear of it (a restart would otherwise send it every old event in its
+// reach); what still waits for a person, and what happens later, it hears.
+func TestBefore(t *testing.T) {
+	created := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(state v1.ApprovalState, when time.Time) *v1.Approval {
+		a := approval(state)
+		a.CreationTimestamp = metav1.NewTime(when.Add(-time.Minute))
+		a.Status.DecidedAt = &metav1.Time{Time: when}
+		a.Spec.ExpiresAt = metav1.NewTime(when)
+		return a
+	}
+	for _, tc := range []struct {
+		event v1.NotificationEvent
+		when  time.Time
+		want  bool
+	}{
+		{v1.EventRequested, created.Add(-time.Hour), false},
+		{v1.EventDecided, created.Add(-time.Minute), true},
+		{v1.EventDecided, created.Add(time.Minute), false},
+		{v1.EventExpired, created.Add(-time.Second), true},
+		{v1.EventExpired, created.Add(time.Second), false},
+		{v1.EventSuperseded, created.Add(-time.Hour), true},
+		{v1.EventSuperseded, created.Add(time.Hour), false},
+	} {
+		if got := Before(at(v1.ApprovalStateApproved, tc.when), tc.event, created); got != tc.want {
+			t.Errorf("%s at %s, channel created %s: Before %v, want %v", tc.event, tc.when, created, got, tc.want)
+		}
+	}
+	undecided := approval(v1.ApprovalStateApproved)
+	if Before(undecided, v1.EventDecided, created) {
+		t.Error("a decision the controller has not timed yet counts as old")
+	}
+}
+
 func TestBuildCarriesWhatIsAskedAndNoSecret(t *testing.T) {
 	m, ok := Build(approval(v1.ApprovalStatePending), "fix the tests, token="+token, []v1.CommandPart{{Command: "curl -H Authorization: Bearer " + token, Category: v1.CategoryNetwork}}, "https://console.example.com")
 	if !ok {
