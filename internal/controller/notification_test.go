@@ -285,10 +285,12 @@ func TestNotificationsAnnounceAnApprovalsLife(t *testing.T) {
 		}
 		return n == 4 && len(st.Notifications) == 4, fmt.Sprintf("%+v", st.Notifications)
 	})
-	ch := getChannel(t, p.ns, "events")
-	if ch.Status.Delivered != 2 || !meta.IsStatusConditionTrue(ch.Status.Conditions, v1.ConditionReady) || !meta.IsStatusConditionTrue(ch.Status.Conditions, v1.ConditionDelivering) {
-		t.Errorf("the channel's status: %+v", ch.Status)
-	}
+	// The channel counts its deliveries in its own status, written after the
+	// Approval's record: waited for, not read once.
+	p.eventually("the channel's status counting both deliveries", func() (bool, string) {
+		ch := getChannel(t, p.ns, "events")
+		return ch.Status.Delivered == 2 && meta.IsStatusConditionTrue(ch.Status.Conditions, v1.ConditionReady) && meta.IsStatusConditionTrue(ch.Status.Conditions, v1.ConditionDelivering), fmt.Sprintf("%+v", ch.Status)
+	})
 
 	// A controller started again reads the records and sends nothing again.
 	stopNotifier()
@@ -343,16 +345,15 @@ func TestNotificationRetriedUntilDeliveredOnce(t *testing.T) {
 		return len(st.Notifications) == 1 && st.Notifications[0].Attempts == 3 && st.Notifications[0].DeliveredAt != nil &&
 			st.Notifications[0].Channel == controllerNS+"/all", fmt.Sprintf("%+v", st.Notifications)
 	})
-	ch := getChannel(t, controllerNS, "all")
-	if ch.Status.Delivered != 1 || ch.Status.FailedAttempts != 2 || !meta.IsStatusConditionTrue(ch.Status.Conditions, v1.ConditionDelivering) {
-		t.Errorf("the channel's status: %+v", ch.Status)
-	}
-	if d := testutil.ToFloat64(metrics.NotificationRetries.WithLabelValues("CloudEvents")) - retries; d != 2 {
-		t.Errorf("retries counted %v, want 2", d)
-	}
-	if d := testutil.ToFloat64(metrics.NotificationFailures.WithLabelValues("CloudEvents", "Requested")) - failures; d != 2 {
-		t.Errorf("failures counted %v, want 2", d)
-	}
+	// The channel's status and the metrics are written after the Approval's
+	// record: waited for, not read once.
+	eventually(t, "the channel's status and the metrics counting three attempts", func() (bool, string) {
+		ch := getChannel(t, controllerNS, "all")
+		retried := testutil.ToFloat64(metrics.NotificationRetries.WithLabelValues("CloudEvents")) - retries
+		failed := testutil.ToFloat64(metrics.NotificationFailures.WithLabelValues("CloudEvents", "Requested")) - failures
+		return ch.Status.Delivered == 1 && ch.Status.FailedAttempts == 2 && meta.IsStatusConditionTrue(ch.Status.Conditions, v1.ConditionDelivering) && retried == 2 && failed == 2,
+			fmt.Sprintf("channel %+v; retries counted %v, failures %v (want 2 and 2)", ch.Status, retried, failed)
+	})
 
 	// Deciding it moves its state again: the namespace's channel for decisions
 	// hears it in the same reconcile that would send Requested again, and the
