@@ -44,12 +44,6 @@ const (
 	// ModelCredentialsValue is the value of LabelModelCredentials that opts in.
 	ModelCredentialsValue = "true"
 
-	// LabelArchived marks a ToolIntent whose record the archive holds (value
-	// "true"): the controller sets it once the record is stored. Anyone who may
-	// patch the intent can set it too, so it is believed only with the archive's
-	// word (the archiver asks it), and nothing is deleted on it alone.
-	LabelArchived = "toolgate.dev/archived"
-
 	// AnnotationChangeRequest on an AgentTask asks the controller to record the
 	// workspace's change now (kubectl toolgate diff sets it to a new value): the
 	// task's change ConfigMap answers it, naming the same value in the same

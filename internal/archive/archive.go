@@ -50,11 +50,25 @@ type Record struct {
 	RecordedAt time.Time
 	// Body is the record's content, JSON.
 	Body json.RawMessage
+	// BuiltFrom names the versions of the cluster objects the record was built
+	// from. It is no part of the record (nor of its hash): Store keeps the latest
+	// versions a record was built from with the same content, and retention
+	// compares them with the cluster's (Current).
+	BuiltFrom Versions
 
 	// Seq, SHA256 and PrevSHA256 are set by Store.
 	Seq        int64
 	SHA256     string
 	PrevSHA256 string
+}
+
+// Versions are the resourceVersions of the objects a call's record was built
+// from: the intent (or the task), its Approval and its Execution ("" for one it
+// did not have).
+type Versions struct {
+	Object    string `json:"object,omitempty"`
+	Approval  string `json:"approval,omitempty"`
+	Execution string `json:"execution,omitempty"`
 }
 
 // Archive is a PostgreSQL database holding records.
@@ -134,8 +148,10 @@ var ErrChanged = errors.New("a record of this UID is stored with other content")
 // Store stores rec, chained to the last record of its task, and returns it as
 // stored, and whether this call stored it. A record of rec's UID stored already is
 // returned as it is (a second write of the same record stores nothing); stored
-// with other content, it is ErrChanged. Records of one task are stored one at a time (a transaction lock on
-// the task), so the chain never forks.
+// with other content, it is ErrChanged. A record stored again with the same
+// content and other BuiltFrom versions keeps the new versions: the objects at
+// those versions hold the same record. Records of one task are stored one at a
+// time (a transaction lock on the task), so the chain never forks.
 func (a *Archive) Store(ctx context.Context, rec Record) (Record, bool, error) {
 	if err := a.ensureSchema(ctx); err != nil {
 		return Record{}, false, err
@@ -162,7 +178,12 @@ func (a *Archive) Store(ctx context.Context, rec Record) (Record, bool, error) {
 			if string(existing.Body) != canon || existing.TaskUID != rec.TaskUID || Hash(existing) != existing.SHA256 {
 				return fmt.Errorf("%w: %s %s/%s", ErrChanged, rec.Kind, rec.Namespace, rec.Name)
 			}
-			return nil
+			if existing.BuiltFrom == rec.BuiltFrom {
+				return nil
+			}
+			stored.BuiltFrom = rec.BuiltFrom
+			_, err := tx.Exec(ctx, `UPDATE records SET built_from = $2 WHERE uid = $1`, rec.UID, rec.BuiltFrom)
+			return err
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
@@ -174,9 +195,9 @@ func (a *Archive) Store(ctx context.Context, rec Record) (Record, bool, error) {
 		rec.RecordedAt = rec.RecordedAt.UTC().Truncate(time.Microsecond) // PostgreSQL's precision
 		rec.Body, rec.PrevSHA256 = json.RawMessage(canon), prev
 		rec.SHA256 = Hash(rec)
-		err = tx.QueryRow(ctx, `INSERT INTO records (uid, kind, namespace, task, task_uid, name, recorded_at, body, sha256, prev_sha256)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING seq`,
-			rec.UID, rec.Kind, rec.Namespace, rec.Task, rec.TaskUID, rec.Name, rec.RecordedAt, string(rec.Body), rec.SHA256, rec.PrevSHA256).Scan(&rec.Seq)
+		err = tx.QueryRow(ctx, `INSERT INTO records (uid, kind, namespace, task, task_uid, name, recorded_at, body, sha256, prev_sha256, built_from)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING seq`,
+			rec.UID, rec.Kind, rec.Namespace, rec.Task, rec.TaskUID, rec.Name, rec.RecordedAt, string(rec.Body), rec.SHA256, rec.PrevSHA256, rec.BuiltFrom).Scan(&rec.Seq)
 		stored, created = rec, err == nil
 		return err
 	})
@@ -193,12 +214,41 @@ func (a *Archive) Has(ctx context.Context, uid string) (bool, error) {
 	return has, err
 }
 
-const selectRecord = `SELECT seq, uid, kind, namespace, task, task_uid, name, recorded_at, body::text, sha256, prev_sha256 FROM records`
+// Current returns, of the records of those UIDs, the versions each was last
+// built from, for the records that are whole (each still matches its own hash):
+// a UID it leaves out has no record, or one changed in place, and is confirmed the
+// long way (Store) or not at all. One query, by the uid index, for a task's
+// retirable calls at once.
+func (a *Archive) Current(ctx context.Context, uids []string) (map[string]Versions, error) {
+	if len(uids) == 0 {
+		return nil, nil
+	}
+	if err := a.ensureSchema(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := a.pool.Query(ctx, selectRecord+` WHERE uid = ANY($1)`, uids)
+	if err != nil {
+		return nil, err
+	}
+	records, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Record, error) { return scanOne(row) })
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Versions, len(records))
+	for _, r := range records {
+		if Hash(r) == r.SHA256 {
+			out[r.UID] = r.BuiltFrom
+		}
+	}
+	return out, nil
+}
+
+const selectRecord = `SELECT seq, uid, kind, namespace, task, task_uid, name, recorded_at, body::text, sha256, prev_sha256, built_from FROM records`
 
 func scanOne(row pgx.Row) (Record, error) {
 	var r Record
 	var body string
-	err := row.Scan(&r.Seq, &r.UID, &r.Kind, &r.Namespace, &r.Task, &r.TaskUID, &r.Name, &r.RecordedAt, &body, &r.SHA256, &r.PrevSHA256)
+	err := row.Scan(&r.Seq, &r.UID, &r.Kind, &r.Namespace, &r.Task, &r.TaskUID, &r.Name, &r.RecordedAt, &body, &r.SHA256, &r.PrevSHA256, &r.BuiltFrom)
 	r.Body = json.RawMessage(body)
 	r.RecordedAt = r.RecordedAt.UTC()
 	return r, err

@@ -237,3 +237,56 @@ func TestOpenAgainKeepsTheRecords(t *testing.T) {
 		t.Fatalf("%d records after opening again, want 1", n)
 	}
 }
+
+// A record names the versions it was built from; stored again with the same
+// content from other versions, it takes them (the objects at those versions hold
+// the same record) and stores nothing else. Current reads them for whole records
+// only: a UID never stored, or a row changed in place, is left out, so retention
+// confirms it the long way or not at all.
+func TestCurrentNamesTheVersionsOfWholeRecords(t *testing.T) {
+	a, dsn := open(t)
+	first := call("a", "a-t0-0", 0)
+	first.BuiltFrom = Versions{Object: "10", Execution: "11"}
+	store(t, a, first)
+	store(t, a, call("a", "a-t0-1", 1)) // stored without versions
+
+	held, err := a.Current(t.Context(), []string{"uid-a-t0-0", "uid-a-t0-1", "uid-never"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) != 2 || held["uid-a-t0-0"] != first.BuiltFrom || held["uid-a-t0-1"] != (Versions{}) {
+		t.Fatalf("Current = %+v; want the first record's versions and the second's none", held)
+	}
+
+	again := call("a", "a-t0-0", 0)
+	again.BuiltFrom = Versions{Object: "12", Execution: "11"}
+	stored, created, err := a.Store(t.Context(), again)
+	if err != nil || created || stored.BuiltFrom != again.BuiltFrom {
+		t.Fatalf("the same record from newer versions: created %t, versions %+v, err %v", created, stored.BuiltFrom, err)
+	}
+	if held, err = a.Current(t.Context(), []string{"uid-a-t0-0"}); err != nil || held["uid-a-t0-0"] != again.BuiltFrom {
+		t.Fatalf("Current after the record was built again = %+v, %v; want %+v", held, err, again.BuiltFrom)
+	}
+	if n := len(all(t, a, "task-a")); n != 2 {
+		t.Fatalf("%d records, want 2: a record built again is stored once", n)
+	}
+	if brk, n, err := a.Verify(t.Context(), "task-a"); err != nil || brk != nil || n != 2 {
+		t.Fatalf("the versions are no part of the chain: Verify = %+v, %d, %v", brk, n, err)
+	}
+
+	// Changed in place: no longer whole, so no versions vouch for it.
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(t.Context()) }()
+	if _, err := conn.Exec(t.Context(), `UPDATE records SET body = jsonb_set(body, '{observation,exitCode}', '7') WHERE uid = 'uid-a-t0-0'`); err != nil {
+		t.Fatal(err)
+	}
+	if held, err = a.Current(t.Context(), []string{"uid-a-t0-0", "uid-a-t0-1"}); err != nil || len(held) != 1 {
+		t.Fatalf("Current after a record changed in place = %+v, %v; want the other record only", held, err)
+	}
+	if held, err = a.Current(t.Context(), nil); err != nil || len(held) != 0 {
+		t.Fatalf("Current(none) = %+v, %v", held, err)
+	}
+}

@@ -21,6 +21,9 @@ func object[S, T any](m metav1.ObjectMeta, spec S, status T) Object[S, T] {
 	return body.NewObject(m, spec, status)
 }
 
+// legacyArchivedLabel is the label earlier controllers set on an archived intent.
+const legacyArchivedLabel = "toolgate.dev/archived"
+
 // CallRecord is the record of a finished call: intent observed, with its Approval
 // and Execution when it had them (nil otherwise). taskUID is the UID of the task the
 // call was decided for.
@@ -29,22 +32,24 @@ func CallRecord(taskUID string, intent *v1.ToolIntent, approval *v1.Approval, ex
 	if obs == nil || obs.ObservedAt == nil {
 		return Record{}, fmt.Errorf("ToolIntent %s/%s has no observation: only a finished call is archived", intent.Namespace, intent.Name)
 	}
-	// The archived mark is set after the record is stored, and says only that: it
-	// is no part of the call, and a record built again to confirm it is stored
-	// (before retention deletes the call) must be the same.
+	// Controllers before the archive's versions (built_from) labelled an intent
+	// archived once its record was stored: the label is no part of the call, and
+	// a record built again from such an intent (to confirm it before retention
+	// deletes the call) must be the one stored without it.
 	meta := *intent.ObjectMeta.DeepCopy()
-	delete(meta.Labels, v1.LabelArchived)
+	delete(meta.Labels, legacyArchivedLabel)
 	if len(meta.Labels) == 0 {
 		meta.Labels = nil
 	}
 	c := Call{Intent: object(meta, intent.Spec, intent.Status)}
+	from := Versions{Object: intent.ResourceVersion}
 	if approval != nil {
 		a := object(approval.ObjectMeta, approval.Spec, approval.Status)
-		c.Approval = &a
+		c.Approval, from.Approval = &a, approval.ResourceVersion
 	}
 	if exec != nil {
 		e := object(exec.ObjectMeta, exec.Spec, exec.Status)
-		c.Execution = &e
+		c.Execution, from.Execution = &e, exec.ResourceVersion
 	}
 	body, err := json.Marshal(c)
 	if err != nil {
@@ -52,6 +57,6 @@ func CallRecord(taskUID string, intent *v1.ToolIntent, approval *v1.Approval, ex
 	}
 	return Record{
 		UID: string(intent.UID), Kind: KindCall, Namespace: intent.Namespace, Task: intent.Spec.TaskRef.Name, TaskUID: taskUID,
-		Name: intent.Name, RecordedAt: obs.ObservedAt.Time, Body: body,
+		Name: intent.Name, RecordedAt: obs.ObservedAt.Time, Body: body, BuiltFrom: from,
 	}, nil
 }

@@ -207,14 +207,15 @@ func (r *AgentTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		r.emit(log, task, before, created)
 	}
 	// Only once the history that counts them is written.
-	if err := r.deleteRetired(ctx, task, world.Intents); err != nil {
+	deleteWait, err := r.deleteRetired(ctx, task, world.Intents)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	expireWait, gone, err := r.expire(ctx, task, world.Intents)
 	if err != nil || gone {
 		return ctrl.Result{}, err
 	}
-	cloneWait = soonest(cloneWait, expireWait)
+	cloneWait = soonest(cloneWait, soonest(deleteWait, expireWait))
 	r.reportTurn(ctx, task, step)
 	// Before the push's change is read: a task that pushes keeps no session.
 	sessionsWait, err := r.keepSessions(ctx, task, status)

@@ -23,11 +23,13 @@ import (
 // +kubebuilder:rbac:groups=toolgate.dev,resources=toolintents,verbs=get;list;watch;patch
 
 // ArchiveReconciler stores the record of every finished call in the archive
-// (internal/archive), then marks the intent archived (v1.LabelArchived). It runs
+// (internal/archive), with the versions of the objects it was built from. It runs
 // beside the pipeline, never in it: a call never waits for the archive, and an
 // archive that is down, slow or refusing only delays the records, which are stored
-// when it answers again (the work queue's backoff). It writes no status; the mark
-// is metadata only.
+// when it answers again (the work queue's backoff). It writes nothing to the
+// cluster: a mark on the intent would be one more write per call, and would change
+// the intent's version after its record was built from it (retention compares
+// those versions, retention.go).
 type ArchiveReconciler struct {
 	client.Client
 	// APIReader reads the call's Approval and Execution around the cache, which
@@ -40,6 +42,10 @@ type ArchiveReconciler struct {
 // archiveTimeout bounds one store: a slow archive holds a worker this long at most.
 const archiveTimeout = 30 * time.Second
 
+// archiveWorkers store records side by side: a store waits on the API server and
+// the database, not on this process's CPU.
+const archiveWorkers = 4
+
 func setupArchive(mgr ctrl.Manager, opts Options) error {
 	if opts.Archive == nil {
 		return nil
@@ -47,15 +53,12 @@ func setupArchive(mgr ctrl.Manager, opts Options) error {
 	r := &ArchiveReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Archive: opts.Archive, Now: time.Now}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.ToolIntent{}, builder.WithPredicates(awaitsArchive)).
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: 2}).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: archiveWorkers}).
 		Named("archive").
 		Complete(r)
 }
 
-// awaitsArchive passes the observed intents. A marked one passes too: the mark is
-// metadata anyone who may patch the intent can set (before the call is observed,
-// to keep it out of the archive), so it is believed only when the archive holds
-// the record (Reconcile asks).
+// awaitsArchive passes the observed intents.
 var awaitsArchive = predicate.NewPredicateFuncs(needsArchiving)
 
 func needsArchiving(o client.Object) bool {
@@ -63,7 +66,7 @@ func needsArchiving(o client.Object) bool {
 	return ok && in.Status.Observation != nil && meta.IsStatusConditionTrue(in.Status.Conditions, v1.ConditionObserved)
 }
 
-// Reconcile stores one finished call's record and marks its intent archived.
+// Reconcile stores one finished call's record, unless the archive holds it.
 func (r *ArchiveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	intent := &v1.ToolIntent{}
 	if err := r.Get(ctx, req.NamespacedName, intent); err != nil {
@@ -72,21 +75,21 @@ func (r *ArchiveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if !needsArchiving(intent) {
 		return ctrl.Result{}, nil
 	}
+	// Asked of the archive, by UID: a later event of the call (or every call
+	// again, after a restart) costs one indexed read, not the call read whole.
+	// Whether the record is still the call's is retention's question, asked
+	// before anything is deleted.
+	if stored, err := r.archived(ctx, intent); err != nil || stored {
+		return ctrl.Result{}, err
+	}
 	// The cache keeps a finished intent trimmed (trimCachedIntent: no validation,
-	// a decision without its parts, walls and fingerprint): the record is the
-	// whole intent, read from the API server.
+	// a decision without its parts and walls): the record is the whole intent,
+	// read from the API server.
 	if err := r.APIReader.Get(ctx, req.NamespacedName, intent); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !needsArchiving(intent) {
 		return ctrl.Result{}, nil
-	}
-	if intent.Labels[v1.LabelArchived] == "true" {
-		stored, err := r.Archive.Has(ctx, string(intent.UID))
-		if err != nil || stored {
-			return ctrl.Result{}, err
-		}
-		// Marked, and not stored: someone else set the mark. The record is stored.
 	}
 	rec, err := callRecord(ctx, r.Client, r.APIReader, intent)
 	if err != nil {
@@ -96,20 +99,21 @@ func (r *ArchiveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 	failpoint.Reached(failpoint.ArchiveStored)
-	if intent.Labels[v1.LabelArchived] == "true" {
-		return ctrl.Result{}, nil // marked already
-	}
-	patch := client.MergeFrom(intent.DeepCopy())
-	if intent.Labels == nil {
-		intent.Labels = map[string]string{}
-	}
-	intent.Labels[v1.LabelArchived] = "true"
-	if err := r.Patch(ctx, intent, patch); err != nil {
-		// Stored already: marking it again stores nothing twice (by UID).
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
 	ctrl.LoggerFrom(ctx).V(2).Info("archived", "toolintent", klog.KObj(intent))
 	return ctrl.Result{}, nil
+}
+
+// archived asks the archive whether it holds the intent's record, bounded by
+// archiveTimeout; a failure is counted as a store's is.
+func (r *ArchiveReconciler) archived(ctx context.Context, intent *v1.ToolIntent) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, archiveTimeout)
+	defer cancel()
+	stored, err := r.Archive.Has(ctx, string(intent.UID))
+	if err != nil {
+		metrics.ArchiveFailures.Inc()
+		return false, fmt.Errorf("asking the archive for the record of ToolIntent %s/%s: %w", intent.Namespace, intent.Name, err)
+	}
+	return stored, nil
 }
 
 // storeRecord stores rec, bounded by archiveTimeout, and counts it: a record

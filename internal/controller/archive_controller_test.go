@@ -65,21 +65,19 @@ func refusedCall(t *testing.T, ns, task string) *v1.ToolIntent {
 	return intent
 }
 
-func archived(t *testing.T, intent *v1.ToolIntent) (bool, string) {
+// archived says whether a holds the intent's record.
+func archived(t *testing.T, a *archive.Archive, intent *v1.ToolIntent) (bool, string) {
 	t.Helper()
-	got := &v1.ToolIntent{}
-	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(intent), got); err != nil {
-		return false, err.Error()
-	}
-	return got.Labels[v1.LabelArchived] == "true", fmt.Sprintf("labels %v, observation %v", got.Labels, got.Status.Observation != nil)
+	stored, err := a.Has(t.Context(), string(intent.UID))
+	return stored, fmt.Sprintf("stored %v, %v", stored, err)
 }
 
-func TestFinishedCallsAreArchivedAndMarked(t *testing.T) {
+func TestFinishedCallsAreArchived(t *testing.T) {
 	ns := env.Namespace(t)
 	a := openArchive(t, sharedArchiveServer(t))
 	startArchiving(t, ns, a)
 	intent := refusedCall(t, ns, "gone")
-	eventually(t, "the call archived", func() (bool, string) { return archived(t, intent) })
+	eventually(t, "the call archived", func() (bool, string) { return archived(t, a, intent) })
 
 	got := &v1.ToolIntent{}
 	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(intent), got); err != nil {
@@ -101,25 +99,43 @@ func TestFinishedCallsAreArchivedAndMarked(t *testing.T) {
 	}
 }
 
-// The mark is metadata a proposer can set: set before the call is observed, it
-// does not keep the call out of the archive.
-func TestAMarkSetByAnotherDoesNotKeepACallOutOfTheArchive(t *testing.T) {
+// A record names the versions of the objects it was built from, and the
+// archiver writes nothing to the cluster: the intent keeps the version its record
+// was built from, which is what retention compares and deletes by. A label that
+// earlier controllers set once the record was stored, set by a proposer before the
+// call is observed, neither keeps the call out of the archive nor enters its record.
+func TestARecordNamesTheVersionsItWasBuiltFrom(t *testing.T) {
 	ns := env.Namespace(t)
 	a := openArchive(t, sharedArchiveServer(t))
 	startArchiving(t, ns, a)
 	intent := fixtures.ToolIntent(ns, "gone", 0, 0, v1.ToolReadFile, `{"path":"README.md"}`, "agent")
-	intent.Labels = map[string]string{v1.LabelArchived: "true"}
+	intent.Labels = map[string]string{"toolgate.dev/archived": "true"}
 	if err := env.Client.Create(t.Context(), intent); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the call stored", func() (bool, string) {
-		stored, err := a.Has(t.Context(), string(intent.UID))
-		return stored, fmt.Sprint(err)
-	})
+	eventually(t, "the call stored", func() (bool, string) { return archived(t, a, intent) })
+	got := &v1.ToolIntent{}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(intent), got); err != nil {
+		t.Fatal(err)
+	}
+	held, err := a.Current(t.Context(), []string{string(got.UID), "no-such-uid"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (archive.Versions{Object: got.ResourceVersion}); len(held) != 1 || held[string(got.UID)] != want {
+		t.Fatalf("the archive holds versions %+v; want only the intent's, %+v (the archiver must not change the intent after its record)", held, want)
+	}
+	rec, err := a.Named(t.Context(), archive.KindCall, ns, got.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(rec.Body), "toolgate.dev/archived") {
+		t.Fatalf("the record carries the old archived label: %s", rec.Body)
+	}
 }
 
 // An archive that is down delays the record and loses nothing: the call is not
-// marked archived while nothing is stored, and is stored once the archive answers.
+// stored while the archive is down, and is stored once the archive answers.
 func TestAnArchiveDownDelaysTheRecordAndLosesNothing(t *testing.T) {
 	ns := env.Namespace(t)
 	server, err := pgtest.Start()
@@ -138,13 +154,13 @@ func TestAnArchiveDownDelaysTheRecordAndLosesNothing(t *testing.T) {
 		n := testutil.ToFloat64(metrics.ArchiveFailures)
 		return n > failures, fmt.Sprint(n)
 	})
-	if ok, state := archived(t, intent); ok {
-		t.Fatalf("marked archived while the archive is down: %s", state)
+	if ok, state := archived(t, a, intent); ok {
+		t.Fatalf("stored while the archive is down: %s", state)
 	}
 	if err := server.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the call archived once the archive is back", func() (bool, string) { return archived(t, intent) })
+	eventually(t, "the call archived once the archive is back", func() (bool, string) { return archived(t, a, intent) })
 	got := &v1.ToolIntent{}
 	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(intent), got); err != nil {
 		t.Fatal(err)

@@ -28,11 +28,17 @@ import (
 // reconciler does both: it owns the task's status, where the retired calls are
 // counted (status.history) before they are deleted.
 //
-// "The archive holds the record" is asked of the archive itself, never of the
-// archived label (which anyone who may patch an intent can set): the record is
-// built again from the cluster and stored, which stores nothing when the archive
-// holds the same record, and fails when it holds another (archive.ErrChanged) or
-// cannot answer. Only then is anything deleted.
+// "The archive holds the record" is asked of the archive itself, never of anything
+// on the intent: each record names the versions of the objects it was built from
+// (archive.Versions), and a call retires when the archive's record is whole and
+// names the versions the cluster holds. Each object is then deleted with those
+// versions as preconditions, so the API server deletes exactly the versions the
+// archive holds a copy of, or nothing. Where the versions differ (a record from
+// before versions were kept, an object changed since, a cache behind), the record
+// is built again from the API server and stored, which stores nothing when the
+// archive holds the same record (it takes the new versions) and fails when it
+// holds another (archive.ErrChanged) or cannot answer. Only then is anything
+// deleted.
 
 // DefaultCallRetention keeps a finished call an hour after its observation: long
 // enough for kubectl and the Events of the call (which expire after an hour), short
@@ -97,47 +103,114 @@ func (r *AgentTaskReconciler) retirable(ctx context.Context, task *v1.AgentTask,
 	}
 	ctx, cancel := context.WithTimeout(ctx, retentionConfirmBudget)
 	defer cancel()
-	turnStart := 0
-	for i := range calls {
-		if i > 0 && calls[i].Spec.Turn != calls[i-1].Spec.Turn {
-			turnStart = i
-		}
-		full, err := r.confirmArchived(ctx, &calls[i])
-		if err == nil {
-			// The cache keeps a finished intent trimmed (trimCachedIntent): what
-			// the history keeps of it (a denied call's fingerprint) is read whole.
-			calls[i] = *full
-		} else {
-			r.noteArchiveFailure(err)
-			metrics.RetentionHeld.WithLabelValues(v1.ReasonArchiveUnavailable).Add(float64(len(calls) - turnStart))
-			world.Unavailable = err.Error()
-			// A turn retires whole or not at all.
-			return world, calls[:turnStart], archiveRetryAfter
-		}
+	_, confirmed, err := r.confirmArchived(ctx, calls, false)
+	// A turn retires whole or not at all: the calls before the turn of the first
+	// call unconfirmed (failed, or gone meanwhile: the next list tells).
+	n := 0
+	for n < len(calls) && confirmed[string(calls[n].UID)] {
+		n++
 	}
-	return world, calls, 0
+	for n > 0 && n < len(calls) && calls[n].Spec.Turn == calls[n-1].Spec.Turn {
+		n--
+	}
+	if err == nil {
+		return world, calls[:n], 0
+	}
+	r.noteArchiveFailure(err)
+	world.Unavailable = err.Error()
+	metrics.RetentionHeld.WithLabelValues(v1.ReasonArchiveUnavailable).Add(float64(len(calls) - n))
+	return world, calls[:n], archiveRetryAfter
 }
 
-// confirmArchived stores the call's record again, built from the intent as the API
-// server holds it, which stores nothing when the archive holds the same record and
-// fails when it holds another or cannot answer. It returns the intent read.
-func (r *AgentTaskReconciler) confirmArchived(ctx context.Context, cached *v1.ToolIntent) (*v1.ToolIntent, error) {
-	intent := &v1.ToolIntent{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cached), intent); err != nil {
-		return nil, fmt.Errorf("reading ToolIntent %s to confirm its record: %w", cached.Name, err)
+// confirmArchived returns, for each of the calls, the versions of its objects
+// the archive holds a whole record of, and whether it could say so for each:
+// those the cluster's versions (as the cache has them) match cost nothing more than
+// one read of the archive for all; the others are built again from the API server
+// and stored (confirmByRecord). err is the first call it could not confirm; a call
+// gone from the API server is neither confirmed nor an error. counted says the
+// calls are counted in the history already, and some of their Approvals and
+// Executions may have been deleted (a restart between the deletes): one gone is
+// not compared, as there is nothing of it left to delete.
+func (r *AgentTaskReconciler) confirmArchived(ctx context.Context, calls []v1.ToolIntent, counted bool) (map[string]archive.Versions, map[string]bool, error) {
+	uids := make([]string, len(calls))
+	for i := range calls {
+		uids[i] = string(calls[i].UID)
 	}
-	if intent.UID != cached.UID {
-		return nil, fmt.Errorf("ToolIntent %s was replaced while its record was confirmed", cached.Name)
+	held, err := r.Options.Archive.Current(ctx, uids)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the archive's records of %d calls: %w", len(calls), err)
+	}
+	versions := make(map[string]archive.Versions, len(calls))
+	confirmed := make(map[string]bool, len(calls))
+	var first error
+	for i := range calls {
+		uid := string(calls[i].UID)
+		v, ok := held[uid]
+		if ok && v == r.cachedVersions(ctx, &calls[i], v, counted) {
+			versions[uid], confirmed[uid] = v, true
+			continue
+		}
+		if v, err = r.confirmByRecord(ctx, &calls[i]); errors.Is(err, errCallGone) {
+			continue
+		} else if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		versions[uid], confirmed[uid] = v, true
+	}
+	return versions, confirmed, first
+}
+
+// cachedVersions are the versions of the call's objects as the cache holds them.
+// For a counted call, an Approval or Execution gone takes the version recorded:
+// it was deleted, and is not compared.
+func (r *AgentTaskReconciler) cachedVersions(ctx context.Context, intent *v1.ToolIntent, recorded archive.Versions, counted bool) archive.Versions {
+	v := archive.Versions{Object: intent.ResourceVersion}
+	child := func(name string, obj client.Object, recorded string) string {
+		if name == "" {
+			return ""
+		}
+		err := r.Get(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: name}, obj)
+		switch {
+		case err == nil:
+			return obj.GetResourceVersion()
+		case counted && apierrors.IsNotFound(err):
+			return recorded
+		}
+		return ""
+	}
+	v.Approval = child(intent.Status.ApprovalName, &v1.Approval{}, recorded.Approval)
+	v.Execution = child(intent.Status.ExecutionName, &v1.Execution{}, recorded.Execution)
+	return v
+}
+
+// errCallGone: the call is no longer in the API server.
+var errCallGone = errors.New("the call is gone")
+
+// confirmByRecord stores the call's record again, built from its objects as the
+// API server holds them, which stores nothing when the archive holds the same
+// record (it keeps the versions read) and fails when it holds another or cannot
+// answer. It returns the versions read.
+func (r *AgentTaskReconciler) confirmByRecord(ctx context.Context, cached *v1.ToolIntent) (archive.Versions, error) {
+	intent := &v1.ToolIntent{}
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cached), intent)
+	if apierrors.IsNotFound(err) || err == nil && intent.UID != cached.UID {
+		return archive.Versions{}, errCallGone
+	}
+	if err != nil {
+		return archive.Versions{}, fmt.Errorf("reading ToolIntent %s to confirm its record: %w", cached.Name, err)
 	}
 	rec, err := callRecord(ctx, r.Client, r.APIReader, intent)
 	if err != nil {
-		return nil, err
+		return archive.Versions{}, err
 	}
 	err = storeRecord(ctx, r.Options.Archive, rec, r.Now())
 	if errors.Is(err, archive.ErrChanged) {
-		return nil, fmt.Errorf("the archive holds another record of ToolIntent %s (uid %s) than the cluster: the call stays; compare them with kubectl toolgate audit verify %s", intent.Name, intent.UID, intent.Spec.TaskRef.Name)
+		return archive.Versions{}, fmt.Errorf("the archive holds another record of ToolIntent %s (uid %s) than the cluster: the call stays; compare them with kubectl toolgate audit verify %s", intent.Name, intent.UID, intent.Spec.TaskRef.Name)
 	}
-	return intent, err
+	return rec.BuiltFrom, err
 }
 
 // archiveFailed returns when the archive last failed retention, and why, while
@@ -159,56 +232,119 @@ func (r *AgentTaskReconciler) noteArchiveFailure(err error) {
 
 // deleteRetired deletes the calls task's status.history lists as retiring and
 // intents still holds: the Approval and the Execution the intent controls, then
-// the intent. Each delete names the UID it read, so an object of the same name
-// made since is never deleted. The history was written first: a call deleted is
-// always counted.
-func (r *AgentTaskReconciler) deleteRetired(ctx context.Context, task *v1.AgentTask, intents []v1.ToolIntent) error {
+// the intent, each at the version the archive's record was built from (a UID and
+// resourceVersion precondition), so an object changed since its record, or made
+// since under the same name, is never deleted. One whose version moved is
+// confirmed again (confirmArchived) and deleted at its new version on a later
+// pass. The history was written first: a call deleted is always counted. It
+// returns when to look again: soon when a version moved, later when the archive
+// could not confirm.
+func (r *AgentTaskReconciler) deleteRetired(ctx context.Context, task *v1.AgentTask, intents []v1.ToolIntent) (time.Duration, error) {
 	h := task.Status.History
-	if h == nil || len(h.Retiring) == 0 {
-		return nil
+	// Not held back by a failure noted moments ago (archiveFailed): these calls
+	// are counted already, most of them confirmed in this same reconcile, and a
+	// record the archive refused for one call says nothing of the others.
+	if h == nil || len(h.Retiring) == 0 || r.Options.Archive == nil {
+		return 0, nil
 	}
-	byUID := make(map[string]*v1.ToolIntent, len(intents))
-	for i := range intents {
-		byUID[string(intents[i].UID)] = &intents[i]
-	}
+	retiring := make(map[string]bool, len(h.Retiring))
 	for _, ri := range h.Retiring {
-		in := byUID[ri.UID]
-		if in == nil || !in.DeletionTimestamp.IsZero() {
-			continue
+		retiring[ri.UID] = true
+	}
+	var present []v1.ToolIntent
+	for i := range intents {
+		if retiring[string(intents[i].UID)] && intents[i].DeletionTimestamp.IsZero() {
+			present = append(present, intents[i])
+		}
+	}
+	if len(present) == 0 {
+		return 0, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, retentionConfirmBudget)
+	defer cancel()
+	versions, _, confirmErr := r.confirmArchived(ctx, present, true)
+	var moved int
+	for i := range present {
+		in := &present[i]
+		v, ok := versions[string(in.UID)]
+		if !ok {
+			continue // confirmErr says why
 		}
 		failpoint.Reached(failpoint.RetireCounted)
-		if err := r.deleteChild(ctx, in, in.Status.ApprovalName, &v1.Approval{}); err != nil {
-			return err
+		done, err := r.deleteChild(ctx, in, in.Status.ApprovalName, v.Approval, &v1.Approval{})
+		if err == nil && done {
+			done, err = r.deleteChild(ctx, in, in.Status.ExecutionName, v.Execution, &v1.Execution{})
 		}
-		if err := r.deleteChild(ctx, in, in.Status.ExecutionName, &v1.Execution{}); err != nil {
-			return err
+		if err != nil {
+			return 0, err
+		}
+		if !done {
+			moved++
+			continue
 		}
 		failpoint.Reached(failpoint.RetireChildrenDeleted)
-		if err := r.deleteOnce(ctx, in); err != nil {
-			return err
+		if done, err = r.deleteAt(ctx, in, v.Object); err != nil {
+			return 0, err
+		}
+		if !done {
+			moved++
+			continue
 		}
 		ctrl.LoggerFrom(ctx).Info("retired a call", "audit", true, "step", "Retired", "namespace", in.Namespace, "task", task.Name,
 			"intent", in.Name, "uid", in.UID, "approval", in.Status.ApprovalName, "execution", in.Status.ExecutionName)
 	}
-	return nil
+	if confirmErr != nil {
+		r.noteArchiveFailure(confirmErr)
+		ctrl.LoggerFrom(ctx).Info("retiring calls stay until the archive confirms their records", "task", task.Name, "error", confirmErr.Error())
+		return archiveRetryAfter, nil
+	}
+	if moved > 0 {
+		// Changed since the record was confirmed, or the cache was behind: the
+		// next pass confirms them again, from the API server if need be.
+		return time.Second, nil
+	}
+	return 0, nil
 }
 
-// deleteChild deletes the object of that name when intent controls it.
-func (r *AgentTaskReconciler) deleteChild(ctx context.Context, intent *v1.ToolIntent, name string, obj client.Object) error {
+// deleteChild deletes the object of that name, at version, when intent controls
+// it. done is false when it is there at another version (or at one the archive
+// holds no record of: version "").
+func (r *AgentTaskReconciler) deleteChild(ctx context.Context, intent *v1.ToolIntent, name, version string, obj client.Object) (done bool, err error) {
 	if name == "" {
-		return nil
+		return true, nil
 	}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: intent.Namespace, Name: name}, obj); err != nil {
-		return client.IgnoreNotFound(err)
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	}
 	if !metav1.IsControlledBy(obj, intent) {
-		return nil
+		return true, nil
 	}
-	return r.deleteOnce(ctx, obj)
+	return r.deleteAt(ctx, obj, version)
 }
 
-// deleteOnce deletes obj as read (a UID precondition), in the background: the
-// garbage collector takes what it owns (an Execution's Job).
+// deleteAt deletes obj at version (UID and resourceVersion preconditions), in the
+// background: the garbage collector takes what it owns (an Execution's Job). done
+// is false when obj is there at another version; gone already is done.
+func (r *AgentTaskReconciler) deleteAt(ctx context.Context, obj client.Object, version string) (done bool, err error) {
+	if version == "" {
+		return false, nil
+	}
+	uid := obj.GetUID()
+	err = r.Delete(ctx, obj, client.Preconditions{UID: &uid, ResourceVersion: &version}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case apierrors.IsConflict(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("deleting %T %s: %w", obj, obj.GetName(), err)
+	}
+	gvk, _ := r.GroupVersionKindFor(obj)
+	metrics.Retired.WithLabelValues(gvk.Kind).Inc()
+	return true, nil
+}
+
+// deleteOnce deletes obj as read (a UID precondition), in the background.
 func (r *AgentTaskReconciler) deleteOnce(ctx context.Context, obj client.Object) error {
 	uid := obj.GetUID()
 	err := r.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))

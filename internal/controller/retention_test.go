@@ -15,6 +15,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/archive"
 	"github.com/toolgate/toolgate/internal/metrics"
+	"github.com/toolgate/toolgate/internal/testing/fixtures"
 	"github.com/toolgate/toolgate/internal/testing/pgtest"
 )
 
@@ -24,10 +25,10 @@ func (p *pipelineEnv) gone(obj client.Object, name string) bool {
 	return apierrors.IsNotFound(err)
 }
 
-// archivedCall waits until the archiver marked the intent archived.
-func (p *pipelineEnv) archivedCall(name string) {
+// archivedCall waits until a holds the intent's record.
+func (p *pipelineEnv) archivedCall(a *archive.Archive, name string) {
 	p.t.Helper()
-	p.eventually(name+" archived", func() (bool, string) { return archived(p.t, p.getIntent(name)) })
+	p.eventually(name+" archived", func() (bool, string) { return archived(p.t, a, p.getIntent(name)) })
 }
 
 // taskArchived waits for the task's Archived condition with that reason and returns
@@ -62,7 +63,7 @@ func TestRetiredCallsLeaveTheClusterAndStillCount(t *testing.T) {
 	p.propose("r", 1, 0, v1.ToolReadFile, `{"path":"../outside"}`)
 	for _, n := range []string{"r-t0-0", "r-t0-1", "r-t1-0"} {
 		p.observed(n)
-		p.archivedCall(n)
+		p.archivedCall(a, n)
 	}
 	if task := p.taskArchived("r", v1.ReasonArchiving); task.Status.History != nil {
 		t.Fatalf("calls retired before their window passed: %+v", task.Status.History)
@@ -114,7 +115,7 @@ func TestRetiredCallsLeaveTheClusterAndStillCount(t *testing.T) {
 	// Four calls were the task's budget: it ended.
 	p.finished("r", v1.ConditionFailed, v1.ReasonIntentBudgetExhausted)
 	for _, n := range []string{"r-t2-0", "r-t2-1", "r-t0-5"} {
-		p.archivedCall(n)
+		p.archivedCall(a, n)
 	}
 	p.clock.Advance(2 * DefaultCallRetention)
 	touch(t, &v1.AgentTask{}, p.ns, "r")
@@ -167,7 +168,7 @@ func TestNothingLeavesTheClusterWithoutTheArchivesWord(t *testing.T) {
 	p.propose("k", 1, 0, v1.ToolReadFile, `{"path":"../outside"}`)
 	for _, n := range []string{"k-t0-0", "k-t1-0"} {
 		p.observed(n)
-		p.archivedCall(n)
+		p.archivedCall(a, n)
 	}
 	uid := string(p.getIntent("k-t0-0").UID)
 
@@ -280,8 +281,8 @@ func TestFireLimitsHoldAcrossRetirement(t *testing.T) {
 	}
 	p.propose("f", 1, 0, v1.ToolReadFile, `{"path":"../outside"}`)
 	p.observed("f-t1-0")
-	p.archivedCall("f-t0-0")
-	p.archivedCall("f-t1-0")
+	p.archivedCall(a, "f-t0-0")
+	p.archivedCall(a, "f-t1-0")
 	p.clock.Advance(2 * DefaultCallRetention)
 	touch(t, &v1.AgentTask{}, p.ns, "f")
 	p.eventually("the redirected turn retired", func() (bool, string) {
@@ -294,5 +295,83 @@ func TestFireLimitsHoldAcrossRetirement(t *testing.T) {
 	})
 	if d := p.getIntent("f-t2-0").Status.Decision; d.Action == v1.DecisionRedirect {
 		t.Fatalf("the rule fired again after its only fire was retired: %+v", d)
+	}
+}
+
+// Retention deletes the version of an object the archive holds a copy of, or
+// nothing: an object changed since (here an intent's annotation, as any user who
+// may patch it can) is not deleted at the version confirmed before the change.
+func TestRetentionDeletesOnlyTheArchivedVersion(t *testing.T) {
+	ns := env.Namespace(t)
+	intent := fixtures.ToolIntent(ns, "gone", 0, 0, v1.ToolReadFile, `{"path":"README.md"}`, "agent")
+	if err := env.Client.Create(t.Context(), intent); err != nil {
+		t.Fatal(err)
+	}
+	archivedVersion := intent.ResourceVersion
+	changed := intent.DeepCopy()
+	changed.Annotations = map[string]string{"example.com/note": "changed after its record"}
+	if err := env.Client.Update(t.Context(), changed); err != nil {
+		t.Fatal(err)
+	}
+	r := &AgentTaskReconciler{Client: env.Client}
+	done, err := r.deleteAt(t.Context(), intent, archivedVersion)
+	if err != nil || done {
+		t.Fatalf("delete at the archived version of a changed intent: done %t, err %v; want not done", done, err)
+	}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(intent), &v1.ToolIntent{}); err != nil {
+		t.Fatalf("the changed intent was deleted: %v", err)
+	}
+	if done, err = r.deleteAt(t.Context(), changed, ""); err != nil || done {
+		t.Fatalf("delete without a version the archive holds: done %t, err %v; want not done", done, err)
+	}
+	if done, err = r.deleteAt(t.Context(), changed, changed.ResourceVersion); err != nil || !done {
+		t.Fatalf("delete at the current version: done %t, err %v", done, err)
+	}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(intent), &v1.ToolIntent{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the intent is still there after its delete: %v", err)
+	}
+}
+
+// A call changed after its record was stored retires only if the change is no
+// part of the record: an annotation is not (the record is built again, is the
+// same, takes the new versions, and the call leaves); a label is (the archive
+// holds another record, and the call stays, the task saying why).
+func TestACallChangedAfterItsRecord(t *testing.T) {
+	a := openArchive(t, sharedArchiveServer(t))
+	p := startPipeline(t, func(o *Options) { o.Archive = a })
+	p.task("c", v1.ModeEdit)
+	p.propose("c", 0, 0, v1.ToolReadFile, `{"path":"../outside"}`)
+	p.propose("c", 1, 0, v1.ToolReadFile, `{"path":"../outside"}`)
+	p.propose("c", 2, 0, v1.ToolReadFile, `{"path":"../outside"}`)
+	for _, n := range []string{"c-t0-0", "c-t1-0", "c-t2-0"} {
+		p.observed(n)
+		p.archivedCall(a, n)
+	}
+	annotated := p.getIntent("c-t0-0")
+	annotated.Annotations = map[string]string{"example.com/note": "read later"}
+	if err := env.Client.Update(t.Context(), annotated); err != nil {
+		t.Fatal(err)
+	}
+	relabelled := p.getIntent("c-t1-0")
+	relabelled.Labels = map[string]string{"example.com/hidden": "true"}
+	if err := env.Client.Update(t.Context(), relabelled); err != nil {
+		t.Fatal(err)
+	}
+	p.clock.Advance(2 * DefaultCallRetention)
+	touch(t, &v1.AgentTask{}, p.ns, "c")
+	p.eventually("the annotated call retired", func() (bool, string) {
+		return p.gone(&v1.ToolIntent{}, "c-t0-0"), "still there"
+	})
+	task := p.taskArchived("c", v1.ReasonArchiveUnavailable)
+	mustContain(t, "Archived message", meta.FindStatusCondition(task.Status.Conditions, v1.ConditionArchived).Message, "holds another record of ToolIntent c-t1-0")
+	if p.gone(&v1.ToolIntent{}, "c-t1-0") || p.gone(&v1.ToolIntent{}, "c-t2-0") {
+		t.Fatal("a call whose record differs from the cluster's, or a later one, left the cluster")
+	}
+	held, err := a.Current(t.Context(), []string{string(annotated.UID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := held[string(annotated.UID)]; v.Object != annotated.ResourceVersion {
+		t.Fatalf("the annotated call's record names version %q; want the version it was confirmed at, %q", v.Object, annotated.ResourceVersion)
 	}
 }

@@ -290,7 +290,9 @@ func trimCachedIntent(obj any) (any, error) {
 	if in, ok := obj.(*v1.ToolIntent); ok && in.Status.Observation != nil {
 		in.Status.Validation = nil
 		if d := in.Status.Decision; d != nil {
-			verdict := &v1.Decision{Action: d.Action, PolicyRuleRef: d.PolicyRuleRef, Reason: d.Reason, Category: d.Category}
+			// The fingerprint stays: a denied call retired into the task's history
+			// keeps it there (pipeline.Retire), read from this cache.
+			verdict := &v1.Decision{Action: d.Action, PolicyRuleRef: d.PolicyRuleRef, Reason: d.Reason, Category: d.Category, Fingerprint: d.Fingerprint}
 			if d.Sandbox != nil {
 				verdict.Sandbox = &v1.DecidedSandbox{TaskUID: d.Sandbox.TaskUID}
 			}

@@ -98,14 +98,17 @@ var _ = Describe("The archive on a real cluster", func() {
 		Expect(intents[0].Status.Observation.Outcome).To(Equal(toolgatev1alpha1.OutcomeSucceeded), intents[0].Status.Observation.Summary)
 		Expect(intents[2].Status.Decision.Action).To(Equal(toolgatev1alpha1.DecisionDeny))
 
-		By("waiting for the archiver's label on each intent: set only once the archive holds its record")
+		By("waiting for the archive to hold each intent's record")
 		// The first record may wait for PostgreSQL's first start (initdb) and the
 		// schema's migrations, which the controller does not wait for at its own start.
 		var uids []string
 		for _, intent := range intents {
 			Eventually(func(g Gomega) {
 				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(intent), intent)).To(Succeed())
-				g.Expect(intent.Labels).To(HaveKeyWithValue(toolgatev1alpha1.LabelArchived, "true"), "ToolIntent %s is not archived", intent.Name)
+				out, err := kubectl(ctx, "-n", controllerNamespace, "exec", archivePod, "-c", "postgres", "--",
+					"psql", "--no-psqlrc", "--tuples-only", "--no-align", "-c", fmt.Sprintf("SELECT count(*) FROM records WHERE uid = '%s'", intent.UID))
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(strings.TrimSpace(out)).To(Equal("1"), "ToolIntent %s is not archived", intent.Name)
 			}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 			uids = append(uids, string(intent.UID))
 		}
