@@ -34,8 +34,8 @@ const (
 // The step boundaries of the record's life (docs/archive.md), in order: they are
 // reached only by a controller with an archive.
 const (
-	// ArchiveStored: a call's record was stored, before its intent is marked
-	// archived.
+	// ArchiveStored: a call's record was stored, before the archiver's reconcile
+	// returns (its work queue has not forgotten the call).
 	ArchiveStored = "archive-stored"
 	// RetireCounted: the task's history counts the calls to retire, none of which
 	// is deleted yet.

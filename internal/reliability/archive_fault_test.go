@@ -128,7 +128,7 @@ func wantEveryRecordOnce(t *testing.T, run archiveRun, r *Recorder, calls int) {
 }
 
 // TestArchiveKillPointsLoseNoRecord ends the manager at each boundary of the
-// record's life: after a call's record is stored and before it is marked; after
+// record's life: after a call's record is stored and before its reconcile ends; after
 // the task's history counts calls and before any is deleted; between a call's
 // Approval and Execution deleted and its intent; after an expired task's record is
 // stored and before the task is deleted. A manager started again finishes the run,
