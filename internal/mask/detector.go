@@ -131,20 +131,39 @@ func detectSecrets(s string) []span {
 	}
 	var spans []span
 	for start := 0; start < len(s); {
-		end := strings.IndexByte(s[start:], '\n')
-		if end < 0 {
-			end = len(s)
-		} else {
-			end += start
+		end := lineEnd(s, start)
+		segmentEnd := end
+		if end < len(s) && endsInOperator(s[start:end]) {
+			// gitleaks' rules allow a value after whitespace that a line break
+			// is part of (<token>\n  VALUE, key:\n  VALUE): the next line is
+			// scanned with this one.
+			segmentEnd = lineEnd(s, end+1)
 		}
-		spans = append(spans, detectLine(d.lines, s, start, end)...)
+		spans = append(spans, detectLine(d.lines, s, start, segmentEnd)...)
 		start = end + 1
 	}
 	spans = append(spans, findingSpans(s, 0, len(s), d.whole.DetectString(s))...)
 	return spans
 }
 
-// detectLine scans s[start:end], one line, in windows of at most segmentBytes.
+// lineEnd returns where the line that starts at start ends: at its newline or
+// at the end of s.
+func lineEnd(s string, start int) int {
+	if i := strings.IndexByte(s[start:], '\n'); i >= 0 {
+		return start + i
+	}
+	return len(s)
+}
+
+// endsInOperator reports a line that ends, but for spaces, in what gitleaks'
+// rules take for the operator between a name and its value.
+func endsInOperator(line string) bool {
+	line = strings.TrimRight(line, " \t\r")
+	return line != "" && strings.IndexByte("=>:,|", line[len(line)-1]) >= 0
+}
+
+// detectLine scans s[start:end], a line or two, in windows of at most
+// segmentBytes.
 func detectLine(d *detect.Detector, s string, start, end int) []span {
 	var spans []span
 	for w := start; w < end; w += segmentBytes - segmentOverlap {

@@ -46,7 +46,8 @@ var patterns = []struct {
 	// assignments, flags and JSON: token=..., "password": "...", Authorization: Bearer ...
 	{rule: "secret-assignment", re: regexp.MustCompile(`(?i)(\b(?:x-)?(?:[a-z0-9]+[-_])*` + secretName + `["']?\s*[:=]\s*["']?)(?:(?:basic|bearer|token)\s+)?[^\s"'&,;}]{3,}`), valueAfter: 1},
 	// The same names as command-line flags: --api-key VALUE, --password VALUE.
-	{rule: "secret-flag", re: regexp.MustCompile(`(?i)(--?(?:[a-z0-9]+-)*` + secretName + `[ \t]+)[^\s-][^\s]{2,}`), valueAfter: 1},
+	// A flag starts a word: registry-credentials in a table is no flag.
+	{rule: "secret-flag", re: regexp.MustCompile(`(?i)(?:^|[ \t])(--?(?:[a-z0-9]+-)*` + secretName + `[ \t]+)[^\s-][^\s]{2,}`), valueAfter: 1},
 	{rule: "bearer-token", re: regexp.MustCompile(`(?i)\bbearer\s+([A-Za-z0-9._~+/=-]{8,})`), group: 1},
 	{rule: "sk-key", re: regexp.MustCompile(`\bsk-[A-Za-z0-9*][A-Za-z0-9_*-]{7,}`)},
 	{rule: "github-token", re: regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}\b|\bgithub_pat_[A-Za-z0-9_]{20,}\b`)},
@@ -65,7 +66,11 @@ func ownSecrets(s string) []span {
 			switch {
 			case p.valueAfter > 0:
 				valueStart := m[2*p.valueAfter+1]
-				spans = append(spans, span{start: valueStart, end: m[1], rule: p.rule, name: leadingName(s[m[0]:valueStart])})
+				name := leadingName(s[m[2*p.valueAfter]:valueStart])
+				if notSecret(name, s[valueStart:m[1]]) {
+					continue
+				}
+				spans = append(spans, span{start: valueStart, end: m[1], rule: p.rule, name: name})
 			case m[2*p.group] >= 0:
 				spans = append(spans, span{start: m[2*p.group], end: m[2*p.group+1], rule: p.rule})
 			}
@@ -73,6 +78,16 @@ func ownSecrets(s string) []span {
 	}
 	return spans
 }
+
+// notSecret tells the values after a secret-looking name that are not secrets:
+// the shell's working directories (PWD, OLDPWD: pwd is also short for password),
+// and a call (token = self.client.fetch_token(url)), which is code.
+func notSecret(name, value string) bool {
+	return strings.EqualFold(name, "pwd") || strings.EqualFold(name, "oldpwd") || call.MatchString(value)
+}
+
+// call is a value that is a function or method call.
+var call = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*\(`)
 
 // minLiteral is the shortest literal masked: masking a very short one would mangle
 // ordinary text.
@@ -114,7 +129,7 @@ func cutAtSubstitution(s string, sp *span) bool {
 // leadingName is the name a secret pattern matched at: the identifier its match
 // starts with, after any leading dashes of a flag.
 func leadingName(match string) string {
-	match = strings.TrimLeft(match, "-")
+	match = strings.TrimLeft(match, " \t-")
 	identifier := func(r rune) bool {
 		return r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
 	}
