@@ -103,8 +103,9 @@ const (
 
 // joinedViews returns a view for each run of lines where a token may continue
 // on the next line: a line that ends in a token of at least eight characters and is
-// at least minWrapped long, followed by lines of token characters only, each but
-// the last at least minWrapped long. A run longer than maxJoined lines is left.
+// at least minWrapped long, followed by lines of token characters only, all but the
+// last as long as the first of them (wrapped at one width). A run longer than
+// maxJoined lines is left.
 func joinedViews(s string) []view {
 	if !strings.Contains(s, "\n") {
 		return nil
@@ -112,7 +113,7 @@ func joinedViews(s string) []view {
 	type piece struct{ start, end int }
 	var views []view
 	var run []piece
-	prevLen := 0
+	prevLen, wrapLen := 0, 0
 	flush := func() {
 		if len(run) >= 2 && len(run) <= maxJoined {
 			var b strings.Builder
@@ -139,7 +140,11 @@ func joinedViews(s string) []view {
 		indent := len(trimmed) - len(strings.TrimLeft(trimmed, " \t"))
 		tokenStart := trailingToken(trimmed)
 		switch {
-		case len(run) > 0 && prevLen >= minWrapped && tokenStart == indent && indent < len(trimmed):
+		case len(run) > 0 && prevLen >= minWrapped && (len(run) == 1 || prevLen == wrapLen) && tokenStart == indent && indent < len(trimmed):
+			// Lines wrapped at a width are all that long but the last.
+			if len(run) == 1 {
+				wrapLen = len(trimmed)
+			}
 			run = append(run, piece{start + indent, start + len(trimmed)})
 		default:
 			flush()
