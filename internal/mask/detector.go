@@ -64,7 +64,9 @@ type detectors struct {
 // configuration is gitleaks' own default, embedded in the module, so building it
 // reads no file and cannot fail but for a broken release; then masking falls back
 // to toolgate's own patterns alone, and the tests fail.
-var gitleaks = sync.OnceValue(func() *detectors {
+var gitleaks = sync.OnceValue(gitleaksBuild)
+
+func gitleaksBuild() *detectors {
 	// gitleaks logs to stderr through a package-level logger; as a library inside a
 	// controller it has nothing to say that toolgate does not report itself.
 	logging.Logger = logging.Logger.Level(zerolog.Disabled)
@@ -86,7 +88,7 @@ var gitleaks = sync.OnceValue(func() *detectors {
 	d.lines.MaxDecodeDepth = maxDecodeDepth
 	d.whole.MaxDecodeDepth = 0
 	return d
-})
+}
 
 // split divides cfg's rules into those keep accepts and the rest, each with its
 // own keywords.
@@ -130,20 +132,26 @@ func detectSecrets(s string) []span {
 		return nil
 	}
 	var spans []span
+	forLines(s, func(start, end int) {
+		spans = append(spans, detectLine(d.lines, s, start, end)...)
+	})
+	spans = append(spans, findingSpans(s, 0, len(s), d.whole.DetectString(s))...)
+	return spans
+}
+
+// forLines calls scan with each line of s, and the next line with it when the
+// line ends in an operator: gitleaks' rules (and toolgate's) allow a value after
+// whitespace that a line break is part of (<token>\n  VALUE, key:\n  VALUE).
+func forLines(s string, scan func(start, end int)) {
 	for start := 0; start < len(s); {
 		end := lineEnd(s, start)
 		segmentEnd := end
 		if end < len(s) && endsInOperator(s[start:end]) {
-			// gitleaks' rules allow a value after whitespace that a line break
-			// is part of (<token>\n  VALUE, key:\n  VALUE): the next line is
-			// scanned with this one.
 			segmentEnd = lineEnd(s, end+1)
 		}
-		spans = append(spans, detectLine(d.lines, s, start, segmentEnd)...)
+		scan(start, segmentEnd)
 		start = end + 1
 	}
-	spans = append(spans, findingSpans(s, 0, len(s), d.whole.DetectString(s))...)
-	return spans
 }
 
 // lineEnd returns where the line that starts at start ends: at its newline or

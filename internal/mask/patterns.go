@@ -30,7 +30,7 @@ import (
 // secretName matches names whose values are secrets.
 const secretName = `(?:api[-_]?key|apikey|access[-_]?key|secret[-_]?key|access[-_]?token|auth[-_]?token|refresh[-_]?token|id[-_]?token|token|secret|passwd|password|pwd|authorization|credentials?|sig|signature|client[-_]?secret)`
 
-var patterns = []struct {
+type pattern struct {
 	rule string
 	re   *regexp.Regexp
 	// group is the submatch to mask; 0 is the whole match.
@@ -39,41 +39,81 @@ var patterns = []struct {
 	// patterns whose value may be a command substitution instead; the value runs
 	// to the match's end.
 	valueAfter int
-}{
-	{rule: "private-key-block", re: regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`)},
-	{rule: "url-credentials", re: regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:([^/\s@]+)@`), group: 1},
+	// hints are lower-case words one of which every match holds: a line
+	// without any is not scanned.
+	hints []string
+	// multiLine patterns run over the whole text; the others a line at a time
+	// (with the next line when the line ends in an operator), where Go's regexp
+	// can use its backtracker.
+	multiLine bool
+}
+
+var patterns = []*pattern{
+	{rule: "private-key-block", re: regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`), hints: []string{"-----begin"}, multiLine: true},
+	{rule: "url-credentials", re: regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:([^/\s@]+)@`), group: 1, hints: []string{"://"}},
 	// Secret-looking names followed by a value, as in query strings, headers, env
 	// assignments, flags and JSON: token=..., "password": "...", Authorization: Bearer ...
-	{rule: "secret-assignment", re: regexp.MustCompile(`(?i)(\b(?:x-)?(?:[a-z0-9]+[-_])*` + secretName + `["']?\s*[:=]\s*["']?)(?:(?:basic|bearer|token)\s+)?[^\s"'&,;}]{3,}`), valueAfter: 1},
+	{rule: "secret-assignment", re: regexp.MustCompile(`(?i)(\b(?:x-)?(?:[a-z0-9]+[-_])*` + secretName + `["']?\s*[:=]\s*["']?)(?:(?:basic|bearer|token)\s+)?[^\s"'&,;}]{3,}`), valueAfter: 1, hints: nameHints},
 	// The same names as command-line flags: --api-key VALUE, --password VALUE.
 	// A flag starts a word: registry-credentials in a table is no flag.
-	{rule: "secret-flag", re: regexp.MustCompile(`(?i)(?:^|[ \t])(--?(?:[a-z0-9]+-)*` + secretName + `[ \t]+)[^\s-][^\s]{2,}`), valueAfter: 1},
-	{rule: "bearer-token", re: regexp.MustCompile(`(?i)\bbearer\s+([A-Za-z0-9._~+/=-]{8,})`), group: 1},
-	{rule: "sk-key", re: regexp.MustCompile(`\bsk-[A-Za-z0-9*][A-Za-z0-9_*-]{7,}`)},
-	{rule: "github-token", re: regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}\b|\bgithub_pat_[A-Za-z0-9_]{20,}\b`)},
+	{rule: "secret-flag", re: regexp.MustCompile(`(?i)(?:^|[ \t])(--?(?:[a-z0-9]+-)*` + secretName + `[ \t]+)[^\s-][^\s]{2,}`), valueAfter: 1, hints: nameHints},
+	{rule: "bearer-token", re: regexp.MustCompile(`(?i)\bbearer\s+([A-Za-z0-9._~+/=-]{8,})`), group: 1, hints: []string{"bearer"}},
+	{rule: "sk-key", re: regexp.MustCompile(`\bsk-[A-Za-z0-9*][A-Za-z0-9_*-]{7,}`), hints: []string{"sk-"}},
+	{rule: "github-token", re: regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}\b|\bgithub_pat_[A-Za-z0-9_]{20,}\b`), hints: []string{"gh", "github_pat_"}},
 	// Also gitleaks': its aws-access-token, slack-* and jwt rules are narrower
 	// (no digits 0, 1, 8, 9 in AWS keys; fixed lengths).
-	{rule: "aws-access-token", re: regexp.MustCompile(`\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`)},
-	{rule: "slack-token", re: regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}\b`)},
-	{rule: "jwt", re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\b`)},
+	{rule: "aws-access-token", re: regexp.MustCompile(`\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`), hints: []string{"akia", "asia"}},
+	{rule: "slack-token", re: regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}\b`), hints: []string{"xox"}},
+	{rule: "jwt", re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\b`), hints: []string{"eyj"}},
 }
+
+// nameHints are words every secretName holds.
+var nameHints = []string{"key", "token", "secret", "passw", "pwd", "auth", "credential", "sig"}
 
 // ownSecrets returns what toolgate's own patterns find in s.
 func ownSecrets(s string) []span {
+	lower := strings.ToLower(s)
+	hinted := func(text string, hints []string) bool {
+		for _, h := range hints {
+			if strings.Contains(text, h) {
+				return true
+			}
+		}
+		return false
+	}
 	var spans []span
 	for _, p := range patterns {
-		for _, m := range p.re.FindAllStringSubmatchIndex(s, -1) {
-			switch {
-			case p.valueAfter > 0:
-				valueStart := m[2*p.valueAfter+1]
-				name := leadingName(s[m[2*p.valueAfter]:valueStart])
-				if notSecret(name, s[valueStart:m[1]]) {
-					continue
-				}
-				spans = append(spans, span{start: valueStart, end: m[1], rule: p.rule, name: name})
-			case m[2*p.group] >= 0:
-				spans = append(spans, span{start: m[2*p.group], end: m[2*p.group+1], rule: p.rule})
+		if !hinted(lower, p.hints) {
+			continue
+		}
+		if p.multiLine {
+			spans = append(spans, p.find(s, 0, len(s))...)
+			continue
+		}
+		forLines(s, func(start, end int) {
+			if hinted(lower[start:end], p.hints) {
+				spans = append(spans, p.find(s, start, end)...)
 			}
+		})
+	}
+	return spans
+}
+
+// find returns the spans p matches in s[start:end].
+func (p *pattern) find(s string, start, end int) []span {
+	var spans []span
+	text := s[start:end]
+	for _, m := range p.re.FindAllStringSubmatchIndex(text, -1) {
+		switch {
+		case p.valueAfter > 0:
+			valueStart := m[2*p.valueAfter+1]
+			name := leadingName(text[m[2*p.valueAfter]:valueStart])
+			if notSecret(name, text[valueStart:m[1]]) {
+				continue
+			}
+			spans = append(spans, span{start: start + valueStart, end: start + m[1], rule: p.rule, name: name})
+		case m[2*p.group] >= 0:
+			spans = append(spans, span{start: start + m[2*p.group], end: start + m[2*p.group+1], rule: p.rule})
 		}
 	}
 	return spans
