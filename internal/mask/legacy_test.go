@@ -40,7 +40,6 @@ var legacyPatterns = []struct {
 	{regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\b`), Masked, 0},
 }
 
-
 // legacy is what Secrets was (mask nil) and Command; mask, when not nil, says whether the value after a secret
 // name may be masked.
 func legacy(s string, mask func(name string) bool, literals []string) string {
@@ -114,4 +113,3 @@ func legacyLeadingName(match string) string {
 	}
 	return match[:end]
 }
-

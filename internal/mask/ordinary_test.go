@@ -32,7 +32,10 @@ func ordinaryOutputs() []string {
 		}
 		return base64.StdEncoding.EncodeToString(b[:n])
 	}
-	integrity := func(s string) string { h := sha512.Sum512([]byte(s)); return "sha512-" + base64.StdEncoding.EncodeToString(h[:]) }
+	integrity := func(s string) string {
+		h := sha512.Sum512([]byte(s))
+		return "sha512-" + base64.StdEncoding.EncodeToString(h[:])
+	}
 
 	var out []string
 	// git
