@@ -69,7 +69,7 @@ func cleanView(s string) view {
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if !(r == utf8.RuneError && size == 1) && hidden(r) {
+		if (r != utf8.RuneError || size != 1) && hidden(r) {
 			i += size
 			continue
 		}
