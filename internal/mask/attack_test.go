@@ -71,6 +71,18 @@ func TestAttacksOnTheMask(t *testing.T) {
 			kept:    []string{`{"stdout":"export GITHUB_TOKEN=\"`},
 		},
 		{
+			name:    "a password in JSON inside a call's JSON input, its quotes escaped",
+			in:      `{"command":"echo {\"user\":\"bob\",\"password\":\"hunter22\"} > creds.json"}`,
+			secrets: []string{"hunter22"},
+			kept:    []string{`\"user\":\"bob\"`, "creds.json"},
+		},
+		{
+			name:    "curl's user and password at the end of a call's JSON input",
+			in:      `{"command":"curl -k https://infinispan:11222/rest \\\n  -u developer:yqDVtkqPECriaLRi"}`,
+			secrets: []string{"yqDVtkqPECriaLRi"},
+			kept:    []string{"curl -k https://infinispan:11222/rest"},
+		},
+		{
 			name:    "a token written with JSON unicode escapes",
 			in:      `{"token":"\u0067\u0068\u0070\u005f` + fakeGitHubPAT[4:] + `"}`,
 			secrets: []string{fakeGitHubPAT[4:]},

@@ -261,3 +261,18 @@ func rules(spans []span) []string {
 	sort.Strings(out)
 	return out
 }
+
+// Rules returns the IDs of the gitleaks rules detection runs, sorted: those of its
+// default configuration. Toolgate's own patterns add theirs (see patterns.go).
+func Rules() []string {
+	d := gitleaks()
+	if d == nil {
+		return nil
+	}
+	var ids []string
+	for _, c := range []config.Config{d.lines.Config, d.whole.Config} {
+		ids = append(ids, c.OrderedRules...)
+	}
+	sort.Strings(ids)
+	return ids
+}

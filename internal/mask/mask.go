@@ -122,12 +122,18 @@ func find(s string, mask func(name string) bool, literals []string) (string, []s
 	add(clean, ownSecrets(clean.text))
 	add(clean, secretData(clean.text))
 	add(clean, literalSpans(clean.text, literals))
+	if v, ok := unescapedView(clean.text); ok {
+		// Found in the unescaped view, mapped through both.
+		for _, found := range [][]span{detectSecrets(v.text), ownSecrets(v.text), secretData(v.text)} {
+			for _, sp := range found {
+				add(clean, v.toOriginal(sp))
+			}
+		}
+	}
 	for _, v := range joinedViews(clean.text) {
 		// A joined view is of the clean view's text; map through both.
 		for _, sp := range detectSecrets(v.text) {
-			for _, j := range v.toOriginal(sp) {
-				add(clean, []span{j})
-			}
+			add(clean, v.toOriginal(sp))
 		}
 	}
 	// Literals also where the original has them (one with a control character).

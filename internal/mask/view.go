@@ -21,6 +21,9 @@ type view struct {
 	// orig[i] is the offset in the original text of text[i]; nil when text is
 	// the original.
 	orig []int
+	// unescaped views decoded escapes: a byte of text can stand for several of
+	// the original.
+	unescaped bool
 }
 
 // toOriginal maps sp, found in v, to the original text. A span whose bytes are
@@ -32,16 +35,29 @@ func (v view) toOriginal(sp span) []span {
 	}
 	var out []span
 	cur := sp
-	cur.start, cur.end = v.orig[sp.start], v.orig[sp.start]+1
+	cur.start, cur.end = v.orig[sp.start], v.next(sp.start)
 	for i := sp.start + 1; i < sp.end; i++ {
 		o := v.orig[i]
-		if o != cur.end && v.lineBreakBetween(cur.end, o) {
+		if o > cur.end && v.lineBreakBetween(cur.end, o) {
 			out = append(out, cur)
 			cur.start = o
 		}
-		cur.end = o + 1
+		cur.end = max(cur.end, v.next(i))
 	}
 	return append(out, cur)
+}
+
+// next is the offset in the original text right after what view byte i stands
+// for: one byte, or a whole escape (\" or \u0067) when the view decoded one.
+func (v view) next(i int) int {
+	o := v.orig[i]
+	switch {
+	case !v.unescaped || v.src[o] != '\\' || o+1 >= len(v.src):
+		return o + 1
+	case v.src[o+1] == 'u':
+		return o + 6
+	}
+	return o + 2
 }
 
 // lineBreakBetween reports whether the original text has a newline in [from, to).
@@ -186,4 +202,85 @@ func escapeSequenceLen(s string) int {
 		return len(s)
 	}
 	return 2
+}
+
+// unescapedView undoes the escapes of a JSON (or Go, or JavaScript) string in s:
+// \" \\ \/ \n \r \t \b \f and \uXXXX. A tool call's input is JSON, and so is much of
+// what tools print; inside a JSON string a secret's quotes are \", which ends no
+// value for gitleaks' rules, so "password":\"hunter22\" would pass unseen. A
+// decoded byte maps to the start of its escape; a quote that is not escaped (a
+// string's own) becomes a space. It returns false when s has no such escape.
+func unescapedView(s string) (view, bool) {
+	if !strings.Contains(s, `\`) {
+		return view{}, false
+	}
+	var b strings.Builder
+	orig := make([]int, 0, len(s))
+	found := false
+	for i := 0; i < len(s); {
+		if s[i] == '\\' && i+1 < len(s) {
+			var decoded string
+			size := 2
+			switch c := s[i+1]; c {
+			case '"', '\\', '/':
+				decoded = string(c)
+			case 'n':
+				decoded = "\n"
+			case 'r':
+				decoded = "\r"
+			case 't':
+				decoded = "\t"
+			case 'b', 'f':
+				decoded = " "
+			case 'u':
+				if r, ok := hexRune(s[i+2:]); ok {
+					decoded, size = string(r), 6
+				}
+			}
+			if decoded != "" {
+				found = true
+				b.WriteString(decoded)
+				for range len(decoded) {
+					orig = append(orig, i)
+				}
+				i += size
+				continue
+			}
+		}
+		c := s[i]
+		if c == '"' {
+			// A string's own quote is not part of what it holds: a space,
+			// as gitleaks' rules end a value at the end of its line or at a
+			// space (curl -u user:password"} would run into the brace).
+			c = ' '
+		}
+		b.WriteByte(c)
+		orig = append(orig, i)
+		i++
+	}
+	if !found {
+		return view{}, false
+	}
+	return view{src: s, text: b.String(), orig: orig, unescaped: true}, true
+}
+
+// hexRune reads the four hex digits of a \u escape at the start of s.
+func hexRune(s string) (rune, bool) {
+	if len(s) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range []byte(s[:4]) {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
