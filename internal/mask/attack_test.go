@@ -277,3 +277,19 @@ func TestTheMarkerTellsNothingOfTheSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestMaskingConcurrently: the detector is built once, on first use, and masks
+// from many goroutines at once with the same result (run with -race).
+func TestMaskingConcurrently(t *testing.T) {
+	in := "aws_access_key_id = " + fakeAWSKey + "\n" + secretYAML
+	want := Secrets(in)
+	results := make(chan string, 8)
+	for range 8 {
+		go func() { results <- Secrets(in) }()
+	}
+	for range 8 {
+		if got := <-results; got != want {
+			t.Errorf("masking concurrently gave %q, want %q", got, want)
+		}
+	}
+}
