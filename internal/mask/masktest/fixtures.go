@@ -193,7 +193,6 @@ func (e *evaluator) call(x *ast.CallExpr) any {
 	return nil
 }
 
-
 // InRules returns the fixtures of the given rules (mask.Rules(): gitleaks keeps
 // some rules in its sources that its default configuration leaves out).
 func InRules(fixtures []Fixture, rules []string) []Fixture {
