@@ -25,7 +25,8 @@ import (
 //   - the values under data: and stringData: of a Kubernetes Secret, all of them
 //     (kubernetes-secret-yaml reports the first one; see secretData).
 //
-// Rule names of these patterns are toolgate's; they never collide with gitleaks'.
+// Their rule names are toolgate's own, but for the two that widen a gitleaks rule of
+// the same kind (aws-access-token, jwt) and take its name.
 
 // secretName matches names whose values are secrets.
 const secretName = `(?:api[-_]?key|apikey|access[-_]?key|secret[-_]?key|access[-_]?token|auth[-_]?token|refresh[-_]?token|id[-_]?token|token|secret|passwd|password|pwd|authorization|credentials?|sig|signature|client[-_]?secret)`
