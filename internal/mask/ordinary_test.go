@@ -153,6 +153,8 @@ index 3b18e51..a7c2d4f 100644
 		"the tokenizer split the input into 412 tokens; keyboard layout us; the secretary's password-reset form is at /help\n",
 		"PWD=/home/runner/work/toolgate\nOLDPWD=/home/runner\nHOME=/home/runner\nSHELL=/bin/bash\n",
 		"error: token expired, password reset needed\n",
+		"spec.urlSecretRef: Secret team-a/url not found, or not labelled toolgate.dev/notification-credentials=true\n",
+		"--set auth.enabled=true --set tls.required=false\n",
 		"Your branch is up to date with 'origin/main'.\nnothing to commit, working tree clean\n",
 	)
 	return out

@@ -121,11 +121,15 @@ func (p *pattern) find(s string, start, end int) []span {
 }
 
 // notSecret tells the values after a secret-looking name that are not secrets:
-// the shell's working directories (PWD, OLDPWD: pwd is also short for password),
-// and a call (token = self.client.fetch_token(url)), which is code.
+// the shell's working directories (PWD, OLDPWD: pwd is also short for password), a
+// call (token = self.client.fetch_token(url)), which is code, and a flag's word
+// (notification-credentials=true in a label selector).
 func notSecret(name, value string) bool {
-	return strings.EqualFold(name, "pwd") || strings.EqualFold(name, "oldpwd") || call.MatchString(value)
+	return strings.EqualFold(name, "pwd") || strings.EqualFold(name, "oldpwd") || call.MatchString(value) || flagWords[strings.ToLower(value)]
 }
+
+// flagWords are the values that switch something rather than hold a secret.
+var flagWords = map[string]bool{"true": true, "false": true, "yes": true, "no": true, "on": true, "off": true, "null": true, "nil": true, "none": true, "enabled": true, "disabled": true, "required": true, "optional": true}
 
 // call is a value that is a function or method call.
 var call = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*\(`)
