@@ -231,3 +231,24 @@ var ToolgateCases = []Fixture{
 	{Rule: "toolgate", Text: `{"apiKey": "hunter22"}`},
 	{Rule: "toolgate", Text: "x-api-key: abcdef"},
 }
+
+// Corpus is what the tests of the packages that write records mask: every nth of
+// gitleaks' true positives of the given rules (mask.Rules()), in every rule's
+// several syntaxes, and ToolgateCases. internal/mask masks all of them; a record's
+// test is of its own path.
+func Corpus(rules []string, nth int) ([]Fixture, error) {
+	all, _, err := GitleaksFixtures()
+	if err != nil {
+		return nil, err
+	}
+	var corpus []Fixture
+	for i, f := range InRules(all, rules) {
+		if i%nth == 0 {
+			corpus = append(corpus, f)
+		}
+	}
+	if len(corpus) < 1000/nth {
+		return nil, fmt.Errorf("the corpus has %d secrets; gitleaks' fixtures did not load", len(corpus))
+	}
+	return append(corpus, ToolgateCases...), nil
+}
