@@ -477,7 +477,8 @@ func (r *AgentTaskReconciler) emit(log logr.Logger, task *v1.AgentTask, before *
 		if now == nil || now.Status != metav1.ConditionTrue || meta.IsStatusConditionTrue(before.Conditions, c.typ) {
 			continue
 		}
-		r.Recorder.Eventf(task, nil, c.kind, c.reason, c.reason, "%s: %s", now.Reason, mask.Secrets(now.Message))
-		log.Info(now.Message, "audit", true, "step", c.reason, "namespace", task.Namespace, "task", task.Name, "reason", now.Reason)
+		message := mask.Secrets(now.Message)
+		r.Recorder.Eventf(task, nil, c.kind, c.reason, c.reason, "%s: %s", now.Reason, message)
+		log.Info(message, "audit", true, "step", c.reason, "namespace", task.Namespace, "task", task.Name, "reason", now.Reason)
 	}
 }
