@@ -127,6 +127,7 @@ mutation-score: gremlins ## Report gremlins' mutation score of MUTATION_PACKAGES
 .PHONY: bench
 bench: ## Run the benchmarks reported in docs/benchmarks.md.
 	go test -run '^$$' -bench . -benchmem ./internal/policy/...
+	go test -run '^$$' -bench . -benchmem ./internal/mask/
 
 .PHONY: bench-pipeline
 bench-pipeline: envtest-assets ## Run the pipeline benchmark (envtest, the whole controller in-process, then cmd/manager as its own process; docs/benchmarks.md). BENCH_INTENTS sets the burst size, BENCH_TASKS, BENCH_PERTASK and BENCH_LEGS the last phase's tasks, intents per task and leg, and legs.

@@ -73,7 +73,7 @@ func PendingApprovals(all []v1.Approval, now time.Time) []PendingApproval {
 		r := a.Spec.Request
 		out = append(out, PendingApproval{
 			Namespace: a.Namespace, Name: a.Name, Task: a.Spec.TaskRef.Name, Intent: a.Spec.IntentRef.Name,
-			Tool: r.Tool, Input: mask.Secrets(r.Input), Risk: r.Risk, Category: r.Category, PolicyRuleRef: r.PolicyRuleRef,
+			Tool: r.Tool, Input: mask.Command(r.Input), Risk: r.Risk, Category: r.Category, PolicyRuleRef: r.PolicyRuleRef,
 			RequestedBy: a.Spec.RequestedBy, Approvers: a.Spec.Approvers, CreatedAt: a.CreationTimestamp, ExpiresAt: a.Spec.ExpiresAt,
 		})
 	}
@@ -151,7 +151,9 @@ func RenderApprovalRequest(w io.Writer, a *v1.Approval, now time.Time) error {
 	fmt.Fprintf(&b, "Approval %s/%s\n", a.Namespace, a.Name)
 	line("Task", "%s (intent %s)", a.Spec.TaskRef.Name, a.Spec.IntentRef.Name)
 	line("Tool", "%s", r.Tool)
-	line("Input", "%s", mask.Secrets(r.Input))
+	// What runs, masked as the Approval masks it: a value used as code stays
+	// visible (mask.Command).
+	line("Input", "%s", mask.Command(r.Input))
 	if r.ProposerReason != "" {
 		line("Agent's reason", "%s", mask.Secrets(r.ProposerReason))
 	}

@@ -453,7 +453,7 @@ func (r *AgentTaskReconciler) reportTurn(ctx context.Context, task *v1.AgentTask
 			for _, c := range rec.ToolCalls {
 				names = append(names, c.Name)
 			}
-			note = fmt.Sprintf("turn %d: the model proposed %d tool calls (%s) (%d tokens)", rec.Turn, len(rec.ToolCalls), clip.Bytes(strings.Join(names, ", "), 512), rec.Usage.Total())
+			note = fmt.Sprintf("turn %d: the model proposed %d tool calls (%s) (%d tokens)", rec.Turn, len(rec.ToolCalls), clip.Bytes(mask.Secrets(strings.Join(names, ", ")), 512), rec.Usage.Total())
 		}
 		r.Recorder.Eventf(task, nil, corev1.EventTypeNormal, EventModelTurn, EventModelTurn, "%s", note)
 		log.Info(note, "audit", true, "step", EventModelTurn, "namespace", task.Namespace, "task", task.Name,
@@ -473,7 +473,7 @@ func (r *AgentTaskReconciler) reportTurn(ctx context.Context, task *v1.AgentTask
 		if c.Action != v1.DecisionAllow {
 			kind, by = corev1.EventTypeWarning, c.DecidedBy()
 		}
-		note := fmt.Sprintf("turn %d: the final answer was checked: %s by %s: %s", c.Turn, c.Action, by, c.Reason)
+		note := fmt.Sprintf("turn %d: the final answer was checked: %s by %s: %s", c.Turn, c.Action, by, mask.Secrets(c.Reason))
 		r.Recorder.Eventf(task, nil, kind, EventCompletionChecked, EventCompletionChecked, "%s", note)
 		log.Info(note, "audit", true, "step", EventCompletionChecked, "namespace", task.Namespace, "task", task.Name,
 			"turn", c.Turn, "action", c.Action, "rule", c.DecidedBy(), "record", transcript.CompletionCheckName(task.Name, c.Turn))

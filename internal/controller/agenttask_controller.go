@@ -31,6 +31,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/kube"
+	"github.com/toolgate/toolgate/internal/mask"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/policyset"
 )
@@ -463,7 +464,7 @@ func (r *AgentTaskReconciler) emit(log logr.Logger, task *v1.AgentTask, before *
 	}
 	if now := meta.FindStatusCondition(task.Status.Conditions, v1.ConditionReady); now != nil && gitFailure(now.Reason) {
 		if was := meta.FindStatusCondition(before.Conditions, v1.ConditionReady); was == nil || was.Reason != now.Reason || was.Message != now.Message {
-			r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, EventWorkspaceNotCloned, EventWorkspaceNotCloned, "%s: %s", now.Reason, now.Message)
+			r.Recorder.Eventf(task, nil, corev1.EventTypeWarning, EventWorkspaceNotCloned, EventWorkspaceNotCloned, "%s: %s", now.Reason, mask.Secrets(now.Message))
 		}
 	}
 	for _, c := range []struct {
@@ -477,7 +478,8 @@ func (r *AgentTaskReconciler) emit(log logr.Logger, task *v1.AgentTask, before *
 		if now == nil || now.Status != metav1.ConditionTrue || meta.IsStatusConditionTrue(before.Conditions, c.typ) {
 			continue
 		}
-		r.Recorder.Eventf(task, nil, c.kind, c.reason, c.reason, "%s: %s", now.Reason, now.Message)
-		log.Info(now.Message, "audit", true, "step", c.reason, "namespace", task.Namespace, "task", task.Name, "reason", now.Reason)
+		message := mask.Secrets(now.Message)
+		r.Recorder.Eventf(task, nil, c.kind, c.reason, c.reason, "%s: %s", now.Reason, message)
+		log.Info(message, "audit", true, "step", c.reason, "namespace", task.Namespace, "task", task.Name, "reason", now.Reason)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
+	"github.com/toolgate/toolgate/internal/mask"
 )
 
 // writeStatus projects obs into the Execution's status and writes it when it
@@ -68,6 +69,7 @@ func (r *ExecutionReconciler) recordSteps(log logr.Logger, exec *toolgatev1alpha
 			// failures are Warnings, and are sent.
 			return
 		}
+		note = mask.Secrets(note)
 		if len(note) > maxEventNote {
 			// events.k8s.io refuses longer notes; the status has the whole message.
 			note = strings.ToValidUTF8(note[:maxEventNote-3], "") + "..."

@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/gitws"
 	"github.com/toolgate/toolgate/internal/kube"
+	"github.com/toolgate/toolgate/internal/mask"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/transcript"
 )
@@ -195,7 +196,9 @@ func (r *AgentTaskReconciler) readChange(ctx context.Context, task *v1.AgentTask
 	case why != "":
 		rec.Kind, rec.Message = gitws.FailureOther, fmt.Sprintf("the change pod %s ended without a result: %s", name, why)
 	case res.Kind != "" || res.Change == nil:
-		rec.Kind, rec.Message = res.Kind, res.Message
+		// The change pod's message can carry what git or a remote printed (a
+		// URL with its credentials).
+		rec.Kind, rec.Message = res.Kind, mask.Secrets(res.Message)
 	default:
 		c := res.Change
 		rec.Tree, rec.Files, rec.Binary, rec.Skipped = c.Tree, c.Files, c.Binary, c.Skipped

@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/gitws"
 	"github.com/toolgate/toolgate/internal/kube"
+	"github.com/toolgate/toolgate/internal/mask"
 	"github.com/toolgate/toolgate/internal/pipeline"
 	"github.com/toolgate/toolgate/internal/tools"
 	"github.com/toolgate/toolgate/internal/transcript"
@@ -216,7 +217,7 @@ func (r *AgentTaskReconciler) preparePush(ctx context.Context, task *v1.AgentTas
 		return 0, fmt.Errorf("creating the push ToolIntent %s: %w", intent.Name, err)
 	}
 	r.Recorder.Eventf(task, intent, corev1.EventTypeNormal, EventPushProposed, EventPushProposed,
-		"ToolIntent %s pushes %d changed file(s) (tree %s) to branch %s of %s once it is decided (and approved, when asked)", intent.Name, pw.Record.FileCount, pw.Record.Tree, g.Push.Branch, g.URL)
+		"ToolIntent %s pushes %d changed file(s) (tree %s) to branch %s of %s once it is decided (and approved, when asked)", intent.Name, pw.Record.FileCount, pw.Record.Tree, g.Push.Branch, mask.Secrets(g.URL))
 	ctrl.LoggerFrom(ctx).Info("proposed the push", "audit", true, "step", EventPushProposed, "namespace", task.Namespace, "task", task.Name,
 		"intent", intent.Name, "branch", g.Push.Branch, "base", pw.Record.Base, "tree", pw.Record.Tree, "files", pw.Record.FileCount)
 	return 0, nil

@@ -28,6 +28,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/approval"
+	"github.com/toolgate/toolgate/internal/mask"
 	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/notify"
 )
@@ -318,6 +319,9 @@ func (r *NotificationReconciler) deliver(ctx context.Context, a *v1.Approval, ch
 }
 
 func clipError(s string) string {
+	// An HTTP client's error names the URL, and a webhook's URL is its secret
+	// (Slack's and Teams' are gitleaks rules).
+	s = mask.Secrets(s)
 	if len(s) > 1000 {
 		return s[:1000] + "…"
 	}

@@ -38,6 +38,15 @@ func Budgets(maxOutputBytes int32) (head, tail int) {
 // (secrets replaced, terminal control characters escaped), and then cut again in the
 // middle if masking made it take more than MaxOutputTextBytes as stored: escaping
 // writes a byte as up to four.
+//
+// The full output keeps its secrets only where the namespace's users could read
+// them anyway: the tool pod's log (pods/log in the namespace) and the artifact file
+// in the task's workspace, both of which hold what the tool itself could read. The
+// Execution's status.output is masked too, though it is "the full output" when it
+// fits: an Execution is read by everyone who may get toolgate's objects in the
+// namespace (viewers, dashboards, the console, trace), a wider audience than
+// pods/log, and it outlives the pod. The model never reads any of them unmasked: a
+// read_file of the artifact comes back as an observation, masked like this one.
 func ComposeOutput(log LogText, maxOutputBytes int32) (output string, cut bool) {
 	output, cut = composeOutput(log, maxOutputBytes)
 	output, cutAfterMasking := CutToStored(mask.Secrets(output), toolgatev1alpha1.MaxOutputTextBytes)

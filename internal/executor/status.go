@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	toolgatev1alpha1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/mask"
 	"github.com/toolgate/toolgate/internal/protocol"
 )
 
@@ -145,7 +146,10 @@ func FinishedAt(status *toolgatev1alpha1.ExecutionStatus) time.Time {
 func Project(exec *toolgatev1alpha1.Execution, obs Observation, now time.Time) toolgatev1alpha1.ExecutionStatus {
 	st := toolgatev1alpha1.ExecutionStatus{Conditions: slices.Clone(exec.Status.Conditions)}
 	reason := project(&st, exec, obs)
-	st.Message = truncateMessage(st.Message)
+	// The message carries the runner's and the tool's words (an error, what a git
+	// remote answered) and is read by every viewer of the namespace, by the
+	// observation and by the Execution's events: masked like the output.
+	st.Message = truncateMessage(mask.Secrets(st.Message))
 	cond := metav1.Condition{
 		Type:               toolgatev1alpha1.ConditionComplete,
 		Status:             metav1.ConditionFalse,

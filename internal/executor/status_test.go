@@ -173,6 +173,14 @@ func TestProject(t *testing.T) {
 				exitCode: ptr.To[int32](1), message: "main.go changed since it was read", jobName: "e1", podName: "e1-abcde"},
 		},
 		{
+			// The runner's message is the tool's or a remote's words; a viewer of
+			// the Execution, its events and the observation read it masked.
+			name: "a secret in the runner's message is masked",
+			obs:  Observation{Job: testJob(), Pod: makePod().Terminated(protocol.ExitFailed, resultJSON(protocol.Result{ExitCode: 1, ErrorKind: protocol.KindStale, Message: "fetch https://bob:pa55word@git.example.com/r.git: key AKIALALEMEL33243OLIB refused"})).Obj()},
+			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorStale, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,
+				exitCode: ptr.To[int32](1), message: "fetch https://bob:[MASKED]@git.example.com/r.git: key [MASKED] refused", jobName: "e1", podName: "e1-abcde"},
+		},
+		{
 			name: "runner killed the tool at its timeout",
 			obs:  Observation{Job: testJob(), Pod: makePod().Terminated(protocol.ExitFailed, resultJSON(protocol.Result{ExitCode: 137, ErrorKind: protocol.KindTimeout, Message: "killed after 30s"})).Obj()},
 			want: want{phase: toolgatev1alpha1.ExecutionFailed, errorKind: toolgatev1alpha1.ErrorTimeout, reason: toolgatev1alpha1.ReasonJobFailed, complete: metav1.ConditionTrue,

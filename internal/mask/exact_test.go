@@ -22,17 +22,17 @@ func TestSecretsExact(t *testing.T) {
 		{
 			name: "bearer token in prose",
 			in:   "sent bearer eyJhbGciOi.payload.sig to the server",
-			want: "sent Bearer [MASKED] to the server",
+			want: "sent bearer [MASKED] to the server",
 		},
 		{
 			name: "sk key",
 			in:   "Incorrect API key provided: sk-proj-AbCdEf0123456789xyz.",
-			want: "Incorrect API key provided: sk-[MASKED].",
+			want: "Incorrect API key provided: [MASKED].",
 		},
 		{
 			name: "sk key the provider starred",
 			in:   "Incorrect API key provided: sk-proj-************xyz1.",
-			want: "Incorrect API key provided: sk-[MASKED].",
+			want: "Incorrect API key provided: [MASKED].",
 		},
 		{
 			name: "api key in a query string",

@@ -1,66 +1,78 @@
 // Package mask prepares untrusted text before it reaches a person or a model (audit
-// lines, events, observation summaries, approval requests, the CLI, error messages):
-// it escapes the characters that change what a terminal shows (control characters,
-// bidirectional overrides, invisible formatting) and replaces secrets.
+// lines, events, observation summaries, approval requests, turn records, the CLI,
+// error messages): it escapes the characters that change what a terminal shows
+// (control characters, bidirectional overrides, invisible formatting) and replaces
+// secrets with Masked.
 //
-// Masking is best effort by pattern; it is a second line of defence behind keeping
-// secrets out of tool calls in the first place. Patterns err on the side of masking,
-// but never hide what runs: a command or substitution in a secret's place
-// (password=$(cat key)) stays visible, so an approver sees every part of a call.
+// Secrets are found by gitleaks' maintained default rules (detector.go), by
+// toolgate's own patterns where gitleaks has none (patterns.go), in every value of
+// a Kubernetes Secret's data (kubesecret.go), and as configured literals. Detection
+// runs on views of the text that undo terminal escapes and line wrapping
+// (view.go); what it finds is masked in the text as written.
+//
+// Masking is best effort; it is a second line of defence behind keeping secrets out
+// of tool calls in the first place. It errs on the side of masking, but never hides
+// what runs: a command or substitution in a secret's place (password=$(cat key))
+// stays visible, so an approver sees every part of a call. The marker is the same
+// for every secret: it never tells a secret's length, prefix or kind (see Masked).
+// The result is stable: masking a masked text changes nothing.
 package mask
 
 import (
 	"fmt"
-	"net/url"
 	"regexp"
+	"sort"
 	"strings"
-	"unicode/utf8"
 )
 
-// Masked replaces every secret found.
+// Masked replaces every secret found. It is one fixed marker, not one per rule
+// ([MASKED:aws-access-token]): the kind would tell nothing of the value, but it is
+// reported once, where it is useful (Find, Redacted), while the marker stays the
+// same text whichever gitleaks release found it, so masked records compare equal
+// across upgrades that rename or split rules (replay and trace compare them), and
+// nothing in the masked text is shaped by the secret.
 const Masked = "[MASKED]"
 
-// secretName matches names whose values are secrets.
-const secretName = `(?:api[-_]?key|apikey|access[-_]?key|secret[-_]?key|access[-_]?token|auth[-_]?token|refresh[-_]?token|id[-_]?token|token|secret|passwd|password|pwd|authorization|credentials?|sig|signature|client[-_]?secret)`
-
-var patterns = []struct {
-	re   *regexp.Regexp
-	repl string
-	// valueAfter is the group that ends right before the secret value, for the
-	// patterns whose value may be a command substitution instead.
-	valueAfter int
-}{
-	// PEM private keys, whole block.
-	{regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`), Masked, 0},
-	// Credentials in URLs: scheme://user:password@host.
-	{regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@`), "${1}" + Masked + "@", 0},
-	// Secret-looking names followed by a value, as in query strings, headers, env
-	// assignments, flags and JSON: token=..., "password": "...", --api-key ..., Authorization: Bearer ...
-	{regexp.MustCompile(`(?i)(\b(?:x-)?(?:[a-z0-9]+[-_])*` + secretName + `["']?\s*[:=]\s*["']?)(?:(?:basic|bearer|token)\s+)?[^\s"'&,;}]{3,}`), "${1}" + Masked, 1},
-	// The same names as command-line flags: --api-key VALUE, --password VALUE.
-	{regexp.MustCompile(`(?i)(--?(?:[a-z0-9]+-)*` + secretName + `[ \t]+)[^\s-][^\s]{2,}`), "${1}" + Masked, 1},
-	// A bearer token anywhere else.
-	{regexp.MustCompile(`(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}`), "Bearer " + Masked, 0},
-	// Well-known key shapes.
-	{regexp.MustCompile(`\bsk-[A-Za-z0-9*][A-Za-z0-9_*-]{7,}`), "sk-" + Masked, 0},
-	{regexp.MustCompile(`\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`), Masked, 0},
-	{regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}\b`), Masked, 0},
-	{regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{20,}\b`), Masked, 0},
-	{regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}\b`), Masked, 0},
-	{regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\b`), Masked, 0},
-}
-
-// Secrets returns s with secrets replaced by [MASKED]: bearer tokens, API keys, passwords,
-// secret-looking query and header values, credentials in URLs, private keys, JWTs and
-// well-known token shapes. Each literal (for example a configured API key) is masked
-// wherever it appears, also URL-encoded, whatever its shape.
+// Secrets returns s with secrets replaced by [MASKED]: what gitleaks' rules find
+// (provider keys and tokens, private keys, JWTs, generic high-entropy values after a
+// secret-looking name), bearer tokens, passwords and other values after a
+// secret-looking name, credentials in URLs, the data of a Kubernetes Secret. Each
+// literal (for example a configured API key) is masked wherever it appears, also
+// URL-encoded, whatever its shape.
 //
-// First it escapes what would change what a terminal shows: C0 and C1 control
+// It also escapes what would change what a terminal shows: C0 and C1 control
 // characters other than newline and tab (an ANSI escape, a carriage return that
 // rewrites a line), bidirectional overrides and isolates, and invisible formatting
 // characters, as \xNN or \uNNNN; bytes that are not UTF-8 as \xNN.
 func Secrets(s string, literals ...string) string {
-	return secrets(s, nil, literals)
+	out, _ := find(s, nil, literals)
+	return out
+}
+
+// Find is Secrets, and also returns the names of the rules that found a secret,
+// sorted and each once: gitleaks' rule IDs ("aws-access-token", "private-key",
+// "generic-api-key", …) and toolgate's own ("secret-assignment", "bearer-token",
+// "url-credentials", "kubernetes-secret-data", "literal", …; see patterns.go).
+func Find(s string, literals ...string) (masked string, found []string) {
+	return find(s, nil, literals)
+}
+
+// Redacted says what Find found, for a record: "2 secrets redacted
+// (aws-access-token, private-key)"; empty when count is 0. count is the number of
+// secrets masked, found the rules that found them.
+func Redacted(count int, found []string) string {
+	switch {
+	case count <= 0:
+		return ""
+	case count == 1:
+		return fmt.Sprintf("1 secret redacted (%s)", strings.Join(found, ", "))
+	}
+	return fmt.Sprintf("%d secrets redacted (%s)", count, strings.Join(found, ", "))
+}
+
+// Count returns how many secrets a text masked by Secrets or Find holds.
+func Count(masked string) int {
+	return strings.Count(masked, Masked)
 }
 
 // Command masks a call's input for the approver who decides whether it runs. It is
@@ -72,10 +84,12 @@ func Secrets(s string, literals ...string) string {
 // when s reaches variables without naming them (eval, ${!…}, a nameref, the
 // declaring and exporting builtins, env, printenv, set, compgen, source). A secret
 // assigned and used is then shown to the approver; it is in the ToolIntent's input
-// as proposed anyway, which the same people may read. Token shapes (private keys,
-// sk-…, AKIA…, JWTs, bearer tokens, credentials in URLs) are always masked.
+// as proposed anyway, which the same people may read. Token shapes (what gitleaks'
+// provider rules find, private keys, sk-…, AKIA…, JWTs, bearer tokens, credentials
+// in URLs) are always masked.
 func Command(s string, literals ...string) string {
-	return secrets(s, func(name string) bool { return !usedAsCode(s, name) }, literals)
+	out, _ := find(s, func(name string) bool { return !usedAsCode(s, name) }, literals)
+	return out
 }
 
 // indirection are the words by which a shell command reaches a variable's value
@@ -91,133 +105,77 @@ func usedAsCode(s, name string) bool {
 	return len(regexp.MustCompile(`(?:^|[^A-Za-z0-9_])`+regexp.QuoteMeta(name)+`(?:$|[^A-Za-z0-9_])`).FindAllStringIndex(s, 2)) > 1
 }
 
-// secrets is Secrets; mask, when not nil, says whether the value after a secret
-// name may be masked.
-func secrets(s string, mask func(name string) bool, literals []string) string {
-	s = Escape(s)
-	for _, lit := range literals {
-		if len(lit) < 4 {
-			// Masking a very short literal would mangle ordinary text.
-			continue
-		}
-		s = strings.ReplaceAll(s, lit, Masked)
-		if esc := url.QueryEscape(lit); esc != lit {
-			s = strings.ReplaceAll(s, esc, Masked)
+// find is Find; mask, when not nil, says whether the value after a secret name
+// may be masked.
+func find(s string, mask func(name string) bool, literals []string) (string, []string) {
+	if s == "" {
+		return s, nil
+	}
+	clean := cleanView(s)
+	var spans []span
+	add := func(v view, found []span) {
+		for _, sp := range found {
+			spans = append(spans, v.toOriginal(sp)...)
 		}
 	}
-	for _, p := range patterns {
-		if p.valueAfter == 0 {
-			s = p.re.ReplaceAllString(s, p.repl)
-			continue
-		}
-		s = replaceValues(p.re, p.valueAfter, s, mask)
-	}
-	return s
-}
-
-// substitutions start the shell constructs that run something where a value stands.
-var substitutions = []string{"$(", "`", "${", "<(", ">("}
-
-// replaceValues masks the value after group g of each match of re, up to the first
-// substitution in it: password=abc$(cat key) is password=[MASKED]$(cat key), and
-// password=$(cat key) is left as it is, for an approver must see what runs.
-func replaceValues(re *regexp.Regexp, g int, s string, mask func(name string) bool) string {
-	idx := re.FindAllStringSubmatchIndex(s, -1)
-	if idx == nil {
-		return s
-	}
-	var b strings.Builder
-	last := 0
-	for _, m := range idx {
-		end, valueStart := m[1], m[2*g+1]
-		value := s[valueStart:end]
-		if mask != nil && !mask(leadingName(s[m[0]:valueStart])) {
-			continue
-		}
-		cut := len(value)
-		for _, sub := range substitutions {
-			if i := strings.Index(value, sub); i >= 0 && i < cut {
-				cut = i
+	add(clean, detectSecrets(clean.text))
+	add(clean, ownSecrets(clean.text))
+	add(clean, secretData(clean.text))
+	add(clean, literalSpans(clean.text, literals))
+	if v, ok := unescapedView(clean.text); ok {
+		// Found in the unescaped view, mapped through both.
+		for _, found := range [][]span{detectSecrets(v.text), ownSecrets(v.text), secretData(v.text)} {
+			for _, sp := range found {
+				add(clean, v.toOriginal(sp))
 			}
 		}
-		b.WriteString(s[last:valueStart])
-		if cut > 0 {
-			b.WriteString(Masked)
+	}
+	for _, v := range joinedViews(clean.text) {
+		// A joined view is of the clean view's text; map through both.
+		for _, sp := range detectSecrets(v.text) {
+			add(clean, v.toOriginal(sp))
 		}
-		b.WriteString(value[cut:])
+	}
+	// Literals also where the original has them (one with a control character).
+	spans = append(spans, literalSpans(s, literals)...)
+
+	kept := spans[:0]
+	for _, sp := range spans {
+		if sp.name != "" {
+			if mask != nil && !mask(sp.name) {
+				continue
+			}
+			if !cutAtSubstitution(s, &sp) {
+				continue
+			}
+		}
+		kept = append(kept, sp)
+	}
+	if len(kept) == 0 {
+		return Escape(s), nil
+	}
+	return write(s, kept), rules(kept)
+}
+
+// write returns s with the spans masked and the rest escaped. Overlapping and
+// touching spans are masked as one.
+func write(s string, spans []span) string {
+	sort.Slice(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
+	var b strings.Builder
+	b.Grow(len(s))
+	last := 0
+	for i := 0; i < len(spans); {
+		start, end := spans[i].start, spans[i].end
+		for i++; i < len(spans) && spans[i].start <= end; i++ {
+			end = max(end, spans[i].end)
+		}
+		if start < last {
+			start = last
+		}
+		b.WriteString(Escape(s[last:start]))
+		b.WriteString(Masked)
 		last = end
 	}
-	b.WriteString(s[last:])
+	b.WriteString(Escape(s[last:]))
 	return b.String()
-}
-
-// leadingName is the name a secret pattern matched at: the identifier its match
-// starts with, after any leading dashes of a flag.
-func leadingName(match string) string {
-	match = strings.TrimLeft(match, "-")
-	identifier := func(r rune) bool {
-		return r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
-	}
-	end := strings.IndexFunc(match, func(r rune) bool { return !identifier(r) })
-	if end < 0 {
-		return match
-	}
-	return match[:end]
-}
-
-// Escape writes the characters that change what a terminal or an editor shows
-// (control, bidirectional and invisible formatting characters, invalid UTF-8) as
-// visible escapes, and leaves everything else, newlines and tabs included.
-func Escape(s string) string {
-	if !needsEscape(s) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case hidden(r):
-			if r < 0x100 {
-				fmt.Fprintf(&b, `\x%02x`, r)
-			} else {
-				fmt.Fprintf(&b, `\u%04x`, r)
-			}
-		default:
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
-}
-
-func needsEscape(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x80 || (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f {
-			for _, r := range s {
-				if r == utf8.RuneError || hidden(r) {
-					return true
-				}
-			}
-			return !utf8.ValidString(s)
-		}
-	}
-	return false
-}
-
-// hidden reports the characters that change how the text around them is shown.
-func hidden(r rune) bool {
-	switch {
-	case r == '\n' || r == '\t':
-		return false
-	case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-		return true
-	case r == 0x061c || r == 0x180e || r == 0xfeff:
-		return true
-	case r >= 0x200b && r <= 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2060 && r <= 0x206f:
-		return true
-	}
-	return false
 }

@@ -70,7 +70,10 @@ func Build(a *v1.Approval, goal string, parts []v1.CommandPart, consoleURL strin
 		Event: o.Event, Approval: a.Name, Namespace: a.Namespace, UID: string(a.UID),
 		State: a.Status.State, StateMessage: mask.Secrets(a.Status.Message),
 		Task: a.Spec.TaskRef.Name, Goal: mask.Secrets(goal), Intent: a.Spec.IntentRef.Name,
-		Tool: string(r.Tool), Input: mask.Secrets(r.Input),
+		// The input and its parts are what runs: masked as the Approval masks
+		// them (mask.Command), so a value the call uses as code stays visible
+		// to the approver here too.
+		Tool: string(r.Tool), Input: mask.Command(r.Input),
 		Risk: string(r.Risk), Category: string(r.Category), Rule: r.PolicyRuleRef.WithGeneration(),
 		Reason: mask.Secrets(r.Reason), ProposerReason: mask.Secrets(r.ProposerReason),
 		Walls: walls(r.Walls), Network: network(r.Sandbox, r.Walls),
@@ -79,7 +82,7 @@ func Build(a *v1.Approval, goal string, parts []v1.CommandPart, consoleURL strin
 		ConsoleURL: consoleURL,
 	}
 	for _, p := range parts {
-		m.Parts = append(m.Parts, Part{Command: mask.Secrets(p.Command), Category: string(p.Category)})
+		m.Parts = append(m.Parts, Part{Command: mask.Command(p.Command), Category: string(p.Category)})
 	}
 	if o.Event == v1.EventRequested {
 		m.ApproveCommand = fmt.Sprintf("kubectl toolgate approve %s -n %s", a.Name, a.Namespace)

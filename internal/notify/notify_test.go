@@ -125,6 +125,21 @@ func TestBuildCarriesWhatIsAskedAndNoSecret(t *testing.T) {
 	}
 }
 
+// TestBuildShowsWhatRuns: the input and its parts are masked as the Approval masks
+// them (mask.Command): a value the call uses as code is shown to the approver in
+// the notification too, and a secret only assigned is not.
+func TestBuildShowsWhatRuns(t *testing.T) {
+	a := approval(v1.ApprovalStatePending)
+	a.Spec.Request.Input = `{"command":"run_token=uname; $run_token -a; PASSWORD=hunter22 mysql db"}`
+	m, _ := Build(a, "g", []v1.CommandPart{{Command: "run_token=uname; $run_token -a"}}, "")
+	if !strings.Contains(m.Input, "run_token=uname; $run_token -a") || strings.Contains(m.Input, "hunter22") {
+		t.Errorf("input = %q, want the program shown and the password masked", m.Input)
+	}
+	if len(m.Parts) != 1 || m.Parts[0].Command != "run_token=uname; $run_token -a" {
+		t.Errorf("parts = %+v, want the program shown", m.Parts)
+	}
+}
+
 func TestBuildDecidedHasNoApproveLine(t *testing.T) {
 	m, _ := Build(approval(v1.ApprovalStateApproved), "g", nil, "")
 	if m.ApproveCommand != "" || m.Outcome == nil || m.Outcome.Decision != "Approved" {

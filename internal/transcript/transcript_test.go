@@ -12,6 +12,8 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/agent"
+	"github.com/toolgate/toolgate/internal/mask"
+	"github.com/toolgate/toolgate/internal/mask/masktest"
 	"github.com/toolgate/toolgate/internal/transcript"
 )
 
@@ -180,5 +182,26 @@ func TestParseTurnRecordVersions(t *testing.T) {
 	want := `ConfigMap fix-turn-0, the record of turn 0, cannot be read: turn record apiVersion "turnrecord.toolgate.dev/v2" is not one this toolgate reads (it reads turnrecord.toolgate.dev/v1): run a toolgate controller and kubectl-toolgate that read it`
 	if !strings.HasPrefix(problem, want) {
 		t.Fatalf("a record of another version: problem %q, want it to start with %q", problem, want)
+	}
+}
+
+// TestEverySecretIsMaskedInTheModelsReason: the prose of a turn record becomes the
+// reason of each intent the turn proposed; every fake secret of the corpus
+// (gitleaks' own true positives, toolgate's own cases) is masked there.
+func TestEverySecretIsMaskedInTheModelsReason(t *testing.T) {
+	corpus, err := masktest.Corpus(mask.Rules(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := &v1.AgentTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "fix", UID: "uid-1"},
+		Spec:       v1.AgentTaskSpec{Agent: v1.AgentSpec{Model: &v1.ModelAgent{BaseURL: "https://api.example.com/v1", Model: "m"}}},
+	}
+	for _, f := range corpus {
+		rec := agent.TurnRecord{Turn: 1, Text: f.Text, ToolCalls: []agent.ToolCall{{ID: "c0", Name: "read_file", Arguments: `{"path":"a"}`}}}
+		reason := transcript.ModelIntent(task, rec, 0, "me").Spec.Reason
+		if !strings.Contains(reason, mask.Masked) || mask.Secrets(reason) != reason {
+			t.Errorf("%s: the secret of %q is not masked in the intent's reason: %q", f.Rule, f.Text, reason)
+		}
 	}
 }
