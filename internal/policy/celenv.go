@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/ext"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 )
@@ -82,6 +83,8 @@ func celEnvironmentFor(apiVersion string) (celEnvironment, error) {
 //	result.truncated   bool          whether output was cut (see the summary's notice)
 //	result.files       list(string)  the workspace paths a write_file or edit_file changed
 //
+// and CEL's string extensions (ext.Strings: lowerAscii, indexOf, split, ...).
+//
 // Categories, actions, outcomes and modes are the v1alpha1 enum values (CamelCase).
 func v1alpha1CELEnvironment() (celEnvironment, error) {
 	toolCall, err := cel.NewEnv(cel.Variable("intent", cel.MapType(cel.StringType, cel.DynType)))
@@ -97,9 +100,12 @@ func v1alpha1CELEnvironment() (celEnvironment, error) {
 	if err != nil {
 		return celEnvironment{}, err
 	}
+	// Result rules read text: they get CEL's string extensions (lowerAscii,
+	// indexOf, split, ...), which the older environments do not declare.
 	result, err := cel.NewEnv(
 		cel.Variable("intent", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("result", cel.MapType(cel.StringType, cel.DynType)),
+		ext.Strings(),
 	)
 	if err != nil {
 		return celEnvironment{}, err

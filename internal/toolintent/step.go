@@ -64,6 +64,7 @@ const (
 	NeedStale
 	NeedFinishedExecution
 	NeedGrants
+	NeedResultPolicies
 )
 
 // Step is the one thing to do next.
