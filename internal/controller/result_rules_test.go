@@ -208,7 +208,7 @@ func TestResultRuleAdmission(t *testing.T) {
 		{"Redact with nothing to redact", result(v1.RuleRedact, func(r *v1.PolicyRule) { r.Redact = &v1.RedactSpec{} }), "redact needs something to redact"},
 		{"Redact on a tool call", v1.PolicyRule{Name: "r", Action: v1.RuleRedact, Redact: &v1.RedactSpec{Secrets: true}}, "Redact and Replace act on what a call returned: set when: Result"},
 		{"categories on a result rule", result(v1.RuleStop, func(r *v1.PolicyRule) { r.Match.Categories = []v1.CommandCategory{v1.CategoryNetwork} }), "a Result rule matches with match.tools and match.cel"},
-		{"maxFires on a Redact rule", result(v1.RuleRedact, func(r *v1.PolicyRule) { r.Redact = &v1.RedactSpec{Secrets: true}; r.MaxFires = ptr.To[int32](1) }), "maxFires and cooldownSeconds are for Redirect and Replace rules only"},
+		{"maxFires on a Redact rule", result(v1.RuleRedact, func(r *v1.PolicyRule) { r.Redact = &v1.RedactSpec{Secrets: true}; r.MaxFires = ptr.To[int32](1) }), "maxFires and cooldownSeconds are for Redirect rules only (and Replace, among Result rules)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := create(tc.rule)

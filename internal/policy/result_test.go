@@ -301,7 +301,7 @@ func TestCompileResultRules(t *testing.T) {
 			r.MaxFires = new(int32)
 			*r.MaxFires = 2
 			return r
-		}(), err: "maxFires and cooldownSeconds are for Redirect and Replace rules only"},
+		}(), err: "maxFires and cooldownSeconds are for Redirect rules only (and Replace, among Result rules)"},
 		{name: "result in a tool-call rule", rule: v1alpha1.PolicyRule{Name: "r", Action: v1alpha1.RuleDeny, Match: v1alpha1.RuleMatch{CEL: `result.exitCode == 1`}},
 			err: "result is what a rule with when: Result sees"},
 		{name: "an expression that does not parse", rule: resultRule("r", v1alpha1.RuleStop, `result.output.contains(`), err: `rule "r": match.cel: ERROR`},

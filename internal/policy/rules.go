@@ -133,7 +133,7 @@ func compileRule(env celEnvironment, spec v1alpha1.PolicyRule) (*rule, error) {
 		return nil, fmt.Errorf("instruction is required for a Redirect or Replace rule and allowed only there")
 	}
 	if (spec.MaxFires != nil || spec.CooldownSeconds != nil) && !registered {
-		return nil, fmt.Errorf("maxFires and cooldownSeconds are for Redirect and Replace rules only: a Deny, Ask, Stop or Redact rule that stopped acting after some fires would let the next call or secret through")
+		return nil, fmt.Errorf("maxFires and cooldownSeconds are for Redirect rules only (and Replace, among Result rules): a Deny, Ask, Stop or Redact rule that stopped acting after some fires would let the next call or secret through")
 	}
 	if (spec.Action == v1alpha1.RuleRedact) != (spec.Redact != nil) {
 		return nil, fmt.Errorf("redact is required for a Redact rule and allowed only there")
