@@ -235,3 +235,67 @@ func TestResultRuleAdmission(t *testing.T) {
 			strings.Contains(c.Message, `rule "r": redact.patterns[0]: "token=(\\w+" is not an RE2 regular expression`), fmt.Sprintf("%+v", got.Status.Conditions)
 	})
 }
+
+// TestResultAskHoldsTheOutputUntilReleased: a Result rule's Ask holds each output it
+// matches from the model behind an Approval of its own; the model's next turn waits
+// until every held output of the turn is decided; the released output reaches the
+// model, the refused one becomes a fixed refusal, and the Execution keeps both.
+func TestResultAskHoldsTheOutputUntilReleased(t *testing.T) {
+	p := newLoopEnv(t)
+	p.start()
+	p.policy("review", v1.PolicyRule{Name: "env-files", When: v1.WhenResult, Action: v1.RuleAsk, Reason: "environment files may hold credentials",
+		Approvers: v1.Approvers{Users: []string{"bob"}},
+		Match:     v1.RuleMatch{Tools: []v1.ToolName{v1.ToolReadFile}, CEL: `intent.input.path.endsWith('.env')`}})
+	server := fixtures.NewChatServer(t,
+		toolCalls("Read the configuration.", 10, chatCall{"c1", "read_file", `{"path":"app.env"}`}, chatCall{"c2", "read_file", `{"path":"prod.env"}`}),
+		answer("Done.", 10),
+	)
+	p.modelTask("rq", v1.ModeEdit, server)
+	p.exists("rq-t0-1")
+	p.runJob("rq-t0-0", protocol.Result{ExitCode: 0}, "LOG_LEVEL=debug\nREGION=eu-west-1\n")
+	p.runJob("rq-t0-1", protocol.Result{ExitCode: 0}, "DB_HOST=prod-db.internal\n")
+
+	for _, name := range []string{"rq-t0-0", "rq-t0-1"} {
+		in := p.condition(name, v1.ConditionObserved, metav1.ConditionFalse, v1.ReasonResultAwaitingRelease)
+		if in.Status.Observation != nil {
+			t.Fatalf("%s: an observation while its output is held: %+v", name, in.Status.Observation)
+		}
+		a := p.approval(name + "-result")
+		if r := a.Spec.Request.Result; r == nil || r.ExecutionName != name || a.Spec.Request.PolicyRuleRef.Rule != "env-files" ||
+			a.Spec.Approvers == nil || a.Spec.Approvers.Users[0] != "bob" || a.Spec.RequestedBy == "" {
+			t.Fatalf("%s: approval %+v", name, a.Spec)
+		}
+	}
+	mustContain(t, "approval output", p.approval("rq-t0-0-result").Spec.Request.Result.Output, "LOG_LEVEL=debug")
+	p.eventually("the task awaits a human", func() (bool, string) {
+		c := meta.FindStatusCondition(p.getTask("rq").Status.Conditions, v1.ConditionAwaitingApproval)
+		return c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "rq-t0-0"), fmt.Sprintf("%+v", c)
+	})
+
+	// One released: the other still holds the turn.
+	p.decide("rq-t0-0-result", v1.DecisionApproved, "bob", "plain settings")
+	released := p.observed("rq-t0-0")
+	expectObservation(t, released, v1.OutcomeSucceeded, true, 0, "LOG_LEVEL=debug")
+	if e := released.Status.Observation.ResultCheck.Effects; e[len(e)-1] != "output released by bob (Approval rq-t0-0-result)" {
+		t.Fatalf("effects %q", e)
+	}
+	p.absent(p.reconciledNow("agenttask", p.getTask("rq")), "a model request while an output of the turn is held", func() bool { return len(server.Received()) > 1 })
+
+	p.decide("rq-t0-1-result", v1.DecisionDenied, "bob", "production settings stay out")
+	refused := p.observed("rq-t0-1")
+	expectObservation(t, refused, v1.OutcomeSucceeded, true, 0, "[output withheld]", "it was not released")
+	mustNotContain(t, "refused summary", refused.Status.Observation.Summary, "prod-db")
+	mustContain(t, "execution output", getExecution(t, p.ns, "rq-t0-1").Status.Output, "DB_HOST=prod-db.internal")
+
+	reqs := p.waitRequests(server, 2)
+	var results []string
+	for _, m := range reqs[1].Messages {
+		if m.Role == "tool" {
+			results = append(results, contentText(m.Content))
+		}
+	}
+	if len(results) != 2 || !strings.Contains(results[0], "LOG_LEVEL=debug") || strings.Contains(results[1], "prod-db") || !strings.Contains(results[1], "[output withheld]") {
+		t.Fatalf("the model's tool results: %q", results)
+	}
+	p.finished("rq", v1.ConditionSucceeded, v1.ReasonCompleted)
+}

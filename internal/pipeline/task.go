@@ -211,7 +211,7 @@ func countIntents(task *v1.AgentTask, live []v1.ToolIntent, history *v1.CallHist
 			continue
 		}
 		st.Intents.InFlight++
-		if AwaitsApproval(in) {
+		if AwaitsApproval(in) || ResultAwaitsRelease(in) {
 			tally.awaiting = append(tally.awaiting, in.Name)
 		}
 	}

@@ -117,6 +117,9 @@ type ResultVerdict struct {
 	Summary string
 	// Instruction is the deciding Replace rule's registered instruction.
 	Instruction string
+	// Approvers and Risk are the deciding Ask rule's: who may release the output.
+	Approvers v1alpha1.Approvers
+	Risk      v1alpha1.Risk
 }
 
 // resultRank orders the actions of Result rules: Stop > Ask > Replace > Redact, the
@@ -239,6 +242,7 @@ func CheckResult(req ResultRequest, cluster, namespaced []*CompiledPolicy, broke
 		case v1alpha1.RuleStop:
 			check.Effects = append(check.Effects, "task stopped by rule "+ref.String())
 		case v1alpha1.RuleAsk:
+			v.Approvers, v.Risk = winner.rule.spec.Approvers, winner.rule.spec.Risk
 			check.Effects = append(check.Effects, "output held for a human by rule "+ref.String())
 		}
 	}

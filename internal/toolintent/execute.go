@@ -159,9 +159,13 @@ func observe(w *World) Step {
 	if !w.ResultPolicies.Known {
 		return read(NeedResultPolicies)
 	}
-	obs := pipeline.CancelledWhileRunning(intent, pipeline.FromExecution(done, w.Now))
-	obs = checkResult(w, done, obs)
-	c := Change{Ran: done, Conditions: []metav1.Condition{Condition(intent, v1.ConditionExecuted, true, v1.ReasonExecutionFinished, fmt.Sprintf("Execution %s finished: %s", done.Name, obs.Outcome))}}
+	made := pipeline.CancelledWhileRunning(intent, pipeline.FromExecution(done, w.Now))
+	verdict := checkResult(w, done, made)
+	c := Change{Ran: done, Conditions: []metav1.Condition{Condition(intent, v1.ConditionExecuted, true, v1.ReasonExecutionFinished, fmt.Sprintf("Execution %s finished: %s", done.Name, made.Outcome))}}
+	if verdict.Check != nil && verdict.Check.Action == v1.RuleAsk {
+		return holdResult(w, c, done, made, verdict)
+	}
+	obs := pipeline.ApplyResult(made, verdict)
 	if rc := obs.ResultCheck; rc != nil {
 		c.Events = append(c.Events, event(EventResultChecked, rc.Action == v1.RuleStop || rc.Action == v1.RuleReplace, nil, "result rules: %s", resultEffects(rc)))
 	}
@@ -169,11 +173,11 @@ func observe(w *World) Step {
 }
 
 // checkResult runs the result rules in force on the call's output before the model
-// sees it (policy.CheckResult) and records what they did on the observation.
-func checkResult(w *World, done *v1.Execution, obs *v1.Observation) *v1.Observation {
+// sees it (policy.CheckResult).
+func checkResult(w *World, done *v1.Execution, obs *v1.Observation) policy.ResultVerdict {
 	intent, task, rp := w.Intent, w.Task.Value, w.ResultPolicies.Value
 	if rp == nil || task == nil {
-		return obs
+		return policy.ResultVerdict{Summary: obs.Summary}
 	}
 	req := policy.ResultRequest{
 		Call: policy.Request{
@@ -182,7 +186,7 @@ func checkResult(w *World, done *v1.Execution, obs *v1.Observation) *v1.Observat
 		},
 		Result: pipeline.ResultOf(intent.Spec.Tool, w.Input(), done, obs),
 	}
-	return pipeline.ApplyResult(obs, policy.CheckResult(req, rp.Cluster, rp.Namespaced, rp.Broken))
+	return policy.CheckResult(req, rp.Cluster, rp.Namespaced, rp.Broken)
 }
 
 // resultEffects says in one line what the result rules did.

@@ -65,6 +65,7 @@ const (
 	NeedFinishedExecution
 	NeedGrants
 	NeedResultPolicies
+	NeedResultApproval
 )
 
 // Step is the one thing to do next.

@@ -82,6 +82,9 @@ type World struct {
 	// ResultPolicies are the policies in force when a finished call is observed,
 	// for its result rules.
 	ResultPolicies Fact[*ResultPolicies]
+	// ResultApproval is the Approval that releases the intent's held output
+	// (pipeline.ResultApprovalName), read from the API server; nil when none exists.
+	ResultApproval Fact[*v1.Approval]
 
 	// ApprovalUsed: this reconcile recorded the Approval consumed by the Execution.
 	ApprovalUsed bool
