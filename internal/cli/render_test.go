@@ -220,3 +220,25 @@ func TestTraceShowsWhatResultRulesDid(t *testing.T) {
 		}
 	}
 }
+
+// A release of a held output shows the output the model would get, and no walls:
+// the call ran already.
+func TestRenderAResultRelease(t *testing.T) {
+	_, _, approvals, _ := fixtureTask("team-a")
+	a := approvals[1].DeepCopy()
+	exit := int32(0)
+	a.Spec.Request.Result = &v1.ApprovalResult{ExecutionName: "fix-tests-t1-0", Outcome: v1.OutcomeSucceeded, ExitCode: &exit, Output: "[exit code: 0]\nREGION=eu\x1b[2K\n"}
+	var b bytes.Buffer
+	if err := RenderApprovalRequest(&b, a, t0); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"Release:", "the call ran (Execution fix-tests-t1-0, Succeeded, exit code 0)", "Output:", "REGION=eu\\x1b[2K"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the request lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "Runs behind") || strings.Contains(out, "\x1b") {
+		t.Errorf("a release shows walls, or the output unescaped:\n%s", out)
+	}
+}
