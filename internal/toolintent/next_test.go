@@ -292,6 +292,12 @@ func TestNext(t *testing.T) {
 			s.Spec.Turn = 0
 			w.Stops = Known([]v1.ToolIntent{s})
 		}), want: []expect{observes(v1.OutcomeAborted, "ToolIntent t-t0-0 was decided Stop by rule ToolPolicy/p/stop")}},
+		{name: "a result a rule stopped aborts the waiting call, of its own turn too", world: with(validWorld(), func(w *World) {
+			s := sibling("t-t1-1", 1, decision(v1.DecisionAllow, ""))
+			ref := v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "p", 1, "leak")
+			s.Status.Observation = &v1.Observation{Outcome: v1.OutcomeSucceeded, Executed: true, ResultCheck: &v1.ResultCheck{Action: v1.RuleStop, PolicyRuleRef: &ref}}
+			w.Stops = Known([]v1.ToolIntent{s})
+		}), want: []expect{observes(v1.OutcomeAborted, "the result of ToolIntent t-t1-1 was stopped by rule ToolPolicy/p/leak")}},
 		{name: "a Stop of the call's own batch is not the task's end", world: with(validWorld(), func(w *World) {
 			w.Stops = Known([]v1.ToolIntent{sibling("t-t1-1", 1, decision(v1.DecisionStop, "stop"))})
 		}), want: []expect{reads(NeedDecided)}},
