@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/cel-go/cel"
 
@@ -294,6 +296,13 @@ func (c candidate) redactIn(s string) (string, redaction) {
 	if c.rule.spec.Redact.Secrets {
 		before := strings.Count(s, mask.Masked)
 		s = mask.Secrets(s)
+		// A secret the detector finds only once the invisible parts are gone
+		// (AKIA\x1b[0mIOSF...): the model gets the view, masked.
+		if view := viewOf(s).text; view != s {
+			if masked := mask.Secrets(view); masked != view {
+				s = masked
+			}
+		}
 		detected = max(strings.Count(s, mask.Masked)-before, 0)
 		// Secrets masked before the rule saw the output (every summary is masked
 		// as it is made) are counted as the detector's too: they are why the rule
@@ -317,36 +326,90 @@ func (c candidate) redactIn(s string) (string, redaction) {
 
 // redactPattern replaces re's matches in s by Redacted: the whole match for a
 // pattern without groups, else the text of each group that took part (groups
-// nested in an earlier one are covered by it). It returns how many it replaced.
+// nested in an earlier one are covered by it), or the whole match when none took
+// part (an alternative without the group). It returns how many it replaced.
+//
+// The patterns match a view of s without what a reader does not see (viewOf): the
+// agent chooses what its commands print, and a colour code, a carriage return or a
+// zero-width character inside a secret must not split it from the pattern. A match
+// in the view redacts everything it spans in s, the invisible parts included.
 func redactPattern(re *regexp.Regexp, s string) (string, int) {
-	matches := re.FindAllStringSubmatchIndex(s, -1)
+	view := viewOf(s)
+	matches := re.FindAllStringSubmatchIndex(view.text, -1)
 	if matches == nil {
 		return s, 0
 	}
 	var b strings.Builder
 	last, n := 0, 0
 	for _, m := range matches {
-		spans := [][2]int{{m[0], m[1]}}
-		if len(m) > 2 {
-			spans = spans[:0]
-			for g := 2; g+1 < len(m); g += 2 {
-				if m[g] >= 0 {
-					spans = append(spans, [2]int{m[g], m[g+1]})
-				}
+		var spans [][2]int
+		for g := 2; g+1 < len(m); g += 2 {
+			if m[g] >= 0 && m[g+1] > m[g] {
+				spans = append(spans, [2]int{m[g], m[g+1]})
 			}
 		}
+		if len(spans) == 0 {
+			spans = [][2]int{{m[0], m[1]}}
+		}
 		for _, sp := range spans {
-			if sp[0] < last || sp[1] <= sp[0] {
+			if sp[1] <= sp[0] {
 				continue
 			}
-			b.WriteString(s[last:sp[0]])
+			start, end := view.at[sp[0]], view.at[sp[1]-1]+1
+			if start < last {
+				continue
+			}
+			b.WriteString(s[last:start])
 			b.WriteString(Redacted)
-			last = sp[1]
+			last = end
 			n++
 		}
 	}
 	b.WriteString(s[last:])
 	return b.String(), n
+}
+
+// invisible are what a summary holds of the characters a reader does not see, as
+// mask.Escape spells them (\x1b[31m, \x0d, \u200b): terminal escape sequences
+// whole, then any other escaped character.
+var invisible = regexp.MustCompile(`\\x1b\[[0-?]*[ -/]*[@-~]|\\x1b\][^\n]*?(?:\\x07|\\x1b\\)|\\x[0-9a-f]{2}|\\u[0-9a-f]{4}`)
+
+// matchView is a text as Redact rules match it: at[i] is the offset in the
+// original of the view's byte i.
+type matchView struct {
+	text string
+	at   []int
+}
+
+// viewOf is s without its invisible parts: escaped control and format characters,
+// terminal escape sequences, control characters (a summary has them escaped, and
+// a carriage return among them), and format characters (soft hyphens, zero-width
+// joiners) that mask.Escape leaves as they are.
+func viewOf(s string) matchView {
+	skips := invisible.FindAllStringIndex(s, -1)
+	var b strings.Builder
+	at := make([]int, 0, len(s))
+	for i := 0; i < len(s); {
+		for len(skips) > 0 && skips[0][0] < i {
+			skips = skips[1:]
+		}
+		if len(skips) > 0 && skips[0][0] == i {
+			i = skips[0][1]
+			skips = skips[1:]
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (unicode.IsControl(r) && r != '\n' && r != '\t') || unicode.Is(unicode.Cf, r) {
+			i += size
+			continue
+		}
+		for k := range size {
+			at = append(at, i+k)
+		}
+		b.WriteString(s[i : i+size])
+		i += size
+	}
+	return matchView{text: b.String(), at: at}
 }
 
 func resultActivation(res Result) map[string]any {
