@@ -45,8 +45,8 @@ func ResultOf(tool v1.ToolName, input json.RawMessage, exec *v1.Execution, obs *
 const ResultWithheld = "[output withheld] The call ran, and a policy kept its output from you"
 
 // ApplyResult records what the result rules did (policy.CheckResult) on the
-// observation the model reads: the redacted summary; for a Replace, a summary
-// that says the output was withheld, and the rule's instruction, which the agent
+// observation the model reads: the redacted summary; for a Replace or a Stop, a
+// summary that says the output was withheld, and the rule's instruction, which the agent
 // loop gives the model as its own message after the turn's tool results, never as
 // part of a tool result. The Execution keeps what ran and printed.
 func ApplyResult(obs *v1.Observation, verdict policy.ResultVerdict) *v1.Observation {
@@ -56,7 +56,9 @@ func ApplyResult(obs *v1.Observation, verdict policy.ResultVerdict) *v1.Observat
 	out := obs.DeepCopy()
 	out.ResultCheck = verdict.Check.DeepCopy()
 	out.Summary = fitSummary(verdict.Summary)
-	if verdict.Check.Action == v1.RuleReplace {
+	// A Stop is stricter than a Replace: the output it stopped the task on never
+	// reaches the model either (an MCP client gets the observation of the call).
+	if a := verdict.Check.Action; a == v1.RuleReplace || a == v1.RuleStop {
 		head := "[exit code: none]"
 		if obs.ExitCode != nil {
 			head = fmt.Sprintf("[exit code: %d]", *obs.ExitCode)
@@ -64,6 +66,9 @@ func ApplyResult(obs *v1.Observation, verdict policy.ResultVerdict) *v1.Observat
 		why := "a policy in scope is not Ready, so the result rules could not be checked"
 		if ref := verdict.Check.PolicyRuleRef; ref != nil {
 			why = "rule " + ref.String() + " replaced it"
+			if verdict.Check.Action == v1.RuleStop {
+				why = "rule " + ref.String() + " stopped the task on it"
+			}
 		}
 		out.Summary = mask.Secrets(fmt.Sprintf("%s\n%s (%s); people can read it in the Execution. Do not run the call again to see it.\n", head, ResultWithheld, why))
 		out.Instruction = verdict.Instruction
