@@ -162,7 +162,9 @@ func observe(w *World) Step {
 	made := pipeline.CancelledWhileRunning(intent, pipeline.FromExecution(done, w.Now))
 	verdict := checkResult(w, done, made)
 	c := Change{Ran: done, Conditions: []metav1.Condition{Condition(intent, v1.ConditionExecuted, true, v1.ReasonExecutionFinished, fmt.Sprintf("Execution %s finished: %s", done.Name, made.Outcome))}}
-	if verdict.Check != nil && verdict.Check.Action == v1.RuleAsk {
+	if (verdict.Check != nil && verdict.Check.Action == v1.RuleAsk) || pipeline.ResultAwaitsRelease(intent) {
+		// Once held, only a human releases it (holdResult), whatever the policies
+		// say by now.
 		return holdResult(w, c, done, made, verdict)
 	}
 	obs := pipeline.ApplyResult(made, verdict)

@@ -21,6 +21,9 @@ import (
 // the next pass (read from the API server), never a second one.
 func holdResult(w *World, c Change, done *v1.Execution, made *v1.Observation, verdict policy.ResultVerdict) Step {
 	intent := w.Intent
+	if verdict.Check == nil || verdict.Check.Action != v1.RuleAsk {
+		return heldNoLonger(w, c, made, verdict)
+	}
 	if !w.ResultApproval.Known {
 		return read(NeedResultApproval)
 	}
@@ -58,5 +61,26 @@ func holdResult(w *World, c Change, done *v1.Execution, made *v1.Observation, ve
 	c.Ran = ran
 	obs := pipeline.ApplyRelease(made, verdict, release, why)
 	c.Events = append(c.Events, event(EventResultChecked, release != pipeline.Released, a, "result rules: %s", resultEffects(obs.ResultCheck)))
+	return finish(w, c, obs)
+}
+
+// heldNoLonger ends an intent whose output was held for a human when the result
+// rules, checked again, no longer ask for it: the policies changed while it was
+// held. A rule that now stops the task or replaces the output acts as on any
+// result; otherwise nobody released the output, so the model gets the fixed
+// refusal, as a call whose Approval's deciding policy changed is refused, never
+// run. Whoever can edit a policy cannot release what a rule's approvers were to.
+func heldNoLonger(w *World, c Change, made *v1.Observation, verdict policy.ResultVerdict) Step {
+	if verdict.Check != nil && (verdict.Check.Action == v1.RuleStop || verdict.Check.Action == v1.RuleReplace) {
+		obs := pipeline.ApplyResult(made, verdict)
+		c.Events = append(c.Events, event(EventResultChecked, true, nil, "result rules: %s", resultEffects(obs.ResultCheck)))
+		return finish(w, c, obs)
+	}
+	if verdict.Check == nil {
+		verdict.Check = &v1.ResultCheck{Action: v1.RuleAllow}
+	}
+	why := "output withheld: it was held for a human, the rule that held it no longer decides (the policies changed while it was held), and nobody released it"
+	obs := pipeline.ApplyRelease(made, verdict, pipeline.ReleaseRefused, why)
+	c.Events = append(c.Events, event(EventResultChecked, true, nil, "result rules: %s", resultEffects(obs.ResultCheck)))
 	return finish(w, c, obs)
 }
