@@ -822,7 +822,7 @@ type RuleFires struct {
 	// across its policy's generations.
 	// +required
 	PolicyRuleRef PolicyRuleReference `json:"policyRuleRef"`
-	// when is ToolCall or Completion.
+	// when is ToolCall, Completion or Result.
 	// +required
 	When RuleEvent `json:"when"`
 	// fires is how often it acted.

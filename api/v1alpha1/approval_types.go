@@ -88,6 +88,32 @@ type ApprovalRequest struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	ProposerReason string `json:"proposerReason,omitempty"`
+	// result, when set, makes this Approval a release of a call that ran: a Result
+	// rule with action Ask holds the call's output from the model until a human
+	// approves it (the model gets it) or denies it (the model gets a fixed refusal
+	// instead). Absent on an Approval of a call before it runs.
+	// +optional
+	Result *ApprovalResult `json:"result,omitempty"`
+}
+
+// ApprovalResult is the output of a call that ran, held for a human to release.
+type ApprovalResult struct {
+	// executionName is the Execution that ran the call and keeps its whole output.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ExecutionName string `json:"executionName"`
+	// outcome of the call.
+	// +required
+	Outcome Outcome `json:"outcome"`
+	// exitCode of the tool, when it exited.
+	// +optional
+	ExitCode *int32 `json:"exitCode,omitempty"`
+	// output is what the model would see, after the redactions of the result
+	// rules, secrets masked, cut to its head and tail.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16384
+	Output string `json:"output,omitempty"`
 }
 
 // ApprovalSpec is a request for a human decision on one intent. Every field except

@@ -185,6 +185,10 @@ const (
 	ReasonNotExecuted = "NotExecuted"
 	// ReasonObservationWritten: the observation is written.
 	ReasonObservationWritten = "ObservationWritten"
+	// ReasonResultAwaitingRelease: the call ran, and a Result rule with action Ask
+	// holds its output from the model until a human releases it (an Approval with
+	// request.result); the model's next turn waits.
+	ReasonResultAwaitingRelease = "ResultAwaitingRelease"
 
 	// ReasonPolicyCompiled: every rule compiled and every example passed.
 	ReasonPolicyCompiled = "Compiled"

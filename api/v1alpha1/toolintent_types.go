@@ -409,6 +409,47 @@ type Observation struct {
 	// observedAt is when the observation was written.
 	// +optional
 	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
+	// resultCheck says which result rules (when: Result) matched the call's output
+	// and what they did to what the model sees. Absent when no result rule matched
+	// (or the call did not run).
+	// +optional
+	ResultCheck *ResultCheck `json:"resultCheck,omitempty"`
+}
+
+// ResultCheck is what the result rules did with one executed call's output. The
+// Execution keeps what ran and printed; the observation's summary is what the model
+// sees after these rules.
+type ResultCheck struct {
+	// action is what decided the result: Allow (the output goes to the model, with
+	// any redactions), Redact, Replace (the model gets the instruction instead),
+	// Ask (a human releases it) or Stop (the task ends).
+	// +required
+	Action RuleAction `json:"action"`
+	// policyRuleRef names the rule that decided, at its policy's generation; absent
+	// when no acting rule matched.
+	// +optional
+	PolicyRuleRef *PolicyRuleReference `json:"policyRuleRef,omitempty"`
+	// reason of the deciding rule, in words a person can check.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Reason string `json:"reason,omitempty"`
+	// effects say, one line each, what the acting rules did: "output replaced by
+	// rule ToolPolicy/p/r", "2 matches redacted by rule ToolPolicy/p/r".
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=1024
+	Effects []string `json:"effects,omitempty"`
+	// redactions is how many matches the Redact rules replaced in the summary.
+	// +optional
+	Redactions int32 `json:"redactions,omitempty"`
+	// nonActingHits are result rules that matched without acting: Audit and DryRun
+	// rules (with the action they would have taken), rules below the one that
+	// decided, and rules past their maxFires.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	NonActingHits []RuleHit `json:"nonActingHits,omitempty"`
 }
 
 // ToolIntentStatus records the pipeline's steps for the intent.

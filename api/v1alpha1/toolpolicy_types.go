@@ -5,8 +5,9 @@ import (
 )
 
 // RuleAction is what a matching rule does. The strictest matching rule decides:
-// Stop > Deny > Ask > Redirect > Allow.
-// +kubebuilder:validation:Enum=Allow;Ask;Deny;Audit;Redirect;Stop
+// Stop > Deny > Ask > Redirect > Allow for calls, Stop > Ask > Replace > Redact for
+// results.
+// +kubebuilder:validation:Enum=Allow;Ask;Deny;Audit;Redirect;Stop;Redact;Replace
 type RuleAction string
 
 const (
@@ -20,10 +21,16 @@ const (
 	RuleRedirect RuleAction = "Redirect"
 	// RuleStop runs nothing of the turn and ends the task Failed (PolicyStopped).
 	RuleStop RuleAction = "Stop"
+	// RuleRedact (result rules only) replaces what the rule's redact patterns or
+	// the secret detector matched in the output before the model sees it.
+	RuleRedact RuleAction = "Redact"
+	// RuleReplace (result rules only) withholds the output from the model, which
+	// gets the rule's registered instruction instead.
+	RuleReplace RuleAction = "Replace"
 )
 
 // RuleEvent is when a rule is evaluated.
-// +kubebuilder:validation:Enum=ToolCall;Completion
+// +kubebuilder:validation:Enum=ToolCall;Completion;Result
 type RuleEvent string
 
 const (
@@ -32,7 +39,30 @@ const (
 	// WhenCompletion: the rule checks a model task's final answer before it is
 	// accepted, with match.cel over the task's recorded history.
 	WhenCompletion RuleEvent = "Completion"
+	// WhenResult: the rule checks what an executed call returned before the model
+	// sees it, with match.tools and match.cel over the call and its result.
+	WhenResult RuleEvent = "Result"
 )
+
+// RedactSpec says what a Redact rule replaces in a call's output.
+// +kubebuilder:validation:XValidation:rule="(has(self.patterns) && size(self.patterns) > 0) || (has(self.secrets) && self.secrets)",message="redact needs something to redact: patterns, secrets: true, or both"
+type RedactSpec struct {
+	// patterns are RE2 regular expressions (Go's regexp syntax). A pattern without
+	// capture groups replaces its whole match; one with groups replaces what each
+	// group matched, so `(?m)^\s+[\w.-]+:\s+(\S+)$` keeps the keys of a YAML map
+	// and redacts the values. A pattern that does not compile makes the policy not
+	// Ready, with the error.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=1024
+	Patterns []string `json:"patterns,omitempty"`
+	// secrets runs toolgate's secret detector (the one that masks every text
+	// toolgate shows) on the output as well and counts what it found.
+	// +optional
+	Secrets bool `json:"secrets,omitempty"`
+}
 
 // Enforcement says whether a rule acts.
 // +kubebuilder:validation:Enum=Enforce;DryRun
@@ -94,7 +124,8 @@ type RuleMatch struct {
 	Paths []string `json:"paths,omitempty"`
 	// cel is a CEL expression that must evaluate to true for the rule to match. A
 	// ToolCall rule sees `intent` (tool, input, categories, parts, argv, task, mode);
-	// a Completion rule sees `history` (the task's calls in order, each with tool,
+	// a Result rule sees `intent` and `result` (outcome, exitCode, output, fullOutput,
+	// truncated, files); a Completion rule sees `history` (the task's calls in order, each with tool,
 	// input, category, outcome, exitCode, executed) and `answer` (the final answer's
 	// text).
 	// +optional
@@ -137,8 +168,12 @@ type RuleExamples struct {
 
 // PolicyRule is one ordered rule.
 // +kubebuilder:validation:XValidation:rule="!has(self.match) || !has(self.match.judge) || (has(self.enforcement) && self.enforcement == 'DryRun' && (!has(self.when) || self.when == 'ToolCall'))",message="a rule with match.judge runs in shadow for now: set enforcement: DryRun (its verdicts are recorded and measured, never acted on), on a tool-call rule"
-// +kubebuilder:validation:XValidation:rule="self.action == 'Redirect' ? has(self.instruction) : !has(self.instruction)",message="instruction is required for a Redirect rule and allowed only there: it is the registered text the model gets instead of the call's result"
-// +kubebuilder:validation:XValidation:rule="!has(self.maxFires) && !has(self.cooldownSeconds) || self.action == 'Redirect'",message="maxFires and cooldownSeconds are for Redirect rules only: a Deny, Ask or Stop rule that stopped acting after some fires would let the next call through"
+// +kubebuilder:validation:XValidation:rule="self.action in ['Redirect', 'Replace'] ? has(self.instruction) : !has(self.instruction)",message="instruction is required for a Redirect or Replace rule and allowed only there: it is the registered text the model gets instead of the call's result"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxFires) && !has(self.cooldownSeconds) || self.action in ['Redirect', 'Replace']",message="maxFires and cooldownSeconds are for Redirect rules only (and Replace, among Result rules): a Deny, Ask, Stop or Redact rule that stopped acting after some fires would let the next call or secret through"
+// +kubebuilder:validation:XValidation:rule="self.action == 'Redact' ? has(self.redact) : !has(self.redact)",message="redact is required for a Redact rule and allowed only there: it says what to replace in the output"
+// +kubebuilder:validation:XValidation:rule="(has(self.when) && self.when == 'Result') || !(self.action in ['Redact', 'Replace'])",message="Redact and Replace act on what a call returned: set when: Result"
+// +kubebuilder:validation:XValidation:rule="!has(self.when) || self.when != 'Result' || self.action in ['Redact', 'Replace', 'Ask', 'Stop', 'Audit']",message="a Result rule's action is Redact, Replace, Ask, Stop or Audit: the call has run already, so Allow, Deny and Redirect mean nothing for its result"
+// +kubebuilder:validation:XValidation:rule="!has(self.when) || self.when != 'Result' || ((!has(self.match) || (!has(self.match.categories) && !has(self.match.commands) && !has(self.match.paths))) && (!has(self.examples) || (!has(self.examples.match) && !has(self.examples.notMatch))) && !has(self.grants))",message="a Result rule matches with match.tools and match.cel (which sees the call as a tool-call rule does, and its result); categories, commands, paths and examples are for tool-call rules, grants for tool-call Ask rules"
 // +kubebuilder:validation:XValidation:rule="!has(self.when) || self.when != 'Completion' || self.action in ['Redirect', 'Deny', 'Audit']",message="a Completion rule's action is Redirect (the model goes on with the instruction), Deny (the task fails) or Audit"
 // +kubebuilder:validation:XValidation:rule="!has(self.when) || self.when != 'Completion' || ((!has(self.match) || (!has(self.match.tools) && !has(self.match.categories) && !has(self.match.paths))) && (!has(self.examples) || (!has(self.examples.match) && !has(self.examples.notMatch))))",message="a Completion rule matches with match.cel over the task's history only: tools, categories and paths describe a tool call, and examples are bash commands"
 // +kubebuilder:validation:XValidation:rule="!has(self.grants) || self.action == 'Ask'",message="grants are for Ask rules only: they extend an approval, and only an Ask rule asks for one"
@@ -150,18 +185,19 @@ type PolicyRule struct {
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 	// action when the rule matches: Allow, Ask, Deny, Redirect, Stop or Audit
-	// (record only).
+	// (record only); a Result rule's is Redact, Replace, Ask, Stop or Audit.
 	// +required
 	Action RuleAction `json:"action"`
-	// when the rule is evaluated: ToolCall (default), for each proposed call, or
-	// Completion, for a model task's final answer before it is accepted. (Not "on":
+	// when the rule is evaluated: ToolCall (default), for each proposed call,
+	// Completion, for a model task's final answer before it is accepted, or Result,
+	// for what an executed call returned before the model sees it. (Not "on":
 	// YAML 1.1, which kubectl reads manifests with, turns an unquoted on key into
 	// true, and the rule would silently become a tool-call rule.)
 	// +optional
 	When RuleEvent `json:"when,omitempty"`
 	// instruction is the fixed text a Redirect rule gives the model, after every tool
-	// result of the turn, instead of running the call: registered here, never
-	// generated.
+	// result of the turn, instead of running the call (a Replace rule: instead of
+	// the call's output): registered here, never generated.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
@@ -204,6 +240,10 @@ type PolicyRule struct {
 	// a grant's uses and lifetime. Only on Ask rules.
 	// +optional
 	Grants *RuleGrants `json:"grants,omitempty"`
+	// redact says what a Redact rule replaces in the output: patterns, the secret
+	// detector, or both. Only on Redact rules.
+	// +optional
+	Redact *RedactSpec `json:"redact,omitempty"`
 }
 
 // ToolPolicySpec holds the ordered rules of a policy.

@@ -159,7 +159,18 @@ func RenderApprovalRequest(w io.Writer, a *v1.Approval, now time.Time) error {
 	}
 	line("Risk", "%s (category %s)", orDash(string(r.Risk)), orDash(string(r.Category)))
 	rule := r.PolicyRuleRef.WithGeneration()
-	line("Runs behind", "%s", wallsLine(r.Walls))
+	if res := r.Result; res != nil {
+		// A release of an output: the call ran already; what is asked is whether
+		// the model may read what it printed.
+		exit := "none"
+		if res.ExitCode != nil {
+			exit = fmt.Sprint(*res.ExitCode)
+		}
+		line("Release", "the call ran (Execution %s, %s, exit code %s); approve to give the model this output, deny to withhold it", res.ExecutionName, res.Outcome, exit)
+		line("Output", "%s", mask.Secrets(res.Output))
+	} else {
+		line("Runs behind", "%s", wallsLine(r.Walls))
+	}
 	if r.Sandbox != nil {
 		line("Sandbox", "%s", sandboxLine(r.Sandbox.Profile))
 		line("Network", "%s", networkLine(r.Sandbox.Profile.Network))

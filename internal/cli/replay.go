@@ -69,6 +69,11 @@ type ReplayedIntent struct {
 	// Notes are differences that are not a changed decision, such as a newer
 	// generation of the same rule (which changes the fingerprint an approval is bound to).
 	Notes []string `json:"notes,omitempty"`
+	// RecordedResult and ReplayedResult are what the result rules did with the
+	// call's output when it was observed, and would do now (ReplayResults); absent
+	// for a call that did not run, and when no rule matched.
+	RecordedResult *v1.ResultCheck `json:"recordedResult,omitempty"`
+	ReplayedResult *v1.ResultCheck `json:"replayedResult,omitempty"`
 }
 
 // Verdict is how a call fared in validation and policy.
@@ -258,6 +263,10 @@ func RenderReplay(w io.Writer, rep ReplayReport) error {
 		fmt.Fprintf(&b, "\n%sturn %d [%d] %s %s  %s\n", mark, r.Turn, r.Index, r.Tool, r.Name, oneLine(r.Input, 100))
 		fmt.Fprintf(&b, "    recorded: %s\n", verdictText(r.Recorded))
 		fmt.Fprintf(&b, "    now:      %s\n", verdictText(r.Replayed))
+		if r.RecordedResult != nil || r.ReplayedResult != nil {
+			fmt.Fprintf(&b, "    result recorded: %s\n", resultKey(r.RecordedResult))
+			fmt.Fprintf(&b, "    result now:      %s\n", resultKey(r.ReplayedResult))
+		}
 		for _, c := range r.Changes {
 			fmt.Fprintf(&b, "    CHANGED:  %s\n", c)
 		}
@@ -311,7 +320,9 @@ nothing; --execute re-runs calls, in a throwaway task on a copy of the workspace
 
 --dry-run re-runs validation and the policies as they are now over every recorded
 intent of the task, in turn and index order, and reports each decision that would
-differ from the recorded one.
+differ from the recorded one. It runs the result rules (when: Result) as well on
+the output each call's Execution recorded, and reports where what they do (the
+deciding rule, what was redacted or replaced) would differ.
 
 --model asks a model, for each recorded turn, what it would propose given the
 conversation the recorded model saw before that turn (the recorded replies and
@@ -402,6 +413,7 @@ error included.`,
 			}
 			rep.Broken = loaded.Broken
 			rep.Intents = Replay(objs.task, objs.intents, objs.approvals, loaded)
+			ReplayResults(objs.task, objs.intents, objs.executions, loaded, rep.Intents)
 			for _, r := range rep.Intents {
 				if r.Changed {
 					rep.Changed++

@@ -433,10 +433,39 @@ func renderIntent(b *strings.Builder, it IntentTrace) {
 			executed = "executed"
 		}
 		line("Observation", "%s (%s)", o.Outcome, executed)
+		if rc := o.ResultCheck; rc != nil {
+			line("Result rules", "%s", resultCheckText(rc, o.Instruction))
+		}
 		b.WriteString(indent(o.Summary, pad+"| ") + "\n")
 	} else {
 		line("Waiting", "%s", it.Waiting)
 	}
+}
+
+// resultCheckText says what the result rules did with an output: the deciding rule,
+// each effect ("output replaced by rule K/p/r", "2 matches redacted by rule
+// K/p/r"), the rules that matched without acting, and a Replace's instruction.
+func resultCheckText(rc *v1.ResultCheck, instruction string) string {
+	text := string(rc.Action)
+	if rc.PolicyRuleRef != nil {
+		text += " by " + rc.PolicyRuleRef.WithGeneration()
+	}
+	if rc.Reason != "" {
+		text += "\n" + rc.Reason
+	}
+	for _, e := range rc.Effects {
+		text += "\n" + e
+	}
+	for _, h := range rc.NonActingHits {
+		text += fmt.Sprintf("\nalso matched: %s (%s, %s)", h.PolicyRuleRef, h.Action, orDash(string(h.Enforcement)))
+		if h.Limited != "" {
+			text += ", limited: " + h.Limited
+		}
+	}
+	if rc.Action == v1.RuleReplace && instruction != "" {
+		text += "\ninstruction to the model: " + instruction
+	}
+	return text
 }
 
 // indentRest indents every line of s but the first.

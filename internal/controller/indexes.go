@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/pipeline"
 )
 
 // Field indexes the reconcilers list by.
@@ -18,7 +19,8 @@ const (
 	// batch of one turn is found without reading the task's whole history, so a
 	// task's thousandth call costs what its first did.
 	IndexIntentTurn = "toolgate.dev/task-turn"
-	// IndexIntentStop indexes the ToolIntents decided Stop by their task's name: a
+	// IndexIntentStop indexes the ToolIntents decided Stop, or whose result a result
+	// rule stopped, by their task's name: a
 	// task with one takes no more calls, from the moment the Stop is recorded, not
 	// only once the task's status says Failed.
 	IndexIntentStop = "toolgate.dev/stopped-task"
@@ -60,7 +62,7 @@ func setupIndexes(mgr ctrl.Manager, _ Options) error {
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1.ToolIntent{}, IndexIntentStop, func(o client.Object) []string {
 		in := o.(*v1.ToolIntent)
-		if d := in.Status.Decision; d != nil && d.Action == v1.DecisionStop {
+		if d := in.Status.Decision; d != nil && (d.Action == v1.DecisionStop || pipeline.ResultStopped(in.Status.Observation)) {
 			return []string{in.Spec.TaskRef.Name}
 		}
 		return nil

@@ -66,6 +66,16 @@ func (r *ToolIntentReconciler) read(ctx context.Context, run *intentRun, w *tool
 			return err
 		}
 		w.TaskHistory.Set(history)
+	case toolintent.NeedResultPolicies:
+		loaded, err := r.Policies.LoadFresh(ctx, r.APIReader, intent.Namespace, run.began)
+		if err != nil {
+			return err
+		}
+		w.ResultPolicies.Set(&toolintent.ResultPolicies{Cluster: loaded.Cluster, Namespaced: loaded.Namespaced, Broken: loaded.BrokenResult, Fires: r.fireCounts(ctx, run)})
+	case toolintent.NeedResultApproval:
+		a, err := r.readApproval(ctx, intent.Namespace, pipeline.ResultApprovalName(intent), true)
+		w.ResultApproval.Set(a)
+		return err
 	case toolintent.NeedGrants:
 		var grants v1.ApprovalGrantList
 		if err := r.List(ctx, &grants, client.InNamespace(intent.Namespace), client.MatchingFields{IndexGrantTask: run.task.Name}); err != nil {

@@ -76,7 +76,8 @@ var intentChainChanged = predicate.TypedFuncs[client.Object]{
 }
 
 // taskSummaryChanged passes an intent change that changes its task's status
-// (pipeline.TaskStatus): its outcome, whether it waits for a human; or that its
+// (pipeline.TaskStatus): its outcome, whether it (or its held output) waits for a
+// human; or that its
 // proposer cancelled it (spec.cancel), which the task acts on when the call runs
 // (stopRunningCalls). Each wakes the task after taskSummaryDelay (see
 // enqueueTaskOfIntent).
@@ -85,7 +86,7 @@ var taskSummaryChanged = predicate.TypedFuncs[client.Object]{
 		old, oldOK := e.ObjectOld.(*v1.ToolIntent)
 		now, nowOK := e.ObjectNew.(*v1.ToolIntent)
 		return !oldOK || !nowOK || outcomeOf(old) != outcomeOf(now) || pipeline.AwaitsApproval(old) != pipeline.AwaitsApproval(now) ||
-			old.Spec.Cancel != now.Spec.Cancel
+			pipeline.ResultAwaitsRelease(old) != pipeline.ResultAwaitsRelease(now) || old.Spec.Cancel != now.Spec.Cancel
 	},
 }
 

@@ -95,8 +95,8 @@ func ApplyAskLimits(d *v1.Decision, limit int32, others []v1.Approval, history *
 
 // RuleFires counts how often each rule with limits acted in a task: the Redirect
 // decisions of its intents (every decision an intent had, superseded ones too, so a
-// decision made again does not hide a fire) and the Redirect and Deny verdicts of its
-// completion checks. taskUID keeps out intents decided for an earlier task of the
+// decision made again does not hide a fire), the Replace verdicts of its observations'
+// result checks, and the Redirect and Deny verdicts of its completion checks. taskUID keeps out intents decided for an earlier task of the
 // same name. The result is sorted by policy and rule, and is what maxFires and
 // cooldownSeconds are enforced from; the task's status.ruleFires shows the
 // v1.MaxRuleFires of it that fired last.
@@ -134,6 +134,16 @@ func RuleFires(taskUID string, intents []v1.ToolIntent, checks []v1.CompletionCh
 				turnFired[key] = true
 				count(past.PolicyRuleRef, v1.WhenToolCall, &at)
 			}
+		}
+	}
+	for i := range intents {
+		// A Replace result rule fires once per call whose output it replaced.
+		in := &intents[i]
+		if o := in.Status.Observation; o != nil && o.ResultCheck != nil && o.ResultCheck.Action == v1.RuleReplace && o.ResultCheck.PolicyRuleRef != nil {
+			if d := in.Status.Decision; d != nil && d.Sandbox != nil && taskUID != "" && d.Sandbox.TaskUID != taskUID {
+				continue
+			}
+			count(*o.ResultCheck.PolicyRuleRef, v1.WhenResult, o.ObservedAt)
 		}
 	}
 	for _, c := range checks {

@@ -163,7 +163,8 @@ func (c taskConditions) set(typ string, status bool, reason, msg string) {
 type intentTally struct {
 	// awaiting names the intents that wait for a human, in order.
 	awaiting []string
-	// stopped is the first intent decided Stop for this task, if any.
+	// stopped is the first intent decided Stop, or whose result a result rule
+	// stopped, for this task, if any.
 	stopped *v1.ToolIntent
 	// consecutiveRefusals counts the refusals since the last observed call that was
 	// no refusal.
@@ -197,7 +198,7 @@ func countIntents(task *v1.AgentTask, live []v1.ToolIntent, history *v1.CallHist
 		}
 		st.Intents.Total++
 		st.Turn = max(st.Turn, in.Spec.Turn)
-		if d := in.Status.Decision; d != nil && d.Action == v1.DecisionStop && tally.stopped == nil && (d.Sandbox == nil || d.Sandbox.TaskUID == string(task.UID)) {
+		if d := in.Status.Decision; d != nil && (d.Action == v1.DecisionStop || ResultStopped(in.Status.Observation)) && tally.stopped == nil && (d.Sandbox == nil || d.Sandbox.TaskUID == string(task.UID)) {
 			tally.stopped = in
 		}
 		if o := in.Status.Observation; o != nil {
@@ -210,7 +211,7 @@ func countIntents(task *v1.AgentTask, live []v1.ToolIntent, history *v1.CallHist
 			continue
 		}
 		st.Intents.InFlight++
-		if AwaitsApproval(in) {
+		if AwaitsApproval(in) || ResultAwaitsRelease(in) {
 			tally.awaiting = append(tally.awaiting, in.Name)
 		}
 	}
@@ -313,6 +314,10 @@ func setEndCondition(c taskConditions, task *v1.AgentTask, world TaskWorld, tall
 		c.set(v1.ConditionFailed, true, world.WorkspaceReason, world.WorkspaceMessage)
 	case tally.stopped != nil:
 		stopped := tally.stopped
+		if rc := stopped.Status.Observation; ResultStopped(rc) {
+			c.set(v1.ConditionFailed, true, v1.ReasonPolicyStopped, fmt.Sprintf("the result of ToolIntent %s (turn %d) was stopped by rule %s: %s. The call ran; the task takes no more turns.", stopped.Name, stopped.Spec.Turn, rc.ResultCheck.PolicyRuleRef.String(), rc.ResultCheck.Reason))
+			break
+		}
 		d := stopped.Status.Decision
 		c.set(v1.ConditionFailed, true, v1.ReasonPolicyStopped, fmt.Sprintf("ToolIntent %s (turn %d) was decided Stop by rule %s: %s. Nothing of that turn ran, and the task takes no more turns.", stopped.Name, stopped.Spec.Turn, d.PolicyRuleRef.String(), d.Reason))
 	case model != nil && model.CompletionDenied != "":

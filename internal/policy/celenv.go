@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/ext"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 )
@@ -18,6 +19,7 @@ import (
 type celEnvironment struct {
 	toolCall   *cel.Env
 	completion *cel.Env
+	result     *cel.Env
 }
 
 // celEnvironments holds one environment per policy apiVersion. An expression is text
@@ -72,6 +74,17 @@ func celEnvironmentFor(apiVersion string) (celEnvironment, error) {
 //	task       string     the AgentTask's name
 //	namespace  string     its namespace
 //
+// A Result rule sees intent, as a ToolCall rule does, and:
+//
+//	result.outcome     string        Succeeded, Failed, TimedOut or Aborted
+//	result.exitCode    int           the tool's exit code, -1 when it did not exit
+//	result.output      string        the text the model would see (the summary)
+//	result.fullOutput  string        the output the Execution kept, up to the task's cap
+//	result.truncated   bool          whether output was cut (see the summary's notice)
+//	result.files       list(string)  the workspace paths a write_file or edit_file changed
+//
+// and CEL's string extensions (ext.Strings: lowerAscii, indexOf, split, ...).
+//
 // Categories, actions, outcomes and modes are the v1alpha1 enum values (CamelCase).
 func v1alpha1CELEnvironment() (celEnvironment, error) {
 	toolCall, err := cel.NewEnv(cel.Variable("intent", cel.MapType(cel.StringType, cel.DynType)))
@@ -87,5 +100,15 @@ func v1alpha1CELEnvironment() (celEnvironment, error) {
 	if err != nil {
 		return celEnvironment{}, err
 	}
-	return celEnvironment{toolCall: toolCall, completion: completion}, nil
+	// Result rules read text: they get CEL's string extensions (lowerAscii,
+	// indexOf, split, ...), which the older environments do not declare.
+	result, err := cel.NewEnv(
+		cel.Variable("intent", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("result", cel.MapType(cel.StringType, cel.DynType)),
+		ext.Strings(),
+	)
+	if err != nil {
+		return celEnvironment{}, err
+	}
+	return celEnvironment{toolCall: toolCall, completion: completion, result: result}, nil
 }

@@ -47,10 +47,10 @@ func (r *rule) maxFires() int32 {
 
 // limited says why the rule, which would act, does not: it acted maxFires times in
 // the task already, or it acted less than cooldownSeconds before now. Only Redirect
-// rules have limits (the API and Compile refuse them elsewhere): a limit never lets
+// and Replace rules have limits (the API and Compile refuse them elsewhere): a limit never lets
 // a call through that a Deny, Ask or Stop would have held.
 func (r *rule) limited(f Fires, now time.Time) string {
-	if r.spec.Action != v1alpha1.RuleRedirect {
+	if r.spec.Action != v1alpha1.RuleRedirect && r.spec.Action != v1alpha1.RuleReplace {
 		return ""
 	}
 	if limit := r.maxFires(); limit > 0 && f.Count >= limit {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -31,6 +32,8 @@ type CompiledPolicy struct {
 	index      *ruleIndex
 	// completion are the rules with when: Completion, in policy order.
 	completion []*rule
+	// result are the rules with when: Result, in policy order.
+	result []*rule
 }
 
 // ID names the policy as decisions record it: "Kind/name".
@@ -43,7 +46,7 @@ func (p *CompiledPolicy) RuleRef(rule string) v1alpha1.PolicyRuleReference {
 }
 
 // Rules is the number of compiled rules.
-func (p *CompiledPolicy) Rules() int { return len(p.rules) + len(p.completion) }
+func (p *CompiledPolicy) Rules() int { return len(p.rules) + len(p.completion) + len(p.result) }
 
 // Cluster says whether the policy is a ClusterToolPolicy.
 func (p *CompiledPolicy) Cluster() bool { return p.Kind == KindClusterToolPolicy }
@@ -59,6 +62,8 @@ type rule struct {
 	program  cel.Program
 	// celFields are the fields of intent the program reads.
 	celFields celFields
+	// redact are a Redact rule's compiled patterns (result rules).
+	redact []*regexp.Regexp
 }
 
 // Compile compiles a policy written for toolgate.dev/v1alpha1, the version spec's Go
@@ -99,6 +104,10 @@ func CompileFor(apiVersion, kind, name string, generation int64, spec v1alpha1.T
 			p.completion = append(p.completion, r)
 			continue
 		}
+		if r.result() {
+			p.result = append(p.result, r)
+			continue
+		}
 		p.rules = append(p.rules, r)
 	}
 	for _, r := range p.rules {
@@ -113,27 +122,36 @@ func CompileFor(apiVersion, kind, name string, generation int64, spec v1alpha1.T
 func compileRule(env celEnvironment, spec v1alpha1.PolicyRule) (*rule, error) {
 	r := &rule{spec: spec, tools: spec.Match.Tools, categories: spec.Match.Categories}
 	switch spec.Action {
-	case v1alpha1.RuleAllow, v1alpha1.RuleAsk, v1alpha1.RuleDeny, v1alpha1.RuleAudit, v1alpha1.RuleRedirect, v1alpha1.RuleStop:
+	case v1alpha1.RuleAllow, v1alpha1.RuleAsk, v1alpha1.RuleDeny, v1alpha1.RuleAudit, v1alpha1.RuleRedirect, v1alpha1.RuleStop, v1alpha1.RuleRedact, v1alpha1.RuleReplace:
 	default:
-		return nil, fmt.Errorf("action %q is not one of Allow, Ask, Deny, Redirect, Stop, Audit", spec.Action)
+		return nil, fmt.Errorf("action %q is not one of Allow, Ask, Deny, Redirect, Stop, Audit, Redact, Replace", spec.Action)
 	}
 	// The API server checks these too (the CRD's rules); a policy is compiled from
 	// whatever reached the cache, and the rules of what acts are kept in one place.
-	if (spec.Action == v1alpha1.RuleRedirect) != (spec.Instruction != "") {
-		return nil, fmt.Errorf("instruction is required for a Redirect rule and allowed only there")
+	registered := spec.Action == v1alpha1.RuleRedirect || spec.Action == v1alpha1.RuleReplace
+	if registered != (spec.Instruction != "") {
+		return nil, fmt.Errorf("instruction is required for a Redirect or Replace rule and allowed only there")
 	}
-	if (spec.MaxFires != nil || spec.CooldownSeconds != nil) && spec.Action != v1alpha1.RuleRedirect {
-		return nil, fmt.Errorf("maxFires and cooldownSeconds are for Redirect rules only: a Deny, Ask or Stop rule that stopped acting after some fires would let the next call through")
+	if (spec.MaxFires != nil || spec.CooldownSeconds != nil) && !registered {
+		return nil, fmt.Errorf("maxFires and cooldownSeconds are for Redirect rules only (and Replace, among Result rules): a Deny, Ask, Stop or Redact rule that stopped acting after some fires would let the next call or secret through")
 	}
-	if spec.Match.Judge != nil && (spec.Enforcement != v1alpha1.EnforcementDryRun || spec.When == v1alpha1.WhenCompletion) {
+	if (spec.Action == v1alpha1.RuleRedact) != (spec.Redact != nil) {
+		return nil, fmt.Errorf("redact is required for a Redact rule and allowed only there")
+	}
+	if spec.Match.Judge != nil && (spec.Enforcement != v1alpha1.EnforcementDryRun || (spec.When != "" && spec.When != v1alpha1.WhenToolCall)) {
 		return nil, fmt.Errorf("a rule with match.judge runs in shadow for now: set enforcement: DryRun, on a tool-call rule")
 	}
 	switch spec.When {
 	case "", v1alpha1.WhenToolCall:
+		if spec.Action == v1alpha1.RuleRedact || spec.Action == v1alpha1.RuleReplace {
+			return nil, fmt.Errorf("%s acts on what a call returned: set when: Result", spec.Action)
+		}
 	case v1alpha1.WhenCompletion:
 		return compileCompletionRule(env.completion, r)
+	case v1alpha1.WhenResult:
+		return compileResultRule(env.result, r)
 	default:
-		return nil, fmt.Errorf("when %q is not one of ToolCall, Completion", spec.When)
+		return nil, fmt.Errorf("when %q is not one of ToolCall, Completion, Result", spec.When)
 	}
 	switch spec.Enforcement {
 	case "", v1alpha1.EnforcementEnforce, v1alpha1.EnforcementDryRun:
@@ -171,6 +189,9 @@ func compileRule(env celEnvironment, spec v1alpha1.PolicyRule) (*rule, error) {
 			if strings.Contains(err.Error(), "undeclared reference to 'history'") || strings.Contains(err.Error(), "undeclared reference to 'answer'") {
 				return nil, fmt.Errorf("match.cel: %v (history and answer are what a rule with when: Completion sees; this is a tool-call rule)", err)
 			}
+			if strings.Contains(err.Error(), "undeclared reference to 'result'") {
+				return nil, fmt.Errorf("match.cel: %v (result is what a rule with when: Result sees; this is a tool-call rule)", err)
+			}
 			return nil, fmt.Errorf("match.cel: %v", err)
 		}
 		r.program, r.celFields = prg, fields
@@ -206,6 +227,9 @@ func (r *rule) acts() bool {
 
 // completion says whether the rule checks final answers rather than tool calls.
 func (r *rule) completion() bool { return r.spec.When == v1alpha1.WhenCompletion }
+
+// result says whether the rule checks what executed calls returned.
+func (r *rule) result() bool { return r.spec.When == v1alpha1.WhenResult }
 
 // matches says whether the rule applies to the call. Every set field must match.
 //

@@ -45,7 +45,9 @@ type listing struct {
 	done     chan struct{}
 	policies []*policy.CompiledPolicy
 	broken   []string
-	err      error
+	// brokenResult are the broken policies with a rule of when: Result.
+	brokenResult []string
+	err          error
 }
 
 // NewCache returns an empty cache.
@@ -59,6 +61,9 @@ type Set struct {
 	Cluster, Namespaced []*policy.CompiledPolicy
 	// Broken names the policies in scope that do not compile ("Kind/name").
 	Broken []string
+	// BrokenResult names those of Broken with a rule of when: Result: the results
+	// they would check cannot be (policy.CheckResult).
+	BrokenResult []string
 }
 
 // Load lists the ClusterToolPolicies and the namespace's ToolPolicies as they are now
@@ -82,7 +87,11 @@ func (c *Cache) LoadFresh(ctx context.Context, r client.Reader, namespace string
 	if ns.err != nil {
 		return Set{}, ns.err
 	}
-	return Set{Cluster: cl.policies, Namespaced: ns.policies, Broken: append(append([]string(nil), cl.broken...), ns.broken...)}, nil
+	return Set{
+		Cluster: cl.policies, Namespaced: ns.policies,
+		Broken:       append(append([]string(nil), cl.broken...), ns.broken...),
+		BrokenResult: append(append([]string(nil), cl.brokenResult...), ns.brokenResult...),
+	}, nil
 }
 
 // scope returns a listing of one scope that began at or after notBefore.
@@ -120,6 +129,7 @@ func (c *Cache) list(ctx context.Context, r client.Reader, scope string, l *list
 	type item struct {
 		name     string
 		deleting bool
+		result   bool
 		compile  func() (*policy.CompiledPolicy, error)
 	}
 	var items []item
@@ -132,7 +142,7 @@ func (c *Cache) list(ctx context.Context, r client.Reader, scope string, l *list
 		}
 		for i := range list.Items {
 			p := &list.Items[i]
-			items = append(items, item{p.Name, p.DeletionTimestamp != nil, func() (*policy.CompiledPolicy, error) { return c.compiled.ClusterToolPolicy(p) }})
+			items = append(items, item{p.Name, p.DeletionTimestamp != nil, hasResultRules(p.Spec), func() (*policy.CompiledPolicy, error) { return c.compiled.ClusterToolPolicy(p) }})
 		}
 	} else {
 		var list v1.ToolPolicyList
@@ -141,7 +151,7 @@ func (c *Cache) list(ctx context.Context, r client.Reader, scope string, l *list
 		}
 		for i := range list.Items {
 			p := &list.Items[i]
-			items = append(items, item{p.Name, p.DeletionTimestamp != nil, func() (*policy.CompiledPolicy, error) { return c.compiled.ToolPolicy(p) }})
+			items = append(items, item{p.Name, p.DeletionTimestamp != nil, hasResultRules(p.Spec), func() (*policy.CompiledPolicy, error) { return c.compiled.ToolPolicy(p) }})
 		}
 	}
 	sort.Slice(items, func(i, j int) bool { return items[i].name < items[j].name })
@@ -154,6 +164,9 @@ func (c *Cache) list(ctx context.Context, r client.Reader, scope string, l *list
 		compiled, err := it.compile()
 		if err != nil {
 			l.broken = append(l.broken, kind+"/"+it.name)
+			if it.result {
+				l.brokenResult = append(l.brokenResult, kind+"/"+it.name)
+			}
 			continue
 		}
 		l.policies = append(l.policies, compiled)
@@ -176,4 +189,17 @@ func (c *Cache) Compiled() int {
 // SplitID splits a policy's "Kind/name".
 func SplitID(id string) (kind, name string, ok bool) {
 	return strings.Cut(id, "/")
+}
+
+// hasResultRules says whether a policy has a rule of when: Result (written so, or
+// spelled otherwise: a rule whose when is unknown may be one).
+func hasResultRules(spec v1.ToolPolicySpec) bool {
+	for _, r := range spec.Rules {
+		switch r.When {
+		case "", v1.WhenToolCall, v1.WhenCompletion:
+		default:
+			return true
+		}
+	}
+	return false
 }

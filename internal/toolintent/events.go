@@ -18,6 +18,12 @@ const (
 	EventHeldForWorkspace   = "HeldForWorkspace"
 	EventExecutionRequested = "ExecutionRequested"
 	EventObserved           = "Observed"
+	// EventResultChecked: result rules (when: Result) matched the call's output
+	// before the model saw it; the note says what they did.
+	EventResultChecked = "ResultChecked"
+	// EventResultHeld: a Result rule's Ask holds the output from the model; an
+	// Approval (request.result) asks a human to release it.
+	EventResultHeld = "ResultHeld"
 	// EventCancelled: the proposer cancelled the call (spec.cancel) before it ran;
 	// an Approval it waited on is retired. A call cancelled while it ran is stopped
 	// by its task (EventCallStopped) and observed Aborted.

@@ -2,6 +2,7 @@ package toolintent
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -9,6 +10,7 @@ import (
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/executor"
 	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/policy"
 )
 
 // execute names the intent's one Execution, built from the decision's records alone
@@ -154,9 +156,47 @@ func observe(w *World) Step {
 	if done == nil || done.UID != exec.UID || !executor.IsFinished(&done.Status) {
 		return end()
 	}
-	obs := pipeline.CancelledWhileRunning(intent, pipeline.FromExecution(done, w.Now))
-	c := Change{Ran: done, Conditions: []metav1.Condition{Condition(intent, v1.ConditionExecuted, true, v1.ReasonExecutionFinished, fmt.Sprintf("Execution %s finished: %s", done.Name, obs.Outcome))}}
+	if !w.ResultPolicies.Known {
+		return read(NeedResultPolicies)
+	}
+	made := pipeline.CancelledWhileRunning(intent, pipeline.FromExecution(done, w.Now))
+	verdict := checkResult(w, done, made)
+	c := Change{Ran: done, Conditions: []metav1.Condition{Condition(intent, v1.ConditionExecuted, true, v1.ReasonExecutionFinished, fmt.Sprintf("Execution %s finished: %s", done.Name, made.Outcome))}}
+	if (verdict.Check != nil && verdict.Check.Action == v1.RuleAsk) || pipeline.ResultAwaitsRelease(intent) {
+		// Once held, only a human releases it (holdResult), whatever the policies
+		// say by now.
+		return holdResult(w, c, done, made, verdict)
+	}
+	obs := pipeline.ApplyResult(made, verdict)
+	if rc := obs.ResultCheck; rc != nil {
+		c.Events = append(c.Events, event(EventResultChecked, rc.Action == v1.RuleStop || rc.Action == v1.RuleReplace, nil, "result rules: %s", resultEffects(rc)))
+	}
 	return finish(w, c, obs)
+}
+
+// checkResult runs the result rules in force on the call's output before the model
+// sees it (policy.CheckResult).
+func checkResult(w *World, done *v1.Execution, obs *v1.Observation) policy.ResultVerdict {
+	intent, task, rp := w.Intent, w.Task.Value, w.ResultPolicies.Value
+	if rp == nil || task == nil {
+		return policy.ResultVerdict{Summary: obs.Summary}
+	}
+	req := policy.ResultRequest{
+		Call: policy.Request{
+			Namespace: intent.Namespace, Task: task.Name, Mode: task.Spec.Mode,
+			Tool: intent.Spec.Tool, Input: w.Input(), Fires: rp.Fires, Now: w.Now,
+		},
+		Result: pipeline.ResultOf(intent.Spec.Tool, w.Input(), done, obs),
+	}
+	return policy.CheckResult(req, rp.Cluster, rp.Namespaced, rp.Broken)
+}
+
+// resultEffects says in one line what the result rules did.
+func resultEffects(rc *v1.ResultCheck) string {
+	if len(rc.Effects) == 0 {
+		return fmt.Sprintf("%s; %d rules matched without acting", rc.Action, len(rc.NonActingHits))
+	}
+	return strings.Join(rc.Effects, "; ")
 }
 
 // running records where a running Execution runs, and observes a background job

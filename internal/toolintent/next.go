@@ -142,15 +142,24 @@ func taskEnded(w *World) (Step, bool) {
 	return refuse(w, Change{}, v1.OutcomeAborted, reason, reason), true
 }
 
-// stoppedBy says whether a call of another turn of the task was decided Stop. Its
-// own turn is consumed by the Stop itself (consumeTurn), with the result that says so.
+// stoppedBy says whether a call of another turn of the task was decided Stop, or
+// any other call's result was stopped by a result rule. A Stop decision's own turn
+// is consumed by the Stop itself (consumeTurn), with the result that says so.
 func stoppedBy(w *World) (bool, string) {
 	intent, task := w.Intent, w.Task.Value
 	for i := range w.Stops.Value {
 		s := &w.Stops.Value[i]
 		d := s.Status.Decision
+		if s.Name == intent.Name || d == nil || (d.Sandbox != nil && d.Sandbox.TaskUID != string(task.UID)) {
+			continue
+		}
+		if pipeline.ResultStopped(s.Status.Observation) {
+			// The call ran, and a result rule stopped the task: nothing of it
+			// starts any more, its own turn's calls included.
+			return true, fmt.Sprintf("%s: the result of ToolIntent %s was stopped by rule %s", v1.ReasonPolicyStopped, s.Name, s.Status.Observation.ResultCheck.PolicyRuleRef)
+		}
 		sameBatch := len(pipeline.TurnSiblings(intent, []v1.ToolIntent{*s}, string(task.UID))) == 1
-		if s.Name == intent.Name || sameBatch || (d.Sandbox != nil && d.Sandbox.TaskUID != string(task.UID)) {
+		if sameBatch || d.Action != v1.DecisionStop {
 			continue
 		}
 		return true, fmt.Sprintf("%s: ToolIntent %s was decided Stop by rule %s", v1.ReasonPolicyStopped, s.Name, d.PolicyRuleRef)

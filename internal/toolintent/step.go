@@ -64,6 +64,8 @@ const (
 	NeedStale
 	NeedFinishedExecution
 	NeedGrants
+	NeedResultPolicies
+	NeedResultApproval
 )
 
 // Step is the one thing to do next.

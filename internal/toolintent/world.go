@@ -6,6 +6,7 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/pipeline"
+	"github.com/toolgate/toolgate/internal/policy"
 )
 
 // Fact is something read around the intent in this reconcile. Known is false until
@@ -78,6 +79,12 @@ type World struct {
 	// ExistingExecution is the Execution of the wanted name found when creating it
 	// was AlreadyExists.
 	ExistingExecution Fact[*v1.Execution]
+	// ResultPolicies are the policies in force when a finished call is observed,
+	// for its result rules.
+	ResultPolicies Fact[*ResultPolicies]
+	// ResultApproval is the Approval that releases the intent's held output
+	// (pipeline.ResultApprovalName), read from the API server; nil when none exists.
+	ResultApproval Fact[*v1.Approval]
 
 	// ApprovalUsed: this reconcile recorded the Approval consumed by the Execution.
 	ApprovalUsed bool
@@ -87,6 +94,15 @@ type World struct {
 	ExecutionCreated bool
 
 	input json.RawMessage
+}
+
+// ResultPolicies are the policies in scope of the intent's namespace, as the result
+// rules read them (policy.CheckResult), and the task's recorded fires.
+type ResultPolicies struct {
+	Cluster, Namespaced []*policy.CompiledPolicy
+	// Broken names the policies in scope with result rules that do not compile.
+	Broken []string
+	Fires  policy.FireCounts
 }
 
 // Input is the intent's normalized input (pipeline.NormalizedInput), computed once

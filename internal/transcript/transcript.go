@@ -343,7 +343,10 @@ func Pair(task *v1.AgentTask, records []agent.TurnRecord, checks map[int32]v1.Co
 			switch {
 			case in.Status.Observation != nil:
 				observations[i] = in.Status.Observation.Summary
-				if text := in.Status.Observation.Instruction; text != "" && in.Status.Decision != nil {
+				if rc := in.Status.Observation.ResultCheck; rc != nil && rc.Action == v1.RuleReplace && rc.PolicyRuleRef != nil && in.Status.Observation.Instruction != "" {
+					// A Replace result rule's instruction, in place of the output.
+					instructions = append(instructions, agent.Instruction{Rule: rc.PolicyRuleRef.String(), Text: in.Status.Observation.Instruction})
+				} else if text := in.Status.Observation.Instruction; text != "" && in.Status.Decision != nil {
 					instructions = append(instructions, agent.Instruction{Rule: in.Status.Decision.PolicyRuleRef.String(), Text: text})
 				}
 			}

@@ -1,0 +1,88 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/protocol"
+)
+
+// askOnEnvFiles holds what reading an .env file printed until bob releases it.
+func askOnEnvFiles() v1.PolicyRule {
+	return v1.PolicyRule{Name: "env-files", When: v1.WhenResult, Action: v1.RuleAsk, Reason: "environment files may hold credentials",
+		Approvers: v1.Approvers{Users: []string{"bob"}},
+		Match:     v1.RuleMatch{Tools: []v1.ToolName{v1.ToolReadFile}, CEL: `intent.input.path.endsWith('.env')`}}
+}
+
+// heldOutput runs a read of prod.env in task name and waits until its output is
+// held for a human.
+func heldOutput(t *testing.T, name string) *pipelineEnv {
+	p := startPipeline(t)
+	p.task(name, v1.ModeEdit)
+	p.policy("review", askOnEnvFiles())
+	p.propose(name, 0, 0, v1.ToolReadFile, `{"path":"prod.env"}`)
+	intent := name + "-t0-0"
+	p.condition(intent, v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonExecutionCreated)
+	p.runJob(intent, protocol.Result{ExitCode: 0}, "DB_HOST=prod-db.internal\n")
+	p.condition(intent, v1.ConditionObserved, metav1.ConditionFalse, v1.ReasonResultAwaitingRelease)
+	p.approval(intent + "-result")
+	return p
+}
+
+// TestResultHeldSurvivesAPolicyChange: a held output is released by a human only.
+// Whoever edits the policy while it is held (dropping the Ask rule, or turning it
+// into an Audit) does not release it: as for a call's Approval whose deciding policy
+// changed, the output is withheld.
+func TestResultHeldSurvivesAPolicyChange(t *testing.T) {
+	p := heldOutput(t, "hp")
+	pol := &v1.ToolPolicy{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: "review"}, pol); err != nil {
+		t.Fatal(err)
+	}
+	audit := askOnEnvFiles()
+	audit.Action, audit.Approvers = v1.RuleAudit, v1.Approvers{}
+	pol.Spec.Rules = []v1.PolicyRule{audit}
+	if err := env.Client.Update(context.Background(), pol); err != nil {
+		t.Fatal(err)
+	}
+	in := p.observed("hp-t0-0")
+	mustNotContain(t, "summary", in.Status.Observation.Summary, "prod-db")
+	mustContain(t, "summary", in.Status.Observation.Summary, "[output withheld]")
+}
+
+// TestResultHeldApprovalDeleted: deleting the Approval of a held output does not
+// release it: the controller asks again, and the output stays held.
+func TestResultHeldApprovalDeleted(t *testing.T) {
+	p := heldOutput(t, "hd")
+	old := p.approval("hd-t0-0-result")
+	if err := env.Client.Delete(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	p.eventually("a new Approval", func() (bool, string) {
+		a := &v1.Approval{}
+		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: "hd-t0-0-result"}, a)
+		return err == nil && a.UID != old.UID, "waiting"
+	})
+	p.absent(p.reconciledNow("toolintent", p.getIntent("hd-t0-0")), "an observation without a human", func() bool {
+		return p.getIntent("hd-t0-0").Status.Observation != nil
+	})
+}
+
+// TestResultHeldTaskCancelled: cancelling the task while an output is held does not
+// hand the output to anyone: the intent stays without an observation that carries it.
+func TestResultHeldTaskCancelled(t *testing.T) {
+	p := heldOutput(t, "hc")
+	task := p.getTask("hc")
+	if err := env.Client.Patch(context.Background(), task, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"lifecycle":"Cancelled"}}`))); err != nil {
+		t.Fatal(err)
+	}
+	p.absent(p.reconciledNow("toolintent", p.getIntent("hc-t0-0")), "the held output in an observation", func() bool {
+		obs := p.getIntent("hc-t0-0").Status.Observation
+		return obs != nil && strings.Contains(obs.Summary, "prod-db")
+	})
+}
