@@ -285,6 +285,10 @@ type ExecutionStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1048576
 	Output string `json:"output,omitempty"`
+	// maskedSecrets says what masking found in the output before it was kept: how
+	// many secrets, and which detector rules found them. Absent when none was.
+	// +optional
+	MaskedSecrets *MaskedSecrets `json:"maskedSecrets,omitempty"`
 	// artifactPath is the workspace copy of the full output, readable with read_file.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
@@ -356,4 +360,20 @@ type ExecutionList struct {
 
 func init() {
 	register(&Execution{}, &ExecutionList{})
+}
+
+// MaskedSecrets is what secret masking found in a call's output: the values are
+// gone, and this says only how many and of what kind.
+type MaskedSecrets struct {
+	// count is how many secrets were masked in the output kept.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Count int32 `json:"count"`
+	// kinds are the names of the detector rules that found them
+	// ("aws-access-token", "private-key", ...), sorted, each once.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=128
+	Kinds []string `json:"kinds,omitempty"`
 }

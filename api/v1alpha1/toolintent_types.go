@@ -409,6 +409,10 @@ type Observation struct {
 	// observedAt is when the observation was written.
 	// +optional
 	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
+	// maskedSecrets says what secret masking found in the call's output (from its
+	// Execution): "2 secrets redacted (aws-access-token, private-key)".
+	// +optional
+	MaskedSecrets *MaskedSecrets `json:"maskedSecrets,omitempty"`
 	// resultCheck says which result rules (when: Result) matched the call's output
 	// and what they did to what the model sees. Absent when no result rule matched
 	// (or the call did not run).

@@ -202,11 +202,13 @@ func TestTraceShowsWhatResultRulesDid(t *testing.T) {
 		Effects:       []string{"2 matches redacted by rule ToolPolicy/guard/secret-data", "output replaced by rule ToolPolicy/guard/injection"},
 		NonActingHits: []v1.RuleHit{{PolicyRuleRef: v1.NewPolicyRuleReference(v1.PolicyRuleKindToolPolicy, "guard", 4, "shadow-stop"), Action: v1.RuleStop, Enforcement: v1.EnforcementDryRun}},
 	}
+	replaced.Status.Observation.MaskedSecrets = &v1.MaskedSecrets{Count: 2, Kinds: []string{"aws-access-token", "private-key"}}
 	var text bytes.Buffer
 	if err := RenderTrace(&text, BuildTrace(task, append([]v1.ToolIntent{*replaced}, intents[1:]...), approvals, executions)); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
+		"Secrets: 2 secrets redacted (aws-access-token, private-key)",
 		"Result rules",
 		"Replace by ToolPolicy/guard/injection (generation 4)",
 		"the output tries to instruct the model",

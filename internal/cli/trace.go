@@ -433,6 +433,9 @@ func renderIntent(b *strings.Builder, it IntentTrace) {
 			executed = "executed"
 		}
 		line("Observation", "%s (%s)", o.Outcome, executed)
+		if m := o.MaskedSecrets; m != nil {
+			line("Secrets", "%s", mask.Redacted(int(m.Count), m.Kinds))
+		}
 		if rc := o.ResultCheck; rc != nil {
 			line("Result rules", "%s", resultCheckText(rc, o.Instruction))
 		}

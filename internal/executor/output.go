@@ -48,9 +48,32 @@ func Budgets(maxOutputBytes int32) (head, tail int) {
 // pods/log, and it outlives the pod. The model never reads any of them unmasked: a
 // read_file of the artifact comes back as an observation, masked like this one.
 func ComposeOutput(log LogText, maxOutputBytes int32) (output string, cut bool) {
+	output, cut, _ = composeMasked(log, maxOutputBytes)
+	return output, cut
+}
+
+// SetOutput writes into st the output an Execution keeps (ComposeOutput) and what
+// masking found in it (status.maskedSecrets).
+func SetOutput(st *toolgatev1alpha1.ExecutionStatus, log LogText, maxOutputBytes int32) {
+	var found []string
+	st.Output, st.Truncated, found = composeMasked(log, maxOutputBytes)
+	st.MaskedSecrets = nil
+	if len(found) > 0 {
+		if len(found) > maxMaskedKinds {
+			found = found[:maxMaskedKinds]
+		}
+		st.MaskedSecrets = &toolgatev1alpha1.MaskedSecrets{Count: int32(max(mask.Count(st.Output), 1)), Kinds: found}
+	}
+}
+
+// maxMaskedKinds is what status.maskedSecrets.kinds holds at most.
+const maxMaskedKinds = 32
+
+func composeMasked(log LogText, maxOutputBytes int32) (output string, cut bool, found []string) {
 	output, cut = composeOutput(log, maxOutputBytes)
-	output, cutAfterMasking := CutToStored(mask.Secrets(output), toolgatev1alpha1.MaxOutputTextBytes)
-	return output, cut || cutAfterMasking
+	output, found = mask.Find(output)
+	output, cutAfterMasking := CutToStored(output, toolgatev1alpha1.MaxOutputTextBytes)
+	return output, cut || cutAfterMasking, found
 }
 
 // cutAfterMaskingMarker stands where CutToStored cut a text.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -144,6 +145,32 @@ func TestComposeOutputIsMasked(t *testing.T) {
 	out, cut := ComposeOutput(LogText{Head: []byte(huge), Total: int64(len(huge))}, 1<<20)
 	if StoredSize(out) > toolgatev1alpha1.MaxOutputTextBytes || !cut {
 		t.Fatalf("escaped output of %d bytes (cut %v) does not fit the status", len(out), cut)
+	}
+}
+
+// The Execution keeps what masking found, never the values: how many secrets and
+// which rules found them, which the observation copies and trace shows as "2
+// secrets redacted (aws-access-token, private-key)". An output with none keeps none.
+func TestSetOutputSaysWhatWasMasked(t *testing.T) {
+	key := "AKIA" + "QYLPMN5HFIQR7XYA"
+	pem := "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA0Z3VS5JJcds3xfn/ygWyF8PbnGy0AHB7MhgHcTz6sE2I2yPB\naFDrBz9vFqU4yPz9bQ5yW1Gq3J4eQJbPfOeW7xR0xk8QyH3zPp0nH6P5s2V1kL8w\n-----END RSA PRIVATE KEY-----\n"
+	var st toolgatev1alpha1.ExecutionStatus
+	SetOutput(&st, LogText{Head: []byte("aws_access_key_id = " + key + "\n" + pem), Total: -1}, 1<<16)
+	if strings.Contains(st.Output, key) || strings.Contains(st.Output, "MIIEowIBAAKCAQEA") {
+		t.Fatalf("a secret kept: %q", st.Output)
+	}
+	m := st.MaskedSecrets
+	if m == nil || m.Count < 2 || !slices.Contains(m.Kinds, "aws-access-token") || !slices.Contains(m.Kinds, "private-key") || !slices.IsSorted(m.Kinds) {
+		t.Fatalf("maskedSecrets = %+v; want at least 2, with aws-access-token and private-key, sorted", m)
+	}
+	for _, k := range m.Kinds {
+		if strings.Contains(k, key[4:]) {
+			t.Fatalf("a kind carries the secret: %q", k)
+		}
+	}
+	SetOutput(&st, LogText{Head: []byte("ok: 3 files, sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\n"), Total: -1}, 1<<16)
+	if st.MaskedSecrets != nil {
+		t.Fatalf("an output without secrets says %+v was masked (the status is written again: it must not keep the last output's)", st.MaskedSecrets)
 	}
 }
 

@@ -271,7 +271,7 @@ func projectSession(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1
 		st.StartTime = s.Started
 		st.CompletionTime = ptr.To(metav1.NewTime(run.FinishedAt))
 		st.ExitCode = ptr.To(run.ExitCode)
-		st.Output, st.Truncated = ComposeOutput(LogText{Head: run.Output, Total: -1}, exec.Spec.MaxOutputBytes)
+		SetOutput(st, LogText{Head: run.Output, Total: -1}, exec.Spec.MaxOutputBytes)
 		return failed(toolgatev1alpha1.ErrorException, fmt.Sprintf("the runner in session pod %s exited %d%s without sending its result: it was killed (the tool can signal it, or the pod was stopped), so whether the tool ran to its end, and what it changed, is unknown; the call is not run again, and the session is replaced before the next call", s.Name, run.ExitCode, signalSuffix(run.ExitCode)))
 	}
 	log := LogText{Head: run.Output, Total: -1}

@@ -186,7 +186,7 @@ func project(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alpha1.Execut
 	if a := obs.Answer; a != nil {
 		at := ptr.To(metav1.NewTime(a.At))
 		st.StartTime, st.CompletionTime, st.ExitCode = at, at, ptr.To(a.ExitCode)
-		st.Output, st.Truncated = ComposeOutput(LogText{Head: []byte(a.Output), Total: int64(len(a.Output))}, exec.Spec.MaxOutputBytes)
+		SetOutput(st, LogText{Head: []byte(a.Output), Total: int64(len(a.Output))}, exec.Spec.MaxOutputBytes)
 		st.StdoutBytes = int64(len(a.Output))
 		st.Phase = toolgatev1alpha1.ExecutionSucceeded
 		if a.ExitCode != 0 {
@@ -261,7 +261,7 @@ func projectTerminated(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alp
 			st.ErrorKind = toolgatev1alpha1.ErrorTimeout
 			st.Message = fmt.Sprintf("the Job's deadline passed (%s) and %s", deadlineMessage, err.Error())
 		}
-		st.Output, st.Truncated = ComposeOutput(obs.Log, exec.Spec.MaxOutputBytes)
+		SetOutput(st, obs.Log, exec.Spec.MaxOutputBytes)
 		st.Message = appendNote(st.Message, obs.Log.Err)
 		return toolgatev1alpha1.ReasonJobFailed
 	}
@@ -285,7 +285,7 @@ func projectTerminated(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alp
 		if deadline {
 			st.Message = appendNote(st.Message, fmt.Sprintf("the Job's deadline passed (%s)", deadlineMessage))
 		}
-		st.Output, st.Truncated = ComposeOutput(obs.Log, exec.Spec.MaxOutputBytes)
+		SetOutput(st, obs.Log, exec.Spec.MaxOutputBytes)
 		st.Message = appendNote(st.Message, obs.Log.Err)
 		return toolgatev1alpha1.ReasonJobFailed
 	}
@@ -306,9 +306,8 @@ func projectTerminated(st *toolgatev1alpha1.ExecutionStatus, exec *toolgatev1alp
 	}); facts != (toolgatev1alpha1.ToolFacts{}) {
 		st.Facts = &facts
 	}
-	output, cut := ComposeOutput(obs.Log, exec.Spec.MaxOutputBytes)
-	st.Output = output
-	st.Truncated = res.Truncated || cut
+	SetOutput(st, obs.Log, exec.Spec.MaxOutputBytes)
+	st.Truncated = res.Truncated || st.Truncated
 	st.Message = res.Message
 
 	switch kind := res.ErrorKind; {

@@ -61,10 +61,11 @@ func FromExecution(exec *v1.Execution, now time.Time) *v1.Observation {
 	st := exec.Status
 	t := metav1.NewTime(now)
 	obs := &v1.Observation{
-		Executed:   true,
-		ExitCode:   st.ExitCode,
-		Truncated:  st.Truncated,
-		ObservedAt: &t,
+		Executed:      true,
+		ExitCode:      st.ExitCode,
+		Truncated:     st.Truncated,
+		ObservedAt:    &t,
+		MaskedSecrets: st.MaskedSecrets.DeepCopy(),
 	}
 	if st.Facts != nil {
 		obs.ContentSHA256 = st.Facts.ContentSHA256

@@ -67,6 +67,20 @@ func TestFromExecution(t *testing.T) {
 			},
 		},
 		{
+			name: "what masking found in the output is carried, never the values",
+			exec: func() *v1.Execution {
+				e := makeExecution("x").succeeded().exitCode(0).output("key: [MASKED]\n").obj()
+				e.Status.MaskedSecrets = &v1.MaskedSecrets{Count: 1, Kinds: []string{"aws-access-token"}}
+				return e
+			}(),
+			want: v1.Observation{
+				Outcome: v1.OutcomeSucceeded, Executed: true, ExitCode: ptr[int32](0),
+				Artifact:      "the Execution x (no copy was kept)",
+				Summary:       "[exit code: 0]\nkey: [MASKED]\n",
+				MaskedSecrets: &v1.MaskedSecrets{Count: 1, Kinds: []string{"aws-access-token"}},
+			},
+		},
+		{
 			name: "success of a file tool carries the content hash, and a final newline is added",
 			exec: makeExecution("x").succeeded().exitCode(0).output("1\tpackage main").contentSHA("c0ffee").obj(),
 			want: v1.Observation{
