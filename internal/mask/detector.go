@@ -70,24 +70,59 @@ func gitleaksBuild() *detectors {
 	// gitleaks logs to stderr through a package-level logger; as a library inside a
 	// controller it has nothing to say that toolgate does not report itself.
 	logging.Logger = logging.Logger.Level(zerolog.Disabled)
+	//
+	// The configuration is the one compiled in, so it cannot fail here unless the
+	// module itself is broken; masking without the detector would pass every
+	// provider key its rules know, so that stops the process instead (every test
+	// that masks would fail first).
 	v := viper.New()
 	v.SetConfigType("toml")
 	if err := v.ReadConfig(strings.NewReader(config.DefaultConfig)); err != nil {
-		return nil
+		panic("mask: reading gitleaks' default configuration: " + err.Error())
 	}
 	var vc config.ViperConfig
 	if err := v.Unmarshal(&vc); err != nil {
-		return nil
+		panic("mask: reading gitleaks' default configuration: " + err.Error())
 	}
 	cfg, err := vc.Translate()
 	if err != nil {
-		return nil
+		panic("mask: gitleaks' default configuration: " + err.Error())
 	}
+	lightenAllowlists(&cfg)
 	lines, whole := split(cfg, func(r config.Rule) bool { return !multiLineRules[r.RuleID] })
 	d := &detectors{lines: detect.NewDetector(lines), whole: detect.NewDetector(whole)}
 	d.lines.MaxDecodeDepth = maxDecodeDepth
 	d.whole.MaxDecodeDepth = 0
 	return d
+}
+
+// lightenAllowlists makes each allowlist of cfg again without the index gitleaks
+// builds over its stop words (an Aho-Corasick trie): the default configuration's
+// ~1,500 stop words take about 9 MiB of heap that way, for the whole life of the
+// controller, against toolgate's memory budget (docs/benchmarks.md). Without it
+// gitleaks checks a finding's stop words one by one (Allowlist.ContainsStopWord),
+// which only a finding of a rule with stop words pays, and only once per finding.
+// The stop words are lowercased here, as the trie's builder would have.
+func lightenAllowlists(cfg *config.Config) {
+	light := func(lists []*config.Allowlist) []*config.Allowlist {
+		out := make([]*config.Allowlist, 0, len(lists))
+		for _, a := range lists {
+			words := make([]string, len(a.StopWords))
+			for i, w := range a.StopWords {
+				words[i] = strings.ToLower(w)
+			}
+			out = append(out, &config.Allowlist{
+				Description: a.Description, MatchCondition: a.MatchCondition, Commits: a.Commits,
+				Paths: a.Paths, RegexTarget: a.RegexTarget, Regexes: a.Regexes, StopWords: words,
+			})
+		}
+		return out
+	}
+	cfg.Allowlists = light(cfg.Allowlists)
+	for id, r := range cfg.Rules {
+		r.Allowlists = light(r.Allowlists)
+		cfg.Rules[id] = r
+	}
 }
 
 // split divides cfg's rules into those keep accepts and the rest, each with its
@@ -128,7 +163,7 @@ type span struct {
 // detectSecrets returns what gitleaks finds in s.
 func detectSecrets(s string) []span {
 	d := gitleaks()
-	if d == nil || s == "" {
+	if s == "" {
 		return nil
 	}
 	var spans []span
