@@ -271,9 +271,30 @@ func ruleReason(r *rule, p *CompiledPolicy, evalErr error) string {
 		reason = fmt.Sprintf("Result rule %q of %s matched the output", r.spec.Name, p.ID())
 	}
 	if evalErr != nil {
-		reason += fmt.Sprintf(" (its expression failed, which counts as a match: %v)", evalErr)
+		reason += fmt.Sprintf(" (its expression failed, which counts as a match: %s)", evalFailure(evalErr))
 	}
 	return reason
+}
+
+// evalFailure says why a Result rule's expression failed without quoting the
+// error: CEL's messages quote the values they failed on (no such key: ..., invalid
+// RFC 3339 timestamp "..."), which here are the output, and the reason goes where
+// the output may not (the intent's status, which the agent reads; the Approval; the
+// task's condition; events).
+func evalFailure(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "cost limit"):
+		return "it went over its cost limit"
+	case strings.HasPrefix(msg, "no such key"):
+		return "no such key (the key is not recorded: it may be output)"
+	case strings.HasPrefix(msg, "type conversion error"), strings.HasPrefix(msg, "no such overload"), strings.HasPrefix(msg, "index out of range"):
+		// Fixed texts with types and numbers only.
+		if len(msg) <= 120 && !strings.ContainsAny(msg, "\"\n") {
+			return msg
+		}
+	}
+	return "an evaluation error whose text is not recorded, for it may quote the output"
 }
 
 type redaction struct {
