@@ -131,3 +131,23 @@ func TestResultReleaseIsOfWhatTheApproverSaw(t *testing.T) {
 	in := p.observed("hs-t0-0")
 	mustNotContain(t, "summary", in.Status.Observation.Summary, "prod-db")
 }
+
+// TestResultStopStopsARunningSibling: a call of the same turn that runs beside the
+// one whose result a rule stopped the task on is stopped, not left to finish and
+// hand its output over.
+func TestResultStopStopsARunningSibling(t *testing.T) {
+	p := startPipeline(t)
+	p.task("ss", v1.ModeEdit)
+	p.policy("tripwire", allowKubectlGet(),
+		v1.PolicyRule{Name: "canary", When: v1.WhenResult, Action: v1.RuleStop, Reason: "a canary was read", Match: v1.RuleMatch{CEL: `result.output.contains('CANARY-7f3a')`}})
+	p.proposeTurn("ss", 0, 0, 2, v1.ToolBash, `{"command":"cat notes"}`)
+	p.proposeTurn("ss", 0, 1, 2, v1.ToolBash, `{"command":"cat more-notes"}`)
+	p.condition("ss-t0-0", v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonExecutionCreated)
+	p.condition("ss-t0-1", v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonExecutionCreated)
+	p.runJob("ss-t0-0", protocol.Result{ExitCode: 0}, "CANARY-7f3a\n")
+	p.finished("ss", v1.ConditionFailed, v1.ReasonPolicyStopped)
+	in := p.observed("ss-t0-1")
+	if in.Status.Observation.Outcome != v1.OutcomeAborted {
+		t.Fatalf("the running sibling: %+v", in.Status.Observation)
+	}
+}
