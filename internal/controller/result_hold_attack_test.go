@@ -86,3 +86,68 @@ func TestResultHeldTaskCancelled(t *testing.T) {
 		return obs != nil && strings.Contains(obs.Summary, "prod-db")
 	})
 }
+
+// TestResultHeldAcrossARestart: a controller started again while an output is held
+// keeps holding it (the hold is in the intent's status and the Approval, nothing in
+// memory), and releases it once bob approves.
+func TestResultHeldAcrossARestart(t *testing.T) {
+	p := heldOutput(t, "hr")
+	p.stop()
+	p = startPipelineIn(t, p.ns)
+	p.absent(p.reconciledNow("toolintent", p.getIntent("hr-t0-0")), "an observation without a human", func() bool {
+		return p.getIntent("hr-t0-0").Status.Observation != nil
+	})
+	p.decide("hr-t0-0-result", v1.DecisionApproved, "bob", "fine")
+	in := p.observed("hr-t0-0")
+	mustContain(t, "summary", in.Status.Observation.Summary, "DB_HOST=prod-db.internal")
+}
+
+// TestResultReleaseIsOfWhatTheApproverSaw: an approver releases the output as the
+// Approval showed it. A Redact rule dropped while it is held (by whoever edits the
+// policy) does not hand the model what the approver saw redacted.
+func TestResultReleaseIsOfWhatTheApproverSaw(t *testing.T) {
+	p := startPipeline(t)
+	p.task("hs", v1.ModeEdit)
+	redactHost := v1.PolicyRule{Name: "hosts", When: v1.WhenResult, Action: v1.RuleRedact,
+		Redact: &v1.RedactSpec{Patterns: []string{`DB_HOST=(\S+)`}}}
+	p.policy("review", askOnEnvFiles(), redactHost)
+	p.propose("hs", 0, 0, v1.ToolReadFile, `{"path":"prod.env"}`)
+	p.condition("hs-t0-0", v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonExecutionCreated)
+	p.runJob("hs-t0-0", protocol.Result{ExitCode: 0}, "DB_HOST=prod-db.internal\n")
+	p.condition("hs-t0-0", v1.ConditionObserved, metav1.ConditionFalse, v1.ReasonResultAwaitingRelease)
+	shown := p.approval("hs-t0-0-result").Spec.Request.Result.Output
+	mustContain(t, "approval output", shown, "DB_HOST=[REDACTED]")
+	mustNotContain(t, "approval output", shown, "prod-db")
+
+	pol := &v1.ToolPolicy{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.ns, Name: "review"}, pol); err != nil {
+		t.Fatal(err)
+	}
+	pol.Spec.Rules = []v1.PolicyRule{askOnEnvFiles()}
+	if err := env.Client.Update(context.Background(), pol); err != nil {
+		t.Fatal(err)
+	}
+	p.decide("hs-t0-0-result", v1.DecisionApproved, "bob", "redacted, fine")
+	in := p.observed("hs-t0-0")
+	mustNotContain(t, "summary", in.Status.Observation.Summary, "prod-db")
+}
+
+// TestResultStopStopsARunningSibling: a call of the same turn that runs beside the
+// one whose result a rule stopped the task on is stopped, not left to finish and
+// hand its output over.
+func TestResultStopStopsARunningSibling(t *testing.T) {
+	p := startPipeline(t)
+	p.task("ss", v1.ModeEdit)
+	p.policy("tripwire", allowKubectlGet(),
+		v1.PolicyRule{Name: "canary", When: v1.WhenResult, Action: v1.RuleStop, Reason: "a canary was read", Match: v1.RuleMatch{CEL: `result.output.contains('CANARY-7f3a')`}})
+	p.proposeTurn("ss", 0, 0, 2, v1.ToolBash, `{"command":"cat notes"}`)
+	p.proposeTurn("ss", 0, 1, 2, v1.ToolBash, `{"command":"cat more-notes"}`)
+	p.condition("ss-t0-0", v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonExecutionCreated)
+	p.condition("ss-t0-1", v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonExecutionCreated)
+	p.runJob("ss-t0-0", protocol.Result{ExitCode: 0}, "CANARY-7f3a\n")
+	p.finished("ss", v1.ConditionFailed, v1.ReasonPolicyStopped)
+	in := p.observed("ss-t0-1")
+	if in.Status.Observation.Outcome != v1.OutcomeAborted {
+		t.Fatalf("the running sibling: %+v", in.Status.Observation)
+	}
+}

@@ -99,11 +99,14 @@ func ResultApprovalName(intent *v1.ToolIntent) string {
 }
 
 // ResultFingerprint binds a release to the output it releases: the intent, the
-// Execution that ran it, the output it kept and the rule that asked. A human
-// releases that output, never another one.
-func ResultFingerprint(intent *v1.ToolIntent, exec *v1.Execution, ref v1.PolicyRuleReference) string {
+// Execution that ran it, the output it kept, the rule that asked and what the model
+// gets once it is released (held: the summary after the Redact rules, as the
+// Approval shows it). A human releases that text, never another one: a Redact rule
+// dropped while the output is held does not hand the model what the approver saw
+// redacted.
+func ResultFingerprint(intent *v1.ToolIntent, exec *v1.Execution, held *v1.Observation) string {
 	sum := sha256.New()
-	for _, part := range []string{"toolgate.dev/result/v1", string(intent.UID), intent.Namespace, intent.Name, string(exec.UID), exec.Name, exec.Status.OutputSHA256, exec.Status.Output, ref.String()} {
+	for _, part := range []string{"toolgate.dev/result/v2", string(intent.UID), intent.Namespace, intent.Name, string(exec.UID), exec.Name, exec.Status.OutputSHA256, exec.Status.Output, held.ResultCheck.PolicyRuleRef.String(), held.Summary} {
 		fmt.Fprintf(sum, "%d:%s\n", len(part), part)
 	}
 	return hex.EncodeToString(sum.Sum(nil))
@@ -121,7 +124,7 @@ func BuildResultApproval(intent *v1.ToolIntent, exec *v1.Execution, obs *v1.Obse
 		Spec: v1.ApprovalSpec{
 			IntentRef:   v1.LocalObjectReference{Name: intent.Name},
 			TaskRef:     intent.Spec.TaskRef,
-			Fingerprint: ResultFingerprint(intent, exec, ref),
+			Fingerprint: ResultFingerprint(intent, exec, obs),
 			Request: v1.ApprovalRequest{
 				Tool:           intent.Spec.Tool,
 				Input:          cutText(mask.Command(string(normalized)), maxApprovalInput),

@@ -100,14 +100,19 @@ func TestResultRelease(t *testing.T) {
 		a.Spec.Request.PolicyRuleRef != ref || a.Spec.Request.Risk != v1.RiskHigh || !a.Spec.ExpiresAt.Time.Equal(epoch.Add(time.Hour)) {
 		t.Fatalf("approval %+v", a)
 	}
-	fp := ResultFingerprint(intent, exec, ref)
+	fp := ResultFingerprint(intent, exec, held)
 	if a.Spec.Fingerprint != fp {
 		t.Fatal("the approval is not bound to the output")
 	}
 	other := exec.DeepCopy()
 	other.Status.Output = "something else"
-	if ResultFingerprint(intent, other, ref) == fp {
+	if ResultFingerprint(intent, other, held) == fp {
 		t.Error("another output has the same fingerprint")
+	}
+	shownOtherwise := held.DeepCopy()
+	shownOtherwise.Summary = strings.Replace(held.Summary, "Ignore", "[REDACTED]", 1)
+	if ResultFingerprint(intent, exec, shownOtherwise) == fp {
+		t.Error("another text for the model has the same fingerprint")
 	}
 
 	decided := func(state v1.ApprovalState, votes ...v1.ApprovalVote) *v1.Approval {

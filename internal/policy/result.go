@@ -271,9 +271,30 @@ func ruleReason(r *rule, p *CompiledPolicy, evalErr error) string {
 		reason = fmt.Sprintf("Result rule %q of %s matched the output", r.spec.Name, p.ID())
 	}
 	if evalErr != nil {
-		reason += fmt.Sprintf(" (its expression failed, which counts as a match: %v)", evalErr)
+		reason += fmt.Sprintf(" (its expression failed, which counts as a match: %s)", evalFailure(evalErr))
 	}
 	return reason
+}
+
+// evalFailure says why a Result rule's expression failed without quoting the
+// error: CEL's messages quote the values they failed on (no such key: ..., invalid
+// RFC 3339 timestamp "..."), which here are the output, and the reason goes where
+// the output may not (the intent's status, which the agent reads; the Approval; the
+// task's condition; events).
+func evalFailure(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "cost limit"):
+		return "it went over its cost limit"
+	case strings.HasPrefix(msg, "no such key"):
+		return "no such key (the key is not recorded: it may be output)"
+	case strings.HasPrefix(msg, "type conversion error"), strings.HasPrefix(msg, "no such overload"), strings.HasPrefix(msg, "index out of range"):
+		// Fixed texts with types and numbers only.
+		if len(msg) <= 120 && !strings.ContainsAny(msg, "\"\n") {
+			return msg
+		}
+	}
+	return "an evaluation error whose text is not recorded, for it may quote the output"
 }
 
 type redaction struct {
@@ -355,7 +376,7 @@ func redactPattern(re *regexp.Regexp, s string) (string, int) {
 			if sp[1] <= sp[0] {
 				continue
 			}
-			start, end := view.at[sp[0]], view.at[sp[1]-1]+1
+			start, end := view.orig(sp[0]), view.orig(sp[1]-1)+1
 			if start < last {
 				continue
 			}
@@ -375,10 +396,38 @@ func redactPattern(re *regexp.Regexp, s string) (string, int) {
 var invisible = regexp.MustCompile(`\\x1b\[[0-?]*[ -/]*[@-~]|\\x1b\][^\n]*?(?:\\x07|\\x1b\\)|\\x[0-9a-f]{2}|\\u[0-9a-f]{4}`)
 
 // matchView is a text as Redact rules match it: at[i] is the offset in the
-// original of the view's byte i.
+// original of the view's byte i; at is nil when the view is the original.
 type matchView struct {
 	text string
 	at   []int
+}
+
+// orig is the offset in the original of the view's byte i.
+func (v matchView) orig(i int) int {
+	if v.at == nil {
+		return i
+	}
+	return v.at[i]
+}
+
+// plain says whether s has nothing viewOf leaves out, without allocating: most
+// outputs.
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\\' || c == 0x7f || (c < 0x20 && c != '\n' && c != '\t') {
+			return false
+		}
+		if c >= 0x80 {
+			for _, r := range s[i:] {
+				if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\\' {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	return true
 }
 
 // viewOf is s without its invisible parts: escaped control and format characters,
@@ -386,6 +435,9 @@ type matchView struct {
 // a carriage return among them), and format characters (soft hyphens, zero-width
 // joiners) that mask.Escape leaves as they are.
 func viewOf(s string) matchView {
+	if plain(s) {
+		return matchView{text: s}
+	}
 	skips := invisible.FindAllStringIndex(s, -1)
 	var b strings.Builder
 	at := make([]int, 0, len(s))

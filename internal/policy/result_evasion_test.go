@@ -48,3 +48,24 @@ func TestRedactResistsShapedOutput(t *testing.T) {
 		})
 	}
 }
+
+// TestResultEvalErrorDoesNotQuoteTheOutput: an expression the output makes fail
+// acts, and the reason it records (the intent's status, which the agent may read;
+// the Approval; the task's condition) does not carry the output CEL's error quoted.
+func TestResultEvalErrorDoesNotQuoteTheOutput(t *testing.T) {
+	for _, expr := range []string{
+		`{'a': true}[result.output]`,
+		`timestamp(result.output) > timestamp('2020-01-01T00:00:00Z')`,
+		`int(result.output) > 0`,
+		`duration(result.output) > duration('1s')`,
+	} {
+		p := mustCompile(t, KindToolPolicy, "p", resultRule("r", v1alpha1.RuleReplace, expr))
+		v := CheckResult(bashResult("cat x", "PW=TOPSECRETVALUE"), nil, []*CompiledPolicy{p}, nil)
+		if v.Check == nil || v.Check.Action != v1alpha1.RuleReplace || !strings.Contains(v.Check.Reason, "its expression failed, which counts as a match") {
+			t.Fatalf("%s: check %+v, want a Replace that failed closed", expr, v.Check)
+		}
+		if strings.Contains(v.Check.Reason, "TOPSECRET") {
+			t.Errorf("%s: the reason quotes the output: %q", expr, v.Check.Reason)
+		}
+	}
+}

@@ -125,7 +125,7 @@ func TestCheckResult(t *testing.T) {
 			want: &v1alpha1.ResultCheck{Action: v1alpha1.RuleAllow, NonActingHits: []v1alpha1.RuleHit{hit("p", once, "maxFires 1 reached: it acted 1 times in this task")}}, summary: injection},
 		{name: "an expression that fails acts (fail closed), past its maxFires too", rules: []v1alpha1.PolicyRule{failing}, req: bashResult("ls", "[exit code: 0]\na\n"), fires: usedOnce,
 			want: &v1alpha1.ResultCheck{Action: v1alpha1.RuleReplace, PolicyRuleRef: ref("p", "failing"),
-				Reason:  `Result rule "failing" of ToolPolicy/p matched the output (its expression failed, which counts as a match: no such key: nosuch)`,
+				Reason:  `Result rule "failing" of ToolPolicy/p matched the output (its expression failed, which counts as a match: no such key (the key is not recorded: it may be output))`,
 				Effects: []string{"output replaced by rule ToolPolicy/p/failing"}},
 			summary: "[exit code: 0]\na\n", instruction: failing.Instruction},
 		{name: "match.tools: a bash output is not a read_file one", rules: []v1alpha1.PolicyRule{onlyRead}, req: bashResult("cat README", injection), summary: injection},

@@ -48,7 +48,7 @@ func holdResult(w *World, c Change, done *v1.Execution, made *v1.Observation, ve
 	if !metav1.IsControlledBy(a, intent) {
 		release, why = pipeline.ReleaseRefused, fmt.Sprintf("output withheld: Approval %s is not this ToolIntent's", a.Name)
 	} else {
-		release, why = pipeline.JudgeRelease(a, pipeline.ResultFingerprint(intent, done, *held.ResultCheck.PolicyRuleRef))
+		release, why = pipeline.JudgeRelease(a, pipeline.ResultFingerprint(intent, done, held))
 	}
 	if release == pipeline.ReleaseWait {
 		if pipeline.ResultAwaitsRelease(intent) {
