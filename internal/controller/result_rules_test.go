@@ -17,25 +17,26 @@ import (
 	"github.com/toolgate/toolgate/internal/toolintent"
 )
 
-// secretManifest is what `kubectl get secret db -o yaml` prints. The password line
-// is masked by every text toolgate shows; the other values only by a Redact rule.
+// secretManifest is what `kubectl get configmap db -o yaml` prints. The password
+// line is masked by every text toolgate shows; the other values only by a Redact
+// rule. (A Secret's values are all masked by the detector before any rule reads
+// them: TestKubernetesSecretDataIsMasked in package mask.)
 const secretManifest = `apiVersion: v1
 data:
   host: ZGIuZXhhbXBsZS5jb20=
   password: czNjcjN0LXBhc3N3b3Jk
   username: YWRtaW4tdXNlcg==
-kind: Secret
+kind: ConfigMap
 metadata:
   name: db
   namespace: team
-type: Opaque
 `
 
 // redactSecretData keeps a Secret manifest's keys and redacts its data values.
 func redactSecretData() v1.PolicyRule {
 	return v1.PolicyRule{Name: "secret-data", When: v1.WhenResult, Action: v1.RuleRedact,
 		Reason: "a Secret's values are not for the model",
-		Match:  v1.RuleMatch{Tools: []v1.ToolName{v1.ToolBash}, CEL: `result.output.contains('kind: Secret')`},
+		Match:  v1.RuleMatch{Tools: []v1.ToolName{v1.ToolBash}, CEL: `result.output.contains('kind: ConfigMap')`},
 		Redact: &v1.RedactSpec{Patterns: []string{`(?m)^  [A-Za-z0-9_.-]+: ([A-Za-z0-9+/=]{8,})$`}, Secrets: true}}
 }
 
@@ -59,12 +60,12 @@ func TestResultRedactsASecretManifest(t *testing.T) {
 	p := startPipeline(t)
 	p.task("rs", v1.ModeEdit)
 	p.policy("results", allowKubectlGet(), redactSecretData())
-	p.propose("rs", 0, 0, v1.ToolBash, `{"command":"kubectl get secret db -o yaml"}`)
+	p.propose("rs", 0, 0, v1.ToolBash, `{"command":"kubectl get configmap db -o yaml"}`)
 	p.condition("rs-t0-0", v1.ConditionExecuted, metav1.ConditionFalse, v1.ReasonExecutionCreated)
 	p.runJob("rs-t0-0", protocol.Result{ExitCode: 0}, secretManifest)
 
 	obs := p.observed("rs-t0-0").Status.Observation
-	mustContain(t, "summary", obs.Summary, "[exit code: 0]", "  host: [REDACTED]\n", "  password: [MASKED]\n", "  username: [REDACTED]\n", "kind: Secret", "  namespace: team\n")
+	mustContain(t, "summary", obs.Summary, "[exit code: 0]", "  host: [REDACTED]\n", "  password: [MASKED]\n", "  username: [REDACTED]\n", "kind: ConfigMap", "  namespace: team\n")
 	mustNotContain(t, "summary", obs.Summary, "ZGIuZXhhbXBsZS5jb20=", "YWRtaW4tdXNlcg==", "czNjcjN0LXBhc3N3b3Jk")
 	rc := obs.ResultCheck
 	if rc == nil || rc.Action != v1.RuleRedact || rc.Redactions != 3 || len(rc.Effects) != 1 {
