@@ -103,12 +103,14 @@ func (r *AgentTaskReconciler) retirable(ctx context.Context, task *v1.AgentTask,
 	}
 	ctx, cancel := context.WithTimeout(ctx, retentionConfirmBudget)
 	defer cancel()
-	_, confirmed, err := r.confirmArchived(ctx, calls, false)
+	confirmed, err := r.confirmArchived(ctx, calls, false)
 	// A turn retires whole or not at all: the calls before the turn of the first
 	// call unconfirmed (failed, or gone meanwhile: the next list tells).
 	n := 0
-	for n < len(calls) && confirmed[string(calls[n].UID)] {
-		n++
+	for ; n < len(calls); n++ {
+		if _, ok := confirmed[string(calls[n].UID)]; !ok {
+			break
+		}
 	}
 	for n > 0 && n < len(calls) && calls[n].Spec.Turn == calls[n-1].Spec.Turn {
 		n--
@@ -122,32 +124,31 @@ func (r *AgentTaskReconciler) retirable(ctx context.Context, task *v1.AgentTask,
 	return world, calls[:n], archiveRetryAfter
 }
 
-// confirmArchived returns, for each of the calls, the versions of its objects
-// the archive holds a whole record of, and whether it could say so for each:
-// those the cluster's versions (as the cache has them) match cost nothing more than
+// confirmArchived returns, for each of the calls it confirmed, the versions of its
+// objects the archive holds a whole record of (a call it could not confirm has no
+// entry): those the cluster's versions (as the cache has them) match cost nothing more than
 // one read of the archive for all; the others are built again from the API server
 // and stored (confirmByRecord). err is the first call it could not confirm; a call
 // gone from the API server is neither confirmed nor an error. counted says the
 // calls are counted in the history already, and some of their Approvals and
 // Executions may have been deleted (a restart between the deletes): one gone is
 // not compared, as there is nothing of it left to delete.
-func (r *AgentTaskReconciler) confirmArchived(ctx context.Context, calls []v1.ToolIntent, counted bool) (map[string]archive.Versions, map[string]bool, error) {
+func (r *AgentTaskReconciler) confirmArchived(ctx context.Context, calls []v1.ToolIntent, counted bool) (map[string]archive.Versions, error) {
 	uids := make([]string, len(calls))
 	for i := range calls {
 		uids[i] = string(calls[i].UID)
 	}
 	held, err := r.Options.Archive.Current(ctx, uids)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the archive's records of %d calls: %w", len(calls), err)
+		return nil, fmt.Errorf("reading the archive's records of %d calls: %w", len(calls), err)
 	}
 	versions := make(map[string]archive.Versions, len(calls))
-	confirmed := make(map[string]bool, len(calls))
 	var first error
 	for i := range calls {
 		uid := string(calls[i].UID)
 		v, ok := held[uid]
 		if ok && v == r.cachedVersions(ctx, &calls[i], v, counted) {
-			versions[uid], confirmed[uid] = v, true
+			versions[uid] = v
 			continue
 		}
 		if v, err = r.confirmByRecord(ctx, &calls[i]); errors.Is(err, errCallGone) {
@@ -158,9 +159,9 @@ func (r *AgentTaskReconciler) confirmArchived(ctx context.Context, calls []v1.To
 			}
 			continue
 		}
-		versions[uid], confirmed[uid] = v, true
+		versions[uid] = v
 	}
-	return versions, confirmed, first
+	return versions, first
 }
 
 // cachedVersions are the versions of the call's objects as the cache holds them.
@@ -262,7 +263,7 @@ func (r *AgentTaskReconciler) deleteRetired(ctx context.Context, task *v1.AgentT
 	}
 	ctx, cancel := context.WithTimeout(ctx, retentionConfirmBudget)
 	defer cancel()
-	versions, _, confirmErr := r.confirmArchived(ctx, present, true)
+	versions, confirmErr := r.confirmArchived(ctx, present, true)
 	var moved int
 	for i := range present {
 		in := &present[i]
