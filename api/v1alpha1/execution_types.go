@@ -116,6 +116,12 @@ type SandboxWalls struct {
 	// noNetwork denies all egress, whatever the task's network allows.
 	// +optional
 	NoNetwork bool `json:"noNetwork,omitempty"`
+	// noOutputCopy keeps the call's full output out of the workspace: a Result rule
+	// in scope may act on it (withhold, replace or redact it), and a copy in the
+	// workspace would be there for a later call to read. The output is then in the
+	// Execution's status (masked) and the container log only.
+	// +optional
+	NoOutputCopy bool `json:"noOutputCopy,omitempty"`
 	// reason says why the walls apply, for example "every part of the call is
 	// read-only".
 	// +optional

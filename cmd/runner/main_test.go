@@ -906,3 +906,26 @@ func TestBashEnvCannotSetTheHome(t *testing.T) {
 		})
 	}
 }
+
+// A call whose walls say NoOutputCopy (a Result rule may act on its output) leaves no
+// copy of the output in the workspace for a later call to read; the output still
+// goes to the container log, whole, and the Result says why there is no copy.
+func TestNoOutputCopyLeavesNoArtifact(t *testing.T) {
+	ws, _ := newWorkspace(t, map[string]string{"a.txt": "hello\n"})
+	o := invoke(t, ws, "bash", map[string]any{"command": "cat a.txt; echo done > b.txt"}, func(inv *protocol.Invocation) {
+		inv.Walls.NoOutputCopy = true
+	})
+	if o.res.ErrorKind != "" || string(o.stdout) != "hello\n" {
+		t.Fatalf("result %+v, output %q", o.res, o.stdout)
+	}
+	if o.res.ArtifactPath != "" || !strings.Contains(o.res.ArtifactSkipped, "Result rule") {
+		t.Errorf("artifactPath %q, artifactSkipped %q", o.res.ArtifactPath, o.res.ArtifactSkipped)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".toolgate")); !os.IsNotExist(err) {
+		t.Errorf(".toolgate exists (%v): the output was copied into the workspace", err)
+	}
+	// The workspace stays writable for the call itself.
+	if got := readFile(t, filepath.Join(ws, "b.txt")); got != "done\n" {
+		t.Errorf("b.txt = %q", got)
+	}
+}

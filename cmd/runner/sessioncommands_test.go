@@ -636,3 +636,18 @@ func TestSessionExecIsOutOfReachOfItsTool(t *testing.T) {
 		t.Errorf("the tool's output %q (result %+v): it reached its runner", stdout.String(), res)
 	}
 }
+
+// In a session too, a call with NoOutputCopy leaves no copy of its output in the
+// workspace.
+func TestSessionExecNoOutputCopy(t *testing.T) {
+	ws, _ := newWorkspace(t, map[string]string{"a.txt": "hello\n"})
+	inv := bashInvocation("call-1", "cat a.txt", 4096)
+	inv.Walls.NoOutputCopy = true
+	o := execInSession(t, ws, inv, nil)
+	if string(o.stdout) != "hello\n" || o.res.ArtifactPath != "" {
+		t.Fatalf("stdout %q, result %+v", o.stdout, o.res)
+	}
+	if _, err := os.Stat(filepath.Join(ws, runner.ArtifactDir, "call-1")); !os.IsNotExist(err) {
+		t.Errorf("the session call's output was copied into the workspace (%v)", err)
+	}
+}

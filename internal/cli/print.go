@@ -87,6 +87,15 @@ func wallsText(w *v1.SandboxWalls) string {
 // wallsLine is the walls with their reason, or what applies without walls.
 func wallsLine(w *v1.SandboxWalls) string {
 	text := wallsText(w)
+	if w != nil && w.NoOutputCopy {
+		// Not a wall of the sandbox (replay compares wallsText), but what the
+		// person deciding should know: the output stays out of the workspace.
+		if text == "none" {
+			text = "no copy of the output in the workspace"
+		} else {
+			text += ", no copy of the output in the workspace"
+		}
+	}
 	if text == "none" {
 		return "none (the task's sandbox applies as it is)"
 	}

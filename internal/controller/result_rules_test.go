@@ -2,10 +2,12 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -253,6 +255,21 @@ func TestResultAskHoldsTheOutputUntilReleased(t *testing.T) {
 	)
 	p.modelTask("rq", v1.ModeEdit, server)
 	p.exists("rq-t0-1")
+	// The output an Ask may hold is kept out of the workspace, where a later call
+	// (a read_file of the copy) could read it around the rule.
+	for _, name := range []string{"rq-t0-0", "rq-t0-1"} {
+		job := &batchv1.Job{}
+		p.eventually("Job "+name, func() (bool, string) {
+			err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: name}, job)
+			return err == nil, fmt.Sprint(err)
+		})
+		if w := getExecution(t, p.ns, name).Spec.Walls; w == nil || !w.NoOutputCopy || !strings.Contains(w.Reason, "ToolPolicy/review/env-files") {
+			t.Fatalf("%s: walls %+v, want noOutputCopy naming the rule", name, w)
+		}
+		if inv := jobInvocation(t, job); !inv.Walls.NoOutputCopy {
+			t.Fatalf("%s: the runner is not told to keep the output out of the workspace: %+v", name, inv.Walls)
+		}
+	}
 	p.runJob("rq-t0-0", protocol.Result{ExitCode: 0}, "LOG_LEVEL=debug\nREGION=eu-west-1\n")
 	p.runJob("rq-t0-1", protocol.Result{ExitCode: 0}, "DB_HOST=prod-db.internal\n")
 
@@ -299,4 +316,55 @@ func TestResultAskHoldsTheOutputUntilReleased(t *testing.T) {
 		t.Fatalf("the model's tool results: %q", results)
 	}
 	p.finished("rq", v1.ConditionSucceeded, v1.ReasonCompleted)
+}
+
+// jobInvocation is the Invocation a Job's tool container is given.
+func jobInvocation(t *testing.T, job *batchv1.Job) protocol.Invocation {
+	t.Helper()
+	for _, c := range job.Spec.Template.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == protocol.InvocationEnv {
+				var inv protocol.Invocation
+				if err := json.Unmarshal([]byte(e.Value), &inv); err != nil {
+					t.Fatalf("the Job's invocation: %v", err)
+				}
+				return inv
+			}
+		}
+	}
+	t.Fatalf("Job %s carries no invocation", job.Name)
+	return protocol.Invocation{}
+}
+
+// A release is a request to a human and counts against the task's
+// budgets.maxApprovalRequests: once they are used, an output a Result rule would
+// hold is withheld without asking anyone, and the model is told it was not
+// released.
+func TestResultAskCountsAgainstTheApprovalRequestLimit(t *testing.T) {
+	p := newLoopEnv(t)
+	p.start()
+	p.policy("review", v1.PolicyRule{Name: "env-files", When: v1.WhenResult, Action: v1.RuleAsk,
+		Approvers: v1.Approvers{Users: []string{"bob"}},
+		Match:     v1.RuleMatch{Tools: []v1.ToolName{v1.ToolReadFile}, CEL: `intent.input.path.endsWith('.env')`}})
+	server := fixtures.NewChatServer(t,
+		toolCalls("Read the settings.", 10, chatCall{"c1", "read_file", `{"path":"app.env"}`}),
+		toolCalls("Read the production settings.", 10, chatCall{"c2", "read_file", `{"path":"prod.env"}`}),
+		answer("Done.", 10),
+	)
+	p.modelTask("lim", v1.ModeEdit, server, func(task *v1.AgentTask) { task.Spec.Budgets.MaxApprovalRequests = 1 })
+	p.runJob("lim-t0-0", protocol.Result{ExitCode: 0}, "LOG_LEVEL=debug\n")
+	p.condition("lim-t0-0", v1.ConditionObserved, metav1.ConditionFalse, v1.ReasonResultAwaitingRelease)
+	p.decide("lim-t0-0-result", v1.DecisionApproved, "bob", "plain settings")
+	expectObservation(t, p.observed("lim-t0-0"), v1.OutcomeSucceeded, true, 0, "LOG_LEVEL=debug")
+
+	p.runJob("lim-t1-0", protocol.Result{ExitCode: 0}, "DB_PASSWORD=hunter2-prod\n")
+	refused := p.observed("lim-t1-0")
+	expectObservation(t, refused, v1.OutcomeSucceeded, true, 0, "[output withheld]")
+	mustNotContain(t, "withheld summary", refused.Status.Observation.Summary, "hunter2")
+	mustContain(t, "the check's last effect", strings.Join(refused.Status.Observation.ResultCheck.Effects, "\n"), "approval-request limit is reached (1 of budgets.maxApprovalRequests=1)")
+	var a v1.Approval
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: p.ns, Name: "lim-t1-0-result"}, &a); err == nil {
+		t.Fatalf("a release was asked past the limit: %+v", a.Spec)
+	}
+	p.finished("lim", v1.ConditionSucceeded, v1.ReasonCompleted)
 }

@@ -200,6 +200,7 @@ func BuildInvocation(exec *toolgatev1alpha1.Execution) protocol.Invocation {
 		Walls: protocol.Walls{
 			Network:           *exec.Spec.Sandbox.Network.DeepCopy(),
 			ReadOnlyWorkspace: exec.Spec.Sandbox.ReadOnlyWorkspace,
+			NoOutputCopy:      exec.Spec.Walls != nil && exec.Spec.Walls.NoOutputCopy,
 		},
 	}
 }

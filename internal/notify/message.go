@@ -94,7 +94,7 @@ func Build(a *v1.Approval, goal string, parts []v1.CommandPart, consoleURL strin
 }
 
 func walls(w *v1.SandboxWalls) string {
-	if w == nil || (!w.ReadOnlyWorkspace && !w.NoNetwork) {
+	if w == nil || (!w.ReadOnlyWorkspace && !w.NoNetwork && !w.NoOutputCopy) {
 		return "none: the task's own sandbox (a writable workspace, the task's egress)"
 	}
 	var parts []string
@@ -103,6 +103,9 @@ func walls(w *v1.SandboxWalls) string {
 	}
 	if w.NoNetwork {
 		parts = append(parts, "no network")
+	}
+	if w.NoOutputCopy {
+		parts = append(parts, "no copy of the output in the workspace")
 	}
 	s := strings.Join(parts, ", ")
 	if w.Reason != "" {

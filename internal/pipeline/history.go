@@ -93,6 +93,26 @@ func ApplyAskLimits(d *v1.Decision, limit int32, others []v1.Approval, history *
 	}
 }
 
+// ResultAskLimit says why a Result rule's Ask may not ask a human for the intent's
+// output, or "" when it may: a release is a request to a human like a call's Ask, and
+// counts against budgets.maxApprovalRequests (limit) with the task's other Approvals
+// (others, the retired ones in history) and the intent's own call Approval. At the
+// limit the output is withheld: an agent cannot page people without end by reading
+// what a rule holds.
+func ResultAskLimit(limit int32, others []v1.Approval, history *v1.CallHistory, intent *v1.ToolIntent) string {
+	used := len(others)
+	if history != nil {
+		used += int(history.ApprovalRequests)
+	}
+	if intent.Status.ApprovalName != "" {
+		used++
+	}
+	if used < int(limit) {
+		return ""
+	}
+	return fmt.Sprintf("output withheld: the task's approval-request limit is reached (%d of budgets.maxApprovalRequests=%d), so nobody was asked to release it", used, limit)
+}
+
 // RuleFires counts how often each rule with limits acted in a task: the Redirect
 // decisions of its intents (every decision an intent had, superseded ones too, so a
 // decision made again does not hide a fire), the Replace verdicts of its observations'

@@ -105,7 +105,7 @@ func actionRank(a v1alpha1.RuleAction) int {
 func Decide(req Request, cluster, namespaced []*CompiledPolicy, broken []string) v1alpha1.Decision {
 	f := analyze(req)
 	enforcing, hits := matchingRules(f, cluster, namespaced, req.Fires, req.Now)
-	return decide(req, f, enforcing, hits, broken)
+	return decide(req, f, enforcing, hits, broken, resultRuleInScope(f, cluster, namespaced, broken))
 }
 
 // matchingRules evaluates the rules the policies' indexes reach for the call, cluster
@@ -143,7 +143,7 @@ func matchingRules(f *facts, cluster, namespaced []*CompiledPolicy, fires FireCo
 
 // decide applies the precedence of Decide to the matching rules, in the order
 // matchingRules gives them.
-func decide(req Request, f *facts, enforcing []candidate, hits []v1alpha1.RuleHit, broken []string) v1alpha1.Decision {
+func decide(req Request, f *facts, enforcing []candidate, hits []v1alpha1.RuleHit, broken []string, resultRule string) v1alpha1.Decision {
 	d := v1alpha1.Decision{Category: f.category, Parts: decisionParts(f.parts)}
 	winner := -1
 	for i, c := range enforcing {
@@ -202,7 +202,7 @@ func decide(req Request, f *facts, enforcing []candidate, hits []v1alpha1.RuleHi
 		hits = hits[:maxHits]
 	}
 	d.NonActingHits = hits
-	d.Walls = Walls(req.Mode, req.Tool, f.category)
+	d.Walls = Walls(req.Mode, req.Tool, f.category, resultRule)
 	// Fingerprint, from the input analyze decoded rather than decoding it again.
 	d.Fingerprint = fingerprint(req.Namespace, req.Task, req.Tool, canonicalDecoded(req.Input, f.decoded, f.decodedOK),
 		d.PolicyRuleRef, d.Walls, nil)
@@ -219,10 +219,13 @@ func decide(req Request, f *facts, enforcing []candidate, hits []v1alpha1.RuleHi
 //     A command the classifier misjudged then fails instead of writing.
 //   - A ReadOnly task mounts the workspace read-only for every call: the mode already
 //     denies writes, the mount is a second wall.
+//   - A call a Result rule could act on (resultRule names it, resultRuleInScope) gets
+//     no copy of its full output in the workspace: the rule acts on what the model
+//     is shown, and the copy would let a later call read around it.
 //
 // They are set whatever the action, since they depend only on the call and the mode;
 // a denied call never runs, so on it they are moot.
-func Walls(mode v1alpha1.TaskMode, tool v1alpha1.ToolName, category v1alpha1.CommandCategory) *v1alpha1.SandboxWalls {
+func Walls(mode v1alpha1.TaskMode, tool v1alpha1.ToolName, category v1alpha1.CommandCategory, resultRule string) *v1alpha1.SandboxWalls {
 	var reasons []string
 	w := &v1alpha1.SandboxWalls{}
 	if category == v1alpha1.CategoryReadOnly {
@@ -236,6 +239,10 @@ func Walls(mode v1alpha1.TaskMode, tool v1alpha1.ToolName, category v1alpha1.Com
 	if readOnlyMode(mode) {
 		w.ReadOnlyWorkspace = true
 		reasons = append(reasons, "the task's mode is ReadOnly")
+	}
+	if resultRule != "" {
+		w.NoOutputCopy = true
+		reasons = append(reasons, "the full output is not copied into the workspace: "+resultRule+" may act on it")
 	}
 	if len(reasons) == 0 {
 		return nil

@@ -360,7 +360,11 @@ func TestDecideWalls(t *testing.T) {
 		{name: "read-only bash allowed by a rule", req: bashCall(v1alpha1.ModeEdit, "cat notes.txt"), namespaced: []*CompiledPolicy{allowCat}, action: v1alpha1.DecisionAllow, want: both("every part of the call is read-only")},
 		// The approver approves the call behind its walls: the Approval shows them.
 		{name: "read-only bash asked by a rule", req: bashCall(v1alpha1.ModeEdit, "cat notes.txt"), namespaced: []*CompiledPolicy{askCat}, action: v1alpha1.DecisionAsk, want: both("every part of the call is read-only")},
-		{name: "read-only bash asked because a policy is broken", req: bashCall(v1alpha1.ModeEdit, "ls"), broken: []string{"ToolPolicy/x"}, action: v1alpha1.DecisionAsk, want: both("every part of the call is read-only")},
+		// A broken policy's Result rules cannot be read: one of them could act on the
+		// output, which is then kept out of the workspace too.
+		{name: "read-only bash asked because a policy is broken", req: bashCall(v1alpha1.ModeEdit, "ls"), broken: []string{"ToolPolicy/x"}, action: v1alpha1.DecisionAsk,
+			want: &v1alpha1.SandboxWalls{ReadOnlyWorkspace: true, NoNetwork: true, NoOutputCopy: true,
+				Reason: "every part of the call is read-only; the full output is not copied into the workspace: ToolPolicy/x (not Ready, so its Result rules cannot be read) may act on it"}},
 		{name: "read-only tool", req: readFile, action: v1alpha1.DecisionAllow, want: both("read_file is a read-only tool")},
 		{name: "read-only tool in a ReadOnly task", req: readOnlyTask, action: v1alpha1.DecisionAllow, want: both("read_file is a read-only tool; the task's mode is ReadOnly")},
 		{name: "read-only bash in a task with no mode (ReadOnly)", req: bashCall("", "ls"), action: v1alpha1.DecisionAllow, want: both("every part of the call is read-only; the task's mode is ReadOnly")},

@@ -40,7 +40,7 @@ func scanEveryRule(f *facts, cluster, namespaced []*CompiledPolicy) ([]candidate
 func decideByScan(req Request, cluster, namespaced []*CompiledPolicy, broken []string) v1alpha1.Decision {
 	f := analyze(req)
 	enforcing, hits := scanEveryRule(f, cluster, namespaced)
-	return decide(req, f, enforcing, hits, broken)
+	return decide(req, f, enforcing, hits, broken, resultRuleInScope(f, cluster, namespaced, broken))
 }
 
 // policyGen makes random policies and calls over a small vocabulary, so that rules

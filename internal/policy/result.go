@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/mask"
@@ -86,7 +88,59 @@ func compileResultRule(env *cel.Env, r *rule) (*rule, error) {
 		return nil, fmt.Errorf("match.cel: %v", err)
 	}
 	r.program, r.celFields = prg, fieldsRead(ast.NativeRep().Expr())
+	if r.beforeRun, err = env.Program(ast, cel.CostLimit(resultCostLimit), cel.EvalOptions(cel.OptPartialEval)); err != nil {
+		return nil, fmt.Errorf("match.cel: %v", err)
+	}
 	return r, nil
+}
+
+// resultRuleInScope names the first enforcing Result rule that could act on the
+// call's result, judged before the call runs, or "" when none could. A rule could
+// act unless its match.tools leave the call out or its expression is false whatever
+// the result is (evaluated with result unknown: `intent.tool == "bash" && ...` is
+// false for a read_file call). An expression that needs the result, or fails, could
+// act. Audit and DryRun rules never act; fire limits are not counted, since they
+// may have lapsed by the time the result comes. While a policy in scope is broken
+// its Result rules cannot be read, so one could act.
+//
+// It decides whether the call's full output may be copied into the workspace
+// (Walls): a later call could read that copy, and a rule that keys on the call (its
+// tool, its path) would then be read around.
+func resultRuleInScope(f *facts, cluster, namespaced []*CompiledPolicy, broken []string) string {
+	if len(broken) > 0 {
+		return broken[0] + " (not Ready, so its Result rules cannot be read)"
+	}
+	for _, group := range [][]*CompiledPolicy{cluster, namespaced} {
+		for _, p := range group {
+			for _, r := range p.result {
+				if !r.acts() || (len(r.tools) > 0 && !slices.Contains(r.tools, f.tool)) {
+					continue
+				}
+				if r.beforeRun != nil && !mayMatchAnyResult(r.beforeRun, f.activation(r.celFields)) {
+					continue
+				}
+				return "Result rule " + p.RuleRef(r.spec.Name).String()
+			}
+		}
+	}
+	return ""
+}
+
+// mayMatchAnyResult evaluates a Result rule's expression with the call known and its
+// result unknown. Only a plain false leaves the rule out.
+func mayMatchAnyResult(prg cel.Program, intent map[string]any) bool {
+	vars := make(map[string]any, len(intent))
+	maps.Copy(vars, intent)
+	act, err := cel.PartialVars(vars, cel.AttributePattern("result"))
+	if err != nil {
+		return true
+	}
+	out, _, err := prg.Eval(act)
+	if err != nil {
+		return true
+	}
+	b, ok := out.(types.Bool)
+	return !ok || bool(b)
 }
 
 // Result is what an executed call returned, as Result rules see it.

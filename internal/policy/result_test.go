@@ -323,3 +323,79 @@ func TestCompileResultRules(t *testing.T) {
 		t.Errorf("a result rule decided a call: %+v", d)
 	}
 }
+
+// A call whose result a Result rule could act on gets no copy of its full output in
+// the workspace: the copy would be there for a later call to read, around a rule
+// that keys on the call (its tool, its path) rather than on the output. The rule's
+// expression is evaluated before the call runs with the result unknown, and only a
+// plain false leaves the call's copy in place.
+func TestResultRuleKeepsTheOutputOutOfTheWorkspace(t *testing.T) {
+	readEnv := Request{Namespace: "team", Task: "fix", Mode: v1alpha1.ModeAuto, Tool: v1alpha1.ToolReadFile, Input: json.RawMessage(`{"path":"config/.env"}`)}
+	readGo := Request{Namespace: "team", Task: "fix", Mode: v1alpha1.ModeAuto, Tool: v1alpha1.ToolReadFile, Input: json.RawMessage(`{"path":"main.go"}`)}
+	writeFile := Request{Namespace: "team", Task: "fix", Mode: v1alpha1.ModeAuto, Tool: v1alpha1.ToolWriteFile, Input: json.RawMessage(`{"content":"x","path":"a.go"}`)}
+	kubectl := bashCall(v1alpha1.ModeAuto, "kubectl get secret db -o yaml")
+	build := bashCall(v1alpha1.ModeAuto, "make build")
+
+	onlyTools := func(r v1alpha1.PolicyRule, tools ...v1alpha1.ToolName) v1alpha1.PolicyRule {
+		r.Match.Tools = tools
+		return r
+	}
+	dryRun := func(r v1alpha1.PolicyRule) v1alpha1.PolicyRule {
+		r.Enforcement = v1alpha1.EnforcementDryRun
+		return r
+	}
+	spent := resultRule("replace-once", v1alpha1.RuleReplace, `result.output.contains('IMPORTANT')`)
+	one := int32(1)
+	spent.MaxFires = &one
+
+	tests := []struct {
+		name   string
+		rule   v1alpha1.PolicyRule
+		broken []string
+		call   Request
+		want   string // the rule named, "" for none
+	}{
+		// Keyed on the call alone: decided before it runs.
+		{name: "an Ask on the path read", rule: resultRule("hold-env", v1alpha1.RuleAsk, `has(intent.input.path) && intent.input.path.endsWith('.env')`), call: readEnv, want: "hold-env"},
+		{name: "the same Ask, another path", rule: resultRule("hold-env", v1alpha1.RuleAsk, `has(intent.input.path) && intent.input.path.endsWith('.env')`), call: readGo},
+		{name: "keyed on the command", rule: resultRule("secrets", v1alpha1.RuleRedact, `intent.argv.exists(a, a.size() > 1 && a[0] == 'kubectl' && a.exists(w, w == 'secret'))`), call: kubectl, want: "secrets"},
+		{name: "keyed on the command, another command", rule: resultRule("secrets", v1alpha1.RuleRedact, `intent.argv.exists(a, a.size() > 1 && a[0] == 'kubectl' && a.exists(w, w == 'secret'))`), call: build},
+		// Keyed on the output: any call the rest of the expression leaves in.
+		{name: "on the output, every call", rule: resultRule("injection", v1alpha1.RuleReplace, injectionCEL), call: build, want: "injection"},
+		{name: "on the output of bash, a bash call", rule: resultRule("injection", v1alpha1.RuleReplace, `intent.tool == 'bash' && `+injectionCEL), call: build, want: "injection"},
+		{name: "on the output of bash, a write", rule: resultRule("injection", v1alpha1.RuleReplace, `intent.tool == 'bash' && `+injectionCEL), call: writeFile},
+		{name: "the output or the tool", rule: resultRule("stop", v1alpha1.RuleStop, `result.exitCode != 0 || intent.tool == 'bash'`), call: writeFile, want: "stop"},
+		{name: "match.tools leaves the call out", rule: onlyTools(resultRule("injection", v1alpha1.RuleReplace, injectionCEL), v1alpha1.ToolBash), call: readGo},
+		{name: "match.tools takes the call in", rule: onlyTools(resultRule("injection", v1alpha1.RuleReplace, injectionCEL), v1alpha1.ToolReadFile), call: readGo, want: "injection"},
+		{name: "no expression", rule: onlyTools(resultRule("redact-all", v1alpha1.RuleRedact, ``), v1alpha1.ToolBash), call: build, want: "redact-all"},
+		// An expression that fails before the result is known counts as a match, as
+		// it does once the result is there.
+		{name: "an expression that fails", rule: resultRule("odd", v1alpha1.RuleAsk, `intent.input.missing == 'x' && result.exitCode == 0`), call: readGo, want: "odd"},
+		// Fire limits may have lapsed by the time the result comes.
+		{name: "a Replace with a fire limit", rule: spent, call: build, want: "replace-once"},
+		// Rules that never act leave the copy in place.
+		{name: "an Audit rule", rule: resultRule("audit", v1alpha1.RuleAudit, injectionCEL), call: build},
+		{name: "a DryRun rule", rule: dryRun(resultRule("shadow", v1alpha1.RuleReplace, injectionCEL)), call: build},
+		{name: "a broken policy", rule: resultRule("audit", v1alpha1.RuleAudit, injectionCEL), broken: []string{"ToolPolicy/half-written"}, call: build, want: "ToolPolicy/half-written"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustCompile(t, KindToolPolicy, "results", tc.rule)
+			d := Decide(tc.call, nil, []*CompiledPolicy{p}, tc.broken)
+			got := d.Walls != nil && d.Walls.NoOutputCopy
+			if got != (tc.want != "") {
+				t.Fatalf("noOutputCopy %v, want %v (walls %+v)", got, tc.want != "", d.Walls)
+			}
+			if got && !strings.Contains(d.Walls.Reason, tc.want) {
+				t.Errorf("the walls' reason %q does not name %q", d.Walls.Reason, tc.want)
+			}
+			// The copy is not part of what an approval binds: dropping it changes
+			// no fingerprint.
+			if got {
+				if want := Fingerprint(tc.call.Namespace, tc.call.Task, tc.call.Tool, tc.call.Input, d.PolicyRuleRef, d.Walls); d.Fingerprint != want {
+					t.Errorf("fingerprint %s, want %s", d.Fingerprint, want)
+				}
+			}
+		})
+	}
+}

@@ -64,6 +64,10 @@ type rule struct {
 	celFields celFields
 	// redact are a Redact rule's compiled patterns (result rules).
 	redact []*regexp.Regexp
+	// beforeRun is a Result rule's expression planned for partial evaluation, with
+	// the result unknown: whether the rule could act on a call's result is asked
+	// before the call runs (resultRuleInScope).
+	beforeRun cel.Program
 }
 
 // Compile compiles a policy written for toolgate.dev/v1alpha1, the version spec's Go

@@ -12,7 +12,7 @@
 //   - The tool's combined output (stdout and stderr interleaved as produced, like a
 //     terminal with 2>&1) is written unmodified to the runner's stdout, which is the
 //     container log, and to the runner's ArtifactDir/<executionName>/output.log in
-//     the workspace when the workspace is writable. OutputSHA256 is the SHA-256 of
+//     the workspace when the workspace is writable and Walls.NoOutputCopy is not set. OutputSHA256 is the SHA-256 of
 //     that whole stream, so the controller can tell whether the log it read is
 //     complete. The runner prints nothing else on stdout.
 //   - The Result is written as compact JSON to TerminationMessagePath, always valid

@@ -48,6 +48,9 @@ type Walls struct {
 	Network v1alpha1.NetworkSpec `json:"network"`
 	// ReadOnlyWorkspace says the workspace is mounted read-only.
 	ReadOnlyWorkspace bool `json:"readOnlyWorkspace,omitempty"`
+	// NoOutputCopy says the full output must not be copied into the workspace (a
+	// Result rule may act on it; see v1alpha1.SandboxWalls).
+	NoOutputCopy bool `json:"noOutputCopy,omitempty"`
 }
 
 // HashInvocation is the hex SHA-256 of an invocation's bytes, as a Result carries

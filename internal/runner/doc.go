@@ -5,7 +5,8 @@
 // controller never links:
 //
 //   - The tool's combined output goes to the runner's stdout and, when the workspace
-//     is writable, to ArtifactDir/<executionName>/output.log (output.go).
+//     is writable and the walls do not say NoOutputCopy, to
+//     ArtifactDir/<executionName>/output.log (output.go).
 //   - Before it writes the Result, the runner kills every other process of the
 //     container (Sweep).
 //   - Every tool path is confined to the workspace (see Workspace).

@@ -156,7 +156,13 @@ func Run(ctx context.Context, cfg Config, invocationJSON []byte) (res protocol.R
 	}
 
 	out = newOutput(cfg.Log)
-	artifact, artifactRel, skipped := openArtifact(ws, inv.ExecutionName)
+	var artifact *os.File
+	var artifactRel, skipped string
+	if inv.Walls.NoOutputCopy {
+		skipped = "a Result rule may act on this output, so it is not copied into the workspace (a later call could read the copy); it is only in the container log"
+	} else {
+		artifact, artifactRel, skipped = openArtifact(ws, inv.ExecutionName)
+	}
 	if artifact != nil {
 		out.artifact = artifact
 		defer func() { _ = artifact.Close() }()

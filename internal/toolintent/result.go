@@ -32,6 +32,25 @@ func holdResult(w *World, c Change, done *v1.Execution, made *v1.Observation, ve
 	c.Ran = nil
 	a := w.ResultApproval.Value
 	held := pipeline.ApplyResult(made, verdict)
+	if a == nil && !pipeline.ResultAwaitsRelease(intent) {
+		if !w.OtherApprovals.Known {
+			return read(NeedOtherApprovals)
+		}
+		if why := pipeline.ResultAskLimit(w.Task.Value.Spec.Budgets.MaxApprovalRequests, w.OtherApprovals.Value, w.History(), intent); why != "" {
+			c.Ran = ran
+			obs := pipeline.ApplyRelease(made, verdict, pipeline.ReleaseRefused, why)
+			c.Events = append(c.Events, event(EventResultChecked, true, nil, "result rules: %s", resultEffects(obs.ResultCheck)))
+			return finish(w, c, obs)
+		}
+		// The hold is recorded before its Approval exists. A pass that created the
+		// Approval and lost the status write would find, if the policies changed in
+		// between, no hold and no Ask, and hand the model the output nobody
+		// released; recorded first, every later pass holds it (heldNoLonger when the
+		// rules no longer ask). The status write brings the pass that asks.
+		c.Conditions = append(c.Conditions, Condition(intent, v1.ConditionObserved, false, v1.ReasonResultAwaitingRelease,
+			fmt.Sprintf("the call ran; rule %s holds its output from the model until a human releases it (its Approval is being requested)", held.ResultCheck.PolicyRuleRef)))
+		return Step{Do: End, Change: c}
+	}
 	if a == nil {
 		ttl := defaultApprovalTTL
 		if task := w.Task.Value; task != nil && task.Spec.Budgets.ApprovalTTLSeconds > 0 {
