@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,8 +21,11 @@ import (
 	"helm.sh/helm/v4/pkg/chart/loader"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/yaml"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 const (
@@ -86,6 +92,10 @@ func renderChart(t *testing.T, values map[string]any) objects {
 }
 
 func templateChart(values map[string]any) (string, error) {
+	return templateChartIn(values, namespace)
+}
+
+func templateChartIn(values map[string]any, ns string) (string, error) {
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		return "", err
@@ -94,7 +104,7 @@ func templateChart(values map[string]any) (string, error) {
 	install.DryRunStrategy = action.DryRunClient
 	install.Replace = true
 	install.ReleaseName = "toolgate"
-	install.Namespace = namespace
+	install.Namespace = ns
 	install.IncludeCRDs = true
 	r, err := install.Run(chrt, values)
 	if err != nil {
@@ -650,5 +660,92 @@ func TestBuildInstallerRefusesMissingImages(t *testing.T) {
 	err := run(configDefault, t.TempDir(), Images{Controller: "c", Runner: "r", Workspace: "w"})
 	if err == nil || err.Error() != "-postgres-image is required" {
 		t.Fatalf("want -postgres-image is required, got %v", err)
+	}
+}
+
+// TestChartAppliesToAnAPIServer: a real kube-apiserver (envtest) accepts every
+// object the chart renders with every value set, in a namespace other than
+// toolgate-system: the objects are valid, the admission policies' CEL compiles, and
+// the namespace reaches every reference to it.
+func TestChartAppliesToAnAPIServer(t *testing.T) {
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	const ns = "governance"
+	out, err := templateChartIn(readValues(t, allValues), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := parse(t, out)
+	// The namespace first, the CRDs next (the objects of later kinds may need them),
+	// then the rest in a fixed order.
+	ordered := []*unstructured.Unstructured{{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}}
+	for _, crdFirst := range []bool{true, false} {
+		for _, k := range keys(objs) {
+			if (objs[k].GetKind() == "CustomResourceDefinition") == crdFirst {
+				ordered = append(ordered, objs[k])
+			}
+		}
+	}
+	for _, o := range ordered {
+		// Server-side apply: envtest installed config/crd's CRDs already, the same.
+		if err := env.Client.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("installer-test"), client.ForceOwnership); err != nil {
+			t.Errorf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	params := objs[key("ConfigMap", ns, "toolgate-admission-params")]
+	if got, _, _ := unstructured.NestedString(params.Object, "data", "controllerServiceAccount"); got != "system:serviceaccount:"+ns+":toolgate-controller-manager" {
+		t.Errorf("the admission policies take the controller to be %q", got)
+	}
+	for _, k := range keys(objs) {
+		if strings.Contains(k, "toolgate-system") || strings.Contains(fmt.Sprint(objs[k].Object), "toolgate-system") {
+			t.Errorf("%s names toolgate-system, not the release's namespace", k)
+		}
+	}
+}
+
+// TestChartArchiveAPICertificate: the certificate the chart makes for the archive
+// API is signed by the CA it puts in the APIService, for the name the aggregator
+// dials (the Service's, in the release's namespace).
+func TestChartArchiveAPICertificate(t *testing.T) {
+	const ns = "governance"
+	out, err := templateChartIn(nil, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := parse(t, out)
+	secret := objs[key("Secret", ns, "toolgate-archive-api-cert")]
+	apiService := objs[key("APIService", "", "v1alpha1.archive.toolgate.dev")]
+	if secret == nil || apiService == nil {
+		t.Fatal("the chart renders no archive API certificate or APIService")
+	}
+	decode := func(s string) []byte {
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	data, _, _ := unstructured.NestedStringMap(secret.Object, "data")
+	bundle, _, _ := unstructured.NestedString(apiService.Object, "spec", "caBundle")
+	if bundle != data["ca.crt"] {
+		t.Fatal("the APIService's caBundle is not the Secret's ca.crt")
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(decode(bundle)) {
+		t.Fatal("the caBundle holds no PEM certificate")
+	}
+	pair, err := tls.X509KeyPair(decode(data["tls.crt"]), decode(data["tls.key"]))
+	if err != nil {
+		t.Fatalf("tls.crt and tls.key: %v", err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "toolgate-archive-api." + ns + ".svc"}); err != nil {
+		t.Fatalf("the aggregator would refuse the archive API's certificate: %v", err)
 	}
 }
