@@ -648,9 +648,7 @@ func TestBuildInstaller(t *testing.T) {
 		t.Errorf("archive-db.yaml is not config/archive's objects (-config/archive +archive-db.yaml):\n%s", diff)
 	}
 	// kubectl apply -f makes the namespace before the objects in it.
-	if !strings.HasPrefix(strings.TrimLeft(strings.SplitN(installText, "\n---", 2)[0], "# \n"), "") ||
-		install[key("Namespace", "", namespace)] == nil ||
-		!regexp.MustCompile(`\A(#[^\n]*\n)*apiVersion: v1\nkind: Namespace\n`).MatchString(installText) {
+	if !regexp.MustCompile(`\A(#[^\n]*\n)*apiVersion: v1\nkind: Namespace\n`).MatchString(installText) {
 		t.Errorf("install.yaml does not open with the Namespace:\n%.300s", installText)
 	}
 }
@@ -747,5 +745,35 @@ func TestChartArchiveAPICertificate(t *testing.T) {
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "toolgate-archive-api." + ns + ".svc"}); err != nil {
 		t.Fatalf("the aggregator would refuse the archive API's certificate: %v", err)
+	}
+}
+
+// TestChartRefusesBadValues: values.schema.json turns a misspelt or malformed value
+// into an error at install, naming it, instead of a value silently left out or a
+// controller that refuses to start.
+func TestChartRefusesBadValues(t *testing.T) {
+	for _, c := range []struct {
+		path  string
+		value any
+		want  string
+	}{
+		{"replicas", 3, "additional properties 'replicas' not allowed"},
+		{"workers.intnet", 3, "additional properties 'intnet' not allowed"},
+		{"workers.intent", 0, "/workers/intent': minimum: got 0, want 1"},
+		{"spentJobTTL", "5 minutes", "/spentJobTTL': '5 minutes' does not match pattern"},
+		{"judge.timeout", 2, "/judge/timeout': got number, want string"},
+		{"mcp.port", 70000, "/mcp/port': maximum: got 70,000, want 65,535"},
+		{"images.pullPolicy", "Sometimes", "/images/pullPolicy'"},
+		{"notifications.maxAttempts", 101, "/notifications/maxAttempts': maximum: got 101, want 100"},
+		{"extraArgs", []any{"zap-log-level=debug"}, "/extraArgs/0': 'zap-log-level=debug' does not match pattern"},
+	} {
+		t.Run(c.path, func(t *testing.T) {
+			values := map[string]any{}
+			set(values, c.path, c.value)
+			_, err := templateChart(values)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("want an error with %q, got %v", c.want, err)
+			}
+		})
 	}
 }
