@@ -276,3 +276,23 @@ golangci-lint: $(GOLANGCI_LINT)
 $(GOLANGCI_LINT):
 	GOBIN=$(LOCALBIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(LOCALBIN)/golangci-lint $(GOLANGCI_LINT)
+
+##@ Release manifests and the Helm chart (docs/install.md)
+
+HELM_VERSION ?= v4.3.2
+HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
+
+.PHONY: build-installer
+build-installer: ## Write dist/install.yaml (CRDs, admission policies, RBAC, the controller) and dist/archive-db.yaml (the archive's PostgreSQL) from config/default, with IMG, RUNNER_IMG, WORKSPACE_IMG and POSTGRES_IMG set.
+	go run ./hack/installer -config config/default -o dist \
+	  -controller-image $(IMG) -runner-image $(RUNNER_IMG) -workspace-image $(WORKSPACE_IMG) -postgres-image $(POSTGRES_IMG)
+
+.PHONY: helm-lint
+helm-lint: helm ## Run helm lint (strict) on dist/chart.
+	$(HELM) lint --strict dist/chart
+
+.PHONY: helm
+helm: $(HELM) ## Build the helm CLI into bin/.
+$(HELM):
+	GOBIN=$(LOCALBIN) go install helm.sh/helm/v4/cmd/helm@$(HELM_VERSION)
+	mv $(LOCALBIN)/helm $(HELM)
