@@ -78,6 +78,10 @@ help: ## Show the targets.
 .PHONY: manifests
 manifests: controller-gen ## Generate CRDs and the controller's ClusterRole from markers.
 	$(CONTROLLER_GEN) rbac:roleName=toolgate-manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
+	@# The chart carries the same CRDs and ClusterRole (named as config/default's
+	@# namePrefix names it); hack/installer's tests check the rest of it.
+	cp config/crd/bases/*.yaml dist/chart/crds/
+	sed 's/^  name: toolgate-manager-role$$/  name: toolgate-toolgate-manager-role/' config/rbac/role.yaml > dist/chart/templates/rbac/role.yaml
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.
@@ -97,7 +101,7 @@ lint: golangci-lint ## Run golangci-lint.
 
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail when generated files are not up to date.
-	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
+	@git diff --exit-code -- api config dist/chart || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
 
 .PHONY: test
 test: envtest-assets oracle-deps postgres-deps browser-deps ## Run unit and integration (envtest) tests against a real kube-apiserver and etcd; the console's tests in Chromium, never skipped.
