@@ -42,8 +42,10 @@ const (
 //   - now is Allow: Run. Policies that loosened do not take away a question already
 //     asked; a recorded Ask still runs only on its approval.
 //
-// Walls are not compared: they depend only on the call and the task's mode, and a
-// mode that became ReadOnly denies every call that is not read-only.
+// The sandbox walls are not compared: they depend only on the call and the task's
+// mode, and a mode that became ReadOnly denies every call that is not read-only.
+// Whether the output may be copied into the workspace depends on the Result rules
+// in force too, and OutputCopyWalls takes it from now.
 func Stricter(recorded, now *v1.Decision) (Recheck, string) {
 	switch {
 	case now.Action == v1.DecisionDeny || now.Action == v1.DecisionStop:
@@ -56,6 +58,25 @@ func Stricter(recorded, now *v1.Decision) (Recheck, string) {
 		return RecheckAsk, fmt.Sprintf("another rule asks now: %s by %s (the approval was asked by %s)", now.Action, ruleText(now), ruleText(recorded))
 	}
 	return RecheckRun, ""
+}
+
+// OutputCopyWalls are the recorded decision's walls with the output kept out of the
+// workspace, when the decision made again just before the call runs keeps it out and
+// the recorded one does not (a Result rule came into force while the call waited);
+// nil otherwise. The copy is not part of the fingerprint, so the call, and an
+// approval given for it, stay the same. A copy the recorded decision keeps out stays
+// out, whatever now says.
+func OutputCopyWalls(recorded, now *v1.Decision) *v1.SandboxWalls {
+	if now.Walls == nil || !now.Walls.NoOutputCopy || (recorded.Walls != nil && recorded.Walls.NoOutputCopy) {
+		return nil
+	}
+	w := &v1.SandboxWalls{}
+	if recorded.Walls != nil {
+		w = recorded.Walls.DeepCopy()
+	}
+	w.NoOutputCopy = true
+	w.Reason = now.Walls.Reason
+	return w
 }
 
 // ruleText names a decision's rule with its policy's generation.

@@ -56,6 +56,12 @@ func ApplyResult(obs *v1.Observation, verdict policy.ResultVerdict) *v1.Observat
 	out := obs.DeepCopy()
 	out.ResultCheck = verdict.Check.DeepCopy()
 	out.Summary = fitSummary(verdict.Summary)
+	if a := verdict.Check.Action; a == v1.RuleRedact || a == v1.RuleReplace || a == v1.RuleStop || verdict.Check.Redactions > 0 {
+		// The hash of a file the model was not shown whole would tell the agent
+		// what it was not shown: a short redacted value, guessed and checked.
+		// (edit_file then has no baseline from this read.)
+		out.ContentSHA256 = ""
+	}
 	// A Stop is stricter than a Replace: the output it stopped the task on never
 	// reaches the model either (an MCP client gets the observation of the call).
 	if a := verdict.Check.Action; a == v1.RuleReplace || a == v1.RuleStop {
@@ -207,6 +213,7 @@ func ApplyRelease(obs *v1.Observation, v policy.ResultVerdict, release ResultRel
 		}
 		out.Summary = head + "\n" + ResultWithheldByHuman + "\n"
 		out.Instruction = ""
+		out.ContentSHA256 = ""
 	}
 	return out
 }

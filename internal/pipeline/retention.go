@@ -136,6 +136,11 @@ func Retire(h *v1.CallHistory, taskUID, push string, calls []v1.ToolIntent) (*v1
 		if in.Status.ApprovalName != "" {
 			out.ApprovalRequests++
 		}
+		if rc := in.Status.Observation.ResultCheck; rc != nil && rc.Action == v1.RuleAsk {
+			// A release asked of a human (ResultAskLimit); one withheld at the
+			// limit counts too, which changes nothing once the limit is reached.
+			out.ApprovalRequests++
+		}
 		if d := in.Status.Decision; d != nil && in.Status.Observation.Outcome == v1.OutcomeApprovalDenied && d.Fingerprint != "" {
 			out.DeniedFingerprints = append(slices.DeleteFunc(out.DeniedFingerprints, func(f string) bool { return f == d.Fingerprint }), d.Fingerprint)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/api/v1alpha1"
+	"github.com/toolgate/toolgate/internal/tools"
 )
 
 // Request is one validated tool call to decide.
@@ -196,6 +197,13 @@ func decide(req Request, f *facts, enforcing []candidate, hits []v1alpha1.RuleHi
 		d.Action = v1alpha1.DecisionAsk
 		d.Reason = fmt.Sprintf("%s; asking instead of allowing because %s in scope %s not Ready",
 			d.Reason, strings.Join(broken, ", "), pluralIs(len(broken)))
+	}
+	if resultRule != "" && d.Action != v1alpha1.DecisionDeny && d.Action != v1alpha1.DecisionStop && tools.IsBackground(req.Tool, req.Input) {
+		// A background job's output reaches the model later, through job_output,
+		// a call of its own that no rule keyed on this command sees.
+		d.Reason = fmt.Sprintf("%s may act on this command's output, and a background job's output reaches the model through job_output, where the rule does not see it as this command's: run the command without runInBackground (was %s: %s)", resultRule, d.Action, d.Reason)
+		d.Action = v1alpha1.DecisionDeny
+		d.Approvers, d.Grants, d.Instruction = v1alpha1.Approvers{}, nil, ""
 	}
 	d.Reason = truncate(d.Reason, maxReason)
 	if len(hits) > maxHits {

@@ -399,3 +399,35 @@ func TestResultRuleKeepsTheOutputOutOfTheWorkspace(t *testing.T) {
 		})
 	}
 }
+
+// A background job's output reaches the model through job_output, a call of its own
+// that a rule keyed on the command never sees as the command's: a background call a
+// Result rule could act on is denied, and told to run in the foreground.
+func TestResultRuleDeniesABackgroundJob(t *testing.T) {
+	guard := mustCompile(t, KindToolPolicy, "results", resultRule("prod-env", v1alpha1.RuleReplace, `intent.tool == 'bash' && intent.input.command.contains('prod.env')`))
+	call := func(command string, background bool) Request {
+		raw, _ := json.Marshal(map[string]any{"command": command, "runInBackground": background})
+		return Request{Namespace: "team", Task: "fix", Mode: v1alpha1.ModeAuto, Tool: v1alpha1.ToolBash, Input: raw}
+	}
+	for _, tc := range []struct {
+		name   string
+		call   Request
+		broken []string
+		want   v1alpha1.DecisionAction
+	}{
+		{name: "in the background, under the rule", call: call("cat prod.env; sleep 100", true), want: v1alpha1.DecisionDeny},
+		{name: "in the foreground, under the rule", call: call("cat prod.env; sleep 100", false), want: v1alpha1.DecisionAllow},
+		{name: "in the background, out of the rule's reach", call: call("make build", true), want: v1alpha1.DecisionAllow},
+		{name: "in the background, a policy broken", call: call("make build", true), broken: []string{"ToolPolicy/x"}, want: v1alpha1.DecisionDeny},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(tc.call, nil, []*CompiledPolicy{guard}, tc.broken)
+			if d.Action != tc.want {
+				t.Fatalf("%s (%s), want %s", d.Action, d.Reason, tc.want)
+			}
+			if tc.want == v1alpha1.DecisionDeny && !strings.Contains(d.Reason, "without runInBackground") {
+				t.Errorf("reason %q does not say what to do", d.Reason)
+			}
+		})
+	}
+}

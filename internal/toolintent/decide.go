@@ -87,6 +87,13 @@ func recheck(w *World, approval *v1.Approval) (Step, bool) {
 		}
 	}
 	if verdict == pipeline.RecheckRun {
+		if walls := pipeline.OutputCopyWalls(recorded, &now); walls != nil {
+			// A Result rule came into force while the call waited: it runs as
+			// decided, and its output stays out of the workspace.
+			d := recorded.DeepCopy()
+			d.Walls = walls
+			return Step{Do: Update, Change: Change{Decision: d}}, true
+		}
 		return Step{}, false
 	}
 	canSupersede := len(intent.Status.SupersededDecisions)+1 < pipeline.MaxDecisions

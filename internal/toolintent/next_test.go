@@ -742,11 +742,11 @@ func TestNext(t *testing.T) {
 			w.ResultPolicies = Known(&ResultPolicies{Namespaced: []*policy.CompiledPolicy{p}})
 		}), want: []expect{observes(v1.OutcomeSucceeded, "[output withheld]"),
 			notes(EventResultChecked, true, "copied into the workspace (.toolgate/executions/t-t1-0/output.log) before this rule applied")}},
-		{name: "a result rule's Ask counts the task's Approvals first", world: changed(askResult(nil, true), func(w *World) { w.OtherApprovals = Fact[[]v1.Approval]{} }),
+		{name: "a result rule's Ask counts the task's Approvals first", world: holding(askResult(nil, true), func(w *World) { w.OtherApprovals = Fact[[]v1.Approval]{} }),
 			want: []expect{reads(NeedOtherApprovals)}},
 		// A release asks a human as a call's Ask does: at the task's limit the
 		// output is withheld, and nobody is paged.
-		{name: "a result rule's Ask at the approval-request limit", world: changed(askResult(nil, true), func(w *World) {
+		{name: "a result rule's Ask at the approval-request limit", world: holding(askResult(nil, true), func(w *World) {
 			w.Task.Value.Spec.Budgets.MaxApprovalRequests = 2
 			w.Intent.Status.ApprovalName = "t-t1-0"
 			w.OtherApprovals = Known([]v1.Approval{{ObjectMeta: metav1.ObjectMeta{Name: "t-t0-0"}}})
@@ -754,11 +754,11 @@ func TestNext(t *testing.T) {
 			e := c.Observation.ResultCheck.Effects
 			return !strings.Contains(c.Observation.Summary, "ignore previous") && strings.Contains(e[len(e)-1], "approval-request limit is reached (2 of budgets.maxApprovalRequests=2)")
 		}), notes(EventResultChecked, true, "nobody was asked to release it")}},
-		{name: "a result rule's Ask one under the limit", world: changed(askResult(nil, true), func(w *World) {
+		{name: "a result rule's Ask one under the limit", world: holding(askResult(nil, true), func(w *World) {
 			w.Task.Value.Spec.Budgets.MaxApprovalRequests = 3
 			w.Intent.Status.ApprovalName = "t-t1-0"
 			w.OtherApprovals = Known([]v1.Approval{{ObjectMeta: metav1.ObjectMeta{Name: "t-t0-0"}}})
-		}), want: []expect{does(End), records("the hold", func(c Change) bool { return condition(c, v1.ConditionObserved) != nil })}},
+		}), want: []expect{does(RequestApproval)}},
 		{name: "a result rule's Ask records the hold before it asks", world: askResult(nil, true),
 			want: []expect{does(End), records("the hold, and no observation", func(c Change) bool {
 				o := condition(c, v1.ConditionObserved)

@@ -33,15 +33,6 @@ func holdResult(w *World, c Change, done *v1.Execution, made *v1.Observation, ve
 	a := w.ResultApproval.Value
 	held := pipeline.ApplyResult(made, verdict)
 	if a == nil && !pipeline.ResultAwaitsRelease(intent) {
-		if !w.OtherApprovals.Known {
-			return read(NeedOtherApprovals)
-		}
-		if why := pipeline.ResultAskLimit(w.Task.Value.Spec.Budgets.MaxApprovalRequests, w.OtherApprovals.Value, w.History(), intent); why != "" {
-			c.Ran = ran
-			obs := pipeline.ApplyRelease(made, verdict, pipeline.ReleaseRefused, why)
-			c.Events = append(c.Events, event(EventResultChecked, true, nil, "result rules: %s", resultEffects(obs.ResultCheck)))
-			return finish(w, c, obs)
-		}
 		// The hold is recorded before its Approval exists. A pass that created the
 		// Approval and lost the status write would find, if the policies changed in
 		// between, no hold and no Ask, and hand the model the output nobody
@@ -52,6 +43,17 @@ func holdResult(w *World, c Change, done *v1.Execution, made *v1.Observation, ve
 		return Step{Do: End, Change: c}
 	}
 	if a == nil {
+		// Counted just before the Approval is made, as late as can be: a turn's
+		// other held calls that made theirs by now are counted.
+		if !w.OtherApprovals.Known {
+			return read(NeedOtherApprovals)
+		}
+		if why := pipeline.ResultAskLimit(w.Task.Value.Spec.Budgets.MaxApprovalRequests, w.OtherApprovals.Value, w.History(), intent); why != "" {
+			c.Ran = ran
+			obs := pipeline.ApplyRelease(made, verdict, pipeline.ReleaseRefused, why)
+			c.Events = append(c.Events, event(EventResultChecked, true, nil, "result rules: %s", resultEffects(obs.ResultCheck)))
+			return finish(w, c, obs)
+		}
 		ttl := defaultApprovalTTL
 		if task := w.Task.Value; task != nil && task.Spec.Budgets.ApprovalTTLSeconds > 0 {
 			ttl = time.Duration(task.Spec.Budgets.ApprovalTTLSeconds) * time.Second
