@@ -234,6 +234,7 @@ KREW ?= $(LOCALBIN)/krew-$(KREW_VERSION)
 
 .PHONY: release
 release: ## Build the plugin for PLUGIN_PLATFORMS, pack each as DIST/plugin/kubectl-toolgate_OS_ARCH.tar.gz and write the krew manifest DIST/krew/toolgate.yaml (VERSION=vX.Y.Z; archives served at RELEASE_URL).
+	@[ -n "$(DIST)" ] || { echo "DIST is empty: name the directory the release is written to"; exit 1; }
 	rm -rf $(DIST)/plugin $(DIST)/krew $(DIST)/build
 	@for p in $(PLUGIN_PLATFORMS); do \
 	  echo "building kubectl-toolgate for $$p"; \
