@@ -205,9 +205,9 @@ demo: ## From a fresh machine: build, kind cluster up, deploy, then walk a sampl
 
 .PHONY: build
 build: ## Build the manager, the runner and the kubectl plugin into bin/.
-	CGO_ENABLED=0 go build -o $(LOCALBIN)/manager ./cmd/manager
+	CGO_ENABLED=0 go build -ldflags '$(VERSION_LDFLAGS)' -o $(LOCALBIN)/manager ./cmd/manager
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/runner ./cmd/runner
-	CGO_ENABLED=0 go build -o $(LOCALBIN)/kubectl-toolgate ./cmd/kubectl-toolgate
+	CGO_ENABLED=0 go build $(PLUGIN_BUILD_FLAGS) -o $(LOCALBIN)/kubectl-toolgate ./cmd/kubectl-toolgate
 
 .PHONY: run
 run: manifests generate ## Run the controller on this machine against the cluster in KUBECONFIG.
@@ -216,6 +216,56 @@ run: manifests generate ## Run the controller on this machine against the cluste
 .PHONY: docker-build
 docker-build: ## Build the controller image with Docker.
 	docker build -t $(IMG) .
+
+##@ Release
+
+# The version stamped into the manager and the plugin (internal/version), which
+# `kubectl toolgate version` compares. A release sets it to its tag, vMAJOR.MINOR.PATCH:
+# krew installs semantic versions only.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+VERSION_LDFLAGS = -X github.com/toolgate/toolgate/internal/version.Version=$(VERSION)
+# The plugin as `make build` and `make release` build it: without the symbol table and
+# DWARF (-s -w) and without this machine's paths (-trimpath); docs/cli.md, "Size".
+PLUGIN_BUILD_FLAGS = -trimpath -ldflags '-s -w $(VERSION_LDFLAGS)'
+# The platforms `make release` builds the plugin for (GOOS/GOARCH; no cgo, so any).
+PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+# Where the release's archives are downloaded from: each platform's uri in the krew
+# manifest is $(RELEASE_URL)/kubectl-toolgate_OS_ARCH.tar.gz.
+RELEASE_URL ?= https://github.com/toolgate/toolgate/releases/download/$(VERSION)
+DIST ?= $(shell pwd)/dist
+KREW_VERSION ?= v0.4.3
+KREW ?= $(LOCALBIN)/krew-$(KREW_VERSION)
+
+.PHONY: release
+release: ## Build the plugin for PLUGIN_PLATFORMS, pack each as DIST/plugin/kubectl-toolgate_OS_ARCH.tar.gz and write the krew manifest DIST/krew/toolgate.yaml (VERSION=vX.Y.Z; archives served at RELEASE_URL).
+	@[ -n "$(DIST)" ] || { echo "DIST is empty: name the directory the release is written to"; exit 1; }
+	rm -rf $(DIST)/plugin $(DIST)/krew $(DIST)/build
+	@for p in $(PLUGIN_PLATFORMS); do \
+	  echo "building kubectl-toolgate for $$p"; \
+	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} go build $(PLUGIN_BUILD_FLAGS) \
+	    -o $(DIST)/build/$${p%/*}_$${p#*/}/kubectl-toolgate ./cmd/kubectl-toolgate || exit 1; \
+	done
+	go run ./hack/krewrelease -version $(VERSION) -url $(RELEASE_URL) -dist $(DIST) $(if $(wildcard LICENSE),-license LICENSE) $(DIST)/build/*
+	rm -rf $(DIST)/build
+	@ls -l $(DIST)/plugin
+
+# hack/krewrelease's test installs the plugin through the manifest `make release`
+# writes, with this krew: make test builds it first and names it to the test. It also
+# compiles the plugin as the release does beforehand, so that the test's own
+# `make release` links from the build cache instead of compiling every package
+# within go test's time limit.
+test: krew release-prebuild
+export TOOLGATE_KREW := $(KREW)
+
+.PHONY: release-prebuild
+release-prebuild:
+	CGO_ENABLED=0 go build $(PLUGIN_BUILD_FLAGS) -o /dev/null ./cmd/kubectl-toolgate
+
+.PHONY: krew
+krew: $(KREW) ## Build krew, the kubectl plugin manager, into bin/ (cached).
+$(KREW):
+	GOBIN=$(LOCALBIN) go install sigs.k8s.io/krew/cmd/krew@$(KREW_VERSION)
+	mv $(LOCALBIN)/krew $(KREW)
 
 ##@ Deployment
 

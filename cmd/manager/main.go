@@ -25,6 +25,7 @@ import (
 	"github.com/toolgate/toolgate/internal/judge"
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/notify"
+	"github.com/toolgate/toolgate/internal/version"
 )
 
 // config is what the command line sets.
@@ -249,6 +250,17 @@ func main() {
 		setupLog.Error(err, "unable to add the archive's API")
 		os.Exit(1)
 	}
+	ns, err := ownNamespace()
+	if err != nil {
+		setupLog.Error(err, "unable to publish the version")
+		os.Exit(1)
+	}
+	if ns == "" {
+		setupLog.Info("not publishing the version for kubectl toolgate version: the manager's namespace is unknown (set POD_NAMESPACE)")
+	} else if err := mgr.Add(versionPublisher{reader: mgr.GetAPIReader(), writer: mgr.GetClient(), namespace: ns, version: version.Get()}); err != nil {
+		setupLog.Error(err, "unable to add the version's publisher")
+		os.Exit(1)
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		setupLog.Error(err, "unable to set up health check")
 		os.Exit(1)
@@ -257,7 +269,7 @@ func main() {
 		setupLog.Error(err, "unable to set up ready check")
 		os.Exit(1)
 	}
-	setupLog.Info("starting manager")
+	setupLog.Info("starting manager", "version", version.Get())
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		setupLog.Error(err, "manager exited with an error")
 		os.Exit(1)

@@ -10,8 +10,8 @@ import (
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
 	"github.com/toolgate/toolgate/internal/mask"
-	"github.com/toolgate/toolgate/internal/runner"
 	"github.com/toolgate/toolgate/internal/tools"
+	"github.com/toolgate/toolgate/internal/unidiff"
 )
 
 // approvalChange is the change an approval's call makes, as the person deciding it
@@ -58,7 +58,7 @@ func fileChange(tool v1.ToolName, input []byte) (summary, diff string, err error
 	default:
 		return "", "", nil
 	}
-	d, _, _ := runner.UnifiedDiff(path, []byte(before), []byte(after))
+	d, _, _ := unidiff.UnifiedDiff(path, []byte(before), []byte(after))
 	return fmt.Sprintf("%s "+what, tool, mask.Escape(path)), mask.Escape(mask.Secrets(d)), nil
 }
 

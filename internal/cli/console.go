@@ -117,7 +117,7 @@ type consoleBackend struct {
 // in is the connection for namespace ns, with an archive reader of its own: the
 // console serves requests at once, and a reader remembers what it asked.
 func (b *consoleBackend) in(ns string) *cluster {
-	return &cluster{client: b.c.client, kube: b.c.kube, namespace: ns, archive: &archiveReader{cfg: b.c.archive.cfg, namespace: ns, errOut: io.Discard}}
+	return &cluster{client: b.c.client, core: b.c.core, authentication: b.c.authentication, namespace: ns, archive: &archiveReader{cfg: b.c.archive.cfg, namespace: ns, errOut: io.Discard}}
 }
 
 // scope is where the console lists: the namespace of the kubectl flags, or all.

@@ -11,8 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	authenticationv1client "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/toolgate/toolgate/api/v1alpha1"
@@ -31,8 +32,11 @@ var scheme = func() *runtime.Scheme {
 type cluster struct {
 	// client reads and writes toolgate objects (uncached).
 	client client.Client
-	// kube is the typed client for core APIs: pods/log and SelfSubjectReview.
-	kube kubernetes.Interface
+	// core reads pods/log; authentication asks SelfSubjectReview. They are the two
+	// typed clients of client-go the plugin needs: the whole clientset would link
+	// every API group's client into the binary (docs/cli.md, "Size").
+	core           corev1client.CoreV1Interface
+	authentication authenticationv1client.AuthenticationV1Interface
 	// namespace from --namespace, else the kubeconfig context's, else "default".
 	namespace string
 	// archive reads what the cluster no longer holds (archive.go).
@@ -54,11 +58,15 @@ func (o *Options) connect() (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	core, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &cluster{client: c, kube: kube, namespace: ns, archive: &archiveReader{cfg: cfg, namespace: ns, errOut: o.Streams.ErrOut}}, nil
+	authentication, err := authenticationv1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &cluster{client: c, core: core, authentication: authentication, namespace: ns, archive: &archiveReader{cfg: cfg, namespace: ns, errOut: o.Streams.ErrOut}}, nil
 }
 
 // whoAmI asks the API server for the caller's user name (authentication.k8s.io/v1
@@ -72,7 +80,7 @@ func (c *cluster) whoAmI(ctx context.Context) (string, error) {
 // whoAmIWithGroups is whoAmI with the caller's groups, as the admission policies see
 // them (request.userInfo.groups).
 func (c *cluster) whoAmIWithGroups(ctx context.Context) (string, []string, error) {
-	review, err := c.kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	review, err := c.authentication.SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
 		return "", nil, fmt.Errorf("asking the API server who you are (SelfSubjectReview): %w", apiError(err))
 	}

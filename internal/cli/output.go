@@ -88,7 +88,7 @@ holds all of it, else the command says where the rest is.`,
 			if pod == "" {
 				return fmt.Errorf("the Execution %s has no pod yet (phase %s); try again once it runs", exec.Name, orDash(string(exec.Status.Phase)))
 			}
-			stream, err := c.kube.CoreV1().Pods(c.namespace).GetLogs(pod, &corev1.PodLogOptions{Container: executor.ToolContainerName}).Stream(ctx)
+			stream, err := c.core.Pods(c.namespace).GetLogs(pod, &corev1.PodLogOptions{Container: executor.ToolContainerName}).Stream(ctx)
 			if err != nil {
 				if apierrors.IsNotFound(err) && executor.HoldsWholeResult(&exec.Status) {
 					// A spent Job was reaped: the Execution holds all the pod had.

@@ -66,6 +66,7 @@ AgentTasks, ToolIntents, Approvals, Executions and ToolPolicies.
   policy check             decide a command against a policy file, offline
   audit verify TASK        check the hash chain of a task's archived records
   console                  a web console on 127.0.0.1: approvals live, decide, browse traces
+  version                  the plugin's version and the controller's
 
 trace, replay and output read a call deleted from the cluster from its archive
 (archive.toolgate.dev, docs/archive.md), with your own credentials.`,
@@ -91,6 +92,7 @@ trace, replay and output read a call deleted from the cluster from its archive
 		newPolicyCommand(o),
 		newAuditCommand(o),
 		newConsoleCommand(o),
+		newVersionCommand(o),
 	)
 	return root
 }

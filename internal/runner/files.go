@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/protocol"
 	"github.com/toolgate/toolgate/internal/tools"
+	"github.com/toolgate/toolgate/internal/unidiff"
 )
 
 const (
@@ -335,14 +336,14 @@ func runWriteFile(_ context.Context, ic *invocationContext) error {
 	if err := ic.ws.writeAtomic(t, content, mode); err != nil {
 		return err
 	}
-	added, removed := DiffStats(cur.content, content)
+	added, removed := unidiff.DiffStats(cur.content, content)
 	ic.res.ContentSHA256 = sha256Hex(content)
 	ic.res.LinesAdded, ic.res.LinesRemoved = added, removed
 	verb := "created"
 	if cur.exists {
 		verb = "overwrote"
 	}
-	ic.out.printf("%s %s: %d bytes, %d lines (+%d -%d)\n", verb, in.Path, len(content), len(splitLines(content)), added, removed)
+	ic.out.printf("%s %s: %d bytes, %d lines (+%d -%d)\n", verb, in.Path, len(content), len(unidiff.SplitLines(content)), added, removed)
 	return nil
 }
 
@@ -389,7 +390,7 @@ func runEditFile(_ context.Context, ic *invocationContext) error {
 	if err := ic.ws.writeAtomic(t, content, cur.mode); err != nil {
 		return err
 	}
-	diff, added, removed := UnifiedDiff(t.rel, cur.content, content)
+	diff, added, removed := unidiff.UnifiedDiff(t.rel, cur.content, content)
 	ic.res.ContentSHA256 = sha256Hex(content)
 	ic.res.LinesAdded, ic.res.LinesRemoved = added, removed
 	ic.out.write([]byte(diff), false)

@@ -1,4 +1,7 @@
-package runner
+// Package unidiff computes line diffs (Myers, bounded) and prints them as unified
+// diffs. It is its own package so that the kubectl plugin, which prints diffs too,
+// does not link the runner (Linux-only: openat2, prctl), which prints them for edits.
+package unidiff
 
 import (
 	"fmt"
@@ -26,8 +29,8 @@ type lineOp struct {
 	text string // the line with its "\n", if it had one
 }
 
-// splitLines splits b into lines that keep their "\n"; a last line without one is kept.
-func splitLines(b []byte) []string {
+// SplitLines splits b into lines that keep their "\n"; a last line without one is kept.
+func SplitLines(b []byte) []string {
 	if len(b) == 0 {
 		return nil
 	}
@@ -146,7 +149,7 @@ func backtrack(a, b []string, trace [][]int) []lineOp {
 
 // DiffStats returns the number of lines added and removed going from old to new.
 func DiffStats(old, new []byte) (added, removed int) {
-	for _, op := range diffLines(splitLines(old), splitLines(new)) {
+	for _, op := range diffLines(SplitLines(old), SplitLines(new)) {
 		switch op.kind {
 		case opInsert:
 			added++
@@ -161,7 +164,7 @@ func DiffStats(old, new []byte) (added, removed int) {
 // from old to new for the file name, and the lines added and removed. It is empty
 // when the contents are equal.
 func UnifiedDiff(name string, old, new []byte) (diff string, added, removed int) {
-	ops := diffLines(splitLines(old), splitLines(new))
+	ops := diffLines(SplitLines(old), SplitLines(new))
 	var changes []int
 	for i, op := range ops {
 		switch op.kind {

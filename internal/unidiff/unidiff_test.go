@@ -1,7 +1,8 @@
-package runner
+package unidiff
 
 import (
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -70,7 +71,7 @@ func TestUnifiedDiff(t *testing.T) {
 	}
 }
 
-func itoa(n int) string { return strings.TrimSpace(lineNumber(n)) }
+func itoa(n int) string { return strconv.Itoa(n) }
 
 // lcs is the textbook dynamic program: the shortest edit script has
 // len(a)+len(b)-2*lcs edits.
