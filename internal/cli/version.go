@@ -75,7 +75,7 @@ func controllerVersion(cmd *cobra.Command, c *cluster, namespace string) (string
 	}
 	v := cm.Data[version.ConfigMapKey]
 	if v == "" {
-		return "", fmt.Errorf("the controller's version is unknown: %s has no %q key", where, version.ConfigMapKey)
+		return "", fmt.Errorf("the controller's version is unknown: %s has no data.%s", where, version.ConfigMapKey)
 	}
 	return v, nil
 }

@@ -101,3 +101,14 @@ func TestVersionClientOnly(t *testing.T) {
 		t.Fatalf("exit code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// TestVersionOfAnEmptyConfigMap: a ConfigMap without the key is reported as such,
+// not printed as an empty version.
+func TestVersionOfAnEmptyConfigMap(t *testing.T) {
+	stampPlugin(t, "v0.3.0")
+	ns := publishControllerVersion(t, "")
+	code, _, errOut := run(t.Context(), "", "--kubeconfig", kubeconfigs[adminUser], "version", "--controller-namespace", ns)
+	if want := "error: the controller's version is unknown: ConfigMap " + ns + "/toolgate-controller-version has no data.version\n"; code != 1 || errOut != want {
+		t.Fatalf("exit code %d, stderr %q; want 1, %q", code, errOut, want)
+	}
+}
