@@ -34,7 +34,7 @@ func Push(ctx context.Context, archive, ref string, insecure bool, transport htt
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	if err := unpackLayout(archive, dir); err != nil {
 		return "", fmt.Errorf("push: reading %s: %w", archive, err)
 	}
