@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # toolgate's test cluster: kind (sigs.k8s.io/kind) with one node, NetworkPolicy
 # enforced by kube-router's firewall. Nothing prebuilt is downloaded and no image is
-# pulled: kind, Kubernetes (kubelet, kubeadm, kubectl and the control plane), etcd,
+# pulled from outside this machine: kind, Kubernetes (kubelet, kubeadm, kubectl and the control plane), etcd,
 # CoreDNS, kube-router and the distribution registry are built from their Go modules;
 # the node image's root filesystem and the packet-filter tools come from Debian's
 # packages (mmdebstrap). The cluster's own images are preloaded into the node; the
@@ -56,7 +56,7 @@ REGISTRY_CONTAINER="${CLUSTER}-registry"
 REGISTRY_PORT="${KIND_REGISTRY_PORT:-5001}"
 # The one name of the registry: this machine pushes to it (Docker publishes the port
 # on the loopback), and the node's containerd pulls it from the registry's container
-# on the cluster's network (hack/kind/cluster.yaml, registry_hosts).
+# on the cluster's network (start_registry).
 REGISTRY="localhost:${REGISTRY_PORT}"
 
 log() { echo "kind.sh: [${SECONDS}s] $*" >&2; }
@@ -474,7 +474,7 @@ start_registry() {
   if [ "$(docker inspect -f '{{.State.Running}}' "${REGISTRY_CONTAINER}" 2>/dev/null)" != true ]; then
     log "starting the registry ${REGISTRY_CONTAINER} (${REGISTRY})"
     docker rm -f "${REGISTRY_CONTAINER}" >/dev/null 2>&1 || true
-    docker run -d --restart=no --name "${REGISTRY_CONTAINER}" --network kind \
+    docker run -d --name "${REGISTRY_CONTAINER}" --network kind \
       -p "127.0.0.1:${REGISTRY_PORT}:5000" "${REGISTRY_IMAGE}" >/dev/null
   fi
   local i
@@ -513,6 +513,7 @@ USAGE
 # node image is built from source); its line on stderr says which, and why.
 cmd_node_image() {
   local stock="${KIND_STOCK_NODE_IMAGE:-kindest/node:v${K8S_VERSION}}" reason
+  mkdir -p "${ROOT}/bin"
   (cd "${ROOT}" && go build -o "${ROOT}/bin/ocibuild" ./hack/ocibuild)
   if reason="$("${ROOT}/bin/ocibuild" probe -timeout 5s "${stock}" 2>&1)"; then
     log "a registry serves ${stock}: the cluster runs on kind's stock node image"
