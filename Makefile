@@ -59,6 +59,9 @@ BASH_STATIC ?= /bin/bash-static
 KIND_STATE ?= /var/lib/toolgate-kind
 export KIND_STATE
 KIND_KUBECONFIG ?= $(KIND_STATE)/kubeconfig
+# The kind cluster's registry (hack/kind.sh up starts it): images-push writes the
+# images there, and local-deploy deploys them from it by digest.
+KIND_REGISTRY ?= $(shell hack/kind.sh registry)
 # go test's -timeout stays above ginkgo's, so that a suite out of time still prints
 # ginkgo's summary of its failed specs instead of go test's goroutine dump.
 E2E_TIMEOUT ?= 45m
@@ -138,9 +141,12 @@ bench-pipeline: envtest-assets ## Run the pipeline benchmark (envtest, the whole
 	TOOLGATE_BENCH_INTENTS="$(BENCH_INTENTS)" TOOLGATE_BENCH_TASKS="$(BENCH_TASKS)" TOOLGATE_BENCH_PERTASK="$(BENCH_PERTASK)" TOOLGATE_BENCH_LEGS="$(BENCH_LEGS)" KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test -tags pipelinebench ./internal/pipelinebench/ -run '^TestPipeline$$' -count=1 -v -timeout 90m
 
 .PHONY: test-e2e
-test-e2e: ## Run the e2e suite against the cluster KUBECONFIG names; without KUBECONFIG, on the kind cluster (brought up, images loaded, toolgate deployed).
-	@if [ -z "$$KUBECONFIG" ]; then $(MAKE) --no-print-directory local-deploy; fi
+test-e2e: ## Run the e2e suite against the cluster KUBECONFIG names; without KUBECONFIG, on the kind cluster (brought up, images pushed to its registry, toolgate deployed from there).
 	@rm -rf test/e2e/logs
+	@# On the kind cluster the suite runs the images local-deploy pushed, by digest, and
+	@# checks that the cluster pulled them from the registry (E2E_REGISTRY).
+	@if [ -z "$$KUBECONFIG" ]; then $(MAKE) --no-print-directory local-deploy || exit 1; \
+	  export E2E_REGISTRY=$(KIND_REGISTRY) E2E_WORKSPACE_IMAGE="$$(cat $(IMAGES_DIR)/workspace.ref)" E2E_GITSERVER_IMAGE="$$(cat $(IMAGES_DIR)/gitserver.ref)"; fi; \
 	KUBECONFIG="$${KUBECONFIG:-$(KIND_KUBECONFIG)}" PATH="$(ENVTEST_ASSETS):$$PATH" \
 	  go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v -ginkgo.v -ginkgo.timeout $(E2E_GINKGO_TIMEOUT) -ginkgo.label-filter='!bench' || { \
 	  if [ -z "$$KUBECONFIG" ]; then hack/kind.sh logs test/e2e/logs; fi; \
@@ -148,7 +154,8 @@ test-e2e: ## Run the e2e suite against the cluster KUBECONFIG names; without KUB
 
 .PHONY: bench-e2e
 bench-e2e: ## Measure a tool call's latency on the cluster (intent to observation, beside kubectl exec; docs/benchmarks.md); without KUBECONFIG, on the kind cluster.
-	@if [ -z "$$KUBECONFIG" ]; then $(MAKE) --no-print-directory local-deploy; fi
+	@if [ -z "$$KUBECONFIG" ]; then $(MAKE) --no-print-directory local-deploy || exit 1; \
+	  export E2E_WORKSPACE_IMAGE="$$(cat $(IMAGES_DIR)/workspace.ref)"; fi; \
 	KUBECONFIG="$${KUBECONFIG:-$(KIND_KUBECONFIG)}" PATH="$(ENVTEST_ASSETS):$$PATH" \
 	  go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v -ginkgo.timeout $(E2E_GINKGO_TIMEOUT) -ginkgo.label-filter=bench
 
@@ -187,14 +194,18 @@ images: build ## Build the controller, runner and workspace images, the archive'
 	  -busybox $(BUSYBOX) -dir /var/lib/postgresql:0755 -env PATH=$(PG_DIR)/bin:/bin -env PGHOST=/tmp -env PGUSER=toolgate -env PGDATABASE=toolgate \
 	  -env TZ=UTC -entrypoint '/pgserver --bin=$(PG_DIR)/bin'
 
-.PHONY: images-load
-images-load: ## Load the images of bin/images/ into the kind cluster's node.
-	hack/kind.sh load $(IMAGES_DIR)/controller.tar $(IMAGES_DIR)/runner.tar $(IMAGES_DIR)/workspace.tar $(IMAGES_DIR)/gitserver.tar $(IMAGES_DIR)/postgres.tar
+.PHONY: images-push
+images-push: ## Push the images of bin/images/ to the kind cluster's registry (KIND_REGISTRY) as toolgate/NAME:dev; each one's reference by digest is written beside its archive, as NAME.ref.
+	go build -o $(LOCALBIN)/ocibuild ./hack/ocibuild
+	@set -e; for i in controller runner workspace gitserver postgres; do \
+	  $(LOCALBIN)/ocibuild push $(IMAGES_DIR)/$$i.tar $(KIND_REGISTRY)/toolgate/$$i:dev >$(IMAGES_DIR)/$$i.ref; \
+	  echo "pushed $$(cat $(IMAGES_DIR)/$$i.ref)"; done
 
 .PHONY: local-deploy
-local-deploy: kind-up images images-load ## kind cluster up, images loaded, toolgate deployed (and restarted on new images). Only the controller's rollout is waited for: it starts without the archive's PostgreSQL.
-	KUBECONFIG=$(KIND_KUBECONFIG) PATH="$(ENVTEST_ASSETS):$$PATH" $(MAKE) --no-print-directory deploy
-	KUBECONFIG=$(KIND_KUBECONFIG) $(ENVTEST_ASSETS)/kubectl -n toolgate-system rollout restart deployment/toolgate-controller-manager statefulset/toolgate-archive-db
+local-deploy: kind-up images images-push ## kind cluster up, images pushed to its registry, toolgate deployed with them by digest (a new image rolls the pods out). Only the controller's rollout is waited for: it starts without the archive's PostgreSQL.
+	KUBECONFIG=$(KIND_KUBECONFIG) PATH="$(ENVTEST_ASSETS):$$PATH" $(MAKE) --no-print-directory deploy \
+	  IMG="$$(cat $(IMAGES_DIR)/controller.ref)" RUNNER_IMG="$$(cat $(IMAGES_DIR)/runner.ref)" \
+	  WORKSPACE_IMG="$$(cat $(IMAGES_DIR)/workspace.ref)" POSTGRES_IMG="$$(cat $(IMAGES_DIR)/postgres.ref)"
 	KUBECONFIG=$(KIND_KUBECONFIG) $(ENVTEST_ASSETS)/kubectl -n toolgate-system rollout status deployment/toolgate-controller-manager --timeout=3m
 
 .PHONY: demo
@@ -281,9 +292,18 @@ uninstall: ## Remove CRDs and admission policies.
 	kubectl delete --ignore-not-found -k config/crd
 
 .PHONY: deploy
-deploy: manifests ## Deploy the controller and the archive's PostgreSQL into toolgate-system (the Secret toolgate-archive, with a random password, made first unless it exists).
+deploy: manifests ## Deploy the controller and the archive's PostgreSQL into toolgate-system (the Secret toolgate-archive, with a random password, made first unless it exists). IMG, RUNNER_IMG, WORKSPACE_IMG and POSTGRES_IMG name the images.
 	hack/archive-secret.sh
-	kubectl apply -k config/default
+	@# config/ names the images toolgate/NAME:dev; each is replaced by its variable, and
+	@# a reference config/ no longer has fails the deploy instead of being left out.
+	@manifests="$$(kubectl kustomize config/default | sed \
+	  -e 's#^\( *image: \)toolgate/controller:dev$$#\1$(IMG)#' \
+	  -e 's#^\( *- --runner-image=\)toolgate/runner:dev$$#\1$(RUNNER_IMG)#' \
+	  -e 's#^\( *- --default-sandbox-image=\)toolgate/workspace:dev$$#\1$(WORKSPACE_IMG)#' \
+	  -e 's#^\( *image: \)toolgate/postgres:dev$$#\1$(POSTGRES_IMG)#')" && \
+	for ref in "image: $(IMG)" "--runner-image=$(RUNNER_IMG)" "--default-sandbox-image=$(WORKSPACE_IMG)" "image: $(POSTGRES_IMG)"; do \
+	  printf '%s\n' "$$manifests" | grep -qF -- "$$ref" || { echo "deploy: the manifests of config/default have no '$$ref'"; exit 1; }; \
+	done && printf '%s\n' "$$manifests" | kubectl apply -f -
 
 .PHONY: undeploy
 undeploy: ## Remove the controller.

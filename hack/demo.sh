@@ -48,7 +48,16 @@ step() {
   fi
 }
 
-say "1/6 building images, the kind cluster (cold: about 20 minutes), deploying toolgate"
+# The first lines say which node image the cluster runs on: kind's stock one when a
+# registry serves it, else one built from source (hack/kind.sh node-image).
+if [ -n "${KIND_NODE_IMAGE:-}" ]; then
+  say "node image ${KIND_NODE_IMAGE} (KIND_NODE_IMAGE; no registry asked)"
+else
+  KIND_NODE_IMAGE="$(hack/kind.sh node-image)"
+  export KIND_NODE_IMAGE
+fi
+
+say "1/6 building images, the kind cluster (cold: about 20 minutes), pushing the images to its registry, deploying toolgate"
 step local-deploy make --no-print-directory local-deploy
 export KUBECONFIG="$(hack/kind.sh kubeconfig)"
 export PATH="$(ls -d "${ROOT}"/bin/k8s/*/ | tail -n 1):${PATH}"
@@ -56,7 +65,8 @@ ME="$(kubectl auth whoami -o jsonpath='{.status.userInfo.username}')"
 
 say "2/6 applying the sample: a git repository with a failing test, a policy, a task cloned from it"
 kubectl delete namespace "${NS}" --ignore-not-found --wait=true >/dev/null
-kubectl apply -f hack/demo/sample.yaml
+# The git server's image by digest, from the cluster's registry, as toolgate's own.
+sed "s#image: toolgate/gitserver:dev\$#image: $(cat bin/images/gitserver.ref)#" hack/demo/sample.yaml | kubectl apply -f -
 kubectl -n "${NS}" wait --for=condition=Ready pod/git-server pod/notify-sink --timeout=120s >/dev/null
 # The task is Ready once its clone pod has cloned the repository into its claim.
 if ! kubectl -n "${NS}" wait --for=condition=Ready "agenttask/${TASK}" --timeout=180s >/dev/null; then

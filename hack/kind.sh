@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # toolgate's test cluster: kind (sigs.k8s.io/kind) with one node, NetworkPolicy
 # enforced by kube-router's firewall. Nothing prebuilt is downloaded and no image is
-# pulled: kind, Kubernetes (kubelet, kubeadm, kubectl and the control plane), etcd,
-# CoreDNS and kube-router are built from their Go modules; the node image's root
-# filesystem and the packet-filter tools come from Debian's packages (mmdebstrap); the
-# images are built here and preloaded into the node, or loaded with
-# `kind load image-archive`. With KIND_NODE_IMAGE set to a stock node image
-# (kindest/node:vX.Y.Z, where a registry is reachable), no node image is built.
+# pulled from outside this machine: kind, Kubernetes (kubelet, kubeadm, kubectl and the control plane), etcd,
+# CoreDNS, kube-router and the distribution registry are built from their Go modules;
+# the node image's root filesystem and the packet-filter tools come from Debian's
+# packages (mmdebstrap). The cluster's own images are preloaded into the node; the
+# workloads' images are pushed to a registry on the cluster's Docker network (the
+# distribution registry, container toolgate-registry), which the node pulls from as
+# localhost:5001, the address it is pushed to from this machine. With KIND_NODE_IMAGE
+# set to a stock node image (kindest/node:vX.Y.Z, where a registry is reachable), no
+# node image is built.
 #
 # Usage:
 #   hack/kind.sh build      build kind, the images and the node image (cached in bin/)
-#   hack/kind.sh up         build, start Docker if needed, create the cluster, install its add-ons
-#   hack/kind.sh down       delete the cluster (and stop the Docker daemon `up` started)
-#   hack/kind.sh load TAR…  load image archives into the node (kind load image-archive)
+#   hack/kind.sh up         build, start Docker if needed, create the cluster and its registry, install its add-ons
+#   hack/kind.sh down       delete the cluster and its registry (and stop the Docker daemon `up` started)
+#   hack/kind.sh registry   print the registry's address, to push to from this machine and pull from in the cluster
+#   hack/kind.sh node-image print kind's stock node image when a registry serves it, nothing when none does
 #   hack/kind.sh logs DIR   export the cluster's logs into DIR (kind export logs)
 #   hack/kind.sh kubeconfig print the path of the cluster's kubeconfig
 #
@@ -21,12 +25,15 @@
 # Environment:
 #   KIND_CLUSTER_NAME    the cluster's name (default toolgate)
 #   KIND_NODE_IMAGE      a node image to use instead of building one
+#   KIND_STOCK_NODE_IMAGE the stock node image node-image asks for (default kindest/node:vK8S_VERSION)
 #   KIND_STATE           kubeconfig and dockerd's pid and log (default /var/lib/toolgate-kind)
 #   K8S_VERSION          kubernetes version (default 1.37.2)
 #   ETCD_VERSION         etcd version (default 3.7.3)
 #   KIND_VERSION         kind version (default v0.33.0)
 #   KUBE_ROUTER_VERSION  kube-router version (default v2.1.0)
 #   COREDNS_VERSION      CoreDNS version (default v1.15.0)
+#   DISTRIBUTION_VERSION the distribution registry's version (default v3.1.2)
+#   KIND_REGISTRY_PORT   the registry's port on this machine's loopback (default 5001)
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-1.37.2}"
@@ -34,6 +41,7 @@ ETCD_VERSION="${ETCD_VERSION:-3.7.3}"
 KIND_VERSION="${KIND_VERSION:-v0.33.0}"
 KUBE_ROUTER_VERSION="${KUBE_ROUTER_VERSION:-v2.1.0}"
 COREDNS_VERSION="${COREDNS_VERSION:-v1.15.0}"
+DISTRIBUTION_VERSION="${DISTRIBUTION_VERSION:-v3.1.2}"
 DEBIAN_SUITE="${DEBIAN_SUITE:-bookworm}"
 CLUSTER="${KIND_CLUSTER_NAME:-toolgate}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -43,6 +51,13 @@ NODE_IMAGE_TAG="toolgate/kind-node:v${K8S_VERSION}"
 NETBASE_TAG="toolgate/kind-netbase:${DEBIAN_SUITE}"
 KUBE_ROUTER_IMAGE="toolgate/kube-router:${KUBE_ROUTER_VERSION}"
 LOCALPV_IMAGE="toolgate/localpv:dev"
+REGISTRY_IMAGE="toolgate/registry:${DISTRIBUTION_VERSION}"
+REGISTRY_CONTAINER="${CLUSTER}-registry"
+REGISTRY_PORT="${KIND_REGISTRY_PORT:-5001}"
+# The one name of the registry: this machine pushes to it (Docker publishes the port
+# on the loopback), and the node's containerd pulls it from the registry's container
+# on the cluster's network (start_registry).
+REGISTRY="localhost:${REGISTRY_PORT}"
 
 log() { echo "kind.sh: [${SECONDS}s] $*" >&2; }
 die() {
@@ -69,6 +84,7 @@ install_packages() {
   command -v dockerd >/dev/null || want+=(docker.io)
   command -v mmdebstrap >/dev/null || want+=(mmdebstrap)
   command -v jq >/dev/null || want+=(jq)
+  command -v curl >/dev/null || want+=(curl)
   command -v busybox >/dev/null || want+=(busybox-static)
   [ -x /bin/bash-static ] || want+=(bash-static)
   # The archive's PostgreSQL image is made of Debian's package (make images).
@@ -223,6 +239,7 @@ build_binaries() {
   mkdir -p "${ROOT}/bin"
   go_install "$(kind_bin)" "sigs.k8s.io/kind@${KIND_VERSION}"
   go_install "${ROOT}/bin/kube-router-${KUBE_ROUTER_VERSION}" "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@${KUBE_ROUTER_VERSION}"
+  go_install "${ROOT}/bin/registry-${DISTRIBUTION_VERSION}" "github.com/distribution/distribution/v3/cmd/registry@${DISTRIBUTION_VERSION}"
   build_etcd
   build_kubernetes
   build_pause
@@ -289,6 +306,30 @@ DOCKERFILE
   record "${tar}.sum" "${bin}"
 }
 
+# registry_image builds the distribution registry's image: its binary and
+# configuration on nothing, run as nonroot, writing only its storage directory. Docker
+# builds it, as the netbase images: Docker 20.10 cannot load an OCI archive.
+registry_image() {
+  local bin="${ROOT}/bin/registry-${DISTRIBUTION_VERSION}" config="${ROOT}/hack/kind/registry.yml" ctx
+  if docker image inspect "${REGISTRY_IMAGE}" >/dev/null 2>&1 && current "${IMAGES}/registry.sum" "${bin}" "${config}"; then
+    return
+  fi
+  ctx="$(mktemp -d)"
+  cp "${bin}" "${ctx}/registry"
+  cp "${config}" "${ctx}/config.yml"
+  mkdir "${ctx}/storage"
+  docker build -q -t "${REGISTRY_IMAGE}" -f - "${ctx}" >/dev/null <<DOCKERFILE
+FROM scratch
+COPY registry /registry
+COPY config.yml /etc/distribution/config.yml
+COPY --chown=65532:65532 storage /var/lib/registry
+USER 65532:65532
+ENTRYPOINT ["/registry", "serve", "/etc/distribution/config.yml"]
+DOCKERFILE
+  rm -rf "${ctx}"
+  record "${IMAGES}/registry.sum" "${bin}" "${config}"
+}
+
 # build_images builds the images the cluster runs, as archives in bin/images/kind/:
 # the control plane and CoreDNS (single static binaries, hack/ocibuild), kube-proxy and
 # kube-router (on the netbase), and localpv.
@@ -299,6 +340,7 @@ build_images() {
   build_netbase
   netbase_image "${KUBE_ROUTER_IMAGE}" "${IMAGES}/kube-router.tar" "${ROOT}/bin/kube-router-${KUBE_ROUTER_VERSION}" /usr/local/bin/kube-router
   "${ocibuild}" -tag "${LOCALPV_IMAGE}" -o "${IMAGES}/localpv.tar" -file "${ROOT}/bin/localpv=/localpv:0755" -entrypoint /localpv -user 0:0
+  registry_image
   [ -n "${KIND_NODE_IMAGE:-}" ] && return
   netbase_image "$(kubeadm_image kube-proxy)" "${IMAGES}/kube-proxy.tar" "${assets}/kube-proxy" /usr/local/bin/kube-proxy
   local c
@@ -406,6 +448,7 @@ cmd_up() {
       --config "${ROOT}/hack/kind/cluster.yaml" --kubeconfig "$(kubeconfig_path)" --wait 0s
   fi
   kind_ export kubeconfig --name "${CLUSTER}" --kubeconfig "$(kubeconfig_path)" >/dev/null 2>&1
+  start_registry
   log "installing the pod network and kube-router's firewall"
   kind_ load image-archive --name "${CLUSTER}" "${IMAGES}/kube-router.tar"
   sed "s|image: toolgate/kube-router:.*|image: ${KUBE_ROUTER_IMAGE}|" "${ROOT}/hack/kind/kube-router.yaml" | kc apply -f - >/dev/null
@@ -422,6 +465,37 @@ cmd_up() {
   print_usage
 }
 
+# start_registry runs the distribution registry on the cluster's Docker network
+# (kind's), its port published on this machine's loopback only, and tells the node's
+# containerd where REGISTRY is: kind's local-registry pattern (the cluster config sets
+# containerd's config_path to /etc/containerd/certs.d; a hosts.toml per registry name
+# is read at each pull, so no restart is needed).
+start_registry() {
+  if [ "$(docker inspect -f '{{.State.Running}}' "${REGISTRY_CONTAINER}" 2>/dev/null)" != true ]; then
+    log "starting the registry ${REGISTRY_CONTAINER} (${REGISTRY})"
+    docker rm -f "${REGISTRY_CONTAINER}" >/dev/null 2>&1 || true
+    docker run -d --name "${REGISTRY_CONTAINER}" --network kind \
+      -p "127.0.0.1:${REGISTRY_PORT}:5000" "${REGISTRY_IMAGE}" >/dev/null
+  fi
+  local i
+  for ((i = 0; i < 30; i++)); do
+    curl -fsS "http://${REGISTRY}/v2/" >/dev/null 2>&1 && break
+    sleep 1
+  done
+  ((i < 30)) || die "the registry does not answer on http://${REGISTRY}/v2/ after 30s: docker logs ${REGISTRY_CONTAINER}"
+  # Manifests that name toolgate/NAME:dev (docker.io's, as a reference without a
+  # registry is) find it too: the registry is docker.io's mirror, tried first.
+  local node
+  for node in $(kind_ get nodes --name "${CLUSTER}"); do
+    docker exec -i "${node}" sh -c "mkdir -p /etc/containerd/certs.d/${REGISTRY} /etc/containerd/certs.d/docker.io &&
+      cat >/etc/containerd/certs.d/${REGISTRY}/hosts.toml && cp /etc/containerd/certs.d/${REGISTRY}/hosts.toml /etc/containerd/certs.d/docker.io/hosts.toml" <<TOML
+# The registry's container on the cluster's network (hack/kind.sh up).
+[host."http://${REGISTRY_CONTAINER}:5000"]
+  capabilities = ["pull", "resolve"]
+TOML
+  done
+}
+
 print_usage() {
   cat >&2 <<USAGE
 
@@ -429,15 +503,24 @@ kind.sh: cluster ${CLUSTER} is Ready (kubernetes v${K8S_VERSION}).
   export KUBECONFIG=$(kubeconfig_path)
   export PATH=$(assets_dir):\$PATH      # kubectl v${K8S_VERSION}
   kubectl get nodes
-Load an image:  hack/kind.sh load IMAGE.tar
+Push an image:  bin/ocibuild push IMAGE.tar ${REGISTRY}/NAME:TAG   (then run it as ${REGISTRY}/NAME@DIGEST)
 Stop:           hack/kind.sh down
 USAGE
 }
 
-cmd_load() {
-  cluster_exists || die "cluster ${CLUSTER} does not exist: run 'hack/kind.sh up' first"
-  local tar
-  for tar in "$@"; do kind_ load image-archive --name "${CLUSTER}" "${tar}"; done
+# cmd_node_image prints kind's stock node image when a registry serves it (the demo
+# then builds none), and nothing when no registry answers within 5 seconds (the
+# node image is built from source); its line on stderr says which, and why.
+cmd_node_image() {
+  local stock="${KIND_STOCK_NODE_IMAGE:-kindest/node:v${K8S_VERSION}}" reason
+  mkdir -p "${ROOT}/bin"
+  (cd "${ROOT}" && go build -o "${ROOT}/bin/ocibuild" ./hack/ocibuild)
+  if reason="$("${ROOT}/bin/ocibuild" probe -timeout 5s "${stock}" 2>&1)"; then
+    log "a registry serves ${stock}: the cluster runs on kind's stock node image"
+    echo "${stock}"
+  else
+    log "no registry serves ${stock}: the node image is built from source (${reason#*"${stock}": })"
+  fi
 }
 
 cmd_logs() {
@@ -461,6 +544,7 @@ cmd_down() {
     if cluster_exists; then
       kind_ delete cluster --name "${CLUSTER}" || log "could not delete cluster ${CLUSTER}: see 'docker ps -a'"
     fi
+    docker rm -f "${REGISTRY_CONTAINER}" >/dev/null 2>&1 || true
     remove_node_build
   fi
   stop_docker
@@ -471,10 +555,8 @@ case "${1:-}" in
 build) cmd_build ;;
 up) cmd_up ;;
 down) cmd_down ;;
-load)
-  shift
-  cmd_load "$@"
-  ;;
+registry) echo "${REGISTRY}" ;;
+node-image) cmd_node_image ;;
 logs) cmd_logs "${2:-}" ;;
 kubeconfig) kubeconfig_path ;;
 *)

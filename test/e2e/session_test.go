@@ -180,10 +180,10 @@ var _ = Describe("A task's sessions", func() {
 
 		By("a job still running when its task ends is stopped with it")
 		second := observedIntent(ctx, create(ctx, map[string]any{"command": "sleep 600 > slept.txt", "runInBackground": true}))
-		t := &toolgatev1alpha1.AgentTask{}
-		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: task}, t)).To(Succeed())
-		t.Spec.Lifecycle = toolgatev1alpha1.LifecycleCancelled
-		Expect(k8s.Update(ctx, t)).To(Succeed())
+		// A merge patch, not a read and an update: the controller writes the task
+		// meanwhile, and an update of the version read would conflict.
+		t := &toolgatev1alpha1.AgentTask{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: task}}
+		Expect(mergePatch(ctx, k8s, t, map[string]any{"spec": map[string]any{"lifecycle": string(toolgatev1alpha1.LifecycleCancelled)}})).To(Succeed())
 		Eventually(func(g Gomega) {
 			exec := executionOf(ctx, second)
 			g.Expect(exec.Status.ErrorKind).To(Equal(toolgatev1alpha1.ErrorAborted), exec.Status.Message)

@@ -2,8 +2,8 @@
 
 // Package e2e tests toolgate on a real cluster: whatever cluster KUBECONFIG names,
 // with toolgate deployed (config/default) and its images available to the nodes.
-// `make test-e2e` without KUBECONFIG brings up the kind cluster (hack/kind.sh), loads
-// the images and deploys toolgate first.
+// `make test-e2e` without KUBECONFIG brings up the kind cluster (hack/kind.sh), pushes
+// the images to its registry and deploys toolgate from there first.
 //
 // Each spec runs in its own namespace with its own workspace claim, and talks to
 // the API through an uncached client; `kubectl` (on PATH) is used where a person
@@ -42,7 +42,8 @@ const (
 	controllerDeployment = "toolgate-controller-manager"
 )
 
-// Images the specs run tools in; the defaults are the ones the Makefile builds.
+// Images the specs run tools in; the defaults are the ones the Makefile builds. On
+// the kind cluster `make test-e2e` names them by digest in its registry.
 var (
 	workspaceImage = envOr("E2E_WORKSPACE_IMAGE", "toolgate/workspace:dev")
 	logsDir        = envOr("E2E_LOGS_DIR", "logs")
