@@ -145,12 +145,27 @@ test-e2e: ## Run the e2e suite against the cluster KUBECONFIG names; without KUB
 	@rm -rf test/e2e/logs
 	@# On the kind cluster the suite runs the images local-deploy pushed, by digest, and
 	@# checks that the cluster pulled them from the registry (E2E_REGISTRY).
-	@if [ -z "$$KUBECONFIG" ]; then $(MAKE) --no-print-directory local-deploy || exit 1; \
+	@# There, toolgate is installed twice, as a user would: first with helm from
+	@# dist/chart, where the README's walk-through runs, then (once the release is
+	@# uninstalled) with kubectl apply -f dist/install.yaml, where the whole suite runs.
+	@if [ -z "$$KUBECONFIG" ]; then $(MAKE) --no-print-directory test-e2e-helm local-deploy || exit 1; \
 	  export E2E_REGISTRY=$(KIND_REGISTRY) E2E_WORKSPACE_IMAGE="$$(cat $(IMAGES_DIR)/workspace.ref)" E2E_GITSERVER_IMAGE="$$(cat $(IMAGES_DIR)/gitserver.ref)"; fi; \
 	KUBECONFIG="$${KUBECONFIG:-$(KIND_KUBECONFIG)}" PATH="$(ENVTEST_ASSETS):$$PATH" \
 	  go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v -ginkgo.v -ginkgo.timeout $(E2E_GINKGO_TIMEOUT) -ginkgo.label-filter='!bench' || { \
 	  if [ -z "$$KUBECONFIG" ]; then hack/kind.sh logs test/e2e/logs; fi; \
 	  echo "e2e failed: logs are in test/e2e/logs/"; exit 1; }
+
+.PHONY: test-e2e-helm
+test-e2e-helm: kind-up images images-push helm ## On the kind cluster: install toolgate from dist/chart with helm (its images from the cluster's registry), run the README's walk-through on it, and uninstall the release (the CRDs stay, as helm leaves them).
+	@rm -rf test/e2e/logs
+	KUBECONFIG=$(KIND_KUBECONFIG) PATH="$(ENVTEST_ASSETS):$$PATH" hack/archive-secret.sh
+	KUBECONFIG=$(KIND_KUBECONFIG) $(HELM) upgrade --install toolgate dist/chart -n toolgate-system --wait --timeout 5m \
+	  --set images.controller="$$(cat $(IMAGES_DIR)/controller.ref)" --set images.runner="$$(cat $(IMAGES_DIR)/runner.ref)" \
+	  --set images.workspace="$$(cat $(IMAGES_DIR)/workspace.ref)" --set images.postgres="$$(cat $(IMAGES_DIR)/postgres.ref)"
+	KUBECONFIG=$(KIND_KUBECONFIG) PATH="$(ENVTEST_ASSETS):$$PATH" \
+	  go test -tags e2e ./test/e2e/ -count=1 -timeout 15m -v -ginkgo.v -ginkgo.timeout 10m -ginkgo.focus="README" || { \
+	  hack/kind.sh logs test/e2e/logs; echo "e2e (helm) failed: logs are in test/e2e/logs/"; exit 1; }
+	KUBECONFIG=$(KIND_KUBECONFIG) $(HELM) uninstall toolgate -n toolgate-system --wait --timeout 5m
 
 .PHONY: bench-e2e
 bench-e2e: ## Measure a tool call's latency on the cluster (intent to observation, beside kubectl exec; docs/benchmarks.md); without KUBECONFIG, on the kind cluster.
@@ -292,18 +307,9 @@ uninstall: ## Remove CRDs and admission policies.
 	kubectl delete --ignore-not-found -k config/crd
 
 .PHONY: deploy
-deploy: manifests ## Deploy the controller and the archive's PostgreSQL into toolgate-system (the Secret toolgate-archive, with a random password, made first unless it exists). IMG, RUNNER_IMG, WORKSPACE_IMG and POSTGRES_IMG name the images.
+deploy: manifests build-installer ## Deploy the controller and the archive's PostgreSQL into toolgate-system from the release manifests, dist/install.yaml and dist/archive-db.yaml (the Secret toolgate-archive, with a random password, made first unless it exists). IMG, RUNNER_IMG, WORKSPACE_IMG and POSTGRES_IMG name the images.
 	hack/archive-secret.sh
-	@# config/ names the images toolgate/NAME:dev; each is replaced by its variable, and
-	@# a reference config/ no longer has fails the deploy instead of being left out.
-	@manifests="$$(kubectl kustomize config/default | sed \
-	  -e 's#^\( *image: \)toolgate/controller:dev$$#\1$(IMG)#' \
-	  -e 's#^\( *- --runner-image=\)toolgate/runner:dev$$#\1$(RUNNER_IMG)#' \
-	  -e 's#^\( *- --default-sandbox-image=\)toolgate/workspace:dev$$#\1$(WORKSPACE_IMG)#' \
-	  -e 's#^\( *image: \)toolgate/postgres:dev$$#\1$(POSTGRES_IMG)#')" && \
-	for ref in "image: $(IMG)" "--runner-image=$(RUNNER_IMG)" "--default-sandbox-image=$(WORKSPACE_IMG)" "image: $(POSTGRES_IMG)"; do \
-	  printf '%s\n' "$$manifests" | grep -qF -- "$$ref" || { echo "deploy: the manifests of config/default have no '$$ref'"; exit 1; }; \
-	done && printf '%s\n' "$$manifests" | kubectl apply -f -
+	kubectl apply -f dist/install.yaml -f dist/archive-db.yaml
 
 .PHONY: undeploy
 undeploy: ## Remove the controller.
