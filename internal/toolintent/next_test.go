@@ -815,12 +815,6 @@ func requested(f func(w *World)) *World {
 	return w
 }
 
-// changed is w changed by f.
-func changed(w *World, f func(*World)) *World {
-	f(w)
-	return w
-}
-
 // holding is w with the hold of its output recorded (the intent awaits the
 // output's release), then changed by f.
 func holding(w *World, f func(*World)) *World {
