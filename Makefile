@@ -148,10 +148,13 @@ test-e2e: ## Run the e2e suite against the cluster KUBECONFIG names; without KUB
 	@# There, toolgate is installed twice, as a user would: first with helm from
 	@# dist/chart, where the README's walk-through runs, then (once the release is
 	@# uninstalled) with kubectl apply -f dist/install.yaml, where the whole suite runs.
-	@if [ -z "$$KUBECONFIG" ]; then $(MAKE) --no-print-directory test-e2e-helm local-deploy || exit 1; \
+	@# Then it is upgraded with calls in flight: UPGRADE_FROM's toolgate is installed,
+	@# the upgrade-before spec leaves calls in flight, this tree's is applied over it,
+	@# and the upgrade-after spec checks them, before the rest of the suite runs.
+	@if [ -z "$$KUBECONFIG" ]; then $(MAKE) --no-print-directory test-e2e-helm test-e2e-upgrade || exit 1; \
 	  export E2E_REGISTRY=$(KIND_REGISTRY) E2E_WORKSPACE_IMAGE="$$(cat $(IMAGES_DIR)/workspace.ref)" E2E_GITSERVER_IMAGE="$$(cat $(IMAGES_DIR)/gitserver.ref)"; fi; \
 	KUBECONFIG="$${KUBECONFIG:-$(KIND_KUBECONFIG)}" PATH="$(ENVTEST_ASSETS):$$PATH" \
-	  go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v -ginkgo.v -ginkgo.timeout $(E2E_GINKGO_TIMEOUT) -ginkgo.label-filter='!bench' || { \
+	  go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v -ginkgo.v -ginkgo.timeout $(E2E_GINKGO_TIMEOUT) -ginkgo.label-filter='!bench && !upgrade-before && !upgrade-after' || { \
 	  if [ -z "$$KUBECONFIG" ]; then hack/kind.sh logs test/e2e/logs; fi; \
 	  echo "e2e failed: logs are in test/e2e/logs/"; exit 1; }
 
@@ -166,6 +169,24 @@ test-e2e-helm: kind-up images images-push helm ## On the kind cluster: install t
 	  go test -tags e2e ./test/e2e/ -count=1 -timeout 15m -v -ginkgo.v -ginkgo.timeout 10m -ginkgo.focus="README" || { \
 	  hack/kind.sh logs test/e2e/logs; echo "e2e (helm) failed: logs are in test/e2e/logs/"; exit 1; }
 	KUBECONFIG=$(KIND_KUBECONFIG) $(HELM) uninstall toolgate -n toolgate-system --wait --timeout 5m
+
+# The commit make test-e2e upgrades from on kind (hack/deploy-previous.sh).
+UPGRADE_FROM ?= HEAD~1
+
+.PHONY: test-e2e-upgrade
+test-e2e-upgrade: kind-up images images-push ## On the kind cluster: install UPGRADE_FROM's toolgate, leave calls in flight (one waiting for approval, one running in a session, a background job), upgrade to this tree's (make deploy), and check that each is decided, run and observed once, and archived.
+	@rm -rf test/e2e/logs
+	KUBECONFIG=$(KIND_KUBECONFIG) PATH="$(ENVTEST_ASSETS):$$PATH" hack/deploy-previous.sh $(UPGRADE_FROM)
+	KUBECONFIG=$(KIND_KUBECONFIG) PATH="$(ENVTEST_ASSETS):$$PATH" \
+	  go test -tags e2e ./test/e2e/ -count=1 -timeout 10m -v -ginkgo.v -ginkgo.timeout 8m -ginkgo.label-filter=upgrade-before || { \
+	  hack/kind.sh logs test/e2e/logs; echo "e2e (before the upgrade) failed: logs are in test/e2e/logs/"; exit 1; }
+	KUBECONFIG=$(KIND_KUBECONFIG) PATH="$(ENVTEST_ASSETS):$$PATH" $(MAKE) --no-print-directory deploy \
+	  IMG="$$(cat $(IMAGES_DIR)/controller.ref)" RUNNER_IMG="$$(cat $(IMAGES_DIR)/runner.ref)" \
+	  WORKSPACE_IMG="$$(cat $(IMAGES_DIR)/workspace.ref)" POSTGRES_IMG="$$(cat $(IMAGES_DIR)/postgres.ref)"
+	KUBECONFIG=$(KIND_KUBECONFIG) $(ENVTEST_ASSETS)/kubectl -n toolgate-system rollout status deployment/toolgate-controller-manager --timeout=3m
+	KUBECONFIG=$(KIND_KUBECONFIG) PATH="$(ENVTEST_ASSETS):$$PATH" \
+	  go test -tags e2e ./test/e2e/ -count=1 -timeout 10m -v -ginkgo.v -ginkgo.timeout 8m -ginkgo.label-filter=upgrade-after || { \
+	  hack/kind.sh logs test/e2e/logs; echo "e2e (after the upgrade) failed: logs are in test/e2e/logs/"; exit 1; }
 
 .PHONY: bench-e2e
 bench-e2e: ## Measure a tool call's latency on the cluster (intent to observation, beside kubectl exec; docs/benchmarks.md); without KUBECONFIG, on the kind cluster.
