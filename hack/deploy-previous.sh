@@ -14,8 +14,13 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="${root}/bin"
 registry="$("${root}/hack/kind.sh" registry)"
 
-commit="$(git -C "${root}" rev-parse --verify "${ref}^{commit}" 2>/dev/null)" || {
-  echo "deploy-previous: ${ref} is not a commit of this clone (a shallow clone has no history: fetch it, or set UPGRADE_FROM)" >&2
+# A shallow clone (CI's, often) lacks the commit before: fetch a little more history.
+if ! git -C "${root}" rev-parse --verify --quiet "${ref}^{commit}" >/dev/null \
+  && [ "$(git -C "${root}" rev-parse --is-shallow-repository)" = true ]; then
+  git -C "${root}" fetch --quiet --deepen=8 origin || true
+fi
+commit="$(git -C "${root}" rev-parse --verify --quiet "${ref}^{commit}")" || {
+  echo "deploy-previous: ${ref} is not a commit of this clone, even after fetching more history; set UPGRADE_FROM to one that is" >&2
   exit 1
 }
 for f in workspace postgres; do
