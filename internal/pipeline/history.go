@@ -70,14 +70,10 @@ func ApplyAskLimits(d *v1.Decision, limit int32, others []v1.Approval, history *
 	if d.Action != v1.DecisionAsk {
 		return
 	}
-	var retired int
-	if history != nil {
-		retired = int(history.ApprovalRequests)
-		if slices.Contains(history.DeniedFingerprints, d.Fingerprint) {
-			d.Action = v1.DecisionDeny
-			d.Reason = fmt.Sprintf("this exact call was already denied by a human in an earlier call of this task (archived: status.history); it is not asked again (rule %s said: %s)", d.PolicyRuleRef.String(), d.Reason)
-			return
-		}
+	if history != nil && slices.Contains(history.DeniedFingerprints, d.Fingerprint) {
+		d.Action = v1.DecisionDeny
+		d.Reason = fmt.Sprintf("this exact call was already denied by a human in an earlier call of this task (archived: status.history); it is not asked again (rule %s said: %s)", d.PolicyRuleRef.String(), d.Reason)
+		return
 	}
 	for i := range others {
 		a := &others[i]
@@ -87,7 +83,7 @@ func ApplyAskLimits(d *v1.Decision, limit int32, others []v1.Approval, history *
 			return
 		}
 	}
-	if used := retired + len(others); used >= int(limit) {
+	if used := approvalRequests(others, history); used >= int(limit) {
 		d.Action = v1.DecisionDeny
 		d.Reason = fmt.Sprintf("the task's approval-request limit is reached (%d of budgets.maxApprovalRequests=%d); the call would need a human (rule %s said: %s)", used, limit, d.PolicyRuleRef.String(), d.Reason)
 	}
@@ -100,10 +96,7 @@ func ApplyAskLimits(d *v1.Decision, limit int32, others []v1.Approval, history *
 // limit the output is withheld: an agent cannot page people without end by reading
 // what a rule holds.
 func ResultAskLimit(limit int32, others []v1.Approval, history *v1.CallHistory, intent *v1.ToolIntent) string {
-	used := len(others)
-	if history != nil {
-		used += int(history.ApprovalRequests)
-	}
+	used := approvalRequests(others, history)
 	if intent.Status.ApprovalName != "" {
 		used++
 	}
@@ -111,6 +104,16 @@ func ResultAskLimit(limit int32, others []v1.Approval, history *v1.CallHistory, 
 		return ""
 	}
 	return fmt.Sprintf("output withheld: the task's approval-request limit is reached (%d of budgets.maxApprovalRequests=%d), so nobody was asked to release it", used, limit)
+}
+
+// approvalRequests is how many of the task's approval requests are used: its other
+// Approvals in the cluster, and those of its retired calls (history).
+func approvalRequests(others []v1.Approval, history *v1.CallHistory) int {
+	used := len(others)
+	if history != nil {
+		used += int(history.ApprovalRequests)
+	}
+	return used
 }
 
 // RuleFires counts how often each rule with limits acted in a task: the Redirect

@@ -203,8 +203,8 @@ const ResultWithheldByHuman = "[output withheld] The call ran, and its output wa
 func ApplyRelease(obs *v1.Observation, v policy.ResultVerdict, release ResultRelease, why string) *v1.Observation {
 	out := ApplyResult(obs, v)
 	out.ResultCheck.Effects = append(out.ResultCheck.Effects, clip.Bytes(mask.Secrets(why), 1000))
-	if len(out.ResultCheck.Effects) > 32 {
-		out.ResultCheck.Effects = out.ResultCheck.Effects[len(out.ResultCheck.Effects)-32:]
+	if len(out.ResultCheck.Effects) > policy.MaxResultEffects {
+		out.ResultCheck.Effects = out.ResultCheck.Effects[len(out.ResultCheck.Effects)-policy.MaxResultEffects:]
 	}
 	if release != Released {
 		head := "[exit code: none]"

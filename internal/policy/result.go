@@ -303,8 +303,8 @@ func CheckResult(req ResultRequest, cluster, namespaced []*CompiledPolicy, broke
 		}
 	}
 	check.Reason = truncate(check.Reason, maxReason)
-	if len(check.Effects) > maxResultEffects {
-		check.Effects = check.Effects[:maxResultEffects]
+	if len(check.Effects) > MaxResultEffects {
+		check.Effects = check.Effects[:MaxResultEffects]
 	}
 	if len(check.NonActingHits) > maxResultHits {
 		check.NonActingHits = check.NonActingHits[:maxResultHits]
@@ -315,7 +315,9 @@ func CheckResult(req ResultRequest, cluster, namespaced []*CompiledPolicy, broke
 
 // Limits of ResultCheck's lists (see the API's validation markers).
 const (
-	maxResultEffects = 32
+	// MaxResultEffects is also what a check's effects are kept to when others
+	// are added after it (a release, an output copied before the rule applied).
+	MaxResultEffects = 32
 	maxResultHits    = 64
 )
 

@@ -189,16 +189,13 @@ func checkResult(w *World, done *v1.Execution, obs *v1.Observation) policy.Resul
 		Result: pipeline.ResultOf(intent.Spec.Tool, w.Input(), done, obs),
 	}
 	v := policy.CheckResult(req, rp.Cluster, rp.Namespaced, rp.Broken)
-	if rc := v.Check; rc != nil && rc.Action != v1.RuleAllow && done.Status.ArtifactPath != "" && len(rc.Effects) < maxResultEffects {
+	if rc := v.Check; rc != nil && rc.Action != v1.RuleAllow && done.Status.ArtifactPath != "" && len(rc.Effects) < policy.MaxResultEffects {
 		// The call was decided before the rule was in force (a rule in scope
 		// keeps the copy out: policy.Walls), so its output is in the workspace too.
 		rc.Effects = append(rc.Effects, fmt.Sprintf("the full output was copied into the workspace (%s) before this rule applied to the call: a later call can read it there", done.Status.ArtifactPath))
 	}
 	return v
 }
-
-// maxResultEffects is the API's limit of a ResultCheck's effects.
-const maxResultEffects = 32
 
 // resultEffects says in one line what the result rules did.
 func resultEffects(rc *v1.ResultCheck) string {

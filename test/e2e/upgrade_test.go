@@ -11,7 +11,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,11 +59,7 @@ var _ = Describe("Calls in flight across an upgrade, before it", Label("upgrade-
 	It("leaves a call waiting for approval, a call running in a session and a background job running", func(ctx SpecContext) {
 		me := whoAmI(ctx)
 		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: upgradeNamespace, Labels: map[string]string{"toolgate.dev/e2e": "true"}}})).To(Succeed())
-		Expect(k8s.Create(ctx, &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "alice-approves", Namespace: upgradeNamespace},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "toolgate-approver"},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: upgradeApprover}},
-		})).To(Succeed())
+		bindClusterRole(ctx, upgradeNamespace, "alice-approves", "toolgate-approver", userSubject(upgradeApprover))
 		Expect(k8s.Create(ctx, &toolgatev1alpha1.ToolPolicy{
 			ObjectMeta: metav1.ObjectMeta{Name: "upgrade", Namespace: upgradeNamespace},
 			Spec: toolgatev1alpha1.ToolPolicySpec{Rules: []toolgatev1alpha1.PolicyRule{
